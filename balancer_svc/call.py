@@ -1,0 +1,51 @@
+"""The balancer's one request object: a validated LLM call with its workflow metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine_svc.backends.base import SamplingSpec
+from hetflow.tokens import count_tokens
+
+
+@dataclass(frozen=True)
+class WorkflowInfo:
+    program_id: str
+    workflow: str = ""
+    agent: str = ""
+    stage_index: int = 0
+    """1-based; 0 when unknown."""
+    stage_count: int = 0
+    upstream_agent: str = ""
+    tenant: str = ""
+    deadline_unix_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class LlmCall:
+    request_id: str
+    prompt: str
+    messages: tuple[tuple[str, str], ...]
+    sampling: SamplingSpec
+    workflow: WorkflowInfo
+    model_pin: str = ""
+    want_receipt: bool = False
+    received_unix_s: float = 0.0
+
+    @property
+    def system_prompt(self) -> str:
+        return "\n".join(c for r, c in self.messages if r == "system")
+
+    @property
+    def user_prompt(self) -> str:
+        """What the router reads: the last user turn, or the whole prompt."""
+        users = [c for r, c in self.messages if r == "user"]
+        return users[-1] if users else self.prompt
+
+    @property
+    def full_input(self) -> str:
+        return self.prompt or "\n".join(c for _, c in self.messages)
+
+    @property
+    def input_tokens(self) -> int:
+        return count_tokens(self.full_input)

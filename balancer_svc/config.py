@@ -1,0 +1,50 @@
+"""balancer_svc configuration: the stack YAML's ``balancer`` section."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from hetflow.config import service_config
+from hetflow.runtime.server import ServeConfig
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The three decision stages, each a plugin type name with its parameters."""
+
+    model: str = "chimera-slack"
+    model_params: Mapping[str, Any] = field(default_factory=lambda: {"latency_slack": 0.5, "confidence_margin": 0.05})
+    """chimera-slack: latency_slack (tau) and confidence_margin (delta_s)."""
+    priority: str = "predicted-total-tokens"
+    priority_params: Mapping[str, Any] = field(default_factory=dict)
+    engine: str = "least-inflight-tokens"
+    engine_params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BalancerConfig:
+    monitor_address: str = ""
+    router_address: str = ""
+    predictor_address: str = ""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    quantiles: tuple[float, ...] = (0.1, 0.9)
+    """Quantiles of the remaining-token prediction asked for and written in the receipt."""
+    max_tokens_limit: int = 32768
+    """Largest max_tokens a call may ask for."""
+    dependency_timeout_s: float = 2.0
+    """Timeout of each router, predictor and monitor call on the request path."""
+    serve: ServeConfig = field(default_factory=ServeConfig)
+
+
+def from_stack(raw: Mapping[str, Any]) -> BalancerConfig:
+    host = raw.get("stack", {}).get("host", "127.0.0.1")
+    defaults: dict[str, Any] = {"host": host}
+    for name in ("monitor", "router", "predictor"):
+        section = raw.get(name, {})
+        if "port" in section:
+            defaults[f"{name}_address"] = f"{section.get('host', host)}:{section['port']}"
+    section = dict(raw.get("balancer", {}))
+    if "quantiles" in section:
+        section["quantiles"] = tuple(section["quantiles"])
+    return service_config(BalancerConfig, section, "balancer", defaults)

@@ -1,0 +1,70 @@
+"""Balancer policies: small pure functions over a typed snapshot, one per file, chosen by name.
+
+Three stages, each a plugin type (STYLE.md; Gateway API Inference Extension's endpoint picker):
+  model choice   ModelPicker     (call, snapshot, confidence)   -> ModelChoice
+  priority       PriorityRule    (call, prediction)             -> PriorityChoice
+  engine choice  EnginePicker    (call, snapshot, model)        -> EngineChoice
+Each result carries the numbers it decided on and the rule that decided, for the receipt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol
+
+from balancer_svc.call import LlmCall
+from balancer_svc.snapshot import ClusterSnapshot
+
+
+@dataclass(frozen=True)
+class Choice:
+    chosen: str
+    rule: str
+    scores: Mapping[str, float] = field(default_factory=dict)
+    loads: Mapping[str, float] = field(default_factory=dict)
+    params: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    median_tokens: float
+    quantile_tokens: Mapping[float, float] = field(default_factory=dict)
+
+
+class ModelPicker(Protocol):
+    type_name: str
+    needs_router: bool
+
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float]) -> Choice: ...
+
+
+class PriorityRule(Protocol):
+    type_name: str
+
+    def priority(self, call: LlmCall, prediction: Prediction) -> tuple[float, Choice]: ...
+
+
+class EnginePicker(Protocol):
+    type_name: str
+
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str) -> Choice: ...
+
+
+_REGISTRY: dict[str, dict[str, Callable[..., Any]]] = {"model": {}, "priority": {}, "engine": {}}
+
+
+def register(stage: str, type_name: str) -> Callable[[type], type]:
+    def add(cls: type) -> type:
+        cls.type_name = type_name  # type: ignore[attr-defined]
+        _REGISTRY[stage][type_name] = cls
+        return cls
+
+    return add
+
+
+def build(stage: str, type_name: str, params: Mapping[str, Any]) -> Any:
+    from balancer_svc.policies import chimera_slack, least_inflight_tokens, predicted_total_tokens  # noqa: F401
+
+    if type_name not in _REGISTRY[stage]:
+        raise ValueError(f"unknown {stage} policy {type_name!r}; known: {sorted(_REGISTRY[stage])}")
+    return _REGISTRY[stage][type_name](**params)

@@ -1,0 +1,43 @@
+"""The Balancer gRPC servicer: validate, decide, stream. Everything else lives in the dispatcher."""
+
+from __future__ import annotations
+
+import time
+from typing import AsyncIterator
+
+import grpc
+
+from balancer_svc import convert
+from balancer_svc.dispatcher import Dispatcher
+from hetflow.runtime.logs import bind_ids
+from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2
+
+
+class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+
+    async def Generate(self, request: balancer_pb2.GenerateRequest,
+                       context: grpc.aio.ServicerContext) -> AsyncIterator[balancer_pb2.GenerateChunk]:
+        call = convert.call_from_proto(request, self.dispatcher.cfg.max_tokens_limit, time.time())
+        bind_ids(call.request_id, call.workflow.program_id)
+        decision = await self.dispatcher.decide(call)
+        async for chunk in self.dispatcher.stream(call, decision, context.time_remaining()):
+            yield chunk
+
+    async def Complete(self, request: balancer_pb2.GenerateRequest,
+                       context: grpc.aio.ServicerContext) -> balancer_pb2.CompletionReply:
+        call = convert.call_from_proto(request, self.dispatcher.cfg.max_tokens_limit, time.time())
+        bind_ids(call.request_id, call.workflow.program_id)
+        decision = await self.dispatcher.decide(call)
+        texts, last = [], balancer_pb2.GenerateChunk()
+        async for chunk in self.dispatcher.stream(call, decision, context.time_remaining()):
+            texts.append(chunk.text)
+            last = chunk
+        reply = balancer_pb2.CompletionReply(
+            request_id=call.request_id, text="".join(texts), finish_reason=last.finish_reason,
+            usage=last.usage if last.HasField("usage") else common_pb2.Usage(output_tokens=last.output_tokens),
+            model=decision.model, engine_id=decision.engine.engine_id)
+        if call.want_receipt:
+            reply.receipt.CopyFrom(decision.receipt)
+        return reply

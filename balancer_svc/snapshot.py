@@ -1,0 +1,40 @@
+"""Typed, immutable views of the cluster that policies read. Built from a monitor snapshot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EngineView:
+    engine_id: str
+    model: str
+    address: str
+    healthy: bool
+    in_flight_tokens: float
+    """Sum of predicted tokens of the engine's in-flight requests (Chimera I[m])."""
+    in_flight_requests: int
+    waiting: int
+    running: int
+    kv_cache_usage: float
+    decode_ms_per_token: float
+    max_batch_size: int
+    kv_capacity_tokens: int
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    taken_unix_s: float
+    engines: tuple[EngineView, ...]
+    program_model: str = ""
+    """A[p] of the call's program, "" when unassigned."""
+
+    def healthy_engines(self, model: str | None = None) -> list[EngineView]:
+        return [e for e in self.engines if e.healthy and (model is None or e.model == model)]
+
+    def models(self) -> list[str]:
+        """Models with at least one engine, healthy or not, sorted."""
+        return sorted({e.model for e in self.engines})
+
+    def healthy_models(self) -> list[str]:
+        return sorted({e.model for e in self.engines if e.healthy})

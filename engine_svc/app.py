@@ -1,0 +1,55 @@
+"""Assemble an engine service from its config: backend, servicer, status reporter."""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable, Sequence
+
+from engine_svc.backends.base import EngineBackend
+from engine_svc.config import EngineConfig
+from engine_svc.model.profile import load_profile
+from engine_svc.priority_queue import AgingPriorityQueue
+from engine_svc.reporter import StatusReporter
+from engine_svc.servicer import EngineServicer
+from hetflow.runtime.server import Registration
+from hetflow.v1 import engine_pb2, engine_pb2_grpc
+
+SERVICE_NAME = engine_pb2.DESCRIPTOR.services_by_name["Engine"].full_name
+
+
+def make_backend(cfg: EngineConfig) -> EngineBackend:
+    queue = AgingPriorityQueue(cfg.queue.starvation_threshold, cfg.queue.running_quantum)
+    if cfg.backend == "sim":
+        from engine_svc.backends.sim import SimBackend
+
+        profile = load_profile(cfg.profile)
+        return SimBackend(cfg.model or profile.model, profile, queue, cfg.sim_output_median_tokens)
+    if cfg.backend == "vllm":
+        from engine_svc.backends.vllm_backend import VllmBackend
+
+        return VllmBackend(cfg.model, cfg.vllm, queue, cfg.profile)
+    raise ValueError(f"engines[{cfg.name}].backend must be 'sim' or 'vllm', got {cfg.backend!r}")
+
+
+def build(cfg: EngineConfig, port: int | None = None) -> tuple[
+        EngineServicer, Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]]:
+    """The servicer and the ``setup`` callable ``serve_until_signal`` runs."""
+    backend = make_backend(cfg)
+    address = cfg.advertise_address or f"{cfg.serve.host}:{port if port is not None else cfg.serve.port}"
+    servicer = EngineServicer(cfg.name, address, backend, cfg.max_tokens_limit)
+
+    async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
+        await backend.start()
+        reporter = StatusReporter(cfg.monitor_address, cfg.report_interval_s, servicer.status_proto) \
+            if cfg.monitor_address else None
+        if reporter:
+            reporter.start()
+
+        async def close() -> None:
+            servicer.serving = False
+            if reporter:
+                await reporter.close()
+            await backend.close()
+
+        return [Registration(engine_pb2_grpc.add_EngineServicer_to_server, servicer, SERVICE_NAME)], close
+
+    return servicer, setup

@@ -1,0 +1,125 @@
+"""The ``sim`` backend: the engine model (engine_svc.model) run in real time.
+
+Each iteration the batch scheduler picks a batch, the loop sleeps for the profile's iteration
+time, then applies the outcome and streams one token per decoding request. Output lengths are
+``max_tokens`` when ``ignore_eos`` is set (trace replay), else drawn from a log-normal around
+``output_median_tokens`` seeded by the request id, so a replay is reproducible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import random
+import time
+from typing import AsyncIterator
+
+from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta
+from engine_svc.model.profile import EngineProfile
+from engine_svc.model.scheduler import BatchScheduler
+from engine_svc.priority_queue import AgingPriorityQueue
+from engine_svc.request import EngineRequest
+from hetflow.errors import InvalidArgument, ResourceExhausted
+from hetflow.tokens import count_tokens, render_chat
+
+_WORDS = ("the", "model", "returns", "a", "value", "for", "each", "step", "of", "plan", "code", "test",
+          "answer", "is", "def", "solve", "(", ")", ":", "return", "x", "+", "1", "\n")
+OUTPUT_SIGMA = 0.8  # log-normal spread of simulated output lengths
+
+
+def simulated_output_tokens(request_id: str, median_tokens: int) -> int:
+    rng = random.Random(int.from_bytes(hashlib.blake2b(request_id.encode(), digest_size=8).digest(), "big"))
+    return max(1, int(round(math.exp(rng.gauss(math.log(median_tokens), OUTPUT_SIGMA)))))
+
+
+class SimBackend:
+    backend_name = "sim"
+
+    def __init__(self, model: str, profile: EngineProfile, queue: AgingPriorityQueue,
+                 output_median_tokens: int = 128) -> None:
+        self.model, self.profile = model, profile
+        self._scheduler = BatchScheduler(profile, queue)
+        self._output_median_tokens = output_median_tokens
+        self._streams: dict[str, asyncio.Queue[OutputDelta]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run_forever())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def generate(self, call: GenerateCall) -> AsyncIterator[OutputDelta]:
+        prompt = call.prompt or render_chat(list(call.messages))
+        target = (call.sampling.max_tokens if call.sampling.ignore_eos
+                  else simulated_output_tokens(call.request_id, self._output_median_tokens))
+        req = EngineRequest(request_id=call.request_id, prompt_tokens=count_tokens(prompt),
+                            max_tokens=call.sampling.max_tokens, priority=call.priority,
+                            arrival_s=time.monotonic(), program_id=call.program_id,
+                            target_output_tokens=target)
+        if call.request_id in self._streams:
+            raise InvalidArgument(f"request_id {call.request_id!r} is already running on this engine")
+        try:
+            self._scheduler.add(req)
+        except MemoryError as exc:
+            raise ResourceExhausted(str(exc)) from exc
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from exc
+        stream: asyncio.Queue[OutputDelta] = asyncio.Queue()
+        self._streams[call.request_id] = stream
+        self._wake.set()
+        finished = False
+        try:
+            while not finished:
+                delta = await stream.get()
+                finished = delta.finished
+                yield delta
+        finally:
+            self._streams.pop(call.request_id, None)
+            if not finished:
+                self._scheduler.abort(call.request_id, time.monotonic())
+
+    async def abort(self, request_id: str) -> bool:
+        req = self._scheduler.abort(request_id, time.monotonic())
+        stream = self._streams.get(request_id)
+        if req is not None and stream is not None:
+            stream.put_nowait(OutputDelta(request_id, "", req.output_tokens, req.prompt_tokens,
+                                          finished=True, finish_reason="abort", preemptions=req.preemptions))
+        return req is not None
+
+    def status(self) -> BackendStatus:
+        s = self._scheduler
+        return BackendStatus(waiting=s.num_waiting, running=len(s.running), kv_cache_usage=s.kv.usage,
+                             preemptions_total=s.preemptions_total, active_request_ids=list(s.requests))
+
+    async def _run_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_step_at = loop.time()
+        while True:
+            if not self._scheduler.has_work:
+                self._wake.clear()
+                await self._wake.wait()
+                next_step_at = loop.time()
+            plan = self._scheduler.schedule(time.monotonic())
+            if plan.is_empty:
+                await asyncio.sleep(0.001)
+                continue
+            next_step_at = max(next_step_at, loop.time() - 0.05) + plan.duration_s
+            await asyncio.sleep(max(0.0, next_step_at - loop.time()))
+            for event in self._scheduler.update_from_step(plan, time.monotonic()):
+                self._emit(event.request, event.finished)
+
+    def _emit(self, req: EngineRequest, finished: bool) -> None:
+        stream = self._streams.get(req.request_id)
+        if stream is None:
+            return
+        first = req.output_tokens == 1
+        stream.put_nowait(OutputDelta(
+            req.request_id, " " + _WORDS[(req.seq + req.output_tokens) % len(_WORDS)],
+            req.output_tokens, req.prompt_tokens, finished=finished, finish_reason=req.finish_reason,
+            queued_s=(req.first_scheduled_s - req.arrival_s) if first and req.first_scheduled_s else 0.0,
+            preemptions=req.preemptions))

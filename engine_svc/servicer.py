@@ -1,0 +1,46 @@
+"""The Engine gRPC servicer: thin; conversions in convert.py, errors mapped by the interceptor."""
+
+from __future__ import annotations
+
+from typing import AsyncIterator
+
+import grpc
+
+from engine_svc import convert
+from engine_svc.backends.base import EngineBackend
+from hetflow.runtime.logs import bind_ids, get_logger
+from hetflow.v1 import common_pb2, engine_pb2, engine_pb2_grpc
+
+log = get_logger(__name__)
+
+
+class EngineServicer(engine_pb2_grpc.EngineServicer):
+    def __init__(self, engine_id: str, address: str, backend: EngineBackend, max_tokens_limit: int) -> None:
+        self.engine_id, self.address = engine_id, address
+        self.backend = backend
+        self.max_tokens_limit = max_tokens_limit
+        self.serving = True
+
+    async def Generate(self, request: engine_pb2.EngineGenerateRequest,
+                       context: grpc.aio.ServicerContext) -> AsyncIterator[engine_pb2.EngineChunk]:
+        call = convert.call_from_proto(request, self.max_tokens_limit)
+        bind_ids(call.request_id, call.program_id)
+        stream = self.backend.generate(call)
+        try:
+            async for delta in stream:
+                yield convert.chunk_to_proto(delta)
+        finally:
+            await stream.aclose()  # aborts the request if the caller went away early
+
+    async def Abort(self, request: engine_pb2.AbortRequest, context: grpc.aio.ServicerContext) -> engine_pb2.AbortReply:
+        bind_ids(request.request_id)
+        return engine_pb2.AbortReply(found=await self.backend.abort(request.request_id))
+
+    async def Status(self, request: engine_pb2.EngineStatusRequest,
+                     context: grpc.aio.ServicerContext) -> common_pb2.EngineStatus:
+        return self.status_proto()
+
+    def status_proto(self) -> common_pb2.EngineStatus:
+        return convert.status_to_proto(self.engine_id, self.backend.model, self.address,
+                                       self.backend.backend_name, self.serving, self.backend.status(),
+                                       self.backend.profile)

@@ -1,0 +1,1 @@
+"""What every hetflow service shares: server bootstrap, logging, metrics, batching."""

@@ -1,0 +1,92 @@
+"""A batch collector: calls queue their items, a background task forms batches up to a maximum
+size or a maximum wait, and runs the batch function off the event loop (Chimera 3.8)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from typing import Callable, Generic, Sequence, TypeVar
+
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
+
+
+class BatchCollector(Generic[ItemT, ResultT]):
+    """Coalesce concurrent ``submit`` calls into batches of at most ``max_batch_size`` items.
+
+    ``batch_fn`` maps a list of items to a list of results of the same length; it runs in
+    ``executor`` so that inference never blocks the event loop.
+    """
+
+    def __init__(self, batch_fn: Callable[[list[ItemT]], list[ResultT]], max_batch_size: int,
+                 max_wait_s: float, executor: concurrent.futures.Executor) -> None:
+        if max_batch_size < 1:
+            raise ValueError("max_batch_size must be >= 1")
+        self._batch_fn, self._max_batch_size, self._max_wait_s = batch_fn, max_batch_size, max_wait_s
+        self._executor = executor
+        self._pending: asyncio.Queue[tuple[ItemT, asyncio.Future[ResultT]]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self.batches_run = 0
+        self.largest_batch = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._collect_forever())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    def replace_batch_fn(self, batch_fn: Callable[[list[ItemT]], list[ResultT]]) -> None:
+        """Later batches use ``batch_fn``; the batch under way finishes with the old one."""
+        self._batch_fn = batch_fn
+
+    async def submit(self, items: Sequence[ItemT]) -> list[ResultT]:
+        if not items:
+            return []
+        self.start()
+        loop = asyncio.get_running_loop()
+        futures = []
+        for item in items:
+            future: asyncio.Future[ResultT] = loop.create_future()
+            self._pending.put_nowait((item, future))
+            futures.append(future)
+        return list(await asyncio.gather(*futures))
+
+    async def _collect_forever(self) -> None:
+        while True:
+            batch = [await self._pending.get()]
+            deadline = time.monotonic() + self._max_wait_s
+            while len(batch) < self._max_batch_size:
+                timeout = deadline - time.monotonic()
+                if timeout <= 0 and self._pending.empty():
+                    break
+                try:
+                    batch.append(self._pending.get_nowait() if self._pending.qsize()
+                                 else await asyncio.wait_for(self._pending.get(), max(timeout, 0)))
+                except asyncio.TimeoutError:
+                    break
+            await self._run(batch)
+
+    async def _run(self, batch: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
+        live = [(item, fut) for item, fut in batch if not fut.done()]
+        if not live:
+            return
+        self.batches_run += 1
+        self.largest_batch = max(self.largest_batch, len(live))
+        try:
+            results = await asyncio.get_running_loop().run_in_executor(
+                self._executor, self._batch_fn, [item for item, _ in live])
+            if len(results) != len(live):
+                raise RuntimeError(f"batch function returned {len(results)} results for {len(live)} items")
+        except Exception as exc:  # noqa: BLE001 - the callers get the failure
+            for _, fut in live:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        for (_, fut), result in zip(live, results):
+            if not fut.done():
+                fut.set_result(result)

@@ -1,0 +1,92 @@
+"""One server interceptor: per-method metrics, log context, and exceptions -> status codes."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+import grpc
+import structlog
+from prometheus_client import Counter, Histogram
+
+from hetflow.errors import status_of
+from hetflow.runtime.logs import get_logger
+
+RPC_HANDLED = Counter("hetflow_rpc_handled_total", "RPCs handled", ["service", "method", "code"])
+RPC_LATENCY_S = Histogram(
+    "hetflow_rpc_latency_seconds", "RPC latency (whole stream for streaming calls)",
+    ["service", "method"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+log = get_logger(__name__)
+
+
+class ServiceInterceptor(grpc.aio.ServerInterceptor):
+    """Wraps every unary and server-streaming handler of the service."""
+
+    def __init__(self, service: str) -> None:
+        self._service = service
+
+    async def intercept_service(self, continuation: Callable[..., Awaitable[Any]], details: Any) -> Any:
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        method = details.method.rsplit("/", 1)[-1]
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(method, handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                self._stream(method, handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    def _unary(self, method: str, behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            structlog.contextvars.bind_contextvars(rpc=method)
+            start = time.perf_counter()
+            code = grpc.StatusCode.OK
+            try:
+                return await behaviour(request, context)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes a status
+                code = await _abort(context, exc, method)
+            finally:
+                self._observe(method, start, code)
+
+        return wrapped
+
+    def _stream(self, method: str, behaviour: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            structlog.contextvars.bind_contextvars(rpc=method)
+            start = time.perf_counter()
+            code = grpc.StatusCode.OK
+            try:
+                async for item in behaviour(request, context):
+                    yield item
+            except Exception as exc:  # noqa: BLE001
+                code = await _abort(context, exc, method)
+            finally:
+                self._observe(method, start, code)
+
+        return wrapped
+
+    def _observe(self, method: str, start: float, code: grpc.StatusCode) -> None:
+        RPC_HANDLED.labels(self._service, method, code.name).inc()
+        RPC_LATENCY_S.labels(self._service, method).observe(time.perf_counter() - start)
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> grpc.StatusCode:
+    if isinstance(exc, grpc.aio.AbortError):
+        raise exc
+    code, message = status_of(exc)
+    if code == grpc.StatusCode.INTERNAL:
+        log.exception("rpc_failed", method=method)
+    else:
+        log.info("rpc_rejected", method=method, code=code.name, reason=message)
+    await context.abort(code, message)
+    return code  # unreachable: abort raises

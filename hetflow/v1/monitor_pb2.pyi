@@ -1,0 +1,112 @@
+from hetflow.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AdmitRequest(_message.Message):
+    __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    program_id: str
+    model: str
+    engine_id: str
+    predicted_tokens: float
+    workflow: _common_pb2.WorkflowMeta
+    prompt_tokens: int
+    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., predicted_tokens: _Optional[float] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., prompt_tokens: _Optional[int] = ...) -> None: ...
+
+class AdmitReply(_message.Message):
+    __slots__ = ("program_model",)
+    PROGRAM_MODEL_FIELD_NUMBER: _ClassVar[int]
+    program_model: str
+    def __init__(self, program_model: _Optional[str] = ...) -> None: ...
+
+class ReleaseRequest(_message.Message):
+    __slots__ = ("request_id", "output_tokens", "reason")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    output_tokens: int
+    reason: str
+    def __init__(self, request_id: _Optional[str] = ..., output_tokens: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ReleaseReply(_message.Message):
+    __slots__ = ("found",)
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    def __init__(self, found: _Optional[bool] = ...) -> None: ...
+
+class ReportReply(_message.Message):
+    __slots__ = ("orphans_removed",)
+    ORPHANS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    orphans_removed: int
+    def __init__(self, orphans_removed: _Optional[int] = ...) -> None: ...
+
+class SnapshotRequest(_message.Message):
+    __slots__ = ("program_id",)
+    PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
+    program_id: str
+    def __init__(self, program_id: _Optional[str] = ...) -> None: ...
+
+class EngineLoad(_message.Message):
+    __slots__ = ("status", "in_flight_tokens", "in_flight_requests", "healthy", "status_age_s")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    STATUS_AGE_S_FIELD_NUMBER: _ClassVar[int]
+    status: _common_pb2.EngineStatus
+    in_flight_tokens: float
+    in_flight_requests: int
+    healthy: bool
+    status_age_s: float
+    def __init__(self, status: _Optional[_Union[_common_pb2.EngineStatus, _Mapping]] = ..., in_flight_tokens: _Optional[float] = ..., in_flight_requests: _Optional[int] = ..., healthy: _Optional[bool] = ..., status_age_s: _Optional[float] = ...) -> None: ...
+
+class MonitorSnapshot(_message.Message):
+    __slots__ = ("taken_unix_s", "engines", "program_model")
+    TAKEN_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    ENGINES_FIELD_NUMBER: _ClassVar[int]
+    PROGRAM_MODEL_FIELD_NUMBER: _ClassVar[int]
+    taken_unix_s: float
+    engines: _containers.RepeatedCompositeFieldContainer[EngineLoad]
+    program_model: str
+    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ...) -> None: ...
+
+class GetProgramRequest(_message.Message):
+    __slots__ = ("program_id",)
+    PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
+    program_id: str
+    def __init__(self, program_id: _Optional[str] = ...) -> None: ...
+
+class ProgramEntry(_message.Message):
+    __slots__ = ("program_id", "model", "workflow", "in_flight_requests", "completed_requests", "output_tokens", "deadline_unix_s", "first_seen_unix_s", "last_seen_unix_s")
+    PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEEN_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    program_id: str
+    model: str
+    workflow: str
+    in_flight_requests: int
+    completed_requests: int
+    output_tokens: int
+    deadline_unix_s: float
+    first_seen_unix_s: float
+    last_seen_unix_s: float
+    def __init__(self, program_id: _Optional[str] = ..., model: _Optional[str] = ..., workflow: _Optional[str] = ..., in_flight_requests: _Optional[int] = ..., completed_requests: _Optional[int] = ..., output_tokens: _Optional[int] = ..., deadline_unix_s: _Optional[float] = ..., first_seen_unix_s: _Optional[float] = ..., last_seen_unix_s: _Optional[float] = ...) -> None: ...

@@ -1,0 +1,27 @@
+"""monitor_svc configuration: the stack YAML's ``monitor`` section."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from hetflow.config import service_config
+from hetflow.runtime.server import ServeConfig
+from monitor_svc.state import MonitorLimits
+
+
+@dataclass(frozen=True)
+class MonitorConfig:
+    limits: MonitorLimits = field(default_factory=MonitorLimits)
+    sweep_interval_s: float = 1.0
+    """How often silent engines are failed and idle programs forgotten."""
+    serve: ServeConfig = field(default_factory=ServeConfig)
+
+
+def from_stack(raw: Mapping[str, Any]) -> MonitorConfig:
+    section = dict(raw.get("monitor", {}))
+    limits = {k: section.pop(k) for k in list(section) if k in MonitorLimits.__dataclass_fields__}
+    if limits:
+        section["limits"] = limits
+    return service_config(MonitorConfig, section, "monitor",
+                          {"host": raw.get("stack", {}).get("host", "127.0.0.1")})

@@ -1,0 +1,24 @@
+"""monitor state <-> protobuf."""
+
+from __future__ import annotations
+
+from monitor_svc.state import MonitorState, ProgramRecord
+from hetflow.v1 import monitor_pb2
+
+
+def snapshot_to_proto(state: MonitorState, program_id: str, now_s: float) -> monitor_pb2.MonitorSnapshot:
+    engines = [
+        monitor_pb2.EngineLoad(status=record.status, in_flight_tokens=record.in_flight_tokens,
+                               in_flight_requests=len(record.in_flight),
+                               healthy=state.is_healthy(record, now_s), status_age_s=now_s - record.received_s)
+        for record in state.engines.values()
+    ]
+    return monitor_pb2.MonitorSnapshot(taken_unix_s=now_s, engines=engines,
+                                       program_model=state.program_model(program_id) if program_id else "")
+
+
+def program_to_proto(p: ProgramRecord) -> monitor_pb2.ProgramEntry:
+    return monitor_pb2.ProgramEntry(
+        program_id=p.program_id, model=p.model, workflow=p.workflow, in_flight_requests=len(p.in_flight),
+        completed_requests=p.completed, output_tokens=p.output_tokens, deadline_unix_s=p.deadline_unix_s,
+        first_seen_unix_s=p.first_seen_s, last_seen_unix_s=p.last_seen_s)

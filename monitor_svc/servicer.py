@@ -1,0 +1,82 @@
+"""The Monitor gRPC servicer over MonitorState. Wall-clock time (unix seconds) is read here, once per call."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+from prometheus_client import Gauge
+
+from hetflow.errors import InvalidArgument, NotFound
+from hetflow.runtime.logs import bind_ids, get_logger
+from hetflow.v1 import common_pb2, monitor_pb2, monitor_pb2_grpc
+from monitor_svc import convert
+from monitor_svc.state import MonitorState
+
+log = get_logger(__name__)
+IN_FLIGHT_TOKENS = Gauge("hetflow_monitor_in_flight_tokens", "Predicted in-flight tokens per engine", ["engine"])
+IN_FLIGHT_REQUESTS = Gauge("hetflow_monitor_in_flight_requests", "In-flight requests per engine", ["engine"])
+PROGRAMS = Gauge("hetflow_monitor_programs", "Programs in the program table")
+
+
+class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
+    def __init__(self, state: MonitorState) -> None:
+        self.state = state
+
+    async def Admit(self, request: monitor_pb2.AdmitRequest, context: grpc.aio.ServicerContext) -> monitor_pb2.AdmitReply:
+        bind_ids(request.request_id, request.program_id)
+        try:
+            program = self.state.admit(
+                request.request_id, request.program_id, request.model, request.engine_id, request.predicted_tokens,
+                time.time(), workflow=request.workflow.workflow, deadline_unix_s=request.workflow.deadline_unix_s)
+        except KeyError as exc:
+            raise NotFound(exc.args[0]) from exc
+        self._observe(request.engine_id)
+        return monitor_pb2.AdmitReply(program_model=program.model)
+
+    async def Complete(self, request: monitor_pb2.ReleaseRequest, context: grpc.aio.ServicerContext) -> monitor_pb2.ReleaseReply:
+        return self._release(request, completed=True)
+
+    async def Cancel(self, request: monitor_pb2.ReleaseRequest, context: grpc.aio.ServicerContext) -> monitor_pb2.ReleaseReply:
+        return self._release(request, completed=False)
+
+    async def ReportEngineStatus(self, request: common_pb2.EngineStatus,
+                                 context: grpc.aio.ServicerContext) -> monitor_pb2.ReportReply:
+        orphans = self.state.report(request, time.time())
+        if orphans:
+            log.warning("orphans_removed", engine=request.engine_id, count=orphans)
+        self._observe(request.engine_id)
+        return monitor_pb2.ReportReply(orphans_removed=orphans)
+
+    async def Snapshot(self, request: monitor_pb2.SnapshotRequest,
+                       context: grpc.aio.ServicerContext) -> monitor_pb2.MonitorSnapshot:
+        return convert.snapshot_to_proto(self.state, request.program_id, time.time())
+
+    async def GetProgram(self, request: monitor_pb2.GetProgramRequest,
+                         context: grpc.aio.ServicerContext) -> monitor_pb2.ProgramEntry:
+        if not request.program_id:
+            raise InvalidArgument("program_id is required")
+        program = self.state.programs.get(request.program_id)
+        if program is None:
+            raise NotFound(f"program {request.program_id!r} is not in the program table")
+        return convert.program_to_proto(program)
+
+    def sweep(self) -> None:
+        result = self.state.sweep(time.time())
+        if result["entries_dropped"]:
+            log.warning("failed_engines_swept", **result)
+        PROGRAMS.set(len(self.state.programs))
+
+    def _release(self, request: monitor_pb2.ReleaseRequest, completed: bool) -> monitor_pb2.ReleaseReply:
+        bind_ids(request.request_id)
+        entry = self.state.entries.get(request.request_id)
+        found = self.state.release(request.request_id, time.time(), request.output_tokens, completed)
+        if entry is not None:
+            self._observe(entry.engine_id)
+        return monitor_pb2.ReleaseReply(found=found)
+
+    def _observe(self, engine_id: str) -> None:
+        record = self.state.engines.get(engine_id)
+        if record is not None:
+            IN_FLIGHT_TOKENS.labels(engine_id).set(record.in_flight_tokens)
+            IN_FLIGHT_REQUESTS.labels(engine_id).set(len(record.in_flight))

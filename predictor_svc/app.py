@@ -1,0 +1,34 @@
+"""Assemble the predictor service."""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable, Sequence
+
+from hetflow.runtime.batching import BatchCollector
+from hetflow.runtime.server import Registration
+from hetflow.runtime.workers import process_pool
+from hetflow.v1 import predictor_pb2, predictor_pb2_grpc
+from predictor_svc import worker
+from predictor_svc.config import PredictorConfig
+from predictor_svc.predictors import build_predictor
+from predictor_svc.servicer import PredictorServicer
+
+SERVICE_NAME = predictor_pb2.DESCRIPTOR.services_by_name["Predictor"].full_name
+
+
+def build(cfg: PredictorConfig) -> Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]:
+    predictor = build_predictor(cfg.predictor_spec())  # fail at start on a bad spec
+
+    async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
+        pool = process_pool(cfg.workers, worker.init, cfg.predictor_spec())
+        collector: BatchCollector = BatchCollector(worker.predict_batch, cfg.max_batch_size, cfg.max_wait_ms / 1e3, pool)
+        collector.start()
+        servicer = PredictorServicer(predictor.kind, collector)
+
+        async def close() -> None:
+            await collector.close()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+        return [Registration(predictor_pb2_grpc.add_PredictorServicer_to_server, servicer, SERVICE_NAME)], close
+
+    return setup

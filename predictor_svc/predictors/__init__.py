@@ -1,0 +1,22 @@
+"""Length predictors: a batch of feature rows -> predicted total remaining output tokens Y_r."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Protocol
+
+from predictor_svc.features import LengthPrediction, PredictItem
+
+
+class Predictor(Protocol):
+    kind: str
+
+    def predict_batch(self, items: list[PredictItem]) -> list[LengthPrediction]: ...
+
+
+def build_predictor(spec: Mapping[str, Any]) -> Predictor:
+    kind = spec["kind"]
+    if kind == "input-length":
+        from predictor_svc.predictors.input_length import InputLengthPredictor
+
+        return InputLengthPredictor()
+    raise ValueError(f"predictor.kind must be one of ['input-length'], got {kind!r}")

@@ -1,0 +1,34 @@
+"""Assemble the router service."""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable, Sequence
+
+from hetflow.runtime.batching import BatchCollector
+from hetflow.runtime.server import Registration
+from hetflow.runtime.workers import process_pool
+from hetflow.v1 import router_pb2, router_pb2_grpc
+from router_svc import worker
+from router_svc.config import RouterConfig
+from router_svc.scorers import build_scorer
+from router_svc.servicer import RouterServicer
+
+SERVICE_NAME = router_pb2.DESCRIPTOR.services_by_name["Router"].full_name
+
+
+def build(cfg: RouterConfig) -> Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]:
+    scorer = build_scorer(cfg.scorer_spec())  # fail at start, in this process, on a bad spec
+
+    async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
+        pool = process_pool(cfg.workers, worker.init, cfg.scorer_spec())
+        collector: BatchCollector = BatchCollector(worker.score_batch, cfg.max_batch_size, cfg.max_wait_ms / 1e3, pool)
+        collector.start()
+        servicer = RouterServicer(scorer.kind, scorer.models, collector)
+
+        async def close() -> None:
+            await collector.close()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+        return [Registration(router_pb2_grpc.add_RouterServicer_to_server, servicer, SERVICE_NAME)], close
+
+    return setup

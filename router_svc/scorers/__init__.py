@@ -1,0 +1,23 @@
+"""Router scorers: map a batch of prompts to per-model confidence q[m] (Chimera 3.3)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Protocol
+
+
+class Scorer(Protocol):
+    kind: str
+    models: tuple[str, ...]
+
+    def score_batch(self, prompts: list[str]) -> list[tuple[dict[str, float], bool]]:
+        """One (confidence per model, prompt truncated?) per prompt."""
+        ...
+
+
+def build_scorer(spec: Mapping[str, Any]) -> Scorer:
+    kind = spec["kind"]
+    if kind == "fixed-prior":
+        from router_svc.scorers.fixed_prior import FixedPriorScorer
+
+        return FixedPriorScorer(dict(spec["models"]))
+    raise ValueError(f"router.kind must be one of ['fixed-prior'], got {kind!r}")

@@ -1,0 +1,53 @@
+"""Shared builders for requests, profiles and snapshots (after vLLM's tests/v1/core/utils.py)."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+
+from balancer_svc.call import LlmCall, WorkflowInfo
+from balancer_svc.snapshot import ClusterSnapshot, EngineView
+from engine_svc.backends.base import SamplingSpec
+from engine_svc.model.profile import EngineProfile
+from engine_svc.request import EngineRequest
+
+_ids = itertools.count()
+
+
+def profile(**overrides) -> EngineProfile:
+    values = dict(name="test@gpu", model="test", gpu="gpu", prefill_ms_per_token=0.01, decode_base_ms=5.0,
+                  decode_ms_per_seq=0.05, decode_ms_per_batch_token=0.001, kv_capacity_tokens=4096, block_size=16,
+                  max_num_seqs=8, max_num_batched_tokens=512, max_model_len=4096)
+    values.update(overrides)
+    return EngineProfile(**values)
+
+
+def request(prompt_tokens: int = 32, output_tokens: int = 8, priority: float = 0.0, arrival_s: float | None = None,
+            request_id: str | None = None) -> EngineRequest:
+    n = next(_ids)
+    return EngineRequest(request_id=request_id or f"r{n}", prompt_tokens=prompt_tokens, max_tokens=output_tokens,
+                         priority=priority, arrival_s=float(n) if arrival_s is None else arrival_s,
+                         target_output_tokens=output_tokens)
+
+
+def engine(engine_id: str, model: str, in_flight_tokens: float = 0.0, healthy: bool = True,
+           decode_ms_per_token: float = 20.0, max_batch_size: int = 64, in_flight_requests: int = 0) -> EngineView:
+    return EngineView(engine_id=engine_id, model=model, address=f"{engine_id}:0", healthy=healthy,
+                      in_flight_tokens=in_flight_tokens, in_flight_requests=in_flight_requests, waiting=0, running=0,
+                      kv_cache_usage=0.0, decode_ms_per_token=decode_ms_per_token, max_batch_size=max_batch_size,
+                      kv_capacity_tokens=100_000)
+
+
+def snapshot(*engines: EngineView, program_model: str = "") -> ClusterSnapshot:
+    return ClusterSnapshot(taken_unix_s=0.0, engines=tuple(engines), program_model=program_model)
+
+
+def call(prompt: str = "write a function", program_id: str = "p1", **wf) -> LlmCall:
+    return LlmCall(request_id=f"c{next(_ids)}", prompt=prompt, messages=(), sampling=SamplingSpec(max_tokens=16),
+                   workflow=WorkflowInfo(program_id=program_id, **wf))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
