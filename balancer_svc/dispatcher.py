@@ -20,6 +20,7 @@ from prometheus_client import Counter, Histogram
 from balancer_svc import convert, policies
 from balancer_svc.call import LlmCall
 from balancer_svc.config import BalancerConfig
+from balancer_svc.pending import PendingAdmits
 from balancer_svc.policies import Choice, Prediction
 from balancer_svc.snapshot import ClusterSnapshot, EngineView
 from hetflow.errors import DeadlineExceeded, NotFound, Unavailable
@@ -51,6 +52,7 @@ class Dispatcher:
         self.engine_picker = policies.build("engine", p.engine, p.engine_params)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._releases: set[asyncio.Task[None]] = set()
+        self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
         self.monitor = monitor_pb2_grpc.MonitorStub(self._channel(cfg.monitor_address))
         self.router = router_pb2_grpc.RouterStub(self._channel(cfg.router_address)) if cfg.router_address else None
         self.predictor = (predictor_pb2_grpc.PredictorStub(self._channel(cfg.predictor_address))
@@ -64,18 +66,27 @@ class Dispatcher:
 
     # -- decide --------------------------------------------------------------------------
     async def decide(self, call: LlmCall) -> Decision:
+        """Chimera Algorithm 1. Fetches first (snapshot, then router and predictor together), then
+        decides and records the decision without yielding, so concurrent calls see each other."""
         start = time.perf_counter()
         receipt = balancer_pb2.Receipt(request_id=call.request_id, program_id=call.workflow.program_id)
-        snapshot = await self._snapshot(call)
+        snapshot_msg = await self._snapshot(call)
+        snapshot = convert.snapshot_from_proto(snapshot_msg)
         receipt.snapshot_unix_s = snapshot.taken_unix_s
+        candidates = self._candidate_models(call, snapshot)
+        needs_router = not call.model_pin and len(candidates) > 1 and self.model_picker.needs_router
+        confidence, predictions = await asyncio.gather(
+            self._score(call) if needs_router else _none(), self._predict(call, candidates))
 
+        # From here to the pending entry: no await, so no other decision interleaves.
+        view = self.pending.apply(snapshot, snapshot_msg.admit_seq, time.monotonic())
         t = time.perf_counter()
-        model_choice, plugin = await self._choose_model(call, snapshot)
+        model_choice, plugin = self._choose_model(call, view, candidates, confidence, needs_router)
         self._record(receipt, "model", plugin, model_choice, t)
         model = model_choice.chosen
 
         t = time.perf_counter()
-        prediction, predictor_note = await self._predict(call, model)
+        prediction, predictor_note = predictions[model]
         priority, priority_choice = self.priority_rule.priority(call, prediction)
         if predictor_note:
             priority_choice = Choice(priority_choice.chosen, f"{predictor_note};{priority_choice.rule}",
@@ -83,9 +94,10 @@ class Dispatcher:
         self._record(receipt, "priority", self.priority_rule.type_name, priority_choice, t)
 
         t = time.perf_counter()
-        engine_choice = self.engine_picker.pick(call, snapshot, model)
+        engine_choice = self.engine_picker.pick(call, view, model)
         self._record(receipt, "engine", self.engine_picker.type_name, engine_choice, t)
-        engine = next(e for e in snapshot.engines if e.engine_id == engine_choice.chosen)
+        engine = next(e for e in view.engines if e.engine_id == engine_choice.chosen)
+        self.pending.add(call.request_id, engine.engine_id, prediction.median_tokens)
 
         await self._admit(call, model, engine.engine_id, prediction.median_tokens)
         receipt.model, receipt.engine_id = model, engine.engine_id
@@ -95,29 +107,33 @@ class Dispatcher:
         log.info("decision", receipt=MessageToDict(receipt, preserving_proto_field_name=True))
         return Decision(model, engine, priority, prediction, receipt)
 
-    async def _snapshot(self, call: LlmCall) -> ClusterSnapshot:
+    async def _snapshot(self, call: LlmCall) -> monitor_pb2.MonitorSnapshot:
         try:
-            msg = await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(program_id=call.workflow.program_id),
-                                              timeout=self.cfg.dependency_timeout_s)
+            return await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(program_id=call.workflow.program_id),
+                                               timeout=self.cfg.dependency_timeout_s)
         except grpc.aio.AioRpcError as exc:
             raise Unavailable(f"monitor unavailable: {exc.code().name} {exc.details()}") from exc
-        return convert.snapshot_from_proto(msg)
 
-    async def _choose_model(self, call: LlmCall, snapshot: ClusterSnapshot) -> tuple[Choice, str]:
+    @staticmethod
+    def _candidate_models(call: LlmCall, snapshot: ClusterSnapshot) -> list[str]:
+        """The models this call may go to: its pin, its program's model (affinity), or every healthy one."""
         if call.model_pin:
             if call.model_pin not in snapshot.models():
                 raise NotFound(f"model_pin {call.model_pin!r} is not served; models: {snapshot.models()}")
             if not snapshot.healthy_engines(call.model_pin):
                 raise Unavailable(f"no healthy engine for model {call.model_pin!r}")
-            return Choice(call.model_pin, "model-pin"), "model-pin"
-        if not snapshot.healthy_models():
+            return [call.model_pin]
+        healthy = snapshot.healthy_models()
+        if not healthy:
             raise Unavailable("no healthy engine serves any model")
-        confidence: dict[str, float] = {}
-        affinity = snapshot.program_model in snapshot.healthy_models()
-        if self.model_picker.needs_router and not affinity:
-            confidence = await self._score(call)
-        choice = self.model_picker.pick(call, snapshot, confidence)
-        if self.model_picker.needs_router and not affinity and not confidence:
+        return [snapshot.program_model] if snapshot.program_model in healthy else healthy
+
+    def _choose_model(self, call: LlmCall, view: ClusterSnapshot, candidates: list[str],
+                      confidence: dict[str, float], needs_router: bool) -> tuple[Choice, str]:
+        if call.model_pin:
+            return Choice(call.model_pin, "model-pin"), "model-pin"
+        choice = self.model_picker.pick(call, view, confidence)
+        if needs_router and not confidence:
             choice = Choice(choice.chosen, f"router-unavailable;{choice.rule}", choice.scores, choice.loads, choice.params)
         return choice, self.model_picker.type_name
 
@@ -132,26 +148,31 @@ class Dispatcher:
             log.warning("router_unavailable", code=exc.code().name, details=exc.details())
             return {}
 
-    async def _predict(self, call: LlmCall, model: str) -> tuple[Prediction, str]:
-        """Chimera Algorithm 1, line 28: y-hat = Y-hat(r.meta_info, m*)."""
+    async def _predict(self, call: LlmCall, models: list[str]) -> dict[str, tuple[Prediction, str]]:
+        """y-hat = Y-hat(r.meta_info, m) for every candidate m in one batch; Algorithm 1 line 28 then
+        takes the chosen model's. Falls back to the input-length proxy when the predictor is down."""
         if self.predictor is not None:
             try:
                 reply = await self.predictor.Predict(
-                    predictor_pb2.PredictRequest(rows=[convert.feature_row(call, model)], quantiles=self.cfg.quantiles),
+                    predictor_pb2.PredictRequest(rows=[convert.feature_row(call, m) for m in models],
+                                                 quantiles=self.cfg.quantiles),
                     timeout=self.cfg.dependency_timeout_s)
-                return convert.prediction_from_proto(reply.predictions[0], self.cfg.quantiles), ""
+                return {m: (convert.prediction_from_proto(p, self.cfg.quantiles), "")
+                        for m, p in zip(models, reply.predictions)}
             except grpc.aio.AioRpcError as exc:
                 log.warning("predictor_unavailable", code=exc.code().name, details=exc.details())
-        return Prediction(float(call.input_tokens)), "predictor-unavailable:input-length"
+        return {m: (Prediction(float(call.input_tokens)), "predictor-unavailable:input-length") for m in models}
 
     async def _admit(self, call: LlmCall, model: str, engine_id: str, predicted_tokens: float) -> None:
         """Chimera Algorithm 1, line 32: I[m*][r.id] = r.predicted_tokens (and A[p] = m*, line 23)."""
         try:
-            await self.monitor.Admit(monitor_pb2.AdmitRequest(
+            reply = await self.monitor.Admit(monitor_pb2.AdmitRequest(
                 request_id=call.request_id, program_id=call.workflow.program_id, model=model, engine_id=engine_id,
                 predicted_tokens=predicted_tokens, workflow=convert.workflow_to_proto(call.workflow),
                 prompt_tokens=call.input_tokens), timeout=self.cfg.dependency_timeout_s)
+            self.pending.acked(call.request_id, reply.admit_seq, time.monotonic())
         except grpc.aio.AioRpcError as exc:
+            self.pending.drop(call.request_id)
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 raise
             raise Unavailable(f"monitor admit failed: {exc.code().name} {exc.details()}") from exc
@@ -195,6 +216,7 @@ class Dispatcher:
 
     def _release_later(self, request_id: str, output_tokens: int, outcome: str) -> None:
         """Remove the in-flight entry off the caller's task, so a cancelled caller cannot skip it."""
+        self.pending.drop(request_id)
         task = asyncio.get_running_loop().create_task(self._release(request_id, output_tokens, outcome))
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)
@@ -216,6 +238,10 @@ class Dispatcher:
         if channel is None:
             channel = self._channels[address] = grpc.aio.insecure_channel(address)
         return channel
+
+
+async def _none() -> dict[str, float]:
+    return {}
 
 
 def _engine_failure(exc: grpc.aio.AioRpcError) -> str:

@@ -13,7 +13,7 @@ def snapshot_to_proto(state: MonitorState, program_id: str, now_s: float) -> mon
                                healthy=state.is_healthy(record, now_s), status_age_s=now_s - record.received_s)
         for record in state.engines.values()
     ]
-    return monitor_pb2.MonitorSnapshot(taken_unix_s=now_s, engines=engines,
+    return monitor_pb2.MonitorSnapshot(taken_unix_s=now_s, engines=engines, admit_seq=state.admit_seq,
                                        program_model=state.program_model(program_id) if program_id else "")
 
 

@@ -32,7 +32,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         except KeyError as exc:
             raise NotFound(exc.args[0]) from exc
         self._observe(request.engine_id)
-        return monitor_pb2.AdmitReply(program_model=program.model)
+        return monitor_pb2.AdmitReply(program_model=program.model, admit_seq=self.state.admit_seq)
 
     async def Complete(self, request: monitor_pb2.ReleaseRequest, context: grpc.aio.ServicerContext) -> monitor_pb2.ReleaseReply:
         return self._release(request, completed=True)

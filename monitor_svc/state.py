@@ -63,6 +63,8 @@ class MonitorState:
         self.entries: dict[str, InFlightEntry] = {}
         self.programs: dict[str, ProgramRecord] = {}
         self.engines: dict[str, EngineRecord] = {}
+        self.admit_seq = 0
+        """Admits applied so far; the n-th admit is included in every snapshot with admit_seq >= n."""
 
     # -- requests ------------------------------------------------------------------------
     def admit(self, request_id: str, program_id: str, model: str, engine_id: str, predicted_tokens: float,
@@ -87,6 +89,7 @@ class MonitorState:
         engine = self.engines[engine_id]
         engine.in_flight[request_id] = predicted_tokens
         engine.in_flight_tokens += predicted_tokens
+        self.admit_seq += 1
         return program
 
     def release(self, request_id: str, now_s: float, output_tokens: int = 0, completed: bool = True) -> bool:

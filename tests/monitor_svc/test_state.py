@@ -23,6 +23,7 @@ def test_admit_adds_tokens_and_assigns_program(state):
     state.admit("r2", "p1", "other", "e1", 30.0, now_s=1)
     assert state.engines["e0"].in_flight_tokens == 120 and state.engines["e1"].in_flight_tokens == 30
     assert program.model == "m" and state.program_model("p1") == "m"   # A[p] is set once
+    assert state.admit_seq == 2
 
 
 @pytest.mark.parametrize("completed", [True, False])

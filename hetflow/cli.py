@@ -1,0 +1,118 @@
+"""The ``hetflow`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+from pathlib import Path
+
+SERVICES = {"monitor": "monitor_svc", "router": "router_svc", "predictor": "predictor_svc",
+            "balancer": "balancer_svc", "engine": "engine_svc"}
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import importlib
+
+    module = importlib.import_module(f"{SERVICES[args.service]}.__main__")
+    argv = ["--config", args.config] + (["--name", args.name] if args.name else [])
+    module.main(argv)
+    return 0
+
+
+def _balancer_address(config: Path) -> str:
+    from hetflow.config import load_stack
+
+    raw = load_stack(config)
+    return f"{raw['balancer'].get('host', raw.get('stack', {}).get('host', '127.0.0.1'))}:{raw['balancer']['port']}"
+
+
+def _print_runs(runs: list) -> None:
+    print(f"{'program':<17} {'variant':<18} {'stages':>6} {'latency s':>9} {'tokens':>6}  decisions (agent: model@engine rule)")
+    for run in runs:
+        tokens = sum(c.output_tokens for _, c in run.calls)
+        decisions = "; ".join(
+            f"{agent}: {c.model}@{c.engine_id} {c.receipt.stages[0].rule if c.receipt else ''}" for agent, c in run.calls)
+        print(f"{run.program_id:<17} {run.variant:<18} {len(run.calls):>6} {run.latency_s:>9.2f} {tokens:>6}  {decisions}")
+    latencies = [r.latency_s for r in runs]
+    if latencies:
+        print(f"\n{len(runs)} workflows: mean {statistics.mean(latencies):.2f} s, "
+              f"max {max(latencies):.2f} s, calls {sum(len(r.calls) for r in runs)}")
+
+
+def _run_workflow(args: argparse.Namespace) -> int:
+    from hetflow.workflows.code import run_many
+
+    runs = asyncio.run(run_many(args.address or _balancer_address(Path(args.config)), args.count, args.rate,
+                                args.seed, args.variant))
+    _print_runs(runs)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from hetflow import stackctl
+    from hetflow.config import load_stack
+    from hetflow.workflows.code import run_many
+
+    config = Path(args.config)
+    started = stackctl.read_state(load_stack(config)) is None
+    if started and stackctl.up(config, args.timeout) != 0:
+        return 1
+    try:
+        runs = asyncio.run(run_many(_balancer_address(config), args.count, args.rate, args.seed))
+        _print_runs(runs)
+        print()
+        stackctl.status(config)
+    finally:
+        if started:
+            stackctl.down(config)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hetflow", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run one service in the foreground")
+    p.add_argument("service", choices=sorted(SERVICES))
+    p.add_argument("-c", "--config", required=True)
+    p.add_argument("--name", help="engine name (engine only)")
+    p.set_defaults(fn=_serve)
+
+    from hetflow import stackctl
+
+    p = sub.add_parser("up", help="start the whole stack as supervised processes")
+    p.add_argument("-c", "--config", required=True, type=Path)
+    p.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for SERVING")
+    p.set_defaults(fn=lambda a: stackctl.up(a.config, a.timeout))
+
+    p = sub.add_parser("down", help="stop a stack started with up")
+    p.add_argument("-c", "--config", required=True, type=Path)
+    p.set_defaults(fn=lambda a: stackctl.down(a.config))
+
+    p = sub.add_parser("status", help="health, queues and in-flight tokens per engine")
+    p.add_argument("-c", "--config", required=True, type=Path)
+    p.set_defaults(fn=lambda a: stackctl.status(a.config))
+
+    for name, fn, count, help_text in (
+            ("run-workflow", _run_workflow, 1, "run Chimera's code workflow through a running stack"),
+            ("demo", _demo, 16, "start the stack, run workflows, print per-workflow decisions, stop")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("-c", "--config", default="examples/local-sim.yaml")
+        p.add_argument("--count", type=int, default=count, help="workflows to run")
+        p.add_argument("--rate", type=float, default=4.0, help="workflow arrivals per second (Poisson)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--timeout", type=float, default=240.0)
+        if name == "run-workflow":
+            p.add_argument("--address", help="balancer host:port (default: from the config)")
+            p.add_argument("--variant", default="plan-code-qa-code",
+                           choices=["plan-code-qa-code", "plan-code", "code"])
+        p.set_defaults(fn=fn, variant=None) if name == "demo" else p.set_defaults(fn=fn)
+
+    args = parser.parse_args(argv)
+    return int(args.fn(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

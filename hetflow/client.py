@@ -1,0 +1,109 @@
+"""The Python client agent code calls for each LLM call, with its workflow metadata.
+
+    async with HetflowClient("127.0.0.1:50110") as client:
+        program = client.program("code", stage_count=4)
+        plan = await program.complete("planner", [("system", PLANNER), ("user", task)], max_tokens=256)
+        code = await program.complete("coder", [..., ("user", plan.text)], max_tokens=512)
+
+``Program`` fills the program id, the stage index and the upstream agent of each call.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Sequence
+
+import grpc
+
+from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2
+
+
+@dataclass
+class CallResult:
+    request_id: str
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    output_tokens: int
+    model: str
+    engine_id: str
+    latency_s: float
+    receipt: balancer_pb2.Receipt | None = None
+
+
+def build_request(messages: Sequence[tuple[str, str]] = (), prompt: str = "", *, max_tokens: int,
+                  program_id: str = "", workflow: str = "", agent: str = "", stage_index: int | None = None,
+                  stage_count: int | None = None, upstream_agent: str = "", tenant: str = "",
+                  deadline_unix_s: float = 0.0, model_pin: str = "", want_receipt: bool = False,
+                  ignore_eos: bool = False, temperature: float | None = None,
+                  request_id: str = "") -> balancer_pb2.GenerateRequest:
+    wf = common_pb2.WorkflowMeta(program_id=program_id, workflow=workflow, agent=agent, upstream_agent=upstream_agent,
+                                 tenant=tenant, deadline_unix_s=deadline_unix_s)
+    if stage_index is not None:
+        wf.stage_index = stage_index
+    if stage_count is not None:
+        wf.stage_count = stage_count
+    sampling = common_pb2.SamplingParams(max_tokens=max_tokens, ignore_eos=ignore_eos)
+    if temperature is not None:
+        sampling.temperature = temperature
+    return balancer_pb2.GenerateRequest(
+        request_id=request_id, prompt=prompt, sampling=sampling, workflow=wf, model_pin=model_pin,
+        want_receipt=want_receipt, messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in messages])
+
+
+class HetflowClient:
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._channel = grpc.aio.insecure_channel(address)
+        self.stub = balancer_pb2_grpc.BalancerStub(self._channel)
+
+    async def __aenter__(self) -> "HetflowClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    def program(self, workflow: str, stage_count: int | None = None, **defaults: object) -> "Program":
+        return Program(self, workflow, stage_count, defaults)
+
+    def generate(self, request: balancer_pb2.GenerateRequest,
+                 timeout_s: float | None = None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
+        """Stream one call's chunks. Cancel the returned call (or let its task be cancelled) to abort."""
+        return self.stub.Generate(request, timeout=timeout_s)
+
+    async def complete(self, request: balancer_pb2.GenerateRequest, timeout_s: float | None = None) -> CallResult:
+        start = time.perf_counter()
+        reply = await self.stub.Complete(request, timeout=timeout_s)
+        return CallResult(reply.request_id, reply.text, reply.finish_reason, reply.usage.prompt_tokens,
+                          reply.usage.output_tokens, reply.model, reply.engine_id, time.perf_counter() - start,
+                          reply.receipt if reply.HasField("receipt") else None)
+
+
+@dataclass
+class Program:
+    """One workflow run: a program id shared by all of its calls (Chimera 3.1)."""
+
+    client: HetflowClient
+    workflow: str
+    stage_count: int | None
+    defaults: dict = field(default_factory=dict)
+    program_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    stage_index: int = 0
+    last_agent: str = ""
+    calls: list[CallResult] = field(default_factory=list)
+
+    async def complete(self, agent: str, messages: Sequence[tuple[str, str]], max_tokens: int,
+                       timeout_s: float | None = None, **kwargs: object) -> CallResult:
+        self.stage_index += 1
+        request = build_request(messages, max_tokens=max_tokens, program_id=self.program_id, workflow=self.workflow,
+                                agent=agent, stage_index=self.stage_index, stage_count=self.stage_count,
+                                upstream_agent=self.last_agent, **{**self.defaults, **kwargs})
+        result = await self.client.complete(request, timeout_s)
+        self.last_agent = agent
+        self.calls.append(result)
+        return result

@@ -1,0 +1,133 @@
+"""Start, stop and inspect a stack run by the supervisor (``hetflow up/down/status``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from hetflow.config import load_stack
+from hetflow.supervisor import RUN_DIR, plan, stack_name, state_path
+from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def read_state(raw: dict[str, Any]) -> dict[str, Any] | None:
+    path = state_path(stack_name(raw))
+    if not path.exists():
+        return None
+    state = json.loads(path.read_text())
+    return state if _alive(state.get("supervisor_pid")) else None
+
+
+async def health(address: str, timeout_s: float = 1.0) -> str:
+    async with grpc.aio.insecure_channel(address) as channel:
+        try:
+            reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
+            return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+        except grpc.aio.AioRpcError as exc:
+            return exc.code().name
+
+
+async def wait_serving(addresses: dict[str, str], timeout_s: float, supervisor_pid: int | None = None) -> dict[str, str]:
+    deadline = time.monotonic() + timeout_s
+    states: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        states = dict(zip(addresses, await asyncio.gather(*(health(a) for a in addresses.values()))))
+        if all(s == "SERVING" for s in states.values()):
+            return states
+        if supervisor_pid is not None and not _alive(supervisor_pid):
+            break
+        await asyncio.sleep(0.5)
+    return states
+
+
+def up(config: Path, timeout_s: float) -> int:
+    raw = load_stack(config)
+    name = stack_name(raw)
+    if read_state(raw):
+        print(f"stack {name!r} is already up")
+        return 0
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    log_path = RUN_DIR / f"{name}.supervisor.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "hetflow.supervisor", "-c", str(config.resolve())],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    addresses = {s.name: s.address for s in plan(raw)}
+    states = asyncio.run(wait_serving(addresses, timeout_s, proc.pid))
+    if states and all(s == "SERVING" for s in states.values()):
+        print(f"stack {name!r} is up: " + ", ".join(f"{n}@{a}" for n, a in addresses.items()))
+        return 0
+    print(f"stack {name!r} did not come up within {timeout_s:.0f}s: {states}", file=sys.stderr)
+    print(f"logs: {RUN_DIR / name}", file=sys.stderr)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    return 1
+
+
+def down(config: Path, timeout_s: float = 60.0) -> int:
+    raw = load_stack(config)
+    state = read_state(raw)
+    if state is None:
+        print(f"stack {stack_name(raw)!r} is not running")
+        return 0
+    pid = state["supervisor_pid"]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        try:
+            os.waitpid(pid, os.WNOHANG)  # reap when it is our child
+        except ChildProcessError:
+            pass
+    if _alive(pid):
+        print(f"supervisor {pid} did not stop within {timeout_s:.0f}s", file=sys.stderr)
+        return 1
+    print(f"stack {stack_name(raw)!r} stopped")
+    return 0
+
+
+async def _status_rows(raw: dict[str, Any]) -> tuple[dict[str, str], monitor_pb2.MonitorSnapshot | None]:
+    services = {s.name: s.address for s in plan(raw)}
+    states = dict(zip(services, await asyncio.gather(*(health(a) for a in services.values()))))
+    snapshot = None
+    if "monitor" in services and states.get("monitor") == "SERVING":
+        async with grpc.aio.insecure_channel(services["monitor"]) as channel:
+            snapshot = await monitor_pb2_grpc.MonitorStub(channel).Snapshot(monitor_pb2.SnapshotRequest(), timeout=2)
+    return states, snapshot
+
+
+def status(config: Path) -> int:
+    raw = load_stack(config)
+    states, snapshot = asyncio.run(_status_rows(raw))
+    addresses = {s.name: s.address for s in plan(raw)}
+    print(f"{'service':<18} {'address':<22} health")
+    for name, state in states.items():
+        print(f"{name:<18} {addresses[name]:<22} {state}")
+    if snapshot is not None:
+        print(f"\n{'engine':<12} {'model':<24} {'healthy':<8} {'waiting':>7} {'running':>7} {'kv%':>6} "
+              f"{'in-flight tok':>13} {'req':>5}")
+        for e in snapshot.engines:
+            print(f"{e.status.engine_id:<12} {e.status.model:<24} {str(e.healthy):<8} {e.status.waiting:>7} "
+                  f"{e.status.running:>7} {100 * e.status.kv_cache_usage:>6.1f} {e.in_flight_tokens:>13.0f} "
+                  f"{e.in_flight_requests:>5}")
+    return 0 if states and all(s == "SERVING" for s in states.values()) else 1

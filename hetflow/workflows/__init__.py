@@ -1,0 +1,1 @@
+"""Agent workflows that run through a hetflow stack via the client."""

@@ -1,0 +1,29 @@
+"""The overlay of this balancer's own admits on top of a monitor snapshot."""
+
+from balancer_svc.pending import PendingAdmits
+from tests.factories import engine, snapshot
+
+
+def loads(snap):
+    return {e.engine_id: (e.in_flight_tokens, e.in_flight_requests) for e in snap.engines}
+
+
+def test_unacknowledged_and_newer_admits_are_added():
+    pending = PendingAdmits(horizon_s=10)
+    snap = snapshot(engine("a", "m", 100, in_flight_requests=1), engine("b", "m", 0))
+    pending.add("r1", "a", 50)            # not acknowledged yet
+    pending.add("r2", "b", 30)
+    pending.acked("r2", admit_seq=7, now_s=0)
+    assert loads(pending.apply(snap, snapshot_admit_seq=6, now_s=1)) == {"a": (150, 2), "b": (30, 1)}
+    assert loads(pending.apply(snap, snapshot_admit_seq=7, now_s=1)) == {"a": (150, 2), "b": (0, 0)}
+
+
+def test_released_and_expired_entries_are_forgotten():
+    pending = PendingAdmits(horizon_s=5)
+    snap = snapshot(engine("a", "m", 0))
+    pending.add("r1", "a", 50)
+    pending.drop("r1")
+    pending.add("r2", "a", 20)
+    pending.acked("r2", admit_seq=3, now_s=0)
+    assert loads(pending.apply(snap, snapshot_admit_seq=1, now_s=6)) == {"a": (0, 0)}
+    assert len(pending) == 0

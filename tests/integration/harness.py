@@ -1,0 +1,100 @@
+"""Start a whole stack in the test's event loop, every service on its own loopback port."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from balancer_svc import app as balancer_app
+from balancer_svc.config import from_stack as balancer_config
+from engine_svc import app as engine_app
+from engine_svc.config import from_stack as engine_config
+from hetflow.runtime.server import RunningServer, start
+from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
+from monitor_svc import app as monitor_app
+from monitor_svc.config import from_stack as monitor_config
+from predictor_svc import app as predictor_app
+from predictor_svc.config import from_stack as predictor_config
+from router_svc import app as router_app
+from router_svc.config import from_stack as router_config
+from tests.factories import free_port
+
+SMALL, LARGE = "qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"
+
+
+@dataclass
+class Stack:
+    raw: dict[str, Any]
+    servers: dict[str, RunningServer] = field(default_factory=dict)
+    engine_servicers: dict[str, Any] = field(default_factory=dict)
+
+    def address(self, name: str) -> str:
+        return f"127.0.0.1:{self.servers[name].port}"
+
+    async def snapshot(self) -> monitor_pb2.MonitorSnapshot:
+        async with grpc.aio.insecure_channel(self.address("monitor")) as ch:
+            return await monitor_pb2_grpc.MonitorStub(ch).Snapshot(monitor_pb2.SnapshotRequest(), timeout=2)
+
+    async def stop(self, name: str) -> None:
+        await self.servers.pop(name).stop()
+
+    async def close(self) -> None:
+        for name in reversed(list(self.servers)):
+            await self.servers[name].stop()
+
+
+def stack_config(engines: list[dict[str, Any]] | None = None, **balancer: Any) -> dict[str, Any]:
+    engines = engines if engines is not None else [
+        {"name": "small-0", "profile": f"{SMALL}@a6000"}, {"name": "large-0", "profile": f"{LARGE}@a6000"}]
+    return {
+        "stack": {"name": "test", "host": "127.0.0.1"},
+        "monitor": {"port": free_port(), "engine_stale_after_s": 1.0},
+        "router": {"port": free_port(), "models": {SMALL: 0.4, LARGE: 0.7}, "max_wait_ms": 1},
+        "predictor": {"port": free_port(), "max_wait_ms": 1},
+        "balancer": {"port": free_port(), **balancer},
+        "engines": [{"backend": "sim", "port": free_port(), "report_interval_s": 0.1, **e} for e in engines],
+    }
+
+
+async def start_stack(raw: dict[str, Any]) -> Stack:
+    stack = Stack(raw)
+    cfg = monitor_config(raw)
+    _, setup = monitor_app.build(cfg)
+    stack.servers["monitor"] = await start("monitor", cfg.serve, *(await setup()))
+    for name, config, app in (("router", router_config, router_app), ("predictor", predictor_config, predictor_app)):
+        cfg = config(raw)
+        stack.servers[name] = await start(name, cfg.serve, *(await app.build(cfg)()))
+    for engine in raw["engines"]:
+        cfg = engine_config(raw, engine["name"])
+        servicer, setup = engine_app.build(cfg)
+        stack.engine_servicers[engine["name"]] = servicer
+        stack.servers[engine["name"]] = await start(engine["name"], cfg.serve, *(await setup()))
+    cfg = balancer_config(raw)
+    stack.servers["balancer"] = await start("balancer", cfg.serve, *(await balancer_app.build(cfg)()))
+    await wait_for_engines(stack, len(raw["engines"]))
+    return stack
+
+
+async def wait_for_engines(stack: Stack, count: int, timeout_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while asyncio.get_running_loop().time() < deadline:
+        snap = await stack.snapshot()
+        if sum(e.healthy for e in snap.engines) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError("engines did not report to the monitor")
+
+
+async def wait_until_idle(stack: Stack, timeout_s: float = 10.0) -> monitor_pb2.MonitorSnapshot:
+    """Until the monitor holds no in-flight entry and every engine reports no active request."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    snap = await stack.snapshot()
+    while asyncio.get_running_loop().time() < deadline:
+        snap = await stack.snapshot()
+        if all(e.in_flight_requests == 0 and not e.status.active_request_ids for e in snap.engines):
+            return snap
+        await asyncio.sleep(0.05)
+    return snap
