@@ -146,9 +146,12 @@ def catalog_names() -> list[str]:
 
 
 def load_profile(spec: str, **overrides: Any) -> EngineProfile:
-    """``<model>@<gpu>`` from the catalog, or the path of a profile YAML written by ``hetflow profile``."""
+    """``<model>@<gpu>`` from the catalog, or a profile YAML: a path, or the name of one in engine_svc/profiles."""
     if spec.endswith((".yaml", ".yml")):
-        values = yaml.safe_load(Path(spec).read_text())
+        path = Path(spec)
+        if not path.exists() and (CATALOG_PATH.parent / path.name).exists():
+            path = CATALOG_PATH.parent / path.name  # a profile shipped with hetflow, named by file
+        values = yaml.safe_load(path.read_text())
         values.update(overrides)
         return EngineProfile.from_dict(values)
     model, _, gpu_name = spec.partition("@")

@@ -1,0 +1,253 @@
+"""The ``vllm`` backend: vLLM's AsyncLLM in process, behind hetflow's own queue.
+
+hetflow keeps the waiting requests in its aging priority queue (Chimera 3.7) and admits the head
+into vLLM only when vLLM has room: fewer running than max_num_seqs and enough free KV blocks for
+the prompt plus a watermark. So the order in which work starts is hetflow's, and vLLM's own waiting
+queue stays (nearly) empty. Each vLLM engine step, reported through a stat logger, is one
+scheduling iteration for aging. Requests inside vLLM keep their priority (``priority=`` with the
+``priority`` scheduling policy), so vLLM's preemption under memory pressure follows the same order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from typing import Any, AsyncIterator
+
+from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta
+from engine_svc.config import VllmConfig
+from engine_svc.model.kv_cache import blocks_for
+from engine_svc.model.profile import EngineProfile, load_profile
+from engine_svc.priority_queue import AgingPriorityQueue
+from engine_svc.request import EngineRequest, RequestStatus
+from hetflow.errors import InvalidArgument, ResourceExhausted, Unavailable
+from hetflow.runtime.logs import get_logger
+from hetflow.tinymodel import DEFAULT_DIR
+
+log = get_logger(__name__)
+KV_WATERMARK = 0.01      # share of blocks kept free at admission, as vLLM's own watermark
+MAX_VLLM_PRIORITY = 2**31 - 1
+
+
+class VllmBackend:
+    backend_name = "vllm"
+
+    def __init__(self, model: str, cfg: VllmConfig, queue: AgingPriorityQueue, profile_spec: str) -> None:
+        self.cfg, self.queue = cfg, queue
+        self.model_dir = cfg.model_dir or str(DEFAULT_DIR)
+        self.model = model or "tiny-llama"
+        self._profile_spec = profile_spec
+        self.profile: EngineProfile | None = None
+        self._llm: Any = None
+        self._tokenizer: Any = None
+        self._num_blocks = self._block_size = 0
+        self._iteration = 0
+        self._wake = asyncio.Event()
+        self._streams: dict[str, asyncio.Queue[OutputDelta | BaseException]] = {}
+        self._waiting: dict[str, tuple[EngineRequest, list[int], GenerateCall]] = {}
+        self._running: dict[str, EngineRequest] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._admit_task: asyncio.Task[None] | None = None
+        self._kv_usage = 0.0
+        self._vllm_waiting = 0
+        self._preemptions_total = 0
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.platforms import current_platform
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        args = AsyncEngineArgs(
+            model=self.model_dir, load_format=self.cfg.load_format, dtype=self.cfg.dtype,
+            max_model_len=self.cfg.max_model_len, max_num_seqs=self.cfg.max_num_seqs,
+            enforce_eager=self.cfg.enforce_eager, scheduling_policy="priority", seed=self.cfg.seed,
+            gpu_memory_utilization=self.cfg.gpu_memory_utilization, disable_log_stats=False)
+        if current_platform.is_cpu():
+            # On CPU gpu_memory_utilization is a share of host memory; size the KV cache explicitly.
+            args.gpu_memory_utilization = min(self.cfg.gpu_memory_utilization, 0.1)
+            args.kv_cache_memory_bytes = int(self.cfg.kv_cache_gib * 2**30)
+        else:
+            args.block_size = self.cfg.block_size
+        self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[self._stat_logger_factory()])
+        self._tokenizer = self._llm.tokenizer
+        cache = self._llm.vllm_config.cache_config
+        self._num_blocks, self._block_size = int(cache.num_gpu_blocks), int(cache.block_size)
+        base = load_profile(self._profile_spec)
+        self.profile = replace(base, model=self.model, kv_capacity_tokens=self._num_blocks * self._block_size,
+                               block_size=self._block_size, max_num_seqs=self.cfg.max_num_seqs,
+                               max_model_len=self.cfg.max_model_len)
+        self._admit_task = asyncio.get_running_loop().create_task(self._admit_forever())
+        log.info("vllm_started", model_dir=self.model_dir, kv_blocks=self._num_blocks, block_size=self._block_size)
+
+    async def close(self) -> None:
+        if self._admit_task is not None:
+            self._admit_task.cancel()
+            await asyncio.gather(self._admit_task, return_exceptions=True)
+        for request_id in list(self._running):
+            await self.abort(request_id)
+        if self._llm is not None:
+            self._llm.shutdown()
+
+    # -- requests ------------------------------------------------------------------------
+    async def generate(self, call: GenerateCall) -> AsyncIterator[OutputDelta]:
+        if call.request_id in self._streams:
+            raise InvalidArgument(f"request_id {call.request_id!r} is already running on this engine")
+        token_ids = self._tokenize(call)
+        self._check_fits(len(token_ids), call.sampling.max_tokens)
+        req = EngineRequest(request_id=call.request_id, prompt_tokens=len(token_ids),
+                            max_tokens=call.sampling.max_tokens, priority=call.priority, arrival_s=time.monotonic(),
+                            program_id=call.program_id)
+        stream: asyncio.Queue[OutputDelta | BaseException] = asyncio.Queue()
+        self._streams[call.request_id] = stream
+        self._waiting[call.request_id] = (req, token_ids, call)
+        self.queue.push(req, self._iteration)
+        self._wake.set()
+        finished = False
+        try:
+            while not finished:
+                item = await stream.get()
+                if isinstance(item, BaseException):
+                    raise item
+                finished = item.finished
+                yield item
+        finally:
+            if not finished:
+                await self.abort(call.request_id)
+            self._streams.pop(call.request_id, None)
+
+    async def abort(self, request_id: str) -> bool:
+        waiting = self._waiting.pop(request_id, None)
+        if waiting is not None:
+            self.queue.remove(request_id)
+            self._finish_stream(waiting[0], "abort")
+            return True
+        req = self._running.get(request_id)
+        if req is None:
+            return False
+        await self._llm.abort(request_id)
+        return True
+
+    def status(self) -> BackendStatus:
+        return BackendStatus(waiting=len(self.queue) + self._vllm_waiting, running=len(self._running),
+                             kv_cache_usage=self._kv_usage, preemptions_total=self._preemptions_total,
+                             active_request_ids=[*self._waiting, *self._running])
+
+    # -- admission into vLLM -------------------------------------------------------------
+    def _has_room(self, req: EngineRequest) -> bool:
+        if len(self._running) >= self.cfg.max_num_seqs:
+            return False
+        ours = sum(blocks_for(r.prompt_tokens + r.output_tokens + 1, self._block_size) for r in self._running.values())
+        used = max(ours, int(self._kv_usage * self._num_blocks))
+        needed = blocks_for(req.prompt_tokens + 1, self._block_size) + int(KV_WATERMARK * self._num_blocks)
+        return self._num_blocks - used >= needed
+
+    async def _admit_forever(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            self.queue.age(self._iteration)
+            while (head := self.queue.peek()) is not None and self._has_room(head):
+                self.queue.pop()
+                req, token_ids, call = self._waiting.pop(head.request_id)
+                req.status, req.first_scheduled_s = RequestStatus.RUNNING, time.monotonic()
+                self._running[req.request_id] = req
+                task = asyncio.get_running_loop().create_task(self._run(req, token_ids, call))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
+        from vllm.inputs import TokensPrompt
+
+        stream = self._streams.get(req.request_id)
+        first, reason = True, "abort"
+        try:
+            async for out in self._llm.generate(TokensPrompt(prompt_token_ids=token_ids), self._sampling(call),
+                                                request_id=req.request_id,
+                                                priority=int(min(max(req.priority, 0), MAX_VLLM_PRIORITY))):
+                completion = out.outputs[0]
+                req.output_tokens += len(completion.token_ids)
+                if out.finished:
+                    reason = completion.finish_reason or "stop"
+                if stream is not None:
+                    stream.put_nowait(OutputDelta(
+                        req.request_id, completion.text, req.output_tokens, req.prompt_tokens, finished=out.finished,
+                        finish_reason=reason if out.finished else "",
+                        queued_s=(req.first_scheduled_s - req.arrival_s) if first else 0.0))
+                first = False
+                if out.finished:
+                    return
+            self._finish_stream(req, reason)  # ended without a final output: aborted
+        except Exception as exc:  # noqa: BLE001 - the caller gets UNAVAILABLE, the engine keeps serving
+            log.exception("vllm_request_failed", request_id=req.request_id)
+            if stream is not None:
+                stream.put_nowait(Unavailable(f"vLLM failed the request: {type(exc).__name__}: {exc}"))
+        finally:
+            self._running.pop(req.request_id, None)
+            self._wake.set()
+
+    def _finish_stream(self, req: EngineRequest, reason: str) -> None:
+        stream = self._streams.get(req.request_id)
+        if stream is not None:
+            stream.put_nowait(OutputDelta(req.request_id, "", req.output_tokens, req.prompt_tokens, finished=True,
+                                          finish_reason=reason))
+
+    # -- helpers -------------------------------------------------------------------------
+    def _tokenize(self, call: GenerateCall) -> list[int]:
+        if call.prompt:
+            return list(self._tokenizer.encode(call.prompt))
+        messages = [{"role": r, "content": c} for r, c in call.messages]
+        text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return list(self._tokenizer.encode(text, add_special_tokens=False))  # the template has its own
+
+    def _check_fits(self, prompt_tokens: int, max_tokens: int) -> None:
+        if prompt_tokens + max_tokens > self.cfg.max_model_len:
+            raise InvalidArgument(f"prompt {prompt_tokens} + max_tokens {max_tokens} tokens exceeds max_model_len "
+                                  f"{self.cfg.max_model_len}")
+        capacity = self._num_blocks * self._block_size
+        if prompt_tokens + max_tokens > capacity:
+            raise ResourceExhausted(f"request needs {prompt_tokens + max_tokens} KV tokens; engine holds {capacity}")
+
+    @staticmethod
+    def _sampling(call: GenerateCall) -> Any:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        s = call.sampling
+        kwargs: dict[str, Any] = {"max_tokens": s.max_tokens, "ignore_eos": s.ignore_eos,
+                                  "stop": list(s.stop) or None, "output_kind": RequestOutputKind.DELTA}
+        for name in ("temperature", "top_p", "seed"):
+            if getattr(s, name) is not None:
+                kwargs[name] = getattr(s, name)
+        return SamplingParams(**kwargs)
+
+    def _stat_logger_factory(self) -> Any:
+        from vllm.v1.metrics.loggers import StatLoggerBase
+
+        backend = self
+
+        class HetflowStatLogger(StatLoggerBase):
+            """Each record() is one vLLM engine step: one scheduling iteration for aging."""
+
+            def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
+                pass
+
+            def record(self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None,
+                       engine_idx: int = 0) -> None:
+                backend._on_step(scheduler_stats, iteration_stats)
+
+            def log_engine_initialized(self) -> None:
+                pass
+
+        return HetflowStatLogger
+
+    def _on_step(self, scheduler_stats: Any, iteration_stats: Any) -> None:
+        self._iteration += 1
+        if scheduler_stats is not None:
+            self._kv_usage = float(scheduler_stats.kv_cache_usage)
+            self._vllm_waiting = int(scheduler_stats.num_waiting_reqs)
+        if iteration_stats is not None:
+            self._preemptions_total += int(getattr(iteration_stats, "num_preempted_reqs", 0))
+        if len(self.queue):
+            self._wake.set()
