@@ -60,6 +60,22 @@ async def wait_serving(addresses: dict[str, str], timeout_s: float, supervisor_p
     return states
 
 
+async def wait_engines_registered(monitor_address: str, engine_ids: set[str], timeout_s: float) -> bool:
+    """Until the monitor has a healthy status report from every engine, so the balancer can route."""
+    deadline = time.monotonic() + timeout_s
+    async with grpc.aio.insecure_channel(monitor_address) as channel:
+        stub = monitor_pb2_grpc.MonitorStub(channel)
+        while time.monotonic() < deadline:
+            try:
+                snap = await stub.Snapshot(monitor_pb2.SnapshotRequest(), timeout=1.0)
+                if engine_ids <= {e.status.engine_id for e in snap.engines if e.healthy}:
+                    return True
+            except grpc.aio.AioRpcError:
+                pass
+            await asyncio.sleep(0.2)
+    return False
+
+
 def up(config: Path, timeout_s: float) -> int:
     raw = load_stack(config)
     name = stack_name(raw)
@@ -72,8 +88,12 @@ def up(config: Path, timeout_s: float) -> int:
         proc = subprocess.Popen([sys.executable, "-m", "hetflow.supervisor", "-c", str(config.resolve())],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     addresses = {s.name: s.address for s in plan(raw)}
+    started = time.monotonic()
     states = asyncio.run(wait_serving(addresses, timeout_s, proc.pid))
-    if states and all(s == "SERVING" for s in states.values()):
+    engine_ids = {e["name"] for e in raw.get("engines", [])}
+    if (states and all(s == "SERVING" for s in states.values())
+            and asyncio.run(wait_engines_registered(addresses["monitor"], engine_ids,
+                                                    timeout_s - (time.monotonic() - started)))):
         print(f"stack {name!r} is up: " + ", ".join(f"{n}@{a}" for n, a in addresses.items()))
         return 0
     print(f"stack {name!r} did not come up within {timeout_s:.0f}s: {states}", file=sys.stderr)
