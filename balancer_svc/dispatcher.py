@@ -188,7 +188,7 @@ class Dispatcher:
         """Forward the engine's deltas; always release the monitor entry, whatever happens."""
         engine = engine_pb2_grpc.EngineStub(self._channel(decision.engine.address))
         engine_call = engine.Generate(convert.engine_request(call, decision.priority), timeout=time_remaining_s)
-        output_tokens, outcome = 0, "cancelled"
+        output_tokens, outcome, queued_s = 0, "cancelled", 0.0
         first = True
         try:
             async for chunk in engine_call:
@@ -199,9 +199,11 @@ class Dispatcher:
                     out.receipt.CopyFrom(decision.receipt)
                 first = False
                 output_tokens = chunk.output_tokens
+                queued_s += chunk.queued_s
                 if chunk.finished:
                     out.usage.CopyFrom(common_pb2.Usage(prompt_tokens=chunk.prompt_tokens, output_tokens=output_tokens))
                     outcome = "completed" if chunk.finish_reason != "abort" else "aborted"
+                    out.queued_s = queued_s
                 yield out
         except grpc.aio.AioRpcError as exc:
             outcome = _engine_failure(exc)

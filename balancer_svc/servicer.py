@@ -37,7 +37,7 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
         reply = balancer_pb2.CompletionReply(
             request_id=call.request_id, text="".join(texts), finish_reason=last.finish_reason,
             usage=last.usage if last.HasField("usage") else common_pb2.Usage(output_tokens=last.output_tokens),
-            model=decision.model, engine_id=decision.engine.engine_id)
+            model=decision.model, engine_id=decision.engine.engine_id, queued_s=last.queued_s)
         if call.want_receipt:
             reply.receipt.CopyFrom(decision.receipt)
         return reply

@@ -55,6 +55,9 @@ class EngineConfig:
     report_interval_s: float = 0.5
     max_tokens_limit: int = 32768
     """Largest max_tokens accepted."""
+    stream_interval_tokens: int = 1
+    """Send a chunk every this many tokens (the first token always at once), as vLLM's stream_interval:
+    fewer messages per token where the CPU that streams is the CPU that computes."""
     sim_output_median_tokens: int = 128
     """sim backend: median output length when the call does not set ignore_eos."""
     queue: QueueConfig = field(default_factory=QueueConfig)

@@ -5,20 +5,27 @@ from __future__ import annotations
 from typing import AsyncIterator
 
 import grpc
+from prometheus_client import Gauge
 
 from engine_svc import convert
-from engine_svc.backends.base import EngineBackend
+from engine_svc.backends.base import EngineBackend, OutputDelta, merge
 from hetflow.runtime.logs import bind_ids, get_logger
 from hetflow.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 
 log = get_logger(__name__)
+WAITING = Gauge("hetflow_engine_waiting", "Requests waiting (hetflow's queue and the engine's own)")
+RUNNING = Gauge("hetflow_engine_running", "Requests running")
+KV_USAGE = Gauge("hetflow_engine_kv_cache_usage", "Share of KV blocks in use")
+PREEMPTIONS = Gauge("hetflow_engine_preemptions", "Preemptions since start")
 
 
 class EngineServicer(engine_pb2_grpc.EngineServicer):
-    def __init__(self, engine_id: str, address: str, backend: EngineBackend, max_tokens_limit: int) -> None:
+    def __init__(self, engine_id: str, address: str, backend: EngineBackend, max_tokens_limit: int,
+                 stream_interval_tokens: int = 1) -> None:
         self.engine_id, self.address = engine_id, address
         self.backend = backend
         self.max_tokens_limit = max_tokens_limit
+        self.stream_interval_tokens = max(1, stream_interval_tokens)
         self.serving = True
 
     async def Generate(self, request: engine_pb2.EngineGenerateRequest,
@@ -26,9 +33,15 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         call = convert.call_from_proto(request, self.max_tokens_limit)
         bind_ids(call.request_id, call.program_id)
         stream = self.backend.generate(call)
+        held: OutputDelta | None = None
+        sent_tokens = 0
         try:
             async for delta in stream:
-                yield convert.chunk_to_proto(delta)
+                held = merge(held, delta) if held is not None else delta
+                if held.finished or sent_tokens == 0 or held.output_tokens - sent_tokens >= self.stream_interval_tokens:
+                    sent_tokens = held.output_tokens
+                    yield convert.chunk_to_proto(held)
+                    held = None
         finally:
             await stream.aclose()  # aborts the request if the caller went away early
 
@@ -41,6 +54,10 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         return self.status_proto()
 
     def status_proto(self) -> common_pb2.EngineStatus:
+        status = self.backend.status()
+        WAITING.set(status.waiting)
+        RUNNING.set(status.running)
+        KV_USAGE.set(status.kv_cache_usage)
+        PREEMPTIONS.set(status.preemptions_total)
         return convert.status_to_proto(self.engine_id, self.backend.model, self.address,
-                                       self.backend.backend_name, self.serving, self.backend.status(),
-                                       self.backend.profile)
+                                       self.backend.backend_name, self.serving, status, self.backend.profile)

@@ -31,6 +31,8 @@ class CallResult:
     engine_id: str
     latency_s: float
     receipt: balancer_pb2.Receipt | None = None
+    queued_s: float = 0.0
+    """Time the call waited in the engine's queue."""
 
 
 def build_request(messages: Sequence[tuple[str, str]] = (), prompt: str = "", *, max_tokens: int,
@@ -81,7 +83,7 @@ class HetflowClient:
         reply = await self.stub.Complete(request, timeout=timeout_s)
         return CallResult(reply.request_id, reply.text, reply.finish_reason, reply.usage.prompt_tokens,
                           reply.usage.output_tokens, reply.model, reply.engine_id, time.perf_counter() - start,
-                          reply.receipt if reply.HasField("receipt") else None)
+                          reply.receipt if reply.HasField("receipt") else None, reply.queued_s)
 
 
 @dataclass

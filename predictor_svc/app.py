@@ -21,7 +21,7 @@ def build(cfg: PredictorConfig) -> Callable[[], Awaitable[tuple[Sequence[Registr
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
         pool = process_pool(cfg.workers, worker.init, cfg.predictor_spec())
-        collector: BatchCollector = BatchCollector(worker.predict_batch, cfg.max_batch_size, cfg.max_wait_ms / 1e3, pool)
+        collector: BatchCollector = BatchCollector(worker.predict_batch, cfg.max_batch_size, cfg.max_wait_ms / 1e3, pool, "predictor")
         collector.start()
         servicer = PredictorServicer(predictor.kind, collector)
 

@@ -14,7 +14,8 @@ class PredictorConfig:
     kind: str = "input-length"
     """Predictor type: ``input-length`` (Chimera table 3 baseline)."""
     max_batch_size: int = 64
-    max_wait_ms: float = 2.0
+    max_wait_ms: float = 0.0
+    """Extra wait to fill a batch. 0: calls that arrive while a batch runs form the next one."""
     workers: int = 1
     serve: ServeConfig = field(default_factory=ServeConfig)
 

@@ -21,7 +21,7 @@ def build(cfg: RouterConfig) -> Callable[[], Awaitable[tuple[Sequence[Registrati
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
         pool = process_pool(cfg.workers, worker.init, cfg.scorer_spec())
-        collector: BatchCollector = BatchCollector(worker.score_batch, cfg.max_batch_size, cfg.max_wait_ms / 1e3, pool)
+        collector: BatchCollector = BatchCollector(worker.score_batch, cfg.max_batch_size, cfg.max_wait_ms / 1e3, pool, "router")
         collector.start()
         servicer = RouterServicer(scorer.kind, scorer.models, collector)
 

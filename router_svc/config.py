@@ -16,8 +16,8 @@ class RouterConfig:
     models: Mapping[str, float] = field(default_factory=dict)
     """Models scored, with the prior confidence the fixed-prior scorer returns."""
     max_batch_size: int = 32
-    max_wait_ms: float = 2.0
-    """How long the collector waits to fill a batch."""
+    max_wait_ms: float = 0.0
+    """Extra wait to fill a batch. 0: calls that arrive while a batch runs form the next one."""
     workers: int = 1
     """Inference processes."""
     serve: ServeConfig = field(default_factory=ServeConfig)

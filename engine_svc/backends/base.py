@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Protocol
+from typing import Any, AsyncIterator, Protocol
 
 from engine_svc.model.profile import EngineProfile
 
@@ -39,6 +40,23 @@ class OutputDelta:
     finish_reason: str = ""
     queued_s: float = 0.0
     preemptions: int = 0
+
+
+def merge(first: OutputDelta, later: OutputDelta) -> OutputDelta:
+    """One delta standing for two consecutive ones of the same request (fewer messages on the wire)."""
+    return OutputDelta(first.request_id, first.text + later.text, later.output_tokens, later.prompt_tokens,
+                       later.finished, later.finish_reason, first.queued_s + later.queued_s, later.preemptions)
+
+
+def coalesce_ready(first: OutputDelta, ready: "asyncio.Queue[Any]") -> OutputDelta:
+    """Fold every delta already waiting in ``ready`` into ``first``; stops before anything that is not a delta."""
+    delta = first
+    while not delta.finished and not ready.empty():
+        peeked = ready._queue[0]  # type: ignore[attr-defined]
+        if not isinstance(peeked, OutputDelta):
+            break
+        delta = merge(delta, ready.get_nowait())
+    return delta
 
 
 @dataclass

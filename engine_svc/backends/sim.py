@@ -15,7 +15,7 @@ import random
 import time
 from typing import AsyncIterator
 
-from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta
+from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
 from engine_svc.model.profile import EngineProfile
 from engine_svc.model.scheduler import BatchScheduler
 from engine_svc.priority_queue import AgingPriorityQueue
@@ -75,7 +75,7 @@ class SimBackend:
         finished = False
         try:
             while not finished:
-                delta = await stream.get()
+                delta = coalesce_ready(await stream.get(), stream)
                 finished = delta.finished
                 yield delta
         finally:

@@ -15,7 +15,7 @@ import time
 from dataclasses import replace
 from typing import Any, AsyncIterator
 
-from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta
+from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
 from engine_svc.config import VllmConfig
 from engine_svc.model.kv_cache import blocks_for
 from engine_svc.model.profile import EngineProfile, load_profile
@@ -110,6 +110,7 @@ class VllmBackend:
                 item = await stream.get()
                 if isinstance(item, BaseException):
                     raise item
+                item = coalesce_ready(item, stream)
                 finished = item.finished
                 yield item
         finally:

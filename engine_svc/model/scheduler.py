@@ -148,7 +148,7 @@ class BatchScheduler:
             num_tokens = min(req.tokens_to_compute, budget)
             while not self.kv.try_grow(req.request_id, req.num_computed_tokens + num_tokens):
                 victim = max(self.running, key=lambda r: r.key)
-                self._preempt(victim, plan)
+                budget += self._preempt(victim, plan)
                 if victim is req:
                     break
             if req.status != RequestStatus.RUNNING:
@@ -173,8 +173,10 @@ class BatchScheduler:
             plan.chunks.append(ScheduledChunk(req, num_tokens, True, 0))
             budget -= num_tokens
 
-    def _preempt(self, req: EngineRequest, plan: StepPlan) -> None:
+    def _preempt(self, req: EngineRequest, plan: StepPlan) -> int:
+        """Evict ``req`` for recompute; returns the tokens it had been given this iteration."""
         self.running.remove(req)
+        refunded = sum(c.num_tokens for c in plan.chunks if c.request is req)
         plan.chunks = [c for c in plan.chunks if c.request is not req]
         self.kv.free(req.request_id)
         req.num_computed_tokens = 0
@@ -183,6 +185,7 @@ class BatchScheduler:
         self.preemptions_total += 1
         plan.preempted.append(req)
         self.queue.push(req, self.iteration)
+        return refunded
 
     def _finish(self, req: EngineRequest, now_s: float) -> None:
         self.running.remove(req)

@@ -8,6 +8,11 @@ import concurrent.futures
 import time
 from typing import Callable, Generic, Sequence, TypeVar
 
+from prometheus_client import Histogram
+
+BATCH_SIZE = Histogram("hetflow_batch_size", "Items per batch run", ["collector"],
+                       buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
+
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
 
@@ -20,11 +25,12 @@ class BatchCollector(Generic[ItemT, ResultT]):
     """
 
     def __init__(self, batch_fn: Callable[[list[ItemT]], list[ResultT]], max_batch_size: int,
-                 max_wait_s: float, executor: concurrent.futures.Executor) -> None:
+                 max_wait_s: float, executor: concurrent.futures.Executor, name: str = "batch") -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
         self._batch_fn, self._max_batch_size, self._max_wait_s = batch_fn, max_batch_size, max_wait_s
         self._executor = executor
+        self._batch_size = BATCH_SIZE.labels(name)
         self._pending: asyncio.Queue[tuple[ItemT, asyncio.Future[ResultT]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self.batches_run = 0
@@ -77,6 +83,7 @@ class BatchCollector(Generic[ItemT, ResultT]):
             return
         self.batches_run += 1
         self.largest_batch = max(self.largest_batch, len(live))
+        self._batch_size.observe(len(live))
         try:
             results = await asyncio.get_running_loop().run_in_executor(
                 self._executor, self._batch_fn, [item for item, _ in live])

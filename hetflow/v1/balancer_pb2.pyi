@@ -26,7 +26,7 @@ class GenerateRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., prompt: _Optional[str] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., model_pin: _Optional[str] = ..., want_receipt: _Optional[bool] = ...) -> None: ...
 
 class GenerateChunk(_message.Message):
-    __slots__ = ("request_id", "text", "output_tokens", "finished", "finish_reason", "receipt", "usage")
+    __slots__ = ("request_id", "text", "output_tokens", "finished", "finish_reason", "receipt", "usage", "queued_s")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,7 @@ class GenerateChunk(_message.Message):
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     RECEIPT_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_S_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     text: str
     output_tokens: int
@@ -41,10 +42,11 @@ class GenerateChunk(_message.Message):
     finish_reason: str
     receipt: Receipt
     usage: _common_pb2.Usage
-    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., output_tokens: _Optional[int] = ..., finished: _Optional[bool] = ..., finish_reason: _Optional[str] = ..., receipt: _Optional[_Union[Receipt, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ...) -> None: ...
+    queued_s: float
+    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., output_tokens: _Optional[int] = ..., finished: _Optional[bool] = ..., finish_reason: _Optional[str] = ..., receipt: _Optional[_Union[Receipt, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., queued_s: _Optional[float] = ...) -> None: ...
 
 class CompletionReply(_message.Message):
-    __slots__ = ("request_id", "text", "finish_reason", "usage", "model", "engine_id", "receipt")
+    __slots__ = ("request_id", "text", "finish_reason", "usage", "model", "engine_id", "receipt", "queued_s")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +54,7 @@ class CompletionReply(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
     RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_S_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     text: str
     finish_reason: str
@@ -59,7 +62,8 @@ class CompletionReply(_message.Message):
     model: str
     engine_id: str
     receipt: Receipt
-    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., finish_reason: _Optional[str] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., receipt: _Optional[_Union[Receipt, _Mapping]] = ...) -> None: ...
+    queued_s: float
+    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., finish_reason: _Optional[str] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., receipt: _Optional[_Union[Receipt, _Mapping]] = ..., queued_s: _Optional[float] = ...) -> None: ...
 
 class StageDecision(_message.Message):
     __slots__ = ("stage", "plugin", "rule", "chosen", "scores", "loads", "params", "elapsed_ms")

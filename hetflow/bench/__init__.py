@@ -1,0 +1,1 @@
+"""Benchmarks: they measure speed; tests check behaviour. Results go to stdout and bench_out/."""

@@ -1,0 +1,43 @@
+"""What every benchmark reports besides its own figure: percentiles, queueing share, stability."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+from pathlib import Path
+from typing import Any, Sequence
+
+OUT_DIR = Path("bench_out")
+UNSTABLE_HALF_RATIO = 1.25  # second-half mean latency this much above the first half: queues still growing
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def stability(latencies_in_arrival_order: Sequence[float]) -> dict[str, Any]:
+    """Mean latency of the first against the second half of the run; a growing queue is unstable."""
+    half = len(latencies_in_arrival_order) // 2
+    first, second = statistics.mean(latencies_in_arrival_order[:half]), statistics.mean(latencies_in_arrival_order[half:])
+    ratio = second / first if first > 0 else float("inf")
+    return {"first_half_mean_s": first, "second_half_mean_s": second, "ratio": ratio,
+            "stable": ratio <= UNSTABLE_HALF_RATIO}
+
+
+def machine() -> str:
+    import os
+
+    return f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}"
+
+
+def write(name: str, result: dict[str, Any]) -> Path:
+    OUT_DIR.mkdir(exist_ok=True)
+    path = OUT_DIR / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), **result}, indent=2))
+    return path
