@@ -171,6 +171,9 @@ class Dispatcher:
                 predicted_tokens=predicted_tokens, workflow=convert.workflow_to_proto(call.workflow),
                 prompt_tokens=call.input_tokens), timeout=self.cfg.dependency_timeout_s)
             self.pending.acked(call.request_id, reply.admit_seq, time.monotonic())
+        except asyncio.CancelledError:
+            self._release_later(call.request_id, 0, "cancelled")  # the admit may have landed
+            raise
         except grpc.aio.AioRpcError as exc:
             self.pending.drop(call.request_id)
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:

@@ -5,13 +5,20 @@ the monitor, so without this overlay a burst of calls all sees the same idle eng
 added at the instant of the decision, acknowledged with the monitor's ``admit_seq``, and counted
 on top of any snapshot whose ``admit_seq`` is older. Across balancers the window that remains is one
 monitor round trip.
+
+Acknowledgements arrive in ``admit_seq`` order (the monitor applies admits one at a time and answers
+on one connection), so acknowledged entries sit in a deque by sequence and ``apply`` reads only the
+tail newer than the snapshot: O(unacknowledged + newer) per call, not O(all recent admits).
 """
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, replace
 
 from balancer_svc.snapshot import ClusterSnapshot
+
+REORDER_SLACK = 64  # how far out of sequence order an acknowledgement may be processed
 
 
 @dataclass
@@ -26,6 +33,7 @@ class PendingAdmit:
 class PendingAdmits:
     def __init__(self, horizon_s: float) -> None:
         self._entries: dict[str, PendingAdmit] = {}
+        self._acked: collections.deque[tuple[int, str]] = collections.deque()
         self._horizon_s = horizon_s
         """Acknowledged entries older than this are in every snapshot a live decision can hold."""
 
@@ -39,20 +47,29 @@ class PendingAdmits:
         entry = self._entries.get(request_id)
         if entry is not None:
             entry.admit_seq, entry.acked_at_s = admit_seq, now_s
+            self._acked.append((admit_seq, request_id))
 
     def drop(self, request_id: str) -> None:
         self._entries.pop(request_id, None)
 
     def apply(self, snapshot: ClusterSnapshot, snapshot_admit_seq: int, now_s: float) -> ClusterSnapshot:
         """``snapshot`` with the load of entries it cannot contain added to their engines."""
+        self._prune(now_s)
         extra: dict[str, tuple[float, int]] = {}
-        for request_id, entry in list(self._entries.items()):
-            if entry.admit_seq is not None and now_s - entry.acked_at_s > self._horizon_s:
-                del self._entries[request_id]
-                continue
-            if entry.admit_seq is None or entry.admit_seq > snapshot_admit_seq:
-                tokens, count = extra.get(entry.engine_id, (0.0, 0))
-                extra[entry.engine_id] = (tokens + entry.predicted_tokens, count + 1)
+
+        def count(entry: PendingAdmit) -> None:
+            tokens, n = extra.get(entry.engine_id, (0.0, 0))
+            extra[entry.engine_id] = (tokens + entry.predicted_tokens, n + 1)
+
+        for entry in self._entries.values():
+            if entry.admit_seq is None:
+                count(entry)
+        for seq, request_id in reversed(self._acked):
+            if seq <= snapshot_admit_seq - REORDER_SLACK:
+                break
+            entry = self._entries.get(request_id)
+            if seq > snapshot_admit_seq and entry is not None and entry.admit_seq == seq:
+                count(entry)
         if not extra:
             return snapshot
         engines = tuple(
@@ -60,3 +77,13 @@ class PendingAdmits:
                     in_flight_requests=e.in_flight_requests + extra[e.engine_id][1])
             if e.engine_id in extra else e for e in snapshot.engines)
         return replace(snapshot, engines=engines)
+
+    def _prune(self, now_s: float) -> None:
+        while self._acked:
+            _, request_id = self._acked[0]
+            entry = self._entries.get(request_id)
+            if entry is not None and entry.admit_seq is not None and now_s - entry.acked_at_s <= self._horizon_s:
+                return
+            self._acked.popleft()
+            if entry is not None and entry.admit_seq is not None:
+                del self._entries[request_id]

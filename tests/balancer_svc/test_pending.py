@@ -27,3 +27,12 @@ def test_released_and_expired_entries_are_forgotten():
     pending.acked("r2", admit_seq=3, now_s=0)
     assert loads(pending.apply(snap, snapshot_admit_seq=1, now_s=6)) == {"a": (0, 0)}
     assert len(pending) == 0
+
+
+def test_many_old_acknowledged_entries_are_skipped_not_counted():
+    pending = PendingAdmits(horizon_s=100)
+    snap = snapshot(engine("a", "m", 0))
+    for i in range(1000):
+        pending.add(f"r{i}", "a", 1.0)
+        pending.acked(f"r{i}", admit_seq=i + 1, now_s=0)
+    assert loads(pending.apply(snap, snapshot_admit_seq=990, now_s=1)) == {"a": (10, 10)}
