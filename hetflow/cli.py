@@ -70,6 +70,26 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workload_generate(args: argparse.Namespace) -> int:
+    from hetflow.workloads.generate import generate, summary, write
+    from hetflow.workloads.trace import read_jsonl
+
+    replay = [r.arrival_s for r in read_jsonl(Path(args.replay))] if args.replay else None
+    records = generate(args.family, args.programs, args.seed, args.models.split(","), args.arrival, args.rate,
+                       args.cv, replay, args.tenant)
+    write(records, Path(args.out))
+    print(f"wrote {args.out}\n{summary(records)}")
+    return 0
+
+
+def _workload_stats(args: argparse.Namespace) -> int:
+    from hetflow.workloads.generate import summary
+    from hetflow.workloads.trace import read_jsonl
+
+    print(summary(list(read_jsonl(Path(args.trace)))))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hetflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -109,6 +129,26 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--variant", default="plan-code-qa-code",
                            choices=["plan-code-qa-code", "plan-code", "code"])
         p.set_defaults(fn=fn, variant=None) if name == "demo" else p.set_defaults(fn=fn)
+
+    from hetflow.workloads.generate import FAMILIES
+    from hetflow.workloads.models import DEFAULT_MODELS
+
+    workload = sub.add_parser("workload", help="workflow traces from real data").add_subparsers(dest="verb", required=True)
+    p = workload.add_parser("generate", help="write a trace (JSON Lines)")
+    p.add_argument("--family", required=True, choices=sorted(FAMILIES))
+    p.add_argument("--programs", type=int, default=500)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated trace models")
+    p.add_argument("--arrival", choices=["poisson", "gamma", "replay"], default="poisson")
+    p.add_argument("--rate", type=float, default=1.0, help="programs per second")
+    p.add_argument("--cv", type=float, default=3.0, help="gamma arrivals: coefficient of variation")
+    p.add_argument("--replay", help="take arrival times from this trace")
+    p.add_argument("--tenant", default="default")
+    p.add_argument("-o", "--out", required=True)
+    p.set_defaults(fn=_workload_generate)
+    p = workload.add_parser("stats", help="summarise a trace")
+    p.add_argument("trace")
+    p.set_defaults(fn=_workload_stats)
 
     args = parser.parse_args(argv)
     return int(args.fn(args) or 0)

@@ -1,0 +1,92 @@
+"""Turn a family's planned programs into trace records: per-model tokens and correctness.
+
+A family plans each program (its stages, their text and dependencies, the item's difficulty and a
+length sampler); the builder then, per model, samples output lengths, sums each stage's input
+(system + user prompt + outputs of every ancestor stage), fits the model's ability to its published
+accuracy over the trace's own items and draws the final answer's correctness.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from hetflow.tokens import count_tokens
+from hetflow.workloads.correctness import fit_ability, sample_correct
+from hetflow.workloads.models import MODELS
+from hetflow.workloads.trace import StageRecord
+
+
+@dataclass
+class StagePlan:
+    agent: str
+    system_prompt: str
+    user_prompt: str
+    depends_on: list[int] = field(default_factory=list)
+    """1-based stage indices this stage waits for."""
+
+
+@dataclass
+class ProgramPlan:
+    workflow: str
+    variant: str
+    stages: list[StagePlan]
+    difficulty: float
+    """b_i of the item-response model."""
+    accuracy_family: str
+    """Which published accuracy the models' abilities are fitted to: code, math or general."""
+    lengths: Callable[[str, random.Random], list[int]]
+    """(model, rng) -> output tokens of each stage."""
+    bonus: float = 0.0
+    """Logit bonus of the variant (planning and checking stages)."""
+    item: dict[str, Any] = field(default_factory=dict)
+    tenant: str = "default"
+
+
+def ancestors(stages: Sequence[StagePlan]) -> list[set[int]]:
+    """Per stage, every stage whose output reaches its input (transitive closure of depends_on)."""
+    out: list[set[int]] = []
+    for stage in stages:
+        found: set[int] = set()
+        for dep in stage.depends_on:
+            found |= {dep} | out[dep - 1]
+        out.append(found)
+    return out
+
+
+def build(plans: Sequence[ProgramPlan], models: Sequence[str], arrivals: Sequence[float], seed: int,
+          prefix: str = "p") -> list[StageRecord]:
+    unknown = sorted(set(models) - set(MODELS))
+    if unknown:
+        raise ValueError(f"unknown trace model(s) {unknown}; known: {sorted(MODELS)}")
+    rng = random.Random(seed)
+    abilities = {
+        (m, fam): fit_ability(MODELS[m].accuracy[fam], [p.difficulty for p in group], [p.bonus for p in group])
+        for fam in {p.accuracy_family for p in plans}
+        for group in [[p for p in plans if p.accuracy_family == fam]]
+        for m in models
+    }
+    records: list[StageRecord] = []
+    for n, (plan, arrival) in enumerate(zip(plans, arrivals)):
+        program_id = f"{prefix}{seed}-{n:06d}"
+        outputs = {m: plan.lengths(m, rng) for m in models}
+        correct = {m: sample_correct(rng, abilities[(m, plan.accuracy_family)], plan.difficulty, plan.bonus)
+                   for m in models}
+        context = ancestors(plan.stages)
+        for i, stage in enumerate(plan.stages):
+            prompt_tokens = count_tokens(stage.system_prompt) + count_tokens(stage.user_prompt)
+            records.append(StageRecord(
+                program_id=program_id, workflow=plan.workflow, variant=plan.variant, stage_index=i + 1,
+                stage_count=len(plan.stages), agent=stage.agent,
+                upstream_agent=plan.stages[stage.depends_on[-1] - 1].agent if stage.depends_on else "",
+                depends_on=list(stage.depends_on), system_prompt=stage.system_prompt, user_prompt=stage.user_prompt,
+                input_tokens={m: prompt_tokens + sum(outputs[m][j - 1] for j in context[i]) for m in models},
+                output_tokens={m: outputs[m][i] for m in models}, correct=dict(correct),
+                arrival_s=round(arrival, 6), tenant=plan.tenant, item=dict(plan.item)))
+    return records
+
+
+def chain(agents: Sequence[tuple[str, str]], user_prompt: str) -> list[StagePlan]:
+    """A sequential workflow: each stage depends on the one before."""
+    return [StagePlan(agent, system, user_prompt, [i] if i else []) for i, (agent, system) in enumerate(agents)]

@@ -1,0 +1,1 @@
+"""Workflow families: each plans programs over real text (see docs/workloads.md)."""

@@ -1,0 +1,84 @@
+"""hetflow's trace format: JSON Lines, one record per LLM call (a stage of a workflow run).
+
+A program's records share ``program_id`` and ``arrival_s``; ``stage_index`` numbers its calls in a
+topological order of the workflow's DAG and ``depends_on`` names the stages each call waits for
+(empty for the first stage; several entries after a parallel fan-out). Token counts are per model:
+a stage's input includes earlier stages' outputs, and those depend on the model that produced them
+(with program affinity, one model serves the whole program). ``correct`` is the per-model
+correctness of the program's final answer, the same on every record of the program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+
+@dataclass
+class StageRecord:
+    program_id: str
+    workflow: str
+    """Family: code, math, chat, sql, kairos-qa, kairos-report, kairos-code."""
+    variant: str
+    """Shape within the family, e.g. plan-code-qa-code."""
+    stage_index: int
+    """1-based, topological."""
+    stage_count: int
+    agent: str
+    upstream_agent: str
+    depends_on: list[int]
+    system_prompt: str
+    user_prompt: str
+    input_tokens: dict[str, int]
+    """Full input (system + user + upstream outputs) per model."""
+    output_tokens: dict[str, int]
+    correct: dict[str, bool]
+    arrival_s: float
+    tenant: str = "default"
+    item: dict[str, Any] = field(default_factory=dict)
+    """Where the text came from and the features of its difficulty (module, level, difficulty...)."""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "StageRecord":
+        return cls(**values)
+
+
+def write_jsonl(records: Iterable[StageRecord], path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for record in records:
+            f.write(record.to_json() + "\n")
+            n += 1
+    return n
+
+
+def read_jsonl(path: Path) -> Iterator[StageRecord]:
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield StageRecord.from_dict(json.loads(line))
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(f"{path}:{line_no}: not a hetflow trace record: {exc}") from exc
+
+
+def programs(records: Iterable[StageRecord]) -> dict[str, list[StageRecord]]:
+    """Records grouped by program, each group in stage order."""
+    out: dict[str, list[StageRecord]] = {}
+    for r in records:
+        out.setdefault(r.program_id, []).append(r)
+    for group in out.values():
+        group.sort(key=lambda r: r.stage_index)
+    return out
+
+
+def remaining_output_tokens(program: list[StageRecord], stage_index: int, model: str) -> int:
+    """Chimera 3.4: Y_r = sum over j >= i of OutTokens(p, j), for the program served by ``model``."""
+    return sum(r.output_tokens[model] for r in program if r.stage_index >= stage_index)

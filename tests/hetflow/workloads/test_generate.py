@@ -1,0 +1,115 @@
+"""Traces: reproducible by seed, and each family has the structure it claims."""
+
+import statistics
+
+import pytest
+
+from hetflow.workloads.generate import generate
+from hetflow.workloads.trace import programs, read_jsonl, remaining_output_tokens, write_jsonl
+
+MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-14b-instruct")
+
+
+@pytest.fixture(scope="module")
+def traces():
+    return {f: programs(generate(f, 60, seed=3, models=MODELS)) for f in
+            ("code", "math", "chat", "sql", "kairos-qa", "kairos-report", "kairos-code")}
+
+
+def test_same_seed_same_trace_and_other_seed_differs():
+    a = [r.to_json() for r in generate("math", 20, seed=7, models=MODELS)]
+    b = [r.to_json() for r in generate("math", 20, seed=7, models=MODELS)]
+    c = [r.to_json() for r in generate("math", 20, seed=8, models=MODELS)]
+    assert a == b and a != c
+
+
+def test_every_record_is_complete_and_inputs_include_upstream_outputs(traces):
+    for family, groups in traces.items():
+        for group in groups.values():
+            assert [r.stage_index for r in group] == list(range(1, len(group) + 1))
+            for r in group:
+                assert r.stage_count == len(group) and r.workflow == family
+                assert set(r.output_tokens) == set(r.input_tokens) == set(r.correct) == set(MODELS)
+                assert all(d < r.stage_index for d in r.depends_on)
+                for m in MODELS:
+                    upstream = sum(group[d - 1].output_tokens[m] for d in r.depends_on)
+                    assert r.input_tokens[m] >= upstream + 1
+            assert len({r.arrival_s for r in group}) == 1 and len({str(r.correct) for r in group}) == 1
+
+
+@pytest.mark.parametrize("family, shapes", [
+    ("code", {("planner", "coder", "qa", "coder"), ("planner", "coder"), ("coder",)}),
+    ("math", {("planner", "solver", "verifier", "solver"), ("planner", "solver"), ("solver",)}),
+    ("kairos-report", {("researcher", "writer")}),
+    ("kairos-qa", {("router", "math_expert"), ("router", "humanities_expert")}),
+])
+def test_chains_follow_their_variants(traces, family, shapes):
+    seen = {tuple(r.agent for r in g) for g in traces[family].values()}
+    assert seen == shapes
+    for g in traces[family].values():
+        assert all(r.depends_on == ([r.stage_index - 1] if r.stage_index > 1 else []) for r in g)
+
+
+def test_chat_turns_are_a_chain_of_real_turns(traces):
+    for g in traces["chat"].values():
+        assert 1 <= len(g) <= 8 and all(r.agent == "assistant" for r in g)
+        assert g[0].item["real_output_tokens"][0] > 0
+
+
+def test_sql_dag_fans_out_then_loops_then_evaluates(traces):
+    for g in traces["sql"].values():
+        agents = [r.agent for r in g]
+        k, rounds = g[0].item["candidates"], g[0].item["correction_rounds"]
+        assert agents == ["schema_linker"] + ["sql_writer"] * k + ["sql_fixer"] * rounds + ["evaluator"]
+        assert 2 <= k <= 5 and 0 <= rounds <= 10
+        writers = g[1:1 + k]
+        assert all(r.depends_on == [1] for r in writers)                      # parallel fan-out
+        after_writers = g[1 + k]
+        assert after_writers.depends_on == list(range(2, k + 2))              # joins all candidates
+        for r in g[2 + k:]:
+            assert r.depends_on == [r.stage_index - 1]                        # sequential afterwards
+
+
+def test_kairos_code_feedback_loop_is_bounded(traces):
+    for g in traces["kairos-code"].values():
+        agents = [r.agent for r in g]
+        loops = g[0].item["loops"]
+        assert 1 <= loops <= 3 and agents == ["coder", "tester"] * loops
+
+
+def test_remaining_tokens_sum_current_and_later_stages(traces):
+    g = next(g for g in traces["code"].values() if len(g) == 4)
+    m = MODELS[0]
+    assert remaining_output_tokens(g, 1, m) == sum(r.output_tokens[m] for r in g)
+    assert remaining_output_tokens(g, 4, m) == g[3].output_tokens[m]
+
+
+def test_trace_roundtrip_and_malformed_line(tmp_path):
+    records = generate("kairos-report", 5, seed=1, models=MODELS)
+    path = tmp_path / "t.jsonl"
+    write_jsonl(records, path)
+    assert [r.to_json() for r in read_jsonl(path)] == [r.to_json() for r in records]
+    path.write_text(path.read_text() + '{"program_id": 1}\n')
+    with pytest.raises(ValueError, match=f":{len(records) + 1}:"):
+        list(read_jsonl(path))
+
+
+def test_published_accuracy_is_reproduced():
+    groups = programs(generate("math", 400, seed=5, models=MODELS)).values()
+    acc = {m: statistics.mean(g[0].correct[m] for g in groups) for m in MODELS}
+    assert acc["qwen2.5-1.5b-instruct"] == pytest.approx(0.552, abs=0.06)
+    assert acc["qwen2.5-14b-instruct"] == pytest.approx(0.800, abs=0.06)
+
+
+def test_harder_items_fail_more():
+    groups = list(programs(generate("math", 400, seed=6, models=MODELS)).values())
+    easy = [g[0].correct[MODELS[0]] for g in groups if g[0].item["level"] == "easy"]
+    hard = [g[0].correct[MODELS[0]] for g in groups if g[0].item["level"] == "hard"]
+    assert statistics.mean(easy) > statistics.mean(hard) + 0.1
+
+
+def test_unknown_family_and_model_are_rejected():
+    with pytest.raises(ValueError, match="family"):
+        generate("poetry", 5, seed=0)
+    with pytest.raises(ValueError, match="model"):
+        generate("code", 5, seed=0, models=("gpt-17",))
