@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 from pathlib import Path
 
+ARTIFACTS = Path(os.environ.get("HETFLOW_CACHE", Path.home() / ".cache" / "hetflow")) / "artifacts"
 SERVICES = {"monitor": "monitor_svc", "router": "router_svc", "predictor": "predictor_svc",
             "balancer": "balancer_svc", "engine": "engine_svc"}
 
@@ -90,6 +92,35 @@ def _workload_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_predictor(args: argparse.Namespace) -> int:
+    import json
+
+    from hetflow.workloads.generate import FAMILIES, generate
+    from hetflow.workloads.trace import read_jsonl
+    from predictor_svc import artifact
+    from predictor_svc.training import data_sha256, train
+
+    models = args.models.split(",")
+    if args.trace:
+        records = [r for path in args.trace for r in read_jsonl(Path(path))]
+    else:
+        families = args.families.split(",") if args.families else sorted(FAMILIES)
+        records = [r for f in families for r in generate(f, args.programs, args.seed, models)]
+    sha = data_sha256(records)
+    out = Path(args.out) if args.out else ARTIFACTS / f"predictor-{sha[:12]}"
+    model, metrics = train(records, models, n_estimators=args.trees, seed=args.seed)
+    artifact.save(model, out, sha, metrics)
+    k = metrics["kendall_tau_distance"]
+    print(f"layout: {metrics['layout']} ({json.dumps(metrics['layouts_compared'])})")
+    print(f"{'family/model':<40} {'n':>5} {'QRF':>6} {'FCFS':>6} {'input':>6} {'cover':>6}")
+    for group, v in metrics["per_group"].items():
+        print(f"{group:<40} {v['n']:>5.0f} {v['qrf']:>6.3f} {v['fcfs']:>6.3f} {v['input_length']:>6.3f} {v['coverage']:>6.3f}")
+    print(f"{'mean':<40} {'':>5} {k['qrf']:>6.3f} {k['fcfs']:>6.3f} {k['input_length']:>6.3f} {metrics['coverage']:>6.3f}")
+    print(f"Kendall tau distance to the oracle order (Chimera B.2; lower is better); coverage of [q10, q90]\n"
+          f"artifact: {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hetflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -149,6 +180,17 @@ def main(argv: list[str] | None = None) -> int:
     p = workload.add_parser("stats", help="summarise a trace")
     p.add_argument("trace")
     p.set_defaults(fn=_workload_stats)
+
+    train = sub.add_parser("train", help="train the learned models").add_subparsers(dest="what", required=True)
+    p = train.add_parser("predictor", help="Chimera's QRF of remaining output tokens (3.4)")
+    p.add_argument("--trace", action="append", help="trace(s) to train on; default: generate --families")
+    p.add_argument("--families", help="comma-separated; default: every family")
+    p.add_argument("--programs", type=int, default=300, help="programs per family when generating")
+    p.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    p.add_argument("--trees", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--out", help=f"artifact directory; default {ARTIFACTS}/predictor-<data hash>")
+    p.set_defaults(fn=_train_predictor)
 
     args = parser.parse_args(argv)
     return int(args.fn(args) or 0)

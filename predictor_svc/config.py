@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from hetflow.config import service_config
@@ -12,7 +13,13 @@ from hetflow.runtime.server import ServeConfig
 @dataclass(frozen=True)
 class PredictorConfig:
     kind: str = "input-length"
-    """Predictor type: ``input-length`` (Chimera table 3 baseline)."""
+    """Predictor type: ``input-length`` (Chimera table 3 baseline) or ``qrf`` (Chimera 3.4)."""
+    artifact: str = ""
+    """qrf: directory written by ``hetflow train predictor``; reloaded when its meta.json changes."""
+    models: tuple[str, ...] = ()
+    """When set, the artifact must have been trained for these models."""
+    reload_poll_s: float = 2.0
+    """How often the artifact is checked for a new version; 0 disables reloading."""
     max_batch_size: int = 64
     max_wait_ms: float = 0.0
     """Extra wait to fill a batch. 0: calls that arrive while a batch runs form the next one."""
@@ -20,9 +27,14 @@ class PredictorConfig:
     serve: ServeConfig = field(default_factory=ServeConfig)
 
     def predictor_spec(self) -> dict[str, Any]:
-        return {"kind": self.kind}
+        return {"kind": self.kind, "artifact": self.artifact, "models": list(self.models)}
 
 
 def from_stack(raw: Mapping[str, Any]) -> PredictorConfig:
-    return service_config(PredictorConfig, raw.get("predictor", {}), "predictor",
+    section = dict(raw.get("predictor", {}))
+    if "models" in section:
+        section["models"] = tuple(section["models"])
+    if section.get("artifact"):
+        section["artifact"] = str(Path(section["artifact"]).expanduser())
+    return service_config(PredictorConfig, section, "predictor",
                           {"host": raw.get("stack", {}).get("host", "127.0.0.1")})

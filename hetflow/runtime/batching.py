@@ -46,9 +46,14 @@ class BatchCollector(Generic[ItemT, ResultT]):
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
-    def replace_batch_fn(self, batch_fn: Callable[[list[ItemT]], list[ResultT]]) -> None:
-        """Later batches use ``batch_fn``; the batch under way finishes with the old one."""
-        self._batch_fn = batch_fn
+    @property
+    def executor(self) -> concurrent.futures.Executor:
+        return self._executor
+
+    def replace_executor(self, executor: concurrent.futures.Executor) -> concurrent.futures.Executor:
+        """Later batches run on ``executor``; the batch under way finishes on the old one, returned."""
+        old, self._executor = self._executor, executor
+        return old
 
     async def submit(self, items: Sequence[ItemT]) -> list[ResultT]:
         if not items:

@@ -19,6 +19,11 @@ import numpy as np
 
 BASE_SIGMA = 0.6
 CALIBRATION_SAMPLES = 40_000
+ITEM_WEIGHT = 0.4
+"""Share of a stage's log-normal spread tied to the item: log length = ... + ITEM_WEIGHT * z_item +
+sqrt(sigma^2 - ITEM_WEIGHT^2) * noise, with z_item a standardised feature the text carries (longer
+reference solutions, harder levels, more complex SQL give longer outputs). With z_item ~ N(0, 1) the
+total spread is sigma, as calibrated."""
 
 
 @dataclass(frozen=True)
@@ -37,8 +42,10 @@ class StageLengths:
     runaway_prob: float
     runaway_tokens: int
 
-    def sample(self, rng: random.Random, shares: tuple[float, ...]) -> list[int]:
-        out = [max(1, int(round(self.scale * s * math.exp(rng.gauss(-self.sigma ** 2 / 2, self.sigma)))))
+    def sample(self, rng: random.Random, shares: tuple[float, ...], item_z: float = 0.0) -> list[int]:
+        item = min(ITEM_WEIGHT, self.sigma) * item_z
+        residual = math.sqrt(max(self.sigma ** 2 - ITEM_WEIGHT ** 2, 0.0))
+        out = [max(1, int(round(self.scale * s * math.exp(item + rng.gauss(-self.sigma ** 2 / 2, residual)))))
                for s in shares]
         if rng.random() < self.runaway_prob:
             out[-1] = self.runaway_tokens

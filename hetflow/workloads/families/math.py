@@ -31,6 +31,7 @@ BONUS = {"plan-solve-verify-solve": 0.3, "plan-solve": 0.15, "solve": 0.0}
 GROUP_OFFSET = {"arithmetic": -0.5, "comparison": -0.4, "measurement": -0.3, "numbers": 0.1, "algebra": 0.3,
                 "calculus": 0.4, "polynomials": 0.5, "probability": 0.6}
 LEVEL_OFFSET = {"easy": -0.5, "medium": 0.0, "hard": 0.5}
+EXPLAINED_SD = 0.55  # spread of module + level offsets over the bank; standardises the length feature
 RUNAWAY_TOKENS = 16384
 UNEXPLAINED_SD = 0.3
 
@@ -39,14 +40,14 @@ def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
     plans = []
     for q in math_questions(n, rng.getrandbits(32)):
         group = q.module.split("__")[0]
+        explained = GROUP_OFFSET.get(group, 0.0) + LEVEL_OFFSET[q.level]
         variant = rng.choice(list(AGENTS))
         shares = next(s.shares for s in SHAPES if s.name == variant)
         plans.append(ProgramPlan(
             workflow="math", variant=variant, stages=chain(AGENTS[variant], q.question),
-            difficulty=GROUP_OFFSET.get(group, 0.0) + LEVEL_OFFSET[q.level] + rng.gauss(0, UNEXPLAINED_SD),
-            accuracy_family="math",
-            lengths=lambda m, r, shares=shares: calibrate(SHAPES, *MODELS[m].total_output("math"),
-                                                          RUNAWAY_TOKENS).sample(r, shares),
+            difficulty=explained + rng.gauss(0, UNEXPLAINED_SD), accuracy_family="math",
+            lengths=lambda m, r, shares=shares, z=explained / EXPLAINED_SD: calibrate(
+                SHAPES, *MODELS[m].total_output("math"), RUNAWAY_TOKENS).sample(r, shares, item_z=z),
             bonus=BONUS[variant],
             item={"source": "mathematics-dataset", "module": q.module, "level": q.level, "answer": q.answer}))
     return plans

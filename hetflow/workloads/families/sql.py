@@ -75,7 +75,8 @@ def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
         means = [MEAN_TOKENS[s.agent] for s in stages]
         plans.append(ProgramPlan(
             workflow="sql", variant=f"k{k}-r{rounds}", stages=stages, difficulty=difficulty,
-            accuracy_family="general", lengths=lambda m, r, means=means: assumed_lengths(means, m, r),
+            accuracy_family="general",
+            lengths=lambda m, r, means=means, z=tier_difficulty / 0.7: assumed_lengths(means, m, r, item_z=z),
             bonus=0.05 * rounds, item={"source": "templates", "schema": schema_name, "tier": tier,
                                        "candidates": k, "correction_rounds": rounds}))
     return plans
