@@ -75,13 +75,16 @@ class Dispatcher:
         receipt.snapshot_unix_s = snapshot.taken_unix_s
         candidates = self._candidate_models(call, snapshot)
         needs_router = not call.model_pin and len(candidates) > 1 and self.model_picker.needs_router
-        confidence, predictions = await asyncio.gather(
+        (confidence, truncated), predictions = await asyncio.gather(
             self._score(call) if needs_router else _none(), self._predict(call, candidates))
 
         # From here to the pending entry: no await, so no other decision interleaves.
         view = self.pending.apply(snapshot, snapshot_msg.admit_seq, time.monotonic())
         t = time.perf_counter()
         model_choice, plugin = self._choose_model(call, view, candidates, confidence, needs_router)
+        if truncated:  # the encoder saw only the first max_length tokens of the prompt
+            model_choice = Choice(model_choice.chosen, f"router-prompt-truncated;{model_choice.rule}",
+                                  model_choice.scores, model_choice.loads, model_choice.params)
         self._record(receipt, "model", plugin, model_choice, t)
         model = model_choice.chosen
 
@@ -137,16 +140,17 @@ class Dispatcher:
             choice = Choice(choice.chosen, f"router-unavailable;{choice.rule}", choice.scores, choice.loads, choice.params)
         return choice, self.model_picker.type_name
 
-    async def _score(self, call: LlmCall) -> dict[str, float]:
+    async def _score(self, call: LlmCall) -> tuple[dict[str, float], bool]:
+        """Router confidences q[m] (Chimera Algorithm 1, lines 4-5) and whether the prompt was cut."""
         if self.router is None:
-            return {}
+            return {}, False
         try:
             reply = await self.router.Score(router_pb2.ScoreRequest(prompts=[call.user_prompt]),
                                             timeout=self.cfg.dependency_timeout_s)
-            return dict(reply.scores[0].confidence)
+            return dict(reply.scores[0].confidence), reply.scores[0].truncated
         except grpc.aio.AioRpcError as exc:
             log.warning("router_unavailable", code=exc.code().name, details=exc.details())
-            return {}
+            return {}, False
 
     async def _predict(self, call: LlmCall, models: list[str]) -> dict[str, tuple[Prediction, str]]:
         """y-hat = Y-hat(r.meta_info, m) for every candidate m in one batch; Algorithm 1 line 28 then
@@ -245,8 +249,8 @@ class Dispatcher:
         return channel
 
 
-async def _none() -> dict[str, float]:
-    return {}
+async def _none() -> tuple[dict[str, float], bool]:
+    return {}, False
 
 
 def _engine_failure(exc: grpc.aio.AioRpcError) -> str:

@@ -121,6 +121,28 @@ def _train_predictor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_router(args: argparse.Namespace) -> int:
+    from hetflow.workloads.generate import FAMILIES, generate
+    from hetflow.workloads.trace import read_jsonl
+    from router_svc.training import data_sha256, train
+
+    models = args.models.split(",")
+    if args.trace:
+        records = [r for path in args.trace for r in read_jsonl(Path(path))]
+    else:
+        families = args.families.split(",") if args.families else sorted(FAMILIES)
+        records = [r for f in families for r in generate(f, args.programs, args.seed, models)]
+    out = Path(args.out) if args.out else ARTIFACTS / f"router-{data_sha256(records)[:12]}"
+    m = train(records, models, out, max_length=args.max_length, epochs=args.epochs, lr=args.lr,
+              batch_size=args.batch_size, seed=args.seed)
+    print(f"{'family':<16} {'router mAP':>10} {'TF-IDF+LR':>10}")
+    for family, value in m["per_family"]["router"].items():
+        print(f"{family:<16} {value:>10.3f} {m['per_family']['tfidf_lr'][family]:>10.3f}")
+    print(f"{'macro mAP':<16} {m['macro_map']:>10.3f} {m['tfidf_lr_macro_map']:>10.3f}")
+    print(f"ONNX fp32 vs PyTorch: max |diff| {m['onnx_fp32_max_abs_diff']:.1e}\nartifact: {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hetflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -191,6 +213,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--out", help=f"artifact directory; default {ARTIFACTS}/predictor-<data hash>")
     p.set_defaults(fn=_train_predictor)
+
+    p = train.add_parser("router", help="Chimera's semantic router (3.3), exported to ONNX")
+    p.add_argument("--trace", action="append", help="trace(s) to train on; default: generate --families")
+    p.add_argument("--families", help="comma-separated; default: every family")
+    p.add_argument("--programs", type=int, default=300, help="programs per family when generating")
+    p.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--lr", type=float, default=3e-5)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--max-length", type=int, default=128, help="encoder tokens; longer prompts are cut")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--out", help=f"artifact directory; default {ARTIFACTS}/router-<data hash>")
+    p.set_defaults(fn=_train_router)
 
     args = parser.parse_args(argv)
     return int(args.fn(args) or 0)

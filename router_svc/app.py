@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Awaitable, Callable, Sequence
 
 from hetflow.runtime.batching import BatchCollector
+from hetflow.runtime.reloader import ArtifactReloader
 from hetflow.runtime.server import Registration
 from hetflow.runtime.workers import process_pool
 from hetflow.v1 import router_pb2, router_pb2_grpc
@@ -17,17 +19,27 @@ SERVICE_NAME = router_pb2.DESCRIPTOR.services_by_name["Router"].full_name
 
 
 def build(cfg: RouterConfig) -> Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]:
-    scorer = build_scorer(cfg.scorer_spec())  # fail at start, in this process, on a bad spec
+    spec = cfg.scorer_spec()
+    scorer = build_scorer(spec)  # fail at start, in this process, on a bad spec or artifact
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
-        pool = process_pool(cfg.workers, worker.init, cfg.scorer_spec())
-        collector: BatchCollector = BatchCollector(worker.score_batch, cfg.max_batch_size, cfg.max_wait_ms / 1e3, pool, "router")
+        collector: BatchCollector = BatchCollector(worker.score_batch, cfg.max_batch_size, cfg.max_wait_ms / 1e3,
+                                                   process_pool(cfg.workers, worker.init, spec), "router")
         collector.start()
         servicer = RouterServicer(scorer.kind, scorer.models, collector)
+        reloader = None
+        if cfg.artifact:
+            reloader = ArtifactReloader(Path(cfg.artifact) / "meta.json", cfg.reload_poll_s, collector,
+                                        validate=lambda: build_scorer(spec),
+                                        make_pool=lambda: process_pool(cfg.workers, worker.init, spec),
+                                        on_swap=lambda s: setattr(servicer, "models", s.models))
+            reloader.start()
 
         async def close() -> None:
+            if reloader:
+                await reloader.close()
             await collector.close()
-            pool.shutdown(wait=False, cancel_futures=True)
+            collector.executor.shutdown(wait=False, cancel_futures=True)
 
         return [Registration(router_pb2_grpc.add_RouterServicer_to_server, servicer, SERVICE_NAME)], close
 

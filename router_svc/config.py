@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from hetflow.config import service_config
@@ -12,9 +13,17 @@ from hetflow.runtime.server import ServeConfig
 @dataclass(frozen=True)
 class RouterConfig:
     kind: str = "fixed-prior"
-    """Scorer type: ``fixed-prior`` (Chimera's without-router ablation)."""
+    """Scorer type: ``fixed-prior`` (Chimera's without-router ablation) or ``minilm-onnx`` (Chimera 3.3)."""
     models: Mapping[str, float] = field(default_factory=dict)
-    """Models scored, with the prior confidence the fixed-prior scorer returns."""
+    """Models scored, with the prior confidence the fixed-prior scorer returns (minilm-onnx: the artifact
+    must score exactly these models; the priors are not used)."""
+    artifact: str = ""
+    """minilm-onnx: directory written by ``hetflow train router``; reloaded when its meta.json changes."""
+    precision: str = "int8"
+    """minilm-onnx: which export to serve, int8 or fp32."""
+    threads: int = 1
+    """onnxruntime threads per worker process."""
+    reload_poll_s: float = 2.0
     max_batch_size: int = 32
     max_wait_ms: float = 0.0
     """Extra wait to fill a batch. 0: calls that arrive while a batch runs form the next one."""
@@ -23,9 +32,14 @@ class RouterConfig:
     serve: ServeConfig = field(default_factory=ServeConfig)
 
     def scorer_spec(self) -> dict[str, Any]:
-        return {"kind": self.kind, "models": dict(self.models)}
+        return {"kind": self.kind, "models": dict(self.models), "artifact": self.artifact,
+                "precision": self.precision, "threads": self.threads}
 
 
 def from_stack(raw: Mapping[str, Any]) -> RouterConfig:
-    return service_config(RouterConfig, raw.get("router", {}), "router",
-                          {"host": raw.get("stack", {}).get("host", "127.0.0.1")})
+    section = dict(raw.get("router", {}))
+    if isinstance(section.get("models"), list):      # a plain list names the models (no priors)
+        section["models"] = {m: 0.5 for m in section["models"]}
+    if section.get("artifact"):
+        section["artifact"] = str(Path(section["artifact"]).expanduser())
+    return service_config(RouterConfig, section, "router", {"host": raw.get("stack", {}).get("host", "127.0.0.1")})

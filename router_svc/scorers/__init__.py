@@ -20,4 +20,11 @@ def build_scorer(spec: Mapping[str, Any]) -> Scorer:
         from router_svc.scorers.fixed_prior import FixedPriorScorer
 
         return FixedPriorScorer(dict(spec["models"]))
-    raise ValueError(f"router.kind must be one of ['fixed-prior'], got {kind!r}")
+    if kind == "minilm-onnx":
+        from router_svc.scorers.onnx_router import OnnxRouterScorer
+
+        if not spec.get("artifact"):
+            raise ValueError("router.kind 'minilm-onnx' needs router.artifact (train one with `hetflow train router`)")
+        return OnnxRouterScorer(spec["artifact"], list(spec["models"]), spec.get("precision", "int8"),
+                                spec.get("threads", 1))
+    raise ValueError(f"router.kind must be one of ['fixed-prior', 'minilm-onnx'], got {kind!r}")

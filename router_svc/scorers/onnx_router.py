@@ -1,0 +1,42 @@
+"""The learned router (Chimera 3.3) served with onnxruntime: an artifact from ``hetflow train router``.
+
+Prompts are tokenised with the artifact's own tokenizer and cut at its ``max_length``, exactly as in
+training; the answer says which prompts were cut.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from router_svc import artifact
+from router_svc.encoding import PromptEncoder
+
+
+class OnnxRouterScorer:
+    kind = "minilm-onnx"
+
+    def __init__(self, path: str, expected_models: list[str], precision: str = "int8", threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        if precision not in ("int8", "fp32"):
+            raise ValueError(f"router.precision must be int8 or fp32, got {precision!r}")
+        root = Path(path)
+        self.meta = artifact.read(root, expected_models)
+        self.models = tuple(self.meta["models"])
+        self.encoder = PromptEncoder(root / "tokenizer.json", int(self.meta["max_length"]))
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        model_file = root / ("model.int8.onnx" if precision == "int8" else "model.onnx")
+        try:
+            self.session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+            raise artifact.ArtifactError(f"{model_file}: onnxruntime cannot load it: {exc}") from exc
+
+    def score_batch(self, prompts: list[str]) -> list[tuple[dict[str, float], bool]]:
+        if not prompts:
+            return []
+        batch = self.encoder.encode(prompts)
+        confidence = self.session.run(None, {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask})[0]
+        return [({m: float(c) for m, c in zip(self.models, row)}, cut)
+                for row, cut in zip(confidence, batch.truncated)]

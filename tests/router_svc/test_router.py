@@ -1,0 +1,76 @@
+"""The learned router: a small fine-tune exports to ONNX that agrees with PyTorch; the scorer serves it,
+cuts long prompts as training did, and refuses artifacts for other models."""
+
+import json
+
+import numpy as np
+import pytest
+
+from hetflow.workloads.generate import generate
+from router_svc import artifact
+from router_svc.encoding import PromptEncoder
+from router_svc.scorers import build_scorer
+from router_svc.training import ONNX_TOLERANCE, encoder_dir, examples, train
+
+MODELS = ["qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    records = generate("math", 50, seed=2, models=MODELS) + generate("code", 50, seed=2, models=MODELS)
+    out = tmp_path_factory.mktemp("router") / "art"
+    metrics = train(records, MODELS, out, max_length=32, epochs=1, batch_size=16)
+    return out, metrics, records
+
+
+def test_fine_tune_and_export_end_to_end(trained):
+    out, metrics, _ = trained
+    assert metrics["onnx_fp32_max_abs_diff"] <= ONNX_TOLERANCE
+    assert 0.0 <= metrics["macro_map"] <= 1.0 and 0.0 <= metrics["tfidf_lr_macro_map"] <= 1.0
+    assert set(metrics["per_family"]["router"]) == {"code", "math"}
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["models"] == MODELS and len(meta["trained_on_sha256"]) == 64
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_scorer_serves_both_exports(trained, precision):
+    out, _, records = trained
+    scorer = build_scorer({"kind": "minilm-onnx", "artifact": str(out), "models": {m: 0.5 for m in MODELS},
+                           "precision": precision})
+    prompts = [g.user_prompt for g in records[:5]]
+    scores = scorer.score_batch(prompts)
+    assert len(scores) == 5 and all(set(c) == set(MODELS) and all(0 <= v <= 1 for v in c.values()) for c, _ in scores)
+    assert scorer.score_batch([]) == []
+
+
+def test_long_prompts_are_cut_the_same_way_as_in_training(trained):
+    out, _, _ = trained
+    scorer = build_scorer({"kind": "minilm-onnx", "artifact": str(out), "models": MODELS, "precision": "fp32"})
+    long_prompt = "solve " * 200
+    (conf_long, cut), (conf_prefix, cut_prefix) = scorer.score_batch([long_prompt, "solve " * 200 + "tail words"])
+    assert cut and cut_prefix
+    assert conf_long == pytest.approx(conf_prefix, abs=1e-6)   # only the first 32 tokens count
+    training_encoder = PromptEncoder(encoder_dir() / "tokenizer.json", 32)
+    assert training_encoder.encode([long_prompt]).input_ids.shape[1] == 32
+
+
+def test_artifact_for_other_models_is_refused(trained):
+    out, _, _ = trained
+    with pytest.raises(artifact.ArtifactError, match="scores"):
+        build_scorer({"kind": "minilm-onnx", "artifact": str(out), "models": ["qwen2.5-14b-instruct"]})
+
+
+def test_malformed_artifact_is_refused(tmp_path):
+    with pytest.raises(artifact.ArtifactError, match="no meta.json"):
+        build_scorer({"kind": "minilm-onnx", "artifact": str(tmp_path), "models": MODELS})
+    (tmp_path / "meta.json").write_text(json.dumps({"kind": "minilm-onnx", "format": 1, "models": MODELS,
+                                                    "max_length": 32}))
+    with pytest.raises(artifact.ArtifactError, match="missing"):
+        build_scorer({"kind": "minilm-onnx", "artifact": str(tmp_path), "models": MODELS})
+
+
+def test_one_example_per_program_labelled_per_model(trained):
+    _, _, records = trained
+    data = examples(records, MODELS)
+    assert len(data) == 100 and all(len(e.labels) == 2 and set(e.labels) <= {0.0, 1.0} for e in data)
+    assert np.mean([e.labels[1] for e in data]) > np.mean([e.labels[0] for e in data]) - 0.05
