@@ -8,7 +8,7 @@ from typing import Awaitable, Callable, Sequence
 from hetflow.runtime.batching import BatchCollector
 from hetflow.runtime.reloader import ArtifactReloader
 from hetflow.runtime.server import Registration
-from hetflow.runtime.workers import process_pool
+from hetflow.runtime.workers import process_pool, warm_pool
 from hetflow.v1 import predictor_pb2, predictor_pb2_grpc
 from predictor_svc import worker
 from predictor_svc.config import PredictorConfig
@@ -23,8 +23,10 @@ def build(cfg: PredictorConfig) -> Callable[[], Awaitable[tuple[Sequence[Registr
     spec = cfg.predictor_spec()
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
+        pool = process_pool(cfg.workers, worker.init, spec)
+        await warm_pool(pool, cfg.workers)
         collector: BatchCollector = BatchCollector(worker.predict_batch, cfg.max_batch_size, cfg.max_wait_ms / 1e3,
-                                                   process_pool(cfg.workers, worker.init, spec), "predictor")
+                                                   pool, "predictor")
         collector.start()
         servicer = PredictorServicer(predictor.kind, collector)
         reloader = None
@@ -32,6 +34,7 @@ def build(cfg: PredictorConfig) -> Callable[[], Awaitable[tuple[Sequence[Registr
             reloader = ArtifactReloader(Path(cfg.artifact) / "meta.json", cfg.reload_poll_s, collector,
                                         validate=lambda: build_predictor(spec),
                                         make_pool=lambda: process_pool(cfg.workers, worker.init, spec),
+                                        workers=cfg.workers,
                                         on_swap=lambda p: setattr(servicer, "kind", p.kind))
             reloader.start()
 

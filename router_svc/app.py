@@ -8,7 +8,7 @@ from typing import Awaitable, Callable, Sequence
 from hetflow.runtime.batching import BatchCollector
 from hetflow.runtime.reloader import ArtifactReloader
 from hetflow.runtime.server import Registration
-from hetflow.runtime.workers import process_pool
+from hetflow.runtime.workers import process_pool, warm_pool
 from hetflow.v1 import router_pb2, router_pb2_grpc
 from router_svc import worker
 from router_svc.config import RouterConfig
@@ -23,8 +23,10 @@ def build(cfg: RouterConfig) -> Callable[[], Awaitable[tuple[Sequence[Registrati
     scorer = build_scorer(spec)  # fail at start, in this process, on a bad spec or artifact
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
+        pool = process_pool(cfg.workers, worker.init, spec)
+        await warm_pool(pool, cfg.workers)
         collector: BatchCollector = BatchCollector(worker.score_batch, cfg.max_batch_size, cfg.max_wait_ms / 1e3,
-                                                   process_pool(cfg.workers, worker.init, spec), "router")
+                                                   pool, "router")
         collector.start()
         servicer = RouterServicer(scorer.kind, scorer.models, collector)
         reloader = None
@@ -32,6 +34,7 @@ def build(cfg: RouterConfig) -> Callable[[], Awaitable[tuple[Sequence[Registrati
             reloader = ArtifactReloader(Path(cfg.artifact) / "meta.json", cfg.reload_poll_s, collector,
                                         validate=lambda: build_scorer(spec),
                                         make_pool=lambda: process_pool(cfg.workers, worker.init, spec),
+                                        workers=cfg.workers,
                                         on_swap=lambda s: setattr(servicer, "models", s.models))
             reloader.start()
 

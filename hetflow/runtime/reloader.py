@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from hetflow.runtime.batching import BatchCollector
 from hetflow.runtime.logs import get_logger
+from hetflow.runtime.workers import warm_pool
 
 log = get_logger(__name__)
 
@@ -22,9 +23,10 @@ log = get_logger(__name__)
 class ArtifactReloader:
     def __init__(self, watched: Path, poll_s: float, collector: BatchCollector[Any, Any],
                  validate: Callable[[], Any], make_pool: Callable[[], concurrent.futures.Executor],
-                 on_swap: Callable[[Any], None]) -> None:
+                 on_swap: Callable[[Any], None], workers: int = 1) -> None:
         self._watched, self._poll_s, self._collector = watched, poll_s, collector
         self._validate, self._make_pool, self._on_swap = validate, make_pool, on_swap
+        self._workers = workers
         self._mtime = self._current_mtime()
         self._task: asyncio.Task[None] | None = None
         self.reloads = 0
@@ -59,7 +61,9 @@ class ArtifactReloader:
         except Exception as exc:  # noqa: BLE001 - keep serving the old model
             log.error("artifact_rejected", path=str(self._watched), error=str(exc))
             return False
-        old = self._collector.replace_executor(self._make_pool())
+        pool = self._make_pool()
+        await warm_pool(pool, self._workers)  # the new model is loaded before it takes a call
+        old = self._collector.replace_executor(pool)
         self._on_swap(model)
         old.shutdown(wait=False)  # running batches finish; nothing new goes there
         self.reloads += 1
