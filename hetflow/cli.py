@@ -58,7 +58,13 @@ def _demo(args: argparse.Namespace) -> int:
     from hetflow.workflows.code import run_many
 
     config = Path(args.config)
-    started = stackctl.read_state(load_stack(config)) is None
+    raw = load_stack(config)
+    started = stackctl.read_state(raw) is None
+    if started and not args.baselines:
+        from hetflow.learned import ensure_trained, learned_overrides
+
+        models = sorted(raw.get("router", {}).get("models", {}))
+        os.environ.update(learned_overrides(*ensure_trained(models)))  # the supervised services inherit them
     if started and stackctl.up(config, args.timeout) != 0:
         return 1
     try:
@@ -181,7 +187,12 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--address", help="balancer host:port (default: from the config)")
             p.add_argument("--variant", default="plan-code-qa-code",
                            choices=["plan-code-qa-code", "plan-code", "code"])
-        p.set_defaults(fn=fn, variant=None) if name == "demo" else p.set_defaults(fn=fn)
+        if name == "demo":
+            p.add_argument("--baselines", action="store_true",
+                           help="serve the fixed-prior router and input-length predictor instead of the learned ones")
+            p.set_defaults(fn=fn, variant=None)
+        else:
+            p.set_defaults(fn=fn)
 
     from hetflow.workloads.generate import FAMILIES
     from hetflow.workloads.models import DEFAULT_MODELS

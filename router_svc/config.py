@@ -23,6 +23,8 @@ class RouterConfig:
     """minilm-onnx: which export to serve, int8 or fp32."""
     threads: int = 1
     """onnxruntime threads per worker process."""
+    micro_batch: int = 4
+    """minilm-onnx: prompts per onnxruntime run, after sorting a batch by length."""
     reload_poll_s: float = 2.0
     max_batch_size: int = 32
     max_wait_ms: float = 0.0
@@ -33,7 +35,7 @@ class RouterConfig:
 
     def scorer_spec(self) -> dict[str, Any]:
         return {"kind": self.kind, "models": dict(self.models), "artifact": self.artifact,
-                "precision": self.precision, "threads": self.threads}
+                "precision": self.precision, "threads": self.threads, "micro_batch": self.micro_batch}
 
 
 def from_stack(raw: Mapping[str, Any]) -> RouterConfig:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import itertools
-import socket
 
 from balancer_svc.call import LlmCall, WorkflowInfo
 from balancer_svc.snapshot import ClusterSnapshot, EngineView
 from engine_svc.backends.base import SamplingSpec
 from engine_svc.model.profile import EngineProfile
 from engine_svc.request import EngineRequest
+from hetflow.runtime.ports import free_port  # noqa: F401 - re-exported for tests
 
 _ids = itertools.count()
 
@@ -46,8 +46,3 @@ def call(prompt: str = "write a function", program_id: str = "p1", **wf) -> LlmC
     return LlmCall(request_id=f"c{next(_ids)}", prompt=prompt, messages=(), sampling=SamplingSpec(max_tokens=16),
                    workflow=WorkflowInfo(program_id=program_id, **wf))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -63,7 +63,7 @@ async def run_engine_svc(requests: int, max_tokens: int, stream_interval_tokens:
     from engine_svc.config import EngineConfig, QueueConfig, VllmConfig
     from hetflow.runtime.server import ServeConfig, start
     from hetflow.v1 import common_pb2, engine_pb2, engine_pb2_grpc
-    from tests.factories import free_port
+    from hetflow.runtime.ports import free_port
 
     port = free_port()
     cfg = EngineConfig(name="bench", backend="vllm", model="tiny", profile="tiny-llama-cpu.yaml",

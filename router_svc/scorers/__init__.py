@@ -26,5 +26,5 @@ def build_scorer(spec: Mapping[str, Any]) -> Scorer:
         if not spec.get("artifact"):
             raise ValueError("router.kind 'minilm-onnx' needs router.artifact (train one with `hetflow train router`)")
         return OnnxRouterScorer(spec["artifact"], list(spec["models"]), spec.get("precision", "int8"),
-                                spec.get("threads", 1))
+                                spec.get("threads", 1), spec.get("micro_batch", 4))
     raise ValueError(f"router.kind must be one of ['fixed-prior', 'minilm-onnx'], got {kind!r}")

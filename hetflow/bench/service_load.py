@@ -1,0 +1,124 @@
+"""Sustained calls/s and latency of router_svc or predictor_svc alone, at a steady open-loop rate.
+
+    python -m hetflow.bench.service_load --service router --artifact DIR --rate 50 --duration 20
+    python -m hetflow.bench.service_load --service predictor --artifact DIR --rate 200 --duration 20
+
+The service runs as its own process (``python -m router_svc``/``predictor_svc``) on loopback; calls
+are sent on a fixed schedule whatever the replies do (open loop), each with ``--batch`` prompts or
+rows taken from a generated trace. A run is stable when the second half's mean latency is within
+1.25x of the first half's (no queue building up in the service).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+import yaml
+
+from hetflow.bench.common import percentile, stability, write
+from hetflow.stackctl import wait_serving
+from hetflow.tokens import count_tokens
+from hetflow.v1 import predictor_pb2, predictor_pb2_grpc, router_pb2, router_pb2_grpc
+from hetflow.workloads.generate import generate
+from hetflow.workloads.models import DEFAULT_MODELS
+from hetflow.runtime.ports import free_port
+
+
+def payloads(service: str, batch: int, n: int) -> list:
+    records = [r for f in ("code", "math", "chat") for r in generate(f, 40, 0, DEFAULT_MODELS)]
+    if service == "router":
+        prompts = [r.user_prompt for r in records]
+        return [router_pb2.ScoreRequest(prompts=[prompts[(i * batch + j) % len(prompts)] for j in range(batch)])
+                for i in range(n)]
+    rows = [predictor_pb2.FeatureRow(model=DEFAULT_MODELS[0], workflow=r.workflow, agent=r.agent,
+                                     stage_index=r.stage_index, stage_count=r.stage_count,
+                                     system_prompt_tokens=count_tokens(r.system_prompt),
+                                     user_prompt_tokens=count_tokens(r.user_prompt),
+                                     input_tokens=r.input_tokens[DEFAULT_MODELS[0]], user_prompt=r.user_prompt)
+            for r in records]
+    return [predictor_pb2.PredictRequest(rows=[rows[(i * batch + j) % len(rows)] for j in range(batch)],
+                                         quantiles=[0.1, 0.9]) for i in range(n)]
+
+
+async def drive(address: str, service: str, requests: list, rate: float) -> tuple[list[float], int]:
+    latencies: list[float] = [0.0] * len(requests)
+    errors = 0
+    async with grpc.aio.insecure_channel(address) as channel:
+        call = (router_pb2_grpc.RouterStub(channel).Score if service == "router"
+                else predictor_pb2_grpc.PredictorStub(channel).Predict)
+
+        async def one(i: int) -> None:
+            nonlocal errors
+            start = time.perf_counter()
+            try:
+                await call(requests[i], timeout=30)
+                latencies[i] = time.perf_counter() - start
+            except grpc.aio.AioRpcError:
+                errors += 1
+                latencies[i] = float("nan")
+
+        start = time.perf_counter()
+        tasks = []
+        for i in range(len(requests)):
+            await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
+            tasks.append(asyncio.create_task(one(i)))
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - start
+    return [x for x in latencies if x == x], errors, elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--service", choices=["router", "predictor"], required=True)
+    parser.add_argument("--artifact", required=True)
+    parser.add_argument("--rate", type=float, default=50.0, help="calls per second")
+    parser.add_argument("--duration", type=float, default=20.0)
+    parser.add_argument("--batch", type=int, default=1, help="prompts or rows per call")
+    parser.add_argument("--precision", default="int8", help="router: int8 or fp32")
+    parser.add_argument("--threads", type=int, default=1, help="router: onnxruntime threads")
+    args = parser.parse_args()
+
+    port = free_port()
+    section = {"port": port, "artifact": args.artifact, "models": list(DEFAULT_MODELS)}
+    section["kind"] = "minilm-onnx" if args.service == "router" else "qrf"
+    if args.service == "router":
+        section["precision"], section["threads"] = args.precision, args.threads
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "stack.yaml"
+        config.write_text(yaml.safe_dump({args.service: section}))
+        proc = subprocess.Popen([sys.executable, "-m", f"{args.service}_svc", "-c", str(config)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
+        try:
+            address = f"127.0.0.1:{port}"
+            if asyncio.run(wait_serving({"svc": address}, 120)) != {"svc": "SERVING"}:
+                raise SystemExit(f"{args.service} did not come up")
+            requests = payloads(args.service, args.batch, int(args.rate * args.duration))
+            latencies, errors, elapsed = asyncio.run(drive(address, args.service, requests, args.rate))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    result = {
+        "command": f"python -m hetflow.bench.service_load --service {args.service} --rate {args.rate:g} "
+                   f"--duration {args.duration:g} --batch {args.batch}"
+                   + (f" --precision {args.precision} --threads {args.threads}" if args.service == "router" else ""),
+        "offered_calls_per_s": args.rate, "achieved_calls_per_s": len(latencies) / elapsed, "errors": errors,
+        "latency_ms": {q: percentile(latencies, p) * 1e3 for q, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))},
+        "stability": stability(latencies), "batch": args.batch,
+    }
+    path = write(f"service_load_{args.service}", result)
+    lat = result["latency_ms"]
+    print(f"{args.service}: offered {args.rate:g}/s, achieved {result['achieved_calls_per_s']:.1f}/s, errors {errors}; "
+          f"latency p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms, p99 {lat['p99']:.2f} ms; "
+          f"stable={result['stability']['stable']} -> {path}")
+
+
+if __name__ == "__main__":
+    main()
