@@ -98,21 +98,27 @@ def _workload_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _training_records(args: argparse.Namespace, models: list[str]) -> list:
+    """The traces named by --trace, or traces generated from --families, --programs and --seed."""
+    from hetflow.workloads.generate import FAMILIES, generate
+    from hetflow.workloads.trace import read_jsonl
+
+    if args.trace:
+        return [r for path in args.trace for r in read_jsonl(Path(path))]
+    families = args.families.split(",") if args.families else sorted(FAMILIES)
+    return [r for f in families for r in generate(f, args.programs, args.seed, models)]
+
+
 def _train_predictor(args: argparse.Namespace) -> int:
     import json
 
-    from hetflow.workloads.generate import FAMILIES, generate
-    from hetflow.workloads.trace import read_jsonl
+    from hetflow.workloads.trace import trace_sha256
     from predictor_svc import artifact
-    from predictor_svc.training import data_sha256, train
+    from predictor_svc.training import train
 
     models = args.models.split(",")
-    if args.trace:
-        records = [r for path in args.trace for r in read_jsonl(Path(path))]
-    else:
-        families = args.families.split(",") if args.families else sorted(FAMILIES)
-        records = [r for f in families for r in generate(f, args.programs, args.seed, models)]
-    sha = data_sha256(records)
+    records = _training_records(args, models)
+    sha = trace_sha256(records)
     out = Path(args.out) if args.out else ARTIFACTS / f"predictor-{sha[:12]}"
     model, metrics = train(records, models, n_estimators=args.trees, seed=args.seed)
     artifact.save(model, out, sha, metrics)
@@ -128,17 +134,12 @@ def _train_predictor(args: argparse.Namespace) -> int:
 
 
 def _train_router(args: argparse.Namespace) -> int:
-    from hetflow.workloads.generate import FAMILIES, generate
-    from hetflow.workloads.trace import read_jsonl
-    from router_svc.training import data_sha256, train
+    from hetflow.workloads.trace import trace_sha256
+    from router_svc.training import train
 
     models = args.models.split(",")
-    if args.trace:
-        records = [r for path in args.trace for r in read_jsonl(Path(path))]
-    else:
-        families = args.families.split(",") if args.families else sorted(FAMILIES)
-        records = [r for f in families for r in generate(f, args.programs, args.seed, models)]
-    out = Path(args.out) if args.out else ARTIFACTS / f"router-{data_sha256(records)[:12]}"
+    records = _training_records(args, models)
+    out = Path(args.out) if args.out else ARTIFACTS / f"router-{trace_sha256(records)[:12]}"
     m = train(records, models, out, max_length=args.max_length, epochs=args.epochs, lr=args.lr,
               batch_size=args.batch_size, seed=args.seed)
     print(f"{'family':<16} {'router mAP':>10} {'TF-IDF+LR':>10}")

@@ -34,11 +34,12 @@ def ensure_trained(models: Sequence[str]) -> tuple[Path, Path]:
     print(f"training the demo's router and predictor once (cached in {router_dir.parent})", flush=True)
     records = [r for f in RECIPE["families"] for r in generate(f, RECIPE["programs_per_family"], RECIPE["seed"], models)]
     if not (predictor_dir / "meta.json").exists():
+        from hetflow.workloads.trace import trace_sha256
         from predictor_svc import artifact
-        from predictor_svc.training import data_sha256, train
+        from predictor_svc.training import train
 
         model, metrics = train(records, models, n_estimators=RECIPE["predictor_trees"], seed=RECIPE["seed"])
-        artifact.save(model, predictor_dir, data_sha256(records), metrics)
+        artifact.save(model, predictor_dir, trace_sha256(records), metrics)
         print(f"predictor: Kendall tau distance {metrics['kendall_tau_distance']['qrf']:.3f} "
               f"(FCFS {metrics['kendall_tau_distance']['fcfs']:.3f})", flush=True)
     if not (router_dir / "meta.json").exists():

@@ -11,7 +11,6 @@ with the lower mean distance is kept.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import statistics
 from dataclasses import dataclass
@@ -128,9 +127,3 @@ def train(records: Sequence[StageRecord], models: Sequence[str], n_estimators: i
     }
     return model, summary
 
-
-def data_sha256(records: Sequence[StageRecord]) -> str:
-    digest = hashlib.sha256()
-    for r in records:
-        digest.update(r.to_json().encode())
-    return digest.hexdigest()

@@ -9,7 +9,6 @@ per workflow family.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import shutil
 import statistics
@@ -23,7 +22,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score
 from tqdm import tqdm
 
-from hetflow.workloads.trace import StageRecord, programs
+from hetflow.workloads.trace import StageRecord, programs, trace_sha256
 from router_svc.encoding import PromptEncoder
 
 ONNX_TOLERANCE = 1e-4
@@ -166,12 +165,6 @@ def train(records: Sequence[StageRecord], models: Sequence[str], out_dir: Path, 
         "epochs": epochs, "lr": lr, "batch_size": batch_size,
         "label_rate": {m: float(np.mean([e.labels[i] for e in data])) for i, m in enumerate(models)},
     }
-    artifact.write_meta(out_dir, list(models), max_length, data_sha256(records), metrics)
+    artifact.write_meta(out_dir, list(models), max_length, trace_sha256(records), metrics)
     return metrics
 
-
-def data_sha256(records: Sequence[StageRecord]) -> str:
-    digest = hashlib.sha256()
-    for r in records:
-        digest.update(r.to_json().encode())
-    return digest.hexdigest()

@@ -11,6 +11,7 @@ correctness of the program's final answer, the same on every record of the progr
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,14 @@ def programs(records: Iterable[StageRecord]) -> dict[str, list[StageRecord]]:
     for group in out.values():
         group.sort(key=lambda r: r.stage_index)
     return out
+
+
+def trace_sha256(records: Iterable[StageRecord]) -> str:
+    """Hash of a trace's records: what an artifact says it was trained on."""
+    digest = hashlib.sha256()
+    for r in records:
+        digest.update(r.to_json().encode())
+    return digest.hexdigest()
 
 
 def remaining_output_tokens(program: list[StageRecord], stage_index: int, model: str) -> int:

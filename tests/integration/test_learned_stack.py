@@ -4,8 +4,8 @@ import pytest
 
 from hetflow.client import HetflowClient, build_request
 from hetflow.workloads.generate import generate
+from hetflow.workloads.trace import trace_sha256
 from predictor_svc import artifact as predictor_artifact
-from predictor_svc.training import data_sha256
 from predictor_svc.training import train as train_predictor
 from router_svc import app as router_app
 from router_svc.artifact import ArtifactError
@@ -22,7 +22,7 @@ def artifacts(tmp_path_factory):
     records = generate("code", 60, seed=4, models=MODELS) + generate("math", 60, seed=4, models=MODELS)
     train_router(records, MODELS, root / "router", max_length=32, epochs=1)
     model, metrics = train_predictor(records, MODELS, n_estimators=20)
-    predictor_artifact.save(model, root / "predictor", data_sha256(records), metrics)
+    predictor_artifact.save(model, root / "predictor", trace_sha256(records), metrics)
     return root
 
 

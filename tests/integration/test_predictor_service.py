@@ -11,7 +11,8 @@ from hetflow.v1 import predictor_pb2, predictor_pb2_grpc
 from hetflow.workloads.generate import generate
 from predictor_svc import app, artifact
 from predictor_svc.config import PredictorConfig
-from predictor_svc.training import data_sha256, train
+from hetflow.workloads.trace import trace_sha256
+from predictor_svc.training import train
 from tests.factories import free_port
 
 MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct")
@@ -20,7 +21,7 @@ MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct")
 def make_artifact(path, seed):
     records = generate("code", 60, seed=seed, models=MODELS)
     model, metrics = train(records, MODELS, n_estimators=10 + 10 * seed, seed=seed)
-    return artifact.save(model, path, data_sha256(records), metrics)
+    return artifact.save(model, path, trace_sha256(records), metrics)
 
 
 ROW = predictor_pb2.FeatureRow(model=MODELS[0], workflow="code", agent="planner", stage_index=1, stage_count=4,

@@ -7,7 +7,8 @@ import pytest
 from hetflow.workloads.generate import generate
 from predictor_svc import artifact
 from predictor_svc.features import FeatureRow, PredictItem
-from predictor_svc.training import data_sha256, train
+from hetflow.workloads.trace import trace_sha256
+from predictor_svc.training import train
 
 MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct")
 
@@ -16,7 +17,7 @@ MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct")
 def trained(tmp_path_factory):
     records = generate("code", 80, seed=1, models=MODELS) + generate("sql", 80, seed=1, models=MODELS)
     model, metrics = train(records, MODELS, n_estimators=30, seed=0)
-    path = artifact.save(model, tmp_path_factory.mktemp("art") / "pred", data_sha256(records), metrics)
+    path = artifact.save(model, tmp_path_factory.mktemp("art") / "pred", trace_sha256(records), metrics)
     return model, metrics, path
 
 

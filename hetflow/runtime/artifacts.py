@@ -1,0 +1,33 @@
+"""Trained-model artifacts on disk: a directory whose meta.json is written last, so its presence
+means the artifact is complete. Shared by the router's and the predictor's artifacts."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+
+class ArtifactError(ValueError):
+    """An artifact that cannot be served; the message says what is wrong and where."""
+
+
+def write_meta(out_dir: Path, kind: str, fmt: int, **fields: Any) -> None:
+    meta = {"kind": kind, "format": fmt, **fields, "created_unix_s": time.time()}
+    tmp = out_dir / "meta.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2))
+    tmp.replace(out_dir / "meta.json")
+
+
+def read_meta(path: Path, kind: str, fmt: int, train_command: str) -> dict[str, Any]:
+    meta_path = path / "meta.json"
+    if not meta_path.exists():
+        raise ArtifactError(f"{path}: no meta.json; not a {kind} artifact (train one with `{train_command}`)")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{meta_path}: malformed JSON: {exc}") from exc
+    if meta.get("kind") != kind or meta.get("format") != fmt:
+        raise ArtifactError(f"{meta_path}: kind/format {meta.get('kind')}/{meta.get('format')}, expected {kind}/{fmt}")
+    return meta
