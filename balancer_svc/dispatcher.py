@@ -17,13 +17,14 @@ import grpc
 from google.protobuf.json_format import MessageToDict
 from prometheus_client import Counter, Histogram
 
-from balancer_svc import convert, policies
+from balancer_svc import convert
 from balancer_svc.call import LlmCall
 from balancer_svc.config import BalancerConfig
 from balancer_svc.pending import PendingAdmits
-from balancer_svc.policies import Choice, Prediction
-from balancer_svc.snapshot import ClusterSnapshot, EngineView
-from hetflow.errors import DeadlineExceeded, NotFound, Unavailable
+from balancer_svc.pipeline import Pipeline
+from balancer_svc.policies import Prediction
+from balancer_svc.snapshot import EngineView
+from hetflow.errors import DeadlineExceeded, Unavailable
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import (balancer_pb2, common_pb2, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc, predictor_pb2,
                         predictor_pb2_grpc, router_pb2, router_pb2_grpc)
@@ -46,10 +47,7 @@ class Decision:
 class Dispatcher:
     def __init__(self, cfg: BalancerConfig) -> None:
         self.cfg = cfg
-        p = cfg.policy
-        self.model_picker = policies.build("model", p.model, p.model_params)
-        self.priority_rule = policies.build("priority", p.priority, p.priority_params)
-        self.engine_picker = policies.build("engine", p.engine, p.engine_params)
+        self.pipeline = Pipeline(cfg.policy)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._releases: set[asyncio.Task[None]] = set()
         self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
@@ -67,48 +65,34 @@ class Dispatcher:
     # -- decide --------------------------------------------------------------------------
     async def decide(self, call: LlmCall) -> Decision:
         """Chimera Algorithm 1. Fetches first (snapshot, then router and predictor together), then
-        decides and records the decision without yielding, so concurrent calls see each other."""
+        decides (balancer_svc.pipeline) and records the decision without yielding, so concurrent
+        calls see each other."""
         start = time.perf_counter()
-        receipt = balancer_pb2.Receipt(request_id=call.request_id, program_id=call.workflow.program_id)
         snapshot_msg = await self._snapshot(call)
         snapshot = convert.snapshot_from_proto(snapshot_msg)
-        receipt.snapshot_unix_s = snapshot.taken_unix_s
-        candidates = self._candidate_models(call, snapshot)
-        needs_router = not call.model_pin and len(candidates) > 1 and self.model_picker.needs_router
+        candidates = self.pipeline.candidate_models(call, snapshot)
+        router_asked = self.pipeline.needs_router(call, candidates)
         (confidence, truncated), predictions = await asyncio.gather(
-            self._score(call) if needs_router else _none(), self._predict(call, candidates))
+            self._score(call) if router_asked else _none(), self._predict(call, candidates))
 
         # From here to the pending entry: no await, so no other decision interleaves.
         view = self.pending.apply(snapshot, snapshot_msg.admit_seq, time.monotonic())
-        t = time.perf_counter()
-        model_choice, plugin = self._choose_model(call, view, candidates, confidence, needs_router)
-        if truncated:  # the encoder saw only the first max_length tokens of the prompt
-            model_choice = Choice(model_choice.chosen, f"router-prompt-truncated;{model_choice.rule}",
-                                  model_choice.scores, model_choice.loads, model_choice.params)
-        self._record(receipt, "model", plugin, model_choice, t)
-        model = model_choice.chosen
+        outcome = self.pipeline.decide(call, view, candidates, confidence, predictions, router_asked, truncated)
+        engine = next(e for e in view.engines if e.engine_id == outcome.engine_id)
+        self.pending.add(call.request_id, engine.engine_id, outcome.prediction.median_tokens)
 
-        t = time.perf_counter()
-        prediction, predictor_note = predictions[model]
-        priority, priority_choice = self.priority_rule.priority(call, prediction)
-        if predictor_note:
-            priority_choice = Choice(priority_choice.chosen, f"{predictor_note};{priority_choice.rule}",
-                                     priority_choice.scores)
-        self._record(receipt, "priority", self.priority_rule.type_name, priority_choice, t)
-
-        t = time.perf_counter()
-        engine_choice = self.engine_picker.pick(call, view, model)
-        self._record(receipt, "engine", self.engine_picker.type_name, engine_choice, t)
-        engine = next(e for e in view.engines if e.engine_id == engine_choice.chosen)
-        self.pending.add(call.request_id, engine.engine_id, prediction.median_tokens)
-
-        await self._admit(call, model, engine.engine_id, prediction.median_tokens)
-        receipt.model, receipt.engine_id = model, engine.engine_id
-        receipt.priority, receipt.predicted_tokens = priority, prediction.median_tokens
+        await self._admit(call, outcome.model, engine.engine_id, outcome.prediction.median_tokens)
+        receipt = balancer_pb2.Receipt(
+            request_id=call.request_id, program_id=call.workflow.program_id, model=outcome.model,
+            engine_id=engine.engine_id, priority=outcome.priority, predicted_tokens=outcome.prediction.median_tokens,
+            snapshot_unix_s=snapshot.taken_unix_s,
+            stages=[convert.stage_to_proto(s.stage, s.plugin, s.choice, s.elapsed_ms) for s in outcome.stages])
+        for s in outcome.stages:
+            DECISIONS.labels(s.stage, s.choice.rule).inc()
         receipt.decision_ms = (time.perf_counter() - start) * 1e3
         DECISION_S.observe(receipt.decision_ms / 1e3)
         log.info("decision", receipt=MessageToDict(receipt, preserving_proto_field_name=True))
-        return Decision(model, engine, priority, prediction, receipt)
+        return Decision(outcome.model, engine, outcome.priority, outcome.prediction, receipt)
 
     async def _snapshot(self, call: LlmCall) -> monitor_pb2.MonitorSnapshot:
         try:
@@ -116,29 +100,6 @@ class Dispatcher:
                                                timeout=self.cfg.dependency_timeout_s)
         except grpc.aio.AioRpcError as exc:
             raise Unavailable(f"monitor unavailable: {exc.code().name} {exc.details()}") from exc
-
-    @staticmethod
-    def _candidate_models(call: LlmCall, snapshot: ClusterSnapshot) -> list[str]:
-        """The models this call may go to: its pin, its program's model (affinity), or every healthy one."""
-        if call.model_pin:
-            if call.model_pin not in snapshot.models():
-                raise NotFound(f"model_pin {call.model_pin!r} is not served; models: {snapshot.models()}")
-            if not snapshot.healthy_engines(call.model_pin):
-                raise Unavailable(f"no healthy engine for model {call.model_pin!r}")
-            return [call.model_pin]
-        healthy = snapshot.healthy_models()
-        if not healthy:
-            raise Unavailable("no healthy engine serves any model")
-        return [snapshot.program_model] if snapshot.program_model in healthy else healthy
-
-    def _choose_model(self, call: LlmCall, view: ClusterSnapshot, candidates: list[str],
-                      confidence: dict[str, float], needs_router: bool) -> tuple[Choice, str]:
-        if call.model_pin:
-            return Choice(call.model_pin, "model-pin"), "model-pin"
-        choice = self.model_picker.pick(call, view, confidence)
-        if needs_router and not confidence:
-            choice = Choice(choice.chosen, f"router-unavailable;{choice.rule}", choice.scores, choice.loads, choice.params)
-        return choice, self.model_picker.type_name
 
     async def _score(self, call: LlmCall) -> tuple[dict[str, float], bool]:
         """Router confidences q[m] (Chimera Algorithm 1, lines 4-5) and whether the prompt was cut."""
@@ -183,11 +144,6 @@ class Dispatcher:
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 raise
             raise Unavailable(f"monitor admit failed: {exc.code().name} {exc.details()}") from exc
-
-    @staticmethod
-    def _record(receipt: balancer_pb2.Receipt, stage: str, plugin: str, choice: Choice, started: float) -> None:
-        receipt.stages.append(convert.stage_to_proto(stage, plugin, choice, (time.perf_counter() - started) * 1e3))
-        DECISIONS.labels(stage, choice.rule).inc()
 
     # -- dispatch and stream -------------------------------------------------------------
     async def stream(self, call: LlmCall, decision: Decision,

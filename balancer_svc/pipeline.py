@@ -1,0 +1,95 @@
+"""The balancer's decision as a pure function: candidates -> model -> priority -> engine.
+
+balancer_svc's dispatcher and the virtual-time simulator run this same code; it reads only what it is
+given (the call, a snapshot, router confidences, predictions) and never yields, so a caller can make
+it atomic with respect to other decisions.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from balancer_svc import policies
+from balancer_svc.call import LlmCall
+from balancer_svc.config import PolicyConfig
+from balancer_svc.policies import Choice, Prediction
+from balancer_svc.snapshot import ClusterSnapshot
+from hetflow.errors import NotFound, Unavailable
+
+
+@dataclass
+class StageRecord:
+    stage: str
+    plugin: str
+    choice: Choice
+    elapsed_ms: float
+
+
+@dataclass
+class Outcome:
+    model: str
+    engine_id: str
+    priority: float
+    prediction: Prediction
+    stages: list[StageRecord] = field(default_factory=list)
+
+
+class Pipeline:
+    def __init__(self, policy: PolicyConfig) -> None:
+        self.model_picker = policies.build("model", policy.model, policy.model_params)
+        self.priority_rule = policies.build("priority", policy.priority, policy.priority_params)
+        self.engine_picker = policies.build("engine", policy.engine, policy.engine_params)
+
+    @staticmethod
+    def candidate_models(call: LlmCall, snapshot: ClusterSnapshot) -> list[str]:
+        """The models this call may go to: its pin, its program's model (affinity), or every healthy one."""
+        if call.model_pin:
+            if call.model_pin not in snapshot.models():
+                raise NotFound(f"model_pin {call.model_pin!r} is not served; models: {snapshot.models()}")
+            if not snapshot.healthy_engines(call.model_pin):
+                raise Unavailable(f"no healthy engine for model {call.model_pin!r}")
+            return [call.model_pin]
+        healthy = snapshot.healthy_models()
+        if not healthy:
+            raise Unavailable("no healthy engine serves any model")
+        return [snapshot.program_model] if snapshot.program_model in healthy else healthy
+
+    def needs_router(self, call: LlmCall, candidates: list[str]) -> bool:
+        return not call.model_pin and len(candidates) > 1 and self.model_picker.needs_router
+
+    def decide(self, call: LlmCall, view: ClusterSnapshot, candidates: list[str], confidence: Mapping[str, float],
+               predictions: Mapping[str, tuple[Prediction, str]], router_asked: bool,
+               prompt_truncated: bool = False) -> Outcome:
+        stages: list[StageRecord] = []
+
+        t = time.perf_counter()
+        if call.model_pin:
+            model_choice, plugin = Choice(call.model_pin, "model-pin"), "model-pin"
+        else:
+            model_choice, plugin = self.model_picker.pick(call, view, confidence), self.model_picker.type_name
+            if router_asked and not confidence:
+                model_choice = _noted(model_choice, "router-unavailable")
+        if prompt_truncated:  # the encoder saw only the first max_length tokens of the prompt
+            model_choice = _noted(model_choice, "router-prompt-truncated")
+        stages.append(StageRecord("model", plugin, model_choice, (time.perf_counter() - t) * 1e3))
+        model = model_choice.chosen
+
+        t = time.perf_counter()
+        prediction, predictor_note = predictions[model]
+        priority, priority_choice = self.priority_rule.priority(call, prediction)
+        if predictor_note:
+            priority_choice = _noted(priority_choice, predictor_note)
+        stages.append(StageRecord("priority", self.priority_rule.type_name, priority_choice,
+                                  (time.perf_counter() - t) * 1e3))
+
+        t = time.perf_counter()
+        engine_choice = self.engine_picker.pick(call, view, model)
+        stages.append(StageRecord("engine", self.engine_picker.type_name, engine_choice,
+                                  (time.perf_counter() - t) * 1e3))
+        return Outcome(model, engine_choice.chosen, priority, prediction, stages)
+
+
+def _noted(choice: Choice, note: str) -> Choice:
+    return Choice(choice.chosen, f"{note};{choice.rule}", choice.scores, choice.loads, choice.params)
