@@ -239,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--out", help=f"artifact directory; default {ARTIFACTS}/router-<data hash>")
     p.set_defaults(fn=_train_router)
 
+    from simulator.cli import add_parser as add_simulate
+
+    add_simulate(sub)
+
     args = parser.parse_args(argv)
     return int(args.fn(args) or 0)
 

@@ -1,0 +1,58 @@
+"""One engine in virtual time: engine_svc.model's BatchScheduler, with each iteration an event.
+
+The real-time ``sim`` backend sleeps for ``plan.duration_s``; here the iteration's end is scheduled
+``plan.duration_s`` later instead. Same scheduler, same queue, same profile.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from balancer_svc.snapshot import EngineView
+from engine_svc.config import QueueConfig
+from engine_svc.model.profile import EngineProfile
+from engine_svc.model.scheduler import BatchScheduler, StepPlan
+from engine_svc.priority_queue import AgingPriorityQueue
+from engine_svc.request import EngineRequest
+from simulator.clock import EventLoop
+
+
+class VirtualEngine:
+    def __init__(self, engine_id: str, model: str, profile: EngineProfile, queue: QueueConfig, loop: EventLoop,
+                 on_finish: Callable[[EngineRequest], None]) -> None:
+        self.engine_id, self.model, self.profile = engine_id, model, profile
+        self.scheduler = BatchScheduler(profile, AgingPriorityQueue(queue.starvation_threshold, queue.running_quantum))
+        self._loop, self._on_finish = loop, on_finish
+        self._busy = False
+        self.busy_s = 0.0
+        self.max_used_blocks = 0
+
+    def submit(self, req: EngineRequest) -> None:
+        """Queue ``req`` (ValueError / MemoryError when it can never run here, as on the live engine)."""
+        self.scheduler.add(req)
+        if not self._busy:
+            self._step()
+
+    def _step(self) -> None:
+        plan = self.scheduler.schedule(self._loop.now)
+        self.max_used_blocks = max(self.max_used_blocks, self.scheduler.kv.used_blocks)
+        if plan.is_empty:
+            self._busy = False
+            return
+        self._busy = True
+        self.busy_s += plan.duration_s
+        self._loop.at(self._loop.now + plan.duration_s, self._end_step, plan)
+
+    def _end_step(self, plan: StepPlan) -> None:
+        for event in self.scheduler.update_from_step(plan, self._loop.now):
+            if event.finished:
+                self._on_finish(event.request)
+        self._step()
+
+    def view(self, in_flight_tokens: float, in_flight_requests: int) -> EngineView:
+        s = self.scheduler
+        return EngineView(engine_id=self.engine_id, model=self.model, address="", healthy=True,
+                          in_flight_tokens=in_flight_tokens, in_flight_requests=in_flight_requests,
+                          waiting=s.num_waiting, running=len(s.running), kv_cache_usage=s.kv.usage,
+                          decode_ms_per_token=self.profile.decode_ms_per_token,
+                          max_batch_size=self.profile.max_num_seqs, kv_capacity_tokens=self.profile.kv_capacity_tokens)

@@ -1,0 +1,145 @@
+"""Replay a trace on a simulated cluster under a balancer policy, in virtual time.
+
+Each program arrives at its ``arrival_s``; a call is dispatched when every stage it depends on has
+finished; the decision is balancer_svc's ``Pipeline`` over a snapshot of the monitor's accounting
+(monitor_svc's ``MonitorState``) and the engines; the engine is engine_svc's ``BatchScheduler``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from balancer_svc.call import LlmCall, WorkflowInfo
+from balancer_svc.config import PolicyConfig
+from balancer_svc.pipeline import Pipeline
+from balancer_svc.snapshot import ClusterSnapshot
+from engine_svc.backends.base import SamplingSpec
+from engine_svc.config import QueueConfig
+from engine_svc.model.profile import EngineProfile
+from engine_svc.request import EngineRequest
+from hetflow.v1 import common_pb2
+from hetflow.workloads.trace import StageRecord, programs
+from monitor_svc.state import MonitorLimits, MonitorState
+from simulator.clock import EventLoop
+from simulator.engine import VirtualEngine
+from simulator.signals import Signals
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    engine_id: str
+    model: str
+    profile: EngineProfile
+
+
+@dataclass
+class CallResult:
+    stage_index: int
+    engine_id: str
+    dispatched_s: float
+    first_scheduled_s: float
+    finished_s: float
+    output_tokens: int
+    preemptions: int
+
+
+@dataclass
+class ProgramResult:
+    program_id: str
+    workflow: str
+    arrival_s: float
+    model: str = ""
+    finished_s: float = 0.0
+    correct: bool = False
+    calls: dict[int, CallResult] = field(default_factory=dict)
+
+    @property
+    def latency_s(self) -> float:
+        return self.finished_s - self.arrival_s
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(c.output_tokens for c in self.calls.values())
+
+    @property
+    def queued_s(self) -> float:
+        return sum(c.first_scheduled_s - c.dispatched_s for c in self.calls.values())
+
+
+class Simulation:
+    def __init__(self, engines: Sequence[EngineSpec], policy: PolicyConfig, signals: Signals,
+                 queue: QueueConfig = QueueConfig()) -> None:
+        self.loop = EventLoop()
+        self.pipeline = Pipeline(policy)
+        self.signals = signals
+        self.monitor = MonitorState(MonitorLimits(engine_stale_after_s=float("inf"), engine_failed_after_s=float("inf"),
+                                                  orphan_grace_s=float("inf"), program_ttl_s=float("inf")))
+        self.engines = {e.engine_id: VirtualEngine(e.engine_id, e.model, e.profile, queue, self.loop, self._finished)
+                        for e in engines}
+        for engine_id in self.engines:
+            self.monitor.report(common_pb2.EngineStatus(engine_id=engine_id, serving=True), 0.0)
+        self._programs: dict[str, list[StageRecord]] = {}
+        self.results: dict[str, ProgramResult] = {}
+        self.rejected: list[tuple[str, str]] = []
+
+    def run(self, records: Sequence[StageRecord]) -> list[ProgramResult]:
+        self._programs = programs(records)
+        for pid, program in self._programs.items():
+            self.results[pid] = ProgramResult(pid, program[0].workflow, program[0].arrival_s)
+            self.loop.at(program[0].arrival_s, self._start, pid)
+        self.loop.run()
+        return [r for r in self.results.values() if r.finished_s]
+
+    def _start(self, program_id: str) -> None:
+        for record in self._programs[program_id]:
+            if not record.depends_on:
+                self._dispatch(program_id, record)
+
+    def _snapshot(self, program_id: str) -> ClusterSnapshot:
+        views = tuple(engine.view(self.monitor.engines[eid].in_flight_tokens, len(self.monitor.engines[eid].in_flight))
+                      for eid, engine in self.engines.items())
+        return ClusterSnapshot(self.loop.now, views, self.monitor.program_model(program_id))
+
+    def _dispatch(self, program_id: str, record: StageRecord) -> None:
+        program, now = self._programs[program_id], self.loop.now
+        call = LlmCall(request_id=f"{program_id}/{record.stage_index}", prompt=record.user_prompt, messages=(),
+                       sampling=SamplingSpec(max_tokens=max(record.output_tokens.values())),
+                       workflow=WorkflowInfo(program_id, record.workflow, record.agent, record.stage_index,
+                                             record.stage_count, record.upstream_agent, record.tenant))
+        snapshot = self._snapshot(program_id)
+        candidates = self.pipeline.candidate_models(call, snapshot)
+        router_asked = self.pipeline.needs_router(call, candidates)
+        confidence = self.signals.confidence_for(record, candidates) if router_asked else {}
+        predictions = {m: (self.signals.prediction_for(program, record, m), "") for m in candidates}
+        outcome = self.pipeline.decide(call, snapshot, candidates, confidence, predictions, router_asked)
+        req = EngineRequest(request_id=call.request_id, prompt_tokens=record.input_tokens[outcome.model],
+                            max_tokens=record.output_tokens[outcome.model], priority=outcome.priority, arrival_s=now,
+                            program_id=program_id, target_output_tokens=record.output_tokens[outcome.model])
+        try:
+            self.engines[outcome.engine_id].submit(req)
+        except (ValueError, MemoryError) as exc:  # the live engine answers INVALID_ARGUMENT / RESOURCE_EXHAUSTED
+            self.rejected.append((call.request_id, str(exc)))
+            return
+        self.monitor.admit(call.request_id, program_id, outcome.model, outcome.engine_id,
+                           outcome.prediction.median_tokens, now, workflow=record.workflow)
+        result = self.results[program_id]
+        result.model = result.model or outcome.model
+        result.calls[record.stage_index] = CallResult(record.stage_index, outcome.engine_id, now, 0.0, 0.0, 0, 0)
+
+    def _finished(self, req: EngineRequest) -> None:
+        now = self.loop.now
+        program_id, stage = req.program_id, int(req.request_id.rsplit("/", 1)[1])
+        self.monitor.release(req.request_id, now, req.output_tokens)
+        result = self.results[program_id]
+        call = result.calls[stage]
+        call.first_scheduled_s, call.finished_s = req.first_scheduled_s or now, now
+        call.output_tokens, call.preemptions = req.output_tokens, req.preemptions
+        program = self._programs[program_id]
+        done = {s for s, c in result.calls.items() if c.finished_s}
+        for record in program:
+            if record.stage_index not in result.calls and set(record.depends_on) <= done:
+                self._dispatch(program_id, record)
+        if len(done) == len(program):
+            result.finished_s = now
+            result.correct = program[0].correct[result.model]
