@@ -17,11 +17,12 @@ test: setup
 protos:
 	$(PY) -m hetflow.protogen
 
+# The exact commands behind the figures in docs/benchmarks.md.
 bench-overhead: setup
-	$(PY) -m hetflow.bench.overhead -c examples/local-sim.yaml
+	$(PY) -m hetflow.bench.overhead -c examples/local-sim.yaml --rate 20 --duration 15
 
 bench-vllm-tokens: setup
-	$(PY) -m hetflow.bench.vllm_tokens
+	$(PY) -m hetflow.bench.vllm_tokens --requests 192 --max-tokens 256 --rounds 3 --stream-interval 1
 
 clean:
 	rm -rf $(VENV) build *.egg-info
