@@ -42,9 +42,9 @@ class Pipeline:
         self.priority_rule = policies.build("priority", policy.priority, policy.priority_params)
         self.engine_picker = policies.build("engine", policy.engine, policy.engine_params)
 
-    @staticmethod
-    def candidate_models(call: LlmCall, snapshot: ClusterSnapshot) -> list[str]:
-        """The models this call may go to: its pin, its program's model (affinity), or every healthy one."""
+    def candidate_models(self, call: LlmCall, snapshot: ClusterSnapshot) -> list[str]:
+        """The models this call may go to: its pin, its program's model (when the model picker keeps
+        program affinity), or every healthy one."""
         if call.model_pin:
             if call.model_pin not in snapshot.models():
                 raise NotFound(f"model_pin {call.model_pin!r} is not served; models: {snapshot.models()}")
@@ -54,7 +54,9 @@ class Pipeline:
         healthy = snapshot.healthy_models()
         if not healthy:
             raise Unavailable("no healthy engine serves any model")
-        return [snapshot.program_model] if snapshot.program_model in healthy else healthy
+        if self.model_picker.program_affinity and snapshot.program_model in healthy:
+            return [snapshot.program_model]
+        return healthy
 
     def needs_router(self, call: LlmCall, candidates: list[str]) -> bool:
         return not call.model_pin and len(candidates) > 1 and self.model_picker.needs_router

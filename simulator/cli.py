@@ -29,7 +29,9 @@ def cluster_from_stack(raw: dict) -> list[EngineSpec]:
 def run(args: argparse.Namespace) -> int:
     raw = load_stack(Path(args.config))
     policy = balancer_config(raw).policy
-    if args.latency_slack is not None:
+    if args.policy != "chimera":
+        policy = type(policy)(model=args.policy, model_params={}, priority="fcfs", engine=args.policy)
+    elif args.latency_slack is not None:
         policy = type(policy)(**{**policy.__dict__, "model_params": {**policy.model_params,
                                                                        "latency_slack": args.latency_slack}})
     signals = Signals(args.router, args.predictor, dict(raw.get("router", {}).get("models", {})))
@@ -49,6 +51,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-c", "--config", default="examples/local-sim.yaml", help="stack config: engines, policy, priors")
     p.add_argument("--router", choices=["prior", "oracle"], default="prior",
                    help="confidence: the config's fixed priors, or the trace's correctness (oracle router)")
-    p.add_argument("--predictor", choices=["oracle", "input-length"], default="oracle")
+    p.add_argument("--predictor", choices=["oracle", "oracle-own", "input-length"], default="oracle")
+    p.add_argument("--policy", choices=["chimera", "least-load", "round-robin"], default="chimera",
+                   help="chimera: the config's policy; the others: baselines with FCFS engine queues")
     p.add_argument("--latency-slack", type=float, help="override Chimera's tau")
     p.set_defaults(fn=run)

@@ -50,6 +50,7 @@ class ProgramResult:
     workflow: str
     arrival_s: float
     model: str = ""
+    """The model of the final stage, which produced the answer (one model throughout under affinity)."""
     finished_s: float = 0.0
     correct: bool = False
     calls: dict[int, CallResult] = field(default_factory=dict)
@@ -124,7 +125,8 @@ class Simulation:
         self.monitor.admit(call.request_id, program_id, outcome.model, outcome.engine_id,
                            outcome.prediction.median_tokens, now, workflow=record.workflow)
         result = self.results[program_id]
-        result.model = result.model or outcome.model
+        if record.stage_index == record.stage_count:  # the final answer's model decides correctness
+            result.model = outcome.model
         result.calls[record.stage_index] = CallResult(record.stage_index, outcome.engine_id, now, 0.0, 0.0, 0, 0)
 
     def _finished(self, req: EngineRequest) -> None:

@@ -22,7 +22,7 @@ class Signals:
     priors: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.confidence not in ("prior", "oracle") or self.prediction not in ("oracle", "input-length"):
+        if self.confidence not in ("prior", "oracle") or self.prediction not in ("oracle", "oracle-own", "input-length"):
             raise ValueError(f"unknown signals {self.confidence!r}/{self.prediction!r}")
 
     def confidence_for(self, record: StageRecord, models: list[str]) -> dict[str, float]:
@@ -33,4 +33,6 @@ class Signals:
     def prediction_for(self, program: list[StageRecord], record: StageRecord, model: str) -> Prediction:
         if self.prediction == "oracle":
             return Prediction(float(remaining_output_tokens(program, record.stage_index, model)))
+        if self.prediction == "oracle-own":  # LTR-style: the call's own length, no workflow awareness
+            return Prediction(float(record.output_tokens[model]))
         return Prediction(float(record.input_tokens[model]))

@@ -34,6 +34,8 @@ class Prediction:
 class ModelPicker(Protocol):
     type_name: str
     needs_router: bool
+    program_affinity: bool
+    """Whether a program keeps the model of its first call (Chimera Algorithm 1, line 2)."""
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float]) -> Choice: ...
 
@@ -63,7 +65,8 @@ def register(stage: str, type_name: str) -> Callable[[type], type]:
 
 
 def build(stage: str, type_name: str, params: Mapping[str, Any]) -> Any:
-    from balancer_svc.policies import chimera_slack, least_inflight_tokens, predicted_total_tokens  # noqa: F401
+    from balancer_svc.policies import (chimera_slack, fcfs, least_inflight_tokens, least_load,  # noqa: F401
+                                       predicted_total_tokens, round_robin)
 
     if type_name not in _REGISTRY[stage]:
         raise ValueError(f"unknown {stage} policy {type_name!r}; known: {sorted(_REGISTRY[stage])}")

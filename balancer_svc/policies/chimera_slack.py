@@ -49,6 +49,7 @@ def slack_rule(confidence: Mapping[str, float], ttlt: Mapping[str, float], laten
 @register("model", "chimera-slack")
 class ChimeraSlack:
     needs_router = True
+    program_affinity = True
 
     def __init__(self, latency_slack: float = 0.5, confidence_margin: float = 0.05) -> None:
         if latency_slack < 0 or confidence_margin < 0:

@@ -67,3 +67,15 @@ def test_latency_slack_trades_latency_for_score():
     tight, loose = summarize(simulate(trace, tau=0.0)[1]), summarize(simulate(trace, tau=4.0)[1])
     assert loose["models"].get(LARGE, 0) > tight["models"].get(LARGE, 0)
     assert loose["task_score"] > tight["task_score"]
+
+
+@pytest.mark.parametrize("model_policy", ["least-load", "round-robin"])
+def test_baselines_run_without_affinity(sql_trace, model_policy):
+    sim = Simulation(engines(), PolicyConfig(model=model_policy, model_params={}, priority="fcfs",
+                                             engine=model_policy), Signals("prior", "oracle"))
+    results = sim.run(sql_trace)
+    assert len(results) == len(programs(sql_trace)) and not sim.monitor.entries
+    per_engine = {e: sum(c.engine_id == e for r in results for c in r.calls.values()) for e in sim.engines}
+    assert min(per_engine.values()) > 0                            # both engines serve
+    mixed = [r for r in results if len({c.engine_id for c in r.calls.values()}) > 1]
+    assert mixed                                                   # no program affinity: stages spread

@@ -1,0 +1,13 @@
+"""Priority: first come, first served. Every request gets the same priority, so the engine queue's
+tie-breaker, arrival, orders them (vLLM's default)."""
+
+from __future__ import annotations
+
+from balancer_svc.call import LlmCall
+from balancer_svc.policies import Choice, Prediction, register
+
+
+@register("priority", "fcfs")
+class Fcfs:
+    def priority(self, call: LlmCall, prediction: Prediction) -> tuple[float, Choice]:
+        return 0.0, Choice("0", "fcfs")
