@@ -150,6 +150,21 @@ def _train_router(args: argparse.Namespace) -> int:
     return 0
 
 
+def _loadtest(args: argparse.Namespace) -> int:
+    import json
+
+    from hetflow.bench.common import write
+    from hetflow.loadtest import loadtest
+
+    result = asyncio.run(loadtest(args.service, args.address, args.rate, args.duration, max_calls=args.max_calls,
+                                  max_in_flight=args.max_in_flight, drain_s=args.drain, timeout_s=args.call_timeout,
+                                  max_tokens=args.max_tokens))
+    summary = {"command": "hetflow loadtest " + " ".join(sys.argv[2:]), "service": args.service, **result.summary()}
+    path = write(f"loadtest_{args.service}", summary)
+    print(json.dumps(summary, indent=2) + f"\n-> {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hetflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -238,6 +253,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--out", help=f"artifact directory; default {ARTIFACTS}/router-<data hash>")
     p.set_defaults(fn=_train_router)
+
+    from hetflow.loadtest import SERVICES as LOAD_SERVICES
+
+    p = sub.add_parser("loadtest", help="open-loop gRPC load against one service; stops by itself")
+    p.add_argument("service", choices=LOAD_SERVICES)
+    p.add_argument("--address", required=True, help="host:port of the service")
+    p.add_argument("--rate", type=float, default=50.0, help="calls per second")
+    p.add_argument("--duration", type=float, default=20.0, help="seconds of sending")
+    p.add_argument("--max-calls", type=int, help="stop after this many calls")
+    p.add_argument("--max-in-flight", type=int, default=1000, help="beyond this, scheduled calls are shed")
+    p.add_argument("--drain", type=float, default=10.0, help="seconds calls still running get after the last send")
+    p.add_argument("--call-timeout", type=float, default=30.0)
+    p.add_argument("--max-tokens", type=int, default=8, help="balancer/engine: output tokens per call")
+    p.set_defaults(fn=_loadtest)
 
     from simulator.cli import add_parser as add_simulate
 

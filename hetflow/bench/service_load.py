@@ -17,13 +17,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import grpc
 import yaml
 
-from hetflow.bench.common import percentile, stability, write
+from hetflow.bench.common import write
+from hetflow.loadtest import LoadResult, run_load
 from hetflow.stackctl import wait_serving
 from hetflow.tokens import count_tokens
 from hetflow.v1 import predictor_pb2, predictor_pb2_grpc, router_pb2, router_pb2_grpc
@@ -48,31 +48,12 @@ def payloads(service: str, batch: int, n: int) -> list:
                                          quantiles=[0.1, 0.9]) for i in range(n)]
 
 
-async def drive(address: str, service: str, requests: list, rate: float) -> tuple[list[float], int]:
-    latencies: list[float] = [0.0] * len(requests)
-    errors = 0
+async def drive(address: str, service: str, requests: list, rate: float) -> LoadResult:
     async with grpc.aio.insecure_channel(address) as channel:
-        call = (router_pb2_grpc.RouterStub(channel).Score if service == "router"
-                else predictor_pb2_grpc.PredictorStub(channel).Predict)
-
-        async def one(i: int) -> None:
-            nonlocal errors
-            start = time.perf_counter()
-            try:
-                await call(requests[i], timeout=30)
-                latencies[i] = time.perf_counter() - start
-            except grpc.aio.AioRpcError:
-                errors += 1
-                latencies[i] = float("nan")
-
-        start = time.perf_counter()
-        tasks = []
-        for i in range(len(requests)):
-            await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
-            tasks.append(asyncio.create_task(one(i)))
-        await asyncio.gather(*tasks)
-        elapsed = time.perf_counter() - start
-    return [x for x in latencies if x == x], errors, elapsed
+        method = (router_pb2_grpc.RouterStub(channel).Score if service == "router"
+                  else predictor_pb2_grpc.PredictorStub(channel).Predict)
+        return await run_load(lambda i: method(requests[i]), rate, duration_s=len(requests) / rate + 1,
+                              max_calls=len(requests))
 
 
 def main() -> None:
@@ -101,7 +82,7 @@ def main() -> None:
             if asyncio.run(wait_serving({"svc": address}, 120)) != {"svc": "SERVING"}:
                 raise SystemExit(f"{args.service} did not come up")
             requests = payloads(args.service, args.batch, int(args.rate * args.duration))
-            latencies, errors, elapsed = asyncio.run(drive(address, args.service, requests, args.rate))
+            load = asyncio.run(drive(address, args.service, requests, args.rate))
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -109,10 +90,9 @@ def main() -> None:
         "command": f"python -m hetflow.bench.service_load --service {args.service} --rate {args.rate:g} "
                    f"--duration {args.duration:g} --batch {args.batch}"
                    + (f" --precision {args.precision} --threads {args.threads}" if args.service == "router" else ""),
-        "offered_calls_per_s": args.rate, "achieved_calls_per_s": len(latencies) / elapsed, "errors": errors,
-        "latency_ms": {q: percentile(latencies, p) * 1e3 for q, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))},
-        "stability": stability(latencies), "batch": args.batch,
+        "offered_calls_per_s": args.rate, "batch": args.batch, **load.summary(),
     }
+    errors = sum(load.errors.values())
     path = write(f"service_load_{args.service}", result)
     lat = result["latency_ms"]
     print(f"{args.service}: offered {args.rate:g}/s, achieved {result['achieved_calls_per_s']:.1f}/s, errors {errors}; "
