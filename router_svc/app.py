@@ -20,11 +20,10 @@ def build(cfg: RouterConfig) -> Callable[[], Awaitable[tuple[Sequence[Registrati
     scorer = build_scorer(spec)  # fail at start, in this process, on a bad spec or artifact
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
-        servicer = RouterServicer(scorer.kind, scorer.models, None)  # type: ignore[arg-type]
-        workers = await start_model_workers(
+        workers = await start_model_workers(  # on_swap runs on a reload, after the servicer exists
             "router", spec, cfg.workers, cfg.max_batch_size, cfg.max_wait_ms / 1e3, worker.init, worker.score_batch,
             cfg.artifact, cfg.reload_poll_s, build_scorer, on_swap=lambda s: setattr(servicer, "models", s.models))
-        servicer.collector = workers.collector
+        servicer = RouterServicer(scorer.kind, scorer.models, workers.collector)
         return [Registration(router_pb2_grpc.add_RouterServicer_to_server, servicer, SERVICE_NAME)], workers.close
 
     return setup

@@ -16,7 +16,6 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from hetflow.bench.common import write
 
