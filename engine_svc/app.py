@@ -7,7 +7,7 @@ from typing import Awaitable, Callable, Sequence
 from engine_svc.backends.base import EngineBackend
 from engine_svc.config import EngineConfig
 from engine_svc.model.profile import load_profile
-from engine_svc.priority_queue import AgingPriorityQueue
+from engine_svc.queues import make_queue
 from engine_svc.reporter import StatusReporter
 from engine_svc.servicer import EngineServicer
 from hetflow.runtime.server import Registration
@@ -17,7 +17,7 @@ SERVICE_NAME = engine_pb2.DESCRIPTOR.services_by_name["Engine"].full_name
 
 
 def make_backend(cfg: EngineConfig) -> EngineBackend:
-    queue = AgingPriorityQueue(cfg.queue.starvation_threshold, cfg.queue.running_quantum)
+    queue = make_queue(cfg.queue)
     if cfg.backend == "sim":
         from engine_svc.backends.sim import SimBackend
 

@@ -11,12 +11,17 @@ from hetflow.runtime.server import ServeConfig
 
 @dataclass(frozen=True)
 class QueueConfig:
-    """Chimera 3.7 aging."""
+    """The engine queue's ordering (engine_svc.queues) and Chimera 3.7 aging."""
 
+    discipline: str = "priority"
+    """``priority``: the balancer's priority; ``mlfq``: attained service with demotion (FastServe)."""
     starvation_threshold: int = 100
     """S: consecutive scheduling iterations a request may wait before it is promoted."""
     running_quantum: int = 50
     """Q: iterations a promoted request runs before it is demoted."""
+    mlfq_first_quantum_tokens: int = 32
+    """mlfq: output tokens of the top level's quantum; each lower level's quantum doubles."""
+    mlfq_levels: int = 8
 
 
 @dataclass(frozen=True)

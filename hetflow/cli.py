@@ -272,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
 
     add_simulate(sub)
 
+    from hetflow.bench.sweep_cli import add_parser as add_bench
+
+    add_bench(sub)
+
     args = parser.parse_args(argv)
     return int(args.fn(args) or 0)
 

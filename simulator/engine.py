@@ -12,7 +12,7 @@ from balancer_svc.snapshot import EngineView
 from engine_svc.config import QueueConfig
 from engine_svc.model.profile import EngineProfile
 from engine_svc.model.scheduler import BatchScheduler, StepPlan
-from engine_svc.priority_queue import AgingPriorityQueue
+from engine_svc.queues import make_queue
 from engine_svc.request import EngineRequest
 from simulator.clock import EventLoop
 
@@ -21,7 +21,7 @@ class VirtualEngine:
     def __init__(self, engine_id: str, model: str, profile: EngineProfile, queue: QueueConfig, loop: EventLoop,
                  on_finish: Callable[[EngineRequest], None]) -> None:
         self.engine_id, self.model, self.profile = engine_id, model, profile
-        self.scheduler = BatchScheduler(profile, AgingPriorityQueue(queue.starvation_threshold, queue.running_quantum))
+        self.scheduler = BatchScheduler(profile, make_queue(queue))
         self._loop, self._on_finish = loop, on_finish
         self._busy = False
         self.busy_s = 0.0

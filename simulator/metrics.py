@@ -1,5 +1,7 @@
-"""What a run reports: workflow latency, latency per output token, task score, throughput,
-queueing share and a stability check (the first half of the run against the second)."""
+"""What a run reports (issue 4's metric list): workflow latency (mean, P50, P95, P99), latency per
+output token, makespan, task score, SLO attainment against SLO scale and the smallest scale with 95%
+attainment (HexGen-Flow 5.1), throughput, goodput, preemptions, queueing share, scheduler overhead
+and a stability check (the first half of the run against the second)."""
 
 from __future__ import annotations
 
@@ -9,22 +11,43 @@ from typing import Sequence
 from hetflow.bench.common import percentile, stability
 from simulator.run import ProgramResult
 
+SLO_SCALES = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0)
+GOODPUT_SLO_SCALE = 5.0
+"""Goodput counts workflows finished within this many times their isolated latency."""
+TARGET_ATTAINMENT = 0.95
 
-def summarize(results: Sequence[ProgramResult]) -> dict:
+
+def slo_scale_for(results: Sequence[ProgramResult], attainment: float = TARGET_ATTAINMENT) -> float:
+    """Smallest SLO scale s at which ``attainment`` of the workflows finish within s x isolated latency."""
+    return percentile([r.latency_s / r.isolated_s for r in results if r.isolated_s > 0], attainment)
+
+
+def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = ()) -> dict:
     if not results:
         return {"programs": 0}
     ordered = sorted(results, key=lambda r: r.arrival_s)
     latency = [r.latency_s for r in ordered]
     span = max(r.finished_s for r in ordered) - min(r.arrival_s for r in ordered)
+    slowdown = [r.latency_s / r.isolated_s for r in ordered if r.isolated_s > 0]
+    labelled = [r for r in ordered if r.correct is not None]
+    within = sum(1 for r in ordered if r.latency_s <= GOODPUT_SLO_SCALE * r.isolated_s)
     return {
         "programs": len(ordered),
         "latency_s": {"mean": statistics.mean(latency), "p50": percentile(latency, 0.5),
                       "p95": percentile(latency, 0.95), "p99": percentile(latency, 0.99)},
         "latency_per_output_token_ms": 1e3 * statistics.mean(r.latency_s / max(1, r.output_tokens) for r in ordered),
-        "task_score": statistics.mean(float(r.correct) for r in ordered),
+        "makespan_s": span,
+        "task_score": statistics.mean(float(r.correct) for r in labelled) if labelled else None,
+        "slo": {"attainment": {f"{s:g}": sum(x <= s for x in slowdown) / len(slowdown) for s in SLO_SCALES},
+                "scale_for_95pct": slo_scale_for(ordered)},
         "throughput_tokens_per_s": sum(r.output_tokens for r in ordered) / span if span > 0 else 0.0,
+        "throughput_programs_per_s": len(ordered) / span if span > 0 else 0.0,
+        "goodput_programs_per_s": within / span if span > 0 else 0.0,
+        "goodput_slo_scale": GOODPUT_SLO_SCALE,
         "queueing_share": sum(r.queued_s for r in ordered) / sum(latency) if sum(latency) else 0.0,
         "preemptions": sum(c.preemptions for r in ordered for c in r.calls.values()),
         "models": {m: sum(r.model == m for r in ordered) for m in sorted({r.model for r in ordered})},
+        "scheduler_overhead_ms": {"mean": statistics.mean(decision_ms), "p99": percentile(decision_ms, 0.99)}
+        if decision_ms else None,
         "stability": stability(latency),
     }

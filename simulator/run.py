@@ -7,6 +7,7 @@ finished; the decision is balancer_svc's ``Pipeline`` over a snapshot of the mon
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -42,6 +43,8 @@ class CallResult:
     finished_s: float
     output_tokens: int
     preemptions: int
+    isolated_s: float = 0.0
+    """The call's latency alone on its engine (EngineProfile.isolated_request_s)."""
 
 
 @dataclass
@@ -52,7 +55,11 @@ class ProgramResult:
     model: str = ""
     """The model of the final stage, which produced the answer (one model throughout under affinity)."""
     finished_s: float = 0.0
-    correct: bool = False
+    correct: bool | None = None
+    """Whether the final answer is right per the trace's labels; None when the trace has none."""
+    isolated_s: float = 0.0
+    """The program's latency alone on the cluster with the same engines: its critical path of isolated
+    calls. ``latency_s / isolated_s`` is the SLO scale it meets (HexGen-Flow 5.1)."""
     calls: dict[int, CallResult] = field(default_factory=dict)
 
     @property
@@ -83,6 +90,8 @@ class Simulation:
         self._programs: dict[str, list[StageRecord]] = {}
         self.results: dict[str, ProgramResult] = {}
         self.rejected: list[tuple[str, str]] = []
+        self.decision_ms: list[float] = []
+        """Wall time of each balancer decision (Pipeline.decide): the scheduler's overhead per call."""
 
     def run(self, records: Sequence[StageRecord]) -> list[ProgramResult]:
         self._programs = programs(records)
@@ -112,8 +121,11 @@ class Simulation:
         candidates = self.pipeline.candidate_models(call, snapshot)
         router_asked = self.pipeline.needs_router(call, candidates)
         confidence = self.signals.confidence_for(record, candidates) if router_asked else {}
-        predictions = {m: (self.signals.prediction_for(program, record, m), "") for m in candidates}
+        target = self.pipeline.priority_rule.prediction_target
+        predictions = {m: (self.signals.prediction_for(program, record, m, target), "") for m in candidates}
+        started = time.perf_counter()
         outcome = self.pipeline.decide(call, snapshot, candidates, confidence, predictions, router_asked)
+        self.decision_ms.append((time.perf_counter() - started) * 1e3)
         req = EngineRequest(request_id=call.request_id, prompt_tokens=record.input_tokens[outcome.model],
                             max_tokens=record.output_tokens[outcome.model], priority=outcome.priority, arrival_s=now,
                             program_id=program_id, target_output_tokens=record.output_tokens[outcome.model])
@@ -137,6 +149,7 @@ class Simulation:
         call = result.calls[stage]
         call.first_scheduled_s, call.finished_s = req.first_scheduled_s or now, now
         call.output_tokens, call.preemptions = req.output_tokens, req.preemptions
+        call.isolated_s = self.engines[call.engine_id].profile.isolated_request_s(req.prompt_tokens, req.output_tokens)
         program = self._programs[program_id]
         done = {s for s, c in result.calls.items() if c.finished_s}
         for record in program:
@@ -144,4 +157,14 @@ class Simulation:
                 self._dispatch(program_id, record)
         if len(done) == len(program):
             result.finished_s = now
-            result.correct = program[0].correct[result.model]
+            result.correct = program[0].correct.get(result.model)
+            result.isolated_s = critical_path_s(program, result.calls)
+
+
+def critical_path_s(program: list[StageRecord], calls: dict[int, CallResult]) -> float:
+    """Longest chain of isolated call times through the program's dependencies."""
+    done_at: dict[int, float] = {}
+    for record in program:  # sorted by stage_index; a stage depends only on earlier ones
+        start = max((done_at[d] for d in record.depends_on), default=0.0)
+        done_at[record.stage_index] = start + calls[record.stage_index].isolated_s
+    return max(done_at.values())

@@ -1,9 +1,10 @@
 """What the simulated balancer is told in place of router_svc and predictor_svc.
 
-Confidence: ``prior`` (a fixed prior per model: Chimera's without-router ablation) or ``oracle``
-(the trace's per-model correctness: Chimera's oracle router, 4.4). Prediction: ``oracle`` (the true
-remaining tokens for that model: vLLM(STJF) and Chimera's oracle predictor) or ``input-length``
-(Chimera table 3's proxy). Learned artifacts plug in here too (issue 4).
+Confidence: ``prior`` (a fixed prior per model: Chimera's without-router ablation), ``oracle`` (the
+trace's per-model correctness: Chimera's oracle router, 4.4) or ``learned`` (a router artifact's
+scores, computed once per trace). Prediction: ``oracle`` (the true length: of the rest of the
+workflow, vLLM(STJF) and Chimera's oracle predictor; or of the call alone, LTR's upper bound),
+``input-length`` (Chimera table 3's proxy) or ``learned`` (a QRF artifact's median).
 """
 
 from __future__ import annotations
@@ -14,25 +15,46 @@ from typing import Mapping
 from balancer_svc.policies import Prediction
 from hetflow.workloads.trace import StageRecord, remaining_output_tokens
 
+CONFIDENCE_SOURCES = ("prior", "oracle", "learned")
+PREDICTION_SOURCES = ("oracle", "input-length", "learned")
+
+
+@dataclass(frozen=True)
+class LearnedSignals:
+    """Router and predictor outputs for every (program, stage[, model]) of one trace."""
+
+    confidence: Mapping[tuple[str, int], Mapping[str, float]] = field(default_factory=dict)
+    median_tokens: Mapping[tuple[str, int, str], float] = field(default_factory=dict)
+
 
 @dataclass(frozen=True)
 class Signals:
     confidence: str = "prior"
     prediction: str = "oracle"
     priors: Mapping[str, float] = field(default_factory=dict)
+    learned: LearnedSignals = field(default_factory=LearnedSignals)
 
     def __post_init__(self) -> None:
-        if self.confidence not in ("prior", "oracle") or self.prediction not in ("oracle", "oracle-own", "input-length"):
+        if self.confidence not in CONFIDENCE_SOURCES or self.prediction not in PREDICTION_SOURCES:
             raise ValueError(f"unknown signals {self.confidence!r}/{self.prediction!r}")
 
     def confidence_for(self, record: StageRecord, models: list[str]) -> dict[str, float]:
         if self.confidence == "oracle":
-            return {m: float(record.correct[m]) for m in models}
+            return {m: float(record.correct.get(m, False)) for m in models}
+        if self.confidence == "learned":
+            scores = self.learned.confidence[(record.program_id, record.stage_index)]
+            return {m: float(scores[m]) for m in models}
         return {m: float(self.priors.get(m, 0.5)) for m in models}
 
-    def prediction_for(self, program: list[StageRecord], record: StageRecord, model: str) -> Prediction:
+    def prediction_for(self, program: list[StageRecord], record: StageRecord, model: str,
+                       target: str = "workflow") -> Prediction:
+        """``target``: ``workflow`` (total remaining output tokens) or ``call`` (the call's own)."""
         if self.prediction == "oracle":
+            if target == "call":
+                return Prediction(float(record.output_tokens[model]))
             return Prediction(float(remaining_output_tokens(program, record.stage_index, model)))
-        if self.prediction == "oracle-own":  # LTR-style: the call's own length, no workflow awareness
-            return Prediction(float(record.output_tokens[model]))
+        if self.prediction == "learned":
+            if target == "call":
+                raise ValueError("the learned predictor estimates remaining workflow tokens, not one call's")
+            return Prediction(self.learned.median_tokens[(record.program_id, record.stage_index, model)])
         return Prediction(float(record.input_tokens[model]))

@@ -42,6 +42,8 @@ class ModelPicker(Protocol):
 
 class PriorityRule(Protocol):
     type_name: str
+    prediction_target: str
+    """What the prediction it reads estimates: ``workflow`` (total remaining tokens) or ``call`` (its own)."""
 
     def priority(self, call: LlmCall, prediction: Prediction) -> tuple[float, Choice]: ...
 
@@ -65,8 +67,8 @@ def register(stage: str, type_name: str) -> Callable[[type], type]:
 
 
 def build(stage: str, type_name: str, params: Mapping[str, Any]) -> Any:
-    from balancer_svc.policies import (chimera_slack, fcfs, least_inflight_tokens, least_load,  # noqa: F401
-                                       predicted_total_tokens, round_robin)
+    from balancer_svc.policies import (chimera_slack, fcfs, join_shortest_queue, least_inflight_tokens,  # noqa: F401
+                                       least_load, predicted_call_tokens, predicted_total_tokens, round_robin)
 
     if type_name not in _REGISTRY[stage]:
         raise ValueError(f"unknown {stage} policy {type_name!r}; known: {sorted(_REGISTRY[stage])}")

@@ -9,5 +9,7 @@ from balancer_svc.policies import Choice, Prediction, register
 
 @register("priority", "fcfs")
 class Fcfs:
+    prediction_target = "workflow"  # read only by the receipt; the order ignores it
+
     def priority(self, call: LlmCall, prediction: Prediction) -> tuple[float, Choice]:
         return 0.0, Choice("0", "fcfs")

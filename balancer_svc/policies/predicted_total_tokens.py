@@ -9,6 +9,8 @@ from balancer_svc.policies import Choice, Prediction, register
 
 @register("priority", "predicted-total-tokens")
 class PredictedTotalTokens:
+    prediction_target = "workflow"
+
     def priority(self, call: LlmCall, prediction: Prediction) -> tuple[float, Choice]:
         y_hat = prediction.median_tokens
         scores = {"median_tokens": y_hat, **{f"q{q:g}": v for q, v in prediction.quantile_tokens.items()}}

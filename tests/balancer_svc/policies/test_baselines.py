@@ -42,3 +42,22 @@ def test_round_robin_cycles_in_engine_order():
 
 def test_fcfs_gives_everyone_the_same_priority():
     assert Fcfs().priority(call(), Prediction(10))[0] == Fcfs().priority(call(), Prediction(10_000))[0]
+
+
+def test_join_shortest_queue_counts_outstanding_requests_as_the_monitor_sees_them():
+    from balancer_svc.policies.join_shortest_queue import ShortestQueueEngine, ShortestQueueModel
+
+    snap = snapshot(busy("s0", "small", 0, 3, in_flight=5), busy("l0", "large", 1, 3), busy("s1", "small", 0, 4))
+    assert ShortestQueueModel().pick(call(), snap, {}).chosen == "large"     # 4 outstanding against 5 and 4: l0 < s1 by id
+    choice = ShortestQueueEngine().pick(call(), snap, "small")
+    assert choice.chosen == "s1" and choice.loads == {"s0": 5.0, "s1": 4.0}
+
+
+def test_ltr_orders_by_the_calls_own_predicted_length_not_the_workflows():
+    from balancer_svc.policies.predicted_call_tokens import PredictedCallTokens
+    from balancer_svc.policies.predicted_total_tokens import PredictedTotalTokens
+
+    assert PredictedCallTokens.prediction_target == "call"
+    assert PredictedTotalTokens.prediction_target == "workflow"
+    short, long = PredictedCallTokens().priority(call(), Prediction(40)), PredictedCallTokens().priority(call(), Prediction(900))
+    assert short[0] < long[0] and short[1].rule == "ltr:predicted-call-tokens"

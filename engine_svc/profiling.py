@@ -1,0 +1,112 @@
+"""``hetflow profile``: measure a real vLLM engine and write the profile the simulator and the ``sim``
+backend use (engine_svc.model.profile; the load-balancer paper's iteration-time model, section 3).
+
+Three measurements on the engine as hetflow runs it (the ``vllm`` backend, hetflow's queue in front):
+  prefill  one request at a time, prompts of several lengths, one output token: time to first token
+           = decode_base_ms + prefill_ms_per_token * prompt_tokens (least squares);
+  decode   B requests together at a prompt length P, N output tokens each: the mean gap between
+           tokens is one iteration, = decode_base_ms + decode_ms_per_seq * B
+           + decode_ms_per_batch_token * B * context (least squares over the grid of B and P);
+  KV       the blocks vLLM allocated times the block size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+
+from engine_svc.backends.base import GenerateCall, SamplingSpec
+from engine_svc.backends.vllm_backend import VllmBackend
+from engine_svc.config import QueueConfig, VllmConfig
+from engine_svc.model.profile import EngineProfile, load_profile
+from engine_svc.queues import make_queue
+
+PROMPT_WORD = " hello"
+
+
+@dataclass(frozen=True)
+class Timing:
+    prompt_tokens: int
+    first_token_s: float
+    token_times_s: tuple[float, ...]
+
+
+def prompt_of(words: int) -> str:
+    return (PROMPT_WORD * words).strip()
+
+
+async def timed_call(backend: VllmBackend, request_id: str, prompt: str, max_tokens: int) -> Timing:
+    start, times, prompt_tokens = time.perf_counter(), [], 0
+    call = GenerateCall(request_id, prompt, (), SamplingSpec(max_tokens=max_tokens, ignore_eos=True, temperature=0.0),
+                        priority=0.0)
+    async for delta in backend.generate(call):
+        prompt_tokens = delta.prompt_tokens or prompt_tokens
+        times.extend([time.perf_counter() - start] * max(1, delta.output_tokens - len(times)))
+    return Timing(prompt_tokens, times[0], tuple(times))
+
+
+async def measure_prefill(backend: VllmBackend, prompt_words: Sequence[int], repeats: int) -> list[tuple[int, float]]:
+    out = []
+    for words in prompt_words:
+        for r in range(repeats):
+            t = await timed_call(backend, f"prefill-{words}-{r}", prompt_of(words), 1)
+            out.append((t.prompt_tokens, t.first_token_s * 1e3))
+    return out
+
+
+async def measure_decode(backend: VllmBackend, batch_sizes: Sequence[int], prompt_words: Sequence[int],
+                         output_tokens: int) -> list[tuple[int, float, float]]:
+    """(batch size, mean context tokens per sequence, ms per iteration) per grid point."""
+    out = []
+    for words in prompt_words:
+        for batch in batch_sizes:
+            timings = await asyncio.gather(*(timed_call(backend, f"decode-{words}-{batch}-{i}", prompt_of(words),
+                                                        output_tokens) for i in range(batch)))
+            # the middle half of the tokens, when every sequence of the batch is decoding
+            lo, hi = output_tokens // 4, 3 * output_tokens // 4
+            gaps = [(t.token_times_s[hi] - t.token_times_s[lo]) / (hi - lo) for t in timings]
+            context = timings[0].prompt_tokens + output_tokens / 2
+            out.append((batch, context, statistics.median(gaps) * 1e3))
+    return out
+
+
+def fit(prefill: Sequence[tuple[int, float]], decode: Sequence[tuple[int, float, float]]) -> dict[str, float]:
+    """Least squares for the profile's four coefficients, each clipped at zero."""
+    a = np.array([[1.0, p] for p, _ in prefill])
+    (prefill_base, per_prompt_token), *_ = np.linalg.lstsq(a, np.array([ms for _, ms in prefill]), rcond=None)
+    d = np.array([[1.0, b, b * ctx] for b, ctx, _ in decode])
+    (base, per_seq, per_context_token), *_ = np.linalg.lstsq(d, np.array([ms for *_, ms in decode]), rcond=None)
+    return {"decode_base_ms": max(0.0, float(base)), "decode_ms_per_seq": max(0.0, float(per_seq)),
+            "decode_ms_per_batch_token": max(0.0, float(per_context_token)),
+            "prefill_ms_per_token": max(0.0, float(per_prompt_token)),
+            "prefill_intercept_ms": float(prefill_base)}
+
+
+async def profile_vllm(cfg: VllmConfig, model: str, base_profile: str, batch_sizes: Sequence[int] = (1, 2, 4, 8),
+                       prompt_words: Sequence[int] = (16, 256, 768), output_tokens: int = 64,
+                       prefill_words: Sequence[int] = (32, 128, 512, 1024, 1536), repeats: int = 3
+                       ) -> tuple[EngineProfile, dict]:
+    backend = VllmBackend(model, cfg, make_queue(QueueConfig()), base_profile)
+    await backend.start()
+    try:
+        await timed_call(backend, "warmup", prompt_of(64), 8)
+        prefill = await measure_prefill(backend, prefill_words, repeats)
+        decode = await measure_decode(backend, [b for b in batch_sizes if b <= cfg.max_num_seqs], prompt_words,
+                                      output_tokens)
+        assert backend.profile is not None
+        allocated = backend.profile
+    finally:
+        await backend.close()
+    coefficients = fit(prefill, decode)
+    measured = replace(allocated, name=f"{allocated.model}@{allocated.gpu}-measured", source="measured",
+                       **{k: v for k, v in coefficients.items() if k != "prefill_intercept_ms"})
+    return measured, {"prefill": prefill, "decode": decode, "fit": coefficients}
+
+
+def load_base(spec: str) -> EngineProfile:
+    return load_profile(spec)

@@ -1,0 +1,81 @@
+"""The sweep's figures, as PNG: the latency-performance frontier (Chimera figure 5), SLO attainment
+against SLO scale (HexGen-Flow figure 6's axes) and workflow latency CDFs, one panel per load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def _by_load(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(r["load"], []).append(r)
+    return out
+
+
+def _panels(n: int, title: str) -> tuple[Any, list[Any]]:
+    fig, axes = plt.subplots(1, n, figsize=(5 * n, 4), squeeze=False)
+    fig.suptitle(title)
+    return fig, list(axes[0])
+
+
+def frontier(rows: Sequence[Mapping[str, Any]], out: Path, title: str) -> Path:
+    """Task score against latency per output token, one point per policy; Chimera's latency slacks joined."""
+    loads = _by_load(rows)
+    fig, axes = _panels(len(loads), f"{title}: latency-performance frontier")
+    for ax, (load, rs) in zip(axes, loads.items()):
+        scored = [r for r in rs if r["task_score"] is not None]
+        for r in scored:
+            ax.scatter(r["latency_per_output_token_ms"], r["task_score"], label=r["policy"])
+        chimera = sorted((r for r in scored if r["policy"].startswith("chimera") and "no-router" not in r["policy"]),
+                         key=lambda r: r["latency_per_output_token_ms"])
+        if len(chimera) > 1:
+            ax.plot([r["latency_per_output_token_ms"] for r in chimera], [r["task_score"] for r in chimera], "k--", lw=0.8)
+        ax.set(title=load, xlabel="E2E latency per output token (ms)", ylabel="task score")
+        ax.legend(fontsize=7)
+    return _save(fig, out / "frontier.png")
+
+
+def slo_attainment(runs: Sequence[Mapping[str, Any]], out: Path, title: str) -> Path:
+    loads = _by_load(runs)
+    fig, axes = _panels(len(loads), f"{title}: SLO attainment")
+    for ax, (load, rs) in zip(axes, loads.items()):
+        for policy in dict.fromkeys(r["policy"] for r in rs):
+            seeds = [r for r in rs if r["policy"] == policy]
+            scales = list(seeds[0]["slo"]["attainment"])
+            mean = [sum(r["slo"]["attainment"][s] for r in seeds) / len(seeds) for s in scales]
+            ax.plot([float(s) for s in scales], mean, marker=".", label=policy)
+        ax.axhline(0.95, color="grey", lw=0.6, ls=":")
+        ax.set(title=load, xlabel="SLO scale (x isolated latency)", ylabel="attainment", xscale="log")
+        ax.legend(fontsize=7)
+    return _save(fig, out / "slo_attainment.png")
+
+
+def latency_cdf(runs: Sequence[Mapping[str, Any]], out: Path, title: str) -> Path:
+    loads = _by_load(runs)
+    fig, axes = _panels(len(loads), f"{title}: workflow latency CDF (first seed)")
+    for ax, (load, rs) in zip(axes, loads.items()):
+        seen: set[str] = set()
+        for r in rs:
+            if r["policy"] in seen:
+                continue
+            seen.add(r["policy"])
+            lat = r["latencies_s"]
+            ax.plot(lat, [(i + 1) / len(lat) for i in range(len(lat))], label=r["policy"])
+        ax.set(title=load, xlabel="workflow latency (s)", ylabel="CDF", xscale="log")
+        ax.legend(fontsize=7)
+    return _save(fig, out / "latency_cdf.png")
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

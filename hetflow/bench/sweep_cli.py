@@ -1,0 +1,114 @@
+"""``hetflow bench``: a sweep of policies x loads x seeds, in the simulator (``--sweep FILE``) or on a
+live stack (``--live``); prints a table, writes JSON and PNG plots under ``bench_out/<name>/``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from hetflow.bench.common import OUT_DIR, machine
+
+COLUMNS = (("policy", "policy", "{}"), ("lat/tok ms", "latency_per_output_token_ms", "{:.2f}"),
+           ("mean s", "latency_mean_s", "{:.1f}"), ("p95 s", "latency_p95_s", "{:.1f}"),
+           ("score", "task_score", "{:.3f}"), ("SLO95 x", "slo_scale_for_95pct", "{:.1f}"),
+           ("goodput/s", "goodput_programs_per_s", "{:.2f}"), ("queue", "queueing_share", "{:.0%}"),
+           ("preempt", "preemptions", "{:.0f}"), ("stable", "stable", "{}"))
+
+
+def table(rows: Sequence[Mapping[str, Any]], baseline: str = "least-load") -> str:
+    """Markdown, one block per load; ``vs LL`` is least load's latency per token over the policy's."""
+    lines = []
+    for load in dict.fromkeys(r["load"] for r in rows):
+        rs = [r for r in rows if r["load"] == load]
+        base = next((r for r in rs if r["policy"] == baseline), None)
+        lines += [f"\n**{load}** ({rs[0]['rate_per_s']:.3g} programs/s)\n",
+                  "| " + " | ".join(c for c, _, _ in COLUMNS) + " | vs LL |",
+                  "|" + "---|" * (len(COLUMNS) + 1)]
+        for r in rs:
+            cells = ["-" if r[k] is None else f.format(r[k]) for _, k, f in COLUMNS]
+            speedup = (f"{base['latency_per_output_token_ms'] / r['latency_per_output_token_ms']:.2f}x"
+                       if base and r["stable"] and base["stable"] else "unstable")
+            lines.append("| " + " | ".join(cells) + f" | {speedup} |")
+    return "\n".join(lines)
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    from hetflow.bench import plots
+    from simulator.sweep import Sweep, SweepSpec, aggregate
+
+    spec = SweepSpec.from_yaml(Path(args.sweep))
+    if args.programs:
+        spec = replace(spec, trace={**spec.trace, "programs": args.programs})
+    if args.seeds:
+        spec = replace(spec, seeds=tuple(int(s) for s in args.seeds.split(",")))
+    if args.policies:
+        spec = replace(spec, policies=tuple(args.policies.split(",")))
+    out = Path(args.out) if args.out else OUT_DIR / spec.name
+    started = time.perf_counter()
+    sweep = Sweep(spec, _learned_source(spec), workers=args.workers)
+    rates = sweep.rates(progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    runs = sweep.run(rates, progress=_progress)
+    rows = aggregate(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"command": _command(args),
+              "machine": machine(), "spec": spec.__dict__, "rates_per_s": rates, "rows": rows, "runs": runs,
+              "elapsed_s": time.perf_counter() - started}
+    (out / "results.json").write_text(json.dumps(result, indent=1, default=list))
+    for draw in (plots.frontier,):
+        draw(rows, out, spec.name)
+    plots.slo_attainment(runs, out, spec.name)
+    plots.latency_cdf(runs, out, spec.name)
+    print(f"## {spec.name}: {spec.trace}, cluster {spec.cluster}, router {spec.router}, predictor {spec.predictor}, "
+          f"seeds {list(spec.seeds)}")
+    print(table(rows))
+    print(f"\n-> {out}/results.json, frontier.png, slo_attainment.png, latency_cdf.png "
+          f"({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    flags = [f"--sweep {args.sweep}"] + [f"--{k} {v}" for k, v in (("programs", args.programs), ("seeds", args.seeds),
+                                                                   ("policies", args.policies)) if v]
+    return "hetflow bench " + " ".join(flags)
+
+
+def _progress(done: int, total: int) -> None:
+    width = 30
+    filled = width * done // total
+    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} runs", end="\n" if done == total else "",
+          file=sys.stderr, flush=True)
+
+
+def _learned_source(spec: Any) -> Any:
+    if "learned" not in (spec.router, spec.predictor):
+        return None
+    from hetflow.learned import ensure_trained
+    from simulator.learned import learned_signals
+
+    def compute(records: list, models: list[str]) -> Any:
+        router_dir, predictor_dir = ensure_trained(models)
+        return learned_signals(records, models, router_dir if spec.router == "learned" else None,
+                               predictor_dir if spec.predictor == "learned" else None)
+
+    return compute
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="benchmark sweep: policies x loads x seeds, in the simulator or on a live stack")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--sweep", help="sweep YAML (bench/sweeps/*.yaml): simulator mode")
+    mode.add_argument("--live", action="store_true", help="replay a trace against a running stack")
+    p.add_argument("--programs", type=int, help="override the sweep's programs per trace")
+    p.add_argument("--seeds", help="override the sweep's seeds, comma-separated")
+    p.add_argument("--policies", help="override the sweep's policies, comma-separated")
+    p.add_argument("--workers", type=int, default=2, help="simulation processes")
+    p.add_argument("-o", "--out", help="output folder (default bench_out/<sweep name>)")
+    from hetflow.bench import live
+
+    live.add_arguments(p)
+    p.set_defaults(fn=lambda a: live.run(a) if a.live else run_sweep(a))

@@ -1,0 +1,88 @@
+"""Named scheduling policies, each a configuration of balancer_svc (model, priority and engine
+stages) and engine_svc (queue discipline), run alike by the simulator and the live stack.
+
+A spec is a name with optional parameter overrides for the model stage:
+``chimera:latency_slack=1.0``. ``apply_to_stack`` writes a preset into a stack config.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from balancer_svc.config import PolicyConfig
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    source: str
+    """Where the policy comes from: the paper and section."""
+    policy: PolicyConfig
+    queue_discipline: str = "priority"
+    confidence: str = "router"
+    """``router``: the router the run is given; ``prior``: fixed priors (the without-router ablation)."""
+    prediction: str = "predictor"
+    """``predictor``: the predictor the run is given; ``oracle``: the true lengths (simulator only)."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _baseline(name: str, source: str, picker: str, priority: str = "fcfs", **kw: Any) -> Preset:
+    return Preset(name, source, PolicyConfig(model=picker, model_params={}, priority=priority, engine=picker), **kw)
+
+
+def _chimera(name: str, confidence: str) -> Preset:
+    return Preset(name, "Chimera 3 (Algorithm 1, 3.6-3.7)" + ("; ablation without router" if confidence == "prior" else ""),
+                  PolicyConfig(model="chimera-slack", model_params={"latency_slack": 0.5, "confidence_margin": 0.05},
+                               priority="predicted-total-tokens", engine="least-inflight-tokens"),
+                  confidence=confidence)
+
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    _baseline("round-robin", "baseline", "round-robin"),
+    _baseline("least-load", "vLLM's balancer as Chimera 4.2 describes it", "least-load"),
+    _baseline("jsq", "join the shortest queue", "join-shortest-queue"),
+    _baseline("mlfq", "MLFQ by attained service (FastServe), vLLM's balancer", "least-load", queue_discipline="mlfq"),
+    _baseline("ltr", "LTR (Fu et al.): the call's own predicted length, shortest first", "least-load",
+              priority="predicted-call-tokens"),
+    _baseline("vllm-stjf", "Chimera 4.2's oracle: STJF on the true remaining tokens", "least-load",
+              priority="predicted-total-tokens", prediction="oracle"),
+    _chimera("chimera", "router"),
+    _chimera("chimera-no-router", "prior"),
+)}
+
+
+def resolve(spec: str) -> Preset:
+    """``name`` or ``name:key=value,key=value`` (overrides of the model stage's parameters)."""
+    name, _, overrides = spec.partition(":")
+    if name not in PRESETS:
+        raise ValueError(f"unknown policy {name!r}; known: {', '.join(PRESETS)}")
+    preset = PRESETS[name]
+    if not overrides:
+        return preset
+    params = {}
+    for item in overrides.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or key not in preset.policy.model_params:
+            raise ValueError(f"policy {spec!r}: {key!r} is not a parameter of {preset.policy.model} "
+                             f"(has {sorted(preset.policy.model_params)})")
+        params[key] = float(value)
+    policy = replace(preset.policy, model_params={**preset.policy.model_params, **params})
+    return replace(preset, name=spec, policy=policy, params=params)
+
+
+def apply_to_stack(raw: Mapping[str, Any], preset: Preset) -> dict[str, Any]:
+    """A copy of the stack config whose balancer and engines run ``preset``."""
+    if preset.prediction == "oracle":
+        raise ValueError(f"policy {preset.name!r} needs the true lengths: it runs in the simulator only")
+    out = copy.deepcopy(dict(raw))
+    p = preset.policy
+    out.setdefault("balancer", {})["policy"] = {
+        "model": p.model, "model_params": dict(p.model_params), "priority": p.priority,
+        "priority_params": dict(p.priority_params), "engine": p.engine, "engine_params": dict(p.engine_params)}
+    for engine in out.get("engines", []):
+        engine.setdefault("queue", {})["discipline"] = preset.queue_discipline
+    if preset.confidence == "prior":
+        out.setdefault("router", {})["kind"] = "fixed-prior"
+    return out

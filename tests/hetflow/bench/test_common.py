@@ -1,0 +1,15 @@
+"""The stability check: a growing queue is flagged, one heavy-tailed workflow is not."""
+
+from hetflow.bench.common import stability
+
+
+def test_a_growing_queue_is_unstable():
+    latencies = [1.0 + 0.05 * i for i in range(200)]
+    assert not stability(latencies)["stable"]
+
+
+def test_one_huge_workflow_in_the_second_half_does_not_flag_the_run():
+    latencies = [1.0] * 200
+    latencies[150] = 500.0   # raises the second half's mean ~3.5x, not its median
+    result = stability(latencies)
+    assert result["ratio"] > 2 and result["median_ratio"] == 1.0 and result["stable"]

@@ -1,0 +1,29 @@
+"""Mooncake-format request traces become one-stage programs at the trace's times."""
+
+import json
+
+import pytest
+
+from hetflow.workloads.mooncake import read_mooncake
+
+
+def write(tmp_path, rows):
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_requests_become_single_stage_programs(tmp_path):
+    path = write(tmp_path, [{"timestamp": 1000, "input_length": 300, "output_length": 20, "hash_ids": [1, 2]},
+                            {"timestamp": 3500, "input_length": 50, "output_length": 7, "hash_ids": [3]}])
+    records = read_mooncake(path, ["a", "b"])
+    assert [r.arrival_s for r in records] == [0.0, 2.5]
+    assert records[0].input_tokens == {"a": 300, "b": 300} and records[1].output_tokens == {"a": 7, "b": 7}
+    assert all(r.stage_count == 1 and not r.depends_on and r.correct == {} for r in records)
+
+
+@pytest.mark.parametrize("row, match", [({"timestamp": 0, "input_length": 5}, "missing output_length"),
+                                        ({"timestamp": 0, "input_length": 0, "output_length": 5}, ">= 1")])
+def test_bad_rows_are_named(tmp_path, row, match):
+    with pytest.raises(ValueError, match=match):
+        read_mooncake(write(tmp_path, [row]), ["a"])

@@ -1,0 +1,36 @@
+"""Isolated latency (the SLO reference), SLO attainment and the scale for 95%."""
+
+import pytest
+
+from engine_svc.config import QueueConfig
+from simulator.clock import EventLoop
+from simulator.engine import VirtualEngine
+from simulator.metrics import slo_scale_for, summarize
+from simulator.run import ProgramResult
+from tests.factories import profile, request
+
+
+@pytest.mark.parametrize("prompt_tokens, output_tokens", [(1, 1), (40, 9), (1300, 25)])
+def test_isolated_latency_equals_a_lone_request_on_the_engine_model(prompt_tokens, output_tokens):
+    prof = profile(max_num_batched_tokens=512, max_model_len=8192, kv_capacity_tokens=8192)
+    loop, done = EventLoop(), []
+    engine = VirtualEngine("e", "m", prof, QueueConfig(), loop, lambda req: done.append(loop.now))
+    engine.submit(request(prompt_tokens=prompt_tokens, output_tokens=output_tokens, arrival_s=0.0))
+    loop.run()
+    assert done[0] == pytest.approx(prof.isolated_request_s(prompt_tokens, output_tokens))
+
+
+def result(latency_s, isolated_s, correct=True, arrival_s=0.0):
+    return ProgramResult("p", "w", arrival_s, "m", arrival_s + latency_s, correct, isolated_s)
+
+
+def test_slo_attainment_and_the_smallest_scale_for_95_percent():
+    results = [result(2.0 * (i + 1) / 100, 1.0, arrival_s=i) for i in range(100)]  # slowdowns 0.02 .. 2.0
+    summary = summarize(results)
+    assert summary["slo"]["attainment"]["1"] == 0.5 and summary["slo"]["attainment"]["2"] == 1.0
+    assert slo_scale_for(results) == pytest.approx(1.9, abs=0.02)
+    assert summary["task_score"] == 1.0
+
+
+def test_unlabelled_programs_have_no_task_score():
+    assert summarize([result(1.0, 1.0, correct=None), result(2.0, 1.0, correct=None, arrival_s=1)])["task_score"] is None
