@@ -276,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
 
     add_bench(sub)
 
+    from hetflow.bench.fidelity import add_parser as add_profile
+
+    add_profile(sub)
+
     args = parser.parse_args(argv)
     return int(args.fn(args) or 0)
 

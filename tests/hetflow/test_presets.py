@@ -36,6 +36,7 @@ def test_apply_to_stack_sets_the_stages_and_every_engines_queue():
     assert apply_to_stack(STACK, resolve("chimera-no-router"))["router"]["kind"] == "fixed-prior"
 
 
-def test_the_oracle_runs_only_in_the_simulator():
+@pytest.mark.parametrize("name", ["vllm-stjf", "ltr"])
+def test_policies_needing_signals_the_stack_lacks_run_only_in_the_simulator(name):
     with pytest.raises(ValueError, match="simulator only"):
-        apply_to_stack(STACK, resolve("vllm-stjf"))
+        apply_to_stack(STACK, resolve(name))

