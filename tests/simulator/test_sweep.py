@@ -38,15 +38,19 @@ def test_a_tiny_sweep_writes_its_table_json_and_plots(sweep_file, tmp_path, caps
     assert "| least-load |" in printed and "2/s" in printed
 
 
-def test_calibration_finds_a_rate_near_the_target_queueing_share(tmp_path):
+def small_cluster_sweep(tmp_path, targets):
     small = profile(model="qwen2.5-7b-instruct", max_num_seqs=4, kv_capacity_tokens=65536, max_model_len=65536,
                     max_num_batched_tokens=4096)
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(small.to_dict()))
     cluster = {"stack": {"name": "small"}, "engines": [{"name": "e0", "profile": str(tmp_path / "small.yaml")}]}
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster))
     spec = SweepSpec(name="cal", cluster=str(tmp_path / "cluster.yaml"), trace={"family": "code", "programs": 120},
-                     policies=("least-load",), loads={"queueing_share": (0.3,)})
-    sweep = Sweep(spec, workers=1)
+                     policies=("least-load",), loads={"queueing_share": targets})
+    return Sweep(spec, workers=1)
+
+
+def test_calibration_finds_a_rate_near_the_target_queueing_share(tmp_path):
+    sweep = small_cluster_sweep(tmp_path, (0.3,))
     rate = sweep.rates()["queue30%"]
     share = simulate(sweep.engines, resolve("least-load"), sweep.traces[1], sweep.signals[1], rate)["queueing_share"]
     assert 0.15 <= share <= 0.45
@@ -61,3 +65,10 @@ def test_aggregate_means_over_seeds_and_keeps_the_worst_stability():
     [row] = aggregate([run, other])
     assert row["latency_per_output_token_ms"] == 15.0 and row["task_score"] == pytest.approx(0.6)
     assert row["seeds"] == 2 and row["stable"] is False
+
+
+def test_a_share_no_rate_reaches_is_skipped_not_guessed(tmp_path):
+    sweep = small_cluster_sweep(tmp_path, (0.999,))
+    notes = []
+    assert sweep.rates(progress=notes.append) == {}
+    assert "unreachable" in notes[0]
