@@ -23,7 +23,7 @@ import numpy as np
 from engine_svc.backends.base import GenerateCall, SamplingSpec
 from engine_svc.backends.vllm_backend import VllmBackend
 from engine_svc.config import QueueConfig, VllmConfig
-from engine_svc.model.profile import EngineProfile, load_profile
+from engine_svc.model.profile import EngineProfile
 from engine_svc.queues import make_queue
 
 PROMPT_WORD = " hello"
@@ -106,7 +106,3 @@ async def profile_vllm(cfg: VllmConfig, model: str, base_profile: str, batch_siz
     measured = replace(allocated, name=f"{allocated.model}@{allocated.gpu}-measured", source="measured",
                        **{k: v for k, v in coefficients.items() if k != "prefill_intercept_ms"})
     return measured, {"prefill": prefill, "decode": decode, "fit": coefficients}
-
-
-def load_base(spec: str) -> EngineProfile:
-    return load_profile(spec)

@@ -16,6 +16,7 @@ from simulator.cluster import cluster_from_stack
 from simulator.metrics import summarize
 from simulator.run import Simulation
 from simulator.signals import CONFIDENCE_SOURCES, PREDICTION_SOURCES, Signals
+from simulator.sweep import signals_for
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,10 +25,7 @@ def run(args: argparse.Namespace) -> int:
     if args.policy:
         preset = resolve(args.policy)
         policy, queue = preset.policy, QueueConfig(discipline=preset.queue_discipline)
-        if preset.confidence == "prior":
-            signals = Signals("prior", signals.prediction, signals.priors)
-        if preset.prediction == "oracle":
-            signals = Signals(signals.confidence, "oracle", signals.priors)
+        signals = signals_for(preset, signals)
     else:
         policy, queue = balancer_config(raw).policy, QueueConfig()
     if args.router == "learned" or args.predictor == "learned":

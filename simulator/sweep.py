@@ -107,13 +107,20 @@ def at_rate(records: Sequence[StageRecord], rate_per_s: float) -> list[StageReco
     return [replace(r, arrival_s=r.arrival_s / rate_per_s) for r in records]
 
 
-def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[StageRecord], signals: Signals,
-             rate_per_s: float) -> dict[str, Any]:
-    """One run of ``preset``; its summary, with the latencies kept for the CDF plot."""
+def signals_for(preset: Preset, signals: Signals) -> Signals:
+    """The run's signals as ``preset`` uses them: fixed priors for the without-router ablation, true
+    lengths for the oracles."""
     if preset.confidence == "prior":
         signals = replace(signals, confidence="prior")
     if preset.prediction == "oracle":
         signals = replace(signals, prediction="oracle")
+    return signals
+
+
+def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[StageRecord], signals: Signals,
+             rate_per_s: float) -> dict[str, Any]:
+    """One run of ``preset``; its summary, with the latencies kept for the CDF plot."""
+    signals = signals_for(preset, signals)
     sim = Simulation(engines, preset.policy, signals, QueueConfig(discipline=preset.queue_discipline))
     results = sim.run(at_rate(records, rate_per_s))
     summary = summarize(results, sim.decision_ms)

@@ -31,7 +31,6 @@ from simulator.cluster import cluster_from_stack, models_of
 from simulator.metrics import summarize
 from simulator.run import CallResult as SimCall
 from simulator.run import ProgramResult, critical_path_s
-from simulator.sweep import at_rate
 
 
 async def replay(address: str, records: Sequence[StageRecord], duration_s: float, drain_s: float,
@@ -126,7 +125,6 @@ def _one(config: Path, raw: dict, records: Sequence[StageRecord], args: argparse
     try:
         host = raw.get("stack", {}).get("host", "127.0.0.1")
         address = f"{raw['balancer'].get('host', host)}:{raw['balancer']['port']}"
-        records = at_rate(records, 1.0) if args.trace else records
         results, decision_ms = asyncio.run(replay(address, records, args.duration, args.drain, profiles))
     finally:
         if started_here:

@@ -59,8 +59,7 @@ def run_sweep(args: argparse.Namespace) -> int:
               "machine": machine(), "spec": spec.__dict__, "rates_per_s": rates, "rows": rows, "runs": runs,
               "elapsed_s": time.perf_counter() - started}
     (out / "results.json").write_text(json.dumps(result, indent=1, default=list))
-    for draw in (plots.frontier,):
-        draw(rows, out, spec.name)
+    plots.frontier(rows, out, spec.name)
     plots.slo_attainment(runs, out, spec.name)
     plots.latency_cdf(runs, out, spec.name)
     print(f"## {spec.name}: {spec.trace}, cluster {spec.cluster}, router {spec.router}, predictor {spec.predictor}, "
