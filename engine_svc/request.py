@@ -52,6 +52,10 @@ class EngineRequest:
     """Iterations run while promoted; demoted after the running quantum Q."""
     preemptions: int = 0
     first_scheduled_s: float | None = None
+    queued_s: float = 0.0
+    """Time spent waiting in the queue, summed over the first wait and every wait after a preemption."""
+    queued_since_s: float | None = None
+    """When the request last entered the queue; None while it runs."""
     finished_s: float | None = None
     finish_reason: str = ""
     seq: int = field(default_factory=lambda: next(_arrival_seq))

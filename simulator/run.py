@@ -43,6 +43,8 @@ class CallResult:
     finished_s: float
     output_tokens: int
     preemptions: int
+    queued_s: float = 0.0
+    """Time in the engine's queue, including the waits after preemptions."""
     isolated_s: float = 0.0
     """The call's latency alone on its engine (EngineProfile.isolated_request_s)."""
 
@@ -72,7 +74,7 @@ class ProgramResult:
 
     @property
     def queued_s(self) -> float:
-        return sum(c.first_scheduled_s - c.dispatched_s for c in self.calls.values())
+        return sum(c.queued_s for c in self.calls.values())
 
 
 class Simulation:
@@ -148,7 +150,7 @@ class Simulation:
         result = self.results[program_id]
         call = result.calls[stage]
         call.first_scheduled_s, call.finished_s = req.first_scheduled_s or now, now
-        call.output_tokens, call.preemptions = req.output_tokens, req.preemptions
+        call.output_tokens, call.preemptions, call.queued_s = req.output_tokens, req.preemptions, req.queued_s
         call.isolated_s = self.engines[call.engine_id].profile.isolated_request_s(req.prompt_tokens, req.output_tokens)
         program = self._programs[program_id]
         done = {s for s, c in result.calls.items() if c.finished_s}

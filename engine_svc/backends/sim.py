@@ -117,9 +117,14 @@ class SimBackend:
         stream = self._streams.get(req.request_id)
         if stream is None:
             return
-        first = req.output_tokens == 1
         stream.put_nowait(OutputDelta(
             req.request_id, " " + _WORDS[(req.seq + req.output_tokens) % len(_WORDS)],
             req.output_tokens, req.prompt_tokens, finished=finished, finish_reason=req.finish_reason,
-            queued_s=(req.first_scheduled_s - req.arrival_s) if first and req.first_scheduled_s else 0.0,
-            preemptions=req.preemptions))
+            queued_s=_queued_delta_s(req, finished), preemptions=req.preemptions))
+
+
+def _queued_delta_s(req: EngineRequest, finished: bool) -> float:
+    """Queue time to report with this token, so that a stream's deltas sum to ``req.queued_s``: the
+    first wait with the first token, the waits after preemptions with the last."""
+    first_wait_s = (req.first_scheduled_s or req.arrival_s) - req.arrival_s
+    return (first_wait_s if req.output_tokens == 1 else 0.0) + (req.queued_s - first_wait_s if finished else 0.0)

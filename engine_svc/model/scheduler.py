@@ -88,7 +88,7 @@ class BatchScheduler:
         if total > self.kv.num_blocks * self.kv.block_size:
             raise MemoryError(f"request needs {total} KV tokens; engine holds {self.profile.kv_capacity_tokens}")
         self.requests[req.request_id] = req
-        req.status = RequestStatus.WAITING
+        req.status, req.queued_since_s = RequestStatus.WAITING, req.arrival_s
         self.queue.push(req, self.iteration)
 
     def abort(self, request_id: str, now_s: float) -> EngineRequest | None:
@@ -116,7 +116,7 @@ class BatchScheduler:
         self.queue.age(self.iteration)
         plan = StepPlan(iteration=self.iteration)
         budget = self.profile.max_num_batched_tokens
-        budget = self._schedule_running(plan, budget)
+        budget = self._schedule_running(plan, budget, now_s)
         if not plan.preempted:
             self._admit_waiting(plan, budget, now_s)
         plan.duration_s = self.profile.step_ms(plan.prefill_tokens, plan.decode_seqs,
@@ -141,14 +141,14 @@ class BatchScheduler:
         return events
 
     # -- internals -----------------------------------------------------------------------
-    def _schedule_running(self, plan: StepPlan, budget: int) -> int:
+    def _schedule_running(self, plan: StepPlan, budget: int, now_s: float) -> int:
         for req in list(self.running):
             if req.status != RequestStatus.RUNNING or budget <= 0:
                 continue
             num_tokens = min(req.tokens_to_compute, budget)
             while not self.kv.try_grow(req.request_id, req.num_computed_tokens + num_tokens):
                 victim = max(self.running, key=lambda r: r.key)
-                budget += self._preempt(victim, plan)
+                budget += self._preempt(victim, plan, now_s)
                 if victim is req:
                     break
             if req.status != RequestStatus.RUNNING:
@@ -169,18 +169,20 @@ class BatchScheduler:
             req.status = RequestStatus.RUNNING
             if req.first_scheduled_s is None:
                 req.first_scheduled_s = now_s
+            req.queued_s += now_s - (req.queued_since_s if req.queued_since_s is not None else now_s)
+            req.queued_since_s = None
             self.running.append(req)
             plan.chunks.append(ScheduledChunk(req, num_tokens, True, 0))
             budget -= num_tokens
 
-    def _preempt(self, req: EngineRequest, plan: StepPlan) -> int:
+    def _preempt(self, req: EngineRequest, plan: StepPlan, now_s: float) -> int:
         """Evict ``req`` for recompute; returns the tokens it had been given this iteration."""
         self.running.remove(req)
         refunded = sum(c.num_tokens for c in plan.chunks if c.request is req)
         plan.chunks = [c for c in plan.chunks if c.request is not req]
         self.kv.free(req.request_id)
         req.num_computed_tokens = 0
-        req.status = RequestStatus.PREEMPTED
+        req.status, req.queued_since_s = RequestStatus.PREEMPTED, now_s
         req.preemptions += 1
         self.preemptions_total += 1
         plan.preempted.append(req)

@@ -98,3 +98,26 @@ def test_abort_frees_blocks():
     assert s.kv.used_blocks > 0
     s.abort(r.request_id, 0.0)
     assert s.kv.used_blocks == 0 and not s.has_work and r.status == RequestStatus.ABORTED
+
+
+def test_queue_time_counts_the_waits_after_preemptions():
+    s = make(kv_capacity_tokens=128, block_size=16, max_num_seqs=8)
+    good = request(prompt_tokens=48, output_tokens=40, priority=1, arrival_s=0.0)
+    bad = request(prompt_tokens=48, output_tokens=40, priority=9, arrival_s=0.0)
+    s.add(good)
+    s.add(bad)
+    now, waiting_since, expected_s = 0.0, {good: 0.0, bad: 0.0}, {good: 0.0, bad: 0.0}
+    while s.has_work:
+        before = {r: r.status for r in (good, bad)}
+        plan = s.schedule(now)
+        for r in (good, bad):
+            if before[r] != RequestStatus.RUNNING and r.status == RequestStatus.RUNNING:
+                expected_s[r] += now - waiting_since[r]
+            if before[r] == RequestStatus.RUNNING and r.status == RequestStatus.PREEMPTED:
+                waiting_since[r] = now
+        now += plan.duration_s
+        s.update_from_step(plan, now)
+    assert bad.preemptions > 0
+    assert bad.queued_s == pytest.approx(expected_s[bad])
+    assert bad.queued_s > bad.first_scheduled_s - bad.arrival_s
+    assert good.queued_s == pytest.approx(expected_s[good])
