@@ -8,7 +8,7 @@ from typing import Iterable
 from balancer_svc.call import LlmCall, WorkflowInfo
 from balancer_svc.policies import Choice, Prediction
 from balancer_svc.snapshot import ClusterSnapshot, EngineView
-from engine_svc.convert import sampling_from_proto
+from engine_svc.convert import profile_from_proto, sampling_from_proto
 from hetflow.errors import InvalidArgument
 from hetflow.tokens import count_tokens
 from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2, monitor_pb2, predictor_pb2
@@ -52,7 +52,9 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
             waiting=e.status.waiting, running=e.status.running, kv_cache_usage=e.status.kv_cache_usage,
             decode_ms_per_token=e.status.profile.decode_ms_per_token,
             max_batch_size=max(1, e.status.profile.max_batch_size),
-            kv_capacity_tokens=e.status.profile.kv_capacity_tokens) for e in msg.engines))
+            kv_capacity_tokens=e.status.profile.kv_capacity_tokens, in_flight_cost_s=e.in_flight_cost_s,
+            profile=profile_from_proto(e.status.profile) if e.status.HasField("profile") else None)
+        for e in msg.engines))
 
 
 def feature_row(call: LlmCall, model: str) -> predictor_pb2.FeatureRow:

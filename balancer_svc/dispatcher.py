@@ -1,4 +1,4 @@
-"""The balancer's request path, one way: snapshot -> model -> priority -> engine -> admit -> stream -> release.
+"""The balancer's request path, one way: snapshot -> model -> engine -> priority -> admit -> stream -> release.
 
 Policies decide; this module only fetches what they read and carries out what they chose. The router
 and predictor are advisory: if either is down the call still goes through on the documented fallback
@@ -79,9 +79,10 @@ class Dispatcher:
         view = self.pending.apply(snapshot, snapshot_msg.admit_seq, time.monotonic())
         outcome = self.pipeline.decide(call, view, candidates, confidence, predictions, router_asked, truncated)
         engine = next(e for e in view.engines if e.engine_id == outcome.engine_id)
-        self.pending.add(call.request_id, engine.engine_id, outcome.prediction.median_tokens)
+        self.pending.add(call.request_id, engine.engine_id, outcome.prediction.median_tokens, outcome.predicted_cost_s)
 
-        await self._admit(call, outcome.model, engine.engine_id, outcome.prediction.median_tokens)
+        await self._admit(call, outcome.model, engine.engine_id, outcome.prediction.median_tokens,
+                          outcome.predicted_cost_s)
         receipt = balancer_pb2.Receipt(
             request_id=call.request_id, program_id=call.workflow.program_id, model=outcome.model,
             engine_id=engine.engine_id, priority=outcome.priority, predicted_tokens=outcome.prediction.median_tokens,
@@ -128,13 +129,15 @@ class Dispatcher:
                 log.warning("predictor_unavailable", code=exc.code().name, details=exc.details())
         return {m: (Prediction(float(call.input_tokens)), "predictor-unavailable:input-length") for m in models}
 
-    async def _admit(self, call: LlmCall, model: str, engine_id: str, predicted_tokens: float) -> None:
+    async def _admit(self, call: LlmCall, model: str, engine_id: str, predicted_tokens: float,
+                     predicted_cost_s: float) -> None:
         """Chimera Algorithm 1, line 32: I[m*][r.id] = r.predicted_tokens (and A[p] = m*, line 23)."""
         try:
             reply = await self.monitor.Admit(monitor_pb2.AdmitRequest(
                 request_id=call.request_id, program_id=call.workflow.program_id, model=model, engine_id=engine_id,
                 predicted_tokens=predicted_tokens, workflow=convert.workflow_to_proto(call.workflow),
-                prompt_tokens=call.input_tokens), timeout=self.cfg.dependency_timeout_s)
+                prompt_tokens=call.input_tokens, predicted_cost_s=predicted_cost_s),
+                timeout=self.cfg.dependency_timeout_s)
             self.pending.acked(call.request_id, reply.admit_seq, time.monotonic())
         except asyncio.CancelledError:
             self._release_later(call.request_id, 0, "cancelled")  # the admit may have landed

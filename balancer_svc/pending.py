@@ -25,6 +25,7 @@ REORDER_SLACK = 64  # how far out of sequence order an acknowledgement may be pr
 class PendingAdmit:
     engine_id: str
     predicted_tokens: float
+    predicted_cost_s: float = 0.0
     admit_seq: int | None = None
     """None until the monitor acknowledged the admit."""
     acked_at_s: float = 0.0
@@ -40,8 +41,8 @@ class PendingAdmits:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def add(self, request_id: str, engine_id: str, predicted_tokens: float) -> None:
-        self._entries[request_id] = PendingAdmit(engine_id, predicted_tokens)
+    def add(self, request_id: str, engine_id: str, predicted_tokens: float, predicted_cost_s: float = 0.0) -> None:
+        self._entries[request_id] = PendingAdmit(engine_id, predicted_tokens, predicted_cost_s)
 
     def acked(self, request_id: str, admit_seq: int, now_s: float) -> None:
         entry = self._entries.get(request_id)
@@ -55,11 +56,11 @@ class PendingAdmits:
     def apply(self, snapshot: ClusterSnapshot, snapshot_admit_seq: int, now_s: float) -> ClusterSnapshot:
         """``snapshot`` with the load of entries it cannot contain added to their engines."""
         self._prune(now_s)
-        extra: dict[str, tuple[float, int]] = {}
+        extra: dict[str, tuple[float, int, float]] = {}
 
         def count(entry: PendingAdmit) -> None:
-            tokens, n = extra.get(entry.engine_id, (0.0, 0))
-            extra[entry.engine_id] = (tokens + entry.predicted_tokens, n + 1)
+            tokens, n, cost_s = extra.get(entry.engine_id, (0.0, 0, 0.0))
+            extra[entry.engine_id] = (tokens + entry.predicted_tokens, n + 1, cost_s + entry.predicted_cost_s)
 
         for entry in self._entries.values():
             if entry.admit_seq is None:
@@ -74,7 +75,8 @@ class PendingAdmits:
             return snapshot
         engines = tuple(
             replace(e, in_flight_tokens=e.in_flight_tokens + extra[e.engine_id][0],
-                    in_flight_requests=e.in_flight_requests + extra[e.engine_id][1])
+                    in_flight_requests=e.in_flight_requests + extra[e.engine_id][1],
+                    in_flight_cost_s=e.in_flight_cost_s + extra[e.engine_id][2])
             if e.engine_id in extra else e for e in snapshot.engines)
         return replace(snapshot, engines=engines)
 

@@ -1,4 +1,4 @@
-"""The balancer's decision as a pure function: candidates -> model -> priority -> engine.
+"""The balancer's decision as a pure function: candidates -> model -> engine -> priority.
 
 balancer_svc's dispatcher and the virtual-time simulator run this same code; it reads only what it is
 given (the call, a snapshot, router confidences, predictions) and never yields, so a caller can make
@@ -14,7 +14,8 @@ from typing import Mapping
 from balancer_svc import policies
 from balancer_svc.call import LlmCall
 from balancer_svc.config import PolicyConfig
-from balancer_svc.policies import Choice, Prediction
+from balancer_svc.cost import call_output_tokens, compute_cost_s, stages_left
+from balancer_svc.policies import Choice, Prediction, PriorityContext
 from balancer_svc.snapshot import ClusterSnapshot
 from hetflow.errors import NotFound, Unavailable
 
@@ -34,6 +35,8 @@ class Outcome:
     priority: float
     prediction: Prediction
     stages: list[StageRecord] = field(default_factory=list)
+    predicted_cost_s: float = 0.0
+    """t_comp of the call on the chosen engine (HexGen-Flow eq. 2), which the monitor sums into t_queue."""
 
 
 class Pipeline:
@@ -80,17 +83,22 @@ class Pipeline:
 
         t = time.perf_counter()
         prediction, predictor_note = predictions[model]
-        priority, priority_choice = self.priority_rule.priority(call, prediction)
+        engine_choice = self.engine_picker.pick(call, view, model, prediction)
+        stages.append(StageRecord("engine", self.engine_picker.type_name, engine_choice,
+                                  (time.perf_counter() - t) * 1e3))
+        engine = next(e for e in view.engines if e.engine_id == engine_choice.chosen)
+
+        t = time.perf_counter()
+        context = PriorityContext(view.taken_unix_s, engine, view)
+        priority, priority_choice = self.priority_rule.priority(call, prediction, context)
         if predictor_note:
             priority_choice = _noted(priority_choice, predictor_note)
         stages.append(StageRecord("priority", self.priority_rule.type_name, priority_choice,
                                   (time.perf_counter() - t) * 1e3))
-
-        t = time.perf_counter()
-        engine_choice = self.engine_picker.pick(call, view, model)
-        stages.append(StageRecord("engine", self.engine_picker.type_name, engine_choice,
-                                  (time.perf_counter() - t) * 1e3))
-        return Outcome(model, engine_choice.chosen, priority, prediction, stages)
+        wf = call.workflow
+        cost_s = compute_cost_s(engine, call.input_tokens,
+                                call_output_tokens(prediction.median_tokens, stages_left(wf.stage_index, wf.stage_count)))
+        return Outcome(model, engine.engine_id, priority, prediction, stages, cost_s)
 
 
 def _noted(choice: Choice, note: str) -> Choice:

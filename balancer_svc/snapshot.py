@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine_svc.model.profile import EngineProfile
+
 
 @dataclass(frozen=True)
 class EngineView:
@@ -20,6 +22,10 @@ class EngineView:
     decode_ms_per_token: float
     max_batch_size: int
     kv_capacity_tokens: int
+    in_flight_cost_s: float = 0.0
+    """Sum of the in-flight requests' predicted execution cost: HexGen-Flow's t_queue (eq. 3)."""
+    profile: EngineProfile | None = None
+    """The engine's timing profile, for execution-cost estimates (HexGen-Flow eq. 2)."""
 
 
 @dataclass(frozen=True)

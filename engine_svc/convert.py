@@ -46,7 +46,18 @@ def profile_to_proto(p: EngineProfile) -> common_pb2.TimingProfile:
         name=p.name, model=p.model, gpu=p.gpu, prefill_ms_per_token=p.prefill_ms_per_token,
         decode_base_ms=p.decode_base_ms, decode_ms_per_batch_token=p.decode_ms_per_batch_token,
         decode_ms_per_token=p.decode_ms_per_token, max_batch_size=p.max_num_seqs,
-        kv_capacity_tokens=p.kv_capacity_tokens, block_size=p.block_size)
+        kv_capacity_tokens=p.kv_capacity_tokens, block_size=p.block_size, decode_ms_per_seq=p.decode_ms_per_seq,
+        max_num_batched_tokens=p.max_num_batched_tokens, max_model_len=p.max_model_len)
+
+
+def profile_from_proto(msg: common_pb2.TimingProfile) -> EngineProfile:
+    """The engine's profile as it reported it; the balancer's cost estimates (HexGen-Flow eq. 2) read it."""
+    return EngineProfile(
+        name=msg.name, model=msg.model, gpu=msg.gpu, prefill_ms_per_token=msg.prefill_ms_per_token,
+        decode_base_ms=msg.decode_base_ms, decode_ms_per_seq=msg.decode_ms_per_seq,
+        decode_ms_per_batch_token=msg.decode_ms_per_batch_token, kv_capacity_tokens=msg.kv_capacity_tokens,
+        block_size=msg.block_size or 16, max_num_seqs=max(1, msg.max_batch_size),
+        max_num_batched_tokens=msg.max_num_batched_tokens or 8192, max_model_len=msg.max_model_len or 32768)
 
 
 def status_to_proto(engine_id: str, model: str, address: str, backend: str, serving: bool,

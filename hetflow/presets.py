@@ -1,8 +1,9 @@
 """Named scheduling policies, each a configuration of balancer_svc (model, priority and engine
 stages) and engine_svc (queue discipline), run alike by the simulator and the live stack.
 
-A spec is a name with optional parameter overrides for the model stage:
-``chimera:latency_slack=1.0``. ``apply_to_stack`` writes a preset into a stack config.
+A spec is a name with optional parameter overrides of any stage that has the parameter:
+``chimera:latency_slack=1.0``, ``hexgen:alpha=0.3``. ``apply_to_stack`` writes a preset into a stack
+config.
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ def _chimera(name: str, confidence: str) -> Preset:
                   confidence=confidence)
 
 
+def _hexgen(name: str, source: str, engine: str, priority: str, model: str = "least-load",
+            model_params: Mapping[str, Any] | None = None) -> Preset:
+    engine_params = {"alpha": 0.0, "beta": 1.0} if engine == "workload-balanced" else {}
+    return Preset(name, source, PolicyConfig(model=model, model_params=dict(model_params or {}), priority=priority,
+                                             engine=engine, engine_params=engine_params))
+
+
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     _baseline("round-robin", "baseline", "round-robin"),
     _baseline("least-load", "vLLM's balancer as Chimera 4.2 describes it", "least-load"),
@@ -50,6 +58,14 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
               priority="predicted-total-tokens", prediction="oracle"),
     _chimera("chimera", "router"),
     _chimera("chimera-no-router", "prior"),
+    _hexgen("hexgen", "HexGen-Flow 4.1-4.2: workload-balanced dispatch (eq. 2-4) and urgency (eq. 5-8); "
+            "the model by vLLM's least load", "workload-balanced", "urgency"),
+    _hexgen("hexgen-rr-pq", "HexGen-Flow 5.3 ablation: round robin + local priority queue", "round-robin", "urgency"),
+    _hexgen("hexgen-wb-fcfs", "HexGen-Flow 5.3 ablation: workload-balanced + first come first served",
+            "workload-balanced", "fcfs"),
+    _hexgen("chimera-hexgen", "Chimera's slack rule, then HexGen-Flow's workload-balanced engine and urgency",
+            "workload-balanced", "urgency", model="chimera-slack",
+            model_params={"latency_slack": 0.5, "confidence_margin": 0.05}),
 )}
 
 
@@ -61,15 +77,18 @@ def resolve(spec: str) -> Preset:
     preset = PRESETS[name]
     if not overrides:
         return preset
+    p = preset.policy
+    stages = {"model_params": dict(p.model_params), "engine_params": dict(p.engine_params),
+              "priority_params": dict(p.priority_params)}
     params = {}
     for item in overrides.split(","):
         key, sep, value = item.partition("=")
-        if not sep or key not in preset.policy.model_params:
-            raise ValueError(f"policy {spec!r}: {key!r} is not a parameter of {preset.policy.model} "
-                             f"(has {sorted(preset.policy.model_params)})")
-        params[key] = float(value)
-    policy = replace(preset.policy, model_params={**preset.policy.model_params, **params})
-    return replace(preset, name=spec, policy=policy, params=params)
+        owner = next((stage for stage, values in stages.items() if key in values), None)
+        if not sep or owner is None:
+            known = sorted(k for values in stages.values() for k in values)
+            raise ValueError(f"policy {spec!r}: {key!r} is not a parameter of {name} (has {known})")
+        stages[owner][key] = params[key] = float(value)
+    return replace(preset, name=spec, policy=replace(p, **stages), params=params)
 
 
 def apply_to_stack(raw: Mapping[str, Any], preset: Preset) -> dict[str, Any]:

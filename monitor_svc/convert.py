@@ -9,6 +9,7 @@ from hetflow.v1 import monitor_pb2
 def snapshot_to_proto(state: MonitorState, program_id: str, now_s: float) -> monitor_pb2.MonitorSnapshot:
     engines = [
         monitor_pb2.EngineLoad(status=record.status, in_flight_tokens=record.in_flight_tokens,
+                               in_flight_cost_s=record.in_flight_cost_s,
                                in_flight_requests=len(record.in_flight),
                                healthy=state.is_healthy(record, now_s), status_age_s=now_s - record.received_s)
         for record in state.engines.values()

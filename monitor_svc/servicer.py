@@ -28,7 +28,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         try:
             program = self.state.admit(
                 request.request_id, request.program_id, request.model, request.engine_id, request.predicted_tokens,
-                time.time(), workflow=request.workflow.workflow, deadline_unix_s=request.workflow.deadline_unix_s)
+                time.time(), workflow=request.workflow.workflow, deadline_unix_s=request.workflow.deadline_unix_s,
+                predicted_cost_s=request.predicted_cost_s)
         except KeyError as exc:
             raise NotFound(exc.args[0]) from exc
         self._observe(request.engine_id)

@@ -1,6 +1,7 @@
 """Chimera's activity monitor (3.5): the program table A and the in-flight map I.
 
-One entry ``I[engine][request_id] = predicted tokens`` per request in the system, added on admit
+One entry ``I[engine][request_id] = predicted tokens`` per request in the system, with its predicted
+execution cost t_comp (HexGen-Flow eq. 2), whose per-engine sum is t_queue (eq. 3); added on admit
 and removed on completion, cancellation, engine failure, or when the engine's own report shows the
 request is gone (orphan reconciliation). Per-engine sums are kept incrementally, so a snapshot is
 O(engines). Pure state: every method takes the time it is called at.
@@ -21,6 +22,7 @@ class InFlightEntry:
     engine_id: str
     predicted_tokens: float
     admitted_s: float
+    predicted_cost_s: float = 0.0
 
 
 @dataclass
@@ -43,6 +45,8 @@ class EngineRecord:
     received_s: float
     in_flight: dict[str, float] = field(default_factory=dict)
     in_flight_tokens: float = 0.0
+    in_flight_cost_s: float = 0.0
+    """Sum of the in-flight requests' predicted t_comp: HexGen-Flow's t_queue (eq. 3)."""
 
 
 @dataclass(frozen=True)
@@ -68,15 +72,16 @@ class MonitorState:
 
     # -- requests ------------------------------------------------------------------------
     def admit(self, request_id: str, program_id: str, model: str, engine_id: str, predicted_tokens: float,
-              now_s: float, workflow: str = "", deadline_unix_s: float = 0.0) -> ProgramRecord:
+              now_s: float, workflow: str = "", deadline_unix_s: float = 0.0,
+              predicted_cost_s: float = 0.0) -> ProgramRecord:
         if not request_id:
             raise ValueError("request_id is required")
         if request_id in self.entries:
             raise ValueError(f"request_id {request_id!r} is already in flight")
         if engine_id not in self.engines:
             raise KeyError(f"engine {engine_id!r} has never reported to the monitor")
-        if predicted_tokens < 0:
-            raise ValueError("predicted_tokens must be >= 0")
+        if predicted_tokens < 0 or predicted_cost_s < 0:
+            raise ValueError("predicted_tokens and predicted_cost_s must be >= 0")
         program = self.programs.get(program_id) if program_id else None
         if program is None:
             program = ProgramRecord(program_id, model, workflow, deadline_unix_s, first_seen_s=now_s)
@@ -84,11 +89,12 @@ class MonitorState:
                 self.programs[program_id] = program
         program.last_seen_s = now_s
         program.in_flight.add(request_id)
-        entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s)
+        entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s)
         self.entries[request_id] = entry
         engine = self.engines[engine_id]
         engine.in_flight[request_id] = predicted_tokens
         engine.in_flight_tokens += predicted_tokens
+        engine.in_flight_cost_s += predicted_cost_s
         self.admit_seq += 1
         return program
 
@@ -99,8 +105,9 @@ class MonitorState:
         engine = self.engines.get(entry.engine_id)
         if engine is not None and engine.in_flight.pop(request_id, None) is not None:
             engine.in_flight_tokens -= entry.predicted_tokens
+            engine.in_flight_cost_s -= entry.predicted_cost_s
             if not engine.in_flight:
-                engine.in_flight_tokens = 0.0  # no float drift once empty
+                engine.in_flight_tokens = engine.in_flight_cost_s = 0.0  # no float drift once empty
         program = self.programs.get(entry.program_id)
         if program is not None:
             program.in_flight.discard(request_id)

@@ -49,10 +49,11 @@ class VirtualEngine:
                 self._on_finish(event.request)
         self._step()
 
-    def view(self, in_flight_tokens: float, in_flight_requests: int) -> EngineView:
+    def view(self, in_flight_tokens: float, in_flight_requests: int, in_flight_cost_s: float = 0.0) -> EngineView:
         s = self.scheduler
         return EngineView(engine_id=self.engine_id, model=self.model, address="", healthy=True,
                           in_flight_tokens=in_flight_tokens, in_flight_requests=in_flight_requests,
                           waiting=s.num_waiting, running=len(s.running), kv_cache_usage=s.kv.usage,
                           decode_ms_per_token=self.profile.decode_ms_per_token,
-                          max_batch_size=self.profile.max_num_seqs, kv_capacity_tokens=self.profile.kv_capacity_tokens)
+                          max_batch_size=self.profile.max_num_seqs, kv_capacity_tokens=self.profile.kv_capacity_tokens,
+                          in_flight_cost_s=in_flight_cost_s, profile=self.profile)

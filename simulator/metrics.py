@@ -30,6 +30,7 @@ def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (
     span = max(r.finished_s for r in ordered) - min(r.arrival_s for r in ordered)
     slowdown = [r.latency_s / r.isolated_s for r in ordered if r.isolated_s > 0]
     labelled = [r for r in ordered if r.correct is not None]
+    with_deadline = [r for r in ordered if r.deadline_s]
     within = sum(1 for r in ordered if r.latency_s <= GOODPUT_SLO_SCALE * r.isolated_s)
     return {
         "programs": len(ordered),
@@ -40,6 +41,8 @@ def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (
         "task_score": statistics.mean(float(r.correct) for r in labelled) if labelled else None,
         "slo": {"attainment": {f"{s:g}": sum(x <= s for x in slowdown) / len(slowdown) for s in SLO_SCALES},
                 "scale_for_95pct": slo_scale_for(ordered)},
+        "deadline_attainment": sum(r.finished_s <= r.deadline_s for r in with_deadline) / len(with_deadline)
+        if with_deadline else None,
         "throughput_tokens_per_s": sum(r.output_tokens for r in ordered) / span if span > 0 else 0.0,
         "throughput_programs_per_s": len(ordered) / span if span > 0 else 0.0,
         "goodput_programs_per_s": within / span if span > 0 else 0.0,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from balancer_svc.call import LlmCall, WorkflowInfo
 from balancer_svc.config import PolicyConfig
@@ -63,6 +63,8 @@ class ProgramResult:
     """The program's latency alone on the cluster with the same engines: its critical path of isolated
     calls. ``latency_s / isolated_s`` is the SLO scale it meets (HexGen-Flow 5.1)."""
     calls: dict[int, CallResult] = field(default_factory=dict)
+    deadline_s: float = 0.0
+    """Arrival + SLO scale x reference latency; 0 when the program's tenant has no SLO."""
 
     @property
     def latency_s(self) -> float:
@@ -79,8 +81,12 @@ class ProgramResult:
 
 class Simulation:
     def __init__(self, engines: Sequence[EngineSpec], policy: PolicyConfig, signals: Signals,
-                 queue: QueueConfig = QueueConfig()) -> None:
+                 queue: QueueConfig = QueueConfig(), slo_scales: Mapping[str, float] | None = None) -> None:
         self.loop = EventLoop()
+        self.slo_scales = dict(slo_scales or {})
+        """Tenant -> SLO scale ("*" for any other): a program's deadline is its arrival plus the scale
+        times its reference latency (HexGen-Flow 5.1); tenants without a scale have no deadline."""
+        self._deadlines: dict[str, float] = {}
         self.pipeline = Pipeline(policy)
         self.signals = signals
         self.monitor = MonitorState(MonitorLimits(engine_stale_after_s=float("inf"), engine_failed_after_s=float("inf"),
@@ -97,8 +103,13 @@ class Simulation:
 
     def run(self, records: Sequence[StageRecord]) -> list[ProgramResult]:
         self._programs = programs(records)
+        specs = [EngineSpec(eid, e.model, e.profile) for eid, e in self.engines.items()]
         for pid, program in self._programs.items():
             self.results[pid] = ProgramResult(pid, program[0].workflow, program[0].arrival_s)
+            scale = self.slo_scales.get(program[0].tenant, self.slo_scales.get("*"))
+            if scale:
+                self._deadlines[pid] = self.results[pid].deadline_s = (
+                    program[0].arrival_s + scale * reference_latency_s(program, specs))
             self.loop.at(program[0].arrival_s, self._start, pid)
         self.loop.run()
         return [r for r in self.results.values() if r.finished_s]
@@ -109,8 +120,8 @@ class Simulation:
                 self._dispatch(program_id, record)
 
     def _snapshot(self, program_id: str) -> ClusterSnapshot:
-        views = tuple(engine.view(self.monitor.engines[eid].in_flight_tokens, len(self.monitor.engines[eid].in_flight))
-                      for eid, engine in self.engines.items())
+        views = tuple(engine.view(record.in_flight_tokens, len(record.in_flight), record.in_flight_cost_s)
+                      for eid, engine in self.engines.items() for record in [self.monitor.engines[eid]])
         return ClusterSnapshot(self.loop.now, views, self.monitor.program_model(program_id))
 
     def _dispatch(self, program_id: str, record: StageRecord) -> None:
@@ -118,7 +129,9 @@ class Simulation:
         call = LlmCall(request_id=f"{program_id}/{record.stage_index}", prompt=record.user_prompt, messages=(),
                        sampling=SamplingSpec(max_tokens=max(record.output_tokens.values())),
                        workflow=WorkflowInfo(program_id, record.workflow, record.agent, record.stage_index,
-                                             record.stage_count, record.upstream_agent, record.tenant))
+                                             record.stage_count, record.upstream_agent, record.tenant,
+                                             self._deadlines.get(program_id, 0.0)),
+                       received_unix_s=now)
         snapshot = self._snapshot(program_id)
         candidates = self.pipeline.candidate_models(call, snapshot)
         router_asked = self.pipeline.needs_router(call, candidates)
@@ -137,7 +150,8 @@ class Simulation:
             self.rejected.append((call.request_id, str(exc)))
             return
         self.monitor.admit(call.request_id, program_id, outcome.model, outcome.engine_id,
-                           outcome.prediction.median_tokens, now, workflow=record.workflow)
+                           outcome.prediction.median_tokens, now, workflow=record.workflow,
+                           predicted_cost_s=outcome.predicted_cost_s)
         result = self.results[program_id]
         if record.stage_index == record.stage_count:  # the final answer's model decides correctness
             result.model = outcome.model
@@ -170,3 +184,18 @@ def critical_path_s(program: list[StageRecord], calls: dict[int, CallResult]) ->
         start = max((done_at[d] for d in record.depends_on), default=0.0)
         done_at[record.stage_index] = start + calls[record.stage_index].isolated_s
     return max(done_at.values())
+
+
+def reference_latency_s(program: list[StageRecord], engines: Sequence[EngineSpec]) -> float:
+    """The program alone on the cluster, averaged over the engines (as HexGen-Flow eq. 6 averages a
+    call's cost): per engine, the critical path of its model's isolated call latencies. The base an
+    SLO scale multiplies to set a deadline at arrival."""
+    paths = []
+    for engine in engines:
+        done_at: dict[int, float] = {}
+        for record in program:
+            start = max((done_at[d] for d in record.depends_on), default=0.0)
+            done_at[record.stage_index] = start + engine.profile.isolated_request_s(
+                record.input_tokens[engine.model], record.output_tokens[engine.model])
+        paths.append(max(done_at.values()))
+    return sum(paths) / len(paths)

@@ -56,6 +56,8 @@ class SweepSpec:
     cv: float = 3.0
     router: str = "oracle"
     predictor: str = "oracle"
+    slo_scales: Mapping[str, float] = field(default_factory=dict)
+    """Tenant -> SLO scale ("*" for all): programs get deadlines (HexGen-Flow 5.1), read by urgency."""
 
     @classmethod
     def from_yaml(cls, path: Path) -> "SweepSpec":
@@ -118,10 +120,10 @@ def signals_for(preset: Preset, signals: Signals) -> Signals:
 
 
 def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[StageRecord], signals: Signals,
-             rate_per_s: float) -> dict[str, Any]:
+             rate_per_s: float, slo_scales: Mapping[str, float] | None = None) -> dict[str, Any]:
     """One run of ``preset``; its summary, with the latencies kept for the CDF plot."""
     signals = signals_for(preset, signals)
-    sim = Simulation(engines, preset.policy, signals, QueueConfig(discipline=preset.queue_discipline))
+    sim = Simulation(engines, preset.policy, signals, QueueConfig(discipline=preset.queue_discipline), slo_scales)
     results = sim.run(at_rate(records, rate_per_s))
     summary = summarize(results, sim.decision_ms)
     summary["rejected_calls"] = len(sim.rejected)
@@ -169,7 +171,7 @@ class Sweep:
 
     def _run(self, run: RunSpec) -> dict[str, Any]:
         summary = simulate(self.engines, resolve(run.policy), self.traces[run.seed], self.signals[run.seed],
-                           run.rate_per_s)
+                           run.rate_per_s, self.spec.slo_scales)
         return {"policy": run.policy, "seed": run.seed, "load": run.load_label, "rate_per_s": run.rate_per_s, **summary}
 
     def _calibrate(self, target_share: float) -> float | None:
@@ -179,7 +181,8 @@ class Sweep:
         preset = resolve(CALIBRATION_POLICY)
 
         def share(rate: float) -> float:
-            return simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate)["queueing_share"]
+            return simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate,
+                            self.spec.slo_scales)["queueing_share"]
 
         lo, hi = 0.05, 0.1
         while share(hi) < target_share:

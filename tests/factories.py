@@ -31,18 +31,19 @@ def request(prompt_tokens: int = 32, output_tokens: int = 8, priority: float = 0
 
 
 def engine(engine_id: str, model: str, in_flight_tokens: float = 0.0, healthy: bool = True,
-           decode_ms_per_token: float = 20.0, max_batch_size: int = 64, in_flight_requests: int = 0) -> EngineView:
+           decode_ms_per_token: float = 20.0, max_batch_size: int = 64, in_flight_requests: int = 0,
+           in_flight_cost_s: float = 0.0, engine_profile: EngineProfile | None = None) -> EngineView:
     return EngineView(engine_id=engine_id, model=model, address=f"{engine_id}:0", healthy=healthy,
                       in_flight_tokens=in_flight_tokens, in_flight_requests=in_flight_requests, waiting=0, running=0,
                       kv_cache_usage=0.0, decode_ms_per_token=decode_ms_per_token, max_batch_size=max_batch_size,
-                      kv_capacity_tokens=100_000)
+                      kv_capacity_tokens=100_000, in_flight_cost_s=in_flight_cost_s, profile=engine_profile)
 
 
-def snapshot(*engines: EngineView, program_model: str = "") -> ClusterSnapshot:
-    return ClusterSnapshot(taken_unix_s=0.0, engines=tuple(engines), program_model=program_model)
+def snapshot(*engines: EngineView, program_model: str = "", taken_unix_s: float = 0.0) -> ClusterSnapshot:
+    return ClusterSnapshot(taken_unix_s=taken_unix_s, engines=tuple(engines), program_model=program_model)
 
 
-def call(prompt: str = "write a function", program_id: str = "p1", **wf) -> LlmCall:
+def call(prompt: str = "write a function", program_id: str = "p1", received_unix_s: float = 0.0, **wf) -> LlmCall:
     return LlmCall(request_id=f"c{next(_ids)}", prompt=prompt, messages=(), sampling=SamplingSpec(max_tokens=16),
-                   workflow=WorkflowInfo(program_id=program_id, **wf))
+                   workflow=WorkflowInfo(program_id=program_id, **wf), received_unix_s=received_unix_s)
 

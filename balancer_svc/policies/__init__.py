@@ -1,9 +1,10 @@
 """Balancer policies: small pure functions over a typed snapshot, one per file, chosen by name.
 
-Three stages, each a plugin type (STYLE.md; Gateway API Inference Extension's endpoint picker):
-  model choice   ModelPicker     (call, snapshot, confidence)   -> ModelChoice
-  priority       PriorityRule    (call, prediction)             -> PriorityChoice
-  engine choice  EnginePicker    (call, snapshot, model)        -> EngineChoice
+Three stages, run in this order, each a plugin type (STYLE.md; Gateway API Inference Extension's
+endpoint picker):
+  model choice   ModelPicker     (call, snapshot, confidence)          -> Choice
+  engine choice  EnginePicker    (call, snapshot, model, prediction)   -> Choice
+  priority       PriorityRule    (call, prediction, context)           -> (priority, Choice)
 Each result carries the numbers it decided on and the rule that decided, for the receipt.
 """
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
 from balancer_svc.call import LlmCall
-from balancer_svc.snapshot import ClusterSnapshot
+from balancer_svc.snapshot import ClusterSnapshot, EngineView
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,16 @@ class Prediction:
     quantile_tokens: Mapping[float, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class PriorityContext:
+    """What a priority rule may read besides the call: the time of the decision, the engine the call
+    goes to and the cluster (HexGen-Flow's urgency needs all three)."""
+
+    now_s: float
+    engine: EngineView
+    snapshot: ClusterSnapshot
+
+
 class ModelPicker(Protocol):
     type_name: str
     needs_router: bool
@@ -45,13 +56,15 @@ class PriorityRule(Protocol):
     prediction_target: str
     """What the prediction it reads estimates: ``workflow`` (total remaining tokens) or ``call`` (its own)."""
 
-    def priority(self, call: LlmCall, prediction: Prediction) -> tuple[float, Choice]: ...
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext | None = None
+                 ) -> tuple[float, Choice]: ...
 
 
 class EnginePicker(Protocol):
     type_name: str
 
-    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str) -> Choice: ...
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction | None = None
+             ) -> Choice: ...
 
 
 _REGISTRY: dict[str, dict[str, Callable[..., Any]]] = {"model": {}, "priority": {}, "engine": {}}
@@ -68,7 +81,8 @@ def register(stage: str, type_name: str) -> Callable[[type], type]:
 
 def build(stage: str, type_name: str, params: Mapping[str, Any]) -> Any:
     from balancer_svc.policies import (chimera_slack, fcfs, join_shortest_queue, least_inflight_tokens,  # noqa: F401
-                                       least_load, predicted_call_tokens, predicted_total_tokens, round_robin)
+                                       least_load, predicted_call_tokens, predicted_total_tokens, round_robin,
+                                       urgency, workload_balanced)
 
     if type_name not in _REGISTRY[stage]:
         raise ValueError(f"unknown {stage} policy {type_name!r}; known: {sorted(_REGISTRY[stage])}")

@@ -4,12 +4,13 @@ tie-breaker, arrival, orders them (vLLM's default)."""
 from __future__ import annotations
 
 from balancer_svc.call import LlmCall
-from balancer_svc.policies import Choice, Prediction, register
+from balancer_svc.policies import Choice, Prediction, PriorityContext, register
 
 
 @register("priority", "fcfs")
 class Fcfs:
     prediction_target = "workflow"  # read only by the receipt; the order ignores it
 
-    def priority(self, call: LlmCall, prediction: Prediction) -> tuple[float, Choice]:
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext | None = None
+                 ) -> tuple[float, Choice]:
         return 0.0, Choice("0", "fcfs")

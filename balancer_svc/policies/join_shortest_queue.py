@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from balancer_svc.call import LlmCall
-from balancer_svc.policies import Choice, register
+from balancer_svc.policies import Choice, Prediction, register
 from balancer_svc.snapshot import ClusterSnapshot, EngineView
 from hetflow.errors import Unavailable
 
@@ -36,7 +36,8 @@ class ShortestQueueModel:
 
 @register("engine", "join-shortest-queue")
 class ShortestQueueEngine:
-    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str) -> Choice:
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction | None = None
+             ) -> Choice:
         engines = snapshot.healthy_engines(model)
         if not engines:
             raise Unavailable(f"no healthy engine for model {model!r}")

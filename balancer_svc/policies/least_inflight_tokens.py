@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 from balancer_svc.call import LlmCall
-from balancer_svc.policies import Choice, register
+from balancer_svc.policies import Choice, Prediction, register
 from balancer_svc.snapshot import ClusterSnapshot
 from hetflow.errors import Unavailable
 
 
 @register("engine", "least-inflight-tokens")
 class LeastInflightTokens:
-    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str) -> Choice:
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction | None = None
+             ) -> Choice:
         engines = snapshot.healthy_engines(model)
         if not engines:
             raise Unavailable(f"no healthy engine for model {model!r}")

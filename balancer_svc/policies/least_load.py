@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from balancer_svc.call import LlmCall
-from balancer_svc.policies import Choice, register
+from balancer_svc.policies import Choice, Prediction, register
 from balancer_svc.snapshot import ClusterSnapshot, EngineView
 from hetflow.errors import Unavailable
 
@@ -51,7 +51,8 @@ class LeastLoadEngine:
     def __init__(self, waiting_weight: float = 1.0, running_weight: float = 1.0) -> None:
         self.waiting_weight, self.running_weight = waiting_weight, running_weight
 
-    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str) -> Choice:
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction | None = None
+             ) -> Choice:
         engines = snapshot.healthy_engines(model)
         if not engines:
             raise Unavailable(f"no healthy engine for model {model!r}")

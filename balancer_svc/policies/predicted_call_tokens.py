@@ -6,13 +6,14 @@ call alone, not the rest of its workflow (``prediction_target``)."""
 from __future__ import annotations
 
 from balancer_svc.call import LlmCall
-from balancer_svc.policies import Choice, Prediction, register
+from balancer_svc.policies import Choice, Prediction, PriorityContext, register
 
 
 @register("priority", "predicted-call-tokens")
 class PredictedCallTokens:
     prediction_target = "call"
 
-    def priority(self, call: LlmCall, prediction: Prediction) -> tuple[float, Choice]:
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext | None = None
+                 ) -> tuple[float, Choice]:
         y_hat = prediction.median_tokens
         return y_hat, Choice(f"{y_hat:g}", "ltr:predicted-call-tokens", scores={"median_tokens": y_hat})

@@ -9,7 +9,7 @@ import itertools
 from typing import Mapping
 
 from balancer_svc.call import LlmCall
-from balancer_svc.policies import Choice, register
+from balancer_svc.policies import Choice, Prediction, register
 from balancer_svc.snapshot import ClusterSnapshot
 from hetflow.errors import Unavailable
 
@@ -44,5 +44,6 @@ class RoundRobinEngine:
     def __init__(self) -> None:
         self._turns = _Turns()
 
-    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str) -> Choice:
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction | None = None
+             ) -> Choice:
         return Choice(self._turns.next_of([e.engine_id for e in snapshot.healthy_engines(model)]), "round-robin")

@@ -51,7 +51,7 @@ class WorkflowMeta(_message.Message):
     def __init__(self, program_id: _Optional[str] = ..., workflow: _Optional[str] = ..., agent: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., upstream_agent: _Optional[str] = ..., tenant: _Optional[str] = ..., deadline_unix_s: _Optional[float] = ...) -> None: ...
 
 class TimingProfile(_message.Message):
-    __slots__ = ("name", "model", "gpu", "prefill_ms_per_token", "decode_base_ms", "decode_ms_per_batch_token", "decode_ms_per_token", "max_batch_size", "kv_capacity_tokens", "block_size")
+    __slots__ = ("name", "model", "gpu", "prefill_ms_per_token", "decode_base_ms", "decode_ms_per_batch_token", "decode_ms_per_token", "max_batch_size", "kv_capacity_tokens", "block_size", "decode_ms_per_seq", "max_num_batched_tokens", "max_model_len")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +62,9 @@ class TimingProfile(_message.Message):
     MAX_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     KV_CAPACITY_TOKENS_FIELD_NUMBER: _ClassVar[int]
     BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    DECODE_MS_PER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_BATCHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
     name: str
     model: str
     gpu: str
@@ -72,7 +75,10 @@ class TimingProfile(_message.Message):
     max_batch_size: int
     kv_capacity_tokens: int
     block_size: int
-    def __init__(self, name: _Optional[str] = ..., model: _Optional[str] = ..., gpu: _Optional[str] = ..., prefill_ms_per_token: _Optional[float] = ..., decode_base_ms: _Optional[float] = ..., decode_ms_per_batch_token: _Optional[float] = ..., decode_ms_per_token: _Optional[float] = ..., max_batch_size: _Optional[int] = ..., kv_capacity_tokens: _Optional[int] = ..., block_size: _Optional[int] = ...) -> None: ...
+    decode_ms_per_seq: float
+    max_num_batched_tokens: int
+    max_model_len: int
+    def __init__(self, name: _Optional[str] = ..., model: _Optional[str] = ..., gpu: _Optional[str] = ..., prefill_ms_per_token: _Optional[float] = ..., decode_base_ms: _Optional[float] = ..., decode_ms_per_batch_token: _Optional[float] = ..., decode_ms_per_token: _Optional[float] = ..., max_batch_size: _Optional[int] = ..., kv_capacity_tokens: _Optional[int] = ..., block_size: _Optional[int] = ..., decode_ms_per_seq: _Optional[float] = ..., max_num_batched_tokens: _Optional[int] = ..., max_model_len: _Optional[int] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ("prompt_tokens", "output_tokens")

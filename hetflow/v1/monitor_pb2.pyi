@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AdmitRequest(_message.Message):
-    __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens")
+    __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens", "predicted_cost_s")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,7 @@ class AdmitRequest(_message.Message):
     PREDICTED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_COST_S_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     program_id: str
     model: str
@@ -23,7 +24,8 @@ class AdmitRequest(_message.Message):
     predicted_tokens: float
     workflow: _common_pb2.WorkflowMeta
     prompt_tokens: int
-    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., predicted_tokens: _Optional[float] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., prompt_tokens: _Optional[int] = ...) -> None: ...
+    predicted_cost_s: float
+    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., predicted_tokens: _Optional[float] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., predicted_cost_s: _Optional[float] = ...) -> None: ...
 
 class AdmitReply(_message.Message):
     __slots__ = ("program_model", "admit_seq")
@@ -62,18 +64,20 @@ class SnapshotRequest(_message.Message):
     def __init__(self, program_id: _Optional[str] = ...) -> None: ...
 
 class EngineLoad(_message.Message):
-    __slots__ = ("status", "in_flight_tokens", "in_flight_requests", "healthy", "status_age_s")
+    __slots__ = ("status", "in_flight_tokens", "in_flight_requests", "healthy", "status_age_s", "in_flight_cost_s")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     HEALTHY_FIELD_NUMBER: _ClassVar[int]
     STATUS_AGE_S_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_COST_S_FIELD_NUMBER: _ClassVar[int]
     status: _common_pb2.EngineStatus
     in_flight_tokens: float
     in_flight_requests: int
     healthy: bool
     status_age_s: float
-    def __init__(self, status: _Optional[_Union[_common_pb2.EngineStatus, _Mapping]] = ..., in_flight_tokens: _Optional[float] = ..., in_flight_requests: _Optional[int] = ..., healthy: _Optional[bool] = ..., status_age_s: _Optional[float] = ...) -> None: ...
+    in_flight_cost_s: float
+    def __init__(self, status: _Optional[_Union[_common_pb2.EngineStatus, _Mapping]] = ..., in_flight_tokens: _Optional[float] = ..., in_flight_requests: _Optional[int] = ..., healthy: _Optional[bool] = ..., status_age_s: _Optional[float] = ..., in_flight_cost_s: _Optional[float] = ...) -> None: ...
 
 class MonitorSnapshot(_message.Message):
     __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq")

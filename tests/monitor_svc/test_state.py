@@ -68,3 +68,15 @@ def test_idle_programs_are_forgotten(state):
     state.report(status("e1"), now_s=70)
     state.sweep(now_s=70)
     assert "p1" not in state.programs
+
+
+def test_in_flight_cost_is_summed_per_engine_and_released(state):
+    state.admit("r1", "p1", "m", "e0", 100.0, 1.0, predicted_cost_s=2.5)
+    state.admit("r2", "p2", "m", "e0", 50.0, 1.0, predicted_cost_s=1.0)
+    assert state.engines["e0"].in_flight_cost_s == pytest.approx(3.5)   # t_queue, HexGen-Flow eq. 3
+    state.release("r1", 2.0)
+    assert state.engines["e0"].in_flight_cost_s == pytest.approx(1.0)
+    state.release("r2", 2.0)
+    assert state.engines["e0"].in_flight_cost_s == 0.0
+    with pytest.raises(ValueError):
+        state.admit("r3", "p3", "m", "e0", 1.0, 3.0, predicted_cost_s=-1.0)

@@ -1,6 +1,8 @@
 """The virtual-time simulator: deterministic, conserves tokens, respects KV capacity and the DAG,
 leaves no in-flight entry, and runs the services' own policies (the latency-slack knob moves)."""
 
+from dataclasses import replace
+
 import pytest
 
 from balancer_svc.config import PolicyConfig
@@ -8,7 +10,7 @@ from engine_svc.model.profile import load_profile
 from hetflow.workloads.generate import generate
 from hetflow.workloads.trace import programs
 from simulator.metrics import summarize
-from simulator.run import EngineSpec, Simulation
+from simulator.run import EngineSpec, Simulation, reference_latency_s
 from simulator.signals import Signals
 
 SMALL, LARGE = "qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"
@@ -79,3 +81,22 @@ def test_baselines_run_without_affinity(sql_trace, model_policy):
     assert min(per_engine.values()) > 0                            # both engines serve
     mixed = [r for r in results if len({c.engine_id for c in r.calls.values()}) > 1]
     assert mixed                                                   # no program affinity: stages spread
+
+
+def test_slo_scales_set_deadlines_per_tenant_and_urgency_serves_under_them():
+    gold = generate("sql", 40, seed=5, models=(SMALL, LARGE), rate_per_s=6.0, tenant="gold")
+    free = generate("sql", 40, seed=6, models=(SMALL, LARGE), rate_per_s=6.0, tenant="free")
+    records = sorted(gold + [replace(r, program_id="free-" + r.program_id) for r in free], key=lambda r: r.arrival_s)
+    from hetflow.presets import resolve
+
+    preset = resolve("hexgen")
+    sim = Simulation(engines(kv_tokens=3000), preset.policy, Signals("oracle", "oracle"), slo_scales={"gold": 3.0})
+    results = sim.run(records)
+    specs = engines(kv_tokens=3000)
+    groups = programs(records)
+    for r in results:
+        if r.program_id.startswith("free-"):
+            assert r.deadline_s == 0.0
+        else:
+            assert r.deadline_s == pytest.approx(r.arrival_s + 3.0 * reference_latency_s(groups[r.program_id], specs))
+    assert len(results) == len(groups) and summarize(results)["deadline_attainment"] is not None
