@@ -1,0 +1,82 @@
+"""Workflow DAGs: validation names the bad stage, stages start only after their predecessors finish,
+a fan-out goes out together, loops stop at their condition or their bound."""
+
+import asyncio
+
+import pytest
+
+from hetflow.client import CallResult
+from hetflow.dag import Stage, WorkflowDag, run_dag
+from hetflow.errors import InvalidArgument
+
+
+class RecordingClient:
+    """Answers every call after a delay that depends on its agent, and logs starts and ends in order."""
+
+    def __init__(self, delays_s: dict[str, float]) -> None:
+        self.delays_s, self.events, self.requests = delays_s, [], []
+
+    async def complete(self, request, timeout_s=None) -> CallResult:
+        agent = request.workflow.agent
+        self.requests.append(request)
+        self.events.append(("start", agent))
+        await asyncio.sleep(self.delays_s.get(agent, 0.0))
+        self.events.append(("end", agent))
+        text = "OK" if sum(1 for e in self.events if e == ("end", agent)) >= 2 else "retry"
+        return CallResult(request.request_id, text, "stop", 1, 1, "m", "e", 0.0)
+
+
+def sql_dag(**fix) -> WorkflowDag:
+    return WorkflowDag([
+        Stage("link", max_tokens=16),
+        Stage("candidates", after=("link",), fan_out=3),
+        Stage("explain", after=("link",)),
+        Stage("fix", after=("candidates",), **fix),
+        Stage("judge", after=("fix", "explain")),
+    ])
+
+
+def test_unknown_reference_and_cycle_are_invalid_and_named():
+    with pytest.raises(InvalidArgument, match="'b' depends on unknown stage 'nope'"):
+        WorkflowDag([Stage("a"), Stage("b", after=("nope",))])
+    with pytest.raises(InvalidArgument, match="cycle: (a -> b -> c -> a|b -> c -> a -> b|c -> a -> b -> c)"):
+        WorkflowDag([Stage("a", after=("c",)), Stage("b", after=("a",)), Stage("c", after=("b",))])
+    with pytest.raises(InvalidArgument, match="'a' is defined twice"):
+        WorkflowDag([Stage("a"), Stage("a")])
+    with pytest.raises(InvalidArgument, match="no until"):
+        WorkflowDag([Stage("a", max_rounds=3)])
+
+
+def test_levels_are_the_longest_chain_of_predecessors():
+    dag = sql_dag()
+    assert dag.level == {"link": 1, "candidates": 2, "explain": 2, "fix": 3, "judge": 4} and dag.levels == 4
+
+
+def test_stages_wait_for_predecessors_and_fan_out_goes_out_together():
+    client = RecordingClient({"link": 0.02, "candidates": 0.01, "explain": 0.05, "fix": 0.01})
+    dag = sql_dag()
+    results = asyncio.run(run_dag(client, dag, lambda s, i, r: [("user", f"{s.name} {i}")], workflow="sql",
+                                  program_id="p1", deadline_unix_s=123.0))
+    events = client.events
+    for name, stage in dag.stages.items():
+        first_start = events.index(("start", name))
+        for pred in stage.after:
+            last_end = max(i for i, e in enumerate(events) if e == ("end", pred))
+            assert last_end < first_start, f"{name} started before {pred} finished"
+    starts = [i for i, e in enumerate(events) if e == ("start", "candidates")]
+    first_end = events.index(("end", "candidates"))
+    assert len(starts) == 3 and max(starts) < first_end
+    assert events.index(("start", "fix")) < events.index(("end", "explain"))   # fix does not wait for explain
+    assert {len(v) for v in results.values()} == {1, 3}
+    req = next(r for r in client.requests if r.workflow.agent == "judge")
+    assert (req.workflow.program_id, req.workflow.stage_index, req.workflow.stage_count) == ("p1", 4, 4)
+    assert req.workflow.upstream_agent == "explain" and req.workflow.deadline_unix_s == 123.0
+
+
+def test_loop_stops_at_its_condition_or_its_bound():
+    until_ok = sql_dag(max_rounds=5, until=lambda calls: calls[-1].text == "OK")
+    results = asyncio.run(run_dag(RecordingClient({}), until_ok, lambda s, i, r: [("user", "x")], workflow="sql"))
+    assert len(results["fix"]) == 2
+    never = sql_dag(max_rounds=3, until=lambda calls: False)
+    results = asyncio.run(run_dag(RecordingClient({}), never, lambda s, i, r: [("user", "x")], workflow="sql"))
+    assert len(results["fix"]) == 3
