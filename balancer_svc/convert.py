@@ -45,7 +45,8 @@ def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, no
 
 def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
     return ClusterSnapshot(
-        taken_unix_s=msg.taken_unix_s, program_model=msg.program_model,
+        taken_unix_s=msg.taken_unix_s, program_model=msg.program_model, program_start_s=msg.program_start_unix_s,
+        agent_priority=msg.agent_priority if msg.HasField("agent_priority") else None,
         engines=tuple(EngineView(
             engine_id=e.status.engine_id, model=e.status.model, address=e.status.address, healthy=e.healthy,
             in_flight_tokens=e.in_flight_tokens, in_flight_requests=e.in_flight_requests,

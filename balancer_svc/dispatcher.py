@@ -97,7 +97,8 @@ class Dispatcher:
 
     async def _snapshot(self, call: LlmCall) -> monitor_pb2.MonitorSnapshot:
         try:
-            return await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(program_id=call.workflow.program_id),
+            return await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(program_id=call.workflow.program_id,
+                                                                           agent=call.workflow.agent),
                                                timeout=self.cfg.dependency_timeout_s)
         except grpc.aio.AioRpcError as exc:
             raise Unavailable(f"monitor unavailable: {exc.code().name} {exc.details()}") from exc

@@ -34,6 +34,10 @@ class ClusterSnapshot:
     engines: tuple[EngineView, ...]
     program_model: str = ""
     """A[p] of the call's program, "" when unassigned."""
+    program_start_s: float = 0.0
+    """When the call's program started (its first call reached the monitor): Kairos 5.2's order."""
+    agent_priority: float | None = None
+    """The call's agent's distance to the zero-latency anchor (Kairos 5.1); None while unknown."""
 
     def healthy_engines(self, model: str | None = None) -> list[EngineView]:
         return [e for e in self.engines if e.healthy and (model is None or e.model == model)]

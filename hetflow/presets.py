@@ -63,6 +63,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     _hexgen("hexgen-rr-pq", "HexGen-Flow 5.3 ablation: round robin + local priority queue", "round-robin", "urgency"),
     _hexgen("hexgen-wb-fcfs", "HexGen-Flow 5.3 ablation: workload-balanced + first come first served",
             "workload-balanced", "fcfs"),
+    Preset("kairos", "Kairos 5-6: agent priority by remaining-latency distributions (MDS), program start within "
+           "an agent; the model by vLLM's least load (memory packer: to come)",
+           PolicyConfig(model="least-load", model_params={}, priority="agent-priority", engine="least-load")),
     _hexgen("chimera-hexgen", "Chimera's slack rule, then HexGen-Flow's workload-balanced engine and urgency",
             "workload-balanced", "urgency", model="chimera-slack",
             model_params={"latency_slack": 0.5, "confidence_margin": 0.05}),

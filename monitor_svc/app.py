@@ -23,11 +23,17 @@ def build(cfg: MonitorConfig) -> tuple[MonitorServicer, Callable[[], Awaitable[t
                 await asyncio.sleep(cfg.sweep_interval_s)
                 servicer.sweep()
 
-        task = asyncio.get_running_loop().create_task(sweep_forever())
+        async def refresh_forever() -> None:
+            while True:
+                await asyncio.sleep(cfg.agent_priority_interval_s)
+                servicer.refresh_agent_priorities()
+
+        tasks = [asyncio.get_running_loop().create_task(job()) for job in (sweep_forever, refresh_forever)]
 
         async def close() -> None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
         return [Registration(monitor_pb2_grpc.add_MonitorServicer_to_server, servicer, SERVICE_NAME)], close
 

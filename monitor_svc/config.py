@@ -15,6 +15,8 @@ class MonitorConfig:
     limits: MonitorLimits = field(default_factory=MonitorLimits)
     sweep_interval_s: float = 1.0
     """How often silent engines are failed and idle programs forgotten."""
+    agent_priority_interval_s: float = 10.0
+    """How often Kairos's agent priorities are recomputed, in the background (5.1)."""
     serve: ServeConfig = field(default_factory=ServeConfig)
 
 

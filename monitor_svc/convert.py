@@ -6,7 +6,8 @@ from monitor_svc.state import MonitorState, ProgramRecord
 from hetflow.v1 import monitor_pb2
 
 
-def snapshot_to_proto(state: MonitorState, program_id: str, now_s: float) -> monitor_pb2.MonitorSnapshot:
+def snapshot_to_proto(state: MonitorState, program_id: str, now_s: float, agent: str = ""
+                      ) -> monitor_pb2.MonitorSnapshot:
     engines = [
         monitor_pb2.EngineLoad(status=record.status, in_flight_tokens=record.in_flight_tokens,
                                in_flight_cost_s=record.in_flight_cost_s,
@@ -14,8 +15,12 @@ def snapshot_to_proto(state: MonitorState, program_id: str, now_s: float) -> mon
                                healthy=state.is_healthy(record, now_s), status_age_s=now_s - record.received_s)
         for record in state.engines.values()
     ]
-    return monitor_pb2.MonitorSnapshot(taken_unix_s=now_s, engines=engines, admit_seq=state.admit_seq,
-                                       program_model=state.program_model(program_id) if program_id else "")
+    msg = monitor_pb2.MonitorSnapshot(taken_unix_s=now_s, engines=engines, admit_seq=state.admit_seq,
+                                      program_model=state.program_model(program_id) if program_id else "",
+                                      program_start_unix_s=state.program_start_s(program_id) if program_id else 0.0)
+    if agent in state.agent_stats.priorities:
+        msg.agent_priority = state.agent_stats.priorities[agent]
+    return msg
 
 
 def program_to_proto(p: ProgramRecord) -> monitor_pb2.ProgramEntry:

@@ -29,7 +29,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
             program = self.state.admit(
                 request.request_id, request.program_id, request.model, request.engine_id, request.predicted_tokens,
                 time.time(), workflow=request.workflow.workflow, deadline_unix_s=request.workflow.deadline_unix_s,
-                predicted_cost_s=request.predicted_cost_s)
+                predicted_cost_s=request.predicted_cost_s, agent=request.workflow.agent,
+                upstream_agent=request.workflow.upstream_agent)
         except KeyError as exc:
             raise NotFound(exc.args[0]) from exc
         self._observe(request.engine_id)
@@ -51,7 +52,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
 
     async def Snapshot(self, request: monitor_pb2.SnapshotRequest,
                        context: grpc.aio.ServicerContext) -> monitor_pb2.MonitorSnapshot:
-        return convert.snapshot_to_proto(self.state, request.program_id, time.time())
+        return convert.snapshot_to_proto(self.state, request.program_id, time.time(), request.agent)
 
     async def GetProgram(self, request: monitor_pb2.GetProgramRequest,
                          context: grpc.aio.ServicerContext) -> monitor_pb2.ProgramEntry:
@@ -61,6 +62,10 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         if program is None:
             raise NotFound(f"program {request.program_id!r} is not in the program table")
         return convert.program_to_proto(program)
+
+    def refresh_agent_priorities(self) -> None:
+        priorities = self.state.refresh_agent_priorities()
+        log.info("agent_priorities", **{a: round(p, 3) for a, p in sorted(priorities.items(), key=lambda x: x[1])})
 
     def sweep(self) -> None:
         result = self.state.sweep(time.time())

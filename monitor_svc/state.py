@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hetflow.v1 import common_pb2
+from monitor_svc.agent_latency import AgentStats
+from monitor_svc.workflow_graph import CallSpan
 
 
 @dataclass
@@ -23,6 +25,8 @@ class InFlightEntry:
     predicted_tokens: float
     admitted_s: float
     predicted_cost_s: float = 0.0
+    agent: str = ""
+    upstream_agent: str = ""
 
 
 @dataclass
@@ -67,13 +71,15 @@ class MonitorState:
         self.entries: dict[str, InFlightEntry] = {}
         self.programs: dict[str, ProgramRecord] = {}
         self.engines: dict[str, EngineRecord] = {}
+        self.agent_stats = AgentStats()
+        """Kairos's spans, latency distributions and agent priorities, learned from finished calls."""
         self.admit_seq = 0
         """Admits applied so far; the n-th admit is included in every snapshot with admit_seq >= n."""
 
     # -- requests ------------------------------------------------------------------------
     def admit(self, request_id: str, program_id: str, model: str, engine_id: str, predicted_tokens: float,
               now_s: float, workflow: str = "", deadline_unix_s: float = 0.0,
-              predicted_cost_s: float = 0.0) -> ProgramRecord:
+              predicted_cost_s: float = 0.0, agent: str = "", upstream_agent: str = "") -> ProgramRecord:
         if not request_id:
             raise ValueError("request_id is required")
         if request_id in self.entries:
@@ -89,7 +95,8 @@ class MonitorState:
                 self.programs[program_id] = program
         program.last_seen_s = now_s
         program.in_flight.add(request_id)
-        entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s)
+        entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s,
+                              agent, upstream_agent)
         self.entries[request_id] = entry
         engine = self.engines[engine_id]
         engine.in_flight[request_id] = predicted_tokens
@@ -108,6 +115,8 @@ class MonitorState:
             engine.in_flight_cost_s -= entry.predicted_cost_s
             if not engine.in_flight:
                 engine.in_flight_tokens = engine.in_flight_cost_s = 0.0  # no float drift once empty
+        if completed and entry.program_id and entry.agent:
+            self.agent_stats.record(CallSpan(entry.program_id, entry.agent, entry.upstream_agent, entry.admitted_s, now_s))
         program = self.programs.get(entry.program_id)
         if program is not None:
             program.in_flight.discard(request_id)
@@ -149,6 +158,15 @@ class MonitorState:
         for pid in idle:
             del self.programs[pid]
         return {"entries_dropped": dropped, "programs_forgotten": len(idle)}
+
+    def refresh_agent_priorities(self) -> dict[str, float]:
+        """Kairos 5.1, recomputed in the background: runs with calls in flight are left out."""
+        return self.agent_stats.refresh(pid for pid, p in self.programs.items() if p.in_flight)
+
+    def program_start_s(self, program_id: str) -> float:
+        """The program's application-level start: when its first call arrived (Kairos 5.2)."""
+        program = self.programs.get(program_id)
+        return program.first_seen_s if program else 0.0
 
     def program_model(self, program_id: str) -> str:
         program = self.programs.get(program_id)

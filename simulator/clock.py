@@ -16,6 +16,11 @@ class EventLoop:
     def at(self, time_s: float, fn: Callable[..., None], *args: Any) -> None:
         heapq.heappush(self._events, (max(time_s, self.now), next(self._seq), fn, args))
 
+    @property
+    def pending(self) -> int:
+        """Events scheduled and not yet run."""
+        return len(self._events)
+
     def run(self) -> None:
         while self._events:
             self.now, _, fn, args = heapq.heappop(self._events)

@@ -81,12 +81,15 @@ class ProgramResult:
 
 class Simulation:
     def __init__(self, engines: Sequence[EngineSpec], policy: PolicyConfig, signals: Signals,
-                 queue: QueueConfig = QueueConfig(), slo_scales: Mapping[str, float] | None = None) -> None:
+                 queue: QueueConfig = QueueConfig(), slo_scales: Mapping[str, float] | None = None,
+                 agent_priority_interval_s: float = 10.0) -> None:
         self.loop = EventLoop()
         self.slo_scales = dict(slo_scales or {})
         """Tenant -> SLO scale ("*" for any other): a program's deadline is its arrival plus the scale
         times its reference latency (HexGen-Flow 5.1); tenants without a scale have no deadline."""
         self._deadlines: dict[str, float] = {}
+        self.agent_priority_interval_s = agent_priority_interval_s
+        """How often the monitor's Kairos agent priorities are recomputed, in virtual time."""
         self.pipeline = Pipeline(policy)
         self.signals = signals
         self.monitor = MonitorState(MonitorLimits(engine_stale_after_s=float("inf"), engine_failed_after_s=float("inf"),
@@ -111,18 +114,28 @@ class Simulation:
                 self._deadlines[pid] = self.results[pid].deadline_s = (
                     program[0].arrival_s + scale * reference_latency_s(program, specs))
             self.loop.at(program[0].arrival_s, self._start, pid)
+        if getattr(self.pipeline.priority_rule, "needs_agent_stats", False):
+            self.loop.at(self.agent_priority_interval_s, self._refresh_agent_priorities)
         self.loop.run()
         return [r for r in self.results.values() if r.finished_s]
+
+    def _refresh_agent_priorities(self) -> None:
+        """The monitor's background job (Kairos 5.1), on a virtual-time timer while programs remain."""
+        self.monitor.refresh_agent_priorities()
+        if self.loop.pending:  # anything else still to happen: arrivals, iterations
+            self.loop.at(self.loop.now + self.agent_priority_interval_s, self._refresh_agent_priorities)
 
     def _start(self, program_id: str) -> None:
         for record in self._programs[program_id]:
             if not record.depends_on:
                 self._dispatch(program_id, record)
 
-    def _snapshot(self, program_id: str) -> ClusterSnapshot:
+    def _snapshot(self, program_id: str, agent: str) -> ClusterSnapshot:
         views = tuple(engine.view(record.in_flight_tokens, len(record.in_flight), record.in_flight_cost_s)
                       for eid, engine in self.engines.items() for record in [self.monitor.engines[eid]])
-        return ClusterSnapshot(self.loop.now, views, self.monitor.program_model(program_id))
+        return ClusterSnapshot(self.loop.now, views, self.monitor.program_model(program_id),
+                               self.monitor.program_start_s(program_id),
+                               self.monitor.agent_stats.priorities.get(agent))
 
     def _dispatch(self, program_id: str, record: StageRecord) -> None:
         program, now = self._programs[program_id], self.loop.now
@@ -132,7 +145,7 @@ class Simulation:
                                              record.stage_count, record.upstream_agent, record.tenant,
                                              self._deadlines.get(program_id, 0.0)),
                        received_unix_s=now)
-        snapshot = self._snapshot(program_id)
+        snapshot = self._snapshot(program_id, record.agent)
         candidates = self.pipeline.candidate_models(call, snapshot)
         router_asked = self.pipeline.needs_router(call, candidates)
         confidence = self.signals.confidence_for(record, candidates) if router_asked else {}
@@ -151,7 +164,8 @@ class Simulation:
             return
         self.monitor.admit(call.request_id, program_id, outcome.model, outcome.engine_id,
                            outcome.prediction.median_tokens, now, workflow=record.workflow,
-                           predicted_cost_s=outcome.predicted_cost_s)
+                           predicted_cost_s=outcome.predicted_cost_s, agent=record.agent,
+                           upstream_agent=record.upstream_agent)
         result = self.results[program_id]
         if record.stage_index == record.stage_count:  # the final answer's model decides correctness
             result.model = outcome.model

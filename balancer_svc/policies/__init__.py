@@ -80,7 +80,7 @@ def register(stage: str, type_name: str) -> Callable[[type], type]:
 
 
 def build(stage: str, type_name: str, params: Mapping[str, Any]) -> Any:
-    from balancer_svc.policies import (chimera_slack, fcfs, join_shortest_queue, least_inflight_tokens,  # noqa: F401
+    from balancer_svc.policies import (agent_priority, chimera_slack, fcfs, join_shortest_queue, least_inflight_tokens,  # noqa: F401
                                        least_load, predicted_call_tokens, predicted_total_tokens, round_robin,
                                        urgency, workload_balanced)
 

@@ -100,3 +100,14 @@ def test_slo_scales_set_deadlines_per_tenant_and_urgency_serves_under_them():
         else:
             assert r.deadline_s == pytest.approx(r.arrival_s + 3.0 * reference_latency_s(groups[r.program_id], specs))
     assert len(results) == len(groups) and summarize(results)["deadline_attainment"] is not None
+
+
+def test_kairos_agent_priorities_are_learned_from_the_run_in_the_background():
+    from hetflow.presets import resolve
+
+    records = generate("kairos-qa", 120, seed=4, models=(SMALL, LARGE), rate_per_s=4.0)
+    preset = resolve("kairos")
+    sim = Simulation(engines(), preset.policy, Signals("oracle", "oracle"), agent_priority_interval_s=5.0)
+    results = sim.run(records)
+    assert len(results) == len(programs(records))
+    assert set(sim.monitor.agent_stats.priorities) == {r.agent for r in records}
