@@ -47,6 +47,7 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
     return ClusterSnapshot(
         taken_unix_s=msg.taken_unix_s, program_model=msg.program_model, program_start_s=msg.program_start_unix_s,
         agent_priority=msg.agent_priority if msg.HasField("agent_priority") else None,
+        agent_expected_s=msg.agent_expected_s if msg.HasField("agent_expected_s") else None,
         engines=tuple(EngineView(
             engine_id=e.status.engine_id, model=e.status.model, address=e.status.address, healthy=e.healthy,
             in_flight_tokens=e.in_flight_tokens, in_flight_requests=e.in_flight_requests,
@@ -54,7 +55,8 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
             decode_ms_per_token=e.status.profile.decode_ms_per_token,
             max_batch_size=max(1, e.status.profile.max_batch_size),
             kv_capacity_tokens=e.status.profile.kv_capacity_tokens, in_flight_cost_s=e.in_flight_cost_s,
-            profile=profile_from_proto(e.status.profile) if e.status.HasField("profile") else None)
+            profile=profile_from_proto(e.status.profile) if e.status.HasField("profile") else None,
+            kv_ledger_tokens=tuple(e.kv_ledger_tokens), suspended=e.suspended)
         for e in msg.engines))
 
 

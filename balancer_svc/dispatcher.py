@@ -21,8 +21,8 @@ from balancer_svc import convert
 from balancer_svc.call import LlmCall
 from balancer_svc.config import BalancerConfig
 from balancer_svc.pending import PendingAdmits
-from balancer_svc.pipeline import Pipeline
-from balancer_svc.policies import Prediction
+from balancer_svc.pipeline import Outcome, Pipeline
+from balancer_svc.policies import Prediction, WaitForCapacity
 from balancer_svc.snapshot import EngineView
 from hetflow.errors import DeadlineExceeded, Unavailable
 from hetflow.runtime.logs import get_logger
@@ -31,6 +31,7 @@ from hetflow.v1 import (balancer_pb2, common_pb2, engine_pb2_grpc, monitor_pb2, 
 
 log = get_logger(__name__)
 DECISIONS = Counter("hetflow_balancer_decisions_total", "Decisions per stage and rule", ["stage", "rule"])
+HELD = Counter("hetflow_balancer_held_total", "Decisions deferred because no engine had KV room (Kairos 6)")
 DECISION_S = Histogram("hetflow_balancer_decision_seconds", "Call received -> engine request sent",
                        buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1))
 
@@ -64,6 +65,21 @@ class Dispatcher:
 
     # -- decide --------------------------------------------------------------------------
     async def decide(self, call: LlmCall) -> Decision:
+        """Decide, holding the call while the engine picker finds no room (Kairos 6: it waits in the
+        balancer for the next slot) until an engine has room, the client gives up (its gRPC deadline
+        cancels this) or the program's deadline passes."""
+        while True:
+            try:
+                return await self._decide_once(call)
+            except WaitForCapacity as wait:
+                deadline = call.workflow.deadline_unix_s
+                if deadline and time.time() + wait.retry_after_s > deadline:
+                    raise DeadlineExceeded(f"program deadline passed while waiting for KV room: {wait}") from wait
+                HELD.inc()
+                log.info("held_for_capacity", reason=str(wait))
+                await asyncio.sleep(wait.retry_after_s)
+
+    async def _decide_once(self, call: LlmCall) -> Decision:
         """Chimera Algorithm 1. Fetches first (snapshot, then router and predictor together), then
         decides (balancer_svc.pipeline) and records the decision without yielding, so concurrent
         calls see each other."""
@@ -79,10 +95,10 @@ class Dispatcher:
         view = self.pending.apply(snapshot, snapshot_msg.admit_seq, time.monotonic())
         outcome = self.pipeline.decide(call, view, candidates, confidence, predictions, router_asked, truncated)
         engine = next(e for e in view.engines if e.engine_id == outcome.engine_id)
-        self.pending.add(call.request_id, engine.engine_id, outcome.prediction.median_tokens, outcome.predicted_cost_s)
+        self.pending.add(call.request_id, engine.engine_id, outcome.prediction.median_tokens, outcome.predicted_cost_s,
+                         outcome.memory_plan)
 
-        await self._admit(call, outcome.model, engine.engine_id, outcome.prediction.median_tokens,
-                          outcome.predicted_cost_s)
+        await self._admit(call, outcome)
         receipt = balancer_pb2.Receipt(
             request_id=call.request_id, program_id=call.workflow.program_id, model=outcome.model,
             engine_id=engine.engine_id, priority=outcome.priority, predicted_tokens=outcome.prediction.median_tokens,
@@ -130,14 +146,18 @@ class Dispatcher:
                 log.warning("predictor_unavailable", code=exc.code().name, details=exc.details())
         return {m: (Prediction(float(call.input_tokens)), "predictor-unavailable:input-length") for m in models}
 
-    async def _admit(self, call: LlmCall, model: str, engine_id: str, predicted_tokens: float,
-                     predicted_cost_s: float) -> None:
-        """Chimera Algorithm 1, line 32: I[m*][r.id] = r.predicted_tokens (and A[p] = m*, line 23)."""
+    async def _admit(self, call: LlmCall, outcome: Outcome) -> None:
+        """Chimera Algorithm 1, line 32: I[m*][r.id] = r.predicted_tokens (and A[p] = m*, line 23), with
+        HexGen-Flow's cost and Kairos's memory plan."""
+        plan = outcome.memory_plan
         try:
             reply = await self.monitor.Admit(monitor_pb2.AdmitRequest(
-                request_id=call.request_id, program_id=call.workflow.program_id, model=model, engine_id=engine_id,
-                predicted_tokens=predicted_tokens, workflow=convert.workflow_to_proto(call.workflow),
-                prompt_tokens=call.input_tokens, predicted_cost_s=predicted_cost_s),
+                request_id=call.request_id, program_id=call.workflow.program_id, model=outcome.model,
+                engine_id=outcome.engine_id, predicted_tokens=outcome.prediction.median_tokens,
+                workflow=convert.workflow_to_proto(call.workflow), prompt_tokens=call.input_tokens,
+                predicted_cost_s=outcome.predicted_cost_s,
+                decode_tokens_per_s=plan.decode_tokens_per_s if plan else 0.0,
+                expected_s=plan.expected_s if plan else 0.0),
                 timeout=self.cfg.dependency_timeout_s)
             self.pending.acked(call.request_id, reply.admit_seq, time.monotonic())
         except asyncio.CancelledError:

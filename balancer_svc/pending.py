@@ -17,6 +17,7 @@ import collections
 from dataclasses import dataclass, replace
 
 from balancer_svc.snapshot import ClusterSnapshot
+from monitor_svc.memory_ledger import MemoryPlan
 
 REORDER_SLACK = 64  # how far out of sequence order an acknowledgement may be processed
 
@@ -26,6 +27,7 @@ class PendingAdmit:
     engine_id: str
     predicted_tokens: float
     predicted_cost_s: float = 0.0
+    memory_plan: MemoryPlan | None = None
     admit_seq: int | None = None
     """None until the monitor acknowledged the admit."""
     acked_at_s: float = 0.0
@@ -41,8 +43,9 @@ class PendingAdmits:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def add(self, request_id: str, engine_id: str, predicted_tokens: float, predicted_cost_s: float = 0.0) -> None:
-        self._entries[request_id] = PendingAdmit(engine_id, predicted_tokens, predicted_cost_s)
+    def add(self, request_id: str, engine_id: str, predicted_tokens: float, predicted_cost_s: float = 0.0,
+            memory_plan: MemoryPlan | None = None) -> None:
+        self._entries[request_id] = PendingAdmit(engine_id, predicted_tokens, predicted_cost_s, memory_plan)
 
     def acked(self, request_id: str, admit_seq: int, now_s: float) -> None:
         entry = self._entries.get(request_id)
@@ -57,10 +60,13 @@ class PendingAdmits:
         """``snapshot`` with the load of entries it cannot contain added to their engines."""
         self._prune(now_s)
         extra: dict[str, tuple[float, int, float]] = {}
+        plans: dict[str, list[MemoryPlan]] = {}
 
         def count(entry: PendingAdmit) -> None:
             tokens, n, cost_s = extra.get(entry.engine_id, (0.0, 0, 0.0))
             extra[entry.engine_id] = (tokens + entry.predicted_tokens, n + 1, cost_s + entry.predicted_cost_s)
+            if entry.memory_plan is not None:
+                plans.setdefault(entry.engine_id, []).append(entry.memory_plan)
 
         for entry in self._entries.values():
             if entry.admit_seq is None:
@@ -76,7 +82,8 @@ class PendingAdmits:
         engines = tuple(
             replace(e, in_flight_tokens=e.in_flight_tokens + extra[e.engine_id][0],
                     in_flight_requests=e.in_flight_requests + extra[e.engine_id][1],
-                    in_flight_cost_s=e.in_flight_cost_s + extra[e.engine_id][2])
+                    in_flight_cost_s=e.in_flight_cost_s + extra[e.engine_id][2],
+                    kv_ledger_tokens=_with_plans(e.kv_ledger_tokens, plans.get(e.engine_id, [])))
             if e.engine_id in extra else e for e in snapshot.engines)
         return replace(snapshot, engines=engines)
 
@@ -89,3 +96,14 @@ class PendingAdmits:
             self._acked.popleft()
             if entry is not None and entry.admit_seq is not None:
                 del self._entries[request_id]
+
+
+def _with_plans(ledger: tuple[float, ...], plans: list[MemoryPlan]) -> tuple[float, ...]:
+    """The engine's ledger with this balancer's unacknowledged calls added from the current slot on."""
+    if not plans:
+        return ledger
+    slots = list(ledger)
+    for plan in plans:
+        for k, tokens in enumerate(plan.slot_tokens()[:len(slots)]):
+            slots[k] += tokens
+    return tuple(slots)

@@ -16,6 +16,8 @@ from balancer_svc.call import LlmCall
 from balancer_svc.config import PolicyConfig
 from balancer_svc.cost import call_output_tokens, compute_cost_s, stages_left
 from balancer_svc.policies import Choice, Prediction, PriorityContext
+from balancer_svc.policies.memory_packer import plan_for
+from monitor_svc.memory_ledger import MemoryPlan
 from balancer_svc.snapshot import ClusterSnapshot
 from hetflow.errors import NotFound, Unavailable
 
@@ -37,6 +39,9 @@ class Outcome:
     stages: list[StageRecord] = field(default_factory=list)
     predicted_cost_s: float = 0.0
     """t_comp of the call on the chosen engine (HexGen-Flow eq. 2), which the monitor sums into t_queue."""
+    memory_plan: MemoryPlan | None = None
+    """The call's expected KV use over time (Kairos eq. 1-2), for the engine's ledger; None unless the
+    engine picker packs memory."""
 
 
 class Pipeline:
@@ -96,9 +101,11 @@ class Pipeline:
         stages.append(StageRecord("priority", self.priority_rule.type_name, priority_choice,
                                   (time.perf_counter() - t) * 1e3))
         wf = call.workflow
-        cost_s = compute_cost_s(engine, call.input_tokens,
-                                call_output_tokens(prediction.median_tokens, stages_left(wf.stage_index, wf.stage_count)))
-        return Outcome(model, engine.engine_id, priority, prediction, stages, cost_s)
+        output = call_output_tokens(prediction.median_tokens, stages_left(wf.stage_index, wf.stage_count))
+        plan = (plan_for(call, engine, view.agent_expected_s, output)
+                if getattr(self.engine_picker, "plans_memory", False) else None)
+        return Outcome(model, engine.engine_id, priority, prediction, stages,
+                       compute_cost_s(engine, call.input_tokens, output), plan)
 
 
 def _noted(choice: Choice, note: str) -> Choice:

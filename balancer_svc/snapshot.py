@@ -26,6 +26,10 @@ class EngineView:
     """Sum of the in-flight requests' predicted execution cost: HexGen-Flow's t_queue (eq. 3)."""
     profile: EngineProfile | None = None
     """The engine's timing profile, for execution-cost estimates (HexGen-Flow eq. 2)."""
+    kv_ledger_tokens: tuple[float, ...] = ()
+    """Expected KV tokens in use in each coming slot, the current one first (Kairos 6, eq. 3)."""
+    suspended: bool = False
+    """The engine reported preemptions: no new dispatches until it recovers (Kairos 6)."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,8 @@ class ClusterSnapshot:
     """When the call's program started (its first call reached the monitor): Kairos 5.2's order."""
     agent_priority: float | None = None
     """The call's agent's distance to the zero-latency anchor (Kairos 5.1); None while unknown."""
+    agent_expected_s: float | None = None
+    """The most likely execution time of the call's agent (Kairos 6, eq. 2); None while unknown."""
 
     def healthy_engines(self, model: str | None = None) -> list[EngineView]:
         return [e for e in self.engines if e.healthy and (model is None or e.model == model)]

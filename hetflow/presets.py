@@ -47,6 +47,10 @@ def _hexgen(name: str, source: str, engine: str, priority: str, model: str = "le
                                              engine=engine, engine_params=engine_params))
 
 
+def _kairos(name: str, source: str, priority: str, engine: str) -> Preset:
+    return Preset(name, source, PolicyConfig(model="least-load", model_params={}, priority=priority, engine=engine))
+
+
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     _baseline("round-robin", "baseline", "round-robin"),
     _baseline("least-load", "vLLM's balancer as Chimera 4.2 describes it", "least-load"),
@@ -63,9 +67,14 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     _hexgen("hexgen-rr-pq", "HexGen-Flow 5.3 ablation: round robin + local priority queue", "round-robin", "urgency"),
     _hexgen("hexgen-wb-fcfs", "HexGen-Flow 5.3 ablation: workload-balanced + first come first served",
             "workload-balanced", "fcfs"),
-    Preset("kairos", "Kairos 5-6: agent priority by remaining-latency distributions (MDS), program start within "
-           "an agent; the model by vLLM's least load (memory packer: to come)",
-           PolicyConfig(model="least-load", model_params={}, priority="agent-priority", engine="least-load")),
+    _kairos("kairos", "Kairos 5-6: agent priority by remaining-latency distributions (MDS), program start within "
+            "an agent, and the memory-aware time-slot packer; the model by vLLM's least load",
+            "agent-priority", "memory-packer"),
+    _kairos("kairos-no-packing", "Kairos 7 ablation: without packing (round robin)", "agent-priority", "round-robin"),
+    _kairos("kairos-no-priority", "Kairos 7 ablation: without priority (FCFS)", "fcfs", "memory-packer"),
+    _hexgen("hetflow", "the design card's default: Chimera's slack rule, Kairos's memory packer, HexGen-Flow's "
+            "urgency, with aging", "memory-packer", "urgency", model="chimera-slack",
+            model_params={"latency_slack": 0.5, "confidence_margin": 0.05}),
     _hexgen("chimera-hexgen", "Chimera's slack rule, then HexGen-Flow's workload-balanced engine and urgency",
             "workload-balanced", "urgency", model="chimera-slack",
             model_params={"latency_slack": 0.5, "confidence_margin": 0.05}),

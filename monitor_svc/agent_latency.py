@@ -101,6 +101,8 @@ class AgentStats:
         self.spans: deque[CallSpan] = deque(maxlen=max_spans)
         self.latency: dict[str, LatencySamples] = defaultdict(LatencySamples)
         self.priorities: dict[str, float] = {}
+        self.expected_s: dict[str, float] = {}
+        """Agent -> most likely execution time, for agents whose distribution has converged (Kairos 6, eq. 2)."""
 
     def record(self, span: CallSpan) -> None:
         self.spans.append(span)
@@ -108,7 +110,8 @@ class AgentStats:
 
     def refresh(self, running_message_ids: Iterable[str] = ()) -> dict[str, float]:
         """Recompute the agent priorities from the runs that have finished (a run still going would
-        cut its remaining latencies short)."""
+        cut its remaining latencies short), and the expected execution times."""
+        self.expected_s = {a: s.mode_s() for a, s in self.latency.items() if s.converged}
         running = set(running_message_ids)
         self.priorities = agent_priorities(remaining_latency_samples(s for s in self.spans
                                                                      if s.message_id not in running))

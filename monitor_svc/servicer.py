@@ -11,6 +11,7 @@ from hetflow.errors import InvalidArgument, NotFound
 from hetflow.runtime.logs import bind_ids, get_logger
 from hetflow.v1 import common_pb2, monitor_pb2, monitor_pb2_grpc
 from monitor_svc import convert
+from monitor_svc.memory_ledger import MemoryPlan
 from monitor_svc.state import MonitorState
 
 log = get_logger(__name__)
@@ -30,7 +31,9 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                 request.request_id, request.program_id, request.model, request.engine_id, request.predicted_tokens,
                 time.time(), workflow=request.workflow.workflow, deadline_unix_s=request.workflow.deadline_unix_s,
                 predicted_cost_s=request.predicted_cost_s, agent=request.workflow.agent,
-                upstream_agent=request.workflow.upstream_agent)
+                upstream_agent=request.workflow.upstream_agent,
+                memory_plan=MemoryPlan(request.prompt_tokens, request.decode_tokens_per_s, request.expected_s)
+                if request.expected_s > 0 else None)
         except KeyError as exc:
             raise NotFound(exc.args[0]) from exc
         self._observe(request.engine_id)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from hetflow.v1 import common_pb2
 from monitor_svc.agent_latency import AgentStats
+from monitor_svc.memory_ledger import MemoryLedger, MemoryPlan
 from monitor_svc.workflow_graph import CallSpan
 
 
@@ -51,6 +52,10 @@ class EngineRecord:
     in_flight_tokens: float = 0.0
     in_flight_cost_s: float = 0.0
     """Sum of the in-flight requests' predicted t_comp: HexGen-Flow's t_queue (eq. 3)."""
+    ledger: MemoryLedger = field(default_factory=MemoryLedger)
+    """Expected KV tokens per coming slot (Kairos 6)."""
+    suspended: bool = False
+    """Preemptions since the last report: no new dispatches until a report without (Kairos 6)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ class MonitorLimits:
     """An entry older than this that its engine no longer reports is removed."""
     program_ttl_s: float = 900.0
     """A program with nothing in flight is forgotten this long after it was last seen."""
+    ledger_horizon_slots: int = 240
+    """Slots of each engine's memory ledger a snapshot carries (240 x 0.5 s = 2 min)."""
 
 
 class MonitorState:
@@ -79,7 +86,8 @@ class MonitorState:
     # -- requests ------------------------------------------------------------------------
     def admit(self, request_id: str, program_id: str, model: str, engine_id: str, predicted_tokens: float,
               now_s: float, workflow: str = "", deadline_unix_s: float = 0.0,
-              predicted_cost_s: float = 0.0, agent: str = "", upstream_agent: str = "") -> ProgramRecord:
+              predicted_cost_s: float = 0.0, agent: str = "", upstream_agent: str = "",
+              memory_plan: MemoryPlan | None = None) -> ProgramRecord:
         if not request_id:
             raise ValueError("request_id is required")
         if request_id in self.entries:
@@ -102,6 +110,8 @@ class MonitorState:
         engine.in_flight[request_id] = predicted_tokens
         engine.in_flight_tokens += predicted_tokens
         engine.in_flight_cost_s += predicted_cost_s
+        if memory_plan is not None:
+            engine.ledger.add(request_id, memory_plan, now_s)
         self.admit_seq += 1
         return program
 
@@ -113,6 +123,7 @@ class MonitorState:
         if engine is not None and engine.in_flight.pop(request_id, None) is not None:
             engine.in_flight_tokens -= entry.predicted_tokens
             engine.in_flight_cost_s -= entry.predicted_cost_s
+            engine.ledger.remove(request_id, now_s)  # an early finish frees its remaining slots
             if not engine.in_flight:
                 engine.in_flight_tokens = engine.in_flight_cost_s = 0.0  # no float drift once empty
         if completed and entry.program_id and entry.agent:
@@ -133,6 +144,7 @@ class MonitorState:
         record = self.engines.get(status.engine_id)
         if record is None:
             record = self.engines[status.engine_id] = EngineRecord(status, now_s)
+        record.suspended = status.preemptions_total > record.status.preemptions_total
         record.status, record.received_s = status, now_s
         active = set(status.active_request_ids)
         orphans = [rid for rid in record.in_flight

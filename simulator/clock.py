@@ -10,18 +10,31 @@ from typing import Any, Callable
 class EventLoop:
     def __init__(self) -> None:
         self.now = 0.0
-        self._events: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
+        self._events: list[tuple[float, int, bool, Callable[..., None], tuple[Any, ...]]] = []
         self._seq = itertools.count()  # ties run in scheduling order: the run is deterministic
+        self._work = 0
+        """Events scheduled that are not background timers."""
 
     def at(self, time_s: float, fn: Callable[..., None], *args: Any) -> None:
-        heapq.heappush(self._events, (max(time_s, self.now), next(self._seq), fn, args))
+        self._push(time_s, False, fn, args)
 
-    @property
-    def pending(self) -> int:
-        """Events scheduled and not yet run."""
-        return len(self._events)
+    def every(self, interval_s: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` every ``interval_s`` while other work remains: a background timer (the monitor's
+        refreshes, engine reports) that never keeps the loop alive by itself."""
+        def tick() -> None:
+            fn()
+            self._push(self.now + interval_s, True, tick, ())
+
+        self._push(self.now + interval_s, True, tick, ())
 
     def run(self) -> None:
-        while self._events:
-            self.now, _, fn, args = heapq.heappop(self._events)
+        while self._work:
+            self.now, _, background, fn, args = heapq.heappop(self._events)
+            if not background:
+                self._work -= 1
             fn(*args)
+        self._events.clear()
+
+    def _push(self, time_s: float, background: bool, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+        self._work += not background
+        heapq.heappush(self._events, (max(time_s, self.now), next(self._seq), background, fn, args))

@@ -8,12 +8,14 @@ finished; the decision is balancer_svc's ``Pipeline`` over a snapshot of the mon
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from balancer_svc.call import LlmCall, WorkflowInfo
 from balancer_svc.config import PolicyConfig
 from balancer_svc.pipeline import Pipeline
+from balancer_svc.policies import WaitForCapacity
+from hetflow.errors import ResourceExhausted
 from balancer_svc.snapshot import ClusterSnapshot
 from engine_svc.backends.base import SamplingSpec
 from engine_svc.config import QueueConfig
@@ -25,6 +27,10 @@ from monitor_svc.state import MonitorLimits, MonitorState
 from simulator.clock import EventLoop
 from simulator.engine import VirtualEngine
 from simulator.signals import Signals
+
+
+ENGINE_REPORT_INTERVAL_S = 0.5
+"""How often simulated engines report their status to the monitor, as live engines do."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,11 @@ class Simulation:
         self._programs: dict[str, list[StageRecord]] = {}
         self.results: dict[str, ProgramResult] = {}
         self.rejected: list[tuple[str, str]] = []
+        self._packs = getattr(self.pipeline.engine_picker, "plans_memory", False)
+        self.held = 0
+        self._holding: set[str] = set()
+        """Calls held for KV room, to be decided again: not to be dispatched a second time meanwhile."""
+        """Decisions deferred because no engine had KV room (Kairos 6)."""
         self.decision_ms: list[float] = []
         """Wall time of each balancer decision (Pipeline.decide): the scheduler's overhead per call."""
 
@@ -114,16 +125,24 @@ class Simulation:
                 self._deadlines[pid] = self.results[pid].deadline_s = (
                     program[0].arrival_s + scale * reference_latency_s(program, specs))
             self.loop.at(program[0].arrival_s, self._start, pid)
-        if getattr(self.pipeline.priority_rule, "needs_agent_stats", False):
-            self.loop.at(self.agent_priority_interval_s, self._refresh_agent_priorities)
+        if getattr(self.pipeline.priority_rule, "needs_agent_stats", False) or self._packs:
+            self.loop.every(self.agent_priority_interval_s, self.monitor.refresh_agent_priorities)
+        if self._packs:
+            self.loop.every(ENGINE_REPORT_INTERVAL_S, self._report_engines)
         self.loop.run()
         return [r for r in self.results.values() if r.finished_s]
 
-    def _refresh_agent_priorities(self) -> None:
-        """The monitor's background job (Kairos 5.1), on a virtual-time timer while programs remain."""
-        self.monitor.refresh_agent_priorities()
-        if self.loop.pending:  # anything else still to happen: arrivals, iterations
-            self.loop.at(self.loop.now + self.agent_priority_interval_s, self._refresh_agent_priorities)
+    def _report_engines(self) -> None:
+        """The engines' periodic status reports, which carry the preemption counts the monitor suspends
+        engines by (Kairos 6); only runs whose engine picker reads them pay for the timer."""
+        for eid, engine in self.engines.items():
+            self.monitor.report(common_pb2.EngineStatus(engine_id=eid, serving=True,
+                                                        preemptions_total=engine.scheduler.preemptions_total),
+                                self.loop.now)
+
+    def _retry(self, program_id: str, record: StageRecord) -> None:
+        self._holding.discard(f"{program_id}/{record.stage_index}")
+        self._dispatch(program_id, record)
 
     def _start(self, program_id: str) -> None:
         for record in self._programs[program_id]:
@@ -131,11 +150,15 @@ class Simulation:
                 self._dispatch(program_id, record)
 
     def _snapshot(self, program_id: str, agent: str) -> ClusterSnapshot:
-        views = tuple(engine.view(record.in_flight_tokens, len(record.in_flight), record.in_flight_cost_s)
+        horizon = self.monitor.limits.ledger_horizon_slots
+        views = tuple(replace(engine.view(record.in_flight_tokens, len(record.in_flight), record.in_flight_cost_s),
+                              kv_ledger_tokens=tuple(record.ledger.window(self.loop.now, horizon)) if self._packs else (),
+                              suspended=record.suspended)
                       for eid, engine in self.engines.items() for record in [self.monitor.engines[eid]])
+        stats = self.monitor.agent_stats
         return ClusterSnapshot(self.loop.now, views, self.monitor.program_model(program_id),
-                               self.monitor.program_start_s(program_id),
-                               self.monitor.agent_stats.priorities.get(agent))
+                               self.monitor.program_start_s(program_id), stats.priorities.get(agent),
+                               stats.expected_s.get(agent))
 
     def _dispatch(self, program_id: str, record: StageRecord) -> None:
         program, now = self._programs[program_id], self.loop.now
@@ -152,8 +175,18 @@ class Simulation:
         target = self.pipeline.priority_rule.prediction_target
         predictions = {m: (self.signals.prediction_for(program, record, m, target), "") for m in candidates}
         started = time.perf_counter()
-        outcome = self.pipeline.decide(call, snapshot, candidates, confidence, predictions, router_asked)
-        self.decision_ms.append((time.perf_counter() - started) * 1e3)
+        try:
+            outcome = self.pipeline.decide(call, snapshot, candidates, confidence, predictions, router_asked)
+        except ResourceExhausted as exc:  # no engine could ever hold it: the live balancer's RESOURCE_EXHAUSTED
+            self.rejected.append((call.request_id, str(exc)))
+            return
+        except WaitForCapacity as wait:  # held in the balancer until the next slot (Kairos 6)
+            self.held += 1
+            self._holding.add(call.request_id)
+            self.loop.at(now + wait.retry_after_s, self._retry, program_id, record)
+            return
+        finally:
+            self.decision_ms.append((time.perf_counter() - started) * 1e3)
         req = EngineRequest(request_id=call.request_id, prompt_tokens=record.input_tokens[outcome.model],
                             max_tokens=record.output_tokens[outcome.model], priority=outcome.priority, arrival_s=now,
                             program_id=program_id, target_output_tokens=record.output_tokens[outcome.model])
@@ -165,7 +198,7 @@ class Simulation:
         self.monitor.admit(call.request_id, program_id, outcome.model, outcome.engine_id,
                            outcome.prediction.median_tokens, now, workflow=record.workflow,
                            predicted_cost_s=outcome.predicted_cost_s, agent=record.agent,
-                           upstream_agent=record.upstream_agent)
+                           upstream_agent=record.upstream_agent, memory_plan=outcome.memory_plan)
         result = self.results[program_id]
         if record.stage_index == record.stage_count:  # the final answer's model decides correctness
             result.model = outcome.model
@@ -183,7 +216,8 @@ class Simulation:
         program = self._programs[program_id]
         done = {s for s, c in result.calls.items() if c.finished_s}
         for record in program:
-            if record.stage_index not in result.calls and set(record.depends_on) <= done:
+            if (record.stage_index not in result.calls and set(record.depends_on) <= done
+                    and f"{program_id}/{record.stage_index}" not in self._holding):
                 self._dispatch(program_id, record)
         if len(done) == len(program):
             result.finished_s = now

@@ -42,6 +42,15 @@ class PriorityContext:
     snapshot: ClusterSnapshot
 
 
+class WaitForCapacity(Exception):
+    """No engine can take the call now, but one will: the caller holds the call and decides again
+    after ``retry_after_s`` (Kairos 6: the request stays in the scheduling queue)."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class ModelPicker(Protocol):
     type_name: str
     needs_router: bool
@@ -81,7 +90,7 @@ def register(stage: str, type_name: str) -> Callable[[type], type]:
 
 def build(stage: str, type_name: str, params: Mapping[str, Any]) -> Any:
     from balancer_svc.policies import (agent_priority, chimera_slack, fcfs, join_shortest_queue, least_inflight_tokens,  # noqa: F401
-                                       least_load, predicted_call_tokens, predicted_total_tokens, round_robin,
+                                       least_load, memory_packer, predicted_call_tokens, predicted_total_tokens, round_robin,
                                        urgency, workload_balanced)
 
     if type_name not in _REGISTRY[stage]:

@@ -80,3 +80,10 @@ def test_in_flight_cost_is_summed_per_engine_and_released(state):
     assert state.engines["e0"].in_flight_cost_s == 0.0
     with pytest.raises(ValueError):
         state.admit("r3", "p3", "m", "e0", 1.0, 3.0, predicted_cost_s=-1.0)
+
+
+def test_an_engine_reporting_new_preemptions_is_suspended_until_a_clean_report(state):
+    state.report(common_pb2.EngineStatus(engine_id="e0", serving=True, preemptions_total=3), 1.0)
+    assert state.engines["e0"].suspended
+    state.report(common_pb2.EngineStatus(engine_id="e0", serving=True, preemptions_total=3), 1.5)
+    assert not state.engines["e0"].suspended

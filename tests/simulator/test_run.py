@@ -111,3 +111,15 @@ def test_kairos_agent_priorities_are_learned_from_the_run_in_the_background():
     results = sim.run(records)
     assert len(results) == len(programs(records))
     assert set(sim.monitor.agent_stats.priorities) == {r.agent for r in records}
+
+
+def test_memory_packer_holds_calls_under_kv_pressure_and_every_program_finishes(sql_trace):
+    from hetflow.presets import resolve
+
+    preset = resolve("kairos")
+    sim = Simulation(engines(kv_tokens=3000), preset.policy, Signals("oracle", "oracle"))
+    results = sim.run(sql_trace)
+    assert len(results) == len(programs(sql_trace)) and not sim.rejected
+    assert sim.held > 0                                   # the packer made calls wait for room
+    for record in sim.monitor.engines.values():
+        assert record.ledger.window(sim.loop.now, 10) == [0.0] * 10 and not record.in_flight

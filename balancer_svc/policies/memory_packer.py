@@ -1,0 +1,67 @@
+"""Engine choice: Kairos's memory-aware time-slot packer (6).
+
+The call's KV use is planned as its prompt, growing at the engine's decode speed until its expected
+end (eq. 1-2: the agent's most likely execution time, from the monitor; without one, the predicted
+output at that speed). Added to the engine's ledger of expected use per 0.5 s slot (eq. 3), an engine
+is available when no slot exceeds its KV capacity; among the available ones the lowest expected peak,
+as a share of the engine's capacity (engines differ in size), wins. With none available the call waits for the next slot (``WaitForCapacity``); an engine that
+reported preemptions is left out until it recovers. A call no engine of the model could ever hold is
+RESOURCE_EXHAUSTED, with the sizes.
+"""
+
+from __future__ import annotations
+
+from balancer_svc.call import LlmCall
+from balancer_svc.cost import call_output_tokens, stages_left
+from balancer_svc.policies import Choice, Prediction, WaitForCapacity, register
+from balancer_svc.snapshot import ClusterSnapshot, EngineView
+from hetflow.errors import ResourceExhausted, Unavailable
+from monitor_svc.memory_ledger import SLOT_S, MemoryPlan
+
+
+def plan_for(call: LlmCall, engine: EngineView, expected_s: float | None, output_tokens: float) -> MemoryPlan:
+    """Kairos eq. 1-2 for ``call`` on ``engine``: one sequence decodes a token per full-batch iteration."""
+    speed = 1e3 / max(engine.decode_ms_per_token, 1e-6)
+    duration = expected_s if expected_s else output_tokens / speed
+    return MemoryPlan(call.input_tokens, speed, duration)
+
+
+@register("engine", "memory-packer")
+class MemoryPacker:
+    plans_memory = True
+    """Decisions carry the call's memory plan, which the monitor adds to the engine's ledger."""
+
+    def __init__(self, slot_s: float = SLOT_S) -> None:
+        self.slot_s = slot_s
+
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction | None = None
+             ) -> Choice:
+        engines = snapshot.healthy_engines(model)
+        if not engines:
+            raise Unavailable(f"no healthy engine for model {model!r}")
+        needed = call.input_tokens + call.sampling.max_tokens
+        if all(needed > e.kv_capacity_tokens for e in engines):
+            raise ResourceExhausted(f"call needs {needed} KV tokens (prompt {call.input_tokens} + max_tokens "
+                                    f"{call.sampling.max_tokens}); the largest engine of {model!r} holds "
+                                    f"{max(e.kv_capacity_tokens for e in engines)}")
+        wf = call.workflow
+        output = call_output_tokens(prediction.median_tokens if prediction else call.sampling.max_tokens,
+                                    stages_left(wf.stage_index, wf.stage_count))
+        peaks, fits = {}, {}
+        for e in engines:
+            peaks[e.engine_id], fits[e.engine_id] = self._peak(e, plan_for(call, e, snapshot.agent_expected_s, output))
+        available = [e for e in engines if fits[e.engine_id] and not e.suspended]
+        if not available:
+            raise WaitForCapacity(f"no engine of {model!r} has room in every slot: expected peaks "
+                                  + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()), self.slot_s)
+        best = min(available, key=lambda e: (peaks[e.engine_id] / max(1, e.kv_capacity_tokens), e.engine_id))
+        return Choice(best.engine_id, "kairos:lowest-expected-peak", scores=peaks,
+                      loads={e.engine_id: float(e.kv_capacity_tokens) for e in engines},
+                      params={"slot_s": self.slot_s, "suspended": float(sum(e.suspended for e in engines))})
+
+    def _peak(self, engine: EngineView, plan: MemoryPlan) -> tuple[float, bool]:
+        """Expected peak with the call added, and whether every slot it spans stays within capacity."""
+        mine = plan.slot_tokens(self.slot_s)
+        ledger = list(engine.kv_ledger_tokens) + [0.0] * max(0, len(mine) - len(engine.kv_ledger_tokens))
+        totals = [used + (mine[k] if k < len(mine) else 0.0) for k, used in enumerate(ledger)]
+        return max(totals), max(totals[:len(mine)]) <= engine.kv_capacity_tokens

@@ -1,0 +1,21 @@
+"""Kairos 6: a request's expected KV use per 0.5 s slot, summed per engine, freed on early finish."""
+
+import pytest
+
+from monitor_svc.memory_ledger import MemoryLedger, MemoryPlan
+
+
+def test_plan_grows_linearly_until_its_expected_end():
+    plan = MemoryPlan(prompt_tokens=100, decode_tokens_per_s=20.0, expected_s=1.2)
+    assert plan.slot_tokens(0.5) == pytest.approx([110.0, 120.0, 124.0])
+
+
+def test_ledger_sums_requests_and_an_early_finish_frees_the_rest():
+    ledger = MemoryLedger(0.5)
+    ledger.add("a", MemoryPlan(100, 20.0, 2.0), now_s=10.0)
+    ledger.add("b", MemoryPlan(50, 0.0, 1.0), now_s=10.2)
+    assert ledger.window(10.0, 5) == pytest.approx([160.0, 170.0, 130.0, 140.0, 0.0])
+    ledger.remove("a", now_s=10.6)                       # finished in the second slot, not the fourth
+    assert ledger.window(10.6, 4) == pytest.approx([50.0, 0.0, 0.0, 0.0])
+    ledger.remove("b", now_s=11.0)
+    assert ledger.window(11.0, 3) == [0.0, 0.0, 0.0] and "a" not in ledger
