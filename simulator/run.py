@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from balancer_svc.call import LlmCall, WorkflowInfo
 from balancer_svc.config import PolicyConfig
@@ -109,9 +109,11 @@ class Simulation:
         self.rejected: list[tuple[str, str]] = []
         self._packs = getattr(self.pipeline.engine_picker, "plans_memory", False)
         self.held = 0
+        """Decisions deferred because no engine had KV room (Kairos 6)."""
         self._holding: set[str] = set()
         """Calls held for KV room, to be decided again: not to be dispatched a second time meanwhile."""
-        """Decisions deferred because no engine had KV room (Kairos 6)."""
+        self.on_program_finished: list[Callable[[ProgramResult], None]] = []
+        """Observers of finished programs (the alpha tuner, simulator.tuning)."""
         self.decision_ms: list[float] = []
         """Wall time of each balancer decision (Pipeline.decide): the scheduler's overhead per call."""
 
@@ -223,6 +225,8 @@ class Simulation:
             result.finished_s = now
             result.correct = program[0].correct.get(result.model)
             result.isolated_s = critical_path_s(program, result.calls)
+            for observer in self.on_program_finished:
+                observer(result)
 
 
 def critical_path_s(program: list[StageRecord], calls: dict[int, CallResult]) -> float:

@@ -123,3 +123,26 @@ def test_memory_packer_holds_calls_under_kv_pressure_and_every_program_finishes(
     assert sim.held > 0                                   # the packer made calls wait for room
     for record in sim.monitor.engines.values():
         assert record.ledger.window(sim.loop.now, 10) == [0.0] * 10 and not record.in_flight
+
+
+def test_alpha_tuning_replays_the_window_and_sets_the_best_alpha():
+    from balancer_svc.alpha_tuning import AlphaTuner
+    from hetflow.presets import resolve
+    from simulator.tuning import SimulatedAlphaTuning
+
+    light = generate("sql", 60, seed=8, models=(SMALL, LARGE), rate_per_s=0.5)
+    heavy = generate("sql", 150, seed=9, models=(SMALL, LARGE), rate_per_s=8.0)
+    offset = max(r.arrival_s for r in light) + 1.0
+    records = light + [replace(r, program_id="h-" + r.program_id, arrival_s=r.arrival_s + offset) for r in heavy]
+    policy = resolve("hexgen").policy
+
+    def make(alpha):
+        return Simulation(engines(kv_tokens=3000), replace(policy, engine_params={"alpha": alpha, "beta": 1.0}),
+                          Signals("oracle", "oracle"))
+
+    sim = make(0.0)
+    tuning = SimulatedAlphaTuning(sim, make, AlphaTuner(window_s=30.0))
+    sim.run(sorted(records, key=lambda r: r.arrival_s))
+    assert tuning.tuner.history and any(test.regressed for _, test in tuning.tuner.history)
+    now, alpha, by_alpha = tuning.changes[0]
+    assert alpha == min(by_alpha, key=lambda a: (by_alpha[a], a)) and sim.pipeline.engine_picker.alpha == tuning.tuner.alpha
