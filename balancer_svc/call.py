@@ -19,6 +19,8 @@ class WorkflowInfo:
     upstream_agent: str = ""
     tenant: str = ""
     deadline_unix_s: float = 0.0
+    deadline_missed: bool = False
+    """The call came after its program's deadline and is served best effort, without one."""
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,16 @@ class BalancerConfig:
     """Quantiles of the remaining-token prediction asked for and written in the receipt."""
     max_tokens_limit: int = 32768
     """Largest max_tokens a call may ask for."""
+    past_deadline: str = "reject"
+    """A call that arrives after its program's deadline: "reject" (DEADLINE_EXCEEDED) or "best-effort"
+    (served without the deadline; the receipt says so)."""
     dependency_timeout_s: float = 2.0
     """Timeout of each router, predictor and monitor call on the request path."""
     serve: ServeConfig = field(default_factory=ServeConfig)
+
+    def __post_init__(self) -> None:
+        if self.past_deadline not in ("reject", "best-effort"):
+            raise ValueError(f"balancer.past_deadline must be reject or best-effort, got {self.past_deadline!r}")
 
 
 def from_stack(raw: Mapping[str, Any]) -> BalancerConfig:

@@ -9,12 +9,15 @@ from balancer_svc.call import LlmCall, WorkflowInfo
 from balancer_svc.policies import Choice, Prediction
 from balancer_svc.snapshot import ClusterSnapshot, EngineView
 from engine_svc.convert import profile_from_proto, sampling_from_proto
-from hetflow.errors import InvalidArgument
+from hetflow.errors import DeadlineExceeded, InvalidArgument
 from hetflow.tokens import count_tokens
 from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2, monitor_pb2, predictor_pb2
 
 
-def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, now_unix_s: float) -> LlmCall:
+def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, now_unix_s: float,
+                    past_deadline: str = "reject") -> LlmCall:
+    """The validated call. A deadline already past is DEADLINE_EXCEEDED, or with ``past_deadline``
+    "best-effort", dropped from the call (served without one) and noted in the receipt."""
     messages = tuple((m.role, m.content) for m in msg.messages)
     for i, (role, _) in enumerate(messages):
         if role not in ("system", "user", "assistant"):
@@ -26,9 +29,10 @@ def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, no
     if not msg.HasField("sampling"):
         raise InvalidArgument("sampling.max_tokens is required")
     wf = msg.workflow
-    if wf.deadline_unix_s and wf.deadline_unix_s <= now_unix_s:
-        raise InvalidArgument(f"workflow.deadline_unix_s {wf.deadline_unix_s:.3f} is already past "
-                              f"(now {now_unix_s:.3f})")
+    missed = bool(wf.deadline_unix_s) and wf.deadline_unix_s <= now_unix_s
+    if missed and past_deadline != "best-effort":
+        raise DeadlineExceeded(f"workflow.deadline_unix_s {wf.deadline_unix_s:.3f} is already past "
+                               f"(now {now_unix_s:.3f})")
     if wf.HasField("stage_index") and wf.HasField("stage_count") and not 1 <= wf.stage_index <= wf.stage_count:
         raise InvalidArgument(f"workflow.stage_index must be in 1..stage_count ({wf.stage_count}), got {wf.stage_index}")
     return LlmCall(
@@ -39,7 +43,8 @@ def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, no
             program_id=wf.program_id, workflow=wf.workflow, agent=wf.agent,
             stage_index=wf.stage_index if wf.HasField("stage_index") else 0,
             stage_count=wf.stage_count if wf.HasField("stage_count") else 0,
-            upstream_agent=wf.upstream_agent, tenant=wf.tenant, deadline_unix_s=wf.deadline_unix_s),
+            upstream_agent=wf.upstream_agent, tenant=wf.tenant,
+            deadline_unix_s=0.0 if missed else wf.deadline_unix_s, deadline_missed=missed),
         model_pin=msg.model_pin, want_receipt=msg.want_receipt, received_unix_s=now_unix_s)
 
 

@@ -98,6 +98,8 @@ class Pipeline:
         priority, priority_choice = self.priority_rule.priority(call, prediction, context)
         if predictor_note:
             priority_choice = _noted(priority_choice, predictor_note)
+        if call.workflow.deadline_missed:
+            priority_choice = _noted(priority_choice, "deadline-passed:best-effort")
         stages.append(StageRecord("priority", self.priority_rule.type_name, priority_choice,
                                   (time.perf_counter() - t) * 1e3))
         wf = call.workflow

@@ -19,7 +19,8 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
 
     async def Generate(self, request: balancer_pb2.GenerateRequest,
                        context: grpc.aio.ServicerContext) -> AsyncIterator[balancer_pb2.GenerateChunk]:
-        call = convert.call_from_proto(request, self.dispatcher.cfg.max_tokens_limit, time.time())
+        call = convert.call_from_proto(request, self.dispatcher.cfg.max_tokens_limit, time.time(),
+                                       self.dispatcher.cfg.past_deadline)
         bind_ids(call.request_id, call.workflow.program_id)
         decision = await self.dispatcher.decide(call)
         async for chunk in self.dispatcher.stream(call, decision, context.time_remaining()):
@@ -27,7 +28,8 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
 
     async def Complete(self, request: balancer_pb2.GenerateRequest,
                        context: grpc.aio.ServicerContext) -> balancer_pb2.CompletionReply:
-        call = convert.call_from_proto(request, self.dispatcher.cfg.max_tokens_limit, time.time())
+        call = convert.call_from_proto(request, self.dispatcher.cfg.max_tokens_limit, time.time(),
+                                       self.dispatcher.cfg.past_deadline)
         bind_ids(call.request_id, call.workflow.program_id)
         decision = await self.dispatcher.decide(call)
         texts, last = [], balancer_pb2.GenerateChunk()

@@ -81,7 +81,8 @@ async def _stage(client: HetflowClient, record: StageRecord, upstream: list[asyn
         result.model = call.model
     isolated = profiles[call.engine_id].isolated_request_s(call.prompt_tokens, call.output_tokens)
     result.calls[record.stage_index] = SimCall(record.stage_index, call.engine_id, sent, sent + call.queued_s,
-                                               sent + call.latency_s, call.output_tokens, 0, isolated)
+                                               sent + call.latency_s, call.output_tokens, 0, queued_s=call.queued_s,
+                                               isolated_s=isolated)
     return call
 
 

@@ -42,7 +42,7 @@ async def test_streaming_returns_receipt_first_and_usage_last(client):
         prompt="count to ten", max_tokens=12, ignore_eos=True, program_id="stream-1", want_receipt=True))]
     assert chunks[0].HasField("receipt") and chunks[0].receipt.engine_id
     stages = [s.stage for s in chunks[0].receipt.stages]
-    assert stages == ["model", "priority", "engine"]
+    assert stages == ["model", "engine", "priority"]
     assert chunks[-1].finished and chunks[-1].usage.output_tokens == 12 == len(chunks)
     assert not any(c.HasField("receipt") for c in chunks[1:])
 
@@ -81,7 +81,7 @@ async def test_caller_deadline_is_deadline_exceeded_and_aborts(stack, client):
     (dict(prompt="   ", max_tokens=8), grpc.StatusCode.INVALID_ARGUMENT, "prompt"),
     (dict(prompt="hi", max_tokens=0), grpc.StatusCode.INVALID_ARGUMENT, "max_tokens"),
     (dict(prompt="hi", max_tokens=10**9), grpc.StatusCode.INVALID_ARGUMENT, "max_tokens"),
-    (dict(prompt="hi", max_tokens=8, deadline_unix_s=time.time() - 5), grpc.StatusCode.INVALID_ARGUMENT,
+    (dict(prompt="hi", max_tokens=8, deadline_unix_s=time.time() - 5), grpc.StatusCode.DEADLINE_EXCEEDED,
      "deadline_unix_s"),
     (dict(prompt="hi", max_tokens=8, stage_index=5, stage_count=4), grpc.StatusCode.INVALID_ARGUMENT, "stage_index"),
     (dict(messages=[("wizard", "hi")], max_tokens=8), grpc.StatusCode.INVALID_ARGUMENT, "role"),
