@@ -41,8 +41,9 @@ def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (
         "task_score": statistics.mean(float(r.correct) for r in labelled) if labelled else None,
         "slo": {"attainment": {f"{s:g}": sum(x <= s for x in slowdown) / len(slowdown) for s in SLO_SCALES},
                 "scale_for_95pct": slo_scale_for(ordered)},
-        "deadline_attainment": sum(r.finished_s <= r.deadline_s for r in with_deadline) / len(with_deadline)
-        if with_deadline else None,
+        "deadline_attainment": _met(with_deadline),
+        "deadline_attainment_by_tenant": {t: _met([r for r in with_deadline if r.tenant == t])
+                                          for t in sorted({r.tenant for r in with_deadline})},
         "throughput_tokens_per_s": sum(r.output_tokens for r in ordered) / span if span > 0 else 0.0,
         "throughput_programs_per_s": len(ordered) / span if span > 0 else 0.0,
         "goodput_programs_per_s": within / span if span > 0 else 0.0,
@@ -54,3 +55,8 @@ def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (
         if decision_ms else None,
         "stability": stability(latency),
     }
+
+
+def _met(results: Sequence[ProgramResult]) -> float | None:
+    """Share of the programs finished by their deadline; None without deadlines."""
+    return sum(r.finished_s <= r.deadline_s for r in results) / len(results) if results else None

@@ -51,8 +51,6 @@ class CallResult:
     preemptions: int
     queued_s: float = 0.0
     """Time in the engine's queue, including the waits after preemptions."""
-    isolated_s: float = 0.0
-    """The call's latency alone on its engine (EngineProfile.isolated_request_s)."""
 
 
 @dataclass
@@ -66,11 +64,13 @@ class ProgramResult:
     correct: bool | None = None
     """Whether the final answer is right per the trace's labels; None when the trace has none."""
     isolated_s: float = 0.0
-    """The program's latency alone on the cluster with the same engines: its critical path of isolated
-    calls. ``latency_s / isolated_s`` is the SLO scale it meets (HexGen-Flow 5.1)."""
+    """The program's exclusive latency: alone on the cluster, its critical path of isolated calls averaged
+    over the engines (``reference_latency_s``), the same whatever the policy. ``latency_s / isolated_s``
+    is the SLO scale it meets (HexGen-Flow 5.1: "execution time in an exclusive environment")."""
     calls: dict[int, CallResult] = field(default_factory=dict)
     deadline_s: float = 0.0
     """Arrival + SLO scale x reference latency; 0 when the program's tenant has no SLO."""
+    tenant: str = "default"
 
     @property
     def latency_s(self) -> float:
@@ -121,11 +121,12 @@ class Simulation:
         self._programs = programs(records)
         specs = [EngineSpec(eid, e.model, e.profile) for eid, e in self.engines.items()]
         for pid, program in self._programs.items():
-            self.results[pid] = ProgramResult(pid, program[0].workflow, program[0].arrival_s)
+            self.results[pid] = ProgramResult(pid, program[0].workflow, program[0].arrival_s, tenant=program[0].tenant)
+            result = self.results[pid]
+            result.isolated_s = reference_latency_s(program, specs)
             scale = self.slo_scales.get(program[0].tenant, self.slo_scales.get("*"))
             if scale:
-                self._deadlines[pid] = self.results[pid].deadline_s = (
-                    program[0].arrival_s + scale * reference_latency_s(program, specs))
+                self._deadlines[pid] = result.deadline_s = program[0].arrival_s + scale * result.isolated_s
             self.loop.at(program[0].arrival_s, self._start, pid)
         if getattr(self.pipeline.priority_rule, "needs_agent_stats", False) or self._packs:
             self.loop.every(self.agent_priority_interval_s, self.monitor.refresh_agent_priorities)
@@ -214,7 +215,6 @@ class Simulation:
         call = result.calls[stage]
         call.first_scheduled_s, call.finished_s = req.first_scheduled_s or now, now
         call.output_tokens, call.preemptions, call.queued_s = req.output_tokens, req.preemptions, req.queued_s
-        call.isolated_s = self.engines[call.engine_id].profile.isolated_request_s(req.prompt_tokens, req.output_tokens)
         program = self._programs[program_id]
         done = {s for s, c in result.calls.items() if c.finished_s}
         for record in program:
@@ -224,18 +224,8 @@ class Simulation:
         if len(done) == len(program):
             result.finished_s = now
             result.correct = program[0].correct.get(result.model)
-            result.isolated_s = critical_path_s(program, result.calls)
             for observer in self.on_program_finished:
                 observer(result)
-
-
-def critical_path_s(program: list[StageRecord], calls: dict[int, CallResult]) -> float:
-    """Longest chain of isolated call times through the program's dependencies."""
-    done_at: dict[int, float] = {}
-    for record in program:  # sorted by stage_index; a stage depends only on earlier ones
-        start = max((done_at[d] for d in record.depends_on), default=0.0)
-        done_at[record.stage_index] = start + calls[record.stage_index].isolated_s
-    return max(done_at.values())
 
 
 def reference_latency_s(program: list[StageRecord], engines: Sequence[EngineSpec]) -> float:

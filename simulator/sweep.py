@@ -8,12 +8,14 @@ is described in YAML (``bench/sweeps/*.yaml``):
     name: hetero-code
     cluster: bench/clusters/hetero-l4.yaml   # a stack config: engines with profiles, router priors
     trace: {family: code, programs: 1500}    # or {path: t.jsonl, format: hetflow|mooncake}
+                                             # or {mix: [{family: sql, programs: 500, tenant: gold}, ...]}
     arrival: poisson                         # or gamma (bursty, cv)
     loads: {queueing_share: [0.05, 0.3, 0.6]}   # or {rates: [4, 8]} in programs/s
     policies: [least-load, chimera, "chimera:latency_slack=1.0"]
     seeds: [1, 2]
     router: learned                          # prior | oracle | learned
     predictor: learned                       # oracle | input-length | learned
+    slo_scales: {gold: 2.0, "*": 5.0}        # deadlines by tenant (HexGen-Flow 5.1), optional
 """
 
 from __future__ import annotations
@@ -99,10 +101,21 @@ def load_trace(spec: SweepSpec, seed: int, models: Sequence[str]) -> list[StageR
         records = [r for g in groups for r in g]
         span = max(g[0].arrival_s for g in groups) or 1.0
         return [replace(r, arrival_s=r.arrival_s * len(groups) / span) for r in records]
+    parts = trace["mix"] if "mix" in trace else [trace]
+    total = sum(int(p["programs"]) for p in parts)
+    records = [r for i, part in enumerate(parts) for r in _generated(part, seed + 1000 * i, models, spec, total)]
+    return sorted(records, key=lambda r: (r.arrival_s, r.program_id, r.stage_index))
+
+
+def _generated(part: Mapping[str, Any], seed: int, models: Sequence[str], spec: SweepSpec,
+               total_programs: int) -> list[StageRecord]:
+    """One component of a (mixed) trace: its family, for its tenant, at its share of the unit rate."""
     from hetflow.workloads.generate import generate
 
-    return generate(trace["family"], int(trace["programs"]), seed, models, arrival=spec.arrival, rate_per_s=1.0,
-                    cv=spec.cv)
+    n, tenant = int(part["programs"]), part.get("tenant", "default")
+    records = generate(part["family"], n, seed, models, arrival=spec.arrival, rate_per_s=n / total_programs,
+                       cv=spec.cv, tenant=tenant)
+    return records if tenant == "default" else [replace(r, program_id=f"{tenant}/{r.program_id}") for r in records]
 
 
 def at_rate(records: Sequence[StageRecord], rate_per_s: float) -> list[StageRecord]:

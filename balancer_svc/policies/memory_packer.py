@@ -4,16 +4,21 @@ The call's KV use is planned as its prompt, growing at the engine's decode speed
 end (eq. 1-2: the agent's most likely execution time, from the monitor; without one, the predicted
 output at that speed). Added to the engine's ledger of expected use per 0.5 s slot (eq. 3), an engine
 is available when no slot exceeds its KV capacity; among the available ones the lowest expected peak,
-as a share of the engine's capacity (engines differ in size), wins. With none available the call waits for the next slot (``WaitForCapacity``); an engine that
+as a share of the engine's capacity (engines differ in size), wins, or, with ``then: workload-balanced``, HexGen-Flow's eq. 4 score among them: memory decides
+where the call may go and compute where it should (engines on different GPUs differ in speed, which
+the peak alone ignores). With none available the call waits for the next slot (``WaitForCapacity``); an engine that
 reported preemptions is left out until it recovers. A call no engine of the model could ever hold is
 RESOURCE_EXHAUSTED, with the sizes.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from balancer_svc.call import LlmCall
 from balancer_svc.cost import call_output_tokens, stages_left
 from balancer_svc.policies import Choice, Prediction, WaitForCapacity, register
+from balancer_svc.policies.workload_balanced import WorkloadBalanced
 from balancer_svc.snapshot import ClusterSnapshot, EngineView
 from hetflow.errors import ResourceExhausted, Unavailable
 from monitor_svc.memory_ledger import SLOT_S, MemoryPlan
@@ -31,8 +36,11 @@ class MemoryPacker:
     plans_memory = True
     """Decisions carry the call's memory plan, which the monitor adds to the engine's ledger."""
 
-    def __init__(self, slot_s: float = SLOT_S) -> None:
-        self.slot_s = slot_s
+    def __init__(self, slot_s: float = SLOT_S, then: str = "lowest-peak", alpha: float = 0.0, beta: float = 1.0) -> None:
+        if then not in ("lowest-peak", "workload-balanced"):
+            raise ValueError(f"memory-packer then must be lowest-peak or workload-balanced, got {then!r}")
+        self.slot_s, self.then = slot_s, then
+        self.balanced = WorkloadBalanced(alpha, beta) if then == "workload-balanced" else None
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction | None = None
              ) -> Choice:
@@ -54,6 +62,11 @@ class MemoryPacker:
         if not available:
             raise WaitForCapacity(f"no engine of {model!r} has room in every slot: expected peaks "
                                   + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()), self.slot_s)
+        if self.balanced is not None:
+            among = replace(snapshot, engines=tuple(available))
+            choice = self.balanced.pick(call, among, model, prediction)
+            return replace(choice, rule="kairos:fits;" + choice.rule,
+                           params={**choice.params, "slot_s": self.slot_s, "peak_tokens": peaks[choice.chosen]})
         best = min(available, key=lambda e: (peaks[e.engine_id] / max(1, e.kv_capacity_tokens), e.engine_id))
         return Choice(best.engine_id, "kairos:lowest-expected-peak", scores=peaks,
                       loads={e.engine_id: float(e.kv_capacity_tokens) for e in engines},

@@ -30,16 +30,16 @@ from hetflow.workloads.trace import StageRecord, programs
 from simulator.cluster import cluster_from_stack, models_of
 from simulator.metrics import summarize
 from simulator.run import CallResult as SimCall
-from simulator.run import ProgramResult, critical_path_s
+from simulator.run import EngineSpec, ProgramResult, reference_latency_s
 
 
 async def replay(address: str, records: Sequence[StageRecord], duration_s: float, drain_s: float,
-                 profiles: dict[str, Any]) -> tuple[list[ProgramResult], list[float]]:
+                 engines: Sequence[EngineSpec]) -> tuple[list[ProgramResult], list[float]]:
     groups = [g for g in programs(records).values() if g[0].arrival_s <= duration_s]
     decision_ms: list[float] = []
     async with HetflowClient(address) as client:
         t0 = time.perf_counter()
-        tasks = [asyncio.create_task(_program(client, g, t0, profiles, decision_ms)) for g in groups]
+        tasks = [asyncio.create_task(_program(client, g, t0, engines, decision_ms)) for g in groups]
         done, pending = await asyncio.wait(tasks, timeout=duration_s + drain_s) if tasks else (set(), set())
         for task in pending:
             task.cancel()
@@ -48,7 +48,7 @@ async def replay(address: str, records: Sequence[StageRecord], duration_s: float
     return results, decision_ms
 
 
-async def _program(client: HetflowClient, program: list[StageRecord], t0: float, profiles: dict[str, Any],
+async def _program(client: HetflowClient, program: list[StageRecord], t0: float, engines: Sequence[EngineSpec],
                    decision_ms: list[float]) -> ProgramResult:
     first = program[0]
     await asyncio.sleep(max(0.0, t0 + first.arrival_s - time.perf_counter()))
@@ -56,16 +56,16 @@ async def _program(client: HetflowClient, program: list[StageRecord], t0: float,
     answers: dict[int, asyncio.Task[CallResult]] = {}
     for record in program:  # topological: a stage's dependencies were created before it
         answers[record.stage_index] = asyncio.create_task(
-            _stage(client, record, [answers[d] for d in record.depends_on], t0, result, profiles, decision_ms))
+            _stage(client, record, [answers[d] for d in record.depends_on], t0, result, engines, decision_ms))
     await asyncio.gather(*answers.values())
     result.finished_s = time.perf_counter() - t0
     result.correct = first.correct.get(result.model)
-    result.isolated_s = critical_path_s(program, result.calls)
+    result.isolated_s = reference_latency_s(program, engines)
     return result
 
 
 async def _stage(client: HetflowClient, record: StageRecord, upstream: list[asyncio.Task[CallResult]], t0: float,
-                 result: ProgramResult, profiles: dict[str, Any], decision_ms: list[float]) -> CallResult:
+                 result: ProgramResult, engines: Sequence[EngineSpec], decision_ms: list[float]) -> CallResult:
     texts = [(await u).text for u in upstream]
     max_tokens = max(1, round(statistics.mean(record.output_tokens.values())))
     request = build_request([("system", record.system_prompt), ("user", "\n\n".join([record.user_prompt, *texts]))],
@@ -79,10 +79,8 @@ async def _stage(client: HetflowClient, record: StageRecord, upstream: list[asyn
         decision_ms.append(call.receipt.decision_ms)
     if record.stage_index == record.stage_count:
         result.model = call.model
-    isolated = profiles[call.engine_id].isolated_request_s(call.prompt_tokens, call.output_tokens)
     result.calls[record.stage_index] = SimCall(record.stage_index, call.engine_id, sent, sent + call.queued_s,
-                                               sent + call.latency_s, call.output_tokens, 0, queued_s=call.queued_s,
-                                               isolated_s=isolated)
+                                               sent + call.latency_s, call.output_tokens, 0, queued_s=call.queued_s)
     return call
 
 
@@ -91,7 +89,6 @@ def run(args: argparse.Namespace) -> int:
 
     raw = load_stack(Path(args.config))
     engines = cluster_from_stack(raw)
-    profiles = {e.engine_id: e.profile for e in engines}
     if args.trace:
         from hetflow.workloads.trace import read_jsonl
 
@@ -107,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         if policy:
             config = out / f"stack-{policy.replace(':', '_')}.yaml"
             config.write_text(yaml.safe_dump(apply_to_stack(raw, resolve(policy)), sort_keys=False))
-        rows.append({"policy": policy or "config", **_one(config, raw, records, args, profiles)})
+        rows.append({"policy": policy or "config", **_one(config, raw, records, args, engines)})
     result = {"command": "hetflow bench " + " ".join(sys.argv[2:]), "machine": machine(), "rows": rows}
     (out / "results.json").write_text(json.dumps(result, indent=1))
     for r in rows:
@@ -119,14 +116,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _one(config: Path, raw: dict, records: Sequence[StageRecord], args: argparse.Namespace,
-         profiles: dict[str, Any]) -> dict[str, Any]:
+         engines: Sequence[EngineSpec]) -> dict[str, Any]:
     started_here = stackctl.read_state(load_stack(config)) is None
     if started_here and stackctl.up(config, 240) != 0:
         raise SystemExit(f"{config}: the stack did not start")
     try:
         host = raw.get("stack", {}).get("host", "127.0.0.1")
         address = f"{raw['balancer'].get('host', host)}:{raw['balancer']['port']}"
-        results, decision_ms = asyncio.run(replay(address, records, args.duration, args.drain, profiles))
+        results, decision_ms = asyncio.run(replay(address, records, args.duration, args.drain, engines))
     finally:
         if started_here:
             stackctl.down(config)
