@@ -18,8 +18,8 @@ async def test_replay_runs_each_program_after_its_dependencies_and_stops_at_the_
         for r in records:   # short calls: the sim engines run in real time
             r.output_tokens = {m: min(v, 12) for m, v in r.output_tokens.items()}
         duration = sorted({r.arrival_s for r in records})[7] + 1e-6        # the first 8 programs arrive in time
-        profiles = {e.engine_id: e.profile for e in cluster_from_stack(raw)}
-        results, decision_ms = await replay(stack.address("balancer"), records, duration, 60.0, profiles)
+        results, decision_ms = await replay(stack.address("balancer"), records, duration, 60.0,
+                                            cluster_from_stack(raw))
     finally:
         await stack.close()
     assert len(results) == 8 and len(decision_ms) == sum(len(r.calls) for r in results)
