@@ -34,7 +34,9 @@ from simulator.run import EngineSpec, ProgramResult, reference_latency_s
 
 
 async def replay(address: str, records: Sequence[StageRecord], duration_s: float, drain_s: float,
-                 engines: Sequence[EngineSpec]) -> tuple[list[ProgramResult], list[float]]:
+                 engines: Sequence[EngineSpec]) -> tuple[list[ProgramResult], list[float], list[str]]:
+    """Replay the programs arriving within ``duration_s``; their results, the balancer's decision times,
+    and one line per program that failed (its error), so none is lost silently."""
     groups = [g for g in programs(records).values() if g[0].arrival_s <= duration_s]
     decision_ms: list[float] = []
     async with HetflowClient(address) as client:
@@ -45,7 +47,9 @@ async def replay(address: str, records: Sequence[StageRecord], duration_s: float
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
     results = [t.result() for t in done if not t.exception() and t.result().finished_s]
-    return results, decision_ms
+    errors = [f"{type(t.exception()).__name__}: {t.exception()}" for t in done if t.exception()]
+    errors += [f"not finished within duration + drain ({duration_s + drain_s:g} s)"] * len(pending)
+    return results, decision_ms, errors
 
 
 async def _program(client: HetflowClient, program: list[StageRecord], t0: float, engines: Sequence[EngineSpec],
@@ -123,11 +127,12 @@ def _one(config: Path, raw: dict, records: Sequence[StageRecord], args: argparse
     try:
         host = raw.get("stack", {}).get("host", "127.0.0.1")
         address = f"{raw['balancer'].get('host', host)}:{raw['balancer']['port']}"
-        results, decision_ms = asyncio.run(replay(address, records, args.duration, args.drain, engines))
+        results, decision_ms, errors = asyncio.run(replay(address, records, args.duration, args.drain, engines))
     finally:
         if started_here:
             stackctl.down(config)
     summary = summarize(results, decision_ms)
+    summary["failed_programs"], summary["first_errors"] = len(errors), errors[:5]
     if results:
         summary["overhead_share_of_mean_latency"] = (summary["scheduler_overhead_ms"]["mean"] / 1e3
                                                      / statistics.mean(c.finished_s - c.dispatched_s

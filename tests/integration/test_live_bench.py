@@ -18,11 +18,11 @@ async def test_replay_runs_each_program_after_its_dependencies_and_stops_at_the_
         for r in records:   # short calls: the sim engines run in real time
             r.output_tokens = {m: min(v, 12) for m, v in r.output_tokens.items()}
         duration = sorted({r.arrival_s for r in records})[7] + 1e-6        # the first 8 programs arrive in time
-        results, decision_ms = await replay(stack.address("balancer"), records, duration, 60.0,
+        results, decision_ms, errors = await replay(stack.address("balancer"), records, duration, 60.0,
                                             cluster_from_stack(raw))
     finally:
         await stack.close()
-    assert len(results) == 8 and len(decision_ms) == sum(len(r.calls) for r in results)
+    assert not errors and len(results) == 8 and len(decision_ms) == sum(len(r.calls) for r in results)
     by_program = {r.program_id: r for r in results}
     for record in records:
         if record.program_id not in by_program:
