@@ -7,8 +7,10 @@ waiting requests age at the same rate, that order is the fixed key ``enqueued + 
 (``cost.urgency_order_key``), which the engine's heap holds as an ordinary priority. Aging still
 bounds starvation on top of it (Chimera 3.7).
 
-A call without a deadline gets ``default_slo_s`` from its arrival, or, when that is 0, a budget of
-``NO_DEADLINE_BUDGET_S``: served after every call with a deadline, first come first served.
+A call without a deadline gets one when ``default_slo_scale`` is set: its program's start plus that
+scale times the mean cost of its remaining stages, so among such calls the ones with less work left
+are due sooner (shortest job first, bounded by how long they have waited). With the scale at 0 it gets
+a budget of ``NO_DEADLINE_BUDGET_S``: served after every call with a deadline, first come first served.
 """
 
 from __future__ import annotations
@@ -25,28 +27,29 @@ NO_DEADLINE_BUDGET_S = 1e6
 class Urgency:
     prediction_target = "workflow"
 
-    def __init__(self, default_slo_s: float = 0.0) -> None:
-        if default_slo_s < 0:
-            raise ValueError("default_slo_s must be >= 0")
-        self.default_slo_s = default_slo_s
+    def __init__(self, default_slo_scale: float = 0.0) -> None:
+        if default_slo_scale < 0:
+            raise ValueError("default_slo_scale must be >= 0")
+        self.default_slo_scale = default_slo_scale
 
     def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext | None = None
                  ) -> tuple[float, Choice]:
         if context is None:
             raise ValueError("urgency needs the chosen engine and the time (a PriorityContext)")
-        now, wf = context.now_s, call.workflow
-        deadline = wf.deadline_unix_s or (call.received_unix_s + self.default_slo_s if self.default_slo_s else 0.0)
+        now, wf, snap = context.now_s, call.workflow, context.snapshot
         n_left = stages_left(wf.stage_index, wf.stage_count)
         output = call_output_tokens(prediction.median_tokens, n_left)
         this_cost = compute_cost_s(context.engine, call.input_tokens, output)
+        mean_this = mean_compute_cost_s(snap.engines, call.input_tokens, output)                 # eq. 6
+        mean_remaining = mean_this * n_left  # later stages estimated alike: same input, an even share of y-hat
+        deadline, rule = wf.deadline_unix_s, "urgency:slo-budget"
+        if not deadline and self.default_slo_scale:
+            deadline = (snap.program_start_s or now) + self.default_slo_scale * mean_remaining
+            rule = "urgency:default-slo"
         if not deadline:
             key = urgency_order_key(this_cost, NO_DEADLINE_BUDGET_S, now)
             return key, Choice(f"{key:.3f}", "urgency:no-deadline", scores={"t_comp_s": this_cost})
-        pool = context.snapshot.engines
-        mean_this = mean_compute_cost_s(pool, call.input_tokens, output)                         # eq. 6
-        mean_remaining = mean_this * n_left  # later stages estimated alike: same input, an even share of y-hat
         budget = slo_budget_s(deadline - now, mean_this, mean_remaining)                        # eq. 5
         key = urgency_order_key(this_cost, budget, now)                                          # eq. 7-8
-        return key, Choice(f"{key:.3f}", "urgency:slo-budget",
-                           scores={"t_comp_s": this_cost, "budget_s": budget, "remaining_s": deadline - now,
-                                   "stages_left": n_left})
+        return key, Choice(f"{key:.3f}", rule, scores={"t_comp_s": this_cost, "budget_s": budget,
+                                                       "remaining_s": deadline - now, "stages_left": n_left})

@@ -48,10 +48,17 @@ def test_calls_without_deadline_follow_every_call_with_one_first_come_first_serv
     first, choice = rule.priority(call(), Prediction(100), context(1.0))
     second, _ = rule.priority(call(), Prediction(100), context(2.0))
     assert with_deadline < first < second and choice.rule == "urgency:no-deadline"
-    defaulted, c = Urgency(default_slo_s=30.0).priority(call(received_unix_s=1.0), Prediction(100), context(1.0))
-    assert c.rule == "urgency:slo-budget" and defaulted < first
+    defaulted, c = Urgency(default_slo_scale=5.0).priority(call(), Prediction(100), context(1.0))
+    assert c.rule == "urgency:default-slo" and defaulted < first
 
 
 def test_urgency_needs_the_engine_and_the_time():
     with pytest.raises(ValueError):
         Urgency().priority(call(deadline_unix_s=5.0), Prediction(10))
+
+
+def test_default_slo_scale_puts_calls_with_less_work_left_first():
+    rule = Urgency(default_slo_scale=5.0)
+    short, _ = rule.priority(call(), Prediction(50), context(10.0))
+    long, _ = rule.priority(call(), Prediction(5000), context(10.0))
+    assert short < long
