@@ -33,6 +33,9 @@ class LlmCall:
     model_pin: str = ""
     want_receipt: bool = False
     received_unix_s: float = 0.0
+    known_input_tokens: int | None = None
+    """The prompt's length when the caller knows it better than the text does: a simulated call, whose
+    text stands in for a prompt it does not spell out."""
 
     @property
     def system_prompt(self) -> str:
@@ -50,4 +53,4 @@ class LlmCall:
 
     @property
     def input_tokens(self) -> int:
-        return count_tokens(self.full_input)
+        return self.known_input_tokens if self.known_input_tokens is not None else count_tokens(self.full_input)

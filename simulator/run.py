@@ -110,8 +110,9 @@ class Simulation:
         self._packs = getattr(self.pipeline.engine_picker, "plans_memory", False)
         self.held = 0
         """Decisions deferred because no engine had KV room (Kairos 6)."""
-        self._holding: set[str] = set()
-        """Calls held for KV room, to be decided again: not to be dispatched a second time meanwhile."""
+        self._holding: dict[str, float] = {}
+        """Calls held for KV room, with when they were first held: decided again later, never dispatched
+        twice meanwhile, and their hold counted as queueing."""
         self.on_program_finished: list[Callable[[ProgramResult], None]] = []
         """Observers of finished programs (the alpha tuner, simulator.tuning)."""
         self.decision_ms: list[float] = []
@@ -144,7 +145,6 @@ class Simulation:
                                 self.loop.now)
 
     def _retry(self, program_id: str, record: StageRecord) -> None:
-        self._holding.discard(f"{program_id}/{record.stage_index}")
         self._dispatch(program_id, record)
 
     def _start(self, program_id: str) -> None:
@@ -170,7 +170,7 @@ class Simulation:
                        workflow=WorkflowInfo(program_id, record.workflow, record.agent, record.stage_index,
                                              record.stage_count, record.upstream_agent, record.tenant,
                                              self._deadlines.get(program_id, 0.0)),
-                       received_unix_s=now)
+                       received_unix_s=now, known_input_tokens=max(record.input_tokens.values()))
         snapshot = self._snapshot(program_id, record.agent)
         candidates = self.pipeline.candidate_models(call, snapshot)
         router_asked = self.pipeline.needs_router(call, candidates)
@@ -185,7 +185,7 @@ class Simulation:
             return
         except WaitForCapacity as wait:  # held in the balancer until the next slot (Kairos 6)
             self.held += 1
-            self._holding.add(call.request_id)
+            self._holding.setdefault(call.request_id, now)
             self.loop.at(now + wait.retry_after_s, self._retry, program_id, record)
             return
         finally:
@@ -205,7 +205,9 @@ class Simulation:
         result = self.results[program_id]
         if record.stage_index == record.stage_count:  # the final answer's model decides correctness
             result.model = outcome.model
-        result.calls[record.stage_index] = CallResult(record.stage_index, outcome.engine_id, now, 0.0, 0.0, 0, 0)
+        held_since = self._holding.pop(call.request_id, now)  # a call held for room was dispatched when first tried
+        result.calls[record.stage_index] = CallResult(record.stage_index, outcome.engine_id, held_since, 0.0, 0.0, 0, 0,
+                                                      queued_s=now - held_since)
 
     def _finished(self, req: EngineRequest) -> None:
         now = self.loop.now
@@ -214,7 +216,8 @@ class Simulation:
         result = self.results[program_id]
         call = result.calls[stage]
         call.first_scheduled_s, call.finished_s = req.first_scheduled_s or now, now
-        call.output_tokens, call.preemptions, call.queued_s = req.output_tokens, req.preemptions, req.queued_s
+        call.output_tokens, call.preemptions = req.output_tokens, req.preemptions
+        call.queued_s += req.queued_s  # after any time held in the balancer for KV room
         program = self._programs[program_id]
         done = {s for s, c in result.calls.items() if c.finished_s}
         for record in program:
