@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
 
 from balancer_svc.snapshot import ClusterSnapshot
 from monitor_svc.memory_ledger import MemoryPlan
@@ -98,12 +101,12 @@ class PendingAdmits:
                 del self._entries[request_id]
 
 
-def _with_plans(ledger: tuple[float, ...], plans: list[MemoryPlan]) -> tuple[float, ...]:
+def _with_plans(ledger: Sequence[float], plans: list[MemoryPlan]) -> Sequence[float]:
     """The engine's ledger with this balancer's unacknowledged calls added from the current slot on."""
     if not plans:
         return ledger
-    slots = list(ledger)
+    slots = np.array(ledger, dtype=float)
     for plan in plans:
-        for k, tokens in enumerate(plan.slot_tokens()[:len(slots)]):
-            slots[k] += tokens
-    return tuple(slots)
+        tokens = plan.slot_tokens()[:len(slots)]
+        slots[:len(tokens)] += tokens
+    return slots

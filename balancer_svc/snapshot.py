@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from engine_svc.model.profile import EngineProfile
 
@@ -26,7 +27,7 @@ class EngineView:
     """Sum of the in-flight requests' predicted execution cost: HexGen-Flow's t_queue (eq. 3)."""
     profile: EngineProfile | None = None
     """The engine's timing profile, for execution-cost estimates (HexGen-Flow eq. 2)."""
-    kv_ledger_tokens: tuple[float, ...] = ()
+    kv_ledger_tokens: Sequence[float] = ()
     """Expected KV tokens in use in each coming slot, the current one first (Kairos 6, eq. 3)."""
     suspended: bool = False
     """The engine reported preemptions: no new dispatches until it recovers (Kairos 6)."""

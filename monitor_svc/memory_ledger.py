@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 SLOT_S = 0.5
 """Kairos's slot length: finer slots cost more per decision for little gain (6, step 1)."""
 
@@ -21,57 +23,62 @@ class MemoryPlan:
     decode_tokens_per_s: float
     expected_s: float
 
-    def slot_tokens(self, slot_s: float = SLOT_S) -> list[float]:
+    def slot_tokens(self, slot_s: float = SLOT_S) -> np.ndarray:
         """m_r at the end of each slot the request spans: prompt + speed x time, capped at its expected end
         (eq. 1 with eq. 2's expected duration)."""
         slots = max(1, math.ceil(self.expected_s / slot_s))
-        return [self.prompt_tokens + self.decode_tokens_per_s * min((k + 1) * slot_s, self.expected_s)
-                for k in range(slots)]
+        elapsed_s = np.minimum(np.arange(1, slots + 1) * slot_s, self.expected_s)
+        return self.prompt_tokens + self.decode_tokens_per_s * elapsed_s
 
 
 class MemoryLedger:
-    """One engine's expected KV tokens per absolute slot (slot k covers [k, k+1) x slot_s)."""
+    """One engine's expected KV tokens per slot from the current one on (eq. 3), as a sliding array of
+    ``horizon_slots`` slots; a plan longer than the horizon is cut there."""
 
-    def __init__(self, slot_s: float = SLOT_S) -> None:
+    def __init__(self, slot_s: float = SLOT_S, horizon_slots: int = 2400) -> None:
         self.slot_s = slot_s
-        self._slots: dict[int, float] = {}
-        self._entries: dict[str, tuple[int, list[float]]] = {}
+        self._tokens = np.zeros(horizon_slots)
+        self._origin = 0
+        """Absolute slot index of ``_tokens[0]``; slot k covers [k, k+1) x slot_s."""
+        self._entries: dict[str, tuple[int, np.ndarray]] = {}
 
     def slot_of(self, t_s: float) -> int:
         return math.floor(t_s / self.slot_s)
 
     def add(self, request_id: str, plan: MemoryPlan, now_s: float) -> None:
-        first, tokens = self.slot_of(now_s), plan.slot_tokens(self.slot_s)
-        self._entries[request_id] = (first, tokens)
-        for k, m in enumerate(tokens):
-            self._slots[first + k] = self._slots.get(first + k, 0.0) + m
+        current = self._advance(now_s)
+        tokens = plan.slot_tokens(self.slot_s)[:len(self._tokens)]
+        self._entries[request_id] = (current, tokens)
+        self._tokens[:len(tokens)] += tokens
 
     def remove(self, request_id: str, now_s: float) -> None:
         """The request is gone: its slots from now on are free again (past slots are history)."""
         entry = self._entries.pop(request_id, None)
         if entry is None:
             return
+        current = self._advance(now_s)
         first, tokens = entry
-        current = self.slot_of(now_s)
-        for k, m in enumerate(tokens):
-            slot = first + k
-            if slot >= current and slot in self._slots:
-                left = self._slots[slot] - m
-                if left > 1e-6:
-                    self._slots[slot] = left
-                else:
-                    del self._slots[slot]
-        self._prune(current)
+        left = tokens[current - first:]
+        if len(left):
+            span = self._tokens[:len(left)]
+            np.maximum(span - left, 0.0, out=span)  # no float drift below zero
 
-    def window(self, now_s: float, slots: int) -> list[float]:
+    def window(self, now_s: float, slots: int) -> np.ndarray:
         """Expected tokens in the ``slots`` slots from the current one on."""
-        current = self.slot_of(now_s)
-        self._prune(current)
-        return [self._slots.get(current + k, 0.0) for k in range(slots)]
+        self._advance(now_s)
+        return self._tokens[:slots].copy()
 
-    def _prune(self, current: int) -> None:
-        for slot in [s for s in self._slots if s < current]:
-            del self._slots[slot]
+    def _advance(self, now_s: float) -> int:
+        current = self.slot_of(now_s)
+        shift = current - self._origin
+        if shift > 0:
+            if shift >= len(self._tokens):
+                self._tokens[:] = 0.0
+            else:
+                self._tokens[:-shift] = self._tokens[shift:]
+                self._tokens[-shift:] = 0.0
+            self._origin = current
+        return current
 
     def __contains__(self, request_id: str) -> bool:
         return request_id in self._entries

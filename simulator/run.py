@@ -155,7 +155,7 @@ class Simulation:
     def _snapshot(self, program_id: str, agent: str) -> ClusterSnapshot:
         horizon = self.monitor.limits.ledger_horizon_slots
         views = tuple(replace(engine.view(record.in_flight_tokens, len(record.in_flight), record.in_flight_cost_s),
-                              kv_ledger_tokens=tuple(record.ledger.window(self.loop.now, horizon)) if self._packs else (),
+                              kv_ledger_tokens=record.ledger.window(self.loop.now, horizon) if self._packs else (),
                               suspended=record.suspended)
                       for eid, engine in self.engines.items() for record in [self.monitor.engines[eid]])
         stats = self.monitor.agent_stats

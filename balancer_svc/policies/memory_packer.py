@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from balancer_svc.call import LlmCall
 from balancer_svc.cost import call_output_tokens, stages_left
 from balancer_svc.policies import Choice, Prediction, WaitForCapacity, register
@@ -25,8 +27,14 @@ from monitor_svc.memory_ledger import SLOT_S, MemoryPlan
 
 
 def plan_for(call: LlmCall, engine: EngineView, expected_s: float | None, output_tokens: float) -> MemoryPlan:
-    """Kairos eq. 1-2 for ``call`` on ``engine``: one sequence decodes a token per full-batch iteration."""
-    speed = 1e3 / max(engine.decode_ms_per_token, 1e-6)
+    """Kairos eq. 1-2 for ``call`` on ``engine``. The decode speed is one token per iteration at the
+    engine's current batch (its profile), or per full-batch iteration without a profile."""
+    if engine.profile is not None:
+        batch = max(1, engine.running + 1)
+        step_ms = engine.profile.step_ms(0, batch, batch * (call.input_tokens + output_tokens / 2))
+    else:
+        step_ms = engine.decode_ms_per_token
+    speed = 1e3 / max(step_ms, 1e-6)
     duration = expected_s if expected_s else output_tokens / speed
     return MemoryPlan(call.input_tokens, speed, duration)
 
@@ -75,6 +83,8 @@ class MemoryPacker:
     def _peak(self, engine: EngineView, plan: MemoryPlan) -> tuple[float, bool]:
         """Expected peak with the call added, and whether every slot it spans stays within capacity."""
         mine = plan.slot_tokens(self.slot_s)
-        ledger = list(engine.kv_ledger_tokens) + [0.0] * max(0, len(mine) - len(engine.kv_ledger_tokens))
-        totals = [used + (mine[k] if k < len(mine) else 0.0) for k, used in enumerate(ledger)]
-        return max(totals), max(totals[:len(mine)]) <= engine.kv_capacity_tokens
+        ledger = np.asarray(engine.kv_ledger_tokens, dtype=float)
+        if len(ledger) < len(mine):
+            ledger = np.pad(ledger, (0, len(mine) - len(ledger)))
+        spanned = ledger[:len(mine)] + mine
+        return float(max(spanned.max(), ledger.max())), bool(spanned.max() <= engine.kv_capacity_tokens)

@@ -18,4 +18,13 @@ def test_ledger_sums_requests_and_an_early_finish_frees_the_rest():
     ledger.remove("a", now_s=10.6)                       # finished in the second slot, not the fourth
     assert ledger.window(10.6, 4) == pytest.approx([50.0, 0.0, 0.0, 0.0])
     ledger.remove("b", now_s=11.0)
-    assert ledger.window(11.0, 3) == [0.0, 0.0, 0.0] and "a" not in ledger
+    assert list(ledger.window(11.0, 3)) == [0.0, 0.0, 0.0] and "a" not in ledger
+
+
+def test_ledger_slides_with_time_and_cuts_plans_at_its_horizon():
+    ledger = MemoryLedger(0.5, horizon_slots=4)
+    ledger.add("long", MemoryPlan(10, 0.0, 10.0), now_s=0.0)      # 20 slots, kept: 4
+    assert list(ledger.window(0.0, 4)) == [10.0] * 4
+    assert list(ledger.window(1.0, 4)) == [10.0, 10.0, 0.0, 0.0]  # two slots later
+    ledger.remove("long", now_s=1.0)
+    assert list(ledger.window(1.0, 4)) == [0.0] * 4

@@ -122,7 +122,7 @@ def test_memory_packer_holds_calls_under_kv_pressure_and_every_program_finishes(
     assert len(results) == len(programs(sql_trace)) and not sim.rejected
     assert sim.held > 0                                   # the packer made calls wait for room
     for record in sim.monitor.engines.values():
-        assert record.ledger.window(sim.loop.now, 10) == [0.0] * 10 and not record.in_flight
+        assert list(record.ledger.window(sim.loop.now, 10)) == [0.0] * 10 and not record.in_flight
 
 
 def test_alpha_tuning_replays_the_window_and_sets_the_best_alpha():
