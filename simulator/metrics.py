@@ -51,7 +51,8 @@ def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (
         "queueing_share": sum(r.queued_s for r in ordered) / sum(latency) if sum(latency) else 0.0,
         "preemptions": sum(c.preemptions for r in ordered for c in r.calls.values()),
         "models": {m: sum(r.model == m for r in ordered) for m in sorted({r.model for r in ordered})},
-        "scheduler_overhead_ms": {"mean": statistics.mean(decision_ms), "p99": percentile(decision_ms, 0.99)}
+        "scheduler_overhead_ms": {"mean": statistics.mean(decision_ms), "p50": percentile(decision_ms, 0.5),
+                                  "p99": percentile(decision_ms, 0.99)}
         if decision_ms else None,
         "stability": stability(latency),
     }
