@@ -41,6 +41,9 @@ class VllmConfig:
     gpu_memory_utilization: float = 0.9
     enforce_eager: bool = True
     seed: int = 0
+    enable_prefix_caching: bool = True
+    """vLLM's automatic prefix caching. ``hetflow profile`` turns it off: the engine model does not
+    model cache hits, so measuring with them would make prefill look free."""
 
 
 @dataclass(frozen=True)

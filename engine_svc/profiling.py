@@ -51,10 +51,13 @@ async def timed_call(backend: VllmBackend, request_id: str, prompt: str, max_tok
 
 
 async def measure_prefill(backend: VllmBackend, prompt_words: Sequence[int], repeats: int) -> list[tuple[int, float]]:
+    """Time to first token per prompt length. Every measurement has a length of its own, as the calls
+    of a real trace do: a repeated length would time the second call with its kernels already set up
+    for that shape."""
     out = []
     for words in prompt_words:
         for r in range(repeats):
-            t = await timed_call(backend, f"prefill-{words}-{r}", prompt_of(words), 1)
+            t = await timed_call(backend, f"prefill-{words}-{r}", prompt_of(words + 7 * r), 1)
             out.append((t.prompt_tokens, t.first_token_s * 1e3))
     return out
 
@@ -88,16 +91,23 @@ def fit(prefill: Sequence[tuple[int, float]], decode: Sequence[tuple[int, float,
 
 
 async def profile_vllm(cfg: VllmConfig, model: str, base_profile: str, batch_sizes: Sequence[int] = (1, 2, 4, 8),
-                       prompt_words: Sequence[int] = (16, 256, 768), output_tokens: int = 64,
-                       prefill_words: Sequence[int] = (32, 128, 512, 1024, 1536), repeats: int = 3
+                       context_tokens: Sequence[int] = (32, 512, 1536), output_tokens: int = 64,
+                       prefill_tokens: Sequence[int] = (64, 256, 768, 1536), repeats: int = 3
                        ) -> tuple[EngineProfile, dict]:
+    """Measure ``model`` behind hetflow's queue and fit its profile. The grids are in prompt tokens; a
+    warm-up call tells how many tokens a prompt word makes with the model's tokenizer."""
     backend = VllmBackend(model, cfg, make_queue(QueueConfig()), base_profile)
     await backend.start()
     try:
-        await timed_call(backend, "warmup", prompt_of(64), 8)
-        prefill = await measure_prefill(backend, prefill_words, repeats)
-        decode = await measure_decode(backend, [b for b in batch_sizes if b <= cfg.max_num_seqs], prompt_words,
-                                      output_tokens)
+        warmup = await timed_call(backend, "warmup", prompt_of(64), 8)
+        tokens_per_word = max(1e-9, warmup.prompt_tokens / 64)
+
+        def words(tokens: int) -> int:
+            return max(1, int(tokens / tokens_per_word))
+
+        prefill = await measure_prefill(backend, [words(t) for t in prefill_tokens], repeats)
+        decode = await measure_decode(backend, [b for b in batch_sizes if b <= cfg.max_num_seqs],
+                                      [words(t) for t in context_tokens], output_tokens)
         assert backend.profile is not None
         allocated = backend.profile
     finally:

@@ -63,7 +63,8 @@ class VllmBackend:
             model=self.model_dir, load_format=self.cfg.load_format, dtype=self.cfg.dtype,
             max_model_len=self.cfg.max_model_len, max_num_seqs=self.cfg.max_num_seqs,
             enforce_eager=self.cfg.enforce_eager, scheduling_policy="priority", seed=self.cfg.seed,
-            gpu_memory_utilization=self.cfg.gpu_memory_utilization, disable_log_stats=False)
+            gpu_memory_utilization=self.cfg.gpu_memory_utilization, disable_log_stats=False,
+            enable_prefix_caching=self.cfg.enable_prefix_caching)
         if current_platform.is_cpu():
             # On CPU gpu_memory_utilization is a share of host memory; size the KV cache explicitly.
             args.gpu_memory_utilization = min(self.cfg.gpu_memory_utilization, 0.1)

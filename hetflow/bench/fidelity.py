@@ -54,7 +54,8 @@ async def run_real(cfg: VllmConfig, records: Sequence[StageRecord]) -> tuple[dic
     await backend.start()
     prompt_tokens: dict[str, int] = {}
     try:
-        await timed_call(backend, "warmup", prompt_of(32), 4)
+        warmup = await timed_call(backend, "warmup", prompt_of(64), 4)
+        tokens_per_word = max(1e-9, warmup.prompt_tokens / 64)
         t0 = time.perf_counter()
 
         async def program(stages: list[StageRecord]) -> float:
@@ -68,7 +69,8 @@ async def run_real(cfg: VllmConfig, records: Sequence[StageRecord]) -> tuple[dic
 
         async def stage(r: StageRecord, upstream: list[asyncio.Task]) -> None:
             await asyncio.gather(*upstream)
-            timing = await timed_call(backend, f"{r.program_id}/{r.stage_index}", prompt_of(r.input_tokens[MODEL]),
+            words = max(1, int(r.input_tokens[MODEL] / tokens_per_word))
+            timing = await timed_call(backend, f"{r.program_id}/{r.stage_index}", prompt_of(words),
                                       r.output_tokens[MODEL])
             prompt_tokens[f"{r.program_id}/{r.stage_index}"] = timing.prompt_tokens
 
@@ -100,7 +102,7 @@ def compare(real: dict, sim: dict, output_tokens: int) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = VllmConfig(max_num_seqs=args.max_num_seqs, kv_cache_gib=args.kv_cache_gib)
+    cfg = VllmConfig(max_num_seqs=args.max_num_seqs, kv_cache_gib=args.kv_cache_gib, enable_prefix_caching=False)
     profile, raw = asyncio.run(profile_vllm(cfg, MODEL, "tiny-llama-cpu.yaml"))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
