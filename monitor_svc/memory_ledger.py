@@ -78,7 +78,17 @@ class MemoryLedger:
                 self._tokens[:-shift] = self._tokens[shift:]
                 self._tokens[-shift:] = 0.0
             self._origin = current
+            self._extend_overdue(current)
         return current
+
+    def _extend_overdue(self, current: int) -> None:
+        """A call still in flight past its planned end holds its final size for another span as long as
+        its plan (Kairos 6: requests slower than anticipated keep their memory)."""
+        for request_id, (first, tokens) in list(self._entries.items()):
+            if first + len(tokens) <= current:
+                extended = np.full(min(len(tokens), len(self._tokens)), tokens[-1])
+                self._tokens[:len(extended)] += extended
+                self._entries[request_id] = (current, extended)
 
     def __contains__(self, request_id: str) -> bool:
         return request_id in self._entries

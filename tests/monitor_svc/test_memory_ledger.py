@@ -28,3 +28,12 @@ def test_ledger_slides_with_time_and_cuts_plans_at_its_horizon():
     assert list(ledger.window(1.0, 4)) == [10.0, 10.0, 0.0, 0.0]  # two slots later
     ledger.remove("long", now_s=1.0)
     assert list(ledger.window(1.0, 4)) == [0.0] * 4
+
+
+def test_a_call_past_its_planned_end_keeps_its_final_size_until_released():
+    ledger = MemoryLedger(0.5)
+    ledger.add("slow", MemoryPlan(100, 20.0, 1.0), now_s=0.0)     # planned: 110, 120 over two slots
+    assert list(ledger.window(0.0, 3)) == pytest.approx([110.0, 120.0, 0.0])
+    assert list(ledger.window(1.0, 3)) == pytest.approx([120.0, 120.0, 0.0])   # overdue: held at 120 for 2 more slots
+    ledger.remove("slow", now_s=1.2)
+    assert list(ledger.window(1.2, 3)) == [0.0, 0.0, 0.0]
