@@ -6,9 +6,13 @@ of the local priority queue (eq. 5-8).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
+from balancer_svc.call import LlmCall
 from balancer_svc.snapshot import EngineView
+
+if TYPE_CHECKING:
+    from balancer_svc.policies import Prediction
 
 QUEUE_FLOOR_S = 1e-3
 """Smallest t_queue eq. 4 divides by: an idle engine scores (1 - alpha) * beta / 1 ms, not infinity."""
@@ -68,8 +72,11 @@ def stages_left(stage_index: int, stage_count: int) -> int:
     return stage_count - stage_index + 1 if 0 < stage_index <= stage_count else 1
 
 
-def call_output_tokens(remaining_workflow_tokens: float, stages: int) -> float:
+def call_output_tokens(call: LlmCall, prediction: Prediction | None) -> float:
     """L_out-hat of one call from a workflow-level prediction: the remaining tokens split evenly over
-    the remaining stages. A baseline: Chimera's predictor estimates the workflow's remaining output,
-    HexGen-Flow's eq. 2 wants the call's."""
-    return remaining_workflow_tokens / max(1, stages)
+    the remaining stages (its max_tokens without a prediction). A baseline: Chimera's predictor
+    estimates the workflow's remaining output, HexGen-Flow's eq. 2 wants the call's."""
+    if prediction is None:
+        return float(call.sampling.max_tokens)
+    wf = call.workflow
+    return prediction.median_tokens / stages_left(wf.stage_index, wf.stage_count)

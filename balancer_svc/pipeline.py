@@ -14,7 +14,7 @@ from typing import Mapping
 from balancer_svc import policies
 from balancer_svc.call import LlmCall
 from balancer_svc.config import PolicyConfig
-from balancer_svc.cost import call_output_tokens, compute_cost_s, stages_left
+from balancer_svc.cost import call_output_tokens, compute_cost_s
 from balancer_svc.policies import Choice, Prediction, PriorityContext
 from balancer_svc.policies.memory_packer import plan_for
 from monitor_svc.memory_ledger import MemoryPlan
@@ -102,8 +102,7 @@ class Pipeline:
             priority_choice = _noted(priority_choice, "deadline-passed:best-effort")
         stages.append(StageRecord("priority", self.priority_rule.type_name, priority_choice,
                                   (time.perf_counter() - t) * 1e3))
-        wf = call.workflow
-        output = call_output_tokens(prediction.median_tokens, stages_left(wf.stage_index, wf.stage_count))
+        output = call_output_tokens(call, prediction)
         plan = (plan_for(call, engine, view.agent_expected_s, output)
                 if getattr(self.engine_picker, "plans_memory", False) else None)
         return Outcome(model, engine.engine_id, priority, prediction, stages,

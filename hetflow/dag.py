@@ -18,6 +18,7 @@ what the balancer's urgency and the monitor's progress read.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import uuid
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Mapping, Protocol, Sequence
@@ -163,4 +164,4 @@ async def run_dag(client: CompletionClient, dag: WorkflowDag, messages_for: Mess
 
 
 async def _maybe_await(value: Messages | Awaitable[Messages]) -> Messages:
-    return await value if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future) else value  # type: ignore[return-value]
+    return await value if inspect.isawaitable(value) else value  # type: ignore[return-value]

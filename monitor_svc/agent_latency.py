@@ -29,14 +29,16 @@ class LatencySamples:
     def __init__(self, first_check: int = 16, relative_threshold: float = 0.05, max_samples: int = 4096) -> None:
         self.first_check, self.relative_threshold, self.max_samples = first_check, relative_threshold, max_samples
         self.samples: list[float] = []
+        self._seen = 0
         self._previous: list[float] = []
         self._next_check = first_check
         self.converged = False
         self.last_distance_s: float | None = None
 
     def add(self, latency_s: float) -> None:
+        self._seen += 1
         if len(self.samples) >= self.max_samples:
-            self.samples[len(self.samples) % self.max_samples] = latency_s  # a window once the cap is reached
+            self.samples[(self._seen - 1) % self.max_samples] = latency_s  # the newest replace the oldest
             return
         self.samples.append(latency_s)
         if len(self.samples) == self._next_check:

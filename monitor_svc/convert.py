@@ -11,7 +11,7 @@ def snapshot_to_proto(state: MonitorState, program_id: str, now_s: float, agent:
     engines = [
         monitor_pb2.EngineLoad(status=record.status, in_flight_tokens=record.in_flight_tokens,
                                in_flight_cost_s=record.in_flight_cost_s, suspended=record.suspended,
-                               kv_ledger_tokens=record.ledger.window(now_s, state.limits.ledger_horizon_slots),
+                               kv_ledger_tokens=record.ledger.occupied_window(now_s, state.limits.ledger_horizon_slots),
                                in_flight_requests=len(record.in_flight),
                                healthy=state.is_healthy(record, now_s), status_age_s=now_s - record.received_s)
         for record in state.engines.values()

@@ -68,6 +68,11 @@ class MemoryLedger:
         self._advance(now_s)
         return self._tokens[:slots].copy()
 
+    def occupied_window(self, now_s: float, slots: int) -> np.ndarray:
+        """``window`` up to its last occupied slot: what a snapshot carries (nothing for an engine no
+        packing decision has used, so other policies' snapshots do not grow)."""
+        return np.trim_zeros(self.window(now_s, slots), "b")
+
     def _advance(self, now_s: float) -> int:
         current = self.slot_of(now_s)
         shift = current - self._origin

@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from balancer_svc.call import LlmCall
-from balancer_svc.cost import call_output_tokens, stages_left
+from balancer_svc.cost import call_output_tokens
 from balancer_svc.policies import Choice, Prediction, WaitForCapacity, register
 from balancer_svc.policies.workload_balanced import WorkloadBalanced
 from balancer_svc.snapshot import ClusterSnapshot, EngineView
@@ -60,9 +60,7 @@ class MemoryPacker:
             raise ResourceExhausted(f"call needs {needed} KV tokens (prompt {call.input_tokens} + max_tokens "
                                     f"{call.sampling.max_tokens}); the largest engine of {model!r} holds "
                                     f"{max(e.kv_capacity_tokens for e in engines)}")
-        wf = call.workflow
-        output = call_output_tokens(prediction.median_tokens if prediction else call.sampling.max_tokens,
-                                    stages_left(wf.stage_index, wf.stage_count))
+        output = call_output_tokens(call, prediction)
         peaks, fits = {}, {}
         for e in engines:
             peaks[e.engine_id], fits[e.engine_id] = self._peak(e, plan_for(call, e, snapshot.agent_expected_s, output))

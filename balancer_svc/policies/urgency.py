@@ -38,7 +38,7 @@ class Urgency:
             raise ValueError("urgency needs the chosen engine and the time (a PriorityContext)")
         now, wf, snap = context.now_s, call.workflow, context.snapshot
         n_left = stages_left(wf.stage_index, wf.stage_count)
-        output = call_output_tokens(prediction.median_tokens, n_left)
+        output = call_output_tokens(call, prediction)
         this_cost = compute_cost_s(context.engine, call.input_tokens, output)
         mean_this = mean_compute_cost_s(snap.engines, call.input_tokens, output)                 # eq. 6
         mean_remaining = mean_this * n_left  # later stages estimated alike: same input, an even share of y-hat

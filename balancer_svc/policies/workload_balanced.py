@@ -9,7 +9,7 @@ alpha = 0 balances queues only, alpha = 1 picks the fastest engine; the tuner (4
 from __future__ import annotations
 
 from balancer_svc.call import LlmCall
-from balancer_svc.cost import call_output_tokens, compute_cost_s, stages_left, workload_balanced_score
+from balancer_svc.cost import call_output_tokens, compute_cost_s, workload_balanced_score
 from balancer_svc.policies import Choice, Prediction, register
 from balancer_svc.snapshot import ClusterSnapshot
 from hetflow.errors import Unavailable
@@ -27,9 +27,7 @@ class WorkloadBalanced:
         engines = snapshot.healthy_engines(model)
         if not engines:
             raise Unavailable(f"no healthy engine for model {model!r}")
-        wf = call.workflow
-        output = call_output_tokens(prediction.median_tokens if prediction else call.sampling.max_tokens,
-                                    stages_left(wf.stage_index, wf.stage_count))
+        output = call_output_tokens(call, prediction)
         comp = {e.engine_id: compute_cost_s(e, call.input_tokens, output) for e in engines}
         scores = {e.engine_id: workload_balanced_score(e.in_flight_cost_s, comp[e.engine_id], self.alpha, self.beta)
                   for e in engines}

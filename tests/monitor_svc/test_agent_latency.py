@@ -39,3 +39,10 @@ def test_mds_puts_the_clearly_shorter_agent_first():
     prio = agent_priorities(remaining)
     assert sorted(prio, key=prio.get) == ["judge", "writer", "planner"]
     assert agent_priorities({}) == {}
+
+
+def test_past_the_cap_the_newest_samples_replace_the_oldest():
+    s = LatencySamples(max_samples=4)
+    for x in [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]:
+        s.add(x)
+    assert sorted(s.samples) == [3.0, 4.0, 5.0, 6.0]

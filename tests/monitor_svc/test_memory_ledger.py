@@ -37,3 +37,10 @@ def test_a_call_past_its_planned_end_keeps_its_final_size_until_released():
     assert list(ledger.window(1.0, 3)) == pytest.approx([120.0, 120.0, 0.0])   # overdue: held at 120 for 2 more slots
     ledger.remove("slow", now_s=1.2)
     assert list(ledger.window(1.2, 3)) == [0.0, 0.0, 0.0]
+
+
+def test_occupied_window_stops_at_the_last_occupied_slot():
+    ledger = MemoryLedger(0.5)
+    assert len(ledger.occupied_window(0.0, 240)) == 0
+    ledger.add("a", MemoryPlan(10, 0.0, 1.0), now_s=0.0)
+    assert list(ledger.occupied_window(0.0, 240)) == [10.0, 10.0]

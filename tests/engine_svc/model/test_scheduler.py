@@ -121,3 +121,20 @@ def test_queue_time_counts_the_waits_after_preemptions():
     assert bad.queued_s == pytest.approx(expected_s[bad])
     assert bad.queued_s > bad.first_scheduled_s - bad.arrival_s
     assert good.queued_s == pytest.approx(expected_s[good])
+
+
+def test_sim_backend_queue_deltas_sum_to_the_request_queue_time():
+    from engine_svc.backends.sim import _queued_delta_s
+
+    s = make(kv_capacity_tokens=128, block_size=16, max_num_seqs=8)
+    bad = request(prompt_tokens=48, output_tokens=40, priority=9, arrival_s=0.0)
+    s.add(request(prompt_tokens=48, output_tokens=40, priority=1, arrival_s=0.0))
+    s.add(bad)
+    now, reported = 0.0, 0.0
+    while s.has_work:
+        plan = s.schedule(now)
+        now += plan.duration_s
+        for event in s.update_from_step(plan, now):
+            if event.request is bad:
+                reported += _queued_delta_s(bad, event.finished)
+    assert bad.preemptions > 0 and reported == pytest.approx(bad.queued_s)
