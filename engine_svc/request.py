@@ -56,6 +56,9 @@ class EngineRequest:
     """Time spent waiting in the queue, summed over the first wait and every wait after a preemption."""
     queued_since_s: float | None = None
     """When the request last entered the queue; None while it runs."""
+    queued_intervals_s: list[tuple[float, float]] = field(default_factory=list)
+    """Each wait as (entered queue, scheduled): a program's parallel calls wait at the same time, and its
+    queueing share is the union of their waits, not the sum."""
     finished_s: float | None = None
     finish_reason: str = ""
     seq: int = field(default_factory=lambda: next(_arrival_seq))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from balancer_svc.call import LlmCall, WorkflowInfo
 from balancer_svc.config import PolicyConfig
@@ -49,8 +49,13 @@ class CallResult:
     finished_s: float
     output_tokens: int
     preemptions: int
-    queued_s: float = 0.0
-    """Time in the engine's queue, including the waits after preemptions."""
+    queued_intervals_s: list[tuple[float, float]] = field(default_factory=list)
+    """Each wait as (from, to): held in the balancer for KV room, in the engine's queue, and after every
+    preemption."""
+
+    @property
+    def queued_s(self) -> float:
+        return sum(end - start for start, end in self.queued_intervals_s)
 
 
 @dataclass
@@ -82,7 +87,19 @@ class ProgramResult:
 
     @property
     def queued_s(self) -> float:
-        return sum(c.queued_s for c in self.calls.values())
+        """Time during which at least one of the program's calls was waiting: the union of their waits,
+        so that parallel calls waiting together count once and the share never passes 100%."""
+        return union_length_s(interval for c in self.calls.values() for interval in c.queued_intervals_s)
+
+
+def union_length_s(intervals: Iterable[tuple[float, float]]) -> float:
+    """Total length covered by the intervals, overlaps counted once."""
+    total_s, reach_s = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach_s:
+            total_s += end - max(start, reach_s)
+            reach_s = end
+    return total_s
 
 
 class Simulation:
@@ -206,8 +223,9 @@ class Simulation:
         if record.stage_index == record.stage_count:  # the final answer's model decides correctness
             result.model = outcome.model
         held_since = self._holding.pop(call.request_id, now)  # a call held for room was dispatched when first tried
+        held = [(held_since, now)] if now > held_since else []
         result.calls[record.stage_index] = CallResult(record.stage_index, outcome.engine_id, held_since, 0.0, 0.0, 0, 0,
-                                                      queued_s=now - held_since)
+                                                      queued_intervals_s=held)
 
     def _finished(self, req: EngineRequest) -> None:
         now = self.loop.now
@@ -217,7 +235,7 @@ class Simulation:
         call = result.calls[stage]
         call.first_scheduled_s, call.finished_s = req.first_scheduled_s or now, now
         call.output_tokens, call.preemptions = req.output_tokens, req.preemptions
-        call.queued_s += req.queued_s  # after any time held in the balancer for KV room
+        call.queued_intervals_s += req.queued_intervals_s  # after any time held in the balancer for KV room
         program = self._programs[program_id]
         done = {s for s, c in result.calls.items() if c.finished_s}
         for record in program:

@@ -84,7 +84,8 @@ async def _stage(client: HetflowClient, record: StageRecord, upstream: list[asyn
     if record.stage_index == record.stage_count:
         result.model = call.model
     result.calls[record.stage_index] = SimCall(record.stage_index, call.engine_id, sent, sent + call.queued_s,
-                                               sent + call.latency_s, call.output_tokens, 0, queued_s=call.queued_s)
+                                               sent + call.latency_s, call.output_tokens, 0,
+                                               queued_intervals_s=[(sent, sent + call.queued_s)])
     return call
 
 

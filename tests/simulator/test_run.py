@@ -10,7 +10,7 @@ from engine_svc.model.profile import load_profile
 from hetflow.workloads.generate import generate
 from hetflow.workloads.trace import programs
 from simulator.metrics import summarize
-from simulator.run import EngineSpec, Simulation, reference_latency_s
+from simulator.run import EngineSpec, Simulation, reference_latency_s, union_length_s
 from simulator.signals import Signals
 
 SMALL, LARGE = "qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"
@@ -52,6 +52,19 @@ def test_tokens_are_conserved_and_kv_capacity_holds_under_pressure(sql_trace):
         assert engine.max_used_blocks <= engine.scheduler.kv.num_blocks
     assert summarize(results)["queueing_share"] > 0.05
     assert not sim.monitor.entries                                 # no in-flight entry left behind
+
+
+def test_parallel_calls_waiting_together_count_once_in_the_queueing_share(sql_trace):
+    _, results = simulate(sql_trace, kv_tokens=3000)
+    summed = [r for r in results if sum(c.queued_s for c in r.calls.values()) > r.latency_s]
+    assert summed                                                  # the fan-out's waits overlap under pressure
+    assert all(0.0 <= r.queued_s <= r.latency_s + 1e-9 for r in results)
+    assert 0.0 < summarize(results)["queueing_share"] < 1.0
+
+
+def test_union_length_counts_overlaps_once():
+    assert union_length_s([]) == 0.0
+    assert union_length_s([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0), (5.5, 5.8)]) == pytest.approx(4.0)
 
 
 def test_a_stage_never_starts_before_its_dependencies_finish(sql_trace):
