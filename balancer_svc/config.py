@@ -35,6 +35,11 @@ class BalancerConfig:
     past_deadline: str = "reject"
     """A call that arrives after its program's deadline: "reject" (DEADLINE_EXCEEDED) or "best-effort"
     (served without the deadline; the receipt says so)."""
+    alpha_tuning: bool = True
+    """HexGen-Flow 4.3: re-tune the engine stage's alpha by replay when tail latency regresses; only
+    where the engine stage has an alpha (workload-balanced, or memory-packer then workload-balanced)."""
+    alpha_window_s: float = 100.0
+    """The tuner's sliding window (HexGen-Flow: 100 s)."""
     dependency_timeout_s: float = 2.0
     """Timeout of each router, predictor and monitor call on the request path."""
     serve: ServeConfig = field(default_factory=ServeConfig)

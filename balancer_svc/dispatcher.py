@@ -19,7 +19,9 @@ from prometheus_client import Counter, Histogram
 
 from balancer_svc import convert
 from balancer_svc.call import LlmCall
+from balancer_svc.alpha_tuning import alpha_holder
 from balancer_svc.config import BalancerConfig
+from balancer_svc.live_alpha import LiveAlphaTuning
 from balancer_svc.pending import PendingAdmits
 from balancer_svc.pipeline import Outcome, Pipeline
 from balancer_svc.policies import Prediction, WaitForCapacity
@@ -43,12 +45,15 @@ class Decision:
     priority: float
     prediction: Prediction
     receipt: balancer_pb2.Receipt
+    program_start_unix_s: float = 0.0
 
 
 class Dispatcher:
     def __init__(self, cfg: BalancerConfig) -> None:
         self.cfg = cfg
         self.pipeline = Pipeline(cfg.policy)
+        self.alpha_tuning = (LiveAlphaTuning(self.pipeline.engine_picker, cfg.policy, cfg.alpha_window_s)
+                             if cfg.alpha_tuning and alpha_holder(self.pipeline.engine_picker) is not None else None)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._releases: set[asyncio.Task[None]] = set()
         self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
@@ -62,6 +67,8 @@ class Dispatcher:
             await asyncio.wait(self._releases, timeout=5.0)
         for channel in self._channels.values():
             await channel.close()
+        if self.alpha_tuning is not None:
+            self.alpha_tuning.close()
 
     # -- decide --------------------------------------------------------------------------
     async def decide(self, call: LlmCall) -> Decision:
@@ -109,7 +116,7 @@ class Dispatcher:
         receipt.decision_ms = (time.perf_counter() - start) * 1e3
         DECISION_S.observe(receipt.decision_ms / 1e3)
         log.info("decision", receipt=MessageToDict(receipt, preserving_proto_field_name=True))
-        return Decision(outcome.model, engine, outcome.priority, outcome.prediction, receipt)
+        return Decision(outcome.model, engine, outcome.priority, outcome.prediction, receipt, snapshot.program_start_s)
 
     async def _snapshot(self, call: LlmCall) -> monitor_pb2.MonitorSnapshot:
         try:
@@ -176,6 +183,7 @@ class Dispatcher:
         engine = engine_pb2_grpc.EngineStub(self._channel(decision.engine.address))
         engine_call = engine.Generate(convert.engine_request(call, decision.priority), timeout=time_remaining_s)
         output_tokens, outcome, queued_s = 0, "cancelled", 0.0
+        sent_unix_s = time.time()
         first = True
         try:
             async for chunk in engine_call:
@@ -191,6 +199,9 @@ class Dispatcher:
                     out.usage.CopyFrom(common_pb2.Usage(prompt_tokens=chunk.prompt_tokens, output_tokens=output_tokens))
                     outcome = "completed" if chunk.finish_reason != "abort" else "aborted"
                     out.queued_s = queued_s
+                    if outcome == "completed" and self.alpha_tuning is not None:
+                        self.alpha_tuning.call_finished(call, decision.engine, decision.program_start_unix_s,
+                                                        chunk.prompt_tokens, output_tokens, sent_unix_s, time.time())
                 yield out
         except grpc.aio.AioRpcError as exc:
             outcome = _engine_failure(exc)

@@ -135,7 +135,10 @@ class Simulation:
         self.decision_ms: list[float] = []
         """Wall time of each balancer decision (Pipeline.decide): the scheduler's overhead per call."""
 
-    def run(self, records: Sequence[StageRecord]) -> list[ProgramResult]:
+    def run(self, records: Sequence[StageRecord], deadlines_s: Mapping[str, float] | None = None
+            ) -> list[ProgramResult]:
+        """Play the trace to the end. ``deadlines_s`` (program -> deadline in trace time) overrides the
+        tenants' SLO scales: the live tuner replays the deadlines its programs carried."""
         self._programs = programs(records)
         specs = [EngineSpec(eid, e.model, e.profile) for eid, e in self.engines.items()]
         for pid, program in self._programs.items():
@@ -143,7 +146,9 @@ class Simulation:
             result = self.results[pid]
             result.isolated_s = reference_latency_s(program, specs)
             scale = self.slo_scales.get(program[0].tenant, self.slo_scales.get("*"))
-            if scale:
+            if deadlines_s is not None and deadlines_s.get(pid):
+                self._deadlines[pid] = result.deadline_s = deadlines_s[pid]
+            elif scale:
                 self._deadlines[pid] = result.deadline_s = program[0].arrival_s + scale * result.isolated_s
             self.loop.at(program[0].arrival_s, self._start, pid)
         if getattr(self.pipeline.priority_rule, "needs_agent_stats", False) or self._packs:

@@ -1,26 +1,48 @@
-"""HexGen-Flow's alpha tuning (4.3) inside a simulation: the run plays the live system, and each
-re-tuning replays the last window's programs in fresh simulations, one per alpha on the grid.
+"""HexGen-Flow's alpha tuning (4.3) by replay: each re-tuning replays the last window's programs in
+fresh simulations, one per alpha on the grid, and keeps the alpha of lowest P95 (eq. 10).
 
-Attach to a ``Simulation`` whose engine picker has an ``alpha`` (workload-balanced dispatch).
+``replay_best_alpha`` is what the live balancer runs in a worker process (balancer_svc.live_alpha);
+``SimulatedAlphaTuning`` attaches the same loop to a ``Simulation`` that plays the live system.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
-from balancer_svc.alpha_tuning import AlphaTuner, best_alpha
+from balancer_svc.alpha_tuning import AlphaTuner, alpha_holder, best_alpha
+from balancer_svc.config import PolicyConfig
 from hetflow.bench.common import percentile
 from hetflow.workloads.trace import StageRecord
-from simulator.run import ProgramResult, Simulation
+from simulator.run import EngineSpec, ProgramResult, Simulation
+from simulator.signals import Signals
+
+
+def with_alpha(policy: PolicyConfig, alpha: float) -> PolicyConfig:
+    """The policy with its engine stage's alpha set, its other parameters kept."""
+    return replace(policy, engine_params={**policy.engine_params, "alpha": alpha})
+
+
+def replay_best_alpha(engines: Sequence[EngineSpec], policy: PolicyConfig, records: Sequence[StageRecord],
+                      deadlines_s: Mapping[str, float] | None = None) -> tuple[float, dict[float, float]]:
+    """Eq. 10 over the grid: replay ``records`` on ``engines`` under ``policy`` at each alpha. The replay
+    knows each call's real output (the predictor is the oracle) and has no router (prior confidence):
+    the same for every alpha, so only the engine choice differs between replays."""
+
+    def p95(alpha: float) -> float:
+        sim = Simulation(engines, with_alpha(policy, alpha), Signals("prior", "oracle"))
+        return percentile([r.latency_s for r in sim.run(records, deadlines_s)], 0.95)
+
+    return best_alpha(p95)
 
 
 class SimulatedAlphaTuning:
     def __init__(self, sim: Simulation, make_sim: Callable[[float], Simulation], tuner: AlphaTuner | None = None) -> None:
-        if not hasattr(sim.pipeline.engine_picker, "alpha"):
+        holder = alpha_holder(sim.pipeline.engine_picker)
+        if holder is None:
             raise ValueError(f"engine picker {sim.pipeline.engine_picker.type_name!r} has no alpha to tune")
-        self.sim, self.make_sim = sim, make_sim
-        self.tuner = tuner or AlphaTuner(alpha=sim.pipeline.engine_picker.alpha)
+        self.sim, self.make_sim, self._holder = sim, make_sim, holder
+        self.tuner = tuner or AlphaTuner(alpha=holder.alpha)
         self.changes: list[tuple[float, float, dict[float, float]]] = []
         """(virtual time, new alpha, replayed P95 per alpha) for each re-tuning."""
         sim.on_program_finished.append(self._finished)
@@ -42,5 +64,5 @@ class SimulatedAlphaTuning:
             return percentile([r.latency_s for r in self.make_sim(alpha).run(trace)], 0.95)
 
         alpha, by_alpha = best_alpha(p95)
-        self.sim.pipeline.engine_picker.alpha = self.tuner.alpha = alpha
+        self._holder.alpha = self.tuner.alpha = alpha
         self.changes.append((now, alpha, by_alpha))
