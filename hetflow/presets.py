@@ -75,9 +75,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("hetflow", "the design card's default: Chimera's slack rule; Kairos's memory packer deciding which "
            "engines have room and HexGen-Flow's eq. 4 choosing among them; HexGen-Flow's urgency (calls without a "
            "deadline get 5x their remaining cost), with aging",
-           PolicyConfig(model="chimera-slack", model_params={"latency_slack": 0.5, "confidence_margin": 0.05},
-                        priority="urgency", priority_params={"default_slo_scale": 5.0}, engine="memory-packer",
-                        engine_params={"then": "workload-balanced", "alpha": 0.0, "beta": 1.0})),
+           PolicyConfig()),
     _hexgen("chimera-hexgen", "Chimera's slack rule, then HexGen-Flow's workload-balanced engine and urgency",
             "workload-balanced", "urgency", model="chimera-slack",
             model_params={"latency_slack": 0.5, "confidence_margin": 0.05}),
