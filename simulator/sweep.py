@@ -262,5 +262,12 @@ def aggregate(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "preemptions": statistics.mean(r["preemptions"] for r in rs),
             "scheduler_overhead_ms": statistics.mean(r["scheduler_overhead_ms"]["mean"] for r in rs),
             "stable": all(r["stability"]["stable"] for r in rs),
+            "deadline_attainment_by_tenant": _mean_by_tenant([r.get("deadline_attainment_by_tenant") or {} for r in rs]),
         })
     return rows
+
+
+def _mean_by_tenant(by_run: Sequence[Mapping[str, float | None]]) -> dict[str, float] | None:
+    """Per tenant, the seeds' mean share of programs that met their deadline; None without deadlines."""
+    tenants = sorted({t for run in by_run for t, v in run.items() if v is not None})
+    return {t: statistics.mean(run[t] for run in by_run if run.get(t) is not None) for t in tenants} or None

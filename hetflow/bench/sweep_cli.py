@@ -26,15 +26,28 @@ def table(rows: Sequence[Mapping[str, Any]], baseline: str = "least-load") -> st
     for load in dict.fromkeys(r["load"] for r in rows):
         rs = [r for r in rows if r["load"] == load]
         base = next((r for r in rs if r["policy"] == baseline), None)
+        deadlines = any(r.get("deadline_attainment_by_tenant") for r in rs)
         lines += [f"\n**{load}** ({rs[0]['rate_per_s']:.3g} programs/s)\n",
-                  "| " + " | ".join(c for c, _, _ in COLUMNS) + " | vs LL |",
-                  "|" + "---|" * (len(COLUMNS) + 1)]
+                  "| " + " | ".join(c for c, _, _ in COLUMNS) + " | vs LL |" + (" deadline met |" if deadlines else ""),
+                  "|" + "---|" * (len(COLUMNS) + 1 + deadlines)]
         for r in rs:
             cells = ["-" if r[k] is None else f.format(r[k]) for _, k, f in COLUMNS]
             speedup = (f"{base['latency_per_output_token_ms'] / r['latency_per_output_token_ms']:.2f}x"
                        if base and r["stable"] and base["stable"] else "unstable")
-            lines.append("| " + " | ".join(cells) + f" | {speedup} |")
+            met = r.get("deadline_attainment_by_tenant") or {}
+            lines.append("| " + " | ".join(cells) + f" | {speedup} |"
+                         + (" " + ", ".join(f"{t} {v:.0%}" for t, v in met.items()) + " |" if deadlines else ""))
     return "\n".join(lines)
+
+
+def show_table(args: argparse.Namespace) -> int:
+    """The table of a finished sweep, from its results.json (rows re-aggregated from its runs)."""
+    from simulator.sweep import aggregate
+
+    result = json.loads(Path(args.table).read_text())
+    print(f"## {result['command']} ({result['machine']})")
+    print(table(aggregate(result["runs"])))
+    return 0
 
 
 def run_sweep(args: argparse.Namespace) -> int:
@@ -102,6 +115,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--sweep", help="sweep YAML (bench/sweeps/*.yaml): simulator mode")
     mode.add_argument("--live", action="store_true", help="replay a trace against a running stack")
+    mode.add_argument("--table", help="print the table of a finished sweep from its results.json")
     p.add_argument("--programs", type=int, help="override the sweep's programs per trace")
     p.add_argument("--seeds", help="override the sweep's seeds, comma-separated")
     p.add_argument("--policies", help="override the sweep's policies, comma-separated")
@@ -110,4 +124,4 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     from hetflow.bench import live
 
     live.add_arguments(p)
-    p.set_defaults(fn=lambda a: live.run(a) if a.live else run_sweep(a))
+    p.set_defaults(fn=lambda a: live.run(a) if a.live else show_table(a) if a.table else run_sweep(a))

@@ -64,7 +64,20 @@ def test_aggregate_means_over_seeds_and_keeps_the_worst_stability():
     other = {**run, "latency_per_output_token_ms": 20.0, "task_score": 0.7, "stability": {"stable": False}}
     [row] = aggregate([run, other])
     assert row["latency_per_output_token_ms"] == 15.0 and row["task_score"] == pytest.approx(0.6)
-    assert row["seeds"] == 2 and row["stable"] is False
+    assert row["seeds"] == 2 and row["stable"] is False and row["deadline_attainment_by_tenant"] is None
+
+
+def test_deadline_attainment_is_averaged_per_tenant_and_tabled():
+    from hetflow.bench.sweep_cli import table
+
+    run = {"load": "x", "policy": "p", "rate_per_s": 1.0, "latency_per_output_token_ms": 10.0,
+           "latency_s": {"mean": 1.0, "p95": 2.0}, "task_score": None, "slo": {"scale_for_95pct": 2.0},
+           "goodput_programs_per_s": 1.0, "queueing_share": 0.1, "preemptions": 0,
+           "scheduler_overhead_ms": {"mean": 0.1}, "stability": {"stable": True},
+           "deadline_attainment_by_tenant": {"gold": 0.5, "free": 1.0}}
+    [row] = aggregate([run, {**run, "deadline_attainment_by_tenant": {"gold": 0.7, "free": 1.0}}])
+    assert row["deadline_attainment_by_tenant"] == pytest.approx({"free": 1.0, "gold": 0.6})
+    assert "deadline met" in table([row]) and "free 100%, gold 60%" in table([row])
 
 
 def test_a_share_no_rate_reaches_is_skipped_not_guessed(tmp_path):
