@@ -52,13 +52,11 @@ class EngineRequest:
     """Iterations run while promoted; demoted after the running quantum Q."""
     preemptions: int = 0
     first_scheduled_s: float | None = None
-    queued_s: float = 0.0
-    """Time spent waiting in the queue, summed over the first wait and every wait after a preemption."""
     queued_since_s: float | None = None
     """When the request last entered the queue; None while it runs."""
     queued_intervals_s: list[tuple[float, float]] = field(default_factory=list)
-    """Each wait as (entered queue, scheduled): a program's parallel calls wait at the same time, and its
-    queueing share is the union of their waits, not the sum."""
+    """Each wait as (entered queue, scheduled): the first wait and every wait after a preemption. A
+    program's parallel calls wait at the same time, and its queueing share is the union of their waits."""
     finished_s: float | None = None
     finish_reason: str = ""
     seq: int = field(default_factory=lambda: next(_arrival_seq))
@@ -67,6 +65,11 @@ class EngineRequest:
     @property
     def key(self) -> tuple[int, float, float, int]:
         return (self.starvation_level, self.priority, self.arrival_s, self.seq)
+
+    @property
+    def queued_s(self) -> float:
+        """Time spent waiting in the queue, summed over every wait."""
+        return sum(end - start for start, end in self.queued_intervals_s)
 
     @property
     def seq_len(self) -> int:

@@ -169,9 +169,7 @@ class BatchScheduler:
             req.status = RequestStatus.RUNNING
             if req.first_scheduled_s is None:
                 req.first_scheduled_s = now_s
-            queued_since_s = req.queued_since_s if req.queued_since_s is not None else now_s
-            req.queued_s += now_s - queued_since_s
-            req.queued_intervals_s.append((queued_since_s, now_s))
+            req.queued_intervals_s.append((req.queued_since_s if req.queued_since_s is not None else now_s, now_s))
             req.queued_since_s = None
             self.running.append(req)
             plan.chunks.append(ScheduledChunk(req, num_tokens, True, 0))
