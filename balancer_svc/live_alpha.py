@@ -38,7 +38,6 @@ ALPHA = Gauge("hetflow_balancer_alpha", "HexGen-Flow's alpha of the workload-bal
 class SeenCall:
     agent: str
     upstream_agent: str
-    level: int
     prompt_tokens: int
     output_tokens: int
     sent_unix_s: float
@@ -107,8 +106,8 @@ class LiveAlphaTuning:
         if program is None:
             program = self._programs[wf.program_id] = SeenProgram(
                 wf.workflow, wf.tenant or "default", program_start_unix_s or sent_unix_s, wf.deadline_unix_s)
-        program.calls.append(SeenCall(wf.agent, wf.upstream_agent, wf.stage_index, prompt_tokens, output_tokens,
-                                      sent_unix_s, now_unix_s))
+        program.calls.append(SeenCall(wf.agent, wf.upstream_agent, prompt_tokens, output_tokens, sent_unix_s,
+                                      now_unix_s))
         self._forget_before(now_unix_s - 2 * self.tuner.window_s)
         if not wf.stage_count or wf.stage_index < wf.stage_count or program.finished_unix_s:
             return
@@ -125,7 +124,7 @@ class LiveAlphaTuning:
     def _retune(self, now_unix_s: float) -> None:
         models = sorted({e.model for e in self._engines.values()})
         records, deadlines_s = replay_trace(self._programs, now_unix_s - self.tuner.window_s, models)
-        if not records or not self._engines:
+        if not records or not models:  # nothing finished in the window, or no engine profile to replay on
             return
         if self._executor is None:  # spawned, not forked: the balancer's process runs gRPC threads
             self._executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))

@@ -16,13 +16,13 @@ from tests.factories import call, engine
 MODEL = "qwen2.5-7b-instruct"
 
 
-def seen(sent_s: float, finished_s: float, level: int = 1) -> SeenCall:
-    return SeenCall("agent", "", level, 400, 100, sent_s, finished_s)
+def seen(sent_s: float, finished_s: float) -> SeenCall:
+    return SeenCall("agent", "", 400, 100, sent_s, finished_s)
 
 
 def test_replay_trace_rebuilds_each_program_from_the_calls_seen():
     fan_out = SeenProgram("sql", "gold", 110.0, 150.0,
-                          [seen(110.0, 112.0), seen(112.0, 115.0, 2), seen(112.0, 114.0, 2), seen(115.5, 118.0, 3)],
+                          [seen(110.0, 112.0), seen(112.0, 115.0), seen(112.0, 114.0), seen(115.5, 118.0)],
                           finished_unix_s=118.0)
     too_early = SeenProgram("sql", "gold", 90.0, 0.0, [seen(90.0, 95.0)], finished_unix_s=95.0)
     unfinished = SeenProgram("sql", "gold", 120.0, 0.0, [seen(120.0, 125.0)])
