@@ -30,6 +30,7 @@ class Stack:
     raw: dict[str, Any]
     servers: dict[str, RunningServer] = field(default_factory=dict)
     engine_servicers: dict[str, Any] = field(default_factory=dict)
+    balancer_servicer: Any = None
 
     def address(self, name: str) -> str:
         return f"127.0.0.1:{self.servers[name].port}"
@@ -73,7 +74,9 @@ async def start_stack(raw: dict[str, Any]) -> Stack:
         stack.engine_servicers[engine["name"]] = servicer
         stack.servers[engine["name"]] = await start(engine["name"], cfg.serve, *(await setup()))
     cfg = balancer_config(raw)
-    stack.servers["balancer"] = await start("balancer", cfg.serve, *(await balancer_app.build(cfg)()))
+    registrations, close = await balancer_app.build(cfg)()
+    stack.balancer_servicer = registrations[0].servicer
+    stack.servers["balancer"] = await start("balancer", cfg.serve, registrations, close)
     await wait_for_engines(stack, len(raw["engines"]))
     return stack
 
