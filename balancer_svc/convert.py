@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import Iterable
 
-from balancer_svc.call import LlmCall, WorkflowInfo
-from balancer_svc.policies import Choice, Prediction
-from balancer_svc.snapshot import ClusterSnapshot, EngineView
+from hetflow.core.call import LlmCall, WorkflowInfo
+from hetflow.core.policies import Choice, Prediction
+from hetflow.core.snapshot import ClusterSnapshot, EngineView
 from engine_svc.convert import profile_from_proto, sampling_from_proto
-from hetflow.errors import DeadlineExceeded, InvalidArgument
-from hetflow.tokens import count_tokens
+from hetflow.core.errors import DeadlineExceeded, InvalidArgument
+from hetflow.core.tokens import count_tokens
 from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2, monitor_pb2, predictor_pb2
 
 

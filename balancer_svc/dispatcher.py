@@ -18,15 +18,15 @@ from google.protobuf.json_format import MessageToDict
 from prometheus_client import Counter, Histogram
 
 from balancer_svc import convert
-from balancer_svc.call import LlmCall
-from balancer_svc.alpha_tuning import alpha_holder
+from hetflow.core.call import LlmCall
+from hetflow.core.alpha import alpha_holder
 from balancer_svc.config import BalancerConfig
 from balancer_svc.live_alpha import LiveAlphaTuning
 from balancer_svc.pending import PendingAdmits
-from balancer_svc.pipeline import Outcome, Pipeline
-from balancer_svc.policies import Prediction, WaitForCapacity
-from balancer_svc.snapshot import EngineView
-from hetflow.errors import DeadlineExceeded, Unavailable
+from hetflow.core.pipeline import Outcome, Pipeline
+from hetflow.core.policies import Prediction, WaitForCapacity
+from hetflow.core.snapshot import EngineView
+from hetflow.core.errors import DeadlineExceeded, Unavailable
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import (balancer_pb2, common_pb2, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc, predictor_pb2,
                         predictor_pb2_grpc, router_pb2, router_pb2_grpc)
@@ -88,7 +88,7 @@ class Dispatcher:
 
     async def _decide_once(self, call: LlmCall) -> Decision:
         """Chimera Algorithm 1. Fetches first (snapshot, then router and predictor together), then
-        decides (balancer_svc.pipeline) and records the decision without yielding, so concurrent
+        decides (hetflow.core.pipeline) and records the decision without yielding, so concurrent
         calls see each other."""
         start = time.perf_counter()
         snapshot_msg = await self._snapshot(call)

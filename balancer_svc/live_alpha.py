@@ -21,13 +21,13 @@ from typing import Mapping, Sequence
 
 from prometheus_client import Gauge
 
-from balancer_svc.alpha_tuning import AlphaTuner, alpha_holder
-from balancer_svc.call import LlmCall
-from balancer_svc.config import PolicyConfig
-from balancer_svc.snapshot import EngineView
+from hetflow.core.alpha import AlphaTuner, alpha_holder
+from hetflow.core.call import LlmCall
+from hetflow.core.policy_config import PolicyConfig
+from hetflow.core.snapshot import EngineView
 from hetflow.runtime.logs import get_logger
-from hetflow.workloads.trace import StageRecord
-from simulator.run import EngineSpec
+from hetflow.core.trace import StageRecord
+from hetflow.core.engine.profile import EngineSpec
 from simulator.tuning import replay_best_alpha
 
 log = get_logger(__name__)

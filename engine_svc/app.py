@@ -6,8 +6,8 @@ from typing import Awaitable, Callable, Sequence
 
 from engine_svc.backends.base import EngineBackend
 from engine_svc.config import EngineConfig
-from engine_svc.model.profile import load_profile
-from engine_svc.queues import make_queue
+from hetflow.core.engine.profile import load_profile
+from hetflow.core.engine.queues import make_queue
 from engine_svc.reporter import StatusReporter
 from engine_svc.servicer import EngineServicer
 from hetflow.runtime.server import Registration

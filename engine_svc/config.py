@@ -5,23 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from hetflow.config import engine_section, service_config
+from hetflow.core.engine.queues import QueueConfig
+from hetflow.runtime.config import engine_section, service_config
 from hetflow.runtime.server import ServeConfig
-
-
-@dataclass(frozen=True)
-class QueueConfig:
-    """The engine queue's ordering (engine_svc.queues) and Chimera 3.7 aging."""
-
-    discipline: str = "priority"
-    """``priority``: the balancer's priority; ``mlfq``: attained service with demotion (FastServe)."""
-    starvation_threshold: int = 100
-    """S: consecutive scheduling iterations a request may wait before it is promoted."""
-    running_quantum: int = 50
-    """Q: iterations a promoted request runs before it is demoted."""
-    mlfq_first_quantum_tokens: int = 32
-    """mlfq: output tokens of the top level's quantum; each lower level's quantum doubles."""
-    mlfq_levels: int = 8
 
 
 @dataclass(frozen=True)
@@ -29,7 +15,7 @@ class VllmConfig:
     """Settings of the in-process vLLM AsyncLLM (``backend: vllm``)."""
 
     model_dir: str = ""
-    """Model directory or name; empty uses the tiny local Llama made by ``hetflow.tinymodel``."""
+    """Model directory or name; empty uses the tiny local Llama made by ``hetflow.runtime.tinymodel``."""
     load_format: str = "dummy"
     """``dummy`` initialises random weights from config.json (no download)."""
     dtype: str = "bfloat16"

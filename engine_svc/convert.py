@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 
-from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, SamplingSpec
-from engine_svc.model.profile import EngineProfile
-from hetflow.errors import InvalidArgument
+from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta
+from hetflow.core.call import SamplingSpec
+from hetflow.core.engine.profile import EngineProfile
+from hetflow.core.errors import InvalidArgument
 from hetflow.v1 import common_pb2, engine_pb2
 
 

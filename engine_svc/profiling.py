@@ -1,5 +1,5 @@
 """``hetflow profile``: measure a real vLLM engine and write the profile the simulator and the ``sim``
-backend use (engine_svc.model.profile; the load-balancer paper's iteration-time model, section 3).
+backend use (hetflow.core.engine.profile; the load-balancer paper's iteration-time model, section 3).
 
 Three measurements on the engine as hetflow runs it (the ``vllm`` backend, hetflow's queue in front):
   prefill  one request at a time, prompts of several lengths, one output token: time to first token
@@ -20,11 +20,13 @@ from typing import Sequence
 
 import numpy as np
 
-from engine_svc.backends.base import GenerateCall, SamplingSpec
+from engine_svc.backends.base import GenerateCall
+from hetflow.core.call import SamplingSpec
 from engine_svc.backends.vllm_backend import VllmBackend
-from engine_svc.config import QueueConfig, VllmConfig
-from engine_svc.model.profile import EngineProfile
-from engine_svc.queues import make_queue
+from hetflow.core.engine.queues import QueueConfig
+from engine_svc.config import VllmConfig
+from hetflow.core.engine.profile import EngineProfile
+from hetflow.core.engine.queues import make_queue
 
 PROMPT_WORD = " hello"
 

@@ -24,7 +24,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _balancer_address(config: Path) -> str:
-    from hetflow.config import load_stack
+    from hetflow.runtime.config import load_stack
 
     raw = load_stack(config)
     return f"{raw['balancer'].get('host', raw.get('stack', {}).get('host', '127.0.0.1'))}:{raw['balancer']['port']}"
@@ -54,7 +54,7 @@ def _run_workflow(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from hetflow import stackctl
-    from hetflow.config import load_stack
+    from hetflow.runtime.config import load_stack
     from hetflow.workflows.code import run_many
 
     config = Path(args.config)
@@ -80,7 +80,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _workload_generate(args: argparse.Namespace) -> int:
     from hetflow.workloads.generate import generate, summary, write
-    from hetflow.workloads.trace import read_jsonl
+    from hetflow.core.trace import read_jsonl
 
     replay = [r.arrival_s for r in read_jsonl(Path(args.replay))] if args.replay else None
     records = generate(args.family, args.programs, args.seed, args.models.split(","), args.arrival, args.rate,
@@ -92,7 +92,7 @@ def _workload_generate(args: argparse.Namespace) -> int:
 
 def _workload_stats(args: argparse.Namespace) -> int:
     from hetflow.workloads.generate import summary
-    from hetflow.workloads.trace import read_jsonl
+    from hetflow.core.trace import read_jsonl
 
     print(summary(list(read_jsonl(Path(args.trace)))))
     return 0
@@ -101,7 +101,7 @@ def _workload_stats(args: argparse.Namespace) -> int:
 def _training_records(args: argparse.Namespace, models: list[str]) -> list:
     """The traces named by --trace, or traces generated from --families, --programs and --seed."""
     from hetflow.workloads.generate import FAMILIES, generate
-    from hetflow.workloads.trace import read_jsonl
+    from hetflow.core.trace import read_jsonl
 
     if args.trace:
         return [r for path in args.trace for r in read_jsonl(Path(path))]
@@ -112,7 +112,7 @@ def _training_records(args: argparse.Namespace, models: list[str]) -> list:
 def _train_predictor(args: argparse.Namespace) -> int:
     import json
 
-    from hetflow.workloads.trace import trace_sha256
+    from hetflow.core.trace import trace_sha256
     from predictor_svc import artifact
     from predictor_svc.training import train
 
@@ -134,7 +134,7 @@ def _train_predictor(args: argparse.Namespace) -> int:
 
 
 def _train_router(args: argparse.Namespace) -> int:
-    from hetflow.workloads.trace import trace_sha256
+    from hetflow.core.trace import trace_sha256
     from router_svc.training import train
 
     models = args.models.split(",")
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=8, help="balancer/engine: output tokens per call")
     p.set_defaults(fn=_loadtest)
 
-    from simulator.cli import add_parser as add_simulate
+    from hetflow.bench.simulate_cli import add_parser as add_simulate
 
     add_simulate(sub)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Mapping, Protocol, Sequence
 
 from hetflow.client import CallResult, build_request
-from hetflow.errors import InvalidArgument
+from hetflow.core.errors import InvalidArgument
 from hetflow.v1 import balancer_pb2
 
 Messages = Sequence[tuple[str, str]]

@@ -34,7 +34,7 @@ def ensure_trained(models: Sequence[str]) -> tuple[Path, Path]:
     print(f"training the demo's router and predictor once (cached in {router_dir.parent})", flush=True)
     records = [r for f in RECIPE["families"] for r in generate(f, RECIPE["programs_per_family"], RECIPE["seed"], models)]
     if not (predictor_dir / "meta.json").exists():
-        from hetflow.workloads.trace import trace_sha256
+        from hetflow.core.trace import trace_sha256
         from predictor_svc import artifact
         from predictor_svc.training import train
 

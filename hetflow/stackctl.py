@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from hetflow.config import load_stack
+from hetflow.runtime.config import load_stack
 from hetflow.supervisor import RUN_DIR, plan, stack_name, state_path
 from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 

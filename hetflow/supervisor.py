@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from hetflow.config import load_stack
+from hetflow.runtime.config import load_stack
 
 RUN_DIR = Path(os.environ.get("HETFLOW_CACHE", Path.home() / ".cache" / "hetflow")) / "run"
 MAX_RESTARTS = 5

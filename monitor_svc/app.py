@@ -9,7 +9,7 @@ from hetflow.runtime.server import Registration
 from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 from monitor_svc.config import MonitorConfig
 from monitor_svc.servicer import MonitorServicer
-from monitor_svc.state import MonitorState
+from hetflow.core.monitor.state import MonitorState
 
 SERVICE_NAME = monitor_pb2.DESCRIPTOR.services_by_name["Monitor"].full_name
 

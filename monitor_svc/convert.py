@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitor_svc.state import MonitorState, ProgramRecord
+from hetflow.core.monitor.state import MonitorState, ProgramRecord
 from hetflow.v1 import monitor_pb2
 
 

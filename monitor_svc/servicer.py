@@ -7,12 +7,12 @@ import time
 import grpc
 from prometheus_client import Gauge
 
-from hetflow.errors import InvalidArgument, NotFound
+from hetflow.core.errors import InvalidArgument, NotFound
 from hetflow.runtime.logs import bind_ids, get_logger
 from hetflow.v1 import common_pb2, monitor_pb2, monitor_pb2_grpc
 from monitor_svc import convert
-from monitor_svc.memory_ledger import MemoryPlan
-from monitor_svc.state import MonitorState
+from hetflow.core.monitor.memory_ledger import MemoryPlan
+from hetflow.core.monitor.state import MonitorState
 
 log = get_logger(__name__)
 IN_FLIGHT_TOKENS = Gauge("hetflow_monitor_in_flight_tokens", "Predicted in-flight tokens per engine", ["engine"])

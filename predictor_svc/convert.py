@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hetflow.errors import InvalidArgument
+from hetflow.core.errors import InvalidArgument
 from hetflow.v1 import predictor_pb2
 from predictor_svc.features import FeatureRow, LengthPrediction, PredictItem
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from hetflow.config import service_config
+from hetflow.runtime.config import service_config
 from hetflow.runtime.server import ServeConfig
 
 

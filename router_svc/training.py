@@ -22,7 +22,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score
 from tqdm import tqdm
 
-from hetflow.workloads.trace import StageRecord, programs, trace_sha256
+from hetflow.core.trace import StageRecord, programs, trace_sha256
 from router_svc.encoding import PromptEncoder
 
 ONNX_TOLERANCE = 1e-4

@@ -30,4 +30,4 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-"$VENV/bin/python" -m hetflow.tinymodel
+"$VENV/bin/python" -m hetflow.runtime.tinymodel

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from balancer_svc.snapshot import EngineView
-from engine_svc.config import QueueConfig
-from engine_svc.model.profile import EngineProfile
-from engine_svc.model.scheduler import BatchScheduler, StepPlan
-from engine_svc.queues import make_queue
-from engine_svc.request import EngineRequest
+from hetflow.core.snapshot import EngineView
+from hetflow.core.engine.queues import QueueConfig
+from hetflow.core.engine.profile import EngineProfile
+from hetflow.core.engine.scheduler import BatchScheduler, StepPlan
+from hetflow.core.engine.queues import make_queue
+from hetflow.core.engine.request import EngineRequest
 from simulator.clock import EventLoop
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from hetflow.bench.common import percentile, stability
+from hetflow.core.stats import percentile, stability
 from simulator.run import ProgramResult
 
 SLO_SCALES = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0)

@@ -9,21 +9,22 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
-from balancer_svc.call import LlmCall, WorkflowInfo
-from balancer_svc.config import PolicyConfig
-from balancer_svc.pipeline import Pipeline
-from balancer_svc.policies import WaitForCapacity
-from hetflow.errors import ResourceExhausted
-from balancer_svc.snapshot import ClusterSnapshot
-from engine_svc.backends.base import SamplingSpec
-from engine_svc.config import QueueConfig
-from engine_svc.model.profile import EngineProfile
-from engine_svc.request import EngineRequest
+from hetflow.core.call import LlmCall, WorkflowInfo
+from hetflow.core.policy_config import PolicyConfig
+from hetflow.core.pipeline import Pipeline
+from hetflow.core.policies import WaitForCapacity
+from hetflow.core.errors import ResourceExhausted
+from hetflow.core.snapshot import ClusterSnapshot
+from hetflow.core.call import SamplingSpec
+from hetflow.core.engine.queues import QueueConfig
+from hetflow.core.engine.profile import EngineSpec
+from hetflow.core.stats import union_length_s
+from hetflow.core.engine.request import EngineRequest
 from hetflow.v1 import common_pb2
-from hetflow.workloads.trace import StageRecord, programs
-from monitor_svc.state import MonitorLimits, MonitorState
+from hetflow.core.trace import StageRecord, programs
+from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from simulator.clock import EventLoop
 from simulator.engine import VirtualEngine
 from simulator.signals import Signals
@@ -31,13 +32,6 @@ from simulator.signals import Signals
 
 ENGINE_REPORT_INTERVAL_S = 0.5
 """How often simulated engines report their status to the monitor, as live engines do."""
-
-
-@dataclass(frozen=True)
-class EngineSpec:
-    engine_id: str
-    model: str
-    profile: EngineProfile
 
 
 @dataclass
@@ -90,16 +84,6 @@ class ProgramResult:
         """Time during which at least one of the program's calls was waiting: the union of their waits,
         so that parallel calls waiting together count once and the share never passes 100%."""
         return union_length_s(interval for c in self.calls.values() for interval in c.queued_intervals_s)
-
-
-def union_length_s(intervals: Iterable[tuple[float, float]]) -> float:
-    """Total length covered by the intervals, overlaps counted once."""
-    total_s, reach_s = 0.0, float("-inf")
-    for start, end in sorted(intervals):
-        if end > reach_s:
-            total_s += end - max(start, reach_s)
-            reach_s = end
-    return total_s
 
 
 class Simulation:

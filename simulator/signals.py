@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from balancer_svc.policies import Prediction
-from hetflow.workloads.trace import StageRecord, remaining_output_tokens
+from hetflow.core.policies import Prediction
+from hetflow.core.trace import StageRecord, remaining_output_tokens
 
 CONFIDENCE_SOURCES = ("prior", "oracle", "learned")
 PREDICTION_SOURCES = ("oracle", "input-length", "learned")

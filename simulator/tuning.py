@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
-from balancer_svc.alpha_tuning import AlphaTuner, alpha_holder, best_alpha
-from balancer_svc.config import PolicyConfig
-from hetflow.bench.common import percentile
-from hetflow.workloads.trace import StageRecord
-from simulator.run import EngineSpec, ProgramResult, Simulation
+from hetflow.core.alpha import AlphaTuner, alpha_holder, best_alpha
+from hetflow.core.policy_config import PolicyConfig
+from hetflow.core.stats import percentile
+from hetflow.core.trace import StageRecord
+from hetflow.core.engine.profile import EngineSpec
+from simulator.run import ProgramResult, Simulation
 from simulator.signals import Signals
 
 

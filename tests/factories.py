@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import itertools
 
-from balancer_svc.call import LlmCall, WorkflowInfo
-from balancer_svc.snapshot import ClusterSnapshot, EngineView
-from engine_svc.backends.base import SamplingSpec
-from engine_svc.model.profile import EngineProfile
-from engine_svc.request import EngineRequest
+from hetflow.core.call import LlmCall, WorkflowInfo
+from hetflow.core.snapshot import ClusterSnapshot, EngineView
+from hetflow.core.call import SamplingSpec
+from hetflow.core.engine.profile import EngineProfile
+from hetflow.core.engine.request import EngineRequest
 from hetflow.runtime.ports import free_port  # noqa: F401 - re-exported for tests
 
 _ids = itertools.count()

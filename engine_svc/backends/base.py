@@ -6,17 +6,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Protocol
 
-from engine_svc.model.profile import EngineProfile
-
-
-@dataclass(frozen=True)
-class SamplingSpec:
-    max_tokens: int
-    temperature: float | None = None
-    top_p: float | None = None
-    seed: int | None = None
-    ignore_eos: bool = False
-    stop: tuple[str, ...] = ()
+from hetflow.core.call import SamplingSpec
+from hetflow.core.engine.profile import EngineProfile
 
 
 @dataclass(frozen=True)

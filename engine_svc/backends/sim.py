@@ -16,12 +16,12 @@ import time
 from typing import AsyncIterator
 
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
-from engine_svc.model.profile import EngineProfile
-from engine_svc.model.scheduler import BatchScheduler
-from engine_svc.priority_queue import AgingPriorityQueue
-from engine_svc.request import EngineRequest
-from hetflow.errors import InvalidArgument, ResourceExhausted
-from hetflow.tokens import count_tokens, render_chat
+from hetflow.core.engine.profile import EngineProfile
+from hetflow.core.engine.scheduler import BatchScheduler
+from hetflow.core.engine.aging_queue import AgingPriorityQueue
+from hetflow.core.engine.request import EngineRequest
+from hetflow.core.errors import InvalidArgument, ResourceExhausted
+from hetflow.core.tokens import count_tokens, render_chat
 
 _WORDS = ("the", "model", "returns", "a", "value", "for", "each", "step", "of", "plan", "code", "test",
           "answer", "is", "def", "solve", "(", ")", ":", "return", "x", "+", "1", "\n")

@@ -17,13 +17,13 @@ from typing import Any, AsyncIterator
 
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
 from engine_svc.config import VllmConfig
-from engine_svc.model.kv_cache import blocks_for
-from engine_svc.model.profile import EngineProfile, load_profile
-from engine_svc.priority_queue import AgingPriorityQueue
-from engine_svc.request import EngineRequest, RequestStatus
-from hetflow.errors import InvalidArgument, ResourceExhausted, Unavailable
+from hetflow.core.engine.kv_cache import blocks_for
+from hetflow.core.engine.profile import EngineProfile, load_profile
+from hetflow.core.engine.aging_queue import AgingPriorityQueue
+from hetflow.core.engine.request import EngineRequest, RequestStatus
+from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unavailable
 from hetflow.runtime.logs import get_logger
-from hetflow.tinymodel import DEFAULT_DIR
+from hetflow.runtime.tinymodel import DEFAULT_DIR
 
 log = get_logger(__name__)
 KV_WATERMARK = 0.01      # share of blocks kept free at admission, as vLLM's own watermark

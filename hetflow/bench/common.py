@@ -1,43 +1,13 @@
-"""What every benchmark reports besides its own figure: percentiles, queueing share, stability."""
+"""Where benchmark results go and which machine made them."""
 
 from __future__ import annotations
 
 import json
 import platform
-import statistics
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 OUT_DIR = Path("bench_out")
-UNSTABLE_HALF_RATIO = 1.25  # second-half mean latency this much above the first half: queues still growing
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
-def stability(latencies_in_arrival_order: Sequence[float]) -> dict[str, Any]:
-    """The first half of the run against the second, by mean and by median latency.
-
-    A queue that keeps growing raises both; one heavy-tailed workflow raises only the mean, so a run
-    is unstable when both ratios exceed ``UNSTABLE_HALF_RATIO``.
-    """
-    half = len(latencies_in_arrival_order) // 2
-    first, second = latencies_in_arrival_order[:half], latencies_in_arrival_order[half:]
-    mean_ratio = _ratio(statistics.mean(second), statistics.mean(first))
-    median_ratio = _ratio(statistics.median(second), statistics.median(first))
-    return {"first_half_mean_s": statistics.mean(first), "second_half_mean_s": statistics.mean(second),
-            "ratio": mean_ratio, "median_ratio": median_ratio,
-            "stable": not (mean_ratio > UNSTABLE_HALF_RATIO and median_ratio > UNSTABLE_HALF_RATIO)}
-
-
-def _ratio(second: float, first: float) -> float:
-    return second / first if first > 0 else float("inf")
 
 
 def machine() -> str:

@@ -14,12 +14,13 @@ import statistics
 import time
 from pathlib import Path
 
-from engine_svc.config import QueueConfig
-from hetflow.bench.common import percentile, write
-from hetflow.config import load_stack
-from hetflow.presets import resolve
+from hetflow.core.engine.queues import QueueConfig
+from hetflow.core.stats import percentile
+from hetflow.bench.common import write
+from hetflow.runtime.config import load_stack
+from hetflow.core.presets import resolve
 from hetflow.workloads.generate import generate
-from simulator.cluster import cluster_from_stack, models_of
+from hetflow.bench.cluster import cluster_from_stack, models_of
 from simulator.run import Simulation
 from simulator.signals import Signals
 

@@ -22,14 +22,17 @@ from typing import Sequence
 import yaml
 
 from engine_svc.backends.vllm_backend import VllmBackend
-from engine_svc.config import QueueConfig, VllmConfig
-from engine_svc.model.profile import EngineProfile
+from hetflow.core.engine.queues import QueueConfig
+from engine_svc.config import VllmConfig
+from hetflow.core.engine.profile import EngineProfile
 from engine_svc.profiling import profile_vllm, prompt_of, timed_call
-from engine_svc.queues import make_queue
-from hetflow.bench.common import OUT_DIR, machine, percentile
-from hetflow.presets import resolve
-from hetflow.workloads.trace import StageRecord, programs
-from simulator.run import EngineSpec, Simulation
+from hetflow.core.engine.queues import make_queue
+from hetflow.bench.common import OUT_DIR, machine
+from hetflow.core.stats import percentile
+from hetflow.core.presets import resolve
+from hetflow.core.trace import StageRecord, programs
+from hetflow.core.engine.profile import EngineSpec
+from simulator.run import Simulation
 from simulator.signals import Signals
 
 MODEL = "tiny-llama"

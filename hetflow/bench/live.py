@@ -4,7 +4,7 @@ time, and report the simulator's metrics from what the client saw.
 Programs arrive at the trace's times rescaled to ``--rate`` (Poisson or bursty as generated); a stage
 is sent when the stages it depends on have answered, with their answers appended to its prompt, and
 parallel stages go out together. Arrivals stop after ``--duration`` s; calls still running get
-``--drain`` s. With ``--policies``, the stack is started once per named policy (hetflow.presets
+``--drain`` s. With ``--policies``, the stack is started once per named policy (hetflow.core.presets
 applied to the config) and stopped after.
 """
 
@@ -24,13 +24,14 @@ import yaml
 from hetflow import stackctl
 from hetflow.bench.common import OUT_DIR, machine
 from hetflow.client import CallResult, HetflowClient, build_request
-from hetflow.config import load_stack
-from hetflow.presets import apply_to_stack, resolve
-from hetflow.workloads.trace import StageRecord, programs
-from simulator.cluster import cluster_from_stack, models_of
+from hetflow.runtime.config import load_stack
+from hetflow.core.presets import apply_to_stack, resolve
+from hetflow.core.trace import StageRecord, programs
+from hetflow.bench.cluster import cluster_from_stack, models_of
 from simulator.metrics import summarize
 from simulator.run import CallResult as SimCall
-from simulator.run import EngineSpec, ProgramResult, reference_latency_s
+from hetflow.core.engine.profile import EngineSpec
+from simulator.run import ProgramResult, reference_latency_s
 
 
 async def replay(address: str, records: Sequence[StageRecord], duration_s: float, drain_s: float,
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     raw = load_stack(Path(args.config))
     engines = cluster_from_stack(raw)
     if args.trace:
-        from hetflow.workloads.trace import read_jsonl
+        from hetflow.core.trace import read_jsonl
 
         records = list(read_jsonl(Path(args.trace)))
     else:

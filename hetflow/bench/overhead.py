@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 from hetflow import stackctl
-from hetflow.bench.common import percentile, stability, write
+from hetflow.core.stats import percentile, stability
+from hetflow.bench.common import write
 from hetflow.client import CallResult, HetflowClient, build_request
-from hetflow.config import load_stack
+from hetflow.runtime.config import load_stack
 from hetflow.workflows.code import TASKS
 
 

@@ -25,7 +25,7 @@ import yaml
 from hetflow.bench.common import write
 from hetflow.loadtest import LoadResult, run_load
 from hetflow.stackctl import wait_serving
-from hetflow.tokens import count_tokens
+from hetflow.core.tokens import count_tokens
 from hetflow.v1 import predictor_pb2, predictor_pb2_grpc, router_pb2, router_pb2_grpc
 from hetflow.workloads.generate import generate
 from hetflow.workloads.models import DEFAULT_MODELS

@@ -42,7 +42,7 @@ def table(rows: Sequence[Mapping[str, Any]], baseline: str = "least-load") -> st
 
 def show_table(args: argparse.Namespace) -> int:
     """The table of a finished sweep, from its results.json (rows re-aggregated from its runs)."""
-    from simulator.sweep import aggregate
+    from hetflow.bench.sweep import aggregate
 
     result = json.loads(Path(args.table).read_text())
     print(f"## {result['command']} ({result['machine']})")
@@ -52,7 +52,7 @@ def show_table(args: argparse.Namespace) -> int:
 
 def run_sweep(args: argparse.Namespace) -> int:
     from hetflow.bench import plots
-    from simulator.sweep import Sweep, SweepSpec, aggregate
+    from hetflow.bench.sweep import Sweep, SweepSpec, aggregate
 
     spec = SweepSpec.from_yaml(Path(args.sweep))
     if args.programs:
@@ -100,7 +100,7 @@ def _learned_source(spec: Any) -> Any:
     if "learned" not in (spec.router, spec.predictor):
         return None
     from hetflow.learned import ensure_trained
-    from simulator.learned import learned_signals
+    from hetflow.bench.learned_signals import learned_signals
 
     def compute(records: list, models: list[str]) -> Any:
         router_dir, predictor_dir = ensure_trained(models)

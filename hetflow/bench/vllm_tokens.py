@@ -26,7 +26,7 @@ PROMPTS = [f"def task_{i}(values):\n    # step {i}: combine the values and retur
 def engine_args():
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    from hetflow.tinymodel import DEFAULT_DIR
+    from hetflow.runtime.tinymodel import DEFAULT_DIR
 
     return AsyncEngineArgs(model=str(DEFAULT_DIR), load_format="dummy", dtype="bfloat16", max_model_len=2048,
                            max_num_seqs=MAX_NUM_SEQS, enforce_eager=True, scheduling_policy="priority",
@@ -59,7 +59,8 @@ async def run_engine_svc(requests: int, max_tokens: int, stream_interval_tokens:
     import grpc
 
     from engine_svc.app import build
-    from engine_svc.config import EngineConfig, QueueConfig, VllmConfig
+    from engine_svc.config import EngineConfig, VllmConfig
+    from hetflow.core.engine.queues import QueueConfig
     from hetflow.runtime.server import ServeConfig, start
     from hetflow.v1 import common_pb2, engine_pb2, engine_pb2_grpc
     from hetflow.runtime.ports import free_port

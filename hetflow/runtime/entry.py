@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Awaitable, Callable, Mapping
 
-from hetflow.config import load_stack
+from hetflow.runtime.config import load_stack
 from hetflow.runtime.server import run, serve_until_signal
 
 

@@ -9,7 +9,7 @@ import grpc
 import structlog
 from prometheus_client import Counter, Histogram
 
-from hetflow.errors import status_of
+from hetflow.core import errors
 from hetflow.runtime.logs import get_logger
 
 RPC_HANDLED = Counter("hetflow_rpc_handled_total", "RPCs handled", ["service", "method", "code"])
@@ -19,6 +19,27 @@ RPC_LATENCY_S = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 )
 log = get_logger(__name__)
+
+STATUS_OF: dict[type[errors.HetflowError], grpc.StatusCode] = {
+    errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.NotFound: grpc.StatusCode.NOT_FOUND,
+    errors.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
+    errors.DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+"""The status each domain error answers with; any other HetflowError is INTERNAL."""
+
+
+def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str]:
+    """The status a failed call answers with: domain errors carry theirs, ValueError is bad input."""
+    if isinstance(exc, errors.HetflowError):
+        code = next((c for cls, c in STATUS_OF.items() if isinstance(exc, cls)), grpc.StatusCode.INTERNAL)
+        return code, str(exc)
+    if isinstance(exc, ValueError):
+        return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return exc.code(), exc.details() or ""
+    return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"
 
 
 class ServiceInterceptor(grpc.aio.ServerInterceptor):

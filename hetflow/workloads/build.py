@@ -12,10 +12,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from hetflow.tokens import count_tokens
+from hetflow.core.tokens import count_tokens
 from hetflow.workloads.correctness import fit_ability, sample_correct
 from hetflow.workloads.models import MODELS
-from hetflow.workloads.trace import StageRecord
+from hetflow.core.trace import StageRecord
 
 
 @dataclass

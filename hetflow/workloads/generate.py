@@ -13,7 +13,7 @@ from hetflow.workloads.build import ProgramPlan, build
 from hetflow.workloads.families import chat, code, kairos, sql
 from hetflow.workloads.families import math as math_family
 from hetflow.workloads.models import DEFAULT_MODELS
-from hetflow.workloads.trace import StageRecord, programs
+from hetflow.core.trace import StageRecord, programs
 
 FAMILIES: dict[str, Callable[[int, random.Random], list[ProgramPlan]]] = {
     "code": code.plan, "math": math_family.plan, "chat": chat.plan, "sql": sql.plan,
@@ -58,6 +58,6 @@ def summary(records: Sequence[StageRecord]) -> str:
 
 
 def write(records: Sequence[StageRecord], out: Path) -> int:
-    from hetflow.workloads.trace import write_jsonl
+    from hetflow.core.trace import write_jsonl
 
     return write_jsonl(records, out)

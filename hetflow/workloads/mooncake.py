@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from hetflow.workloads.trace import StageRecord
+from hetflow.core.trace import StageRecord
 
 FIELDS = ("timestamp", "input_length", "output_length")
 

@@ -8,8 +8,8 @@ import pytest
 
 from balancer_svc.config import BalancerConfig
 from balancer_svc.dispatcher import Dispatcher
-from balancer_svc.policies import WaitForCapacity
-from hetflow.errors import DeadlineExceeded
+from hetflow.core.policies import WaitForCapacity
+from hetflow.core.errors import DeadlineExceeded
 from tests.factories import call
 
 

@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from balancer_svc.live_alpha import LiveAlphaTuning, SeenCall, SeenProgram, replay_trace
-from balancer_svc.pipeline import Pipeline
-from engine_svc.model.profile import load_profile
-from hetflow.presets import resolve
+from hetflow.core.pipeline import Pipeline
+from hetflow.core.engine.profile import load_profile
+from hetflow.core.presets import resolve
 from tests.factories import call, engine
 
 MODEL = "qwen2.5-7b-instruct"

@@ -5,7 +5,7 @@ from pathlib import Path
 import yaml
 
 from hetflow.cli import SERVICES
-from hetflow.config import load_stack
+from hetflow.runtime.config import load_stack
 from hetflow.supervisor import plan
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ import pytest
 
 from balancer_svc.config import from_stack as balancer_config
 from engine_svc.config import from_stack as engine_config
-from hetflow.config import load_stack
+from hetflow.runtime.config import load_stack
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local-sim.yaml"
 

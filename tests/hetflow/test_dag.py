@@ -7,7 +7,7 @@ import pytest
 
 from hetflow.client import CallResult
 from hetflow.dag import Stage, WorkflowDag, run_dag
-from hetflow.errors import InvalidArgument
+from hetflow.core.errors import InvalidArgument
 
 
 class RecordingClient:

@@ -2,9 +2,9 @@
 each program measured, bounded by its duration; and a named policy applied to the live stack."""
 
 from hetflow.bench.live import replay
-from hetflow.presets import apply_to_stack, resolve
+from hetflow.core.presets import apply_to_stack, resolve
 from hetflow.workloads.generate import generate
-from simulator.cluster import cluster_from_stack
+from hetflow.bench.cluster import cluster_from_stack
 from simulator.metrics import summarize
 from tests.integration.harness import LARGE, SMALL, stack_config, start_stack
 

@@ -7,7 +7,7 @@ import pytest
 from hetflow.workloads.generate import generate
 from predictor_svc import artifact
 from predictor_svc.features import FeatureRow, PredictItem
-from hetflow.workloads.trace import trace_sha256
+from hetflow.core.trace import trace_sha256
 from predictor_svc.training import train
 
 MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct")

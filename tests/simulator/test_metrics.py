@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine_svc.config import QueueConfig
+from hetflow.core.engine.queues import QueueConfig
 from simulator.clock import EventLoop
 from simulator.engine import VirtualEngine
 from simulator.metrics import slo_scale_for, summarize

@@ -5,12 +5,14 @@ from dataclasses import replace
 
 import pytest
 
-from balancer_svc.config import PolicyConfig
-from engine_svc.model.profile import load_profile
+from hetflow.core.policy_config import PolicyConfig
+from hetflow.core.engine.profile import load_profile
 from hetflow.workloads.generate import generate
-from hetflow.workloads.trace import programs
+from hetflow.core.trace import programs
 from simulator.metrics import summarize
-from simulator.run import EngineSpec, Simulation, reference_latency_s, union_length_s
+from hetflow.core.engine.profile import EngineSpec
+from simulator.run import Simulation, reference_latency_s
+from hetflow.core.stats import union_length_s
 from simulator.signals import Signals
 
 SMALL, LARGE = "qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"
@@ -100,7 +102,7 @@ def test_slo_scales_set_deadlines_per_tenant_and_urgency_serves_under_them():
     gold = generate("sql", 40, seed=5, models=(SMALL, LARGE), rate_per_s=6.0, tenant="gold")
     free = generate("sql", 40, seed=6, models=(SMALL, LARGE), rate_per_s=6.0, tenant="free")
     records = sorted(gold + [replace(r, program_id="free-" + r.program_id) for r in free], key=lambda r: r.arrival_s)
-    from hetflow.presets import resolve
+    from hetflow.core.presets import resolve
 
     preset = resolve("hexgen")
     sim = Simulation(engines(kv_tokens=3000), preset.policy, Signals("oracle", "oracle"), slo_scales={"gold": 3.0})
@@ -116,7 +118,7 @@ def test_slo_scales_set_deadlines_per_tenant_and_urgency_serves_under_them():
 
 
 def test_kairos_agent_priorities_are_learned_from_the_run_in_the_background():
-    from hetflow.presets import resolve
+    from hetflow.core.presets import resolve
 
     records = generate("kairos-qa", 120, seed=4, models=(SMALL, LARGE), rate_per_s=4.0)
     preset = resolve("kairos")
@@ -127,7 +129,7 @@ def test_kairos_agent_priorities_are_learned_from_the_run_in_the_background():
 
 
 def test_memory_packer_holds_calls_under_kv_pressure_and_every_program_finishes(sql_trace):
-    from hetflow.presets import resolve
+    from hetflow.core.presets import resolve
 
     preset = resolve("kairos")
     sim = Simulation(engines(kv_tokens=3000), preset.policy, Signals("oracle", "oracle"))
@@ -139,8 +141,8 @@ def test_memory_packer_holds_calls_under_kv_pressure_and_every_program_finishes(
 
 
 def test_alpha_tuning_replays_the_window_and_sets_the_best_alpha():
-    from balancer_svc.alpha_tuning import AlphaTuner
-    from hetflow.presets import resolve
+    from hetflow.core.alpha import AlphaTuner
+    from hetflow.core.presets import resolve
     from simulator.tuning import SimulatedAlphaTuning
 
     light = generate("sql", 60, seed=8, models=(SMALL, LARGE), rate_per_s=0.5)

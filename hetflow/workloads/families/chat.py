@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import random
 
-from hetflow.tokens import count_tokens
+from hetflow.core.tokens import count_tokens
 from hetflow.workloads.build import ProgramPlan, StagePlan
 from hetflow.workloads.families.common import model_length_factor, sharegpt_chains
 

@@ -14,7 +14,7 @@ import random
 import statistics
 from functools import lru_cache
 
-from hetflow.tokens import count_tokens
+from hetflow.core.tokens import count_tokens
 from hetflow.workflows.code import CODER, PLANNER, QA
 from hetflow.workloads.build import ProgramPlan, chain
 from hetflow.workloads.lengths import VariantShape, calibrate

@@ -6,7 +6,7 @@ import math
 import random
 from functools import lru_cache
 
-from hetflow.tokens import count_tokens
+from hetflow.core.tokens import count_tokens
 from hetflow.workloads.lengths import ITEM_WEIGHT
 from hetflow.workloads.models import MODELS
 from hetflow.workloads.sources import sharegpt_conversations

@@ -1,6 +1,6 @@
 """The stability check: a growing queue is flagged, one heavy-tailed workflow is not."""
 
-from hetflow.bench.common import stability
+from hetflow.core.stats import stability
 
 
 def test_a_growing_queue_is_unstable():

@@ -1,0 +1,52 @@
+"""``hetflow simulate``: replay a trace on the cluster a stack config describes, in virtual time."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from balancer_svc.config import from_stack as balancer_config
+from hetflow.core.engine.queues import QueueConfig
+from hetflow.runtime.config import load_stack
+from hetflow.core.presets import PRESETS, resolve
+from hetflow.core.trace import read_jsonl
+from hetflow.bench.cluster import cluster_from_stack
+from simulator.metrics import summarize
+from simulator.run import Simulation
+from simulator.signals import CONFIDENCE_SOURCES, PREDICTION_SOURCES, Signals
+from hetflow.bench.sweep import signals_for
+
+
+def run(args: argparse.Namespace) -> int:
+    raw = load_stack(Path(args.config))
+    signals = Signals(args.router, args.predictor, dict(raw.get("router", {}).get("models", {})))
+    if args.policy:
+        preset = resolve(args.policy)
+        policy, queue = preset.policy, QueueConfig(discipline=preset.queue_discipline)
+        signals = signals_for(preset, signals)
+    else:
+        policy, queue = balancer_config(raw).policy, QueueConfig()
+    if args.router == "learned" or args.predictor == "learned":
+        raise SystemExit("learned signals need artifacts: use `hetflow bench`, which computes and caches them")
+    records = list(read_jsonl(Path(args.trace)))
+    started = time.perf_counter()
+    sim = Simulation(cluster_from_stack(raw), policy, signals, queue)
+    summary = summarize(sim.run(records), sim.decision_ms)
+    summary["simulated_in_s"] = time.perf_counter() - started
+    summary["rejected_calls"] = len(sim.rejected)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="replay a trace on a simulated cluster, in virtual time")
+    p.add_argument("--trace", required=True)
+    p.add_argument("-c", "--config", default="examples/local-sim.yaml", help="stack config: engines, policy, priors")
+    p.add_argument("--router", choices=[s for s in CONFIDENCE_SOURCES if s != "learned"], default="prior",
+                   help="confidence: the config's fixed priors, or the trace's correctness (oracle router)")
+    p.add_argument("--predictor", choices=[s for s in PREDICTION_SOURCES if s != "learned"], default="oracle")
+    p.add_argument("--policy", help=f"a named policy ({', '.join(PRESETS)}; e.g. chimera:latency_slack=1.0); "
+                                    "default: the config's balancer policy")
+    p.set_defaults(fn=run)

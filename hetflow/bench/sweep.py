@@ -1,0 +1,274 @@
+"""A benchmark sweep in the simulator: policies x loads x seeds on one cluster and one workload.
+
+Loads are chosen by the queueing they cause (issue 4): for each target share of workflow time spent
+waiting in engine queues under the calibration policy (vLLM-style least load), the arrival rate is
+found by bisection on the first seed's trace; every policy and seed then runs at that rate. A sweep
+is described in YAML (``bench/sweeps/*.yaml``):
+
+    name: hetero-code
+    cluster: bench/clusters/hetero-l4.yaml   # a stack config: engines with profiles, router priors
+    trace: {family: code, programs: 1500}    # or {path: t.jsonl, format: hetflow|mooncake}
+                                             # or {mix: [{family: sql, programs: 500, tenant: gold}, ...]}
+    arrival: poisson                         # or gamma (bursty, cv)
+    loads: {queueing_share: [0.05, 0.3, 0.6]}   # or {rates: [4, 8]} in programs/s
+    policies: [least-load, chimera, "chimera:latency_slack=1.0"]
+    seeds: [1, 2]
+    router: learned                          # prior | oracle | learned
+    predictor: learned                       # oracle | input-length | learned
+    slo_scales: {gold: 2.0, "*": 5.0}        # deadlines by tenant (HexGen-Flow 5.1), optional
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import yaml
+
+from hetflow.core.engine.queues import QueueConfig
+from hetflow.runtime.config import load_stack
+from hetflow.core.presets import Preset, resolve
+from hetflow.core.trace import StageRecord, programs, read_jsonl
+from hetflow.bench.cluster import cluster_from_stack, models_of
+from simulator.metrics import summarize
+from hetflow.core.engine.profile import EngineSpec
+from simulator.run import Simulation
+from simulator.signals import LearnedSignals, Signals
+
+CALIBRATION_POLICY = "least-load"
+CALIBRATION_STEPS = 9
+"""Bisection steps on log(rate) per load: the rate is found to within ~2**(-9) of its bracket."""
+MAX_RATE_PER_S = 100.0
+"""Past this, a finite trace arrives as one burst: a share not reached by then is reported unreachable."""
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    cluster: str
+    trace: Mapping[str, Any]
+    policies: tuple[str, ...]
+    seeds: tuple[int, ...] = (1,)
+    loads: Mapping[str, tuple[float, ...]] = field(default_factory=lambda: {"queueing_share": (0.05, 0.3, 0.6)})
+    arrival: str = "poisson"
+    cv: float = 3.0
+    router: str = "oracle"
+    predictor: str = "oracle"
+    slo_scales: Mapping[str, float] = field(default_factory=dict)
+    """Tenant -> SLO scale ("*" for all): programs get deadlines (HexGen-Flow 5.1), read by urgency."""
+
+    @classmethod
+    def from_yaml(cls, path: Path) -> "SweepSpec":
+        raw = yaml.safe_load(path.read_text())
+        raw["policies"] = tuple(raw["policies"])
+        raw["seeds"] = tuple(raw.get("seeds", (1,)))
+        raw["loads"] = {k: tuple(float(x) for x in v) for k, v in raw.get("loads", {}).items()}
+        spec = cls(**raw)
+        for p in spec.policies:
+            resolve(p)  # fail before running anything
+        if set(spec.loads) - {"queueing_share", "rates"} or len(spec.loads) != 1:
+            raise ValueError(f"{path}: loads must be one of queueing_share or rates")
+        return spec
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One simulation: everything a worker process needs, picklable."""
+
+    policy: str
+    seed: int
+    rate_per_s: float
+    load_label: str
+
+
+def load_trace(spec: SweepSpec, seed: int, models: Sequence[str]) -> list[StageRecord]:
+    """The sweep's trace at unit rate (1 program/s on average); ``at_rate`` rescales it."""
+    trace = spec.trace
+    if "path" in trace:
+        path = Path(trace["path"])
+        if trace.get("format", "hetflow") == "mooncake":
+            from hetflow.workloads.mooncake import read_mooncake
+
+            records = read_mooncake(path, models)
+        else:
+            records = list(read_jsonl(path))
+        limit = trace.get("programs")
+        groups = list(programs(records).values())[:limit]
+        records = [r for g in groups for r in g]
+        span = max(g[0].arrival_s for g in groups) or 1.0
+        return [replace(r, arrival_s=r.arrival_s * len(groups) / span) for r in records]
+    parts = trace["mix"] if "mix" in trace else [trace]
+    total = sum(int(p["programs"]) for p in parts)
+    records = [r for i, part in enumerate(parts) for r in _generated(part, seed + 1000 * i, models, spec, total)]
+    return sorted(records, key=lambda r: (r.arrival_s, r.program_id, r.stage_index))
+
+
+def _generated(part: Mapping[str, Any], seed: int, models: Sequence[str], spec: SweepSpec,
+               total_programs: int) -> list[StageRecord]:
+    """One component of a (mixed) trace: its family, for its tenant, at its share of the unit rate."""
+    from hetflow.workloads.generate import generate
+
+    n, tenant = int(part["programs"]), part.get("tenant", "default")
+    records = generate(part["family"], n, seed, models, arrival=spec.arrival, rate_per_s=n / total_programs,
+                       cv=spec.cv, tenant=tenant)
+    return records if tenant == "default" else [replace(r, program_id=f"{tenant}/{r.program_id}") for r in records]
+
+
+def at_rate(records: Sequence[StageRecord], rate_per_s: float) -> list[StageRecord]:
+    return [replace(r, arrival_s=r.arrival_s / rate_per_s) for r in records]
+
+
+def signals_for(preset: Preset, signals: Signals) -> Signals:
+    """The run's signals as ``preset`` uses them: fixed priors for the without-router ablation, true
+    lengths for the oracles."""
+    if preset.confidence == "prior":
+        signals = replace(signals, confidence="prior")
+    if preset.prediction == "oracle":
+        signals = replace(signals, prediction="oracle")
+    return signals
+
+
+def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[StageRecord], signals: Signals,
+             rate_per_s: float, slo_scales: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """One run of ``preset``; its summary, with the latencies kept for the CDF plot."""
+    signals = signals_for(preset, signals)
+    sim = Simulation(engines, preset.policy, signals, QueueConfig(discipline=preset.queue_discipline), slo_scales)
+    results = sim.run(at_rate(records, rate_per_s))
+    summary = summarize(results, sim.decision_ms)
+    summary["rejected_calls"] = len(sim.rejected)
+    summary["latencies_s"] = sorted(round(r.latency_s, 4) for r in results)
+    return summary
+
+
+class Sweep:
+    def __init__(self, spec: SweepSpec, learned: Callable[[list[StageRecord], list[str]], LearnedSignals] | None = None,
+                 workers: int = 2) -> None:
+        self.spec = spec
+        raw = load_stack(Path(spec.cluster))
+        self.engines = cluster_from_stack(raw)
+        self.models = models_of(self.engines)
+        self.priors = dict(raw.get("router", {}).get("models", {}))
+        self.traces = {seed: load_trace(spec, seed, self.models) for seed in spec.seeds}
+        self.signals = {seed: Signals(spec.router, spec.predictor, self.priors,
+                                      learned(self.traces[seed], self.models) if learned else LearnedSignals())
+                        for seed in spec.seeds}
+        self.workers = workers
+
+    def rates(self, progress: Callable[[str], None] = lambda _: None) -> dict[str, float]:
+        """Load label -> programs/s: given, or calibrated to the target queueing shares."""
+        if "rates" in self.spec.loads:
+            return {f"{r:g}/s": r for r in self.spec.loads["rates"]}
+        targets = self.spec.loads["queueing_share"]
+        with self._pool() as pool:
+            found = list(pool.map(_calibrate_task, targets))
+        for target, rate in zip(targets, found):
+            progress(f"calibrated: {100 * target:g}% queueing under {CALIBRATION_POLICY} at {rate:.3g} programs/s"
+                     if rate else f"unreachable: {100 * target:g}% queueing under {CALIBRATION_POLICY} at any rate "
+                                  f"up to {MAX_RATE_PER_S:g} programs/s with this trace; load skipped")
+        return {f"queue{100 * t:g}%": r for t, r in zip(targets, found) if r}
+
+    def run(self, rates: Mapping[str, float], progress: Callable[[int, int], None] = lambda done, total: None
+            ) -> list[dict[str, Any]]:
+        runs = [RunSpec(p, seed, rate, label) for label, rate in rates.items() for p in self.spec.policies
+                for seed in self.spec.seeds]
+        out = []
+        with self._pool() as pool:
+            for n, result in enumerate(pool.map(_run_task, runs), 1):
+                out.append(result)
+                progress(n, len(runs))
+        return out
+
+    def _run(self, run: RunSpec) -> dict[str, Any]:
+        summary = simulate(self.engines, resolve(run.policy), self.traces[run.seed], self.signals[run.seed],
+                           run.rate_per_s, self.spec.slo_scales)
+        return {"policy": run.policy, "seed": run.seed, "load": run.load_label, "rate_per_s": run.rate_per_s, **summary}
+
+    def _calibrate(self, target_share: float) -> float | None:
+        """Bisection on log(rate) for the calibration policy's queueing share on the first seed; None
+        when no rate up to ``MAX_RATE_PER_S`` reaches it."""
+        seed = self.spec.seeds[0]
+        preset = resolve(CALIBRATION_POLICY)
+
+        def share(rate: float) -> float:
+            return simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate,
+                            self.spec.slo_scales)["queueing_share"]
+
+        lo, hi = 0.05, 0.1
+        while share(hi) < target_share:
+            lo, hi = hi, hi * 2
+            if hi > MAX_RATE_PER_S:
+                return None
+        for _ in range(CALIBRATION_STEPS):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if share(mid) < target_share else (lo, mid)
+        return math.sqrt(lo * hi)
+
+    def _pool(self) -> Any:
+        """Worker processes forked from this one, so they inherit the sweep (traces, signals) as
+        ``_ACTIVE`` instead of receiving it pickled with every task."""
+        global _ACTIVE
+        _ACTIVE = self
+        if self.workers <= 1:
+            return _InProcess()
+        return ProcessPoolExecutor(self.workers, mp_context=get_context("fork"))
+
+
+_ACTIVE: Sweep | None = None
+
+
+def _run_task(run: RunSpec) -> dict[str, Any]:
+    assert _ACTIVE is not None
+    return _ACTIVE._run(run)
+
+
+def _calibrate_task(target_share: float) -> float | None:
+    assert _ACTIVE is not None
+    return _ACTIVE._calibrate(target_share)
+
+
+class _InProcess:
+    def __enter__(self) -> "_InProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    @staticmethod
+    def map(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterable[Any]:
+        return map(fn, items)
+
+
+def aggregate(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Seed means per (load, policy), with the worst-case stability and the seed count."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((r["load"], r["policy"]), []).append(r)
+    rows = []
+    for (load, policy), rs in groups.items():
+        scores = [r["task_score"] for r in rs if r["task_score"] is not None]
+        rows.append({
+            "load": load, "policy": policy, "rate_per_s": rs[0]["rate_per_s"], "seeds": len(rs),
+            "latency_per_output_token_ms": statistics.mean(r["latency_per_output_token_ms"] for r in rs),
+            "latency_mean_s": statistics.mean(r["latency_s"]["mean"] for r in rs),
+            "latency_p95_s": statistics.mean(r["latency_s"]["p95"] for r in rs),
+            "task_score": statistics.mean(scores) if scores else None,
+            "slo_scale_for_95pct": statistics.mean(r["slo"]["scale_for_95pct"] for r in rs),
+            "goodput_programs_per_s": statistics.mean(r["goodput_programs_per_s"] for r in rs),
+            "queueing_share": statistics.mean(r["queueing_share"] for r in rs),
+            "preemptions": statistics.mean(r["preemptions"] for r in rs),
+            "scheduler_overhead_ms": statistics.mean(r["scheduler_overhead_ms"]["mean"] for r in rs),
+            "stable": all(r["stability"]["stable"] for r in rs),
+            "deadline_attainment_by_tenant": _mean_by_tenant([r.get("deadline_attainment_by_tenant") or {} for r in rs]),
+        })
+    return rows
+
+
+def _mean_by_tenant(by_run: Sequence[Mapping[str, float | None]]) -> dict[str, float] | None:
+    """Per tenant, the seeds' mean share of programs that met their deadline; None without deadlines."""
+    tenants = sorted({t for run in by_run for t, v in run.items() if v is not None})
+    return {t: statistics.mean(run[t] for run in by_run if run.get(t) is not None) for t in tenants} or None

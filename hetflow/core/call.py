@@ -1,0 +1,65 @@
+"""The balancer's one request object: a validated LLM call with its workflow metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hetflow.core.tokens import count_tokens
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    max_tokens: int
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    ignore_eos: bool = False
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkflowInfo:
+    program_id: str
+    workflow: str = ""
+    agent: str = ""
+    stage_index: int = 0
+    """1-based; 0 when unknown."""
+    stage_count: int = 0
+    upstream_agent: str = ""
+    tenant: str = ""
+    deadline_unix_s: float = 0.0
+    deadline_missed: bool = False
+    """The call came after its program's deadline and is served best effort, without one."""
+
+
+@dataclass(frozen=True)
+class LlmCall:
+    request_id: str
+    prompt: str
+    messages: tuple[tuple[str, str], ...]
+    sampling: SamplingSpec
+    workflow: WorkflowInfo
+    model_pin: str = ""
+    want_receipt: bool = False
+    received_unix_s: float = 0.0
+    known_input_tokens: int | None = None
+    """The prompt's length when the caller knows it better than the text does: a simulated call, whose
+    text stands in for a prompt it does not spell out."""
+
+    @property
+    def system_prompt(self) -> str:
+        return "\n".join(c for r, c in self.messages if r == "system")
+
+    @property
+    def user_prompt(self) -> str:
+        """What the router reads: the last user turn, or the whole prompt."""
+        users = [c for r, c in self.messages if r == "user"]
+        return users[-1] if users else self.prompt
+
+    @property
+    def full_input(self) -> str:
+        return self.prompt or "\n".join(c for _, c in self.messages)
+
+    @property
+    def input_tokens(self) -> int:
+        return self.known_input_tokens if self.known_input_tokens is not None else count_tokens(self.full_input)

@@ -1,0 +1,197 @@
+"""Continuous batching over paged KV blocks with preemption by recompute.
+
+The contract is two calls (after vLLM v1's scheduler interface): ``schedule`` picks this
+iteration's batch and ``update_from_step`` applies its outcome. Between them the caller spends the
+iteration's time: the real-time sim backend sleeps ``plan.duration_s``, the virtual-time simulator
+schedules an event. ``now_s`` is always passed in.
+
+Per iteration: running requests first (each decodes one token, or continues a chunked prefill);
+when a running request cannot get a KV block, the running request with the worst ordering key is
+preempted (its blocks freed, its KV to be recomputed; vLLM's recompute preemption); then, if nothing
+was preempted, waiting requests are admitted in queue order while the token budget, max_num_seqs and
+free blocks allow. The queue head blocks the ones behind it (no skipping), so the order is the queue's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hetflow.core.engine.kv_cache import KVBlockPool
+from hetflow.core.engine.profile import EngineProfile
+from hetflow.core.engine.aging_queue import AgingPriorityQueue
+from hetflow.core.engine.request import EngineRequest, RequestStatus
+
+
+@dataclass
+class ScheduledChunk:
+    request: EngineRequest
+    num_tokens: int
+    """Tokens computed this iteration: 1 for a decode, a prompt chunk for a prefill."""
+    is_prefill: bool
+    context_tokens: int
+    """KV tokens already cached before this iteration (what a decode reads)."""
+
+
+@dataclass
+class StepPlan:
+    iteration: int
+    chunks: list[ScheduledChunk] = field(default_factory=list)
+    preempted: list[EngineRequest] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def prefill_tokens(self) -> int:
+        return sum(c.num_tokens for c in self.chunks if c.is_prefill)
+
+    @property
+    def decode_seqs(self) -> int:
+        return sum(1 for c in self.chunks if not c.is_prefill)
+
+    @property
+    def decode_context_tokens(self) -> int:
+        return sum(c.context_tokens for c in self.chunks if not c.is_prefill)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.chunks
+
+
+@dataclass
+class TokenEvent:
+    """A request produced a token (and maybe finished) at the end of an iteration."""
+
+    request: EngineRequest
+    finished: bool
+
+
+class BatchScheduler:
+    """One engine's continuous-batching state: queue, running batch, KV blocks, timing profile."""
+
+    def __init__(self, profile: EngineProfile, queue: AgingPriorityQueue) -> None:
+        self.profile = profile
+        self.queue = queue
+        self.kv = KVBlockPool(profile.num_kv_blocks, profile.block_size)
+        self.running: list[EngineRequest] = []
+        self.requests: dict[str, EngineRequest] = {}
+        self.iteration = 0
+        self.preemptions_total = 0
+
+    # -- requests in and out -------------------------------------------------------------
+    def add(self, req: EngineRequest) -> None:
+        """Queue a request. Raises ValueError if it could never fit this engine."""
+        total = req.prompt_tokens + req.output_limit
+        if req.prompt_tokens < 1:
+            raise ValueError("prompt must have at least one token")
+        if total > self.profile.max_model_len:
+            raise ValueError(f"prompt {req.prompt_tokens} + max_tokens {req.output_limit} tokens exceeds "
+                             f"max_model_len {self.profile.max_model_len}")
+        if total > self.kv.num_blocks * self.kv.block_size:
+            raise MemoryError(f"request needs {total} KV tokens; engine holds {self.profile.kv_capacity_tokens}")
+        self.requests[req.request_id] = req
+        req.status, req.queued_since_s = RequestStatus.WAITING, req.arrival_s
+        self.queue.push(req, self.iteration)
+
+    def abort(self, request_id: str, now_s: float) -> EngineRequest | None:
+        req = self.requests.pop(request_id, None)
+        if req is None:
+            return None
+        self.queue.remove(request_id)
+        if req in self.running:
+            self.running.remove(req)
+        self.kv.free(request_id)
+        req.status, req.finish_reason, req.finished_s = RequestStatus.ABORTED, "abort", now_s
+        return req
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.running) or len(self.queue) > 0
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.queue)
+
+    # -- one iteration -------------------------------------------------------------------
+    def schedule(self, now_s: float) -> StepPlan:
+        self.iteration += 1
+        self.queue.age(self.iteration)
+        plan = StepPlan(iteration=self.iteration)
+        budget = self.profile.max_num_batched_tokens
+        budget = self._schedule_running(plan, budget, now_s)
+        if not plan.preempted:
+            self._admit_waiting(plan, budget, now_s)
+        plan.duration_s = self.profile.step_ms(plan.prefill_tokens, plan.decode_seqs,
+                                               plan.decode_context_tokens) / 1e3 if plan.chunks else 0.0
+        return plan
+
+    def update_from_step(self, plan: StepPlan, now_s: float) -> list[TokenEvent]:
+        events = []
+        for chunk in plan.chunks:
+            req = chunk.request
+            if req.status != RequestStatus.RUNNING:
+                continue  # aborted during the iteration
+            req.num_computed_tokens += chunk.num_tokens
+            self.queue.note_running_iteration(req)
+            if req.num_computed_tokens < req.seq_len:
+                continue  # a prefill chunk that is not the last
+            req.output_tokens += 1
+            finished = req.output_tokens >= req.output_limit
+            if finished:
+                self._finish(req, now_s)
+            events.append(TokenEvent(req, finished))
+        return events
+
+    # -- internals -----------------------------------------------------------------------
+    def _schedule_running(self, plan: StepPlan, budget: int, now_s: float) -> int:
+        for req in list(self.running):
+            if req.status != RequestStatus.RUNNING or budget <= 0:
+                continue
+            num_tokens = min(req.tokens_to_compute, budget)
+            while not self.kv.try_grow(req.request_id, req.num_computed_tokens + num_tokens):
+                victim = max(self.running, key=lambda r: r.key)
+                budget += self._preempt(victim, plan, now_s)
+                if victim is req:
+                    break
+            if req.status != RequestStatus.RUNNING:
+                continue
+            plan.chunks.append(ScheduledChunk(req, num_tokens, req.tokens_to_compute > 1, req.num_computed_tokens))
+            budget -= num_tokens
+        return budget
+
+    def _admit_waiting(self, plan: StepPlan, budget: int, now_s: float) -> None:
+        while budget > 0 and len(self.running) < self.profile.max_num_seqs:
+            req = self.queue.peek()
+            if req is None:
+                return
+            num_tokens = min(req.tokens_to_compute, budget)
+            if not self.kv.try_grow(req.request_id, num_tokens):
+                return
+            self.queue.pop()
+            req.status = RequestStatus.RUNNING
+            if req.first_scheduled_s is None:
+                req.first_scheduled_s = now_s
+            req.queued_intervals_s.append((req.queued_since_s if req.queued_since_s is not None else now_s, now_s))
+            req.queued_since_s = None
+            self.running.append(req)
+            plan.chunks.append(ScheduledChunk(req, num_tokens, True, 0))
+            budget -= num_tokens
+
+    def _preempt(self, req: EngineRequest, plan: StepPlan, now_s: float) -> int:
+        """Evict ``req`` for recompute; returns the tokens it had been given this iteration."""
+        self.running.remove(req)
+        refunded = sum(c.num_tokens for c in plan.chunks if c.request is req)
+        plan.chunks = [c for c in plan.chunks if c.request is not req]
+        self.kv.free(req.request_id)
+        req.num_computed_tokens = 0
+        req.status, req.queued_since_s = RequestStatus.PREEMPTED, now_s
+        req.preemptions += 1
+        self.preemptions_total += 1
+        plan.preempted.append(req)
+        self.queue.push(req, self.iteration)
+        return refunded
+
+    def _finish(self, req: EngineRequest, now_s: float) -> None:
+        self.running.remove(req)
+        self.kv.free(req.request_id)
+        self.requests.pop(req.request_id, None)
+        req.status, req.finished_s = RequestStatus.FINISHED, now_s
+        req.finish_reason = "length" if req.output_tokens >= req.max_tokens else "stop"

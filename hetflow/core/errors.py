@@ -1,0 +1,31 @@
+"""Domain exceptions of hetflow's core, one per way a call can fail.
+
+The core raises these without knowing about gRPC; ``hetflow.runtime.interceptors`` maps each to its
+status code (``STATUS_OF``), so no servicer builds a status by hand.
+"""
+
+from __future__ import annotations
+
+
+class HetflowError(Exception):
+    """Base of every domain error; unmapped, it answers INTERNAL."""
+
+
+class InvalidArgument(HetflowError):
+    """The caller's input is wrong (INVALID_ARGUMENT)."""
+
+
+class NotFound(HetflowError):
+    """A named model, engine, program or request does not exist (NOT_FOUND)."""
+
+
+class ResourceExhausted(HetflowError):
+    """The call can never fit, or a bounded queue is full (RESOURCE_EXHAUSTED)."""
+
+
+class Unavailable(HetflowError):
+    """Nothing healthy can serve the call now (UNAVAILABLE)."""
+
+
+class DeadlineExceeded(HetflowError):
+    """The call's or its program's deadline has passed (DEADLINE_EXCEEDED)."""

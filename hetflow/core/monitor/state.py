@@ -1,0 +1,185 @@
+"""Chimera's activity monitor (3.5): the program table A and the in-flight map I.
+
+One entry ``I[engine][request_id] = predicted tokens`` per request in the system, with its predicted
+execution cost t_comp (HexGen-Flow eq. 2), whose per-engine sum is t_queue (eq. 3); added on admit
+and removed on completion, cancellation, engine failure, or when the engine's own report shows the
+request is gone (orphan reconciliation). Per-engine sums are kept incrementally, so a snapshot is
+O(engines). Pure state: every method takes the time it is called at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hetflow.v1 import common_pb2
+from hetflow.core.monitor.agent_latency import AgentStats
+from hetflow.core.monitor.memory_ledger import MemoryLedger, MemoryPlan
+from hetflow.core.monitor.spans import CallSpan
+
+
+@dataclass
+class InFlightEntry:
+    request_id: str
+    program_id: str
+    model: str
+    engine_id: str
+    predicted_tokens: float
+    admitted_s: float
+    predicted_cost_s: float = 0.0
+    agent: str = ""
+    upstream_agent: str = ""
+
+
+@dataclass
+class ProgramRecord:
+    program_id: str
+    model: str
+    """A[p]: the model assigned to the program (Chimera Algorithm 1, line 23)."""
+    workflow: str = ""
+    deadline_unix_s: float = 0.0
+    in_flight: set[str] = field(default_factory=set)
+    completed: int = 0
+    output_tokens: int = 0
+    first_seen_s: float = 0.0
+    last_seen_s: float = 0.0
+
+
+@dataclass
+class EngineRecord:
+    status: common_pb2.EngineStatus
+    received_s: float
+    in_flight: dict[str, float] = field(default_factory=dict)
+    in_flight_tokens: float = 0.0
+    in_flight_cost_s: float = 0.0
+    """Sum of the in-flight requests' predicted t_comp: HexGen-Flow's t_queue (eq. 3)."""
+    ledger: MemoryLedger = field(default_factory=MemoryLedger)
+    """Expected KV tokens per coming slot (Kairos 6)."""
+    suspended: bool = False
+    """Preemptions since the last report: no new dispatches until a report without (Kairos 6)."""
+
+
+@dataclass(frozen=True)
+class MonitorLimits:
+    engine_stale_after_s: float = 2.0
+    """An engine not heard from for this long is unhealthy (no new dispatches)."""
+    engine_failed_after_s: float = 10.0
+    """...and for this long, failed: its in-flight entries are removed."""
+    orphan_grace_s: float = 10.0
+    """An entry older than this that its engine no longer reports is removed."""
+    program_ttl_s: float = 900.0
+    """A program with nothing in flight is forgotten this long after it was last seen."""
+    ledger_horizon_slots: int = 240
+    """Slots of each engine's memory ledger a snapshot carries (240 x 0.5 s = 2 min)."""
+
+
+class MonitorState:
+    def __init__(self, limits: MonitorLimits) -> None:
+        self.limits = limits
+        self.entries: dict[str, InFlightEntry] = {}
+        self.programs: dict[str, ProgramRecord] = {}
+        self.engines: dict[str, EngineRecord] = {}
+        self.agent_stats = AgentStats()
+        """Kairos's spans, latency distributions and agent priorities, learned from finished calls."""
+        self.admit_seq = 0
+        """Admits applied so far; the n-th admit is included in every snapshot with admit_seq >= n."""
+
+    # -- requests ------------------------------------------------------------------------
+    def admit(self, request_id: str, program_id: str, model: str, engine_id: str, predicted_tokens: float,
+              now_s: float, workflow: str = "", deadline_unix_s: float = 0.0,
+              predicted_cost_s: float = 0.0, agent: str = "", upstream_agent: str = "",
+              memory_plan: MemoryPlan | None = None) -> ProgramRecord:
+        if not request_id:
+            raise ValueError("request_id is required")
+        if request_id in self.entries:
+            raise ValueError(f"request_id {request_id!r} is already in flight")
+        if engine_id not in self.engines:
+            raise KeyError(f"engine {engine_id!r} has never reported to the monitor")
+        if predicted_tokens < 0 or predicted_cost_s < 0:
+            raise ValueError("predicted_tokens and predicted_cost_s must be >= 0")
+        program = self.programs.get(program_id) if program_id else None
+        if program is None:
+            program = ProgramRecord(program_id, model, workflow, deadline_unix_s, first_seen_s=now_s)
+            if program_id:
+                self.programs[program_id] = program
+        program.last_seen_s = now_s
+        program.in_flight.add(request_id)
+        entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s,
+                              agent, upstream_agent)
+        self.entries[request_id] = entry
+        engine = self.engines[engine_id]
+        engine.in_flight[request_id] = predicted_tokens
+        engine.in_flight_tokens += predicted_tokens
+        engine.in_flight_cost_s += predicted_cost_s
+        if memory_plan is not None:
+            engine.ledger.add(request_id, memory_plan, now_s)
+        self.admit_seq += 1
+        return program
+
+    def release(self, request_id: str, now_s: float, output_tokens: int = 0, completed: bool = True) -> bool:
+        entry = self.entries.pop(request_id, None)
+        if entry is None:
+            return False
+        engine = self.engines.get(entry.engine_id)
+        if engine is not None and engine.in_flight.pop(request_id, None) is not None:
+            engine.in_flight_tokens -= entry.predicted_tokens
+            engine.in_flight_cost_s -= entry.predicted_cost_s
+            engine.ledger.remove(request_id, now_s)  # an early finish frees its remaining slots
+            if not engine.in_flight:
+                engine.in_flight_tokens = engine.in_flight_cost_s = 0.0  # no float drift once empty
+        if completed and entry.program_id and entry.agent:
+            self.agent_stats.record(CallSpan(entry.program_id, entry.agent, entry.upstream_agent, entry.admitted_s, now_s))
+        program = self.programs.get(entry.program_id)
+        if program is not None:
+            program.in_flight.discard(request_id)
+            program.last_seen_s = now_s
+            program.output_tokens += output_tokens
+            program.completed += int(completed)
+        return True
+
+    # -- engines -------------------------------------------------------------------------
+    def report(self, status: common_pb2.EngineStatus, now_s: float) -> int:
+        """Record an engine's status; returns how many orphaned entries it cleared."""
+        if not status.engine_id:
+            raise ValueError("engine_id is required")
+        record = self.engines.get(status.engine_id)
+        if record is None:
+            record = self.engines[status.engine_id] = EngineRecord(status, now_s)
+        record.suspended = status.preemptions_total > record.status.preemptions_total
+        record.status, record.received_s = status, now_s
+        active = set(status.active_request_ids)
+        orphans = [rid for rid in record.in_flight
+                   if rid not in active and now_s - self.entries[rid].admitted_s > self.limits.orphan_grace_s]
+        for rid in orphans:
+            self.release(rid, now_s, completed=False)
+        return len(orphans)
+
+    def is_healthy(self, record: EngineRecord, now_s: float) -> bool:
+        return record.status.serving and now_s - record.received_s <= self.limits.engine_stale_after_s
+
+    def sweep(self, now_s: float) -> dict[str, int]:
+        """Fail silent engines (dropping their entries) and forget idle programs."""
+        dropped = 0
+        for engine_id, record in list(self.engines.items()):
+            if now_s - record.received_s > self.limits.engine_failed_after_s:
+                for rid in list(record.in_flight):
+                    self.release(rid, now_s, completed=False)
+                    dropped += 1
+                del self.engines[engine_id]
+        idle = [pid for pid, p in self.programs.items()
+                if not p.in_flight and now_s - p.last_seen_s > self.limits.program_ttl_s]
+        for pid in idle:
+            del self.programs[pid]
+        return {"entries_dropped": dropped, "programs_forgotten": len(idle)}
+
+    def refresh_agent_priorities(self) -> dict[str, float]:
+        """Kairos 5.1, recomputed in the background: runs with calls in flight are left out."""
+        return self.agent_stats.refresh(pid for pid, p in self.programs.items() if p.in_flight)
+
+    def program_start_s(self, program_id: str) -> float:
+        """The program's application-level start: when its first call arrived (Kairos 5.2)."""
+        program = self.programs.get(program_id)
+        return program.first_seen_s if program else 0.0
+
+    def program_model(self, program_id: str) -> str:
+        program = self.programs.get(program_id)
+        return program.model if program else ""

@@ -1,0 +1,69 @@
+"""Chimera's model choice (Algorithm 1, lines 2-26; section 3.6): the slack rule.
+
+1. A program that already has a model keeps it (line 2, 24-26: program affinity).
+2. Otherwise estimate each model's time-to-last-token from in-flight predicted tokens
+   (lines 7-11):  L[m] = P_m * Pi[m].decode_ms_per_token / Pi[m].max_batch_size,
+   P_m = sum of I[m]. With several replicas of m, P_m sums over them, Pi[m].max_batch_size is the sum
+   of their batch sizes and decode_ms_per_token their mean (our generalisation to replicas).
+3. m_fast = argmin L (line 12). Walk models by descending confidence q[m]; the first with
+   L[m] <= (1 + tau) * L_fast (line 18) replaces m_fast if q[m] >= q* + delta_s (line 19); stop there.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from hetflow.core.call import LlmCall
+from hetflow.core.policies import Choice, register
+from hetflow.core.snapshot import ClusterSnapshot
+from hetflow.core.errors import Unavailable
+
+
+def ttlt_ms(snapshot: ClusterSnapshot) -> dict[str, float]:
+    """L[m] per model with a healthy engine (Chimera Algorithm 1, lines 7-11)."""
+    out = {}
+    for model in snapshot.healthy_models():
+        engines = snapshot.healthy_engines(model)
+        in_flight_tokens = sum(e.in_flight_tokens for e in engines)                 # P_m, line 10
+        decode_ms_per_token = sum(e.decode_ms_per_token for e in engines) / len(engines)
+        max_batch_size = sum(e.max_batch_size for e in engines)
+        out[model] = in_flight_tokens * decode_ms_per_token / max_batch_size         # line 11
+    return out
+
+
+def slack_rule(confidence: Mapping[str, float], ttlt: Mapping[str, float], latency_slack: float,
+               confidence_margin: float) -> tuple[str, str]:
+    """Algorithm 1, lines 12-22. Returns (m*, rule). Ties: lower L, then higher q, then name."""
+    models = sorted(ttlt)
+    m_fast = min(models, key=lambda m: (ttlt[m], -confidence.get(m, 0.0), m))      # line 12
+    l_fast = ttlt[m_fast]                                                             # line 13
+    m_star, q_star = m_fast, confidence.get(m_fast, 0.0)                              # lines 15-16
+    for m in sorted(models, key=lambda m: (-confidence.get(m, 0.0), ttlt[m], m)):    # line 17
+        if ttlt[m] <= (1.0 + latency_slack) * l_fast:                                 # line 18
+            if confidence.get(m, 0.0) >= q_star + confidence_margin and m != m_fast:  # line 19
+                return m, "slack:more-confident-within-slack"                         # lines 20-21
+            break                                                                     # line 22
+    return m_star, "slack:fastest"
+
+
+@register("model", "chimera-slack")
+class ChimeraSlack:
+    needs_router = True
+    program_affinity = True
+
+    def __init__(self, latency_slack: float = 0.5, confidence_margin: float = 0.05) -> None:
+        if latency_slack < 0 or confidence_margin < 0:
+            raise ValueError("latency_slack (tau) and confidence_margin (delta_s) must be >= 0")
+        self.latency_slack, self.confidence_margin = latency_slack, confidence_margin
+
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float]) -> Choice:
+        ttlt = ttlt_ms(snapshot)
+        params = {"latency_slack": self.latency_slack, "confidence_margin": self.confidence_margin}
+        if not ttlt:
+            raise Unavailable("no healthy engine serves any model")
+        if snapshot.program_model and snapshot.program_model in ttlt:                # line 2, 26
+            return Choice(snapshot.program_model, "program-affinity", confidence, ttlt, params)
+        model, rule = slack_rule(confidence, ttlt, self.latency_slack, self.confidence_margin)
+        if snapshot.program_model:
+            rule = f"affinity-model-unavailable;{rule}"
+        return Choice(model, rule, confidence, ttlt, params)

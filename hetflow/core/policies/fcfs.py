@@ -1,0 +1,16 @@
+"""Priority: first come, first served. Every request gets the same priority, so the engine queue's
+tie-breaker, arrival, orders them (vLLM's default)."""
+
+from __future__ import annotations
+
+from hetflow.core.call import LlmCall
+from hetflow.core.policies import Choice, Prediction, PriorityContext, register
+
+
+@register("priority", "fcfs")
+class Fcfs:
+    prediction_target = "workflow"  # read only by the receipt; the order ignores it
+
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext | None = None
+                 ) -> tuple[float, Choice]:
+        return 0.0, Choice("0", "fcfs")

@@ -1,0 +1,44 @@
+"""Join the shortest queue (JSQ): each request goes to the engine with the fewest outstanding
+requests, waiting or running, as the monitor counts them (current, unlike the engines' 0.5 s reports).
+A baseline: no model routing, no program affinity; the model is whichever that engine serves.
+Ties: engine id."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from hetflow.core.call import LlmCall
+from hetflow.core.policies import Choice, Prediction, register
+from hetflow.core.snapshot import ClusterSnapshot, EngineView
+from hetflow.core.errors import Unavailable
+
+
+def shortest_queue(engines: list[EngineView]) -> Choice:
+    if not engines:
+        raise Unavailable("no healthy engine")
+    loads = {e.engine_id: float(max(e.in_flight_requests, e.waiting + e.running)) for e in engines}
+    best = min(engines, key=lambda e: (loads[e.engine_id], e.engine_id))
+    return Choice(best.engine_id, "join-shortest-queue", loads=loads)
+
+
+@register("model", "join-shortest-queue")
+class ShortestQueueModel:
+    """Model stage: the model of the pool's engine with the fewest outstanding requests."""
+
+    needs_router = False
+    program_affinity = False
+
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float]) -> Choice:
+        choice = shortest_queue(snapshot.healthy_engines())
+        model = next(e.model for e in snapshot.engines if e.engine_id == choice.chosen)
+        return Choice(model, "join-shortest-queue:engine-first", loads=choice.loads)
+
+
+@register("engine", "join-shortest-queue")
+class ShortestQueueEngine:
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction | None = None
+             ) -> Choice:
+        engines = snapshot.healthy_engines(model)
+        if not engines:
+            raise Unavailable(f"no healthy engine for model {model!r}")
+        return shortest_queue(engines)

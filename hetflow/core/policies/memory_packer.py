@@ -1,0 +1,88 @@
+"""Engine choice: Kairos's memory-aware time-slot packer (6).
+
+The call's KV use is planned as its prompt, growing at the engine's decode speed until its expected
+end (eq. 1-2: the agent's most likely execution time, from the monitor; without one, the predicted
+output at that speed). Added to the engine's ledger of expected use per 0.5 s slot (eq. 3), an engine
+is available when no slot exceeds its KV capacity; among the available ones the lowest expected peak,
+as a share of the engine's capacity (engines differ in size), wins, or, with ``then: workload-balanced``, HexGen-Flow's eq. 4 score among them: memory decides
+where the call may go and compute where it should (engines on different GPUs differ in speed, which
+the peak alone ignores). With none available the call waits for the next slot (``WaitForCapacity``); an engine that
+reported preemptions is left out until it recovers. A call no engine of the model could ever hold is
+RESOURCE_EXHAUSTED, with the sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from hetflow.core.call import LlmCall
+from hetflow.core.cost import call_output_tokens
+from hetflow.core.policies import Choice, Prediction, WaitForCapacity, register
+from hetflow.core.policies.workload_balanced import WorkloadBalanced
+from hetflow.core.snapshot import ClusterSnapshot, EngineView
+from hetflow.core.errors import ResourceExhausted, Unavailable
+from hetflow.core.monitor.memory_ledger import SLOT_S, MemoryPlan
+
+
+def plan_for(call: LlmCall, engine: EngineView, expected_s: float | None, output_tokens: float) -> MemoryPlan:
+    """Kairos eq. 1-2 for ``call`` on ``engine``. The decode speed is one token per iteration at the
+    engine's current batch (its profile), or per full-batch iteration without a profile."""
+    if engine.profile is not None:
+        batch = max(1, engine.running + 1)
+        step_ms = engine.profile.step_ms(0, batch, batch * (call.input_tokens + output_tokens / 2))
+    else:
+        step_ms = engine.decode_ms_per_token
+    speed = 1e3 / max(step_ms, 1e-6)
+    duration = expected_s if expected_s else output_tokens / speed
+    return MemoryPlan(call.input_tokens, speed, duration)
+
+
+@register("engine", "memory-packer")
+class MemoryPacker:
+    plans_memory = True
+    """Decisions carry the call's memory plan, which the monitor adds to the engine's ledger."""
+
+    def __init__(self, slot_s: float = SLOT_S, then: str = "lowest-peak", alpha: float = 0.0, beta: float = 1.0) -> None:
+        if then not in ("lowest-peak", "workload-balanced"):
+            raise ValueError(f"memory-packer then must be lowest-peak or workload-balanced, got {then!r}")
+        self.slot_s, self.then = slot_s, then
+        self.balanced = WorkloadBalanced(alpha, beta) if then == "workload-balanced" else None
+
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction | None = None
+             ) -> Choice:
+        engines = snapshot.healthy_engines(model)
+        if not engines:
+            raise Unavailable(f"no healthy engine for model {model!r}")
+        needed = call.input_tokens + call.sampling.max_tokens
+        if all(needed > e.kv_capacity_tokens for e in engines):
+            raise ResourceExhausted(f"call needs {needed} KV tokens (prompt {call.input_tokens} + max_tokens "
+                                    f"{call.sampling.max_tokens}); the largest engine of {model!r} holds "
+                                    f"{max(e.kv_capacity_tokens for e in engines)}")
+        output = call_output_tokens(call, prediction)
+        peaks, fits = {}, {}
+        for e in engines:
+            peaks[e.engine_id], fits[e.engine_id] = self._peak(e, plan_for(call, e, snapshot.agent_expected_s, output))
+        available = [e for e in engines if fits[e.engine_id] and not e.suspended]
+        if not available:
+            raise WaitForCapacity(f"no engine of {model!r} has room in every slot: expected peaks "
+                                  + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()), self.slot_s)
+        if self.balanced is not None:
+            among = replace(snapshot, engines=tuple(available))
+            choice = self.balanced.pick(call, among, model, prediction)
+            return replace(choice, rule="kairos:fits;" + choice.rule,
+                           params={**choice.params, "slot_s": self.slot_s, "peak_tokens": peaks[choice.chosen]})
+        best = min(available, key=lambda e: (peaks[e.engine_id] / max(1, e.kv_capacity_tokens), e.engine_id))
+        return Choice(best.engine_id, "kairos:lowest-expected-peak", scores=peaks,
+                      loads={e.engine_id: float(e.kv_capacity_tokens) for e in engines},
+                      params={"slot_s": self.slot_s, "suspended": float(sum(e.suspended for e in engines))})
+
+    def _peak(self, engine: EngineView, plan: MemoryPlan) -> tuple[float, bool]:
+        """Expected peak with the call added, and whether every slot it spans stays within capacity."""
+        mine = plan.slot_tokens(self.slot_s)
+        ledger = np.asarray(engine.kv_ledger_tokens, dtype=float)
+        if len(ledger) < len(mine):
+            ledger = np.pad(ledger, (0, len(mine) - len(ledger)))
+        spanned = ledger[:len(mine)] + mine
+        return float(max(spanned.max(), ledger.max())), bool(spanned.max() <= engine.kv_capacity_tokens)

@@ -1,0 +1,19 @@
+"""Priority: the call's own predicted output length, shortest first, with no workflow awareness:
+the ordering of learning-to-rank schedulers (LTR, Fu et al. 2024), the baseline Chimera compares its
+workflow-level STJF against. What differs from ``predicted-total-tokens`` is what is predicted: the
+call alone, not the rest of its workflow (``prediction_target``)."""
+
+from __future__ import annotations
+
+from hetflow.core.call import LlmCall
+from hetflow.core.policies import Choice, Prediction, PriorityContext, register
+
+
+@register("priority", "predicted-call-tokens")
+class PredictedCallTokens:
+    prediction_target = "call"
+
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext | None = None
+                 ) -> tuple[float, Choice]:
+        y_hat = prediction.median_tokens
+        return y_hat, Choice(f"{y_hat:g}", "ltr:predicted-call-tokens", scores={"median_tokens": y_hat})

@@ -1,0 +1,18 @@
+"""Priority: the predicted total remaining output tokens of the workflow, pi_r = y-hat (Chimera 3.6),
+so engines serve the shortest total job first (STJF)."""
+
+from __future__ import annotations
+
+from hetflow.core.call import LlmCall
+from hetflow.core.policies import Choice, Prediction, PriorityContext, register
+
+
+@register("priority", "predicted-total-tokens")
+class PredictedTotalTokens:
+    prediction_target = "workflow"
+
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext | None = None
+                 ) -> tuple[float, Choice]:
+        y_hat = prediction.median_tokens
+        scores = {"median_tokens": y_hat, **{f"q{q:g}": v for q, v in prediction.quantile_tokens.items()}}
+        return y_hat, Choice(f"{y_hat:g}", "stjf:predicted-total-tokens", scores=scores)

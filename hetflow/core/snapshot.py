@@ -1,0 +1,57 @@
+"""Typed, immutable views of the cluster that policies read. Built from a monitor snapshot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from hetflow.core.engine.profile import EngineProfile
+
+
+@dataclass(frozen=True)
+class EngineView:
+    engine_id: str
+    model: str
+    address: str
+    healthy: bool
+    in_flight_tokens: float
+    """Sum of predicted tokens of the engine's in-flight requests (Chimera I[m])."""
+    in_flight_requests: int
+    waiting: int
+    running: int
+    kv_cache_usage: float
+    decode_ms_per_token: float
+    max_batch_size: int
+    kv_capacity_tokens: int
+    in_flight_cost_s: float = 0.0
+    """Sum of the in-flight requests' predicted execution cost: HexGen-Flow's t_queue (eq. 3)."""
+    profile: EngineProfile | None = None
+    """The engine's timing profile, for execution-cost estimates (HexGen-Flow eq. 2)."""
+    kv_ledger_tokens: Sequence[float] = ()
+    """Expected KV tokens in use in each coming slot, the current one first (Kairos 6, eq. 3)."""
+    suspended: bool = False
+    """The engine reported preemptions: no new dispatches until it recovers (Kairos 6)."""
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    taken_unix_s: float
+    engines: tuple[EngineView, ...]
+    program_model: str = ""
+    """A[p] of the call's program, "" when unassigned."""
+    program_start_s: float = 0.0
+    """When the call's program started (its first call reached the monitor): Kairos 5.2's order."""
+    agent_priority: float | None = None
+    """The call's agent's distance to the zero-latency anchor (Kairos 5.1); None while unknown."""
+    agent_expected_s: float | None = None
+    """The most likely execution time of the call's agent (Kairos 6, eq. 2); None while unknown."""
+
+    def healthy_engines(self, model: str | None = None) -> list[EngineView]:
+        return [e for e in self.engines if e.healthy and (model is None or e.model == model)]
+
+    def models(self) -> list[str]:
+        """Models with at least one engine, healthy or not, sorted."""
+        return sorted({e.model for e in self.engines})
+
+    def healthy_models(self) -> list[str]:
+        return sorted({e.model for e in self.engines if e.healthy})

@@ -1,0 +1,48 @@
+"""Kairos 4.3 and 5.1: convergence by Wasserstein distance at each doubling, remaining latency per
+agent, and the MDS order with the zero-latency anchor."""
+
+import random
+
+import pytest
+
+from hetflow.core.monitor.agent_latency import LatencySamples, agent_priorities, remaining_latency_samples
+from hetflow.core.monitor.spans import CallSpan
+
+
+def test_a_stationary_distribution_converges_and_a_drifting_one_does_not():
+    rng = random.Random(1)
+    steady, drifting = LatencySamples(), LatencySamples()
+    for i in range(1024):
+        steady.add(rng.lognormvariate(0.0, 0.3))
+        drifting.add(rng.lognormvariate(0.0, 0.3) + i / 50)
+    assert steady.converged and steady.last_distance_s is not None
+    assert not drifting.converged
+
+
+def test_mode_is_the_most_common_latency():
+    s = LatencySamples()
+    for x in [1.0] * 50 + [1.05] * 40 + [9.0] * 20:
+        s.add(x)
+    assert s.mode_s() == pytest.approx(1.0, abs=0.5)
+
+
+def test_remaining_latency_runs_to_the_end_of_each_run():
+    spans = [CallSpan("m1", "A", "", 0, 1), CallSpan("m1", "B", "A", 1, 4), CallSpan("m2", "A", "", 10, 12)]
+    assert remaining_latency_samples(spans) == {"A": [4.0, 2.0], "B": [3.0]}
+
+
+def test_mds_puts_the_clearly_shorter_agent_first():
+    rng = random.Random(2)
+    remaining = {"judge": [rng.gauss(2, 0.5) for _ in range(200)],
+                 "writer": [rng.gauss(10, 1) for _ in range(200)],
+                 "planner": [rng.gauss(30, 3) for _ in range(200)]}
+    prio = agent_priorities(remaining)
+    assert sorted(prio, key=prio.get) == ["judge", "writer", "planner"]
+    assert agent_priorities({}) == {}
+
+
+def test_past_the_cap_the_newest_samples_replace_the_oldest():
+    s = LatencySamples(max_samples=4)
+    for x in [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]:
+        s.add(x)
+    assert sorted(s.samples) == [3.0, 4.0, 5.0, 6.0]

@@ -1,0 +1,89 @@
+"""Chimera 3.5 accounting: no entry survives completion, cancellation, engine failure or orphaning."""
+
+import pytest
+
+from hetflow.v1 import common_pb2
+from hetflow.core.monitor.state import MonitorLimits, MonitorState
+
+
+def status(engine_id="e0", active=(), serving=True):
+    return common_pb2.EngineStatus(engine_id=engine_id, model="m", serving=serving, active_request_ids=list(active))
+
+
+@pytest.fixture
+def state():
+    s = MonitorState(MonitorLimits(engine_stale_after_s=2, engine_failed_after_s=10, orphan_grace_s=5, program_ttl_s=60))
+    s.report(status("e0"), now_s=0)
+    s.report(status("e1"), now_s=0)
+    return s
+
+
+def test_admit_adds_tokens_and_assigns_program(state):
+    program = state.admit("r1", "p1", "m", "e0", 120.0, now_s=1)
+    state.admit("r2", "p1", "other", "e1", 30.0, now_s=1)
+    assert state.engines["e0"].in_flight_tokens == 120 and state.engines["e1"].in_flight_tokens == 30
+    assert program.model == "m" and state.program_model("p1") == "m"   # A[p] is set once
+    assert state.admit_seq == 2
+
+
+@pytest.mark.parametrize("completed", [True, False])
+def test_release_removes_entry(state, completed):
+    state.admit("r1", "p1", "m", "e0", 120.0, now_s=1)
+    assert state.release("r1", now_s=2, output_tokens=50, completed=completed)
+    assert not state.entries and state.engines["e0"].in_flight_tokens == 0 and not state.engines["e0"].in_flight
+    assert state.programs["p1"].completed == int(completed)
+    assert not state.release("r1", now_s=3)  # idempotent
+
+
+def test_duplicate_and_unknown_engine_are_rejected(state):
+    state.admit("r1", "p1", "m", "e0", 1.0, now_s=1)
+    with pytest.raises(ValueError):
+        state.admit("r1", "p1", "m", "e0", 1.0, now_s=1)
+    with pytest.raises(KeyError):
+        state.admit("r2", "p1", "m", "nope", 1.0, now_s=1)
+
+
+def test_failed_engine_loses_its_entries(state):
+    state.admit("r1", "p1", "m", "e0", 10.0, now_s=1)
+    state.admit("r2", "p2", "m", "e1", 10.0, now_s=1)
+    state.report(status("e1", active=["r2"]), now_s=9)      # e1 keeps reporting, e0 goes silent
+    assert not state.is_healthy(state.engines["e0"], 3)
+    state.sweep(now_s=11)
+    assert "r1" not in state.entries and "e0" not in state.engines
+    assert "r2" in state.entries
+
+
+def test_orphans_are_reconciled_from_engine_reports(state):
+    state.admit("r1", "p1", "m", "e0", 10.0, now_s=1)
+    state.admit("r2", "p1", "m", "e0", 10.0, now_s=1)
+    assert state.report(status("e0", active=["r2"]), now_s=3) == 0   # within grace: kept
+    assert state.report(status("e0", active=["r2"]), now_s=7) == 1   # past grace and not reported: removed
+    assert set(state.entries) == {"r2"}
+
+
+def test_idle_programs_are_forgotten(state):
+    state.admit("r1", "p1", "m", "e0", 10.0, now_s=1)
+    state.release("r1", now_s=2)
+    state.report(status("e0"), now_s=70)
+    state.report(status("e1"), now_s=70)
+    state.sweep(now_s=70)
+    assert "p1" not in state.programs
+
+
+def test_in_flight_cost_is_summed_per_engine_and_released(state):
+    state.admit("r1", "p1", "m", "e0", 100.0, 1.0, predicted_cost_s=2.5)
+    state.admit("r2", "p2", "m", "e0", 50.0, 1.0, predicted_cost_s=1.0)
+    assert state.engines["e0"].in_flight_cost_s == pytest.approx(3.5)   # t_queue, HexGen-Flow eq. 3
+    state.release("r1", 2.0)
+    assert state.engines["e0"].in_flight_cost_s == pytest.approx(1.0)
+    state.release("r2", 2.0)
+    assert state.engines["e0"].in_flight_cost_s == 0.0
+    with pytest.raises(ValueError):
+        state.admit("r3", "p3", "m", "e0", 1.0, 3.0, predicted_cost_s=-1.0)
+
+
+def test_an_engine_reporting_new_preemptions_is_suspended_until_a_clean_report(state):
+    state.report(common_pb2.EngineStatus(engine_id="e0", serving=True, preemptions_total=3), 1.0)
+    assert state.engines["e0"].suspended
+    state.report(common_pb2.EngineStatus(engine_id="e0", serving=True, preemptions_total=3), 1.5)
+    assert not state.engines["e0"].suspended

@@ -1,0 +1,37 @@
+"""HexGen-Flow 4.3: the t-test fires on a shifted window and not on an unchanged one; the grid search
+keeps the alpha of lowest replayed P95."""
+
+import random
+
+from hetflow.core.alpha import ALPHA_GRID, AlphaTuner, best_alpha, regression_test
+
+
+def window(rng, mean_s, n=200):
+    return [rng.lognormvariate(0, 0.4) * mean_s for _ in range(n)]
+
+
+def test_fires_on_a_shifted_window_and_not_on_an_unchanged_one():
+    rng = random.Random(3)
+    ref = window(rng, 10.0)
+    assert not regression_test(ref, window(rng, 10.0)).regressed
+    shifted = regression_test(ref, window(rng, 14.0))
+    assert shifted.regressed and shifted.p95_new_s > shifted.p95_ref_s
+    assert not regression_test(ref, window(rng, 6.0)).regressed      # one-sided: faster is no regression
+
+
+def test_tuner_tests_each_closed_window_against_the_previous_one():
+    rng = random.Random(4)
+    tuner = AlphaTuner(window_s=100.0)
+    results = []
+    for t in range(0, 400):
+        latency = rng.lognormvariate(0, 0.4) * (10.0 if t < 300 else 16.0)
+        result = tuner.observe(float(t), latency)
+        if result is not None:
+            results.append(result.regressed)
+    tuner_result = tuner.window_closed(400.0)
+    assert results == [False, False] and tuner_result.regressed
+
+
+def test_grid_search_keeps_the_alpha_of_lowest_p95():
+    alpha, p95 = best_alpha(lambda a: (a - 0.3) ** 2 + 5.0)
+    assert alpha == 0.3 and set(p95) == set(ALPHA_GRID)

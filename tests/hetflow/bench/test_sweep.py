@@ -1,0 +1,87 @@
+"""A tiny sweep runs end to end (table, JSON, plots); loads are calibrated by queueing share."""
+
+import json
+
+import pytest
+import yaml
+
+from hetflow.cli import main
+from hetflow.bench.sweep import Sweep, SweepSpec, aggregate, simulate
+from hetflow.core.presets import resolve
+from tests.factories import profile
+
+CLUSTER = {"stack": {"name": "tiny"}, "router": {"models": {"qwen2.5-1.5b-instruct": 0.45, "qwen2.5-7b-instruct": 0.62}},
+           "engines": [{"name": "small-0", "profile": "qwen2.5-1.5b-instruct@l4"},
+                       {"name": "large-0", "profile": "qwen2.5-7b-instruct@l4"}]}
+
+
+@pytest.fixture()
+def sweep_file(tmp_path):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(CLUSTER))
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({"name": "tiny", "cluster": str(cluster), "trace": {"family": "sql", "programs": 40},
+                                    "loads": {"rates": [2.0, 8.0]}, "seeds": [1, 2],
+                                    "policies": ["least-load", "mlfq", "chimera:latency_slack=1.0"]}))
+    return path
+
+
+def test_a_tiny_sweep_writes_its_table_json_and_plots(sweep_file, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["bench", "--sweep", str(sweep_file), "--workers", "1", "-o", str(out)]) == 0
+    result = json.loads((out / "results.json").read_text())
+    assert len(result["runs"]) == 2 * 3 * 2 and len(result["rows"]) == 2 * 3
+    assert {r["policy"] for r in result["rows"]} == {"least-load", "mlfq", "chimera:latency_slack=1.0"}
+    for name in ("frontier.png", "slo_attainment.png", "latency_cdf.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = capsys.readouterr().out
+    assert "| least-load |" in printed and "2/s" in printed
+
+
+def small_cluster_sweep(tmp_path, targets):
+    small = profile(model="qwen2.5-7b-instruct", max_num_seqs=4, kv_capacity_tokens=65536, max_model_len=65536,
+                    max_num_batched_tokens=4096)
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump(small.to_dict()))
+    cluster = {"stack": {"name": "small"}, "engines": [{"name": "e0", "profile": str(tmp_path / "small.yaml")}]}
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster))
+    spec = SweepSpec(name="cal", cluster=str(tmp_path / "cluster.yaml"), trace={"family": "code", "programs": 120},
+                     policies=("least-load",), loads={"queueing_share": targets})
+    return Sweep(spec, workers=1)
+
+
+def test_calibration_finds_a_rate_near_the_target_queueing_share(tmp_path):
+    sweep = small_cluster_sweep(tmp_path, (0.3,))
+    rate = sweep.rates()["queue30%"]
+    share = simulate(sweep.engines, resolve("least-load"), sweep.traces[1], sweep.signals[1], rate)["queueing_share"]
+    assert 0.15 <= share <= 0.45
+
+
+def test_aggregate_means_over_seeds_and_keeps_the_worst_stability():
+    run = {"load": "x", "policy": "p", "rate_per_s": 1.0, "latency_per_output_token_ms": 10.0,
+           "latency_s": {"mean": 1.0, "p95": 2.0}, "task_score": 0.5, "slo": {"scale_for_95pct": 2.0},
+           "goodput_programs_per_s": 1.0, "queueing_share": 0.1, "preemptions": 0,
+           "scheduler_overhead_ms": {"mean": 0.1}, "stability": {"stable": True}}
+    other = {**run, "latency_per_output_token_ms": 20.0, "task_score": 0.7, "stability": {"stable": False}}
+    [row] = aggregate([run, other])
+    assert row["latency_per_output_token_ms"] == 15.0 and row["task_score"] == pytest.approx(0.6)
+    assert row["seeds"] == 2 and row["stable"] is False and row["deadline_attainment_by_tenant"] is None
+
+
+def test_deadline_attainment_is_averaged_per_tenant_and_tabled():
+    from hetflow.bench.sweep_cli import table
+
+    run = {"load": "x", "policy": "p", "rate_per_s": 1.0, "latency_per_output_token_ms": 10.0,
+           "latency_s": {"mean": 1.0, "p95": 2.0}, "task_score": None, "slo": {"scale_for_95pct": 2.0},
+           "goodput_programs_per_s": 1.0, "queueing_share": 0.1, "preemptions": 0,
+           "scheduler_overhead_ms": {"mean": 0.1}, "stability": {"stable": True},
+           "deadline_attainment_by_tenant": {"gold": 0.5, "free": 1.0}}
+    [row] = aggregate([run, {**run, "deadline_attainment_by_tenant": {"gold": 0.7, "free": 1.0}}])
+    assert row["deadline_attainment_by_tenant"] == pytest.approx({"free": 1.0, "gold": 0.6})
+    assert "deadline met" in table([row]) and "free 100%, gold 60%" in table([row])
+
+
+def test_a_share_no_rate_reaches_is_skipped_not_guessed(tmp_path):
+    sweep = small_cluster_sweep(tmp_path, (0.999,))
+    notes = []
+    assert sweep.rates(progress=notes.append) == {}
+    assert "unreachable" in notes[0]
