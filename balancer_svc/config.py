@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from hetflow.runtime.config import service_config
 from hetflow.core.policy_config import PolicyConfig
+from hetflow.runtime.config import service_config
 from hetflow.runtime.server import ServeConfig
 
 

@@ -18,18 +18,29 @@ from google.protobuf.json_format import MessageToDict
 from prometheus_client import Counter, Histogram
 
 from balancer_svc import convert
-from hetflow.core.call import LlmCall
-from hetflow.core.alpha import alpha_holder
 from balancer_svc.config import BalancerConfig
-from balancer_svc.live_alpha import LiveAlphaTuning
+from balancer_svc.live_alpha import AlphaReplay, LiveAlphaTuning
 from balancer_svc.pending import PendingAdmits
+from hetflow import wire
+from hetflow.core.alpha import alpha_holder
+from hetflow.core.call import LlmCall
+from hetflow.core.errors import DeadlineExceeded, Unavailable
+from hetflow.core.features import feature_row
 from hetflow.core.pipeline import Outcome, Pipeline
 from hetflow.core.policies import Prediction, WaitForCapacity
 from hetflow.core.snapshot import EngineView
-from hetflow.core.errors import DeadlineExceeded, Unavailable
 from hetflow.runtime.logs import get_logger
-from hetflow.v1 import (balancer_pb2, common_pb2, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc, predictor_pb2,
-                        predictor_pb2_grpc, router_pb2, router_pb2_grpc)
+from hetflow.v1 import (
+    balancer_pb2,
+    common_pb2,
+    engine_pb2_grpc,
+    monitor_pb2,
+    monitor_pb2_grpc,
+    predictor_pb2,
+    predictor_pb2_grpc,
+    router_pb2,
+    router_pb2_grpc,
+)
 
 log = get_logger(__name__)
 DECISIONS = Counter("hetflow_balancer_decisions_total", "Decisions per stage and rule", ["stage", "rule"])
@@ -49,11 +60,12 @@ class Decision:
 
 
 class Dispatcher:
-    def __init__(self, cfg: BalancerConfig) -> None:
+    def __init__(self, cfg: BalancerConfig, alpha_replay: AlphaReplay | None = None) -> None:
         self.cfg = cfg
         self.pipeline = Pipeline(cfg.policy)
-        self.alpha_tuning = (LiveAlphaTuning(self.pipeline.engine_picker, cfg.policy, cfg.alpha_window_s)
-                             if cfg.alpha_tuning and alpha_holder(self.pipeline.engine_picker) is not None else None)
+        tunable = cfg.alpha_tuning and alpha_replay is not None and alpha_holder(self.pipeline.engine_picker) is not None
+        self.alpha_tuning = (LiveAlphaTuning(self.pipeline.engine_picker, cfg.policy, cfg.alpha_window_s, alpha_replay)
+                             if tunable and alpha_replay is not None else None)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._releases: set[asyncio.Task[None]] = set()
         self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
@@ -92,7 +104,7 @@ class Dispatcher:
         calls see each other."""
         start = time.perf_counter()
         snapshot_msg = await self._snapshot(call)
-        snapshot = convert.snapshot_from_proto(snapshot_msg)
+        snapshot = wire.snapshot_from_proto(snapshot_msg)
         candidates = self.pipeline.candidate_models(call, snapshot)
         router_asked = self.pipeline.needs_router(call, candidates)
         (confidence, truncated), predictions = await asyncio.gather(
@@ -144,10 +156,10 @@ class Dispatcher:
         if self.predictor is not None:
             try:
                 reply = await self.predictor.Predict(
-                    predictor_pb2.PredictRequest(rows=[convert.feature_row(call, m) for m in models],
+                    predictor_pb2.PredictRequest(rows=[wire.feature_row_to_proto(feature_row(call, m)) for m in models],
                                                  quantiles=self.cfg.quantiles),
                     timeout=self.cfg.dependency_timeout_s)
-                return {m: (convert.prediction_from_proto(p, self.cfg.quantiles), "")
+                return {m: (wire.prediction_from_proto(p, self.cfg.quantiles), "")
                         for m, p in zip(models, reply.predictions)}
             except grpc.aio.AioRpcError as exc:
                 log.warning("predictor_unavailable", code=exc.code().name, details=exc.details())
@@ -161,7 +173,7 @@ class Dispatcher:
             reply = await self.monitor.Admit(monitor_pb2.AdmitRequest(
                 request_id=call.request_id, program_id=call.workflow.program_id, model=outcome.model,
                 engine_id=outcome.engine_id, predicted_tokens=outcome.prediction.median_tokens,
-                workflow=convert.workflow_to_proto(call.workflow), prompt_tokens=call.input_tokens,
+                workflow=wire.workflow_to_proto(call.workflow), prompt_tokens=call.input_tokens,
                 predicted_cost_s=outcome.predicted_cost_s,
                 decode_tokens_per_s=plan.decode_tokens_per_s if plan else 0.0,
                 expected_s=plan.expected_s if plan else 0.0),

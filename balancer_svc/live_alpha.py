@@ -17,20 +17,24 @@ import asyncio
 import multiprocessing
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from prometheus_client import Gauge
 
 from hetflow.core.alpha import AlphaTuner, alpha_holder
 from hetflow.core.call import LlmCall
+from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.snapshot import EngineView
-from hetflow.runtime.logs import get_logger
 from hetflow.core.trace import StageRecord
-from hetflow.core.engine.profile import EngineSpec
-from simulator.tuning import replay_best_alpha
+from hetflow.runtime.logs import get_logger
 
 log = get_logger(__name__)
+AlphaReplay = Callable[[Sequence[EngineSpec], PolicyConfig, Sequence[StageRecord], Mapping[str, float]],
+                      tuple[float, dict[float, float]]]
+"""Eq. 10 by replay: (engines, policy, trace, deadlines) -> (best alpha, P95 per alpha). The simulator's
+``replay_best_alpha``, handed in by the composition root (hetflow.serve); picklable, as it runs in a
+worker process."""
 ALPHA = Gauge("hetflow_balancer_alpha", "HexGen-Flow's alpha of the workload-balanced engine choice (eq. 4)")
 
 
@@ -79,7 +83,7 @@ def replay_trace(programs: Mapping[str, SeenProgram], window_start_unix_s: float
 
 
 class LiveAlphaTuning:
-    def __init__(self, engine_picker: object, policy: PolicyConfig, window_s: float,
+    def __init__(self, engine_picker: object, policy: PolicyConfig, window_s: float, replay: AlphaReplay,
                  executor: Executor | None = None) -> None:
         holder = alpha_holder(engine_picker)
         if holder is None:
@@ -87,7 +91,7 @@ class LiveAlphaTuning:
                              "memory-packer with then: workload-balanced)")
         self._holder, self.policy = holder, policy
         self.tuner = AlphaTuner(window_s=window_s, alpha=holder.alpha)
-        self._executor = executor
+        self._replay, self._executor = replay, executor
         self._programs: dict[str, SeenProgram] = {}
         """Programs by first call seen, kept for two windows."""
         self._engines: dict[str, EngineSpec] = {}
@@ -129,7 +133,7 @@ class LiveAlphaTuning:
         if self._executor is None:  # spawned, not forked: the balancer's process runs gRPC threads
             self._executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         loop = asyncio.get_running_loop()
-        self.retuning = loop.run_in_executor(self._executor, replay_best_alpha, list(self._engines.values()),
+        self.retuning = loop.run_in_executor(self._executor, self._replay, list(self._engines.values()),
                                              self.policy, records, deadlines_s)
         self.retuning.add_done_callback(lambda done: self._apply(done, now_unix_s))
 

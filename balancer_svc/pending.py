@@ -19,8 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from hetflow.core.snapshot import ClusterSnapshot
 from hetflow.core.monitor.memory_ledger import MemoryPlan
+from hetflow.core.snapshot import ClusterSnapshot
 
 REORDER_SLACK = 64  # how far out of sequence order an acknowledgement may be processed
 

@@ -6,10 +6,10 @@ from typing import Awaitable, Callable, Sequence
 
 from engine_svc.backends.base import EngineBackend
 from engine_svc.config import EngineConfig
-from hetflow.core.engine.profile import load_profile
-from hetflow.core.engine.queues import make_queue
 from engine_svc.reporter import StatusReporter
 from engine_svc.servicer import EngineServicer
+from hetflow.core.engine.profile import load_profile
+from hetflow.core.engine.queues import make_queue
 from hetflow.runtime.server import Registration
 from hetflow.v1 import engine_pb2, engine_pb2_grpc
 

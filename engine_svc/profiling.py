@@ -21,12 +21,11 @@ from typing import Sequence
 import numpy as np
 
 from engine_svc.backends.base import GenerateCall
-from hetflow.core.call import SamplingSpec
 from engine_svc.backends.vllm_backend import VllmBackend
-from hetflow.core.engine.queues import QueueConfig
 from engine_svc.config import VllmConfig
+from hetflow.core.call import SamplingSpec
 from hetflow.core.engine.profile import EngineProfile
-from hetflow.core.engine.queues import make_queue
+from hetflow.core.engine.queues import QueueConfig, make_queue
 
 PROMPT_WORD = " hello"
 

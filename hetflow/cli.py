@@ -10,17 +10,6 @@ import sys
 from pathlib import Path
 
 ARTIFACTS = Path(os.environ.get("HETFLOW_CACHE", Path.home() / ".cache" / "hetflow")) / "artifacts"
-SERVICES = {"monitor": "monitor_svc", "router": "router_svc", "predictor": "predictor_svc",
-            "balancer": "balancer_svc", "engine": "engine_svc"}
-
-
-def _serve(args: argparse.Namespace) -> int:
-    import importlib
-
-    module = importlib.import_module(f"{SERVICES[args.service]}.__main__")
-    argv = ["--config", args.config] + (["--name", args.name] if args.name else [])
-    module.main(argv)
-    return 0
 
 
 def _balancer_address(config: Path) -> str:
@@ -79,8 +68,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _workload_generate(args: argparse.Namespace) -> int:
-    from hetflow.workloads.generate import generate, summary, write
     from hetflow.core.trace import read_jsonl
+    from hetflow.workloads.generate import generate, summary, write
 
     replay = [r.arrival_s for r in read_jsonl(Path(args.replay))] if args.replay else None
     records = generate(args.family, args.programs, args.seed, args.models.split(","), args.arrival, args.rate,
@@ -91,8 +80,8 @@ def _workload_generate(args: argparse.Namespace) -> int:
 
 
 def _workload_stats(args: argparse.Namespace) -> int:
-    from hetflow.workloads.generate import summary
     from hetflow.core.trace import read_jsonl
+    from hetflow.workloads.generate import summary
 
     print(summary(list(read_jsonl(Path(args.trace)))))
     return 0
@@ -100,8 +89,8 @@ def _workload_stats(args: argparse.Namespace) -> int:
 
 def _training_records(args: argparse.Namespace, models: list[str]) -> list:
     """The traces named by --trace, or traces generated from --families, --programs and --seed."""
-    from hetflow.workloads.generate import FAMILIES, generate
     from hetflow.core.trace import read_jsonl
+    from hetflow.workloads.generate import FAMILIES, generate
 
     if args.trace:
         return [r for path in args.trace for r in read_jsonl(Path(path))]
@@ -169,11 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hetflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
+    from hetflow import serve
+
     p = sub.add_parser("serve", help="run one service in the foreground")
-    p.add_argument("service", choices=sorted(SERVICES))
-    p.add_argument("-c", "--config", required=True)
-    p.add_argument("--name", help="engine name (engine only)")
-    p.set_defaults(fn=_serve)
+    serve.add_arguments(p)
+    p.set_defaults(fn=serve.serve)
 
     from hetflow import stackctl
 

@@ -20,8 +20,18 @@ from typing import Any, Awaitable, Callable
 import grpc
 
 from hetflow.core.stats import percentile, stability
-from hetflow.v1 import (balancer_pb2_grpc, common_pb2, engine_pb2, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc,
-                        predictor_pb2, predictor_pb2_grpc, router_pb2, router_pb2_grpc)
+from hetflow.v1 import (
+    balancer_pb2_grpc,
+    common_pb2,
+    engine_pb2,
+    engine_pb2_grpc,
+    monitor_pb2,
+    monitor_pb2_grpc,
+    predictor_pb2,
+    predictor_pb2_grpc,
+    router_pb2,
+    router_pb2_grpc,
+)
 
 SERVICES = ("router", "predictor", "monitor", "balancer", "engine")
 

@@ -29,7 +29,8 @@ STOP_GRACE_S = 15.0
 @dataclass
 class ServiceProcess:
     name: str
-    module: str
+    service: str
+    """The service ``hetflow.serve`` builds."""
     address: str
     extra_args: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
@@ -51,13 +52,13 @@ def plan(raw: Mapping[str, Any]) -> list[ServiceProcess]:
         return f"{section.get('host', host)}:{section['port']}"
 
     services = []
-    for name, module in (("monitor", "monitor_svc"), ("router", "router_svc"), ("predictor", "predictor_svc")):
+    for name in ("monitor", "router", "predictor"):
         if name in raw:
-            services.append(ServiceProcess(name, module, address(raw[name])))
+            services.append(ServiceProcess(name, name, address(raw[name])))
     for engine in raw.get("engines", []):
-        services.append(ServiceProcess(f"engine:{engine['name']}", "engine_svc", address(engine),
+        services.append(ServiceProcess(f"engine:{engine['name']}", "engine", address(engine),
                                        ["--name", engine["name"]]))
-    services.append(ServiceProcess("balancer", "balancer_svc", address(raw["balancer"])))
+    services.append(ServiceProcess("balancer", "balancer", address(raw["balancer"])))
     return services
 
 
@@ -91,7 +92,7 @@ class Supervisor:
     def _spawn(self, svc: ServiceProcess) -> None:
         log = open(self.log_dir / f"{svc.name.replace(':', '-')}.log", "ab")
         svc.process = subprocess.Popen(
-            [sys.executable, "-m", svc.module, "--config", str(self.config_path), *svc.extra_args],
+            [sys.executable, "-m", "hetflow.serve", svc.service, "--config", str(self.config_path), *svc.extra_args],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Awaitable, Callable, Sequence
 
+from hetflow.core.monitor.state import MonitorState
 from hetflow.runtime.server import Registration
 from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 from monitor_svc.config import MonitorConfig
 from monitor_svc.servicer import MonitorServicer
-from hetflow.core.monitor.state import MonitorState
 
 SERVICE_NAME = monitor_pb2.DESCRIPTOR.services_by_name["Monitor"].full_name
 
@@ -26,7 +26,7 @@ def build(cfg: MonitorConfig) -> tuple[MonitorServicer, Callable[[], Awaitable[t
         async def refresh_forever() -> None:
             while True:
                 await asyncio.sleep(cfg.agent_priority_interval_s)
-                servicer.refresh_agent_priorities()
+                servicer.refresh_anchor_distances()
 
         tasks = [asyncio.get_running_loop().create_task(job()) for job in (sweep_forever, refresh_forever)]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from hetflow.core.monitor.state import MonitorLimits
 from hetflow.runtime.config import service_config
 from hetflow.runtime.server import ServeConfig
-from hetflow.core.monitor.state import MonitorLimits
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,14 @@ import time
 import grpc
 from prometheus_client import Gauge
 
+from hetflow import wire
 from hetflow.core.errors import InvalidArgument, NotFound
+from hetflow.core.monitor.memory_ledger import MemoryPlan
+from hetflow.core.monitor.snapshot import cluster_snapshot
+from hetflow.core.monitor.state import MonitorState
 from hetflow.runtime.logs import bind_ids, get_logger
 from hetflow.v1 import common_pb2, monitor_pb2, monitor_pb2_grpc
 from monitor_svc import convert
-from hetflow.core.monitor.memory_ledger import MemoryPlan
-from hetflow.core.monitor.state import MonitorState
 
 log = get_logger(__name__)
 IN_FLIGHT_TOKENS = Gauge("hetflow_monitor_in_flight_tokens", "Predicted in-flight tokens per engine", ["engine"])
@@ -47,7 +49,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
 
     async def ReportEngineStatus(self, request: common_pb2.EngineStatus,
                                  context: grpc.aio.ServicerContext) -> monitor_pb2.ReportReply:
-        orphans = self.state.report(request, time.time())
+        orphans = self.state.report(wire.engine_status_from_proto(request), time.time())
         if orphans:
             log.warning("orphans_removed", engine=request.engine_id, count=orphans)
         self._observe(request.engine_id)
@@ -55,7 +57,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
 
     async def Snapshot(self, request: monitor_pb2.SnapshotRequest,
                        context: grpc.aio.ServicerContext) -> monitor_pb2.MonitorSnapshot:
-        return convert.snapshot_to_proto(self.state, request.program_id, time.time(), request.agent)
+        snapshot = cluster_snapshot(self.state, time.time(), request.program_id, request.agent)
+        return wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq)
 
     async def GetProgram(self, request: monitor_pb2.GetProgramRequest,
                          context: grpc.aio.ServicerContext) -> monitor_pb2.ProgramEntry:
@@ -66,9 +69,9 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
             raise NotFound(f"program {request.program_id!r} is not in the program table")
         return convert.program_to_proto(program)
 
-    def refresh_agent_priorities(self) -> None:
-        priorities = self.state.refresh_agent_priorities()
-        log.info("agent_priorities", **{a: round(p, 3) for a, p in sorted(priorities.items(), key=lambda x: x[1])})
+    def refresh_anchor_distances(self) -> None:
+        distances = self.state.refresh_anchor_distances()
+        log.info("agent_anchor_distances", **{a: round(d, 3) for a, d in sorted(distances.items(), key=lambda x: x[1])})
 
     def sweep(self) -> None:
         result = self.state.sweep(time.time())

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from hetflow import wire
 from hetflow.core.errors import InvalidArgument
+from hetflow.core.features import LengthPrediction, PredictItem
 from hetflow.v1 import predictor_pb2
-from predictor_svc.features import FeatureRow, LengthPrediction, PredictItem
 
 
 def items_from_proto(msg: predictor_pb2.PredictRequest) -> list[PredictItem]:
@@ -16,11 +17,7 @@ def items_from_proto(msg: predictor_pb2.PredictRequest) -> list[PredictItem]:
     for i, r in enumerate(msg.rows):
         if not r.model:
             raise InvalidArgument(f"rows[{i}].model is required")
-        items.append(PredictItem(FeatureRow(
-            model=r.model, workflow=r.workflow, agent=r.agent, stage_index=r.stage_index,
-            stage_count=r.stage_count, system_prompt_tokens=r.system_prompt_tokens,
-            user_prompt_tokens=r.user_prompt_tokens, input_tokens=r.input_tokens, user_prompt=r.user_prompt),
-            quantiles))
+        items.append(PredictItem(wire.feature_row_from_proto(r), quantiles))
     return items
 
 

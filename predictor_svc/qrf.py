@@ -19,7 +19,7 @@ from quantile_forest import RandomForestQuantileRegressor
 from sklearn.decomposition import TruncatedSVD
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from predictor_svc.features import FeatureRow, LengthPrediction, PredictItem
+from hetflow.core.features import FeatureRow, LengthPrediction, PredictItem
 
 CATEGORICAL = ("workflow", "agent", "model")
 UNKNOWN = -1.0

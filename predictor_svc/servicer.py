@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import grpc
 
+from hetflow.core.features import LengthPrediction, PredictItem
 from hetflow.runtime.batching import BatchCollector
 from hetflow.v1 import predictor_pb2, predictor_pb2_grpc
 from predictor_svc import convert
-from predictor_svc.features import LengthPrediction, PredictItem
 
 
 class PredictorServicer(predictor_pb2_grpc.PredictorServicer):

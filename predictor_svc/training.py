@@ -20,9 +20,9 @@ import numpy as np
 from scipy.stats import kendalltau
 from tqdm import tqdm
 
+from hetflow.core.features import FeatureRow
 from hetflow.core.tokens import count_tokens
 from hetflow.core.trace import StageRecord, programs, remaining_output_tokens
-from predictor_svc.features import FeatureRow
 from predictor_svc.qrf import Featurizer, QuantileLengthModel, fit_forest
 
 INTERVAL = (0.1, 0.9)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from predictor_svc.features import LengthPrediction, PredictItem
+from hetflow.core.features import LengthPrediction, PredictItem
 from predictor_svc.predictors import Predictor, build_predictor
 
 _predictor: Predictor | None = None

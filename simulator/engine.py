@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from hetflow.core.snapshot import EngineView
-from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.engine.profile import EngineProfile
-from hetflow.core.engine.scheduler import BatchScheduler, StepPlan
-from hetflow.core.engine.queues import make_queue
+from hetflow.core.engine.queues import QueueConfig, make_queue
 from hetflow.core.engine.request import EngineRequest
+from hetflow.core.engine.scheduler import BatchScheduler, StepPlan
+from hetflow.core.monitor.state import EngineStatus
 from simulator.clock import EventLoop
 
 
@@ -49,11 +48,9 @@ class VirtualEngine:
                 self._on_finish(event.request)
         self._step()
 
-    def view(self, in_flight_tokens: float, in_flight_requests: int, in_flight_cost_s: float = 0.0) -> EngineView:
+    def status(self) -> EngineStatus:
+        """What the engine reports to the monitor, as a live engine does every report interval."""
         s = self.scheduler
-        return EngineView(engine_id=self.engine_id, model=self.model, address="", healthy=True,
-                          in_flight_tokens=in_flight_tokens, in_flight_requests=in_flight_requests,
-                          waiting=s.num_waiting, running=len(s.running), kv_cache_usage=s.kv.usage,
-                          decode_ms_per_token=self.profile.decode_ms_per_token,
-                          max_batch_size=self.profile.max_num_seqs, kv_capacity_tokens=self.profile.kv_capacity_tokens,
-                          in_flight_cost_s=in_flight_cost_s, profile=self.profile)
+        return EngineStatus(engine_id=self.engine_id, model=self.model, serving=True, waiting=s.num_waiting,
+                            running=len(s.running), kv_cache_usage=s.kv.usage,
+                            preemptions_total=s.preemptions_total, profile=self.profile)

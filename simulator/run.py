@@ -8,27 +8,24 @@ finished; the decision is balancer_svc's ``Pipeline`` over a snapshot of the mon
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from hetflow.core.call import LlmCall, WorkflowInfo
-from hetflow.core.policy_config import PolicyConfig
+from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
+from hetflow.core.engine.profile import EngineSpec
+from hetflow.core.engine.queues import QueueConfig
+from hetflow.core.engine.request import EngineRequest
+from hetflow.core.errors import ResourceExhausted
+from hetflow.core.monitor.snapshot import cluster_snapshot
+from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies import WaitForCapacity
-from hetflow.core.errors import ResourceExhausted
-from hetflow.core.snapshot import ClusterSnapshot
-from hetflow.core.call import SamplingSpec
-from hetflow.core.engine.queues import QueueConfig
-from hetflow.core.engine.profile import EngineSpec
+from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.stats import union_length_s
-from hetflow.core.engine.request import EngineRequest
-from hetflow.v1 import common_pb2
 from hetflow.core.trace import StageRecord, programs
-from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from simulator.clock import EventLoop
 from simulator.engine import VirtualEngine
 from simulator.signals import Signals
-
 
 ENGINE_REPORT_INTERVAL_S = 0.5
 """How often simulated engines report their status to the monitor, as live engines do."""
@@ -103,8 +100,7 @@ class Simulation:
                                                   orphan_grace_s=float("inf"), program_ttl_s=float("inf")))
         self.engines = {e.engine_id: VirtualEngine(e.engine_id, e.model, e.profile, queue, self.loop, self._finished)
                         for e in engines}
-        for engine_id in self.engines:
-            self.monitor.report(common_pb2.EngineStatus(engine_id=engine_id, serving=True), 0.0)
+        self._report_engines()
         self._programs: dict[str, list[StageRecord]] = {}
         self.results: dict[str, ProgramResult] = {}
         self.rejected: list[tuple[str, str]] = []
@@ -136,19 +132,17 @@ class Simulation:
                 self._deadlines[pid] = result.deadline_s = program[0].arrival_s + scale * result.isolated_s
             self.loop.at(program[0].arrival_s, self._start, pid)
         if getattr(self.pipeline.priority_rule, "needs_agent_stats", False) or self._packs:
-            self.loop.every(self.agent_priority_interval_s, self.monitor.refresh_agent_priorities)
-        if self._packs:
-            self.loop.every(ENGINE_REPORT_INTERVAL_S, self._report_engines)
+            self.loop.every(self.agent_priority_interval_s, self.monitor.refresh_anchor_distances)
+        self.loop.every(ENGINE_REPORT_INTERVAL_S, self._report_engines)
         self.loop.run()
         return [r for r in self.results.values() if r.finished_s]
 
     def _report_engines(self) -> None:
-        """The engines' periodic status reports, which carry the preemption counts the monitor suspends
-        engines by (Kairos 6); only runs whose engine picker reads them pay for the timer."""
-        for eid, engine in self.engines.items():
-            self.monitor.report(common_pb2.EngineStatus(engine_id=eid, serving=True,
-                                                        preemptions_total=engine.scheduler.preemptions_total),
-                                self.loop.now)
+        """The engines' periodic status reports, as live engines send them: the snapshot's queue and KV
+        figures, and the preemption counts the monitor suspends engines by (Kairos 6), are as of the
+        last report."""
+        for engine in self.engines.values():
+            self.monitor.report(engine.status(), self.loop.now)
 
     def _retry(self, program_id: str, record: StageRecord) -> None:
         self._dispatch(program_id, record)
@@ -158,17 +152,6 @@ class Simulation:
             if not record.depends_on:
                 self._dispatch(program_id, record)
 
-    def _snapshot(self, program_id: str, agent: str) -> ClusterSnapshot:
-        horizon = self.monitor.limits.ledger_horizon_slots
-        views = tuple(replace(engine.view(record.in_flight_tokens, len(record.in_flight), record.in_flight_cost_s),
-                              kv_ledger_tokens=record.ledger.window(self.loop.now, horizon) if self._packs else (),
-                              suspended=record.suspended)
-                      for eid, engine in self.engines.items() for record in [self.monitor.engines[eid]])
-        stats = self.monitor.agent_stats
-        return ClusterSnapshot(self.loop.now, views, self.monitor.program_model(program_id),
-                               self.monitor.program_start_s(program_id), stats.priorities.get(agent),
-                               stats.expected_s.get(agent))
-
     def _dispatch(self, program_id: str, record: StageRecord) -> None:
         program, now = self._programs[program_id], self.loop.now
         call = LlmCall(request_id=f"{program_id}/{record.stage_index}", prompt=record.user_prompt, messages=(),
@@ -177,7 +160,7 @@ class Simulation:
                                              record.stage_count, record.upstream_agent, record.tenant,
                                              self._deadlines.get(program_id, 0.0)),
                        received_unix_s=now, known_input_tokens=max(record.input_tokens.values()))
-        snapshot = self._snapshot(program_id, record.agent)
+        snapshot = cluster_snapshot(self.monitor, now, program_id, record.agent)
         candidates = self.pipeline.candidate_models(call, snapshot)
         router_asked = self.pipeline.needs_router(call, candidates)
         confidence = self.signals.confidence_for(record, candidates) if router_asked else {}

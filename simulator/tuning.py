@@ -11,10 +11,10 @@ from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
 from hetflow.core.alpha import AlphaTuner, alpha_holder, best_alpha
+from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.stats import percentile
 from hetflow.core.trace import StageRecord
-from hetflow.core.engine.profile import EngineSpec
 from simulator.run import ProgramResult, Simulation
 from simulator.signals import Signals
 

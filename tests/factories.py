@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-from hetflow.core.call import LlmCall, WorkflowInfo
-from hetflow.core.snapshot import ClusterSnapshot, EngineView
-from hetflow.core.call import SamplingSpec
+from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.engine.request import EngineRequest
+from hetflow.core.snapshot import ClusterSnapshot, EngineView
 from hetflow.runtime.ports import free_port  # noqa: F401 - re-exported for tests
 
 _ids = itertools.count()

@@ -16,10 +16,10 @@ import time
 from typing import AsyncIterator
 
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
-from hetflow.core.engine.profile import EngineProfile
-from hetflow.core.engine.scheduler import BatchScheduler
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
+from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.engine.request import EngineRequest
+from hetflow.core.engine.scheduler import BatchScheduler
 from hetflow.core.errors import InvalidArgument, ResourceExhausted
 from hetflow.core.tokens import count_tokens, render_chat
 

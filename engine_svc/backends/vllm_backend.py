@@ -17,9 +17,9 @@ from typing import Any, AsyncIterator
 
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
 from engine_svc.config import VllmConfig
+from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.kv_cache import blocks_for
 from hetflow.core.engine.profile import EngineProfile, load_profile
-from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.request import EngineRequest, RequestStatus
 from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unavailable
 from hetflow.runtime.logs import get_logger

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from engine_svc.config import from_stack as engine_config
-from hetflow.core.engine.profile import load_profile
-from hetflow.core.engine.profile import EngineSpec
+from hetflow.core.engine.profile import EngineSpec, load_profile
 
 
 def cluster_from_stack(raw: Mapping[str, Any]) -> list[EngineSpec]:

@@ -14,13 +14,13 @@ import statistics
 import time
 from pathlib import Path
 
-from hetflow.core.engine.queues import QueueConfig
-from hetflow.core.stats import percentile
-from hetflow.bench.common import write
-from hetflow.runtime.config import load_stack
-from hetflow.core.presets import resolve
-from hetflow.workloads.generate import generate
 from hetflow.bench.cluster import cluster_from_stack, models_of
+from hetflow.bench.common import write
+from hetflow.core.engine.queues import QueueConfig
+from hetflow.core.presets import resolve
+from hetflow.core.stats import percentile
+from hetflow.runtime.config import load_stack
+from hetflow.workloads.generate import generate
 from simulator.run import Simulation
 from simulator.signals import Signals
 

@@ -22,16 +22,14 @@ from typing import Sequence
 import yaml
 
 from engine_svc.backends.vllm_backend import VllmBackend
-from hetflow.core.engine.queues import QueueConfig
 from engine_svc.config import VllmConfig
-from hetflow.core.engine.profile import EngineProfile
 from engine_svc.profiling import profile_vllm, prompt_of, timed_call
-from hetflow.core.engine.queues import make_queue
 from hetflow.bench.common import OUT_DIR, machine
-from hetflow.core.stats import percentile
+from hetflow.core.engine.profile import EngineProfile, EngineSpec
+from hetflow.core.engine.queues import QueueConfig, make_queue
 from hetflow.core.presets import resolve
+from hetflow.core.stats import percentile
 from hetflow.core.trace import StageRecord, programs
-from hetflow.core.engine.profile import EngineSpec
 from simulator.run import Simulation
 from simulator.signals import Signals
 

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+from hetflow.core.features import PredictItem
 from hetflow.core.trace import StageRecord, trace_sha256
-from predictor_svc.features import PredictItem
 from predictor_svc.training import examples
 from simulator.signals import LearnedSignals
 

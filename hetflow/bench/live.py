@@ -22,15 +22,15 @@ from typing import Any, Sequence
 import yaml
 
 from hetflow import stackctl
+from hetflow.bench.cluster import cluster_from_stack, models_of
 from hetflow.bench.common import OUT_DIR, machine
 from hetflow.client import CallResult, HetflowClient, build_request
-from hetflow.runtime.config import load_stack
+from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.presets import apply_to_stack, resolve
 from hetflow.core.trace import StageRecord, programs
-from hetflow.bench.cluster import cluster_from_stack, models_of
+from hetflow.runtime.config import load_stack
 from simulator.metrics import summarize
 from simulator.run import CallResult as SimCall
-from hetflow.core.engine.profile import EngineSpec
 from simulator.run import ProgramResult, reference_latency_s
 
 

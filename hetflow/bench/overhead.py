@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from hetflow import stackctl
-from hetflow.core.stats import percentile, stability
 from hetflow.bench.common import write
 from hetflow.client import CallResult, HetflowClient, build_request
+from hetflow.core.stats import percentile, stability
 from hetflow.runtime.config import load_stack
 from hetflow.workflows.code import TASKS
 

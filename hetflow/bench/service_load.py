@@ -3,7 +3,7 @@
     python -m hetflow.bench.service_load --service router --artifact DIR --rate 50 --duration 20
     python -m hetflow.bench.service_load --service predictor --artifact DIR --rate 200 --duration 20
 
-The service runs as its own process (``python -m router_svc``/``predictor_svc``) on loopback; calls
+The service runs as its own process (``hetflow serve router``/``predictor``) on loopback; calls
 are sent on a fixed schedule whatever the replies do (open loop), each with ``--batch`` prompts or
 rows taken from a generated trace. A run is stable when the second half's mean latency is within
 1.25x of the first half's (no queue building up in the service).
@@ -23,13 +23,13 @@ import grpc
 import yaml
 
 from hetflow.bench.common import write
-from hetflow.loadtest import LoadResult, run_load
-from hetflow.stackctl import wait_serving
 from hetflow.core.tokens import count_tokens
+from hetflow.loadtest import LoadResult, run_load
+from hetflow.runtime.ports import free_port
+from hetflow.stackctl import wait_serving
 from hetflow.v1 import predictor_pb2, predictor_pb2_grpc, router_pb2, router_pb2_grpc
 from hetflow.workloads.generate import generate
 from hetflow.workloads.models import DEFAULT_MODELS
-from hetflow.runtime.ports import free_port
 
 
 def payloads(service: str, batch: int, n: int) -> list:
@@ -75,7 +75,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "stack.yaml"
         config.write_text(yaml.safe_dump({args.service: section}))
-        proc = subprocess.Popen([sys.executable, "-m", f"{args.service}_svc", "-c", str(config)],
+        proc = subprocess.Popen([sys.executable, "-m", "hetflow.serve", args.service, "-c", str(config)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
         try:
             address = f"127.0.0.1:{port}"

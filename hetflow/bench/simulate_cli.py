@@ -8,15 +8,15 @@ import time
 from pathlib import Path
 
 from balancer_svc.config import from_stack as balancer_config
+from hetflow.bench.cluster import cluster_from_stack
+from hetflow.bench.sweep import signals_for
 from hetflow.core.engine.queues import QueueConfig
-from hetflow.runtime.config import load_stack
 from hetflow.core.presets import PRESETS, resolve
 from hetflow.core.trace import read_jsonl
-from hetflow.bench.cluster import cluster_from_stack
+from hetflow.runtime.config import load_stack
 from simulator.metrics import summarize
 from simulator.run import Simulation
 from simulator.signals import CONFIDENCE_SOURCES, PREDICTION_SOURCES, Signals
-from hetflow.bench.sweep import signals_for
 
 
 def run(args: argparse.Namespace) -> int:

@@ -30,13 +30,13 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
+from hetflow.bench.cluster import cluster_from_stack, models_of
+from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.engine.queues import QueueConfig
-from hetflow.runtime.config import load_stack
 from hetflow.core.presets import Preset, resolve
 from hetflow.core.trace import StageRecord, programs, read_jsonl
-from hetflow.bench.cluster import cluster_from_stack, models_of
+from hetflow.runtime.config import load_stack
 from simulator.metrics import summarize
-from hetflow.core.engine.profile import EngineSpec
 from simulator.run import Simulation
 from simulator.signals import LearnedSignals, Signals
 

@@ -99,8 +99,8 @@ def _progress(done: int, total: int) -> None:
 def _learned_source(spec: Any) -> Any:
     if "learned" not in (spec.router, spec.predictor):
         return None
-    from hetflow.learned import ensure_trained
     from hetflow.bench.learned_signals import learned_signals
+    from hetflow.learned import ensure_trained
 
     def compute(records: list, models: list[str]) -> Any:
         router_dir, predictor_dir = ensure_trained(models)

@@ -61,9 +61,9 @@ async def run_engine_svc(requests: int, max_tokens: int, stream_interval_tokens:
     from engine_svc.app import build
     from engine_svc.config import EngineConfig, VllmConfig
     from hetflow.core.engine.queues import QueueConfig
+    from hetflow.runtime.ports import free_port
     from hetflow.runtime.server import ServeConfig, start
     from hetflow.v1 import common_pb2, engine_pb2, engine_pb2_grpc
-    from hetflow.runtime.ports import free_port
 
     port = free_port()
     cfg = EngineConfig(name="bench", backend="vllm", model="tiny", profile="tiny-llama-cpu.yaml",

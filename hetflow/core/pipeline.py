@@ -13,13 +13,13 @@ from typing import Mapping
 
 from hetflow.core import policies
 from hetflow.core.call import LlmCall
-from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.cost import call_output_tokens, compute_cost_s
+from hetflow.core.errors import NotFound, Unavailable
+from hetflow.core.monitor.memory_ledger import MemoryPlan
 from hetflow.core.policies import Choice, Prediction, PriorityContext
 from hetflow.core.policies.memory_packer import plan_for
-from hetflow.core.monitor.memory_ledger import MemoryPlan
+from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.snapshot import ClusterSnapshot
-from hetflow.core.errors import NotFound, Unavailable
 
 
 @dataclass

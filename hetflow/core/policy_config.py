@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-
 DEFAULT_STAGES: Mapping[str, tuple[str, Mapping[str, Any]]] = {
     "model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05}),
     "priority": ("urgency", {"default_slo_scale": 5.0}),

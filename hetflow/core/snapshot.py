@@ -1,4 +1,4 @@
-"""Typed, immutable views of the cluster that policies read. Built from a monitor snapshot."""
+"""Typed, immutable views of the cluster that policies read (built by ``hetflow.core.monitor.snapshot``)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ class EngineView:
     """Expected KV tokens in use in each coming slot, the current one first (Kairos 6, eq. 3)."""
     suspended: bool = False
     """The engine reported preemptions: no new dispatches until it recovers (Kairos 6)."""
+    dispatched_since_report: int = 0
+    """Calls dispatched to the engine since its last report, which ``waiting`` does not show yet."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class ClusterSnapshot:
     """A[p] of the call's program, "" when unassigned."""
     program_start_s: float = 0.0
     """When the call's program started (its first call reached the monitor): Kairos 5.2's order."""
-    agent_priority: float | None = None
+    agent_anchor_distance_s: float | None = None
     """The call's agent's distance to the zero-latency anchor (Kairos 5.1); None while unknown."""
     agent_expected_s: float | None = None
     """The most likely execution time of the call's agent (Kairos 6, eq. 2); None while unknown."""

@@ -70,7 +70,7 @@ class SnapshotRequest(_message.Message):
     def __init__(self, program_id: _Optional[str] = ..., agent: _Optional[str] = ...) -> None: ...
 
 class EngineLoad(_message.Message):
-    __slots__ = ("status", "in_flight_tokens", "in_flight_requests", "healthy", "status_age_s", "in_flight_cost_s", "kv_ledger_tokens", "suspended")
+    __slots__ = ("status", "in_flight_tokens", "in_flight_requests", "healthy", "status_age_s", "in_flight_cost_s", "kv_ledger_tokens", "suspended", "dispatched_since_report")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_REQUESTS_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +79,7 @@ class EngineLoad(_message.Message):
     IN_FLIGHT_COST_S_FIELD_NUMBER: _ClassVar[int]
     KV_LEDGER_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SUSPENDED_FIELD_NUMBER: _ClassVar[int]
+    DISPATCHED_SINCE_REPORT_FIELD_NUMBER: _ClassVar[int]
     status: _common_pb2.EngineStatus
     in_flight_tokens: float
     in_flight_requests: int
@@ -87,25 +88,26 @@ class EngineLoad(_message.Message):
     in_flight_cost_s: float
     kv_ledger_tokens: _containers.RepeatedScalarFieldContainer[float]
     suspended: bool
-    def __init__(self, status: _Optional[_Union[_common_pb2.EngineStatus, _Mapping]] = ..., in_flight_tokens: _Optional[float] = ..., in_flight_requests: _Optional[int] = ..., healthy: _Optional[bool] = ..., status_age_s: _Optional[float] = ..., in_flight_cost_s: _Optional[float] = ..., kv_ledger_tokens: _Optional[_Iterable[float]] = ..., suspended: _Optional[bool] = ...) -> None: ...
+    dispatched_since_report: int
+    def __init__(self, status: _Optional[_Union[_common_pb2.EngineStatus, _Mapping]] = ..., in_flight_tokens: _Optional[float] = ..., in_flight_requests: _Optional[int] = ..., healthy: _Optional[bool] = ..., status_age_s: _Optional[float] = ..., in_flight_cost_s: _Optional[float] = ..., kv_ledger_tokens: _Optional[_Iterable[float]] = ..., suspended: _Optional[bool] = ..., dispatched_since_report: _Optional[int] = ...) -> None: ...
 
 class MonitorSnapshot(_message.Message):
-    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_priority", "agent_expected_s")
+    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s")
     TAKEN_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     ENGINES_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_MODEL_FIELD_NUMBER: _ClassVar[int]
     ADMIT_SEQ_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_START_UNIX_S_FIELD_NUMBER: _ClassVar[int]
-    AGENT_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ANCHOR_DISTANCE_S_FIELD_NUMBER: _ClassVar[int]
     AGENT_EXPECTED_S_FIELD_NUMBER: _ClassVar[int]
     taken_unix_s: float
     engines: _containers.RepeatedCompositeFieldContainer[EngineLoad]
     program_model: str
     admit_seq: int
     program_start_unix_s: float
-    agent_priority: float
+    agent_anchor_distance_s: float
     agent_expected_s: float
-    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_priority: _Optional[float] = ..., agent_expected_s: _Optional[float] = ...) -> None: ...
+    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ...) -> None: ...
 
 class GetProgramRequest(_message.Message):
     __slots__ = ("program_id",)

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from hetflow.core.tokens import count_tokens
+from hetflow.core.trace import StageRecord
 from hetflow.workloads.correctness import fit_ability, sample_correct
 from hetflow.workloads.models import MODELS
-from hetflow.core.trace import StageRecord
 
 
 @dataclass

@@ -8,12 +8,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Sequence
 
+from hetflow.core.trace import StageRecord, programs
 from hetflow.workloads import arrivals as arrival_laws
 from hetflow.workloads.build import ProgramPlan, build
 from hetflow.workloads.families import chat, code, kairos, sql
 from hetflow.workloads.families import math as math_family
 from hetflow.workloads.models import DEFAULT_MODELS
-from hetflow.core.trace import StageRecord, programs
 
 FAMILIES: dict[str, Callable[[int, random.Random], list[ProgramPlan]]] = {
     "code": code.plan, "math": math_family.plan, "chat": chat.plan, "sql": sql.plan,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Protocol
 
-from predictor_svc.features import LengthPrediction, PredictItem
+from hetflow.core.features import LengthPrediction, PredictItem
 
 
 class Predictor(Protocol):

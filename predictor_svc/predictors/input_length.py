@@ -5,7 +5,7 @@ A point proxy carries no spread, so every requested quantile is the same number.
 
 from __future__ import annotations
 
-from predictor_svc.features import LengthPrediction, PredictItem
+from hetflow.core.features import LengthPrediction, PredictItem
 
 
 class InputLengthPredictor:

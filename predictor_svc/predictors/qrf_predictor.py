@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hetflow.core.features import LengthPrediction, PredictItem
 from predictor_svc import artifact
-from predictor_svc.features import LengthPrediction, PredictItem
 
 
 class QrfPredictor:

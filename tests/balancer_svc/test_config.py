@@ -1,7 +1,7 @@
 """The default policy is the design card's; parameters left out follow the plugin they belong to."""
 
-from hetflow.core.policy_config import DEFAULT_STAGES, PolicyConfig
 from hetflow.core.pipeline import Pipeline
+from hetflow.core.policy_config import DEFAULT_STAGES, PolicyConfig
 
 
 def test_the_default_is_the_design_cards_composition():

@@ -5,11 +5,11 @@ import pytest
 
 from balancer_svc.config import BalancerConfig
 from balancer_svc.convert import call_from_proto
-from hetflow.core.pipeline import Pipeline
-from hetflow.core.policy_config import PolicyConfig
-from hetflow.core.policies import Prediction
 from hetflow.client import build_request
 from hetflow.core.errors import DeadlineExceeded
+from hetflow.core.pipeline import Pipeline
+from hetflow.core.policies import Prediction
+from hetflow.core.policy_config import PolicyConfig
 from tests.factories import engine, snapshot
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from balancer_svc.config import BalancerConfig
 from balancer_svc.dispatcher import Dispatcher
-from hetflow.core.policies import WaitForCapacity
 from hetflow.core.errors import DeadlineExceeded
+from hetflow.core.policies import WaitForCapacity
 from tests.factories import call
 
 

@@ -8,9 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from balancer_svc.live_alpha import LiveAlphaTuning, SeenCall, SeenProgram, replay_trace
-from hetflow.core.pipeline import Pipeline
 from hetflow.core.engine.profile import load_profile
+from hetflow.core.pipeline import Pipeline
 from hetflow.core.presets import resolve
+from simulator.tuning import replay_best_alpha
 from tests.factories import call, engine
 
 MODEL = "qwen2.5-7b-instruct"
@@ -56,7 +57,7 @@ def test_a_regressed_window_replays_and_sets_the_alpha_of_lowest_p95():
 
     async def scenario():
         tuning = LiveAlphaTuning(pipeline.engine_picker, resolve("hexgen").policy, window_s=100.0,
-                                 executor=ThreadPoolExecutor(1))
+                                 replay=replay_best_alpha, executor=ThreadPoolExecutor(1))
         rng = random.Random(3)
         feed(tuning, views(), 0, 200, 10.0, rng)
         assert tuning.retuning is None and not tuning.changes
@@ -76,7 +77,7 @@ def test_a_regressed_window_replays_and_sets_the_alpha_of_lowest_p95():
 def test_unchanged_windows_never_replay():
     async def scenario():
         tuning = LiveAlphaTuning(Pipeline(resolve("hexgen").policy).engine_picker, resolve("hexgen").policy,
-                                 window_s=100.0, executor=ThreadPoolExecutor(1))
+                                 window_s=100.0, replay=replay_best_alpha, executor=ThreadPoolExecutor(1))
         feed(tuning, views(), 0, 450, 10.0, random.Random(4))
         tuning.close()
         return tuning
@@ -88,7 +89,8 @@ def test_unchanged_windows_never_replay():
 
 def test_the_packer_ranking_by_eq4_is_tuned_and_other_pickers_are_refused():
     hetflow = resolve("hetflow").policy
-    tuning = LiveAlphaTuning(Pipeline(hetflow).engine_picker, hetflow, window_s=100.0)
+    tuning = LiveAlphaTuning(Pipeline(hetflow).engine_picker, hetflow, window_s=100.0, replay=replay_best_alpha)
     assert tuning.tuner.alpha == 0.0
     with pytest.raises(ValueError, match="alpha"):
-        LiveAlphaTuning(Pipeline(resolve("chimera").policy).engine_picker, resolve("chimera").policy, 100.0)
+        LiveAlphaTuning(Pipeline(resolve("chimera").policy).engine_picker, resolve("chimera").policy, 100.0,
+                        replay_best_alpha)

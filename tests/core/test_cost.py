@@ -5,8 +5,14 @@ import random
 
 import pytest
 
-from hetflow.core.cost import (compute_cost_s, mean_compute_cost_s, slo_budget_s, urgency_order_key, urgency_s,
-                               workload_balanced_score)
+from hetflow.core.cost import (
+    compute_cost_s,
+    mean_compute_cost_s,
+    slo_budget_s,
+    urgency_order_key,
+    urgency_s,
+    workload_balanced_score,
+)
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from tests.factories import engine, profile, request
 

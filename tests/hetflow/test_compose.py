@@ -4,7 +4,7 @@ from pathlib import Path
 
 import yaml
 
-from hetflow.cli import SERVICES
+from hetflow.serve import SERVICES
 from hetflow.runtime.config import load_stack
 from hetflow.supervisor import plan
 
@@ -18,6 +18,6 @@ def test_every_service_of_the_config_has_a_container_with_its_address():
         host = svc.address.rsplit(":", 1)[0]
         assert host in compose, f"{svc.name} dials {host}, which compose.yaml does not define"
         command = compose[host]["command"]
-        assert command[0] in SERVICES and command[0] == svc.module.removesuffix("_svc")
+        assert command[0] in SERVICES and command[0] == svc.service
         if svc.extra_args:
             assert command[-2:] == svc.extra_args

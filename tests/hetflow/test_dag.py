@@ -6,8 +6,8 @@ import asyncio
 import pytest
 
 from hetflow.client import CallResult
-from hetflow.dag import Stage, WorkflowDag, run_dag
 from hetflow.core.errors import InvalidArgument
+from hetflow.dag import Stage, WorkflowDag, run_dag
 
 
 class RecordingClient:

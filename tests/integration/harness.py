@@ -20,6 +20,7 @@ from predictor_svc import app as predictor_app
 from predictor_svc.config import from_stack as predictor_config
 from router_svc import app as router_app
 from router_svc.config import from_stack as router_config
+from simulator.tuning import replay_best_alpha
 from tests.factories import free_port
 
 SMALL, LARGE = "qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"
@@ -74,7 +75,7 @@ async def start_stack(raw: dict[str, Any]) -> Stack:
         stack.engine_servicers[engine["name"]] = servicer
         stack.servers[engine["name"]] = await start(engine["name"], cfg.serve, *(await setup()))
     cfg = balancer_config(raw)
-    registrations, close = await balancer_app.build(cfg)()
+    registrations, close = await balancer_app.build(cfg, alpha_replay=replay_best_alpha)()
     stack.balancer_servicer = registrations[0].servicer
     stack.servers["balancer"] = await start("balancer", cfg.serve, registrations, close)
     await wait_for_engines(stack, len(raw["engines"]))

@@ -3,8 +3,8 @@
 import pytest
 
 from hetflow.client import HetflowClient, build_request
-from hetflow.workloads.generate import generate
 from hetflow.core.trace import trace_sha256
+from hetflow.workloads.generate import generate
 from predictor_svc import artifact as predictor_artifact
 from predictor_svc.training import train as train_predictor
 from router_svc import app as router_app

@@ -1,10 +1,10 @@
 """``hetflow bench --live``'s replay on an in-process stack of sim engines: dependencies respected,
 each program measured, bounded by its duration; and a named policy applied to the live stack."""
 
+from hetflow.bench.cluster import cluster_from_stack
 from hetflow.bench.live import replay
 from hetflow.core.presets import apply_to_stack, resolve
 from hetflow.workloads.generate import generate
-from hetflow.bench.cluster import cluster_from_stack
 from simulator.metrics import summarize
 from tests.integration.harness import LARGE, SMALL, stack_config, start_stack
 

@@ -6,12 +6,12 @@ import shutil
 import grpc
 import pytest
 
+from hetflow.core.trace import trace_sha256
 from hetflow.runtime.server import start
 from hetflow.v1 import predictor_pb2, predictor_pb2_grpc
 from hetflow.workloads.generate import generate
 from predictor_svc import app, artifact
 from predictor_svc.config import PredictorConfig
-from hetflow.core.trace import trace_sha256
 from predictor_svc.training import train
 from tests.factories import free_port
 

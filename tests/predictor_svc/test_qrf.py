@@ -4,10 +4,10 @@ and its artifact refuses to load when it is wrong."""
 import numpy as np
 import pytest
 
+from hetflow.core.features import FeatureRow, PredictItem
+from hetflow.core.trace import trace_sha256
 from hetflow.workloads.generate import generate
 from predictor_svc import artifact
-from predictor_svc.features import FeatureRow, PredictItem
-from hetflow.core.trace import trace_sha256
 from predictor_svc.training import train
 
 MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct")

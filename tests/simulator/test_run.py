@@ -5,14 +5,13 @@ from dataclasses import replace
 
 import pytest
 
+from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.policy_config import PolicyConfig
-from hetflow.core.engine.profile import load_profile
-from hetflow.workloads.generate import generate
-from hetflow.core.trace import programs
-from simulator.metrics import summarize
-from hetflow.core.engine.profile import EngineSpec
-from simulator.run import Simulation, reference_latency_s
 from hetflow.core.stats import union_length_s
+from hetflow.core.trace import programs
+from hetflow.workloads.generate import generate
+from simulator.metrics import summarize
+from simulator.run import Simulation, reference_latency_s
 from simulator.signals import Signals
 
 SMALL, LARGE = "qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"
@@ -125,7 +124,7 @@ def test_kairos_agent_priorities_are_learned_from_the_run_in_the_background():
     sim = Simulation(engines(), preset.policy, Signals("oracle", "oracle"), agent_priority_interval_s=5.0)
     results = sim.run(records)
     assert len(results) == len(programs(records))
-    assert set(sim.monitor.agent_stats.priorities) == {r.agent for r in records}
+    assert set(sim.monitor.agent_stats.anchor_distance_s) == {r.agent for r in records}
 
 
 def test_memory_packer_holds_calls_under_kv_pressure_and_every_program_finishes(sql_trace):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hetflow.core.engine.mlfq_queue import MlfqQueue
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
+from hetflow.core.engine.mlfq_queue import MlfqQueue
 
 
 @dataclass(frozen=True)

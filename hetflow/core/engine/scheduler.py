@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.kv_cache import KVBlockPool
 from hetflow.core.engine.profile import EngineProfile
-from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.request import EngineRequest, RequestStatus
 
 

@@ -80,7 +80,7 @@ def classical_mds_1d(distances: np.ndarray) -> np.ndarray:
     return vectors[:, -1] * np.sqrt(max(values[-1], 0.0))
 
 
-def agent_priorities(remaining_s: Mapping[str, Sequence[float]]) -> dict[str, float]:
+def anchor_distances_s(remaining_s: Mapping[str, Sequence[float]]) -> dict[str, float]:
     """Agent -> distance to the zero-latency anchor on the 1-D MDS line (Kairos 5.1); smaller first."""
     agents = sorted(a for a, xs in remaining_s.items() if len(xs))
     if not agents:
@@ -102,7 +102,7 @@ class AgentStats:
     def __init__(self, max_spans: int = 20_000) -> None:
         self.spans: deque[CallSpan] = deque(maxlen=max_spans)
         self.latency: dict[str, LatencySamples] = defaultdict(LatencySamples)
-        self.priorities: dict[str, float] = {}
+        self.anchor_distance_s: dict[str, float] = {}
         self.expected_s: dict[str, float] = {}
         """Agent -> most likely execution time, for agents whose distribution has converged (Kairos 6, eq. 2)."""
 
@@ -115,6 +115,6 @@ class AgentStats:
         cut its remaining latencies short), and the expected execution times."""
         self.expected_s = {a: s.mode_s() for a, s in self.latency.items() if s.converged}
         running = set(running_message_ids)
-        self.priorities = agent_priorities(remaining_latency_samples(s for s in self.spans
+        self.anchor_distance_s = anchor_distances_s(remaining_latency_samples(s for s in self.spans
                                                                      if s.message_id not in running))
-        return self.priorities
+        return self.anchor_distance_s

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hetflow.v1 import common_pb2
+from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.monitor.agent_latency import AgentStats
 from hetflow.core.monitor.memory_ledger import MemoryLedger, MemoryPlan
 from hetflow.core.monitor.spans import CallSpan
@@ -44,10 +44,33 @@ class ProgramRecord:
     last_seen_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class EngineStatus:
+    """What an engine reports about itself every report interval (engine -> monitor)."""
+
+    engine_id: str
+    model: str = ""
+    address: str = ""
+    """host:port clients dial."""
+    backend: str = ""
+    serving: bool = True
+    waiting: int = 0
+    """Requests in hetflow's queue and the backend's own."""
+    running: int = 0
+    kv_cache_usage: float = 0.0
+    """Fraction of KV blocks in use, 0..1."""
+    preemptions_total: int = 0
+    profile: EngineProfile | None = None
+    active_request_ids: tuple[str, ...] = ()
+    """For the monitor's orphan reconciliation."""
+
+
 @dataclass
 class EngineRecord:
-    status: common_pb2.EngineStatus
+    status: EngineStatus
     received_s: float
+    dispatched_since_report: int = 0
+    """Admits to the engine since its last report, which that report cannot show yet."""
     in_flight: dict[str, float] = field(default_factory=dict)
     in_flight_tokens: float = 0.0
     in_flight_cost_s: float = 0.0
@@ -110,6 +133,7 @@ class MonitorState:
         engine.in_flight[request_id] = predicted_tokens
         engine.in_flight_tokens += predicted_tokens
         engine.in_flight_cost_s += predicted_cost_s
+        engine.dispatched_since_report += 1
         if memory_plan is not None:
             engine.ledger.add(request_id, memory_plan, now_s)
         self.admit_seq += 1
@@ -137,7 +161,7 @@ class MonitorState:
         return True
 
     # -- engines -------------------------------------------------------------------------
-    def report(self, status: common_pb2.EngineStatus, now_s: float) -> int:
+    def report(self, status: EngineStatus, now_s: float) -> int:
         """Record an engine's status; returns how many orphaned entries it cleared."""
         if not status.engine_id:
             raise ValueError("engine_id is required")
@@ -145,7 +169,7 @@ class MonitorState:
         if record is None:
             record = self.engines[status.engine_id] = EngineRecord(status, now_s)
         record.suspended = status.preemptions_total > record.status.preemptions_total
-        record.status, record.received_s = status, now_s
+        record.status, record.received_s, record.dispatched_since_report = status, now_s, 0
         active = set(status.active_request_ids)
         orphans = [rid for rid in record.in_flight
                    if rid not in active and now_s - self.entries[rid].admitted_s > self.limits.orphan_grace_s]
@@ -171,7 +195,7 @@ class MonitorState:
             del self.programs[pid]
         return {"entries_dropped": dropped, "programs_forgotten": len(idle)}
 
-    def refresh_agent_priorities(self) -> dict[str, float]:
+    def refresh_anchor_distances(self) -> dict[str, float]:
         """Kairos 5.1, recomputed in the background: runs with calls in flight are left out."""
         return self.agent_stats.refresh(pid for pid, p in self.programs.items() if p.in_flight)
 

@@ -89,9 +89,20 @@ def register(stage: str, type_name: str) -> Callable[[type], type]:
 
 
 def build(stage: str, type_name: str, params: Mapping[str, Any]) -> Any:
-    from hetflow.core.policies import (agent_priority, chimera_slack, fcfs, join_shortest_queue, least_inflight_tokens,  # noqa: F401
-                                       least_load, memory_packer, predicted_call_tokens, predicted_total_tokens, round_robin,
-                                       urgency, workload_balanced)
+    from hetflow.core.policies import (  # noqa: F401
+        agent_priority,
+        chimera_slack,
+        fcfs,
+        join_shortest_queue,
+        least_inflight_tokens,
+        least_load,
+        memory_packer,
+        predicted_call_tokens,
+        predicted_total_tokens,
+        round_robin,
+        urgency,
+        workload_balanced,
+    )
 
     if type_name not in _REGISTRY[stage]:
         raise ValueError(f"unknown {stage} policy {type_name!r}; known: {sorted(_REGISTRY[stage])}")

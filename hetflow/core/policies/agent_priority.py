@@ -29,8 +29,8 @@ class AgentPriority:
         if context is None:
             raise ValueError("agent priority needs the snapshot (a PriorityContext)")
         snap = context.snapshot
-        distance = snap.agent_priority if snap.agent_priority is not None else 0.0
+        distance = snap.agent_anchor_distance_s if snap.agent_anchor_distance_s is not None else 0.0
         start = snap.program_start_s or context.now_s
         key = distance * AGENT_STRIDE + start
-        rule = "kairos:agent-priority" if snap.agent_priority is not None else "kairos:agent-unknown"
+        rule = "kairos:agent-priority" if snap.agent_anchor_distance_s is not None else "kairos:agent-unknown"
         return key, Choice(f"{key:.3f}", rule, scores={"anchor_distance_s": distance, "program_start_s": start})

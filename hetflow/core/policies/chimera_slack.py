@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Mapping
 
 from hetflow.core.call import LlmCall
+from hetflow.core.errors import Unavailable
 from hetflow.core.policies import Choice, register
 from hetflow.core.snapshot import ClusterSnapshot
-from hetflow.core.errors import Unavailable
 
 
 def ttlt_ms(snapshot: ClusterSnapshot) -> dict[str, float]:

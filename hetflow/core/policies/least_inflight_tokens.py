@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from hetflow.core.call import LlmCall
+from hetflow.core.errors import Unavailable
 from hetflow.core.policies import Choice, Prediction, register
 from hetflow.core.snapshot import ClusterSnapshot
-from hetflow.core.errors import Unavailable
 
 
 @register("engine", "least-inflight-tokens")

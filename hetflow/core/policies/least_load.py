@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Mapping
 
 from hetflow.core.call import LlmCall
+from hetflow.core.errors import Unavailable
 from hetflow.core.policies import Choice, Prediction, register
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
-from hetflow.core.errors import Unavailable
 
 
 def load_score(e: EngineView, waiting_weight: float, running_weight: float) -> float:

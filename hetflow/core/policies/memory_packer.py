@@ -19,11 +19,11 @@ import numpy as np
 
 from hetflow.core.call import LlmCall
 from hetflow.core.cost import call_output_tokens
+from hetflow.core.errors import ResourceExhausted, Unavailable
+from hetflow.core.monitor.memory_ledger import SLOT_S, MemoryPlan
 from hetflow.core.policies import Choice, Prediction, WaitForCapacity, register
 from hetflow.core.policies.workload_balanced import WorkloadBalanced
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
-from hetflow.core.errors import ResourceExhausted, Unavailable
-from hetflow.core.monitor.memory_ledger import SLOT_S, MemoryPlan
 
 
 def plan_for(call: LlmCall, engine: EngineView, expected_s: float | None, output_tokens: float) -> MemoryPlan:

@@ -9,9 +9,9 @@ import itertools
 from typing import Mapping
 
 from hetflow.core.call import LlmCall
+from hetflow.core.errors import Unavailable
 from hetflow.core.policies import Choice, Prediction, register
 from hetflow.core.snapshot import ClusterSnapshot
-from hetflow.core.errors import Unavailable
 
 
 class _Turns:

@@ -16,8 +16,14 @@ a budget of ``NO_DEADLINE_BUDGET_S``: served after every call with a deadline, f
 from __future__ import annotations
 
 from hetflow.core.call import LlmCall
-from hetflow.core.cost import (call_output_tokens, compute_cost_s, mean_compute_cost_s, slo_budget_s, stages_left,
-                               urgency_order_key)
+from hetflow.core.cost import (
+    call_output_tokens,
+    compute_cost_s,
+    mean_compute_cost_s,
+    slo_budget_s,
+    stages_left,
+    urgency_order_key,
+)
 from hetflow.core.policies import Choice, Prediction, PriorityContext, register
 
 NO_DEADLINE_BUDGET_S = 1e6

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.cost import call_output_tokens, compute_cost_s, workload_balanced_score
+from hetflow.core.errors import Unavailable
 from hetflow.core.policies import Choice, Prediction, register
 from hetflow.core.snapshot import ClusterSnapshot
-from hetflow.core.errors import Unavailable
 
 
 @register("engine", "workload-balanced")

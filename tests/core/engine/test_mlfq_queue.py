@@ -2,10 +2,9 @@
 
 import pytest
 
-from hetflow.core.engine.queues import QueueConfig
-from hetflow.core.engine.mlfq_queue import MlfqQueue, mlfq_level
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
-from hetflow.core.engine.queues import make_queue
+from hetflow.core.engine.mlfq_queue import MlfqQueue, mlfq_level
+from hetflow.core.engine.queues import QueueConfig, make_queue
 from hetflow.core.engine.request import PROMOTED_LEVEL, RequestStatus
 from tests.factories import request
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from hetflow.core.engine.scheduler import BatchScheduler
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.request import RequestStatus
+from hetflow.core.engine.scheduler import BatchScheduler
 from tests.factories import profile, request
 
 

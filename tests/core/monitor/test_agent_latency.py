@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from hetflow.core.monitor.agent_latency import LatencySamples, agent_priorities, remaining_latency_samples
+from hetflow.core.monitor.agent_latency import LatencySamples, anchor_distances_s, remaining_latency_samples
 from hetflow.core.monitor.spans import CallSpan
 
 
@@ -36,9 +36,9 @@ def test_mds_puts_the_clearly_shorter_agent_first():
     remaining = {"judge": [rng.gauss(2, 0.5) for _ in range(200)],
                  "writer": [rng.gauss(10, 1) for _ in range(200)],
                  "planner": [rng.gauss(30, 3) for _ in range(200)]}
-    prio = agent_priorities(remaining)
+    prio = anchor_distances_s(remaining)
     assert sorted(prio, key=prio.get) == ["judge", "writer", "planner"]
-    assert agent_priorities({}) == {}
+    assert anchor_distances_s({}) == {}
 
 
 def test_past_the_cap_the_newest_samples_replace_the_oldest():

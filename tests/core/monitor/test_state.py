@@ -2,12 +2,11 @@
 
 import pytest
 
-from hetflow.v1 import common_pb2
-from hetflow.core.monitor.state import MonitorLimits, MonitorState
+from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
 
 
 def status(engine_id="e0", active=(), serving=True):
-    return common_pb2.EngineStatus(engine_id=engine_id, model="m", serving=serving, active_request_ids=list(active))
+    return EngineStatus(engine_id=engine_id, model="m", serving=serving, active_request_ids=tuple(active))
 
 
 @pytest.fixture
@@ -83,7 +82,7 @@ def test_in_flight_cost_is_summed_per_engine_and_released(state):
 
 
 def test_an_engine_reporting_new_preemptions_is_suspended_until_a_clean_report(state):
-    state.report(common_pb2.EngineStatus(engine_id="e0", serving=True, preemptions_total=3), 1.0)
+    state.report(EngineStatus(engine_id="e0", serving=True, preemptions_total=3), 1.0)
     assert state.engines["e0"].suspended
-    state.report(common_pb2.EngineStatus(engine_id="e0", serving=True, preemptions_total=3), 1.5)
+    state.report(EngineStatus(engine_id="e0", serving=True, preemptions_total=3), 1.5)
     assert not state.engines["e0"].suspended

@@ -2,8 +2,8 @@
 
 import pytest
 
-from hetflow.core.policies.chimera_slack import ChimeraSlack, slack_rule, ttlt_ms
 from hetflow.core.errors import Unavailable
+from hetflow.core.policies.chimera_slack import ChimeraSlack, slack_rule, ttlt_ms
 from tests.factories import call, engine, snapshot
 
 Q = {"small": 0.40, "large": 0.70}

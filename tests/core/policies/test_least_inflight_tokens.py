@@ -1,7 +1,7 @@
 import pytest
 
-from hetflow.core.policies.least_inflight_tokens import LeastInflightTokens
 from hetflow.core.errors import Unavailable
+from hetflow.core.policies.least_inflight_tokens import LeastInflightTokens
 from tests.factories import call, engine, snapshot
 
 

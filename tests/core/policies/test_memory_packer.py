@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from hetflow.core.errors import ResourceExhausted
 from hetflow.core.policies import Prediction, WaitForCapacity
 from hetflow.core.policies.memory_packer import MemoryPacker, plan_for
-from hetflow.core.errors import ResourceExhausted
 from tests.factories import call, engine, snapshot
 
 

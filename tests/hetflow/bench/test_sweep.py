@@ -5,8 +5,8 @@ import json
 import pytest
 import yaml
 
-from hetflow.cli import main
 from hetflow.bench.sweep import Sweep, SweepSpec, aggregate, simulate
+from hetflow.cli import main
 from hetflow.core.presets import resolve
 from tests.factories import profile
 

@@ -4,8 +4,8 @@ import statistics
 
 import pytest
 
-from hetflow.workloads.generate import generate
 from hetflow.core.trace import programs, read_jsonl, remaining_output_tokens, write_jsonl
+from hetflow.workloads.generate import generate
 
 MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-14b-instruct")
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hetflow.core.call import LlmCall
+from hetflow.core.tokens import count_tokens
+
 
 @dataclass(frozen=True)
 class FeatureRow:
@@ -30,3 +33,12 @@ class PredictItem:
 class LengthPrediction:
     median_tokens: float
     quantile_tokens: tuple[float, ...]
+
+
+def feature_row(call: LlmCall, model: str) -> FeatureRow:
+    """Chimera 3.4's features of ``call`` if it runs on ``model``."""
+    wf = call.workflow
+    return FeatureRow(model=model, workflow=wf.workflow, agent=wf.agent, stage_index=wf.stage_index,
+                      stage_count=wf.stage_count, system_prompt_tokens=count_tokens(call.system_prompt),
+                      user_prompt_tokens=count_tokens(call.user_prompt), input_tokens=call.input_tokens,
+                      user_prompt=call.user_prompt)

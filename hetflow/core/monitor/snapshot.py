@@ -1,0 +1,40 @@
+"""The one function that turns the monitor's state into the cluster snapshot a balancer decides on.
+
+monitor_svc answers ``Snapshot`` with it and the simulator calls it before every decision, so the two
+see the cluster the same way: each engine as it last reported itself, with the monitor's own
+accounting of what was dispatched to it (Chimera 3.5's in-flight tokens, HexGen-Flow's t_queue,
+Kairos's memory ledger) and the program's and agent's statistics.
+"""
+
+from __future__ import annotations
+
+from hetflow.core.monitor.state import EngineRecord, MonitorState
+from hetflow.core.snapshot import ClusterSnapshot, EngineView
+
+
+def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[float, ...]) -> EngineView:
+    """One engine's report joined with the monitor's accounting of it."""
+    status, profile = record.status, record.status.profile
+    return EngineView(
+        engine_id=status.engine_id, model=status.model, address=status.address, healthy=healthy,
+        in_flight_tokens=record.in_flight_tokens, in_flight_requests=len(record.in_flight),
+        waiting=status.waiting, running=status.running, kv_cache_usage=status.kv_cache_usage,
+        decode_ms_per_token=profile.decode_ms_per_token if profile else 0.0,
+        max_batch_size=max(1, profile.max_num_seqs) if profile else 1,
+        kv_capacity_tokens=profile.kv_capacity_tokens if profile else 0,
+        in_flight_cost_s=record.in_flight_cost_s, profile=profile, kv_ledger_tokens=kv_ledger_tokens,
+        suspended=record.suspended, dispatched_since_report=record.dispatched_since_report)
+
+
+def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", agent: str = "") -> ClusterSnapshot:
+    """The cluster at ``now_s`` for a call of ``program_id`` by ``agent``. Each engine's memory ledger
+    is carried up to its last occupied slot (nothing for engines no packing decision has used)."""
+    horizon = state.limits.ledger_horizon_slots
+    engines = tuple(engine_view(record, state.is_healthy(record, now_s),
+                                tuple(record.ledger.occupied_window(now_s, horizon).tolist()))
+                    for record in state.engines.values())
+    stats = state.agent_stats
+    return ClusterSnapshot(taken_unix_s=now_s, engines=engines, program_model=state.program_model(program_id),
+                           program_start_s=state.program_start_s(program_id),
+                           agent_anchor_distance_s=stats.anchor_distance_s.get(agent),
+                           agent_expected_s=stats.expected_s.get(agent))

@@ -1,0 +1,105 @@
+"""The composition root: builds a service from the stack config with what it needs from outside its
+package, and serves it until SIGTERM.
+
+``hetflow serve SERVICE -c STACK.yaml [--name ENGINE]``, the supervisor and the images start every
+service through here. A service package imports only the core (``hetflow.core``), the contracts
+(``hetflow.v1``, ``hetflow.wire``) and the runtime; what it needs beyond them is handed in here: the
+balancer's alpha tuner gets the simulator's replay (HexGen-Flow 4.3).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping
+
+from hetflow.runtime.config import load_stack
+from hetflow.runtime.server import ServeConfig, run, serve_until_signal
+
+
+@dataclass(frozen=True)
+class BuiltService:
+    log_name: str
+    serve: ServeConfig
+    setup: Callable[[], Awaitable[Any]]
+
+
+def _monitor(raw: Mapping[str, Any], name: str | None) -> BuiltService:
+    from monitor_svc.app import build
+    from monitor_svc.config import from_stack
+
+    cfg = from_stack(raw)
+    return BuiltService("monitor", cfg.serve, build(cfg)[1])
+
+
+def _router(raw: Mapping[str, Any], name: str | None) -> BuiltService:
+    from router_svc.app import build
+    from router_svc.config import from_stack
+
+    cfg = from_stack(raw)
+    return BuiltService("router", cfg.serve, build(cfg))
+
+
+def _predictor(raw: Mapping[str, Any], name: str | None) -> BuiltService:
+    from predictor_svc.app import build
+    from predictor_svc.config import from_stack
+
+    cfg = from_stack(raw)
+    return BuiltService("predictor", cfg.serve, build(cfg))
+
+
+def _balancer(raw: Mapping[str, Any], name: str | None) -> BuiltService:
+    from balancer_svc.app import build
+    from balancer_svc.config import from_stack
+    from simulator.tuning import replay_best_alpha
+
+    cfg = from_stack(raw)
+    return BuiltService("balancer", cfg.serve, build(cfg, alpha_replay=replay_best_alpha))
+
+
+def _engine(raw: Mapping[str, Any], name: str | None) -> BuiltService:
+    from engine_svc.app import build
+    from engine_svc.config import from_stack
+
+    if not name:
+        raise ValueError("an engine needs --name: its entry in the config's engines list")
+    cfg = from_stack(raw, name)
+    return BuiltService(f"engine:{cfg.name}", cfg.serve, build(cfg)[1])
+
+
+SERVICES: dict[str, tuple[str, Callable[[Mapping[str, Any], str | None], BuiltService]]] = {
+    "monitor": ("hetflow activity monitor (Chimera 3.5)", _monitor),
+    "router": ("hetflow semantic router (Chimera 3.3)", _router),
+    "predictor": ("hetflow remaining-length predictor (Chimera 3.4)", _predictor),
+    "balancer": ("hetflow load balancer (Chimera 3.6, HexGen-Flow 4, Kairos 6)", _balancer),
+    "engine": ("hetflow engine service: a backend behind hetflow's queue (Chimera 3.7)", _engine),
+}
+
+
+def build_service(service: str, raw: Mapping[str, Any], name: str | None = None) -> BuiltService:
+    if service not in SERVICES:
+        raise ValueError(f"unknown service {service!r}; known: {', '.join(SERVICES)}")
+    return SERVICES[service][1](raw, name)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("service", choices=sorted(SERVICES))
+    parser.add_argument("-c", "--config", required=True, help="stack YAML")
+    parser.add_argument("--name", help="engine name in the config's engines list (engines only)")
+
+
+def serve(args: argparse.Namespace) -> int:
+    built = build_service(args.service, load_stack(args.config), args.name)
+    run(serve_until_signal(built.log_name, built.serve, built.setup))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="hetflow-serve", description="Serve one hetflow service. Services: "
+                                     + "; ".join(f"{k}: {v[0]}" for k, v in SERVICES.items()))
+    add_arguments(parser)
+    raise SystemExit(serve(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

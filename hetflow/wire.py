@@ -1,0 +1,145 @@
+"""protobuf <-> core types for every message more than one service speaks (common.proto and the
+monitor's snapshot), each conversion written once. A service's own messages convert in its
+``convert`` module; nothing here reads a service's internals.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from hetflow.core.call import SamplingSpec, WorkflowInfo
+from hetflow.core.engine.profile import EngineProfile
+from hetflow.core.errors import InvalidArgument
+from hetflow.core.features import FeatureRow
+from hetflow.core.monitor.state import EngineRecord, EngineStatus
+from hetflow.core.policies import Prediction
+from hetflow.core.snapshot import ClusterSnapshot, EngineView
+from hetflow.v1 import common_pb2, monitor_pb2, predictor_pb2
+
+
+def sampling_from_proto(msg: common_pb2.SamplingParams, max_tokens_limit: int) -> SamplingSpec:
+    if msg.max_tokens < 1 or msg.max_tokens > max_tokens_limit:
+        raise InvalidArgument(f"sampling.max_tokens must be in 1..{max_tokens_limit}, got {msg.max_tokens}")
+    return SamplingSpec(
+        max_tokens=msg.max_tokens,
+        temperature=msg.temperature if msg.HasField("temperature") else None,
+        top_p=msg.top_p if msg.HasField("top_p") else None,
+        seed=msg.seed if msg.HasField("seed") else None,
+        ignore_eos=msg.ignore_eos,
+        stop=tuple(msg.stop),
+    )
+
+
+def sampling_to_proto(s: SamplingSpec) -> common_pb2.SamplingParams:
+    msg = common_pb2.SamplingParams(max_tokens=s.max_tokens, ignore_eos=s.ignore_eos, stop=list(s.stop))
+    for name in ("temperature", "top_p", "seed"):
+        if getattr(s, name) is not None:
+            setattr(msg, name, getattr(s, name))
+    return msg
+
+
+def profile_to_proto(p: EngineProfile) -> common_pb2.TimingProfile:
+    return common_pb2.TimingProfile(
+        name=p.name, model=p.model, gpu=p.gpu, prefill_ms_per_token=p.prefill_ms_per_token,
+        decode_base_ms=p.decode_base_ms, decode_ms_per_batch_token=p.decode_ms_per_batch_token,
+        decode_ms_per_token=p.decode_ms_per_token, max_batch_size=p.max_num_seqs,
+        kv_capacity_tokens=p.kv_capacity_tokens, block_size=p.block_size, decode_ms_per_seq=p.decode_ms_per_seq,
+        max_num_batched_tokens=p.max_num_batched_tokens, max_model_len=p.max_model_len)
+
+
+def profile_from_proto(msg: common_pb2.TimingProfile) -> EngineProfile:
+    """The engine's profile as it reported it; the balancer's cost estimates (HexGen-Flow eq. 2) read it."""
+    return EngineProfile(
+        name=msg.name, model=msg.model, gpu=msg.gpu, prefill_ms_per_token=msg.prefill_ms_per_token,
+        decode_base_ms=msg.decode_base_ms, decode_ms_per_seq=msg.decode_ms_per_seq,
+        decode_ms_per_batch_token=msg.decode_ms_per_batch_token, kv_capacity_tokens=msg.kv_capacity_tokens,
+        block_size=msg.block_size or 16, max_num_seqs=max(1, msg.max_batch_size),
+        max_num_batched_tokens=msg.max_num_batched_tokens or 8192, max_model_len=msg.max_model_len or 32768)
+
+
+def engine_status_to_proto(s: EngineStatus, reported_unix_s: float = 0.0) -> common_pb2.EngineStatus:
+    msg = common_pb2.EngineStatus(
+        engine_id=s.engine_id, model=s.model, address=s.address, backend=s.backend, serving=s.serving,
+        waiting=s.waiting, running=s.running, kv_cache_usage=s.kv_cache_usage, preemptions_total=s.preemptions_total,
+        active_request_ids=list(s.active_request_ids), reported_unix_s=reported_unix_s)
+    if s.profile is not None:
+        msg.profile.CopyFrom(profile_to_proto(s.profile))
+    return msg
+
+
+def engine_status_from_proto(msg: common_pb2.EngineStatus) -> EngineStatus:
+    if not msg.engine_id:
+        raise InvalidArgument("engine_id is required")
+    return EngineStatus(
+        engine_id=msg.engine_id, model=msg.model, address=msg.address, backend=msg.backend, serving=msg.serving,
+        waiting=msg.waiting, running=msg.running, kv_cache_usage=msg.kv_cache_usage,
+        preemptions_total=msg.preemptions_total,
+        profile=profile_from_proto(msg.profile) if msg.HasField("profile") else None,
+        active_request_ids=tuple(msg.active_request_ids))
+
+
+def workflow_to_proto(wf: WorkflowInfo) -> common_pb2.WorkflowMeta:
+    msg = common_pb2.WorkflowMeta(program_id=wf.program_id, workflow=wf.workflow, agent=wf.agent,
+                                  upstream_agent=wf.upstream_agent, tenant=wf.tenant,
+                                  deadline_unix_s=wf.deadline_unix_s)
+    if wf.stage_index:
+        msg.stage_index = wf.stage_index
+    if wf.stage_count:
+        msg.stage_count = wf.stage_count
+    return msg
+
+
+def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRecord], admit_seq: int
+                      ) -> monitor_pb2.MonitorSnapshot:
+    """The monitor's answer: each engine's report as it came, with the snapshot's accounting of it."""
+    now_s = snapshot.taken_unix_s
+    msg = monitor_pb2.MonitorSnapshot(
+        taken_unix_s=now_s, admit_seq=admit_seq, program_model=snapshot.program_model,
+        program_start_unix_s=snapshot.program_start_s,
+        engines=[monitor_pb2.EngineLoad(
+            status=engine_status_to_proto(records[e.engine_id].status, records[e.engine_id].received_s),
+            in_flight_tokens=e.in_flight_tokens, in_flight_cost_s=e.in_flight_cost_s, suspended=e.suspended,
+            kv_ledger_tokens=e.kv_ledger_tokens, in_flight_requests=e.in_flight_requests, healthy=e.healthy,
+            status_age_s=now_s - records[e.engine_id].received_s, dispatched_since_report=e.dispatched_since_report)
+            for e in snapshot.engines])
+    if snapshot.agent_anchor_distance_s is not None:
+        msg.agent_anchor_distance_s = snapshot.agent_anchor_distance_s
+    if snapshot.agent_expected_s is not None:
+        msg.agent_expected_s = snapshot.agent_expected_s
+    return msg
+
+
+def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
+    return ClusterSnapshot(
+        taken_unix_s=msg.taken_unix_s, program_model=msg.program_model, program_start_s=msg.program_start_unix_s,
+        agent_anchor_distance_s=msg.agent_anchor_distance_s if msg.HasField("agent_anchor_distance_s") else None,
+        agent_expected_s=msg.agent_expected_s if msg.HasField("agent_expected_s") else None,
+        engines=tuple(EngineView(
+            engine_id=e.status.engine_id, model=e.status.model, address=e.status.address, healthy=e.healthy,
+            in_flight_tokens=e.in_flight_tokens, in_flight_requests=e.in_flight_requests,
+            waiting=e.status.waiting, running=e.status.running, kv_cache_usage=e.status.kv_cache_usage,
+            decode_ms_per_token=e.status.profile.decode_ms_per_token,
+            max_batch_size=max(1, e.status.profile.max_batch_size),
+            kv_capacity_tokens=e.status.profile.kv_capacity_tokens, in_flight_cost_s=e.in_flight_cost_s,
+            profile=profile_from_proto(e.status.profile) if e.status.HasField("profile") else None,
+            kv_ledger_tokens=tuple(e.kv_ledger_tokens), suspended=e.suspended,
+            dispatched_since_report=e.dispatched_since_report)
+            for e in msg.engines))
+
+
+def feature_row_to_proto(row: FeatureRow) -> predictor_pb2.FeatureRow:
+    return predictor_pb2.FeatureRow(
+        model=row.model, workflow=row.workflow, agent=row.agent, stage_index=row.stage_index,
+        stage_count=row.stage_count, system_prompt_tokens=row.system_prompt_tokens,
+        user_prompt_tokens=row.user_prompt_tokens, input_tokens=row.input_tokens, user_prompt=row.user_prompt)
+
+
+def feature_row_from_proto(msg: predictor_pb2.FeatureRow) -> FeatureRow:
+    return FeatureRow(
+        model=msg.model, workflow=msg.workflow, agent=msg.agent, stage_index=msg.stage_index,
+        stage_count=msg.stage_count, system_prompt_tokens=msg.system_prompt_tokens,
+        user_prompt_tokens=msg.user_prompt_tokens, input_tokens=msg.input_tokens, user_prompt=msg.user_prompt)
+
+
+def prediction_from_proto(msg: predictor_pb2.Prediction, quantiles: Iterable[float]) -> Prediction:
+    return Prediction(msg.median_tokens, dict(zip(quantiles, msg.quantile_tokens)))

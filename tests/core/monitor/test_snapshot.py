@@ -1,0 +1,53 @@
+"""The one snapshot builder: each engine's last report joined with the monitor's accounting."""
+
+from hetflow.core.monitor.memory_ledger import MemoryPlan
+from hetflow.core.monitor.snapshot import cluster_snapshot
+from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
+from tests.factories import profile
+
+
+def _state() -> MonitorState:
+    state = MonitorState(MonitorLimits(engine_stale_after_s=2.0))
+    state.report(EngineStatus("e0", model="m", waiting=3, running=2, kv_cache_usage=0.4,
+                              profile=profile(max_num_seqs=8, kv_capacity_tokens=4096)), 0.0)
+    state.report(EngineStatus("e1", model="m", profile=profile()), 0.0)
+    return state
+
+
+def test_a_view_is_the_report_with_the_monitors_accounting():
+    state = _state()
+    state.admit("r1", "p1", "m", "e0", 120.0, 0.5, predicted_cost_s=1.5, agent="coder",
+                memory_plan=MemoryPlan(100, 10.0, 2.0))
+    snap = cluster_snapshot(state, 1.0, program_id="p1", agent="coder")
+    e0 = next(e for e in snap.engines if e.engine_id == "e0")
+    assert (e0.waiting, e0.running, e0.kv_cache_usage) == (3, 2, 0.4)
+    assert (e0.in_flight_tokens, e0.in_flight_requests, e0.in_flight_cost_s) == (120.0, 1, 1.5)
+    assert (e0.max_batch_size, e0.kv_capacity_tokens) == (8, 4096)
+    assert e0.kv_ledger_tokens == (110.0, 115.0, 120.0)  # admitted in slot 1, read in slot 2: 3 of 4 slots left
+    e1 = next(e for e in snap.engines if e.engine_id == "e1")
+    assert e1.kv_ledger_tokens == ()  # no packing decision used it
+    assert snap.program_model == "m" and snap.program_start_s == 0.5
+
+
+def test_dispatches_since_the_last_report_count_until_the_next_report():
+    state = _state()
+    state.admit("r1", "p1", "m", "e0", 10.0, 0.1)
+    state.admit("r2", "p2", "m", "e0", 10.0, 0.2)
+    assert next(e for e in cluster_snapshot(state, 0.3).engines if e.engine_id == "e0").dispatched_since_report == 2
+    state.report(EngineStatus("e0", model="m", waiting=2, profile=profile()), 0.4)
+    view = next(e for e in cluster_snapshot(state, 0.5).engines if e.engine_id == "e0")
+    assert (view.dispatched_since_report, view.waiting, view.in_flight_requests) == (0, 2, 2)
+
+
+def test_an_engine_silent_past_the_staleness_limit_is_unhealthy():
+    state = _state()
+    state.report(EngineStatus("e1", model="m", profile=profile()), 2.0)
+    healthy = {e.engine_id: e.healthy for e in cluster_snapshot(state, 3.0).engines}
+    assert healthy == {"e0": False, "e1": True}
+
+
+def test_an_agent_without_statistics_has_no_distance():
+    state = _state()
+    state.agent_stats.anchor_distance_s["planner"] = 4.0
+    assert cluster_snapshot(state, 0.0, agent="planner").agent_anchor_distance_s == 4.0
+    assert cluster_snapshot(state, 0.0, agent="coder").agent_anchor_distance_s is None

@@ -1,0 +1,43 @@
+"""Every shared conversion round-trips: what the monitor sends is what the balancer decides on."""
+
+import pytest
+
+from hetflow import wire
+from hetflow.core.call import SamplingSpec
+from hetflow.core.errors import InvalidArgument
+from hetflow.core.monitor.memory_ledger import MemoryPlan
+from hetflow.core.monitor.snapshot import cluster_snapshot
+from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
+from hetflow.v1 import common_pb2
+from tests.factories import profile
+
+
+def test_the_monitor_snapshot_round_trips():
+    state = MonitorState(MonitorLimits())
+    state.report(EngineStatus("e0", model="m", address="h:1", waiting=1, running=2, kv_cache_usage=0.25,
+                              profile=profile(), active_request_ids=("x",)), 0.0)
+    state.admit("r1", "p1", "m", "e0", 64.0, 0.1, predicted_cost_s=0.5, memory_plan=MemoryPlan(10, 100.0, 1.0))
+    state.agent_stats.anchor_distance_s["a"] = 2.5
+    sent = cluster_snapshot(state, 0.2, "p1", "a")
+    received = wire.snapshot_from_proto(wire.snapshot_to_proto(sent, state.engines, state.admit_seq))
+    assert received.engines[0].kv_ledger_tokens == pytest.approx(sent.engines[0].kv_ledger_tokens)
+    assert received == sent.__class__(**{**sent.__dict__, "engines": received.engines})
+    for field in ("engine_id", "model", "address", "waiting", "running", "kv_cache_usage", "in_flight_tokens",
+                  "in_flight_requests", "in_flight_cost_s", "dispatched_since_report", "max_batch_size",
+                  "kv_capacity_tokens", "profile", "healthy", "suspended"):
+        assert getattr(received.engines[0], field) == getattr(sent.engines[0], field), field
+
+
+def test_an_engine_status_round_trips_and_needs_an_id():
+    status = EngineStatus("e0", model="m", backend="sim", waiting=4, preemptions_total=7, profile=profile(),
+                          active_request_ids=("a", "b"))
+    assert wire.engine_status_from_proto(wire.engine_status_to_proto(status)) == status
+    with pytest.raises(InvalidArgument, match="engine_id"):
+        wire.engine_status_from_proto(common_pb2.EngineStatus())
+
+
+def test_sampling_round_trips_and_max_tokens_is_bounded():
+    spec = SamplingSpec(max_tokens=12, temperature=0.5, seed=3, stop=("\n",))
+    assert wire.sampling_from_proto(wire.sampling_to_proto(spec), 100) == spec
+    with pytest.raises(InvalidArgument, match="max_tokens"):
+        wire.sampling_from_proto(common_pb2.SamplingParams(max_tokens=101), 100)
