@@ -47,4 +47,6 @@ def from_stack(raw: Mapping[str, Any]) -> BalancerConfig:
     section = dict(raw.get("balancer", {}))
     if "quantiles" in section:
         section["quantiles"] = tuple(section["quantiles"])
+    if "policy" in section:
+        section["policy"] = PolicyConfig.from_mapping(section["policy"])
     return service_config(BalancerConfig, section, "balancer", defaults)

@@ -22,11 +22,10 @@ from balancer_svc.config import BalancerConfig
 from balancer_svc.live_alpha import AlphaReplay, LiveAlphaTuning
 from balancer_svc.pending import PendingAdmits
 from hetflow import wire
-from hetflow.core.alpha import alpha_holder
 from hetflow.core.call import LlmCall
 from hetflow.core.errors import DeadlineExceeded, Unavailable
 from hetflow.core.features import feature_row
-from hetflow.core.pipeline import Outcome, Pipeline
+from hetflow.core.pipeline import Decision, Pipeline
 from hetflow.core.policies import Prediction, WaitForCapacity
 from hetflow.core.snapshot import EngineView
 from hetflow.runtime.logs import get_logger
@@ -50,7 +49,9 @@ DECISION_S = Histogram("hetflow_balancer_decision_seconds", "Call received -> en
 
 
 @dataclass
-class Decision:
+class Dispatch:
+    """A decided call, ready to send: where, at which priority, and its receipt."""
+
     model: str
     engine: EngineView
     priority: float
@@ -63,8 +64,8 @@ class Dispatcher:
     def __init__(self, cfg: BalancerConfig, alpha_replay: AlphaReplay | None = None) -> None:
         self.cfg = cfg
         self.pipeline = Pipeline(cfg.policy)
-        tunable = cfg.alpha_tuning and alpha_replay is not None and alpha_holder(self.pipeline.engine_picker) is not None
-        self.alpha_tuning = (LiveAlphaTuning(self.pipeline.engine_picker, cfg.policy, cfg.alpha_window_s, alpha_replay)
+        tunable = cfg.alpha_tuning and self.pipeline.store.alpha is not None
+        self.alpha_tuning = (LiveAlphaTuning(self.pipeline.store, cfg.policy, cfg.alpha_window_s, alpha_replay)
                              if tunable and alpha_replay is not None else None)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._releases: set[asyncio.Task[None]] = set()
@@ -83,7 +84,7 @@ class Dispatcher:
             self.alpha_tuning.close()
 
     # -- decide --------------------------------------------------------------------------
-    async def decide(self, call: LlmCall) -> Decision:
+    async def decide(self, call: LlmCall) -> Dispatch:
         """Decide, holding the call while the engine picker finds no room (Kairos 6: it waits in the
         balancer for the next slot) until an engine has room, the client gives up (its gRPC deadline
         cancels this) or the program's deadline passes."""
@@ -98,7 +99,7 @@ class Dispatcher:
                 log.info("held_for_capacity", reason=str(wait))
                 await asyncio.sleep(wait.retry_after_s)
 
-    async def _decide_once(self, call: LlmCall) -> Decision:
+    async def _decide_once(self, call: LlmCall) -> Dispatch:
         """Chimera Algorithm 1. Fetches first (snapshot, then router and predictor together), then
         decides (hetflow.core.pipeline) and records the decision without yielding, so concurrent
         calls see each other."""
@@ -112,23 +113,23 @@ class Dispatcher:
 
         # From here to the pending entry: no await, so no other decision interleaves.
         view = self.pending.apply(snapshot, snapshot_msg.admit_seq, time.monotonic())
-        outcome = self.pipeline.decide(call, view, candidates, confidence, predictions, router_asked, truncated)
-        engine = next(e for e in view.engines if e.engine_id == outcome.engine_id)
-        self.pending.add(call.request_id, engine.engine_id, outcome.prediction.median_tokens, outcome.predicted_cost_s,
-                         outcome.memory_plan)
+        decision = self.pipeline.decide(call, view, confidence, predictions, router_asked, truncated)
+        engine = next(e for e in view.engines if e.engine_id == decision.engine_id)
+        self.pending.add(call.request_id, engine.engine_id, decision.prediction.median_tokens, decision.predicted_cost_s,
+                         decision.memory_plan)
 
-        await self._admit(call, outcome)
+        await self._admit(call, decision)
         receipt = balancer_pb2.Receipt(
-            request_id=call.request_id, program_id=call.workflow.program_id, model=outcome.model,
-            engine_id=engine.engine_id, priority=outcome.priority, predicted_tokens=outcome.prediction.median_tokens,
+            request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
+            engine_id=engine.engine_id, priority=decision.priority, predicted_tokens=decision.prediction.median_tokens,
             snapshot_unix_s=snapshot.taken_unix_s,
-            stages=[convert.stage_to_proto(s.stage, s.plugin, s.choice, s.elapsed_ms) for s in outcome.stages])
-        for s in outcome.stages:
+            stages=[convert.stage_to_proto(s.stage, s.plugin, s.choice, s.elapsed_ms) for s in decision.stages])
+        for s in decision.stages:
             DECISIONS.labels(s.stage, s.choice.rule).inc()
         receipt.decision_ms = (time.perf_counter() - start) * 1e3
         DECISION_S.observe(receipt.decision_ms / 1e3)
         log.info("decision", receipt=MessageToDict(receipt, preserving_proto_field_name=True))
-        return Decision(outcome.model, engine, outcome.priority, outcome.prediction, receipt, snapshot.program_start_s)
+        return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt, snapshot.program_start_s)
 
     async def _snapshot(self, call: LlmCall) -> monitor_pb2.MonitorSnapshot:
         try:
@@ -165,16 +166,16 @@ class Dispatcher:
                 log.warning("predictor_unavailable", code=exc.code().name, details=exc.details())
         return {m: (Prediction(float(call.input_tokens)), "predictor-unavailable:input-length") for m in models}
 
-    async def _admit(self, call: LlmCall, outcome: Outcome) -> None:
+    async def _admit(self, call: LlmCall, decision: Decision) -> None:
         """Chimera Algorithm 1, line 32: I[m*][r.id] = r.predicted_tokens (and A[p] = m*, line 23), with
         HexGen-Flow's cost and Kairos's memory plan."""
-        plan = outcome.memory_plan
+        plan = decision.memory_plan
         try:
             reply = await self.monitor.Admit(monitor_pb2.AdmitRequest(
-                request_id=call.request_id, program_id=call.workflow.program_id, model=outcome.model,
-                engine_id=outcome.engine_id, predicted_tokens=outcome.prediction.median_tokens,
+                request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
+                engine_id=decision.engine_id, predicted_tokens=decision.prediction.median_tokens,
                 workflow=wire.workflow_to_proto(call.workflow), prompt_tokens=call.input_tokens,
-                predicted_cost_s=outcome.predicted_cost_s,
+                predicted_cost_s=decision.predicted_cost_s,
                 decode_tokens_per_s=plan.decode_tokens_per_s if plan else 0.0,
                 expected_s=plan.expected_s if plan else 0.0),
                 timeout=self.cfg.dependency_timeout_s)
@@ -189,11 +190,11 @@ class Dispatcher:
             raise Unavailable(f"monitor admit failed: {exc.code().name} {exc.details()}") from exc
 
     # -- dispatch and stream -------------------------------------------------------------
-    async def stream(self, call: LlmCall, decision: Decision,
+    async def stream(self, call: LlmCall, dispatch: Dispatch,
                      time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         """Forward the engine's deltas; always release the monitor entry, whatever happens."""
-        engine = engine_pb2_grpc.EngineStub(self._channel(decision.engine.address))
-        engine_call = engine.Generate(convert.engine_request(call, decision.priority), timeout=time_remaining_s)
+        engine = engine_pb2_grpc.EngineStub(self._channel(dispatch.engine.address))
+        engine_call = engine.Generate(convert.engine_request(call, dispatch.priority), timeout=time_remaining_s)
         output_tokens, outcome, queued_s = 0, "cancelled", 0.0
         sent_unix_s = time.time()
         first = True
@@ -203,7 +204,7 @@ class Dispatcher:
                                                  output_tokens=chunk.output_tokens, finished=chunk.finished,
                                                  finish_reason=chunk.finish_reason)
                 if first and call.want_receipt:
-                    out.receipt.CopyFrom(decision.receipt)
+                    out.receipt.CopyFrom(dispatch.receipt)
                 first = False
                 output_tokens = chunk.output_tokens
                 queued_s += chunk.queued_s
@@ -212,7 +213,7 @@ class Dispatcher:
                     outcome = "completed" if chunk.finish_reason != "abort" else "aborted"
                     out.queued_s = queued_s
                     if outcome == "completed" and self.alpha_tuning is not None:
-                        self.alpha_tuning.call_finished(call, decision.engine, decision.program_start_unix_s,
+                        self.alpha_tuning.call_finished(call, dispatch.engine, dispatch.program_start_unix_s,
                                                         chunk.prompt_tokens, output_tokens, sent_unix_s, time.time())
                 yield out
         except grpc.aio.AioRpcError as exc:
@@ -220,7 +221,7 @@ class Dispatcher:
             if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise DeadlineExceeded(f"deadline exceeded after {output_tokens} tokens; engine request aborted") from exc
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                raise Unavailable(f"engine {decision.engine.engine_id} unavailable: {exc.details()}") from exc
+                raise Unavailable(f"engine {dispatch.engine.engine_id} unavailable: {exc.details()}") from exc
             raise
         finally:
             engine_call.cancel()  # no-op when finished; otherwise the engine aborts the request

@@ -3,8 +3,8 @@
 Each finished call is noted (O(1)); a workflow ends when a call of its last level finishes, and its
 end-to-end latency (from the monitor's program start) goes to the ``AlphaTuner``'s 100 s windows. When a
 window's latencies regress (eq. 9, p < 0.01), the programs that started in that window are replayed in
-the simulator for every alpha on the grid, in a worker process, and the best alpha (eq. 10) is set on
-the engine picker. One re-tuning runs at a time; requests never wait for it.
+the simulator for every alpha on the grid, in a worker process, and the best alpha (eq. 10) is set in
+the pipeline's policy store. One re-tuning runs at a time; requests never wait for it.
 
 The replay rebuilds each program from what the balancer saw: calls in the order they were sent, each
 waiting for the calls of its program that had finished when it was sent (the sweep line of Kairos 4.2),
@@ -21,9 +21,10 @@ from typing import Callable, Mapping, Sequence
 
 from prometheus_client import Gauge
 
-from hetflow.core.alpha import AlphaTuner, alpha_holder
+from hetflow.core.alpha import AlphaTuner
 from hetflow.core.call import LlmCall
 from hetflow.core.engine.profile import EngineSpec
+from hetflow.core.policies import PolicyStore
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.snapshot import EngineView
 from hetflow.core.trace import StageRecord
@@ -83,14 +84,13 @@ def replay_trace(programs: Mapping[str, SeenProgram], window_start_unix_s: float
 
 
 class LiveAlphaTuning:
-    def __init__(self, engine_picker: object, policy: PolicyConfig, window_s: float, replay: AlphaReplay,
+    def __init__(self, store: PolicyStore, policy: PolicyConfig, window_s: float, replay: AlphaReplay,
                  executor: Executor | None = None) -> None:
-        holder = alpha_holder(engine_picker)
-        if holder is None:
+        if store.alpha is None:
             raise ValueError("alpha tuning needs an engine stage with an alpha (workload-balanced, or "
                              "memory-packer with then: workload-balanced)")
-        self._holder, self.policy = holder, policy
-        self.tuner = AlphaTuner(window_s=window_s, alpha=holder.alpha)
+        self._store, self.policy = store, policy
+        self.tuner = AlphaTuner(window_s=window_s, alpha=store.alpha)
         self._replay, self._executor = replay, executor
         self._programs: dict[str, SeenProgram] = {}
         """Programs by first call seen, kept for two windows."""
@@ -98,7 +98,7 @@ class LiveAlphaTuning:
         self.retuning: asyncio.Future[tuple[float, dict[float, float]]] | None = None
         self.changes: list[tuple[float, float, dict[float, float]]] = []
         """(unix time, new alpha, replayed P95 per alpha) for each re-tuning."""
-        ALPHA.set(holder.alpha)
+        ALPHA.set(store.alpha)
 
     def call_finished(self, call: LlmCall, engine: EngineView, program_start_unix_s: float, prompt_tokens: int,
                       output_tokens: int, sent_unix_s: float, now_unix_s: float) -> None:
@@ -143,7 +143,7 @@ class LiveAlphaTuning:
             log.warning("alpha_retune_failed", error=repr(done.exception()) if not done.cancelled() else "cancelled")
             return
         alpha, p95_by_alpha = done.result()
-        self._holder.alpha = self.tuner.alpha = alpha
+        self._store.alpha = self.tuner.alpha = alpha
         ALPHA.set(alpha)
         self.changes.append((started_unix_s, alpha, p95_by_alpha))
         log.info("alpha_retuned", alpha=alpha, p95_by_alpha_s={f"{a:g}": v for a, v in p95_by_alpha.items()})

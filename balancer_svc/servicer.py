@@ -22,8 +22,8 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
         call = convert.call_from_proto(request, self.dispatcher.cfg.max_tokens_limit, time.time(),
                                        self.dispatcher.cfg.past_deadline)
         bind_ids(call.request_id, call.workflow.program_id)
-        decision = await self.dispatcher.decide(call)
-        async for chunk in self.dispatcher.stream(call, decision, context.time_remaining()):
+        dispatch = await self.dispatcher.decide(call)
+        async for chunk in self.dispatcher.stream(call, dispatch, context.time_remaining()):
             yield chunk
 
     async def Complete(self, request: balancer_pb2.GenerateRequest,
@@ -31,15 +31,15 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
         call = convert.call_from_proto(request, self.dispatcher.cfg.max_tokens_limit, time.time(),
                                        self.dispatcher.cfg.past_deadline)
         bind_ids(call.request_id, call.workflow.program_id)
-        decision = await self.dispatcher.decide(call)
+        dispatch = await self.dispatcher.decide(call)
         texts, last = [], balancer_pb2.GenerateChunk()
-        async for chunk in self.dispatcher.stream(call, decision, context.time_remaining()):
+        async for chunk in self.dispatcher.stream(call, dispatch, context.time_remaining()):
             texts.append(chunk.text)
             last = chunk
         reply = balancer_pb2.CompletionReply(
             request_id=call.request_id, text="".join(texts), finish_reason=last.finish_reason,
             usage=last.usage if last.HasField("usage") else common_pb2.Usage(output_tokens=last.output_tokens),
-            model=decision.model, engine_id=decision.engine.engine_id, queued_s=last.queued_s)
+            model=dispatch.model, engine_id=dispatch.engine.engine_id, queued_s=last.queued_s)
         if call.want_receipt:
-            reply.receipt.CopyFrom(decision.receipt)
+            reply.receipt.CopyFrom(dispatch.receipt)
         return reply

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Awaitable, Callable, Sequence
 
+from engine_svc import backends  # noqa: F401  registers the backends
 from engine_svc.backends.base import EngineBackend
 from engine_svc.config import EngineConfig
 from engine_svc.reporter import StatusReporter
 from engine_svc.servicer import EngineServicer
-from hetflow.core.engine.profile import load_profile
+from hetflow.core import plugins
 from hetflow.core.engine.queues import make_queue
 from hetflow.runtime.server import Registration
 from hetflow.v1 import engine_pb2, engine_pb2_grpc
@@ -17,17 +18,7 @@ SERVICE_NAME = engine_pb2.DESCRIPTOR.services_by_name["Engine"].full_name
 
 
 def make_backend(cfg: EngineConfig) -> EngineBackend:
-    queue = make_queue(cfg.queue)
-    if cfg.backend == "sim":
-        from engine_svc.backends.sim import SimBackend
-
-        profile = load_profile(cfg.profile)
-        return SimBackend(cfg.model or profile.model, profile, queue, cfg.sim_output_median_tokens)
-    if cfg.backend == "vllm":
-        from engine_svc.backends.vllm_backend import VllmBackend
-
-        return VllmBackend(cfg.model, cfg.vllm, queue, cfg.profile)
-    raise ValueError(f"engines[{cfg.name}].backend must be 'sim' or 'vllm', got {cfg.backend!r}")
+    return plugins.build("engine-backend", cfg.backend, cfg=cfg, queue=make_queue(cfg.queue))
 
 
 def build(cfg: EngineConfig, port: int | None = None) -> tuple[

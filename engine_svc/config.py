@@ -65,4 +65,7 @@ def from_stack(raw: Mapping[str, Any], name: str) -> EngineConfig:
     defaults = {"host": host}
     if "port" in monitor:
         defaults["monitor_address"] = f"{monitor.get('host', host)}:{monitor['port']}"
-    return service_config(EngineConfig, engine_section(raw, name), f"engines[{name}]", defaults)
+    section = engine_section(raw, name)
+    if isinstance(section.get("queue"), Mapping):
+        section["queue"] = QueueConfig.from_mapping(section["queue"])
+    return service_config(EngineConfig, section, f"engines[{name}]", defaults)

@@ -23,8 +23,8 @@ def build(cfg: PredictorConfig) -> Callable[[], Awaitable[tuple[Sequence[Registr
         workers = await start_model_workers(  # on_swap runs on a reload, after the servicer exists
             "predictor", spec, cfg.workers, cfg.max_batch_size, cfg.max_wait_ms / 1e3, worker.init,
             worker.predict_batch, cfg.artifact, cfg.reload_poll_s, build_predictor,
-            on_swap=lambda p: setattr(servicer, "kind", p.kind))
-        servicer = PredictorServicer(predictor.kind, workers.collector)
+            on_swap=lambda p: setattr(servicer, "kind", p.type_name))
+        servicer = PredictorServicer(predictor.type_name, workers.collector)
         return [Registration(predictor_pb2_grpc.add_PredictorServicer_to_server, servicer, SERVICE_NAME)], workers.close
 
     return setup

@@ -27,6 +27,8 @@ class PredictorConfig:
     serve: ServeConfig = field(default_factory=ServeConfig)
 
     def predictor_spec(self) -> dict[str, Any]:
+        if self.kind == "input-length":
+            return {"kind": self.kind}
         return {"kind": self.kind, "artifact": self.artifact, "models": list(self.models)}
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from hetflow.runtime.config import service_config
+from hetflow.runtime.config import SERVE_KEYS, service_config
 from hetflow.runtime.server import ServeConfig
 
 
@@ -19,12 +19,9 @@ class RouterConfig:
     must score exactly these models; the priors are not used)."""
     artifact: str = ""
     """minilm-onnx: directory written by ``hetflow train router``; reloaded when its meta.json changes."""
-    precision: str = "int8"
-    """minilm-onnx: which export to serve, int8 or fp32."""
-    threads: int = 1
-    """onnxruntime threads per worker process."""
-    micro_batch: int = 4
-    """minilm-onnx: prompts per onnxruntime run, after sorting a batch by length."""
+    scorer_params: Mapping[str, Any] = field(default_factory=dict)
+    """The scorer's own parameters (minilm-onnx: precision, threads, micro_batch), given beside ``kind``
+    in YAML; those left out are the scorer's defaults."""
     reload_poll_s: float = 2.0
     max_batch_size: int = 32
     max_wait_ms: float = 0.0
@@ -34,8 +31,8 @@ class RouterConfig:
     serve: ServeConfig = field(default_factory=ServeConfig)
 
     def scorer_spec(self) -> dict[str, Any]:
-        return {"kind": self.kind, "models": dict(self.models), "artifact": self.artifact,
-                "precision": self.precision, "threads": self.threads, "micro_batch": self.micro_batch}
+        artifact = {"artifact": self.artifact} if self.kind != "fixed-prior" else {}
+        return {"kind": self.kind, "models": dict(self.models), **artifact, **self.scorer_params}
 
 
 def from_stack(raw: Mapping[str, Any]) -> RouterConfig:
@@ -44,4 +41,7 @@ def from_stack(raw: Mapping[str, Any]) -> RouterConfig:
         section["models"] = {m: 0.5 for m in section["models"]}
     if section.get("artifact"):
         section["artifact"] = str(Path(section["artifact"]).expanduser())
+    own = {f.name for f in fields(RouterConfig)} | set(SERVE_KEYS)
+    section["scorer_params"] = {**section.get("scorer_params", {}),
+                                **{k: section.pop(k) for k in list(section) if k not in own}}
     return service_config(RouterConfig, section, "router", {"host": raw.get("stack", {}).get("host", "127.0.0.1")})

@@ -104,7 +104,7 @@ class Simulation:
         self._programs: dict[str, list[StageRecord]] = {}
         self.results: dict[str, ProgramResult] = {}
         self.rejected: list[tuple[str, str]] = []
-        self._packs = getattr(self.pipeline.engine_picker, "plans_memory", False)
+        self._packs = self.pipeline.engine_picker.plans_memory
         self.held = 0
         """Decisions deferred because no engine had KV room (Kairos 6)."""
         self._holding: dict[str, float] = {}
@@ -131,7 +131,7 @@ class Simulation:
             elif scale:
                 self._deadlines[pid] = result.deadline_s = program[0].arrival_s + scale * result.isolated_s
             self.loop.at(program[0].arrival_s, self._start, pid)
-        if getattr(self.pipeline.priority_rule, "needs_agent_stats", False) or self._packs:
+        if self.pipeline.priority_rule.needs_agent_stats or self._packs:
             self.loop.every(self.agent_priority_interval_s, self.monitor.refresh_anchor_distances)
         self.loop.every(ENGINE_REPORT_INTERVAL_S, self._report_engines)
         self.loop.run()
@@ -168,7 +168,7 @@ class Simulation:
         predictions = {m: (self.signals.prediction_for(program, record, m, target), "") for m in candidates}
         started = time.perf_counter()
         try:
-            outcome = self.pipeline.decide(call, snapshot, candidates, confidence, predictions, router_asked)
+            outcome = self.pipeline.decide(call, snapshot, confidence, predictions, router_asked)
         except ResourceExhausted as exc:  # no engine could ever hold it: the live balancer's RESOURCE_EXHAUSTED
             self.rejected.append((call.request_id, str(exc)))
             return

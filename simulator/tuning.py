@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
-from hetflow.core.alpha import AlphaTuner, alpha_holder, best_alpha
+from hetflow.core.alpha import AlphaTuner, best_alpha
 from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.stats import percentile
@@ -21,7 +21,7 @@ from simulator.signals import Signals
 
 def with_alpha(policy: PolicyConfig, alpha: float) -> PolicyConfig:
     """The policy with its engine stage's alpha set, its other parameters kept."""
-    return replace(policy, engine_params={**policy.engine_params, "alpha": alpha})
+    return policy.with_params("engine", alpha=alpha)
 
 
 def replay_best_alpha(engines: Sequence[EngineSpec], policy: PolicyConfig, records: Sequence[StageRecord],
@@ -39,11 +39,11 @@ def replay_best_alpha(engines: Sequence[EngineSpec], policy: PolicyConfig, recor
 
 class SimulatedAlphaTuning:
     def __init__(self, sim: Simulation, make_sim: Callable[[float], Simulation], tuner: AlphaTuner | None = None) -> None:
-        holder = alpha_holder(sim.pipeline.engine_picker)
-        if holder is None:
+        store = sim.pipeline.store
+        if store.alpha is None:
             raise ValueError(f"engine picker {sim.pipeline.engine_picker.type_name!r} has no alpha to tune")
-        self.sim, self.make_sim, self._holder = sim, make_sim, holder
-        self.tuner = tuner or AlphaTuner(alpha=holder.alpha)
+        self.sim, self.make_sim, self._store = sim, make_sim, store
+        self.tuner = tuner or AlphaTuner(alpha=store.alpha)
         self.changes: list[tuple[float, float, dict[float, float]]] = []
         """(virtual time, new alpha, replayed P95 per alpha) for each re-tuning."""
         sim.on_program_finished.append(self._finished)
@@ -65,5 +65,5 @@ class SimulatedAlphaTuning:
             return percentile([r.latency_s for r in self.make_sim(alpha).run(trace)], 0.95)
 
         alpha, by_alpha = best_alpha(p95)
-        self._holder.alpha = self.tuner.alpha = alpha
+        self._store.alpha = self.tuner.alpha = alpha
         self.changes.append((now, alpha, by_alpha))

@@ -7,6 +7,7 @@ import itertools
 from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.engine.request import EngineRequest
+from hetflow.core.policies import PriorityContext
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 from hetflow.runtime.ports import free_port  # noqa: F401 - re-exported for tests
 
@@ -46,3 +47,9 @@ def call(prompt: str = "write a function", program_id: str = "p1", received_unix
     return LlmCall(request_id=f"c{next(_ids)}", prompt=prompt, messages=(), sampling=SamplingSpec(max_tokens=16),
                    workflow=WorkflowInfo(program_id=program_id, **wf), received_unix_s=received_unix_s)
 
+
+
+def context(now_s: float = 0.0, *engines: EngineView) -> PriorityContext:
+    """What a priority rule reads besides the call: the time, the chosen engine and the cluster."""
+    engines = engines or (engine("e0", "m"),)
+    return PriorityContext(now_s, engines[0], snapshot(*engines, taken_unix_s=now_s))

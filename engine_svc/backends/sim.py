@@ -16,8 +16,9 @@ import time
 from typing import AsyncIterator
 
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
+from engine_svc.config import EngineConfig
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
-from hetflow.core.engine.profile import EngineProfile
+from hetflow.core.engine.profile import EngineProfile, load_profile
 from hetflow.core.engine.request import EngineRequest
 from hetflow.core.engine.scheduler import BatchScheduler
 from hetflow.core.errors import InvalidArgument, ResourceExhausted
@@ -37,7 +38,7 @@ class SimBackend:
     backend_name = "sim"
 
     def __init__(self, model: str, profile: EngineProfile, queue: AgingPriorityQueue,
-                 output_median_tokens: int = 128) -> None:
+                 output_median_tokens: int) -> None:
         self.model, self.profile = model, profile
         self._scheduler = BatchScheduler(profile, queue)
         self._output_median_tokens = output_median_tokens
@@ -128,3 +129,9 @@ def _queued_delta_s(req: EngineRequest, finished: bool) -> float:
     first wait with the first token, the waits after preemptions with the last."""
     first_wait_s = (req.first_scheduled_s or req.arrival_s) - req.arrival_s
     return (first_wait_s if req.output_tokens == 1 else 0.0) + (req.queued_s - first_wait_s if finished else 0.0)
+
+
+def sim_backend(cfg: EngineConfig, queue: AgingPriorityQueue) -> SimBackend:
+    """The ``sim`` engine-backend plugin: the engine model on the configured profile."""
+    profile = load_profile(cfg.profile)
+    return SimBackend(cfg.model or profile.model, profile, queue, cfg.sim_output_median_tokens)

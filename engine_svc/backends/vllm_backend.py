@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any, AsyncIterator
 
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
-from engine_svc.config import VllmConfig
+from engine_svc.config import EngineConfig, VllmConfig
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.kv_cache import blocks_for
 from hetflow.core.engine.profile import EngineProfile, load_profile
@@ -253,3 +253,8 @@ class VllmBackend:
             self._preemptions_total += int(getattr(iteration_stats, "num_preempted_reqs", 0))
         if len(self.queue):
             self._wake.set()
+
+
+def vllm_backend(cfg: EngineConfig, queue: AgingPriorityQueue) -> VllmBackend:
+    """The ``vllm`` engine-backend plugin: an in-process vLLM AsyncLLM behind hetflow's queue."""
+    return VllmBackend(cfg.model, cfg.vllm, queue, cfg.profile)

@@ -40,18 +40,19 @@ def learned_signals(records: Sequence[StageRecord], models: Sequence[str], route
 
 
 def _confidence(records: Sequence[StageRecord], models: Sequence[str], router_dir: Path) -> dict:
-    from router_svc.scorers.onnx_router import OnnxRouterScorer
+    from router_svc.scorers import build_scorer
 
-    scorer = OnnxRouterScorer(str(router_dir), list(models), threads=2, micro_batch=8)
+    scorer = build_scorer({"kind": "minilm-onnx", "artifact": str(router_dir), "models": list(models), "threads": 2,
+                           "micro_batch": 8})
     first_calls = [r for r in records if not r.depends_on]  # the router is asked before a program has a model
     scored = scorer.score_batch([r.user_prompt for r in first_calls])
     return {(r.program_id, r.stage_index): scores for r, (scores, _) in zip(first_calls, scored)}
 
 
 def _median_tokens(records: Sequence[StageRecord], models: Sequence[str], predictor_dir: Path) -> dict:
-    from predictor_svc.predictors.qrf_predictor import QrfPredictor
+    from predictor_svc.predictors import build_predictor
 
-    predictor = QrfPredictor(str(predictor_dir), list(models))
+    predictor = build_predictor({"kind": "qrf", "artifact": str(predictor_dir), "models": list(models)})
     rows = examples(records, models)
     predicted = predictor.predict_batch([PredictItem(e.row, ()) for e in rows])
     return {(e.program_id, e.row.stage_index, e.row.model): p.median_tokens for e, p in zip(rows, predicted)}

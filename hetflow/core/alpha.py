@@ -8,7 +8,7 @@ end of a window; the grid search is a caller-supplied replay (the simulator), ru
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from scipy.stats import ttest_ind
 
@@ -40,14 +40,6 @@ def regression_test(reference_s: Sequence[float], new_s: Sequence[float]) -> Reg
         return RegressionTest(percentile(reference_s, 0.95), percentile(new_s, 0.95), 1.0)
     p = float(ttest_ind(new_s, reference_s, equal_var=False, alternative="greater").pvalue)
     return RegressionTest(percentile(reference_s, 0.95), percentile(new_s, 0.95), p if p == p else 1.0)
-
-
-def alpha_holder(engine_picker: object) -> Any | None:
-    """The policy object whose ``alpha`` the tuner moves: the workload-balanced picker itself, or the one
-    the memory packer ranks fitting engines with (``then: workload-balanced``); None when there is none."""
-    if hasattr(engine_picker, "alpha"):
-        return engine_picker
-    return getattr(engine_picker, "balanced", None)
 
 
 def best_alpha(p95_for: Callable[[float], float], grid: Sequence[float] = ALPHA_GRID) -> tuple[float, dict[float, float]]:

@@ -1,8 +1,9 @@
-"""The balancer's decision as a pure function: candidates -> model -> engine -> priority.
+"""The balancer's decision as a pure function: model -> engine -> priority.
 
 balancer_svc's dispatcher and the virtual-time simulator run this same code; it reads only what it is
 given (the call, a snapshot, router confidences, predictions) and never yields, so a caller can make
-it atomic with respect to other decisions.
+it atomic with respect to other decisions. What persists between decisions is the pipeline's
+``PolicyStore`` (HexGen-Flow's tunable alpha, rotation turns).
 """
 
 from __future__ import annotations
@@ -11,19 +12,29 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from hetflow.core import policies
+from hetflow.core import plugins
 from hetflow.core.call import LlmCall
 from hetflow.core.cost import call_output_tokens, compute_cost_s
 from hetflow.core.errors import NotFound, Unavailable
 from hetflow.core.monitor.memory_ledger import MemoryPlan
-from hetflow.core.policies import Choice, Prediction, PriorityContext
+from hetflow.core.policies import (
+    Choice,
+    EnginePicker,
+    ModelPicker,
+    PolicyStore,
+    Prediction,
+    PriorityContext,
+    PriorityRule,
+)
 from hetflow.core.policies.memory_packer import plan_for
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.snapshot import ClusterSnapshot
 
 
 @dataclass
-class StageRecord:
+class StageDecision:
+    """One stage's part of a decision, for the receipt."""
+
     stage: str
     plugin: str
     choice: Choice
@@ -31,12 +42,12 @@ class StageRecord:
 
 
 @dataclass
-class Outcome:
+class Decision:
     model: str
     engine_id: str
     priority: float
     prediction: Prediction
-    stages: list[StageRecord] = field(default_factory=list)
+    stages: list[StageDecision] = field(default_factory=list)
     predicted_cost_s: float = 0.0
     """t_comp of the call on the chosen engine (HexGen-Flow eq. 2), which the monitor sums into t_queue."""
     memory_plan: MemoryPlan | None = None
@@ -46,9 +57,11 @@ class Outcome:
 
 class Pipeline:
     def __init__(self, policy: PolicyConfig) -> None:
-        self.model_picker = policies.build("model", policy.model, policy.model_params)
-        self.priority_rule = policies.build("priority", policy.priority, policy.priority_params)
-        self.engine_picker = policies.build("engine", policy.engine, policy.engine_params)
+        self.model_picker: ModelPicker = plugins.build("model-picker", policy.model.type, policy.model.params)
+        self.engine_picker: EnginePicker = plugins.build("engine-picker", policy.engine.type, policy.engine.params)
+        self.priority_rule: PriorityRule = plugins.build("priority-rule", policy.priority.type,
+                                                         policy.priority.params)
+        self.store = PolicyStore(alpha=self.engine_picker.initial_alpha)
 
     def candidate_models(self, call: LlmCall, snapshot: ClusterSnapshot) -> list[str]:
         """The models this call may go to: its pin, its program's model (when the model picker keeps
@@ -69,28 +82,29 @@ class Pipeline:
     def needs_router(self, call: LlmCall, candidates: list[str]) -> bool:
         return not call.model_pin and len(candidates) > 1 and self.model_picker.needs_router
 
-    def decide(self, call: LlmCall, view: ClusterSnapshot, candidates: list[str], confidence: Mapping[str, float],
+    def decide(self, call: LlmCall, view: ClusterSnapshot, confidence: Mapping[str, float],
                predictions: Mapping[str, tuple[Prediction, str]], router_asked: bool,
-               prompt_truncated: bool = False) -> Outcome:
-        stages: list[StageRecord] = []
+               prompt_truncated: bool = False) -> Decision:
+        stages: list[StageDecision] = []
 
         t = time.perf_counter()
         if call.model_pin:
             model_choice, plugin = Choice(call.model_pin, "model-pin"), "model-pin"
         else:
-            model_choice, plugin = self.model_picker.pick(call, view, confidence), self.model_picker.type_name
+            model_choice = self.model_picker.pick(call, view, confidence, self.store)
+            plugin = self.model_picker.type_name
             if router_asked and not confidence:
                 model_choice = _noted(model_choice, "router-unavailable")
         if prompt_truncated:  # the encoder saw only the first max_length tokens of the prompt
             model_choice = _noted(model_choice, "router-prompt-truncated")
-        stages.append(StageRecord("model", plugin, model_choice, (time.perf_counter() - t) * 1e3))
+        stages.append(StageDecision("model", plugin, model_choice, (time.perf_counter() - t) * 1e3))
         model = model_choice.chosen
 
         t = time.perf_counter()
         prediction, predictor_note = predictions[model]
-        engine_choice = self.engine_picker.pick(call, view, model, prediction)
-        stages.append(StageRecord("engine", self.engine_picker.type_name, engine_choice,
-                                  (time.perf_counter() - t) * 1e3))
+        engine_choice = self.engine_picker.pick(call, view, model, prediction, self.store)
+        stages.append(StageDecision("engine", self.engine_picker.type_name, engine_choice,
+                                    (time.perf_counter() - t) * 1e3))
         engine = next(e for e in view.engines if e.engine_id == engine_choice.chosen)
 
         t = time.perf_counter()
@@ -100,13 +114,12 @@ class Pipeline:
             priority_choice = _noted(priority_choice, predictor_note)
         if call.workflow.deadline_missed:
             priority_choice = _noted(priority_choice, "deadline-passed:best-effort")
-        stages.append(StageRecord("priority", self.priority_rule.type_name, priority_choice,
-                                  (time.perf_counter() - t) * 1e3))
+        stages.append(StageDecision("priority", self.priority_rule.type_name, priority_choice,
+                                    (time.perf_counter() - t) * 1e3))
         output = call_output_tokens(call, prediction)
-        plan = (plan_for(call, engine, view.agent_expected_s, output)
-                if getattr(self.engine_picker, "plans_memory", False) else None)
-        return Outcome(model, engine.engine_id, priority, prediction, stages,
-                       compute_cost_s(engine, call.input_tokens, output), plan)
+        plan = plan_for(call, engine, view.agent_expected_s, output) if self.engine_picker.plans_memory else None
+        return Decision(model, engine.engine_id, priority, prediction, stages,
+                        compute_cost_s(engine, call.input_tokens, output), plan)
 
 
 def _noted(choice: Choice, note: str) -> Choice:

@@ -1,34 +1,67 @@
-"""The balancer's three decision stages as configuration: a plugin type name and its parameters each."""
+"""The balancer's three decision stages as configuration: each a plugin type name with its parameters.
+
+A stage is a whole: naming a plugin without parameters runs it with its own defaults (written once, in
+its constructor), and a stage left out is the default's, type and parameters together, so no stage's
+parameters ever leak into another plugin. In YAML (the stack's ``balancer.policy``, a preset):
+
+    model: chimera-slack
+    model_params: {latency_slack: 0.5}
+    engine: memory-packer
+    engine_params: {then: workload-balanced}
+    priority: urgency
+    priority_params: {default_slo_scale: 5.0}
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-DEFAULT_STAGES: Mapping[str, tuple[str, Mapping[str, Any]]] = {
-    "model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05}),
-    "priority": ("urgency", {"default_slo_scale": 5.0}),
-    "engine": ("memory-packer", {"then": "workload-balanced", "alpha": 0.0, "beta": 1.0}),
-}
-"""The design card's default per stage, with its parameters: Chimera's slack rule (tau, delta_s);
-HexGen-Flow's urgency, calls without a deadline getting 5x their remaining cost; Kairos's memory packer
-deciding which engines have room and HexGen-Flow's eq. 4 choosing among them (docs/results.md compares
-it with each paper's policy on that paper's workload)."""
+STAGES = ("model", "engine", "priority")
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    type: str
+    """The plugin's type name (``hetflow.core.plugins``)."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Parameters set in configuration; every other is the plugin's default."""
 
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """The three decision stages, each a plugin type name with its parameters. Parameters left out are
-    the default's (``DEFAULT_STAGES``) for the default plugin, and the plugin's own for any other."""
+    """The design card's default: Chimera's slack rule choosing the model; Kairos's memory packer
+    deciding which engines have room and HexGen-Flow's eq. 4 choosing among them; HexGen-Flow's
+    urgency, calls without a deadline getting one at 5x their remaining cost (docs/results.md compares
+    it with each paper's policy on that paper's workload)."""
 
-    model: str = DEFAULT_STAGES["model"][0]
-    model_params: Mapping[str, Any] = None  # type: ignore[assignment]  # filled in __post_init__
-    priority: str = DEFAULT_STAGES["priority"][0]
-    priority_params: Mapping[str, Any] = None  # type: ignore[assignment]
-    engine: str = DEFAULT_STAGES["engine"][0]
-    engine_params: Mapping[str, Any] = None  # type: ignore[assignment]
+    model: StageConfig = StageConfig("chimera-slack")
+    engine: StageConfig = StageConfig("memory-packer", {"then": "workload-balanced"})
+    priority: StageConfig = StageConfig("urgency", {"default_slo_scale": 5.0})
 
-    def __post_init__(self) -> None:
-        for stage, (default, params) in DEFAULT_STAGES.items():
-            if getattr(self, f"{stage}_params") is None:
-                object.__setattr__(self, f"{stage}_params", dict(params) if getattr(self, stage) == default else {})
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> "PolicyConfig":
+        unknown = sorted(set(raw) - {*STAGES, *(f"{s}_params" for s in STAGES)})
+        if unknown:
+            raise ValueError(f"balancer.policy: unknown setting(s) {unknown}; stages are {list(STAGES)}, each "
+                             "with <stage>_params")
+        default, stages = cls(), {}
+        for stage in STAGES:
+            params = dict(raw.get(f"{stage}_params") or {})
+            if stage in raw:
+                stages[stage] = StageConfig(str(raw[stage]), params)
+            elif params:
+                stages[stage] = StageConfig(getattr(default, stage).type, params)
+        return replace(default, **stages)
+
+    def to_mapping(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for stage in STAGES:
+            config: StageConfig = getattr(self, stage)
+            out[stage], out[f"{stage}_params"] = config.type, dict(config.params)
+        return out
+
+    def with_params(self, stage: str, **params: Any) -> "PolicyConfig":
+        """This policy with ``params`` set on ``stage``, its other parameters kept."""
+        config: StageConfig = getattr(self, stage)
+        return replace(self, **{stage: StageConfig(config.type, {**config.params, **params})})

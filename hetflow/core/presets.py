@@ -12,7 +12,8 @@ import copy
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from hetflow.core.policy_config import PolicyConfig
+from hetflow.core import plugins
+from hetflow.core.policy_config import STAGES, PolicyConfig, StageConfig
 
 
 @dataclass(frozen=True)
@@ -29,33 +30,38 @@ class Preset:
     params: Mapping[str, Any] = field(default_factory=dict)
 
 
+def _policy(model: str | StageConfig, engine: str | StageConfig, priority: str | StageConfig) -> PolicyConfig:
+    """Every stage spelled out: a bare name runs that plugin with its own defaults."""
+    def stage(s: str | StageConfig) -> StageConfig:
+        return s if isinstance(s, StageConfig) else StageConfig(s)
+
+    return PolicyConfig(model=stage(model), engine=stage(engine), priority=stage(priority))
+
+
 def _baseline(name: str, source: str, picker: str, priority: str = "fcfs", **kw: Any) -> Preset:
-    return Preset(name, source, PolicyConfig(model=picker, model_params={}, priority=priority, engine=picker), **kw)
+    return Preset(name, source, _policy(picker, picker, priority), **kw)
 
 
 def _chimera(name: str, confidence: str) -> Preset:
     return Preset(name, "Chimera 3 (Algorithm 1, 3.6-3.7)" + ("; ablation without router" if confidence == "prior" else ""),
-                  PolicyConfig(model="chimera-slack", model_params={"latency_slack": 0.5, "confidence_margin": 0.05},
-                               priority="predicted-total-tokens", engine="least-inflight-tokens"),
-                  confidence=confidence)
+                  _policy("chimera-slack", "least-inflight-tokens", "predicted-total-tokens"), confidence=confidence)
 
 
-def _hexgen(name: str, source: str, engine: str, priority: str, model: str = "least-load",
-            model_params: Mapping[str, Any] | None = None) -> Preset:
-    engine_params = {"alpha": 0.0, "beta": 1.0} if engine == "workload-balanced" else {}
-    return Preset(name, source, PolicyConfig(model=model, model_params=dict(model_params or {}), priority=priority,
-                                             engine=engine, engine_params=engine_params))
+def _hexgen(name: str, source: str, engine: str, priority: str, model: str = "least-load") -> Preset:
+    return Preset(name, source, _policy(model, engine, priority))
 
 
 def _kairos(name: str, source: str, priority: str, engine: str) -> Preset:
-    return Preset(name, source, PolicyConfig(model="least-load", model_params={}, priority=priority, engine=engine))
+    return Preset(name, source, _policy("least-load", engine, priority))
 
+
+KIND_OF_STAGE = {"model": "model-picker", "engine": "engine-picker", "priority": "priority-rule"}
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     _baseline("round-robin", "baseline", "round-robin"),
-    _baseline("least-load", "vLLM's balancer as Chimera 4.2 describes it", "least-load"),
+    _baseline("least-load", "vLLM 0.32's data-parallel load balancer (DPLBAsyncMPClient), FCFS", "least-load"),
     _baseline("jsq", "join the shortest queue", "join-shortest-queue"),
-    _baseline("mlfq", "MLFQ by attained service (FastServe), vLLM's balancer", "least-load", queue_discipline="mlfq"),
+    _baseline("mlfq", "MLFQ by attained service (FastServe), vLLM's load balancer", "least-load", queue_discipline="mlfq"),
     _baseline("ltr", "LTR (Fu et al.): the call's own length, shortest first; the true length, LTR's upper bound",
               "least-load", priority="predicted-call-tokens", prediction="oracle"),
     _baseline("vllm-stjf", "Chimera 4.2's oracle: STJF on the true remaining tokens", "least-load",
@@ -77,31 +83,47 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "deadline get 5x their remaining cost), with aging",
            PolicyConfig()),
     _hexgen("chimera-hexgen", "Chimera's slack rule, then HexGen-Flow's workload-balanced engine and urgency",
-            "workload-balanced", "urgency", model="chimera-slack",
-            model_params={"latency_slack": 0.5, "confidence_margin": 0.05}),
+            "workload-balanced", "urgency", model="chimera-slack"),
 )}
 
 
 def resolve(spec: str) -> Preset:
-    """``name`` or ``name:key=value,key=value`` (overrides of the model stage's parameters)."""
+    """``name`` or ``name:key=value,key=value``: overrides of a parameter of whichever stage's plugin takes it."""
     name, _, overrides = spec.partition(":")
     if name not in PRESETS:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(PRESETS)}")
     preset = PRESETS[name]
     if not overrides:
         return preset
-    p = preset.policy
-    stages = {"model_params": dict(p.model_params), "engine_params": dict(p.engine_params),
-              "priority_params": dict(p.priority_params)}
-    params = {}
+    policy, params = preset.policy, {}
+    accepted = {stage: plugins.defaults(KIND_OF_STAGE[stage], getattr(policy, stage).type) for stage in STAGES}
     for item in overrides.split(","):
         key, sep, value = item.partition("=")
-        owner = next((stage for stage, values in stages.items() if key in values), None)
-        if not sep or owner is None:
-            known = sorted(k for values in stages.values() for k in values)
-            raise ValueError(f"policy {spec!r}: {key!r} is not a parameter of {name} (has {known})")
-        stages[owner][key] = params[key] = float(value)
-    return replace(preset, name=spec, policy=replace(p, **stages), params=params)
+        owners = [stage for stage in STAGES if key in accepted[stage]]
+        if not sep or len(owners) != 1:
+            known = sorted(k for values in accepted.values() for k in values)
+            raise ValueError(f"policy {spec!r}: {key!r} is not a parameter of one stage of {name} (has {known})")
+        policy = policy.with_params(owners[0], **{key: _parsed(value)})
+        params[key] = _parsed(value)
+    return replace(preset, name=spec, policy=policy, params=params)
+
+
+def _parsed(value: str) -> Any:
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def full_parameters(preset: Preset) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every stage's plugin with every parameter it runs with, configured or default, and the engine
+    queue's: what a run of the preset really does."""
+    out = {}
+    for stage in STAGES:
+        config: StageConfig = getattr(preset.policy, stage)
+        out[stage] = (config.type, {**plugins.defaults(KIND_OF_STAGE[stage], config.type), **config.params})
+    out["queue"] = (preset.queue_discipline, plugins.defaults("engine-queue", preset.queue_discipline))
+    return out
 
 
 def apply_to_stack(raw: Mapping[str, Any], preset: Preset) -> dict[str, Any]:
@@ -109,10 +131,7 @@ def apply_to_stack(raw: Mapping[str, Any], preset: Preset) -> dict[str, Any]:
     if preset.prediction == "oracle":
         raise ValueError(f"policy {preset.name!r} needs the true lengths: it runs in the simulator only")
     out = copy.deepcopy(dict(raw))
-    p = preset.policy
-    out.setdefault("balancer", {})["policy"] = {
-        "model": p.model, "model_params": dict(p.model_params), "priority": p.priority,
-        "priority_params": dict(p.priority_params), "engine": p.engine, "engine_params": dict(p.engine_params)}
+    out.setdefault("balancer", {})["policy"] = preset.policy.to_mapping()
     for engine in out.get("engines", []):
         engine.setdefault("queue", {})["discipline"] = preset.queue_discipline
     if preset.confidence == "prior":

@@ -9,8 +9,6 @@ from hetflow.core.features import LengthPrediction, PredictItem
 
 
 class InputLengthPredictor:
-    kind = "input-length"
-
     def predict_batch(self, items: list[PredictItem]) -> list[LengthPrediction]:
         return [LengthPrediction(float(item.row.input_tokens), tuple(float(item.row.input_tokens) for _ in item.quantiles))
                 for item in items]

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 from hetflow.core.features import LengthPrediction, PredictItem
-from predictor_svc import artifact
+from predictor_svc import artifact as artifacts
 
 
 class QrfPredictor:
-    kind = "qrf"
-
-    def __init__(self, path: str, expected_models: list[str] | None = None) -> None:
-        self.model, self.meta = artifact.load(Path(path), expected_models)
+    def __init__(self, artifact: str, models: Sequence[str] = ()) -> None:
+        """``artifact``: the directory ``hetflow train predictor`` wrote; ``models``: when given, the
+        artifact must have been trained for these."""
+        if not artifact:
+            raise ValueError("predictor.kind 'qrf' needs predictor.artifact (train one with `hetflow train predictor`)")
+        self.model, self.meta = artifacts.load(Path(artifact), list(models) or None)
 
     def predict_batch(self, items: list[PredictItem]) -> list[LengthPrediction]:
         return self.model.predict_items(items)

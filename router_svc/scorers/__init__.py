@@ -1,12 +1,18 @@
-"""Router scorers: map a batch of prompts to per-model confidence q[m] (Chimera 3.3)."""
+"""Router scorers: map a batch of prompts to per-model confidence q[m] (Chimera 3.3), each a
+``router-scorer`` plugin (``hetflow.core.plugins``), imported when built."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Protocol
 
+from hetflow.core import plugins
+
+plugins.declare("router-scorer", "fixed-prior", "router_svc.scorers.fixed_prior:FixedPriorScorer")
+plugins.declare("router-scorer", "minilm-onnx", "router_svc.scorers.onnx_router:OnnxRouterScorer")
+
 
 class Scorer(Protocol):
-    kind: str
+    type_name: str
     models: tuple[str, ...]
 
     def score_batch(self, prompts: list[str]) -> list[tuple[dict[str, float], bool]]:
@@ -15,16 +21,6 @@ class Scorer(Protocol):
 
 
 def build_scorer(spec: Mapping[str, Any]) -> Scorer:
-    kind = spec["kind"]
-    if kind == "fixed-prior":
-        from router_svc.scorers.fixed_prior import FixedPriorScorer
-
-        return FixedPriorScorer(dict(spec["models"]))
-    if kind == "minilm-onnx":
-        from router_svc.scorers.onnx_router import OnnxRouterScorer
-
-        if not spec.get("artifact"):
-            raise ValueError("router.kind 'minilm-onnx' needs router.artifact (train one with `hetflow train router`)")
-        return OnnxRouterScorer(spec["artifact"], list(spec["models"]), spec.get("precision", "int8"),
-                                spec.get("threads", 1), spec.get("micro_batch", 4))
-    raise ValueError(f"router.kind must be one of ['fixed-prior', 'minilm-onnx'], got {kind!r}")
+    """``spec``: the scorer's ``kind`` and its parameters (``RouterConfig.scorer_spec``)."""
+    params = dict(spec)
+    return plugins.build("router-scorer", params.pop("kind"), params)

@@ -6,11 +6,13 @@ model with the higher prior when its latency allows, with no per-query signal.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 
 class FixedPriorScorer:
-    kind = "fixed-prior"
-
-    def __init__(self, priors: dict[str, float]) -> None:
+    def __init__(self, models: Mapping[str, float]) -> None:
+        """``models``: each model with the confidence returned for every prompt."""
+        priors = models
         if not priors:
             raise ValueError("router.models must name at least one model with its prior")
         for model, prior in priors.items():

@@ -7,23 +7,29 @@ training; the answer says which prompts were cut.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
-from router_svc import artifact
+from router_svc import artifact as artifacts
 from router_svc.encoding import PromptEncoder
 
 
 class OnnxRouterScorer:
-    kind = "minilm-onnx"
-
-    def __init__(self, path: str, expected_models: list[str], precision: str = "int8", threads: int = 1,
+    def __init__(self, artifact: str, models: Sequence[str], precision: str = "int8", threads: int = 1,
                  micro_batch: int = 4) -> None:
+        """``artifact``: the directory ``hetflow train router`` wrote, scoring exactly ``models``;
+        ``precision``: int8 or fp32 export; ``threads``: onnxruntime threads; ``micro_batch``: prompts per
+        onnxruntime run, after sorting a batch by length."""
         import onnxruntime as ort
+
+        if not artifact:
+            raise ValueError("router.kind 'minilm-onnx' needs router.artifact (train one with `hetflow train router`)")
+        path, expected_models = artifact, list(models)
 
         if precision not in ("int8", "fp32"):
             raise ValueError(f"router.precision must be int8 or fp32, got {precision!r}")
         self.micro_batch = max(1, micro_batch)
         root = Path(path)
-        self.meta = artifact.read(root, expected_models)
+        self.meta = artifacts.read(root, expected_models)
         self.models = tuple(self.meta["models"])
         self.encoder = PromptEncoder(root / "tokenizer.json", int(self.meta["max_length"]))
         options = ort.SessionOptions()
@@ -33,7 +39,7 @@ class OnnxRouterScorer:
         try:
             self.session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-            raise artifact.ArtifactError(f"{model_file}: onnxruntime cannot load it: {exc}") from exc
+            raise artifacts.ArtifactError(f"{model_file}: onnxruntime cannot load it: {exc}") from exc
 
     def score_batch(self, prompts: list[str]) -> list[tuple[dict[str, float], bool]]:
         """Prompts sorted by length run in micro-batches: a batch pads to its longest prompt, and on a

@@ -56,7 +56,7 @@ def test_a_regressed_window_replays_and_sets_the_alpha_of_lowest_p95():
     pipeline = Pipeline(resolve("hexgen").policy)
 
     async def scenario():
-        tuning = LiveAlphaTuning(pipeline.engine_picker, resolve("hexgen").policy, window_s=100.0,
+        tuning = LiveAlphaTuning(pipeline.store, resolve("hexgen").policy, window_s=100.0,
                                  replay=replay_best_alpha, executor=ThreadPoolExecutor(1))
         rng = random.Random(3)
         feed(tuning, views(), 0, 200, 10.0, rng)
@@ -71,12 +71,12 @@ def test_a_regressed_window_replays_and_sets_the_alpha_of_lowest_p95():
     assert [test.regressed for _, test in tuning.tuner.history] == [False, True]
     (_, alpha, p95_by_alpha), = tuning.changes
     assert alpha == min(p95_by_alpha, key=lambda a: (p95_by_alpha[a], a)) and len(p95_by_alpha) == 11
-    assert pipeline.engine_picker.alpha == alpha == tuning.tuner.alpha and tuning.retuning is None
+    assert pipeline.store.alpha == alpha == tuning.tuner.alpha and tuning.retuning is None
 
 
 def test_unchanged_windows_never_replay():
     async def scenario():
-        tuning = LiveAlphaTuning(Pipeline(resolve("hexgen").policy).engine_picker, resolve("hexgen").policy,
+        tuning = LiveAlphaTuning(Pipeline(resolve("hexgen").policy).store, resolve("hexgen").policy,
                                  window_s=100.0, replay=replay_best_alpha, executor=ThreadPoolExecutor(1))
         feed(tuning, views(), 0, 450, 10.0, random.Random(4))
         tuning.close()
@@ -89,8 +89,8 @@ def test_unchanged_windows_never_replay():
 
 def test_the_packer_ranking_by_eq4_is_tuned_and_other_pickers_are_refused():
     hetflow = resolve("hetflow").policy
-    tuning = LiveAlphaTuning(Pipeline(hetflow).engine_picker, hetflow, window_s=100.0, replay=replay_best_alpha)
+    tuning = LiveAlphaTuning(Pipeline(hetflow).store, hetflow, window_s=100.0, replay=replay_best_alpha)
     assert tuning.tuner.alpha == 0.0
     with pytest.raises(ValueError, match="alpha"):
-        LiveAlphaTuning(Pipeline(resolve("chimera").policy).engine_picker, resolve("chimera").policy, 100.0,
+        LiveAlphaTuning(Pipeline(resolve("chimera").policy).store, resolve("chimera").policy, 100.0,
                         replay_best_alpha)

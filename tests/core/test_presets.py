@@ -3,7 +3,7 @@
 import pytest
 
 from hetflow.core.pipeline import Pipeline
-from hetflow.core.presets import PRESETS, apply_to_stack, resolve
+from hetflow.core.presets import PRESETS, apply_to_stack, full_parameters, resolve
 
 STACK = {"balancer": {"port": 1}, "engines": [{"name": "a"}, {"name": "b", "queue": {"starvation_threshold": 7}}]}
 
@@ -14,10 +14,35 @@ def test_every_preset_builds_a_pipeline(name):
     assert pipeline.priority_rule.prediction_target in ("workflow", "call")
 
 
-def test_overrides_change_the_model_stage_parameters():
+AGING = ("priority", {"starvation_threshold": 100, "running_quantum": 50})
+PINNED = {
+    "chimera": {"model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05}),
+                "engine": ("least-inflight-tokens", {}), "priority": ("predicted-total-tokens", {}), "queue": AGING},
+    "hexgen": {"model": ("least-load", {}), "engine": ("workload-balanced", {"alpha": 0.0, "beta": 1.0}),
+               "priority": ("urgency", {"default_slo_scale": 0.0}), "queue": AGING},
+    "kairos": {"model": ("least-load", {}),
+               "engine": ("memory-packer", {"slot_s": 0.5, "then": "lowest-peak", "alpha": 0.0, "beta": 1.0}),
+               "priority": ("agent-priority", {}), "queue": AGING},
+    "hetflow": {"model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05}),
+                "engine": ("memory-packer", {"slot_s": 0.5, "then": "workload-balanced", "alpha": 0.0, "beta": 1.0}),
+                "priority": ("urgency", {"default_slo_scale": 5.0}), "queue": AGING},
+    "least-load": {"model": ("least-load", {}), "engine": ("least-load", {}), "priority": ("fcfs", {}), "queue": AGING},
+    "mlfq": {"model": ("least-load", {}), "engine": ("least-load", {}), "priority": ("fcfs", {}),
+             "queue": ("mlfq", {"starvation_threshold": 100, "running_quantum": 50, "first_quantum_tokens": 32,
+                                "levels": 8})},
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_each_preset_runs_exactly_its_papers_parameters(name):
+    assert full_parameters(resolve(name)) == PINNED[name]
+
+
+def test_overrides_change_the_stage_that_takes_the_parameter():
     preset = resolve("chimera:latency_slack=1.5")
-    assert preset.policy.model_params == {"latency_slack": 1.5, "confidence_margin": 0.05}
-    assert resolve("chimera").policy.model_params["latency_slack"] == 0.5
+    assert full_parameters(preset)["model"] == ("chimera-slack", {"latency_slack": 1.5, "confidence_margin": 0.05})
+    assert resolve("hexgen:alpha=0.3").policy.engine.params == {"alpha": 0.3}
+    assert full_parameters(resolve("chimera"))["model"][1]["latency_slack"] == 0.5
 
 
 @pytest.mark.parametrize("spec, match", [("fifo", "unknown policy"), ("chimera:tau=1", "not a parameter"),

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import yaml
 
-from hetflow.serve import SERVICES
 from hetflow.runtime.config import load_stack
+from hetflow.serve import SERVICES
 from hetflow.supervisor import plan
 
 REPO = Path(__file__).resolve().parents[2]

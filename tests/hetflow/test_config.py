@@ -12,7 +12,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local-sim.yaml"
 def test_example_config_builds_every_service():
     raw = load_stack(EXAMPLE, environ={})
     b = balancer_config(raw)
-    assert b.monitor_address == "127.0.0.1:50100" and b.policy.model == "chimera-slack"
+    assert b.monitor_address == "127.0.0.1:50100" and b.policy.model.type == "chimera-slack"
     e = engine_config(raw, "large-0")
     assert e.serve.port == 50122 and e.monitor_address == "127.0.0.1:50100"
 

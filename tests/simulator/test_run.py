@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from hetflow.core.engine.profile import EngineSpec, load_profile
-from hetflow.core.policy_config import PolicyConfig
+from hetflow.core.policy_config import PolicyConfig, StageConfig
 from hetflow.core.stats import union_length_s
 from hetflow.core.trace import programs
 from hetflow.workloads.generate import generate
@@ -24,7 +24,7 @@ def engines(kv_tokens: int | None = None):
 
 
 def simulate(records, tau=0.5, kv_tokens=None, signals=Signals("oracle", "oracle")):
-    sim = Simulation(engines(kv_tokens), PolicyConfig(model_params={"latency_slack": tau, "confidence_margin": 0.05}),
+    sim = Simulation(engines(kv_tokens), PolicyConfig().with_params("model", latency_slack=tau),
                      signals)
     return sim, sim.run(records)
 
@@ -87,8 +87,8 @@ def test_latency_slack_trades_latency_for_score():
 
 @pytest.mark.parametrize("model_policy", ["least-load", "round-robin"])
 def test_baselines_run_without_affinity(sql_trace, model_policy):
-    sim = Simulation(engines(), PolicyConfig(model=model_policy, model_params={}, priority="fcfs",
-                                             engine=model_policy), Signals("prior", "oracle"))
+    sim = Simulation(engines(), PolicyConfig(StageConfig(model_policy), StageConfig(model_policy),
+                                             StageConfig("fcfs")), Signals("prior", "oracle"))
     results = sim.run(sql_trace)
     assert len(results) == len(programs(sql_trace)) and not sim.monitor.entries
     per_engine = {e: sum(c.engine_id == e for r in results for c in r.calls.values()) for e in sim.engines}
@@ -151,7 +151,7 @@ def test_alpha_tuning_replays_the_window_and_sets_the_best_alpha():
     policy = resolve("hexgen").policy
 
     def make(alpha):
-        return Simulation(engines(kv_tokens=3000), replace(policy, engine_params={"alpha": alpha, "beta": 1.0}),
+        return Simulation(engines(kv_tokens=3000), policy.with_params("engine", alpha=alpha),
                           Signals("oracle", "oracle"))
 
     sim = make(0.0)
@@ -159,4 +159,4 @@ def test_alpha_tuning_replays_the_window_and_sets_the_best_alpha():
     sim.run(sorted(records, key=lambda r: r.arrival_s))
     assert tuning.tuner.history and any(test.regressed for _, test in tuning.tuner.history)
     now, alpha, by_alpha = tuning.changes[0]
-    assert alpha == min(by_alpha, key=lambda a: (by_alpha[a], a)) and sim.pipeline.engine_picker.alpha == tuning.tuner.alpha
+    assert alpha == min(by_alpha, key=lambda a: (by_alpha[a], a)) and sim.pipeline.store.alpha == tuning.tuner.alpha

@@ -16,10 +16,14 @@ import collections
 import heapq
 
 from hetflow.core.engine.request import NORMAL_LEVEL, PROMOTED_LEVEL, EngineRequest, RequestStatus
+from hetflow.core.plugins import plugin
 
 
+@plugin("engine-queue", "priority")
 class AgingPriorityQueue:
-    def __init__(self, starvation_threshold: int, running_quantum: int) -> None:
+    def __init__(self, starvation_threshold: int = 100, running_quantum: int = 50) -> None:
+        """``starvation_threshold``: S, consecutive scheduling iterations a request may wait before it is
+        promoted; ``running_quantum``: Q, iterations a promoted request runs before it is demoted."""
         if starvation_threshold < 1 or running_quantum < 1:
             raise ValueError("starvation_threshold (S) and running_quantum (Q) must be >= 1")
         self.starvation_threshold = starvation_threshold

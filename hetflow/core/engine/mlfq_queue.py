@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.request import EngineRequest
+from hetflow.core.plugins import plugin
 
 
 def mlfq_level(attained_tokens: int, first_quantum_tokens: int, levels: int) -> int:
@@ -27,8 +28,9 @@ def mlfq_level(attained_tokens: int, first_quantum_tokens: int, levels: int) -> 
     return level
 
 
+@plugin("engine-queue", "mlfq")
 class MlfqQueue(AgingPriorityQueue):
-    def __init__(self, starvation_threshold: int, running_quantum: int, first_quantum_tokens: int = 32,
+    def __init__(self, starvation_threshold: int = 100, running_quantum: int = 50, first_quantum_tokens: int = 32,
                  levels: int = 8) -> None:
         super().__init__(starvation_threshold, running_quantum)
         if first_quantum_tokens < 1 or levels < 1:

@@ -1,35 +1,37 @@
-"""The engine queue a config names: ``priority`` (the balancer's priority with Chimera 3.7 aging) or
-``mlfq`` (attained service with demotion, aging kept)."""
+"""The engine queue a config names, built by the plugin registry: ``priority`` (the balancer's priority
+with Chimera 3.7 aging) or ``mlfq`` (attained service with demotion, aging kept). Each queue's
+defaults are its constructor's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
+from hetflow.core import plugins
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
-from hetflow.core.engine.mlfq_queue import MlfqQueue
 
 
 @dataclass(frozen=True)
 class QueueConfig:
-    """The engine queue's ordering (hetflow.core.engine.queues) and Chimera 3.7 aging."""
+    """An engine's queue: a discipline (an ``engine-queue`` plugin) and its parameters. In YAML the
+    parameters sit beside the discipline: ``queue: {discipline: mlfq, starvation_threshold: 200}``."""
 
     discipline: str = "priority"
-    """``priority``: the balancer's priority; ``mlfq``: attained service with demotion (FastServe)."""
-    starvation_threshold: int = 100
-    """S: consecutive scheduling iterations a request may wait before it is promoted."""
-    running_quantum: int = 50
-    """Q: iterations a promoted request runs before it is demoted."""
-    mlfq_first_quantum_tokens: int = 32
-    """mlfq: output tokens of the top level's quantum; each lower level's quantum doubles."""
-    mlfq_levels: int = 8
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Set in configuration; every other parameter is the queue's default."""
 
-
-DISCIPLINES = ("priority", "mlfq")
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> "QueueConfig":
+        params = dict(raw)
+        return cls(str(params.pop("discipline", cls.discipline)), params)
 
 
 def make_queue(cfg: QueueConfig) -> AgingPriorityQueue:
-    if cfg.discipline == "priority":
-        return AgingPriorityQueue(cfg.starvation_threshold, cfg.running_quantum)
-    if cfg.discipline == "mlfq":
-        return MlfqQueue(cfg.starvation_threshold, cfg.running_quantum, cfg.mlfq_first_quantum_tokens, cfg.mlfq_levels)
-    raise ValueError(f"queue.discipline must be one of {DISCIPLINES}, got {cfg.discipline!r}")
+    return plugins.build("engine-queue", cfg.discipline, cfg.params)
+
+
+def _register_builtins() -> None:
+    from hetflow.core.engine import aging_queue, mlfq_queue  # noqa: F401  registers the built-in queues
+
+
+_register_builtins()

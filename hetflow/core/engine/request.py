@@ -16,10 +16,6 @@ class RequestStatus(enum.IntEnum):
     FINISHED = 3
     ABORTED = 4
 
-    @property
-    def is_done(self) -> bool:
-        return self in (RequestStatus.FINISHED, RequestStatus.ABORTED)
-
 
 NORMAL_LEVEL = 0
 PROMOTED_LEVEL = -1

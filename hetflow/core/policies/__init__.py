@@ -1,17 +1,19 @@
 """Balancer policies: small pure functions over a typed snapshot, one per file, chosen by name.
 
-Three stages, run in this order, each a plugin type (STYLE.md; Gateway API Inference Extension's
-endpoint picker):
-  model choice   ModelPicker     (call, snapshot, confidence)          -> Choice
-  engine choice  EnginePicker    (call, snapshot, model, prediction)   -> Choice
-  priority       PriorityRule    (call, prediction, context)           -> (priority, Choice)
-Each result carries the numbers it decided on and the rule that decided, for the receipt.
+Three stages, run in this order, each a plugin kind of ``hetflow.core.plugins`` (STYLE.md; Gateway API
+Inference Extension's endpoint picker):
+  model-picker   ModelPicker.pick(call, snapshot, confidence, store)           -> Choice
+  engine-picker  EnginePicker.pick(call, snapshot, model, prediction, store)   -> Choice
+  priority-rule  PriorityRule.priority(call, prediction, context)              -> (priority, Choice)
+Each result carries the numbers it decided on and the rule that decided, for the receipt. Policies
+hold no state: what persists between decisions (HexGen-Flow's tunable alpha, round-robin turns)
+lives in the ``PolicyStore`` the pipeline hands them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Mapping
 
 from hetflow.core.call import LlmCall
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
@@ -30,6 +32,23 @@ class Choice:
 class Prediction:
     median_tokens: float
     quantile_tokens: Mapping[float, float] = field(default_factory=dict)
+
+
+@dataclass
+class PolicyStore:
+    """What persists between decisions; one per pipeline, handed to every stage."""
+
+    alpha: float | None = None
+    """HexGen-Flow's alpha (eq. 4) of the engine stage: its configured value at first, then what the
+    tuner (4.3) sets; None when the engine stage has none."""
+    turns: dict[str, int] = field(default_factory=dict)
+    """Decisions taken so far per rotation (round robin's turn, vLLM's rotating scan start)."""
+
+    def next_turn(self, rotation: str) -> int:
+        """This decision's turn of ``rotation`` (0, 1, 2, ...)."""
+        turn = self.turns.get(rotation, 0)
+        self.turns[rotation] = turn + 1
+        return turn
 
 
 @dataclass(frozen=True)
@@ -51,44 +70,53 @@ class WaitForCapacity(Exception):
         self.retry_after_s = retry_after_s
 
 
-class ModelPicker(Protocol):
+class ModelPicker:
     type_name: str
-    needs_router: bool
-    program_affinity: bool
+    needs_router = False
+    """Whether it reads the router's confidences (Chimera Algorithm 1, lines 4-5)."""
+    program_affinity = False
     """Whether a program keeps the model of its first call (Chimera Algorithm 1, line 2)."""
 
-    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float]) -> Choice: ...
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
+             store: PolicyStore) -> Choice:
+        raise NotImplementedError
 
 
-class PriorityRule(Protocol):
+class EnginePicker:
     type_name: str
-    prediction_target: str
+    plans_memory = False
+    """Whether decisions carry the call's memory plan for the engine's ledger (Kairos 6)."""
+    initial_alpha: float | None = None
+    """The alpha the store starts from; None when the stage has no alpha to tune."""
+
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction,
+             store: PolicyStore) -> Choice:
+        raise NotImplementedError
+
+
+class PriorityRule:
+    type_name: str
+    prediction_target = "workflow"
     """What the prediction it reads estimates: ``workflow`` (total remaining tokens) or ``call`` (its own)."""
+    needs_agent_stats = False
+    """Whether it reads the monitor's agent statistics (the simulator refreshes them only then)."""
 
-    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext | None = None
-                 ) -> tuple[float, Choice]: ...
-
-
-class EnginePicker(Protocol):
-    type_name: str
-
-    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction | None = None
-             ) -> Choice: ...
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[float, Choice]:
+        raise NotImplementedError
 
 
-_REGISTRY: dict[str, dict[str, Callable[..., Any]]] = {"model": {}, "priority": {}, "engine": {}}
+def healthy_or_unavailable(snapshot: ClusterSnapshot, model: str | None = None) -> list[EngineView]:
+    """The healthy engines (of ``model``), or UNAVAILABLE naming what has none."""
+    from hetflow.core.errors import Unavailable
+
+    engines = snapshot.healthy_engines(model)
+    if not engines:
+        raise Unavailable(f"no healthy engine for model {model!r}" if model else "no healthy engine")
+    return engines
 
 
-def register(stage: str, type_name: str) -> Callable[[type], type]:
-    def add(cls: type) -> type:
-        cls.type_name = type_name  # type: ignore[attr-defined]
-        _REGISTRY[stage][type_name] = cls
-        return cls
-
-    return add
-
-
-def build(stage: str, type_name: str, params: Mapping[str, Any]) -> Any:
+def _register_builtins() -> None:
+    """Import every built-in policy module, which registers it with ``hetflow.core.plugins``."""
     from hetflow.core.policies import (  # noqa: F401
         agent_priority,
         chimera_slack,
@@ -104,6 +132,5 @@ def build(stage: str, type_name: str, params: Mapping[str, Any]) -> Any:
         workload_balanced,
     )
 
-    if type_name not in _REGISTRY[stage]:
-        raise ValueError(f"unknown {stage} policy {type_name!r}; known: {sorted(_REGISTRY[stage])}")
-    return _REGISTRY[stage][type_name](**params)
+
+_register_builtins()

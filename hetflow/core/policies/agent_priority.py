@@ -12,22 +12,19 @@ the key as an ordinary priority. An agent the monitor has no distribution for ye
 from __future__ import annotations
 
 from hetflow.core.call import LlmCall
-from hetflow.core.policies import Choice, Prediction, PriorityContext, register
+from hetflow.core.plugins import plugin
+from hetflow.core.policies import Choice, Prediction, PriorityContext, PriorityRule
 
 AGENT_STRIDE = 1e7
 """Start-time seconds per second of agent distance: 1 ms of distance outweighs ~2.8 h of start times."""
 
 
-@register("priority", "agent-priority")
-class AgentPriority:
-    prediction_target = "workflow"  # read only by the receipt; the order ignores it
+@plugin("priority-rule", "agent-priority")
+class AgentPriority(PriorityRule):
     needs_agent_stats = True
     """The simulator runs the monitor's background refresh only for rules that read it."""
 
-    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext | None = None
-                 ) -> tuple[float, Choice]:
-        if context is None:
-            raise ValueError("agent priority needs the snapshot (a PriorityContext)")
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[float, Choice]:
         snap = context.snapshot
         distance = snap.agent_anchor_distance_s if snap.agent_anchor_distance_s is not None else 0.0
         start = snap.program_start_s or context.now_s

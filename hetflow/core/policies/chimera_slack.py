@@ -15,7 +15,8 @@ from typing import Mapping
 
 from hetflow.core.call import LlmCall
 from hetflow.core.errors import Unavailable
-from hetflow.core.policies import Choice, register
+from hetflow.core.plugins import plugin
+from hetflow.core.policies import Choice, ModelPicker, PolicyStore
 from hetflow.core.snapshot import ClusterSnapshot
 
 
@@ -46,8 +47,8 @@ def slack_rule(confidence: Mapping[str, float], ttlt: Mapping[str, float], laten
     return m_star, "slack:fastest"
 
 
-@register("model", "chimera-slack")
-class ChimeraSlack:
+@plugin("model-picker", "chimera-slack")
+class ChimeraSlack(ModelPicker):
     needs_router = True
     program_affinity = True
 
@@ -56,7 +57,8 @@ class ChimeraSlack:
             raise ValueError("latency_slack (tau) and confidence_margin (delta_s) must be >= 0")
         self.latency_slack, self.confidence_margin = latency_slack, confidence_margin
 
-    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float]) -> Choice:
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
+             store: PolicyStore) -> Choice:
         ttlt = ttlt_ms(snapshot)
         params = {"latency_slack": self.latency_slack, "confidence_margin": self.confidence_margin}
         if not ttlt:

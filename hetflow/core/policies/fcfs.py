@@ -4,13 +4,12 @@ tie-breaker, arrival, orders them (vLLM's default)."""
 from __future__ import annotations
 
 from hetflow.core.call import LlmCall
-from hetflow.core.policies import Choice, Prediction, PriorityContext, register
+from hetflow.core.plugins import plugin
+from hetflow.core.policies import Choice, Prediction, PriorityContext, PriorityRule
 
 
-@register("priority", "fcfs")
-class Fcfs:
-    prediction_target = "workflow"  # read only by the receipt; the order ignores it
+@plugin("priority-rule", "fcfs")
+class Fcfs(PriorityRule):
 
-    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext | None = None
-                 ) -> tuple[float, Choice]:
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[float, Choice]:
         return 0.0, Choice("0", "fcfs")

@@ -9,7 +9,8 @@ from typing import Mapping
 
 from hetflow.core.call import LlmCall
 from hetflow.core.errors import Unavailable
-from hetflow.core.policies import Choice, Prediction, register
+from hetflow.core.plugins import plugin
+from hetflow.core.policies import Choice, EnginePicker, ModelPicker, PolicyStore, Prediction, healthy_or_unavailable
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 
@@ -21,24 +22,21 @@ def shortest_queue(engines: list[EngineView]) -> Choice:
     return Choice(best.engine_id, "join-shortest-queue", loads=loads)
 
 
-@register("model", "join-shortest-queue")
-class ShortestQueueModel:
+@plugin("model-picker", "join-shortest-queue")
+class ShortestQueueModel(ModelPicker):
     """Model stage: the model of the pool's engine with the fewest outstanding requests."""
 
-    needs_router = False
-    program_affinity = False
 
-    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float]) -> Choice:
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
+             store: PolicyStore) -> Choice:
         choice = shortest_queue(snapshot.healthy_engines())
         model = next(e.model for e in snapshot.engines if e.engine_id == choice.chosen)
         return Choice(model, "join-shortest-queue:engine-first", loads=choice.loads)
 
 
-@register("engine", "join-shortest-queue")
-class ShortestQueueEngine:
-    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction | None = None
-             ) -> Choice:
-        engines = snapshot.healthy_engines(model)
-        if not engines:
-            raise Unavailable(f"no healthy engine for model {model!r}")
+@plugin("engine-picker", "join-shortest-queue")
+class ShortestQueueEngine(EnginePicker):
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction,
+             store: PolicyStore) -> Choice:
+        engines = healthy_or_unavailable(snapshot, model)
         return shortest_queue(engines)

@@ -4,18 +4,16 @@
 from __future__ import annotations
 
 from hetflow.core.call import LlmCall
-from hetflow.core.errors import Unavailable
-from hetflow.core.policies import Choice, Prediction, register
+from hetflow.core.plugins import plugin
+from hetflow.core.policies import Choice, EnginePicker, PolicyStore, Prediction, healthy_or_unavailable
 from hetflow.core.snapshot import ClusterSnapshot
 
 
-@register("engine", "least-inflight-tokens")
-class LeastInflightTokens:
-    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction | None = None
-             ) -> Choice:
-        engines = snapshot.healthy_engines(model)
-        if not engines:
-            raise Unavailable(f"no healthy engine for model {model!r}")
+@plugin("engine-picker", "least-inflight-tokens")
+class LeastInflightTokens(EnginePicker):
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction,
+             store: PolicyStore) -> Choice:
+        engines = healthy_or_unavailable(snapshot, model)
         best = min(engines, key=lambda e: (e.in_flight_tokens, e.in_flight_requests, e.engine_id))
         return Choice(best.engine_id, "fewest-in-flight-tokens",
                       loads={e.engine_id: e.in_flight_tokens for e in engines})

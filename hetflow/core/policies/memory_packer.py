@@ -19,9 +19,10 @@ import numpy as np
 
 from hetflow.core.call import LlmCall
 from hetflow.core.cost import call_output_tokens
-from hetflow.core.errors import ResourceExhausted, Unavailable
+from hetflow.core.errors import ResourceExhausted
 from hetflow.core.monitor.memory_ledger import SLOT_S, MemoryPlan
-from hetflow.core.policies import Choice, Prediction, WaitForCapacity, register
+from hetflow.core.plugins import plugin
+from hetflow.core.policies import Choice, EnginePicker, PolicyStore, Prediction, WaitForCapacity, healthy_or_unavailable
 from hetflow.core.policies.workload_balanced import WorkloadBalanced
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
@@ -39,22 +40,20 @@ def plan_for(call: LlmCall, engine: EngineView, expected_s: float | None, output
     return MemoryPlan(call.input_tokens, speed, duration)
 
 
-@register("engine", "memory-packer")
-class MemoryPacker:
+@plugin("engine-picker", "memory-packer")
+class MemoryPacker(EnginePicker):
     plans_memory = True
-    """Decisions carry the call's memory plan, which the monitor adds to the engine's ledger."""
 
     def __init__(self, slot_s: float = SLOT_S, then: str = "lowest-peak", alpha: float = 0.0, beta: float = 1.0) -> None:
         if then not in ("lowest-peak", "workload-balanced"):
             raise ValueError(f"memory-packer then must be lowest-peak or workload-balanced, got {then!r}")
         self.slot_s, self.then = slot_s, then
         self.balanced = WorkloadBalanced(alpha, beta) if then == "workload-balanced" else None
+        self.initial_alpha = alpha if self.balanced is not None else None
 
-    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction | None = None
-             ) -> Choice:
-        engines = snapshot.healthy_engines(model)
-        if not engines:
-            raise Unavailable(f"no healthy engine for model {model!r}")
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction,
+             store: PolicyStore) -> Choice:
+        engines = healthy_or_unavailable(snapshot, model)
         needed = call.input_tokens + call.sampling.max_tokens
         if all(needed > e.kv_capacity_tokens for e in engines):
             raise ResourceExhausted(f"call needs {needed} KV tokens (prompt {call.input_tokens} + max_tokens "
@@ -70,7 +69,7 @@ class MemoryPacker:
                                   + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()), self.slot_s)
         if self.balanced is not None:
             among = replace(snapshot, engines=tuple(available))
-            choice = self.balanced.pick(call, among, model, prediction)
+            choice = self.balanced.pick(call, among, model, prediction, store)
             return replace(choice, rule="kairos:fits;" + choice.rule,
                            params={**choice.params, "slot_s": self.slot_s, "peak_tokens": peaks[choice.chosen]})
         best = min(available, key=lambda e: (peaks[e.engine_id] / max(1, e.kv_capacity_tokens), e.engine_id))

@@ -6,14 +6,14 @@ call alone, not the rest of its workflow (``prediction_target``)."""
 from __future__ import annotations
 
 from hetflow.core.call import LlmCall
-from hetflow.core.policies import Choice, Prediction, PriorityContext, register
+from hetflow.core.plugins import plugin
+from hetflow.core.policies import Choice, Prediction, PriorityContext, PriorityRule
 
 
-@register("priority", "predicted-call-tokens")
-class PredictedCallTokens:
+@plugin("priority-rule", "predicted-call-tokens")
+class PredictedCallTokens(PriorityRule):
     prediction_target = "call"
 
-    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext | None = None
-                 ) -> tuple[float, Choice]:
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[float, Choice]:
         y_hat = prediction.median_tokens
         return y_hat, Choice(f"{y_hat:g}", "ltr:predicted-call-tokens", scores={"median_tokens": y_hat})

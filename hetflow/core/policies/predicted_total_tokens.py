@@ -4,15 +4,14 @@ so engines serve the shortest total job first (STJF)."""
 from __future__ import annotations
 
 from hetflow.core.call import LlmCall
-from hetflow.core.policies import Choice, Prediction, PriorityContext, register
+from hetflow.core.plugins import plugin
+from hetflow.core.policies import Choice, Prediction, PriorityContext, PriorityRule
 
 
-@register("priority", "predicted-total-tokens")
-class PredictedTotalTokens:
-    prediction_target = "workflow"
+@plugin("priority-rule", "predicted-total-tokens")
+class PredictedTotalTokens(PriorityRule):
 
-    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext | None = None
-                 ) -> tuple[float, Choice]:
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[float, Choice]:
         y_hat = prediction.median_tokens
         scores = {"median_tokens": y_hat, **{f"q{q:g}": v for q, v in prediction.quantile_tokens.items()}}
         return y_hat, Choice(f"{y_hat:g}", "stjf:predicted-total-tokens", scores=scores)

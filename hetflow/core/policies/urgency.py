@@ -24,24 +24,21 @@ from hetflow.core.cost import (
     stages_left,
     urgency_order_key,
 )
-from hetflow.core.policies import Choice, Prediction, PriorityContext, register
+from hetflow.core.plugins import plugin
+from hetflow.core.policies import Choice, Prediction, PriorityContext, PriorityRule
 
 NO_DEADLINE_BUDGET_S = 1e6
 
 
-@register("priority", "urgency")
-class Urgency:
-    prediction_target = "workflow"
+@plugin("priority-rule", "urgency")
+class Urgency(PriorityRule):
 
     def __init__(self, default_slo_scale: float = 0.0) -> None:
         if default_slo_scale < 0:
             raise ValueError("default_slo_scale must be >= 0")
         self.default_slo_scale = default_slo_scale
 
-    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext | None = None
-                 ) -> tuple[float, Choice]:
-        if context is None:
-            raise ValueError("urgency needs the chosen engine and the time (a PriorityContext)")
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[float, Choice]:
         now, wf, snap = context.now_s, call.workflow, context.snapshot
         n_left = stages_left(wf.stage_index, wf.stage_count)
         output = call_output_tokens(call, prediction)

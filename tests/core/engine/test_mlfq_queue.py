@@ -52,5 +52,6 @@ def test_aging_still_promotes_a_bottom_level_request():
 def test_make_queue_builds_the_configured_discipline():
     assert type(make_queue(QueueConfig())) is AgingPriorityQueue
     assert isinstance(make_queue(QueueConfig(discipline="mlfq")), MlfqQueue)
-    with pytest.raises(ValueError, match="discipline"):
+    with pytest.raises(ValueError, match="engine-queue 'lifo'"):
         make_queue(QueueConfig(discipline="lifo"))
+    assert make_queue(QueueConfig("mlfq", {"levels": 3})).levels == 3

@@ -3,6 +3,7 @@
 import pytest
 
 from hetflow.core.errors import Unavailable
+from hetflow.core.policies import PolicyStore
 from hetflow.core.policies.chimera_slack import ChimeraSlack, slack_rule, ttlt_ms
 from tests.factories import call, engine, snapshot
 
@@ -42,7 +43,7 @@ def test_fallback_under_load_is_monotone():
     chosen = []
     for large_tokens in range(0, 20_000, 1_000):
         snap = snapshot(engine("s0", "small", 2_000), engine("l0", "large", large_tokens))
-        chosen.append(picker.pick(call(program_id=""), snap, Q).chosen)
+        chosen.append(picker.pick(call(program_id=""), snap, Q, PolicyStore()).chosen)
     switch = chosen.index("small")
     assert chosen[:switch] == ["large"] * switch and set(chosen[switch:]) == {"small"}
 
@@ -50,16 +51,16 @@ def test_fallback_under_load_is_monotone():
 def test_program_affinity_reuses_model_even_when_loaded():
     picker = ChimeraSlack()
     snap = snapshot(engine("s0", "small", 0), engine("l0", "large", 1e9), program_model="large")
-    choice = picker.pick(call(), snap, {})
+    choice = picker.pick(call(), snap, {}, PolicyStore())
     assert (choice.chosen, choice.rule) == ("large", "program-affinity")
 
 
 def test_affinity_to_a_model_without_healthy_engine_falls_back_to_the_rule():
     snap = snapshot(engine("s0", "small", 0), engine("l0", "large", 0, healthy=False), program_model="large")
-    choice = ChimeraSlack().pick(call(), snap, Q)
+    choice = ChimeraSlack().pick(call(), snap, Q, PolicyStore())
     assert choice.chosen == "small" and choice.rule.startswith("affinity-model-unavailable")
 
 
 def test_no_healthy_engine_is_unavailable():
     with pytest.raises(Unavailable):
-        ChimeraSlack().pick(call(), snapshot(engine("s0", "small", healthy=False)), Q)
+        ChimeraSlack().pick(call(), snapshot(engine("s0", "small", healthy=False)), Q, PolicyStore())

@@ -3,7 +3,7 @@ urgency priority (eq. 5-8) computed at dispatch from the time left to the deadli
 
 import pytest
 
-from hetflow.core.policies import Prediction, PriorityContext
+from hetflow.core.policies import PolicyStore, Prediction, PriorityContext
 from hetflow.core.policies.urgency import Urgency
 from hetflow.core.policies.workload_balanced import WorkloadBalanced
 from tests.factories import call, engine, profile, snapshot
@@ -14,8 +14,8 @@ FAST, SLOW = profile(decode_base_ms=5.0), profile(decode_base_ms=40.0)
 def test_alpha_zero_balances_queues_and_alpha_one_picks_the_fastest_engine():
     snap = snapshot(engine("fast", "m", in_flight_cost_s=50.0, engine_profile=FAST),
                     engine("slow", "m", in_flight_cost_s=1.0, engine_profile=SLOW))
-    assert WorkloadBalanced(alpha=0.0).pick(call(), snap, "m", Prediction(200)).chosen == "slow"
-    choice = WorkloadBalanced(alpha=1.0).pick(call(), snap, "m", Prediction(200))
+    assert WorkloadBalanced().pick(call(), snap, "m", Prediction(200), PolicyStore(alpha=0.0)).chosen == "slow"
+    choice = WorkloadBalanced().pick(call(), snap, "m", Prediction(200), PolicyStore(alpha=1.0))
     assert choice.chosen == "fast" and choice.rule == "hexgen:workload-balanced"
     assert set(choice.scores) == {"fast", "slow"} and choice.loads == {"fast": 50.0, "slow": 1.0}
 
@@ -50,11 +50,6 @@ def test_calls_without_deadline_follow_every_call_with_one_first_come_first_serv
     assert with_deadline < first < second and choice.rule == "urgency:no-deadline"
     defaulted, c = Urgency(default_slo_scale=5.0).priority(call(), Prediction(100), context(1.0))
     assert c.rule == "urgency:default-slo" and defaulted < first
-
-
-def test_urgency_needs_the_engine_and_the_time():
-    with pytest.raises(ValueError):
-        Urgency().priority(call(deadline_unix_s=5.0), Prediction(10))
 
 
 def test_default_slo_scale_puts_calls_with_less_work_left_first():

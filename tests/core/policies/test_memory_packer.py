@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from hetflow.core.errors import ResourceExhausted
-from hetflow.core.policies import Prediction, WaitForCapacity
+from hetflow.core.policies import PolicyStore, Prediction, WaitForCapacity
 from hetflow.core.policies.memory_packer import MemoryPacker, plan_for
 from tests.factories import call, engine, snapshot
 
@@ -23,10 +23,10 @@ def test_never_overflows_a_slot_and_prefers_the_lowest_peak():
     roomy = kv_engine("b", [600, 600, 600, 600])
     plan = plan_for(c, roomy, expected_s=2.0, output_tokens=40)
     assert max(plan.slot_tokens()) + 600 <= 1000
-    choice = MemoryPacker().pick(c, replace(snapshot(busy_later, roomy), agent_expected_s=2.0), "m", Prediction(40))
+    choice = MemoryPacker().pick(c, replace(snapshot(busy_later, roomy), agent_expected_s=2.0), "m", Prediction(40), PolicyStore())
     assert choice.chosen == "b" and choice.rule == "kairos:lowest-expected-peak"
     light = kv_engine("c", [200, 200, 200, 200])
-    assert MemoryPacker().pick(c, replace(snapshot(roomy, light), agent_expected_s=2.0), "m", Prediction(40)).chosen == "c"
+    assert MemoryPacker().pick(c, replace(snapshot(roomy, light), agent_expected_s=2.0), "m", Prediction(40), PolicyStore()).chosen == "c"
 
 
 def test_holds_the_call_when_no_engine_has_room_and_skips_suspended_engines():
@@ -34,11 +34,11 @@ def test_holds_the_call_when_no_engine_has_room_and_skips_suspended_engines():
     full = kv_engine("a", [950] * 4)
     suspended = kv_engine("b", [0] * 4, suspended=True)
     with pytest.raises(WaitForCapacity) as held:
-        MemoryPacker().pick(c, replace(snapshot(full, suspended), agent_expected_s=2.0), "m", Prediction(40))
+        MemoryPacker().pick(c, replace(snapshot(full, suspended), agent_expected_s=2.0), "m", Prediction(40), PolicyStore())
     assert held.value.retry_after_s == 0.5
 
 
 def test_a_call_larger_than_every_engine_is_resource_exhausted_with_the_sizes():
     c = replace(call(prompt="x " * 100), sampling=replace(call().sampling, max_tokens=5000))
     with pytest.raises(ResourceExhausted, match=r"needs \d+ KV tokens .* holds 1000"):
-        MemoryPacker().pick(c, snapshot(kv_engine("a", [0])), "m", Prediction(40))
+        MemoryPacker().pick(c, snapshot(kv_engine("a", [0])), "m", Prediction(40), PolicyStore())
