@@ -1,14 +1,13 @@
-# One image for every hetflow service on GPU machines (upstream vLLM with CUDA).
+# One image for every hetflow control-plane service and the engines (upstream vLLM with CUDA on GPU hosts).
+# The wheel is built from pyproject.toml, so the image holds exactly the packages and data files it declares.
+FROM python:3.11-slim AS wheel
+WORKDIR /src
+COPY . .
+RUN pip wheel --no-cache-dir --no-deps -w /wheels .
+
 FROM python:3.11-slim
+COPY --from=wheel /wheels /wheels
+RUN pip install --no-cache-dir "$(ls /wheels/hetflow-*.whl)[gpu]" && rm -rf /wheels
 WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY protos ./protos
-COPY hetflow ./hetflow
-COPY router_svc ./router_svc
-COPY predictor_svc ./predictor_svc
-COPY monitor_svc ./monitor_svc
-COPY balancer_svc ./balancer_svc
-COPY engine_svc ./engine_svc
 COPY examples ./examples
-RUN pip install --no-cache-dir ".[gpu]"
 ENTRYPOINT ["hetflow", "serve"]

@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CONFIG ?= examples/local-sim.yaml
 
-.PHONY: setup demo test protos bench-overhead bench-vllm-tokens clean
+.PHONY: setup demo test test-fast lint protos bench-overhead bench-vllm-tokens clean
 
 setup:
 	bash scripts/setup.sh
@@ -11,8 +11,16 @@ setup:
 demo: setup
 	$(PY) -m hetflow.cli demo -c $(CONFIG)
 
-test: setup
+test: setup lint
 	$(PY) -m pytest -q
+
+# The tests that start no service and train no model (about a minute).
+test-fast: setup lint
+	$(PY) -m pytest -q -m "not slow and not vllm"
+
+lint:
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 protos:
 	$(PY) -m hetflow.protogen

@@ -14,13 +14,15 @@ from hetflow.v1 import balancer_pb2, balancer_pb2_grpc
 SERVICE_NAME = balancer_pb2.DESCRIPTOR.services_by_name["Balancer"].full_name
 
 
-def build(cfg: BalancerConfig, alpha_replay: AlphaReplay | None = None) -> Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]:
+def build(cfg: BalancerConfig, alpha_replay: AlphaReplay | None = None,
+          ) -> Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]:
     if not cfg.monitor_address:
         raise ValueError("balancer.monitor_address is required (or a monitor section with a port)")
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
         dispatcher = Dispatcher(cfg, alpha_replay)
         servicer = BalancerServicer(dispatcher)
-        return [Registration(balancer_pb2_grpc.add_BalancerServicer_to_server, servicer, SERVICE_NAME)], dispatcher.close
+        return ([Registration(balancer_pb2_grpc.add_BalancerServicer_to_server, servicer, SERVICE_NAME)],
+                dispatcher.close)
 
     return setup

@@ -31,7 +31,8 @@ def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, no
         raise DeadlineExceeded(f"workflow.deadline_unix_s {wf.deadline_unix_s:.3f} is already past "
                                f"(now {now_unix_s:.3f})")
     if wf.HasField("stage_index") and wf.HasField("stage_count") and not 1 <= wf.stage_index <= wf.stage_count:
-        raise InvalidArgument(f"workflow.stage_index must be in 1..stage_count ({wf.stage_count}), got {wf.stage_index}")
+        raise InvalidArgument(f"workflow.stage_index must be in 1..stage_count ({wf.stage_count}), "
+                              f"got {wf.stage_index}")
     return LlmCall(
         request_id=msg.request_id or uuid.uuid4().hex,
         prompt=msg.prompt, messages=messages,

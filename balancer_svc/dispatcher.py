@@ -115,8 +115,8 @@ class Dispatcher:
         view = self.pending.apply(snapshot, snapshot_msg.admit_seq, time.monotonic())
         decision = self.pipeline.decide(call, view, confidence, predictions, router_asked, truncated)
         engine = next(e for e in view.engines if e.engine_id == decision.engine_id)
-        self.pending.add(call.request_id, engine.engine_id, decision.prediction.median_tokens, decision.predicted_cost_s,
-                         decision.memory_plan)
+        self.pending.add(call.request_id, engine.engine_id, decision.prediction.median_tokens,
+                         decision.predicted_cost_s, decision.memory_plan)
 
         await self._admit(call, decision)
         receipt = balancer_pb2.Receipt(
@@ -129,13 +129,15 @@ class Dispatcher:
         receipt.decision_ms = (time.perf_counter() - start) * 1e3
         DECISION_S.observe(receipt.decision_ms / 1e3)
         log.info("decision", receipt=MessageToDict(receipt, preserving_proto_field_name=True))
-        return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt, snapshot.program_start_s)
+        return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt,
+                        snapshot.program_start_s)
 
     async def _snapshot(self, call: LlmCall) -> monitor_pb2.MonitorSnapshot:
         try:
-            return await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(program_id=call.workflow.program_id,
-                                                                           agent=call.workflow.agent),
-                                               timeout=self.cfg.dependency_timeout_s)
+            wf = call.workflow
+            return await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(
+                program_id=wf.program_id, agent=wf.agent, workflow=wf.workflow, stage_index=wf.stage_index,
+                stage_count=wf.stage_count), timeout=self.cfg.dependency_timeout_s)
         except grpc.aio.AioRpcError as exc:
             raise Unavailable(f"monitor unavailable: {exc.code().name} {exc.details()}") from exc
 
@@ -177,7 +179,7 @@ class Dispatcher:
                 workflow=wire.workflow_to_proto(call.workflow), prompt_tokens=call.input_tokens,
                 predicted_cost_s=decision.predicted_cost_s,
                 decode_tokens_per_s=plan.decode_tokens_per_s if plan else 0.0,
-                expected_s=plan.expected_s if plan else 0.0),
+                expected_s=plan.expected_s if plan else 0.0, mean_cost_s=decision.mean_cost_s),
                 timeout=self.cfg.dependency_timeout_s)
             self.pending.acked(call.request_id, reply.admit_seq, time.monotonic())
         except asyncio.CancelledError:
@@ -197,6 +199,8 @@ class Dispatcher:
         engine_call = engine.Generate(convert.engine_request(call, dispatch.priority), timeout=time_remaining_s)
         output_tokens, outcome, queued_s = 0, "cancelled", 0.0
         sent_unix_s = time.time()
+        started_unix_s = 0.0
+        """When the engine first scheduled the call: sent plus its first wait, which the first chunk carries."""
         first = True
         try:
             async for chunk in engine_call:
@@ -205,6 +209,8 @@ class Dispatcher:
                                                  finish_reason=chunk.finish_reason)
                 if first and call.want_receipt:
                     out.receipt.CopyFrom(dispatch.receipt)
+                if first:
+                    started_unix_s = sent_unix_s + chunk.queued_s
                 first = False
                 output_tokens = chunk.output_tokens
                 queued_s += chunk.queued_s
@@ -219,23 +225,25 @@ class Dispatcher:
         except grpc.aio.AioRpcError as exc:
             outcome = _engine_failure(exc)
             if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise DeadlineExceeded(f"deadline exceeded after {output_tokens} tokens; engine request aborted") from exc
+                raise DeadlineExceeded(f"deadline exceeded after {output_tokens} tokens; engine request aborted"
+                                       ) from exc
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
                 raise Unavailable(f"engine {dispatch.engine.engine_id} unavailable: {exc.details()}") from exc
             raise
         finally:
             engine_call.cancel()  # no-op when finished; otherwise the engine aborts the request
-            self._release_later(call.request_id, output_tokens, outcome)
+            self._release_later(call.request_id, output_tokens, outcome, started_unix_s)
 
-    def _release_later(self, request_id: str, output_tokens: int, outcome: str) -> None:
+    def _release_later(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float = 0.0) -> None:
         """Remove the in-flight entry off the caller's task, so a cancelled caller cannot skip it."""
         self.pending.drop(request_id)
-        task = asyncio.get_running_loop().create_task(self._release(request_id, output_tokens, outcome))
+        task = asyncio.get_running_loop().create_task(self._release(request_id, output_tokens, outcome, started_unix_s))
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)
 
-    async def _release(self, request_id: str, output_tokens: int, outcome: str) -> None:
-        msg = monitor_pb2.ReleaseRequest(request_id=request_id, output_tokens=output_tokens, reason=outcome)
+    async def _release(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float) -> None:
+        msg = monitor_pb2.ReleaseRequest(request_id=request_id, output_tokens=output_tokens, reason=outcome,
+                                         started_unix_s=started_unix_s)
         method = self.monitor.Complete if outcome == "completed" else self.monitor.Cancel
         for attempt in range(3):
             try:

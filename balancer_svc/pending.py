@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 
@@ -71,6 +71,7 @@ class PendingAdmits:
             if entry.memory_plan is not None:
                 plans.setdefault(entry.engine_id, []).append(entry.memory_plan)
 
+        entry: PendingAdmit | None
         for entry in self._entries.values():
             if entry.admit_seq is None:
                 count(entry)
@@ -109,4 +110,4 @@ def _with_plans(ledger: Sequence[float], plans: list[MemoryPlan]) -> Sequence[fl
     for plan in plans:
         tokens = plan.slot_tokens()[:len(slots)]
         slots[:len(tokens)] += tokens
-    return slots
+    return cast(Sequence[float], slots)

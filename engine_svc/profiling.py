@@ -16,7 +16,7 @@ import asyncio
 import statistics
 import time
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -42,7 +42,8 @@ def prompt_of(words: int) -> str:
 
 
 async def timed_call(backend: VllmBackend, request_id: str, prompt: str, max_tokens: int) -> Timing:
-    start, times, prompt_tokens = time.perf_counter(), [], 0
+    times: list[float] = []
+    start, prompt_tokens = time.perf_counter(), 0
     call = GenerateCall(request_id, prompt, (), SamplingSpec(max_tokens=max_tokens, ignore_eos=True, temperature=0.0),
                         priority=0.0)
     async for delta in backend.generate(call):
@@ -114,6 +115,6 @@ async def profile_vllm(cfg: VllmConfig, model: str, base_profile: str, batch_siz
     finally:
         await backend.close()
     coefficients = fit(prefill, decode)
-    measured = replace(allocated, name=f"{allocated.model}@{allocated.gpu}-measured", source="measured",
-                       **{k: v for k, v in coefficients.items() if k != "prefill_intercept_ms"})
+    fitted: dict[str, Any] = {k: v for k, v in coefficients.items() if k != "prefill_intercept_ms"}
+    measured = replace(allocated, name=f"{allocated.model}@{allocated.gpu}-measured", source="measured", **fitted)
     return measured, {"prefill": prefill, "decode": decode, "fit": coefficients}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from typing import AsyncGenerator, AsyncIterator, cast
 
 import grpc
 from prometheus_client import Gauge
@@ -32,7 +32,7 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
                        context: grpc.aio.ServicerContext) -> AsyncIterator[engine_pb2.EngineChunk]:
         call = convert.call_from_proto(request, self.max_tokens_limit)
         bind_ids(call.request_id, call.program_id)
-        stream = self.backend.generate(call)
+        stream = cast(AsyncGenerator[OutputDelta, None], self.backend.generate(call))
         held: OutputDelta | None = None
         sent_tokens = 0
         try:

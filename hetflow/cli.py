@@ -20,12 +20,15 @@ def _balancer_address(config: Path) -> str:
 
 
 def _print_runs(runs: list) -> None:
-    print(f"{'program':<17} {'variant':<18} {'stages':>6} {'latency s':>9} {'tokens':>6}  decisions (agent: model@engine rule)")
+    print(f"{'program':<17} {'variant':<18} {'stages':>6} {'latency s':>9} {'tokens':>6}  "
+          "decisions (agent: model@engine rule)")
     for run in runs:
         tokens = sum(c.output_tokens for _, c in run.calls)
         decisions = "; ".join(
-            f"{agent}: {c.model}@{c.engine_id} {c.receipt.stages[0].rule if c.receipt else ''}" for agent, c in run.calls)
-        print(f"{run.program_id:<17} {run.variant:<18} {len(run.calls):>6} {run.latency_s:>9.2f} {tokens:>6}  {decisions}")
+            f"{agent}: {c.model}@{c.engine_id} {c.receipt.stages[0].rule if c.receipt else ''}"
+            for agent, c in run.calls)
+        print(f"{run.program_id:<17} {run.variant:<18} {len(run.calls):>6} {run.latency_s:>9.2f} {tokens:>6}  "
+              f"{decisions}")
     latencies = [r.latency_s for r in runs]
     if latencies:
         print(f"\n{len(runs)} workflows: mean {statistics.mean(latencies):.2f} s, "
@@ -115,8 +118,10 @@ def _train_predictor(args: argparse.Namespace) -> int:
     print(f"layout: {metrics['layout']} ({json.dumps(metrics['layouts_compared'])})")
     print(f"{'family/model':<40} {'n':>5} {'QRF':>6} {'FCFS':>6} {'input':>6} {'cover':>6}")
     for group, v in metrics["per_group"].items():
-        print(f"{group:<40} {v['n']:>5.0f} {v['qrf']:>6.3f} {v['fcfs']:>6.3f} {v['input_length']:>6.3f} {v['coverage']:>6.3f}")
-    print(f"{'mean':<40} {'':>5} {k['qrf']:>6.3f} {k['fcfs']:>6.3f} {k['input_length']:>6.3f} {metrics['coverage']:>6.3f}")
+        print(f"{group:<40} {v['n']:>5.0f} {v['qrf']:>6.3f} {v['fcfs']:>6.3f} {v['input_length']:>6.3f} "
+              f"{v['coverage']:>6.3f}")
+    print(f"{'mean':<40} {'':>5} {k['qrf']:>6.3f} {k['fcfs']:>6.3f} {k['input_length']:>6.3f} "
+          f"{metrics['coverage']:>6.3f}")
     print(f"Kendall tau distance to the oracle order (Chimera B.2; lower is better); coverage of [q10, q90]\n"
           f"artifact: {out}")
     return 0
@@ -202,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     from hetflow.workloads.generate import FAMILIES
     from hetflow.workloads.models import DEFAULT_MODELS
 
-    workload = sub.add_parser("workload", help="workflow traces from real data").add_subparsers(dest="verb", required=True)
+    workload = sub.add_parser("workload", help="workflow traces from real data").add_subparsers(
+        dest="verb", required=True)
     p = workload.add_parser("generate", help="write a trace (JSON Lines)")
     p.add_argument("--family", required=True, choices=sorted(FAMILIES))
     p.add_argument("--programs", type=int, default=500)

@@ -61,7 +61,7 @@ class HetflowClient:
         self._channel = grpc.aio.insecure_channel(address)
         self.stub = balancer_pb2_grpc.BalancerStub(self._channel)
 
-    async def __aenter__(self) -> "HetflowClient":
+    async def __aenter__(self) -> HetflowClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -70,7 +70,7 @@ class HetflowClient:
     async def close(self) -> None:
         await self._channel.close()
 
-    def program(self, workflow: str, stage_count: int | None = None, **defaults: object) -> "Program":
+    def program(self, workflow: str, stage_count: int | None = None, **defaults: object) -> Program:
         return Program(self, workflow, stage_count, defaults)
 
     def generate(self, request: balancer_pb2.GenerateRequest,

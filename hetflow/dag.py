@@ -164,4 +164,4 @@ async def run_dag(client: CompletionClient, dag: WorkflowDag, messages_for: Mess
 
 
 async def _maybe_await(value: Messages | Awaitable[Messages]) -> Messages:
-    return await value if inspect.isawaitable(value) else value  # type: ignore[return-value]
+    return await value if inspect.isawaitable(value) else value

@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from hetflow.cli import ARTIFACTS
 
-RECIPE = {"families": ["chat", "code", "kairos-code", "kairos-qa", "kairos-report", "math", "sql"],
-          "programs_per_family": 200, "seed": 0, "router_epochs": 2, "router_max_length": 128, "predictor_trees": 100}
+RECIPE: dict[str, Any] = {"families": ["chat", "code", "kairos-code", "kairos-qa", "kairos-report", "math", "sql"],
+                          "programs_per_family": 200, "seed": 0, "router_epochs": 2, "router_max_length": 128,
+                          "predictor_trees": 100}
 
 
 def artifact_dirs(models: Sequence[str]) -> tuple[Path, Path]:
@@ -32,7 +33,8 @@ def ensure_trained(models: Sequence[str]) -> tuple[Path, Path]:
     from hetflow.workloads.generate import generate
 
     print(f"training the demo's router and predictor once (cached in {router_dir.parent})", flush=True)
-    records = [r for f in RECIPE["families"] for r in generate(f, RECIPE["programs_per_family"], RECIPE["seed"], models)]
+    records = [r for f in RECIPE["families"]
+               for r in generate(f, RECIPE["programs_per_family"], RECIPE["seed"], models)]
     if not (predictor_dir / "meta.json").exists():
         from hetflow.core.trace import trace_sha256
         from predictor_svc import artifact
@@ -47,7 +49,8 @@ def ensure_trained(models: Sequence[str]) -> tuple[Path, Path]:
 
         metrics = train_router(records, models, router_dir, max_length=RECIPE["router_max_length"],
                                epochs=RECIPE["router_epochs"], seed=RECIPE["seed"])
-        print(f"router: macro mAP {metrics['macro_map']:.3f} (TF-IDF+LR {metrics['tfidf_lr_macro_map']:.3f})", flush=True)
+        print(f"router: macro mAP {metrics['macro_map']:.3f} (TF-IDF+LR {metrics['tfidf_lr_macro_map']:.3f})",
+              flush=True)
     return router_dir, predictor_dir
 
 

@@ -49,7 +49,8 @@ class LoadResult:
     def summary(self) -> dict[str, Any]:
         lat = self.latencies_s
         return {"sent": self.sent, "ok": self.ok, "shed": self.shed, "cancelled": self.cancelled,
-                "errors": dict(self.errors), "achieved_calls_per_s": self.ok / self.elapsed_s if self.elapsed_s else 0.0,
+                "errors": dict(self.errors),
+                "achieved_calls_per_s": self.ok / self.elapsed_s if self.elapsed_s else 0.0,
                 "latency_ms": {q: percentile(lat, p) * 1e3 for q, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))},
                 "stability": stability(lat) if len(lat) >= 2 else None, "elapsed_s": self.elapsed_s}
 
@@ -59,7 +60,8 @@ def call_factory(service: str, channel: grpc.aio.Channel, max_tokens: int = 8) -
     run_id = uuid.uuid4().hex[:8]
     if service == "router":
         stub = router_pb2_grpc.RouterStub(channel)
-        return lambda i: stub.Score(router_pb2.ScoreRequest(prompts=[f"Write a function number {i} that sorts a list."]))
+        return lambda i: stub.Score(
+            router_pb2.ScoreRequest(prompts=[f"Write a function number {i} that sorts a list."]))
     if service == "predictor":
         stub = predictor_pb2_grpc.PredictorStub(channel)
         row = predictor_pb2.FeatureRow(model="qwen2.5-1.5b-instruct", workflow="code", agent="planner", stage_index=1,
@@ -103,7 +105,7 @@ async def run_load(call: Callable[[int], Awaitable[Any]], rate: float, duration_
             result.ok += 1
         except asyncio.CancelledError:
             result.cancelled += 1
-        except asyncio.TimeoutError:
+        except TimeoutError:
             result.errors["DEADLINE_EXCEEDED"] += 1
         except grpc.aio.AioRpcError as exc:
             result.errors[exc.code().name] += 1

@@ -6,7 +6,6 @@ folder and fails when the committed ones are stale.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from grpc_tools import protoc
@@ -45,4 +44,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -86,10 +86,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("service", choices=sorted(SERVICES))
     parser.add_argument("-c", "--config", required=True, help="stack YAML")
     parser.add_argument("--name", help="engine name in the config's engines list (engines only)")
+    parser.add_argument("--check", action="store_true",
+                        help="build the service from the config (imports, configuration, plugins) and exit "
+                             "without serving")
 
 
 def serve(args: argparse.Namespace) -> int:
     built = build_service(args.service, load_stack(args.config), args.name)
+    if args.check:
+        print(f"{built.log_name}: builds; would serve on {built.serve.host}:{built.serve.port}")
+        return 0
     run(serve_until_signal(built.log_name, built.serve, built.setup))
     return 0
 

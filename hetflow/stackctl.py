@@ -47,7 +47,8 @@ async def health(address: str, timeout_s: float = 1.0) -> str:
             return exc.code().name
 
 
-async def wait_serving(addresses: dict[str, str], timeout_s: float, supervisor_pid: int | None = None) -> dict[str, str]:
+async def wait_serving(addresses: dict[str, str], timeout_s: float,
+                       supervisor_pid: int | None = None) -> dict[str, str]:
     deadline = time.monotonic() + timeout_s
     states: dict[str, str] = {}
     while time.monotonic() < deadline:

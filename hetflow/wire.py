@@ -95,7 +95,7 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
     now_s = snapshot.taken_unix_s
     msg = monitor_pb2.MonitorSnapshot(
         taken_unix_s=now_s, admit_seq=admit_seq, program_model=snapshot.program_model,
-        program_start_unix_s=snapshot.program_start_s,
+        program_start_unix_s=snapshot.program_start_s, remaining_stage_costs_s=snapshot.remaining_stage_costs_s,
         engines=[monitor_pb2.EngineLoad(
             status=engine_status_to_proto(records[e.engine_id].status, records[e.engine_id].received_s),
             in_flight_tokens=e.in_flight_tokens, in_flight_cost_s=e.in_flight_cost_s, suspended=e.suspended,
@@ -114,6 +114,7 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
         taken_unix_s=msg.taken_unix_s, program_model=msg.program_model, program_start_s=msg.program_start_unix_s,
         agent_anchor_distance_s=msg.agent_anchor_distance_s if msg.HasField("agent_anchor_distance_s") else None,
         agent_expected_s=msg.agent_expected_s if msg.HasField("agent_expected_s") else None,
+        remaining_stage_costs_s=tuple(msg.remaining_stage_costs_s),
         engines=tuple(EngineView(
             engine_id=e.status.engine_id, model=e.status.model, address=e.status.address, healthy=e.healthy,
             in_flight_tokens=e.in_flight_tokens, in_flight_requests=e.in_flight_requests,

@@ -14,7 +14,8 @@ from monitor_svc.servicer import MonitorServicer
 SERVICE_NAME = monitor_pb2.DESCRIPTOR.services_by_name["Monitor"].full_name
 
 
-def build(cfg: MonitorConfig) -> tuple[MonitorServicer, Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]]:
+def build(cfg: MonitorConfig) -> tuple[
+        MonitorServicer, Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]]:
     servicer = MonitorServicer(MonitorState(cfg.limits))
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:

@@ -26,7 +26,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
     def __init__(self, state: MonitorState) -> None:
         self.state = state
 
-    async def Admit(self, request: monitor_pb2.AdmitRequest, context: grpc.aio.ServicerContext) -> monitor_pb2.AdmitReply:
+    async def Admit(self, request: monitor_pb2.AdmitRequest,
+                    context: grpc.aio.ServicerContext) -> monitor_pb2.AdmitReply:
         bind_ids(request.request_id, request.program_id)
         try:
             program = self.state.admit(
@@ -35,16 +36,19 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                 predicted_cost_s=request.predicted_cost_s, agent=request.workflow.agent,
                 upstream_agent=request.workflow.upstream_agent,
                 memory_plan=MemoryPlan(request.prompt_tokens, request.decode_tokens_per_s, request.expected_s)
-                if request.expected_s > 0 else None)
+                if request.expected_s > 0 else None,
+                stage_index=request.workflow.stage_index, mean_cost_s=request.mean_cost_s)
         except KeyError as exc:
             raise NotFound(exc.args[0]) from exc
         self._observe(request.engine_id)
         return monitor_pb2.AdmitReply(program_model=program.model, admit_seq=self.state.admit_seq)
 
-    async def Complete(self, request: monitor_pb2.ReleaseRequest, context: grpc.aio.ServicerContext) -> monitor_pb2.ReleaseReply:
+    async def Complete(self, request: monitor_pb2.ReleaseRequest,
+                       context: grpc.aio.ServicerContext) -> monitor_pb2.ReleaseReply:
         return self._release(request, completed=True)
 
-    async def Cancel(self, request: monitor_pb2.ReleaseRequest, context: grpc.aio.ServicerContext) -> monitor_pb2.ReleaseReply:
+    async def Cancel(self, request: monitor_pb2.ReleaseRequest,
+                     context: grpc.aio.ServicerContext) -> monitor_pb2.ReleaseReply:
         return self._release(request, completed=False)
 
     async def ReportEngineStatus(self, request: common_pb2.EngineStatus,
@@ -57,7 +61,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
 
     async def Snapshot(self, request: monitor_pb2.SnapshotRequest,
                        context: grpc.aio.ServicerContext) -> monitor_pb2.MonitorSnapshot:
-        snapshot = cluster_snapshot(self.state, time.time(), request.program_id, request.agent)
+        snapshot = cluster_snapshot(self.state, time.time(), request.program_id, request.agent, request.workflow,
+                                    request.stage_index, request.stage_count)
         return wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq)
 
     async def GetProgram(self, request: monitor_pb2.GetProgramRequest,
@@ -82,7 +87,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
     def _release(self, request: monitor_pb2.ReleaseRequest, completed: bool) -> monitor_pb2.ReleaseReply:
         bind_ids(request.request_id)
         entry = self.state.entries.get(request.request_id)
-        found = self.state.release(request.request_id, time.time(), request.output_tokens, completed)
+        found = self.state.release(request.request_id, time.time(), request.output_tokens, completed,
+                                   started_s=request.started_unix_s)
         if entry is not None:
             self._observe(entry.engine_id)
         return monitor_pb2.ReleaseReply(found=found)

@@ -15,7 +15,8 @@ from predictor_svc.servicer import PredictorServicer
 SERVICE_NAME = predictor_pb2.DESCRIPTOR.services_by_name["Predictor"].full_name
 
 
-def build(cfg: PredictorConfig) -> Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]:
+def build(cfg: PredictorConfig,
+          ) -> Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]:
     spec = cfg.predictor_spec()
     predictor = build_predictor(spec)  # fail at start, here, on a bad spec or artifact
 

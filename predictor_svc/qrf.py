@@ -33,11 +33,12 @@ class Featurizer:
     svd: TruncatedSVD | None = None
     vocab: dict[str, dict[str, float]] = field(default_factory=dict)
 
-    def fit(self, rows: Sequence[FeatureRow]) -> "Featurizer":
+    def fit(self, rows: Sequence[FeatureRow]) -> Featurizer:
         texts = [r.user_prompt for r in rows]
         matrix = self.tfidf.fit_transform(texts)
         self.svd = TruncatedSVD(n_components=min(self.svd_dims, matrix.shape[1] - 1), random_state=0).fit(matrix)
-        self.vocab = {c: {v: float(i) for i, v in enumerate(sorted({getattr(r, c) for r in rows}))} for c in CATEGORICAL}
+        self.vocab = {c: {v: float(i) for i, v in enumerate(sorted({getattr(r, c) for r in rows}))}
+                      for c in CATEGORICAL}
         return self
 
     def transform(self, rows: Sequence[FeatureRow], with_model: bool = True) -> np.ndarray:

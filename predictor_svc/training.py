@@ -57,7 +57,7 @@ def split(data: list[Example], holdout: float, seed: int) -> tuple[list[Example]
     return [e for e in data if e.program_id not in held], [e for e in data if e.program_id in held]
 
 
-def kendall_tau_distance(predicted: Sequence[float], truth: Sequence[float]) -> float:
+def kendall_tau_distance(predicted: Sequence[float] | np.ndarray, truth: Sequence[float]) -> float:
     """(1 - tau_b) / 2: 0 when the orders agree, 1 when reversed (Chimera B.2)."""
     tau = kendalltau(predicted, truth).statistic
     return 0.5 if tau is None or np.isnan(tau) else (1.0 - float(tau)) / 2.0

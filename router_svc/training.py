@@ -72,7 +72,8 @@ def per_family(held: list[RouterExample], scores: np.ndarray) -> dict[str, float
 
 def tfidf_baseline(train: list[RouterExample], held: list[RouterExample]) -> np.ndarray:
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1, max_features=50_000)
-    x_train, x_held = vectorizer.fit_transform([e.prompt for e in train]), vectorizer.transform([e.prompt for e in held])
+    x_train, x_held = (vectorizer.fit_transform([e.prompt for e in train]),
+                       vectorizer.transform([e.prompt for e in held]))
     y = np.array([e.labels for e in train])
     scores = np.zeros((len(held), y.shape[1]))
     for m in range(y.shape[1]):

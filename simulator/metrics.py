@@ -38,7 +38,7 @@ def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (
                       "p95": percentile(latency, 0.95), "p99": percentile(latency, 0.99)},
         "latency_per_output_token_ms": 1e3 * statistics.mean(r.latency_s / max(1, r.output_tokens) for r in ordered),
         "makespan_s": span,
-        "task_score": statistics.mean(float(r.correct) for r in labelled) if labelled else None,
+        "task_score": statistics.mean(float(bool(r.correct)) for r in labelled) if labelled else None,
         "slo": {"attainment": {f"{s:g}": sum(x <= s for x in slowdown) / len(slowdown) for s in SLO_SCALES},
                 "scale_for_95pct": slo_scale_for(ordered)},
         "deadline_attainment": _met(with_deadline),

@@ -32,7 +32,9 @@ ENGINE_REPORT_INTERVAL_S = 0.5
 
 
 @dataclass
-class CallResult:
+class SimulatedCall:
+    """One call of a simulated (or replayed) program: where it ran and when."""
+
     stage_index: int
     engine_id: str
     dispatched_s: float
@@ -63,7 +65,7 @@ class ProgramResult:
     """The program's exclusive latency: alone on the cluster, its critical path of isolated calls averaged
     over the engines (``reference_latency_s``), the same whatever the policy. ``latency_s / isolated_s``
     is the SLO scale it meets (HexGen-Flow 5.1: "execution time in an exclusive environment")."""
-    calls: dict[int, CallResult] = field(default_factory=dict)
+    calls: dict[int, SimulatedCall] = field(default_factory=dict)
     deadline_s: float = 0.0
     """Arrival + SLO scale x reference latency; 0 when the program's tenant has no SLO."""
     tenant: str = "default"
@@ -85,7 +87,7 @@ class ProgramResult:
 
 class Simulation:
     def __init__(self, engines: Sequence[EngineSpec], policy: PolicyConfig, signals: Signals,
-                 queue: QueueConfig = QueueConfig(), slo_scales: Mapping[str, float] | None = None,
+                 queue: QueueConfig | None = None, slo_scales: Mapping[str, float] | None = None,
                  agent_priority_interval_s: float = 10.0) -> None:
         self.loop = EventLoop()
         self.slo_scales = dict(slo_scales or {})
@@ -98,7 +100,8 @@ class Simulation:
         self.signals = signals
         self.monitor = MonitorState(MonitorLimits(engine_stale_after_s=float("inf"), engine_failed_after_s=float("inf"),
                                                   orphan_grace_s=float("inf"), program_ttl_s=float("inf")))
-        self.engines = {e.engine_id: VirtualEngine(e.engine_id, e.model, e.profile, queue, self.loop, self._finished)
+        self.engines = {e.engine_id: VirtualEngine(e.engine_id, e.model, e.profile, queue or QueueConfig(), self.loop,
+                                                   self._finished)
                         for e in engines}
         self._report_engines()
         self._programs: dict[str, list[StageRecord]] = {}
@@ -132,10 +135,14 @@ class Simulation:
                 self._deadlines[pid] = result.deadline_s = program[0].arrival_s + scale * result.isolated_s
             self.loop.at(program[0].arrival_s, self._start, pid)
         if self.pipeline.priority_rule.needs_agent_stats or self._packs:
-            self.loop.every(self.agent_priority_interval_s, self.monitor.refresh_anchor_distances)
+            self.loop.every(self.agent_priority_interval_s, self._refresh_anchor_distances)
         self.loop.every(ENGINE_REPORT_INTERVAL_S, self._report_engines)
         self.loop.run()
         return [r for r in self.results.values() if r.finished_s]
+
+    def _refresh_anchor_distances(self) -> None:
+        """The monitor's background refresh of Kairos's agent distances (5.1), in virtual time."""
+        self.monitor.refresh_anchor_distances()
 
     def _report_engines(self) -> None:
         """The engines' periodic status reports, as live engines send them: the snapshot's queue and KV
@@ -160,7 +167,8 @@ class Simulation:
                                              record.stage_count, record.upstream_agent, record.tenant,
                                              self._deadlines.get(program_id, 0.0)),
                        received_unix_s=now, known_input_tokens=max(record.input_tokens.values()))
-        snapshot = cluster_snapshot(self.monitor, now, program_id, record.agent)
+        snapshot = cluster_snapshot(self.monitor, now, program_id, record.agent, record.workflow, record.stage_index,
+                                    record.stage_count)
         candidates = self.pipeline.candidate_models(call, snapshot)
         router_asked = self.pipeline.needs_router(call, candidates)
         confidence = self.signals.confidence_for(record, candidates) if router_asked else {}
@@ -190,19 +198,20 @@ class Simulation:
         self.monitor.admit(call.request_id, program_id, outcome.model, outcome.engine_id,
                            outcome.prediction.median_tokens, now, workflow=record.workflow,
                            predicted_cost_s=outcome.predicted_cost_s, agent=record.agent,
-                           upstream_agent=record.upstream_agent, memory_plan=outcome.memory_plan)
+                           upstream_agent=record.upstream_agent, memory_plan=outcome.memory_plan,
+                           stage_index=record.stage_index, mean_cost_s=outcome.mean_cost_s)
         result = self.results[program_id]
         if record.stage_index == record.stage_count:  # the final answer's model decides correctness
             result.model = outcome.model
         held_since = self._holding.pop(call.request_id, now)  # a call held for room was dispatched when first tried
         held = [(held_since, now)] if now > held_since else []
-        result.calls[record.stage_index] = CallResult(record.stage_index, outcome.engine_id, held_since, 0.0, 0.0, 0, 0,
-                                                      queued_intervals_s=held)
+        result.calls[record.stage_index] = SimulatedCall(record.stage_index, outcome.engine_id, held_since, 0.0, 0.0,
+                                                         0, 0, queued_intervals_s=held)
 
     def _finished(self, req: EngineRequest) -> None:
         now = self.loop.now
         program_id, stage = req.program_id, int(req.request_id.rsplit("/", 1)[1])
-        self.monitor.release(req.request_id, now, req.output_tokens)
+        self.monitor.release(req.request_id, now, req.output_tokens, started_s=req.first_scheduled_s or 0.0)
         result = self.results[program_id]
         call = result.calls[stage]
         call.first_scheduled_s, call.finished_s = req.first_scheduled_s or now, now

@@ -38,7 +38,8 @@ def replay_best_alpha(engines: Sequence[EngineSpec], policy: PolicyConfig, recor
 
 
 class SimulatedAlphaTuning:
-    def __init__(self, sim: Simulation, make_sim: Callable[[float], Simulation], tuner: AlphaTuner | None = None) -> None:
+    def __init__(self, sim: Simulation, make_sim: Callable[[float], Simulation],
+                 tuner: AlphaTuner | None = None) -> None:
         store = sim.pipeline.store
         if store.alpha is None:
             raise ValueError(f"engine picker {sim.pipeline.engine_picker.type_name!r} has no alpha to tune")

@@ -43,9 +43,11 @@ def snapshot(*engines: EngineView, program_model: str = "", taken_unix_s: float 
     return ClusterSnapshot(taken_unix_s=taken_unix_s, engines=tuple(engines), program_model=program_model)
 
 
-def call(prompt: str = "write a function", program_id: str = "p1", received_unix_s: float = 0.0, **wf) -> LlmCall:
+def call(prompt: str = "write a function", program_id: str = "p1", received_unix_s: float = 0.0,
+         input_tokens: int | None = None, **wf) -> LlmCall:
     return LlmCall(request_id=f"c{next(_ids)}", prompt=prompt, messages=(), sampling=SamplingSpec(max_tokens=16),
-                   workflow=WorkflowInfo(program_id=program_id, **wf), received_unix_s=received_unix_s)
+                   workflow=WorkflowInfo(program_id=program_id, **wf), received_unix_s=received_unix_s,
+                   known_input_tokens=input_tokens)
 
 
 

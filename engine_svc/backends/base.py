@@ -39,7 +39,7 @@ def merge(first: OutputDelta, later: OutputDelta) -> OutputDelta:
                        later.finished, later.finish_reason, first.queued_s + later.queued_s, later.preemptions)
 
 
-def coalesce_ready(first: OutputDelta, ready: "asyncio.Queue[Any]") -> OutputDelta:
+def coalesce_ready(first: OutputDelta, ready: asyncio.Queue[Any]) -> OutputDelta:
     """Fold every delta already waiting in ``ready`` into ``first``; stops before anything that is not a delta."""
     delta = first
     while not delta.finished and not ready.empty():

@@ -60,7 +60,7 @@ class VllmBackend:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         args = AsyncEngineArgs(
-            model=self.model_dir, load_format=self.cfg.load_format, dtype=self.cfg.dtype,
+            model=self.model_dir, load_format=self.cfg.load_format, dtype=self.cfg.dtype,  # type: ignore[arg-type]
             max_model_len=self.cfg.max_model_len, max_num_seqs=self.cfg.max_num_seqs,
             enforce_eager=self.cfg.enforce_eager, scheduling_policy="priority", seed=self.cfg.seed,
             gpu_memory_utilization=self.cfg.gpu_memory_utilization, disable_log_stats=False,
@@ -176,7 +176,7 @@ class VllmBackend:
                     stream.put_nowait(OutputDelta(
                         req.request_id, completion.text, req.output_tokens, req.prompt_tokens, finished=out.finished,
                         finish_reason=reason if out.finished else "",
-                        queued_s=(req.first_scheduled_s - req.arrival_s) if first else 0.0))
+                        queued_s=(req.first_scheduled_s or req.arrival_s) - req.arrival_s if first else 0.0))
                 first = False
                 if out.finished:
                     return

@@ -13,7 +13,8 @@ OUT_DIR = Path("bench_out")
 def machine() -> str:
     import os
 
-    return f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}"
+    return (f"{platform.machine()}, {os.cpu_count()} cores, "
+            f"{platform.python_implementation()} {platform.python_version()}")
 
 
 def write(name: str, result: dict[str, Any]) -> Path:

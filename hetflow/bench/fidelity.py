@@ -17,7 +17,7 @@ import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import yaml
 
@@ -49,7 +49,7 @@ def scaled_trace(n_programs: int, seed: int, rate_per_s: float, max_input: int, 
     return out
 
 
-async def run_real(cfg: VllmConfig, records: Sequence[StageRecord]) -> tuple[dict[str, float], dict[str, int]]:
+async def run_real(cfg: VllmConfig, records: Sequence[StageRecord]) -> tuple[dict[str, Any], dict[str, int]]:
     """Program latency on the real engine; and each call's real prompt length."""
     backend = VllmBackend(MODEL, cfg, make_queue(QueueConfig()), "tiny-llama-cpu.yaml")
     await backend.start()
@@ -107,10 +107,11 @@ def run(args: argparse.Namespace) -> int:
     profile, raw = asyncio.run(profile_vllm(cfg, MODEL, "tiny-llama-cpu.yaml"))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"# Measured by `hetflow profile` on {machine()}\n" + yaml.safe_dump(profile.to_dict(), sort_keys=False))
+    out.write_text(f"# Measured by `hetflow profile` on {machine()}\n"
+                   + yaml.safe_dump(profile.to_dict(), sort_keys=False))
     print(f"profile -> {out}: " + ", ".join(f"{k} {v:.4g}" for k, v in raw["fit"].items()))
-    result = {"command": f"hetflow profile -o {args.out}" + (" --fidelity" if args.fidelity else ""),
-              "machine": machine(), "profile": profile.to_dict(), "measurements": raw}
+    result: dict[str, Any] = {"command": f"hetflow profile -o {args.out}" + (" --fidelity" if args.fidelity else ""),
+                              "machine": machine(), "profile": profile.to_dict(), "measurements": raw}
     if args.fidelity:
         records = scaled_trace(args.programs, args.seed, args.rate, args.max_input, args.max_output)
         real, prompt_tokens = asyncio.run(run_real(cfg, records))
@@ -128,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("profile", help="measure the real vLLM engine, write its profile; --fidelity checks the simulator")
+    p = sub.add_parser("profile",
+                       help="measure the real vLLM engine, write its profile; --fidelity checks the simulator")
     p.add_argument("-o", "--out", default="bench_out/tiny-llama-cpu-measured.yaml")
     p.add_argument("--fidelity", action="store_true", help="also replay a trace on the engine and in the simulator")
     p.add_argument("--max-num-seqs", type=int, default=8)

@@ -26,7 +26,8 @@ def _artifact_id(path: Path) -> str:
 
 def learned_signals(records: Sequence[StageRecord], models: Sequence[str], router_dir: Path | None,
                     predictor_dir: Path | None, cache_dir: Path = CACHE_DIR) -> LearnedSignals:
-    key = "-".join([trace_sha256(records)[:12], *(_artifact_id(p) if p else "none" for p in (router_dir, predictor_dir)),
+    key = "-".join([trace_sha256(records)[:12],
+                    *(_artifact_id(p) if p else "none" for p in (router_dir, predictor_dir)),
                     hashlib.sha256(json.dumps(sorted(models)).encode()).hexdigest()[:8]])
     cached = cache_dir / f"signals-{key}.json"
     if cached.exists():

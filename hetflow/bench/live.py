@@ -30,8 +30,7 @@ from hetflow.core.presets import apply_to_stack, resolve
 from hetflow.core.trace import StageRecord, programs
 from hetflow.runtime.config import load_stack
 from simulator.metrics import summarize
-from simulator.run import CallResult as SimCall
-from simulator.run import ProgramResult, reference_latency_s
+from simulator.run import ProgramResult, SimulatedCall, reference_latency_s
 
 
 async def replay(address: str, records: Sequence[StageRecord], duration_s: float, drain_s: float,
@@ -84,7 +83,7 @@ async def _stage(client: HetflowClient, record: StageRecord, upstream: list[asyn
         decision_ms.append(call.receipt.decision_ms)
     if record.stage_index == record.stage_count:
         result.model = call.model
-    result.calls[record.stage_index] = SimCall(record.stage_index, call.engine_id, sent, sent + call.queued_s,
+    result.calls[record.stage_index] = SimulatedCall(record.stage_index, call.engine_id, sent, sent + call.queued_s,
                                                sent + call.latency_s, call.output_tokens, 0,
                                                queued_intervals_s=[(sent, sent + call.queued_s)])
     return call

@@ -15,19 +15,21 @@ import random
 import statistics
 import time
 from pathlib import Path
+from typing import cast
 
 from hetflow import stackctl
 from hetflow.bench.common import write
 from hetflow.client import CallResult, HetflowClient, build_request
 from hetflow.core.stats import percentile, stability
 from hetflow.runtime.config import load_stack
+from hetflow.v1 import balancer_pb2
 from hetflow.workflows.code import TASKS
 
 
 async def drive(address: str, rate: float, duration_s: float, max_tokens: int, seed: int) -> list[CallResult]:
     rng = random.Random(seed)
     async with HetflowClient(address) as client:
-        tasks = []
+        tasks: list[asyncio.Task[CallResult]] = []
         end = time.perf_counter() + duration_s
         while time.perf_counter() < end:
             request = build_request([("user", rng.choice(TASKS))], max_tokens=rng.randint(max_tokens // 4, max_tokens),
@@ -58,11 +60,12 @@ def main() -> None:
         if started:
             stackctl.down(args.config)
 
-    decision_ms = [r.receipt.decision_ms for r in results]
+    decision_ms = [cast(balancer_pb2.Receipt, r.receipt).decision_ms for r in results]
     latency_s = [r.latency_s for r in results]
     mean_latency_ms = statistics.mean(latency_s) * 1e3
     result = {
-        "command": f"python -m hetflow.bench.overhead -c {args.config} --rate {args.rate:g} --duration {args.duration:g}",
+        "command": f"python -m hetflow.bench.overhead -c {args.config} --rate {args.rate:g} "
+                   f"--duration {args.duration:g}",
         "calls": len(results), "rate_per_s": args.rate,
         "decision_ms": {"p50": percentile(decision_ms, 0.5), "p99": percentile(decision_ms, 0.99),
                         "mean": statistics.mean(decision_ms)},

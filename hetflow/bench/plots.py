@@ -36,7 +36,8 @@ def frontier(rows: Sequence[Mapping[str, Any]], out: Path, title: str) -> Path:
         chimera = sorted((r for r in scored if r["policy"].startswith("chimera") and "no-router" not in r["policy"]),
                          key=lambda r: r["latency_per_output_token_ms"])
         if len(chimera) > 1:
-            ax.plot([r["latency_per_output_token_ms"] for r in chimera], [r["task_score"] for r in chimera], "k--", lw=0.8)
+            ax.plot([r["latency_per_output_token_ms"] for r in chimera], [r["task_score"] for r in chimera],
+                    "k--", lw=0.8)
         ax.set(title=load, xlabel="E2E latency per output token (ms)", ylabel="task score")
         ax.legend(fontsize=7)
     return _save(fig, out / "frontier.png")

@@ -26,7 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 import yaml
 
@@ -63,7 +63,7 @@ class SweepSpec:
     """Tenant -> SLO scale ("*" for all): programs get deadlines (HexGen-Flow 5.1), read by urgency."""
 
     @classmethod
-    def from_yaml(cls, path: Path) -> "SweepSpec":
+    def from_yaml(cls, path: Path) -> SweepSpec:
         raw = yaml.safe_load(path.read_text())
         raw["policies"] = tuple(raw["policies"])
         raw["seeds"] = tuple(raw.get("seeds", (1,)))
@@ -232,7 +232,7 @@ def _calibrate_task(target_share: float) -> float | None:
 
 
 class _InProcess:
-    def __enter__(self) -> "_InProcess":
+    def __enter__(self) -> _InProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -263,7 +263,8 @@ def aggregate(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "preemptions": statistics.mean(r["preemptions"] for r in rs),
             "scheduler_overhead_ms": statistics.mean(r["scheduler_overhead_ms"]["mean"] for r in rs),
             "stable": all(r["stability"]["stable"] for r in rs),
-            "deadline_attainment_by_tenant": _mean_by_tenant([r.get("deadline_attainment_by_tenant") or {} for r in rs]),
+            "deadline_attainment_by_tenant": _mean_by_tenant(
+                [r.get("deadline_attainment_by_tenant") or {} for r in rs]),
         })
     return rows
 
@@ -271,4 +272,5 @@ def aggregate(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def _mean_by_tenant(by_run: Sequence[Mapping[str, float | None]]) -> dict[str, float] | None:
     """Per tenant, the seeds' mean share of programs that met their deadline; None without deadlines."""
     tenants = sorted({t for run in by_run for t, v in run.items() if v is not None})
-    return {t: statistics.mean(run[t] for run in by_run if run.get(t) is not None) for t in tenants} or None
+    return {t: statistics.mean(cast(float, run[t]) for run in by_run if run.get(t) is not None)
+            for t in tenants} or None

@@ -97,7 +97,8 @@ SETTLE_S = 10.0  # a finished side's vLLM processes take seconds to exit; don't 
 def side(name: str, requests: int, max_tokens: int, stream_interval_tokens: int) -> dict:
     time.sleep(SETTLE_S)
     out = subprocess.run([sys.executable, "-m", "hetflow.bench.vllm_tokens", "--side", name, "--requests",
-                          str(requests), "--max-tokens", str(max_tokens), "--stream-interval", str(stream_interval_tokens)],
+                          str(requests), "--max-tokens", str(max_tokens),
+                          "--stream-interval", str(stream_interval_tokens)],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -46,6 +46,13 @@ def slo_budget_s(remaining_s: float, this_cost_s: float, remaining_costs_s: floa
     return remaining_s * this_cost_s / remaining_costs_s
 
 
+def remaining_stages_cost_s(this_mean_s: float, later_stage_costs_s: Sequence[float]) -> float:
+    """sum_{k=j..n_i} t-bar_comp_{i,k}, the denominator of eq. 5: this stage's eq. 6 cost plus each later
+    stage's mean cost learned from earlier runs of the workflow (a stage not seen yet counts as this
+    one), so later, costlier stages take their share of the time left."""
+    return this_mean_s + sum(c if c > 0.0 else this_mean_s for c in later_stage_costs_s)
+
+
 def urgency_s(compute_cost_s: float, budget_s: float, waited_s: float) -> float:
     """U_ij = t^m_comp - (t^SLO_ij - tau_ij) (HexGen-Flow eq. 7); higher is more at risk."""
     return compute_cost_s - (budget_s - waited_s)

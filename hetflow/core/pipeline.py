@@ -14,7 +14,7 @@ from typing import Mapping
 
 from hetflow.core import plugins
 from hetflow.core.call import LlmCall
-from hetflow.core.cost import call_output_tokens, compute_cost_s
+from hetflow.core.cost import call_output_tokens, compute_cost_s, mean_compute_cost_s
 from hetflow.core.errors import NotFound, Unavailable
 from hetflow.core.monitor.memory_ledger import MemoryPlan
 from hetflow.core.policies import (
@@ -53,6 +53,9 @@ class Decision:
     memory_plan: MemoryPlan | None = None
     """The call's expected KV use over time (Kairos eq. 1-2), for the engine's ledger; None unless the
     engine picker packs memory."""
+    mean_cost_s: float = 0.0
+    """t-bar_comp of the call over all instances (HexGen-Flow eq. 6), from which the monitor learns its
+    stage's mean cost for later calls' budgets (eq. 5)."""
 
 
 class Pipeline:
@@ -119,7 +122,8 @@ class Pipeline:
         output = call_output_tokens(call, prediction)
         plan = plan_for(call, engine, view.agent_expected_s, output) if self.engine_picker.plans_memory else None
         return Decision(model, engine.engine_id, priority, prediction, stages,
-                        compute_cost_s(engine, call.input_tokens, output), plan)
+                        compute_cost_s(engine, call.input_tokens, output), plan,
+                        mean_compute_cost_s(view.engines, call.input_tokens, output))
 
 
 def _noted(choice: Choice, note: str) -> Choice:

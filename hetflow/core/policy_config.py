@@ -40,7 +40,7 @@ class PolicyConfig:
     priority: StageConfig = StageConfig("urgency", {"default_slo_scale": 5.0})
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> "PolicyConfig":
+    def from_mapping(cls, raw: Mapping[str, Any]) -> PolicyConfig:
         unknown = sorted(set(raw) - {*STAGES, *(f"{s}_params" for s in STAGES)})
         if unknown:
             raise ValueError(f"balancer.policy: unknown setting(s) {unknown}; stages are {list(STAGES)}, each "
@@ -61,7 +61,7 @@ class PolicyConfig:
             out[stage], out[f"{stage}_params"] = config.type, dict(config.params)
         return out
 
-    def with_params(self, stage: str, **params: Any) -> "PolicyConfig":
+    def with_params(self, stage: str, **params: Any) -> PolicyConfig:
         """This policy with ``params`` set on ``stage``, its other parameters kept."""
         config: StageConfig = getattr(self, stage)
         return replace(self, **{stage: StageConfig(config.type, {**config.params, **params})})

@@ -43,7 +43,8 @@ def _baseline(name: str, source: str, picker: str, priority: str = "fcfs", **kw:
 
 
 def _chimera(name: str, confidence: str) -> Preset:
-    return Preset(name, "Chimera 3 (Algorithm 1, 3.6-3.7)" + ("; ablation without router" if confidence == "prior" else ""),
+    return Preset(name,
+                  "Chimera 3 (Algorithm 1, 3.6-3.7)" + ("; ablation without router" if confidence == "prior" else ""),
                   _policy("chimera-slack", "least-inflight-tokens", "predicted-total-tokens"), confidence=confidence)
 
 
@@ -61,7 +62,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     _baseline("round-robin", "baseline", "round-robin"),
     _baseline("least-load", "vLLM 0.32's data-parallel load balancer (DPLBAsyncMPClient), FCFS", "least-load"),
     _baseline("jsq", "join the shortest queue", "join-shortest-queue"),
-    _baseline("mlfq", "MLFQ by attained service (FastServe), vLLM's load balancer", "least-load", queue_discipline="mlfq"),
+    _baseline("mlfq", "MLFQ by attained service (FastServe), vLLM's load balancer", "least-load",
+              queue_discipline="mlfq"),
     _baseline("ltr", "LTR (Fu et al.): the call's own length, shortest first; the true length, LTR's upper bound",
               "least-load", priority="predicted-call-tokens", prediction="oracle"),
     _baseline("vllm-stjf", "Chimera 4.2's oracle: STJF on the true remaining tokens", "least-load",

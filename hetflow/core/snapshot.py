@@ -47,6 +47,9 @@ class ClusterSnapshot:
     """The call's agent's distance to the zero-latency anchor (Kairos 5.1); None while unknown."""
     agent_expected_s: float | None = None
     """The most likely execution time of the call's agent (Kairos 6, eq. 2); None while unknown."""
+    remaining_stage_costs_s: tuple[float, ...] = ()
+    """Mean t-bar_comp (HexGen-Flow eq. 6) of each stage after the call's, from earlier runs of its
+    workflow; 0 for a stage not seen yet."""
 
     def healthy_engines(self, model: str | None = None) -> list[EngineView]:
         return [e for e in self.engines if e.healthy and (model is None or e.model == model)]

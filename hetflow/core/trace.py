@@ -46,7 +46,7 @@ class StageRecord:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "StageRecord":
+    def from_dict(cls, values: dict[str, Any]) -> StageRecord:
         return cls(**values)
 
 

@@ -78,7 +78,7 @@ class BatchCollector(Generic[ItemT, ResultT]):
                 try:
                     batch.append(self._pending.get_nowait() if self._pending.qsize()
                                  else await asyncio.wait_for(self._pending.get(), max(timeout, 0)))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break
             await self._run(batch)
 

@@ -89,8 +89,9 @@ async def start(service: str, cfg: ServeConfig, registrations: Sequence[Registra
     return RunningServer(server, health_servicer, names, port, close, cfg.grace_s)
 
 
-async def serve_until_signal(service: str, cfg: ServeConfig,
-                             setup: Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]] | None]]]) -> None:
+async def serve_until_signal(
+        service: str, cfg: ServeConfig,
+        setup: Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]] | None]]]) -> None:
     """Run a service until SIGTERM or SIGINT, then shut it down gracefully."""
     configure(service, cfg.log_level)
     if cfg.metrics_port:

@@ -14,7 +14,8 @@ import os
 from typing import Any, Callable
 
 
-def process_pool(workers: int, initializer: Callable[..., None], *initargs: Any) -> concurrent.futures.ProcessPoolExecutor:
+def process_pool(workers: int, initializer: Callable[..., None],
+                 *initargs: Any) -> concurrent.futures.ProcessPoolExecutor:
     # spawn, not fork: a forked child would inherit gRPC's threads and locks.
     return concurrent.futures.ProcessPoolExecutor(
         max_workers=workers, mp_context=multiprocessing.get_context("spawn"),

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AdmitRequest(_message.Message):
-    __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens", "predicted_cost_s", "decode_tokens_per_s", "expected_s")
+    __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens", "predicted_cost_s", "decode_tokens_per_s", "expected_s", "mean_cost_s")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +19,7 @@ class AdmitRequest(_message.Message):
     PREDICTED_COST_S_FIELD_NUMBER: _ClassVar[int]
     DECODE_TOKENS_PER_S_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_S_FIELD_NUMBER: _ClassVar[int]
+    MEAN_COST_S_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     program_id: str
     model: str
@@ -29,7 +30,8 @@ class AdmitRequest(_message.Message):
     predicted_cost_s: float
     decode_tokens_per_s: float
     expected_s: float
-    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., predicted_tokens: _Optional[float] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., predicted_cost_s: _Optional[float] = ..., decode_tokens_per_s: _Optional[float] = ..., expected_s: _Optional[float] = ...) -> None: ...
+    mean_cost_s: float
+    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., predicted_tokens: _Optional[float] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., predicted_cost_s: _Optional[float] = ..., decode_tokens_per_s: _Optional[float] = ..., expected_s: _Optional[float] = ..., mean_cost_s: _Optional[float] = ...) -> None: ...
 
 class AdmitReply(_message.Message):
     __slots__ = ("program_model", "admit_seq")
@@ -40,14 +42,16 @@ class AdmitReply(_message.Message):
     def __init__(self, program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ...) -> None: ...
 
 class ReleaseRequest(_message.Message):
-    __slots__ = ("request_id", "output_tokens", "reason")
+    __slots__ = ("request_id", "output_tokens", "reason", "started_unix_s")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    STARTED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     output_tokens: int
     reason: str
-    def __init__(self, request_id: _Optional[str] = ..., output_tokens: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    started_unix_s: float
+    def __init__(self, request_id: _Optional[str] = ..., output_tokens: _Optional[int] = ..., reason: _Optional[str] = ..., started_unix_s: _Optional[float] = ...) -> None: ...
 
 class ReleaseReply(_message.Message):
     __slots__ = ("found",)
@@ -62,12 +66,18 @@ class ReportReply(_message.Message):
     def __init__(self, orphans_removed: _Optional[int] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
-    __slots__ = ("program_id", "agent")
+    __slots__ = ("program_id", "agent", "workflow", "stage_index", "stage_count")
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    STAGE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     program_id: str
     agent: str
-    def __init__(self, program_id: _Optional[str] = ..., agent: _Optional[str] = ...) -> None: ...
+    workflow: str
+    stage_index: int
+    stage_count: int
+    def __init__(self, program_id: _Optional[str] = ..., agent: _Optional[str] = ..., workflow: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ...) -> None: ...
 
 class EngineLoad(_message.Message):
     __slots__ = ("status", "in_flight_tokens", "in_flight_requests", "healthy", "status_age_s", "in_flight_cost_s", "kv_ledger_tokens", "suspended", "dispatched_since_report")
@@ -92,7 +102,7 @@ class EngineLoad(_message.Message):
     def __init__(self, status: _Optional[_Union[_common_pb2.EngineStatus, _Mapping]] = ..., in_flight_tokens: _Optional[float] = ..., in_flight_requests: _Optional[int] = ..., healthy: _Optional[bool] = ..., status_age_s: _Optional[float] = ..., in_flight_cost_s: _Optional[float] = ..., kv_ledger_tokens: _Optional[_Iterable[float]] = ..., suspended: _Optional[bool] = ..., dispatched_since_report: _Optional[int] = ...) -> None: ...
 
 class MonitorSnapshot(_message.Message):
-    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s")
+    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s", "remaining_stage_costs_s")
     TAKEN_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     ENGINES_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +110,7 @@ class MonitorSnapshot(_message.Message):
     PROGRAM_START_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     AGENT_ANCHOR_DISTANCE_S_FIELD_NUMBER: _ClassVar[int]
     AGENT_EXPECTED_S_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_STAGE_COSTS_S_FIELD_NUMBER: _ClassVar[int]
     taken_unix_s: float
     engines: _containers.RepeatedCompositeFieldContainer[EngineLoad]
     program_model: str
@@ -107,7 +118,8 @@ class MonitorSnapshot(_message.Message):
     program_start_unix_s: float
     agent_anchor_distance_s: float
     agent_expected_s: float
-    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ...) -> None: ...
+    remaining_stage_costs_s: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ..., remaining_stage_costs_s: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class GetProgramRequest(_message.Message):
     __slots__ = ("program_id",)

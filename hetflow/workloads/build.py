@@ -17,6 +17,8 @@ from hetflow.core.trace import StageRecord
 from hetflow.workloads.correctness import fit_ability, sample_correct
 from hetflow.workloads.models import MODELS
 
+LengthSampler = Callable[[str, random.Random], list[int]]
+
 
 @dataclass
 class StagePlan:
@@ -36,7 +38,7 @@ class ProgramPlan:
     """b_i of the item-response model."""
     accuracy_family: str
     """Which published accuracy the models' abilities are fitted to: code, math or general."""
-    lengths: Callable[[str, random.Random], list[int]]
+    lengths: LengthSampler
     """(model, rng) -> output tokens of each stage."""
     bonus: float = 0.0
     """Logit bonus of the variant (planning and checking stages)."""

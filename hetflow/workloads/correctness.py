@@ -40,7 +40,8 @@ def fit_ability(target_accuracy: float, difficulties: Sequence[float], bonuses: 
     lo, hi = -20.0, 20.0
     for _ in range(80):
         mid = (lo + hi) / 2
-        mean = sum(solve_probability(mid, b, v, slope, noise) for b, v in zip(difficulties, bonuses)) / len(difficulties)
+        mean = (sum(solve_probability(mid, b, v, slope, noise) for b, v in zip(difficulties, bonuses))
+                / len(difficulties))
         lo, hi = (mid, hi) if mean < target_accuracy else (lo, mid)
     return (lo + hi) / 2
 

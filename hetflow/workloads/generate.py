@@ -49,7 +49,8 @@ def summary(records: Sequence[StageRecord]) -> str:
     for m in models:
         totals = [sum(r.output_tokens[m] for r in g) for g in groups.values()]
         accuracy = statistics.mean(g[0].correct[m] for g in groups.values())
-        lines.append(f"  {m:<24} output/program mean {statistics.mean(totals):7.0f} std {statistics.pstdev(totals):7.0f}"
+        lines.append(f"  {m:<24} output/program mean {statistics.mean(totals):7.0f} "
+                     f"std {statistics.pstdev(totals):7.0f}"
                      f"  accuracy {accuracy:.3f}")
     if records:
         span = max(r.arrival_s for r in records)

@@ -10,5 +10,6 @@ from hetflow.core.features import LengthPrediction, PredictItem
 
 class InputLengthPredictor:
     def predict_batch(self, items: list[PredictItem]) -> list[LengthPrediction]:
-        return [LengthPrediction(float(item.row.input_tokens), tuple(float(item.row.input_tokens) for _ in item.quantiles))
+        return [LengthPrediction(float(item.row.input_tokens),
+                                 tuple(float(item.row.input_tokens) for _ in item.quantiles))
                 for item in items]

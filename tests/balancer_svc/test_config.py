@@ -8,8 +8,10 @@ from hetflow.core.policy_config import PolicyConfig, StageConfig
 
 def test_the_default_is_the_design_cards_composition():
     policy = PolicyConfig()
-    assert (policy.model.type, policy.engine.type, policy.priority.type) == ("chimera-slack", "memory-packer", "urgency")
-    assert policy.engine.params == {"then": "workload-balanced"} and policy.priority.params == {"default_slo_scale": 5.0}
+    assert ((policy.model.type, policy.engine.type, policy.priority.type)
+            == ("chimera-slack", "memory-packer", "urgency"))
+    assert (policy.engine.params == {"then": "workload-balanced"}
+            and policy.priority.params == {"default_slo_scale": 5.0})
     pipeline = Pipeline(policy)
     assert pipeline.engine_picker.balanced is not None and pipeline.store.alpha == 0.0  # eq. 4 among engines with room
 

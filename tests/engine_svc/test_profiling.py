@@ -7,7 +7,8 @@ from tests.factories import profile
 
 
 def test_fit_recovers_known_coefficients():
-    truth = profile(prefill_ms_per_token=0.03, decode_base_ms=4.0, decode_ms_per_seq=0.6, decode_ms_per_batch_token=0.002)
+    truth = profile(prefill_ms_per_token=0.03, decode_base_ms=4.0, decode_ms_per_seq=0.6,
+                    decode_ms_per_batch_token=0.002)
     prefill = [(p, truth.decode_base_ms + truth.prefill_ms_per_token * p) for p in (32, 128, 512, 1024)]
     decode = [(b, ctx, truth.step_ms(0, b, int(b * ctx))) for b in (1, 2, 4, 8) for ctx in (48.0, 300.0, 800.0)]
     got = fit(prefill, decode)

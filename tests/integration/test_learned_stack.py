@@ -3,34 +3,24 @@
 import pytest
 
 from hetflow.client import HetflowClient, build_request
-from hetflow.core.trace import trace_sha256
-from hetflow.workloads.generate import generate
-from predictor_svc import artifact as predictor_artifact
-from predictor_svc.training import train as train_predictor
 from router_svc import app as router_app
 from router_svc.artifact import ArtifactError
 from router_svc.config import RouterConfig
-from router_svc.training import train as train_router
 from tests.integration.harness import LARGE, SMALL, stack_config, start_stack
 
 MODELS = [SMALL, LARGE]
 
 
 @pytest.fixture(scope="module")
-def artifacts(tmp_path_factory):
-    root = tmp_path_factory.mktemp("learned")
-    records = generate("code", 60, seed=4, models=MODELS) + generate("math", 60, seed=4, models=MODELS)
-    train_router(records, MODELS, root / "router", max_length=32, epochs=1)
-    model, metrics = train_predictor(records, MODELS, n_estimators=20)
-    predictor_artifact.save(model, root / "predictor", trace_sha256(records), metrics)
-    return root
+def artifacts(trained_router, trained_predictor) -> dict[str, str]:
+    return {"router": str(trained_router[0]), "predictor": str(trained_predictor)}
 
 
 @pytest.fixture(scope="module")
 async def stack(artifacts):
     raw = stack_config()
-    raw["router"].update(kind="minilm-onnx", artifact=str(artifacts / "router"), models=MODELS)
-    raw["predictor"].update(kind="qrf", artifact=str(artifacts / "predictor"), models=MODELS)
+    raw["router"].update(kind="minilm-onnx", artifact=artifacts["router"], models=MODELS)
+    raw["predictor"].update(kind="qrf", artifact=artifacts["predictor"], models=MODELS)
     s = await start_stack(raw)
     yield s
     await s.close()
@@ -45,7 +35,7 @@ async def test_balancer_decides_with_learned_scores_and_predictions(stack):
                                                 max_tokens=4, program_id="q2", workflow="math", agent="planner",
                                                 stage_index=1, stage_count=4, want_receipt=True))
     for result in (a, b):
-        model_stage, priority_stage = result.receipt.stages[0], result.receipt.stages[1]
+        model_stage, priority_stage = result.receipt.stages[0], result.receipt.stages[2]
         assert set(model_stage.scores) == set(MODELS) and all(0 < v < 1 for v in model_stage.scores.values())
         assert "predictor-unavailable" not in priority_stage.rule and result.receipt.predicted_tokens > 0
     assert dict(a.receipt.stages[0].scores) != dict(b.receipt.stages[0].scores)   # per-prompt, not a prior
@@ -60,5 +50,5 @@ async def test_receipt_says_when_the_router_cut_the_prompt(stack):
 
 def test_router_service_refuses_an_artifact_for_other_models(artifacts):
     with pytest.raises(ArtifactError, match="router.models"):
-        router_app.build(RouterConfig(kind="minilm-onnx", artifact=str(artifacts / "router"),
+        router_app.build(RouterConfig(kind="minilm-onnx", artifact=artifacts["router"],
                                       models={"qwen2.5-14b-instruct": 0.5}))

@@ -13,7 +13,8 @@ async def test_replay_runs_each_program_after_its_dependencies_and_stops_at_the_
     raw = apply_to_stack(stack_config(), resolve("mlfq"))
     stack = await start_stack(raw)
     try:
-        assert all(s.backend._scheduler.queue.__class__.__name__ == "MlfqQueue" for s in stack.engine_servicers.values())
+        assert all(s.backend._scheduler.queue.__class__.__name__ == "MlfqQueue"
+                   for s in stack.engine_servicers.values())
         records = generate("sql", 12, seed=2, models=(SMALL, LARGE), rate_per_s=4.0)
         for r in records:   # short calls: the sim engines run in real time
             r.output_tokens = {m: min(v, 12) for m, v in r.output_tokens.items()}

@@ -11,7 +11,7 @@ from hetflow.workflows.code import run_code_workflow
 from tests.integration.harness import stack_config, start_stack, wait_until_idle
 
 pytest.importorskip("vllm")
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

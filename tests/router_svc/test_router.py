@@ -6,21 +6,21 @@ import json
 import numpy as np
 import pytest
 
-from hetflow.workloads.generate import generate
 from router_svc import artifact
 from router_svc.encoding import PromptEncoder
 from router_svc.scorers import build_scorer
-from router_svc.training import ONNX_TOLERANCE, encoder_dir, examples, train
+from router_svc.training import ONNX_TOLERANCE, encoder_dir, examples
+from tests.conftest import TWO_MODELS
 
-MODELS = ["qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"]
+MODELS = list(TWO_MODELS)
+
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    records = generate("math", 50, seed=2, models=MODELS) + generate("code", 50, seed=2, models=MODELS)
-    out = tmp_path_factory.mktemp("router") / "art"
-    metrics = train(records, MODELS, out, max_length=32, epochs=1, batch_size=16)
-    return out, metrics, records
+def trained(trained_router):
+    return trained_router
 
 
 def test_fine_tune_and_export_end_to_end(trained):
@@ -72,5 +72,6 @@ def test_malformed_artifact_is_refused(tmp_path):
 def test_one_example_per_program_labelled_per_model(trained):
     _, _, records = trained
     data = examples(records, MODELS)
-    assert len(data) == 100 and all(len(e.labels) == 2 and set(e.labels) <= {0.0, 1.0} for e in data)
+    assert len(data) == len({r.program_id for r in records})
+    assert all(len(e.labels) == 2 and set(e.labels) <= {0.0, 1.0} for e in data)
     assert np.mean([e.labels[1] for e in data]) > np.mean([e.labels[0] for e in data]) - 0.05

@@ -33,4 +33,5 @@ def test_slo_attainment_and_the_smallest_scale_for_95_percent():
 
 
 def test_unlabelled_programs_have_no_task_score():
-    assert summarize([result(1.0, 1.0, correct=None), result(2.0, 1.0, correct=None, arrival_s=1)])["task_score"] is None
+    assert summarize([result(1.0, 1.0, correct=None),
+                      result(2.0, 1.0, correct=None, arrival_s=1)])["task_score"] is None

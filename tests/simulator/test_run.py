@@ -14,6 +14,8 @@ from simulator.metrics import summarize
 from simulator.run import Simulation, reference_latency_s
 from simulator.signals import Signals
 
+pytestmark = pytest.mark.slow  # runs whole simulations
+
 SMALL, LARGE = "qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"
 
 
@@ -23,9 +25,11 @@ def engines(kv_tokens: int | None = None):
             EngineSpec("large-0", LARGE, load_profile(f"{LARGE}@a6000", **over))]
 
 
-def simulate(records, tau=0.5, kv_tokens=None, signals=Signals("oracle", "oracle")):
-    sim = Simulation(engines(kv_tokens), PolicyConfig().with_params("model", latency_slack=tau),
-                     signals)
+ORACLE = Signals("oracle", "oracle")
+
+
+def simulate(records, tau=0.5, kv_tokens=None, signals=ORACLE):
+    sim = Simulation(engines(kv_tokens), PolicyConfig().with_params("model", latency_slack=tau), signals)
     return sim, sim.run(records)
 
 
@@ -37,8 +41,10 @@ def sql_trace():
 def test_same_trace_same_result(sql_trace):
     _, a = simulate(sql_trace)
     _, b = simulate(sql_trace)
-    key = lambda rs: [(r.program_id, r.model, r.finished_s, sorted((s, c.engine_id) for s, c in r.calls.items()))
-                      for r in sorted(rs, key=lambda r: r.program_id)]
+    def key(rs):
+        return [(r.program_id, r.model, r.finished_s, sorted((s, c.engine_id) for s, c in r.calls.items()))
+                for r in sorted(rs, key=lambda r: r.program_id)]
+
     assert key(a) == key(b)
 
 

@@ -19,6 +19,12 @@ from hetflow.core.engine.request import NORMAL_LEVEL, PROMOTED_LEVEL, EngineRequ
 from hetflow.core.plugins import plugin
 
 
+def starvation_count(wait_start_iteration: int, iteration: int) -> int:
+    """Consecutive scheduling iterations a request queued after ``wait_start_iteration`` was not
+    selected in, as iteration ``iteration`` starts (Chimera 3.7's starvation_count)."""
+    return max(0, iteration - 1 - wait_start_iteration)
+
+
 @plugin("engine-queue", "priority")
 class AgingPriorityQueue:
     def __init__(self, starvation_threshold: int = 100, running_quantum: int = 50) -> None:
@@ -50,10 +56,12 @@ class AgingPriorityQueue:
         self._by_wait_start.append((iteration, version, req))
 
     def age(self, iteration: int) -> None:
-        """Promote every request that has waited S iterations by ``iteration`` (Chimera 3.7)."""
+        """Called as scheduling iteration ``iteration`` starts: promote every request whose
+        starvation_count has reached S (Chimera 3.7). A request queued after iteration ``w`` was passed
+        over by iterations w+1 .. iteration-1, so its count is ``iteration - 1 - w``."""
         while self._by_wait_start:
             wait_start, version, req = self._by_wait_start[0]
-            if iteration - wait_start < self.starvation_threshold:
+            if starvation_count(wait_start, iteration) < self.starvation_threshold:
                 break
             self._by_wait_start.popleft()
             if self._queued.get(req.request_id, (None,))[0] != version:

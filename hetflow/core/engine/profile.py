@@ -88,14 +88,15 @@ class EngineProfile:
         prefill_ms = chunks * self.decode_base_ms + self.prefill_ms_per_token * prompt_tokens
         decodes = max(0, output_tokens - 1)
         context_sum = decodes * prompt_tokens + decodes * (decodes - 1) / 2  # decode k reads P + k - 1 tokens
-        decode_ms = decodes * (self.decode_base_ms + self.decode_ms_per_seq) + self.decode_ms_per_batch_token * context_sum
+        decode_ms = (decodes * (self.decode_base_ms + self.decode_ms_per_seq)
+                     + self.decode_ms_per_batch_token * context_sum)
         return (prefill_ms + decode_ms) / 1e3
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "EngineProfile":
+    def from_dict(cls, values: Mapping[str, Any]) -> EngineProfile:
         return cls(**dict(values))
 
 
@@ -157,7 +158,8 @@ def catalog_names() -> list[str]:
 
 
 def load_profile(spec: str, **overrides: Any) -> EngineProfile:
-    """``<model>@<gpu>`` from the catalog, or a profile YAML: a path, or the name of one in hetflow/core/engine/profiles."""
+    """``<model>@<gpu>`` from the catalog, or a profile YAML: a path, or the name of one in
+    hetflow/core/engine/profiles."""
     if spec.endswith((".yaml", ".yml")):
         path = Path(spec)
         if not path.exists() and (CATALOG_PATH.parent / path.name).exists():
@@ -169,7 +171,7 @@ def load_profile(spec: str, **overrides: Any) -> EngineProfile:
     cat = _catalog()
     if model not in cat["architectures"] or gpu_name not in cat["gpus"]:
         raise ValueError(f"unknown profile {spec!r}; built-in: {', '.join(catalog_names())}")
-    arch = {k: float(v) if k == "params" else int(v) for k, v in cat["architectures"][model].items()}
+    arch: dict[str, Any] = {k: float(v) if k == "params" else int(v) for k, v in cat["architectures"][model].items()}
     gpu = {k: float(v) for k, v in cat["gpus"][gpu_name].items()}  # YAML 1.1 reads "1.5e9" as a string
     return derive(model, gpu_name, Architecture(**arch), Gpu(**gpu), **overrides)
 

@@ -21,7 +21,7 @@ class QueueConfig:
     """Set in configuration; every other parameter is the queue's default."""
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> "QueueConfig":
+    def from_mapping(cls, raw: Mapping[str, Any]) -> QueueConfig:
         params = dict(raw)
         return cls(str(params.pop("discipline", cls.discipline)), params)
 

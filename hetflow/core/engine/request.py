@@ -81,5 +81,5 @@ class EngineRequest:
     def tokens_to_compute(self) -> int:
         return self.seq_len - self.num_computed_tokens
 
-    def __lt__(self, other: "EngineRequest") -> bool:
+    def __lt__(self, other: EngineRequest) -> bool:
         return self.key < other.key

@@ -26,9 +26,11 @@ def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[flo
         suspended=record.suspended, dispatched_since_report=record.dispatched_since_report)
 
 
-def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", agent: str = "") -> ClusterSnapshot:
-    """The cluster at ``now_s`` for a call of ``program_id`` by ``agent``. Each engine's memory ledger
-    is carried up to its last occupied slot (nothing for engines no packing decision has used)."""
+def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", agent: str = "", workflow: str = "",
+                     stage_index: int = 0, stage_count: int = 0) -> ClusterSnapshot:
+    """The cluster at ``now_s`` for a call of ``program_id`` by ``agent`` at stage ``stage_index`` of
+    ``stage_count`` of ``workflow``. Each engine's memory ledger is carried up to its last occupied
+    slot (nothing for engines no packing decision has used)."""
     horizon = state.limits.ledger_horizon_slots
     engines = tuple(engine_view(record, state.is_healthy(record, now_s),
                                 tuple(record.ledger.occupied_window(now_s, horizon).tolist()))
@@ -37,4 +39,5 @@ def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", ag
     return ClusterSnapshot(taken_unix_s=now_s, engines=engines, program_model=state.program_model(program_id),
                            program_start_s=state.program_start_s(program_id),
                            agent_anchor_distance_s=stats.anchor_distance_s.get(agent),
-                           agent_expected_s=stats.expected_s.get(agent))
+                           agent_expected_s=stats.expected_s.get(agent),
+                           remaining_stage_costs_s=state.stage_costs.later_stages_s(workflow, stage_index, stage_count))

@@ -15,6 +15,7 @@ from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.monitor.agent_latency import AgentStats
 from hetflow.core.monitor.memory_ledger import MemoryLedger, MemoryPlan
 from hetflow.core.monitor.spans import CallSpan
+from hetflow.core.monitor.stage_costs import StageCosts
 
 
 @dataclass
@@ -103,6 +104,8 @@ class MonitorState:
         self.engines: dict[str, EngineRecord] = {}
         self.agent_stats = AgentStats()
         """Kairos's spans, latency distributions and agent priorities, learned from finished calls."""
+        self.stage_costs = StageCosts()
+        """Each workflow stage's mean cost (HexGen-Flow eq. 5-6), learned from the calls admitted to it."""
         self.admit_seq = 0
         """Admits applied so far; the n-th admit is included in every snapshot with admit_seq >= n."""
 
@@ -110,7 +113,8 @@ class MonitorState:
     def admit(self, request_id: str, program_id: str, model: str, engine_id: str, predicted_tokens: float,
               now_s: float, workflow: str = "", deadline_unix_s: float = 0.0,
               predicted_cost_s: float = 0.0, agent: str = "", upstream_agent: str = "",
-              memory_plan: MemoryPlan | None = None) -> ProgramRecord:
+              memory_plan: MemoryPlan | None = None, stage_index: int = 0, mean_cost_s: float = 0.0
+              ) -> ProgramRecord:
         if not request_id:
             raise ValueError("request_id is required")
         if request_id in self.entries:
@@ -136,10 +140,14 @@ class MonitorState:
         engine.dispatched_since_report += 1
         if memory_plan is not None:
             engine.ledger.add(request_id, memory_plan, now_s)
+        self.stage_costs.record(workflow, stage_index, mean_cost_s)
         self.admit_seq += 1
         return program
 
-    def release(self, request_id: str, now_s: float, output_tokens: int = 0, completed: bool = True) -> bool:
+    def release(self, request_id: str, now_s: float, output_tokens: int = 0, completed: bool = True,
+                started_s: float = 0.0) -> bool:
+        """Remove the call's entry. ``started_s``: when the engine first scheduled it, the start of its
+        execution latency (Kairos 4.1); 0 when unknown, and the admit time stands in."""
         entry = self.entries.pop(request_id, None)
         if entry is None:
             return False
@@ -151,7 +159,8 @@ class MonitorState:
             if not engine.in_flight:
                 engine.in_flight_tokens = engine.in_flight_cost_s = 0.0  # no float drift once empty
         if completed and entry.program_id and entry.agent:
-            self.agent_stats.record(CallSpan(entry.program_id, entry.agent, entry.upstream_agent, entry.admitted_s, now_s))
+            start_s = started_s if started_s > 0.0 else entry.admitted_s
+            self.agent_stats.record(CallSpan(entry.program_id, entry.agent, entry.upstream_agent, start_s, now_s))
         program = self.programs.get(entry.program_id)
         if program is not None:
             program.in_flight.discard(request_id)

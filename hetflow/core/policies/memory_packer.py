@@ -4,10 +4,11 @@ The call's KV use is planned as its prompt, growing at the engine's decode speed
 end (eq. 1-2: the agent's most likely execution time, from the monitor; without one, the predicted
 output at that speed). Added to the engine's ledger of expected use per 0.5 s slot (eq. 3), an engine
 is available when no slot exceeds its KV capacity; among the available ones the lowest expected peak,
-as a share of the engine's capacity (engines differ in size), wins, or, with ``then: workload-balanced``, HexGen-Flow's eq. 4 score among them: memory decides
-where the call may go and compute where it should (engines on different GPUs differ in speed, which
-the peak alone ignores). With none available the call waits for the next slot (``WaitForCapacity``); an engine that
-reported preemptions is left out until it recovers. A call no engine of the model could ever hold is
+as a share of the engine's capacity (engines differ in size), wins, or, with ``then:
+workload-balanced``, HexGen-Flow's eq. 4 score among them: memory decides where the call may go and
+compute where it should (engines on different GPUs differ in speed, which the peak alone ignores).
+With none available the call waits for the next slot (``WaitForCapacity``); an engine that reported
+preemptions is left out until it recovers. A call no engine of the model could ever hold is
 RESOURCE_EXHAUSTED, with the sizes.
 """
 
@@ -32,7 +33,7 @@ def plan_for(call: LlmCall, engine: EngineView, expected_s: float | None, output
     engine's current batch (its profile), or per full-batch iteration without a profile."""
     if engine.profile is not None:
         batch = max(1, engine.running + 1)
-        step_ms = engine.profile.step_ms(0, batch, batch * (call.input_tokens + output_tokens / 2))
+        step_ms = engine.profile.step_ms(0, batch, round(batch * (call.input_tokens + output_tokens / 2)))
     else:
         step_ms = engine.decode_ms_per_token
     speed = 1e3 / max(step_ms, 1e-6)
@@ -44,7 +45,8 @@ def plan_for(call: LlmCall, engine: EngineView, expected_s: float | None, output
 class MemoryPacker(EnginePicker):
     plans_memory = True
 
-    def __init__(self, slot_s: float = SLOT_S, then: str = "lowest-peak", alpha: float = 0.0, beta: float = 1.0) -> None:
+    def __init__(self, slot_s: float = SLOT_S, then: str = "lowest-peak", alpha: float = 0.0,
+                 beta: float = 1.0) -> None:
         if then not in ("lowest-peak", "workload-balanced"):
             raise ValueError(f"memory-packer then must be lowest-peak or workload-balanced, got {then!r}")
         self.slot_s, self.then = slot_s, then

@@ -20,6 +20,7 @@ from hetflow.core.cost import (
     call_output_tokens,
     compute_cost_s,
     mean_compute_cost_s,
+    remaining_stages_cost_s,
     slo_budget_s,
     stages_left,
     urgency_order_key,
@@ -44,7 +45,9 @@ class Urgency(PriorityRule):
         output = call_output_tokens(call, prediction)
         this_cost = compute_cost_s(context.engine, call.input_tokens, output)
         mean_this = mean_compute_cost_s(snap.engines, call.input_tokens, output)                 # eq. 6
-        mean_remaining = mean_this * n_left  # later stages estimated alike: same input, an even share of y-hat
+        later = snap.remaining_stage_costs_s[:n_left - 1]
+        later = tuple(later) + (0.0,) * (n_left - 1 - len(later))  # stages the monitor has not seen
+        mean_remaining = remaining_stages_cost_s(mean_this, later)                               # eq. 5's sum
         deadline, rule = wf.deadline_unix_s, "urgency:slo-budget"
         if not deadline and self.default_slo_scale:
             deadline = (snap.program_start_s or now) + self.default_slo_scale * mean_remaining
@@ -55,4 +58,5 @@ class Urgency(PriorityRule):
         budget = slo_budget_s(deadline - now, mean_this, mean_remaining)                        # eq. 5
         key = urgency_order_key(this_cost, budget, now)                                          # eq. 7-8
         return key, Choice(f"{key:.3f}", rule, scores={"t_comp_s": this_cost, "budget_s": budget,
-                                                       "remaining_s": deadline - now, "stages_left": n_left})
+                                                       "remaining_s": deadline - now, "stages_left": n_left,
+                                                       "stages_cost_s": mean_remaining})

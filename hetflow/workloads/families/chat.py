@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import random
+from typing import cast
 
 from hetflow.core.tokens import count_tokens
-from hetflow.workloads.build import ProgramPlan, StagePlan
+from hetflow.workloads.build import LengthSampler, ProgramPlan, StagePlan
 from hetflow.workloads.families.common import model_length_factor, sharegpt_chains
 
 SYSTEM = "You are a helpful assistant."
@@ -30,7 +31,8 @@ def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
             workflow="chat", variant=f"{len(turns)}-turn",
             stages=[StagePlan("assistant", SYSTEM, text, [i] if i else []) for i, (text, _) in enumerate(turns)],
             difficulty=difficulty + rng.gauss(0, 0.5), accuracy_family="general",
-            lengths=lambda m, r, real=real: [max(1, int(round(t * model_length_factor(m) *
-                                                              math.exp(r.gauss(0, JITTER_SIGMA))))) for t in real],
+            lengths=cast(LengthSampler, lambda m, r, real=real: [max(1, int(round(t * model_length_factor(m) *
+                                                                                math.exp(r.gauss(0, JITTER_SIGMA)))))
+                                                                 for t in real]),
             item={"source": "sharegpt", "turns": len(turns), "real_output_tokens": real}))
     return plans

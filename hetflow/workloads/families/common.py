@@ -26,7 +26,8 @@ def assumed_lengths(means: list[float], model: str, rng: random.Random, item_z: 
     the spread follows the item's standardised feature ``item_z`` (see lengths.ITEM_WEIGHT)."""
     factor = model_length_factor(model)
     residual = math.sqrt(ASSUMED_SIGMA ** 2 - ITEM_WEIGHT ** 2)
-    return [max(1, int(round(m * factor * math.exp(ITEM_WEIGHT * item_z + rng.gauss(-ASSUMED_SIGMA ** 2 / 2, residual)))))
+    return [max(1, int(round(m * factor
+                             * math.exp(ITEM_WEIGHT * item_z + rng.gauss(-ASSUMED_SIGMA ** 2 / 2, residual)))))
             for m in means]
 
 

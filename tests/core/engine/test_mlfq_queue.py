@@ -43,9 +43,11 @@ def test_aging_still_promotes_a_bottom_level_request():
     old = request(arrival_s=0.0)
     old.output_tokens = 100                              # bottom level
     q.push(old, iteration=0)
-    for i in range(1, 4):
+    for i in range(1, 4):                                # passed over by iterations 1-3
         q.push(request(arrival_s=float(i)), iteration=i)
         q.age(i)
+    assert old.starvation_level == 0
+    q.age(4)
     assert old.starvation_level == PROMOTED_LEVEL and q.peek() is old
 
 

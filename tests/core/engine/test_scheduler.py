@@ -47,7 +47,8 @@ def test_preempts_under_kv_pressure_and_still_conserves_tokens():
 
 def test_preemption_victim_is_worst_key():
     s = make(kv_capacity_tokens=128, block_size=16, max_num_seqs=8)
-    good, bad = request(prompt_tokens=48, output_tokens=40, priority=1), request(prompt_tokens=48, output_tokens=40, priority=9)
+    good = request(prompt_tokens=48, output_tokens=40, priority=1)
+    bad = request(prompt_tokens=48, output_tokens=40, priority=9)
     s.add(good)
     s.add(bad)
     run_to_completion(s)
@@ -56,7 +57,8 @@ def test_preemption_victim_is_worst_key():
 
 def test_admits_in_queue_order_and_head_blocks():
     s = make(kv_capacity_tokens=160, block_size=16, max_num_batched_tokens=4096)
-    big, small = request(prompt_tokens=150, output_tokens=2, priority=1), request(prompt_tokens=8, output_tokens=2, priority=2)
+    big = request(prompt_tokens=150, output_tokens=2, priority=1)
+    small = request(prompt_tokens=8, output_tokens=2, priority=2)
     hog = request(prompt_tokens=100, output_tokens=50, priority=0)
     s.add(hog)
     s.schedule(0.0)

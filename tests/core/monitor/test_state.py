@@ -11,7 +11,8 @@ def status(engine_id="e0", active=(), serving=True):
 
 @pytest.fixture
 def state():
-    s = MonitorState(MonitorLimits(engine_stale_after_s=2, engine_failed_after_s=10, orphan_grace_s=5, program_ttl_s=60))
+    s = MonitorState(MonitorLimits(engine_stale_after_s=2, engine_failed_after_s=10, orphan_grace_s=5,
+                                   program_ttl_s=60))
     s.report(status("e0"), now_s=0)
     s.report(status("e1"), now_s=0)
     return s

@@ -10,7 +10,8 @@ from tests.factories import call, engine, snapshot
 
 def key(agent_distance, program_start_s, now_s=1_700_000_000.0):
     e = engine("e", "m")
-    snap = replace(snapshot(e, taken_unix_s=now_s), agent_anchor_distance_s=agent_distance, program_start_s=program_start_s)
+    snap = replace(snapshot(e, taken_unix_s=now_s), agent_anchor_distance_s=agent_distance,
+                   program_start_s=program_start_s)
     return AgentPriority().priority(call(), Prediction(10), PriorityContext(now_s, e, snap))
 
 

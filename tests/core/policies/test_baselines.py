@@ -57,7 +57,8 @@ def test_round_robin_cycles_in_engine_order_with_the_turn_in_the_store():
 
 
 def test_fcfs_gives_everyone_the_same_priority():
-    assert Fcfs().priority(call(), Prediction(10), context())[0] == Fcfs().priority(call(), Prediction(1e4), context())[0]
+    short, long = Prediction(10), Prediction(1e4)
+    assert Fcfs().priority(call(), short, context())[0] == Fcfs().priority(call(), long, context())[0]
 
 
 def test_join_shortest_queue_counts_outstanding_requests_as_the_monitor_sees_them():

@@ -1,6 +1,8 @@
 """HexGen-Flow's two policies on handmade snapshots: workload-balanced engine choice (eq. 4) and the
 urgency priority (eq. 5-8) computed at dispatch from the time left to the deadline."""
 
+from dataclasses import replace
+
 import pytest
 
 from hetflow.core.policies import PolicyStore, Prediction, PriorityContext
@@ -57,3 +59,32 @@ def test_default_slo_scale_puts_calls_with_less_work_left_first():
     short, _ = rule.priority(call(), Prediction(50), context(10.0))
     long, _ = rule.priority(call(), Prediction(5000), context(10.0))
     assert short < long
+
+
+def test_budgets_split_by_each_remaining_stages_mean_cost_as_in_figure_3():
+    """HexGen-Flow figure 3: a 100 ms SLO over two stages whose mean costs are 40 and 60 ms gives the
+    first a 40 ms budget; it takes 50 ms, so the second gets the 50 ms left, not its 60 ms share."""
+    e = engine("e", "m", engine_profile=profile(prefill_ms_per_token=0.0, decode_base_ms=1.0, decode_ms_per_seq=0.0,
+                                                decode_ms_per_batch_token=0.0))
+    rule = Urgency()
+    first = call(deadline_unix_s=0.1, stage_index=1, stage_count=2, input_tokens=1)
+    snap = replace(snapshot(e, taken_unix_s=0.0), remaining_stage_costs_s=(0.060,))
+    _, choice = rule.priority(first, Prediction(80), PriorityContext(0.0, e, snap))  # 40 tokens x 1 ms: 40 ms
+    assert choice.scores["budget_s"] == pytest.approx(0.040)
+    assert choice.scores["stages_cost_s"] == pytest.approx(0.100)
+    second = call(deadline_unix_s=0.1, stage_index=2, stage_count=2, input_tokens=1)
+    snap = replace(snapshot(e, taken_unix_s=0.050), remaining_stage_costs_s=())
+    _, choice = rule.priority(second, Prediction(60), PriorityContext(0.050, e, snap))  # 60 ms, 50 ms left
+    assert choice.scores["budget_s"] == pytest.approx(0.050)
+
+
+def test_a_later_costlier_stage_takes_more_of_the_time_than_an_even_split():
+    e = engine("e", "m", engine_profile=profile(prefill_ms_per_token=0.0, decode_base_ms=1.0, decode_ms_per_seq=0.0,
+                                                decode_ms_per_batch_token=0.0))
+    first = call(deadline_unix_s=1.0, stage_index=1, stage_count=3, input_tokens=1)
+    learned = replace(snapshot(e), remaining_stage_costs_s=(0.3, 0.6))
+    unseen = replace(snapshot(e), remaining_stage_costs_s=(0.0, 0.0))
+    _, with_costs = Urgency().priority(first, Prediction(300), PriorityContext(0.0, e, learned))   # 100 ms here
+    _, even = Urgency().priority(first, Prediction(300), PriorityContext(0.0, e, unseen))
+    assert with_costs.scores["budget_s"] == pytest.approx(0.1)          # 1 s x 0.1 / (0.1 + 0.3 + 0.6)
+    assert even.scores["budget_s"] == pytest.approx(1.0 / 3)            # unseen stages count as this one

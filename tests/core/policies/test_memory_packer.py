@@ -23,10 +23,12 @@ def test_never_overflows_a_slot_and_prefers_the_lowest_peak():
     roomy = kv_engine("b", [600, 600, 600, 600])
     plan = plan_for(c, roomy, expected_s=2.0, output_tokens=40)
     assert max(plan.slot_tokens()) + 600 <= 1000
-    choice = MemoryPacker().pick(c, replace(snapshot(busy_later, roomy), agent_expected_s=2.0), "m", Prediction(40), PolicyStore())
+    choice = MemoryPacker().pick(c, replace(snapshot(busy_later, roomy), agent_expected_s=2.0), "m", Prediction(40),
+                                 PolicyStore())
     assert choice.chosen == "b" and choice.rule == "kairos:lowest-expected-peak"
     light = kv_engine("c", [200, 200, 200, 200])
-    assert MemoryPacker().pick(c, replace(snapshot(roomy, light), agent_expected_s=2.0), "m", Prediction(40), PolicyStore()).chosen == "c"
+    light_snap = replace(snapshot(roomy, light), agent_expected_s=2.0)
+    assert MemoryPacker().pick(c, light_snap, "m", Prediction(40), PolicyStore()).chosen == "c"
 
 
 def test_holds_the_call_when_no_engine_has_room_and_skips_suspended_engines():
@@ -34,7 +36,8 @@ def test_holds_the_call_when_no_engine_has_room_and_skips_suspended_engines():
     full = kv_engine("a", [950] * 4)
     suspended = kv_engine("b", [0] * 4, suspended=True)
     with pytest.raises(WaitForCapacity) as held:
-        MemoryPacker().pick(c, replace(snapshot(full, suspended), agent_expected_s=2.0), "m", Prediction(40), PolicyStore())
+        MemoryPacker().pick(c, replace(snapshot(full, suspended), agent_expected_s=2.0), "m", Prediction(40),
+                            PolicyStore())
     assert held.value.retry_after_s == 0.5
 
 

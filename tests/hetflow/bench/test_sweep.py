@@ -10,7 +10,10 @@ from hetflow.cli import main
 from hetflow.core.presets import resolve
 from tests.factories import profile
 
-CLUSTER = {"stack": {"name": "tiny"}, "router": {"models": {"qwen2.5-1.5b-instruct": 0.45, "qwen2.5-7b-instruct": 0.62}},
+pytestmark = pytest.mark.slow  # runs whole simulations
+
+CLUSTER = {"stack": {"name": "tiny"},
+           "router": {"models": {"qwen2.5-1.5b-instruct": 0.45, "qwen2.5-7b-instruct": 0.62}},
            "engines": [{"name": "small-0", "profile": "qwen2.5-1.5b-instruct@l4"},
                        {"name": "large-0", "profile": "qwen2.5-7b-instruct@l4"}]}
 
