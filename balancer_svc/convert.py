@@ -7,7 +7,7 @@ import uuid
 from hetflow import wire
 from hetflow.core.call import LlmCall, WorkflowInfo
 from hetflow.core.errors import DeadlineExceeded, InvalidArgument
-from hetflow.core.policies import Choice
+from hetflow.core.policies import Choice, Priority
 from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2
 
 
@@ -46,10 +46,10 @@ def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, no
         model_pin=msg.model_pin, want_receipt=msg.want_receipt, received_unix_s=now_unix_s)
 
 
-def engine_request(call: LlmCall, priority: float) -> engine_pb2.EngineGenerateRequest:
+def engine_request(call: LlmCall, priority: Priority) -> engine_pb2.EngineGenerateRequest:
     return engine_pb2.EngineGenerateRequest(
         request_id=call.request_id, prompt=call.prompt, sampling=wire.sampling_to_proto(call.sampling),
-        priority=priority, program_id=call.workflow.program_id,
+        priority=priority.key, priority_tiebreak=priority.tiebreak, program_id=call.workflow.program_id,
         messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in call.messages])
 
 

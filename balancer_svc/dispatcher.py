@@ -26,7 +26,7 @@ from hetflow.core.call import LlmCall
 from hetflow.core.errors import DeadlineExceeded, Unavailable
 from hetflow.core.features import feature_row
 from hetflow.core.pipeline import Decision, Pipeline
-from hetflow.core.policies import Prediction, WaitForCapacity
+from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import EngineView
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import (
@@ -54,7 +54,7 @@ class Dispatch:
 
     model: str
     engine: EngineView
-    priority: float
+    priority: Priority
     prediction: Prediction
     receipt: balancer_pb2.Receipt
     program_start_unix_s: float = 0.0
@@ -121,7 +121,8 @@ class Dispatcher:
         await self._admit(call, decision)
         receipt = balancer_pb2.Receipt(
             request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
-            engine_id=engine.engine_id, priority=decision.priority, predicted_tokens=decision.prediction.median_tokens,
+            engine_id=engine.engine_id, priority=decision.priority.key, priority_tiebreak=decision.priority.tiebreak,
+            predicted_tokens=decision.prediction.median_tokens,
             snapshot_unix_s=snapshot.taken_unix_s,
             stages=[convert.stage_to_proto(s.stage, s.plugin, s.choice, s.elapsed_ms) for s in decision.stages])
         for s in decision.stages:

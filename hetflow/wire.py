@@ -106,6 +106,8 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
         msg.agent_anchor_distance_s = snapshot.agent_anchor_distance_s
     if snapshot.agent_expected_s is not None:
         msg.agent_expected_s = snapshot.agent_expected_s
+    if snapshot.anchor_distance_median_s is not None:
+        msg.anchor_distance_median_s = snapshot.anchor_distance_median_s
     return msg
 
 
@@ -114,6 +116,7 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
         taken_unix_s=msg.taken_unix_s, program_model=msg.program_model, program_start_s=msg.program_start_unix_s,
         agent_anchor_distance_s=msg.agent_anchor_distance_s if msg.HasField("agent_anchor_distance_s") else None,
         agent_expected_s=msg.agent_expected_s if msg.HasField("agent_expected_s") else None,
+        anchor_distance_median_s=msg.anchor_distance_median_s if msg.HasField("anchor_distance_median_s") else None,
         remaining_stage_costs_s=tuple(msg.remaining_stage_costs_s),
         engines=tuple(EngineView(
             engine_id=e.status.engine_id, model=e.status.model, address=e.status.address, healthy=e.healthy,

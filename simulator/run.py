@@ -188,8 +188,9 @@ class Simulation:
         finally:
             self.decision_ms.append((time.perf_counter() - started) * 1e3)
         req = EngineRequest(request_id=call.request_id, prompt_tokens=record.input_tokens[outcome.model],
-                            max_tokens=record.output_tokens[outcome.model], priority=outcome.priority, arrival_s=now,
-                            program_id=program_id, target_output_tokens=record.output_tokens[outcome.model])
+                            max_tokens=record.output_tokens[outcome.model], priority=outcome.priority.key,
+                            priority_tiebreak=outcome.priority.tiebreak, arrival_s=now, program_id=program_id,
+                            target_output_tokens=record.output_tokens[outcome.model])
         try:
             self.engines[outcome.engine_id].submit(req)
         except (ValueError, MemoryError) as exc:  # the live engine answers INVALID_ARGUMENT / RESOURCE_EXHAUSTED

@@ -19,6 +19,7 @@ class GenerateCall:
     sampling: SamplingSpec
     priority: float
     program_id: str = ""
+    priority_tiebreak: float = 0.0
 
 
 @dataclass

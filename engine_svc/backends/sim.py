@@ -60,6 +60,7 @@ class SimBackend:
                   else simulated_output_tokens(call.request_id, self._output_median_tokens))
         req = EngineRequest(request_id=call.request_id, prompt_tokens=count_tokens(prompt),
                             max_tokens=call.sampling.max_tokens, priority=call.priority,
+                            priority_tiebreak=call.priority_tiebreak,
                             arrival_s=time.monotonic(), program_id=call.program_id,
                             target_output_tokens=target)
         if call.request_id in self._streams:

@@ -98,7 +98,8 @@ class VllmBackend:
         token_ids = self._tokenize(call)
         self._check_fits(len(token_ids), call.sampling.max_tokens)
         req = EngineRequest(request_id=call.request_id, prompt_tokens=len(token_ids),
-                            max_tokens=call.sampling.max_tokens, priority=call.priority, arrival_s=time.monotonic(),
+                            max_tokens=call.sampling.max_tokens, priority=call.priority,
+                            priority_tiebreak=call.priority_tiebreak, arrival_s=time.monotonic(),
                             program_id=call.program_id)
         stream: asyncio.Queue[OutputDelta | BaseException] = asyncio.Queue()
         self._streams[call.request_id] = stream

@@ -23,6 +23,7 @@ from hetflow.core.policies import (
     ModelPicker,
     PolicyStore,
     Prediction,
+    Priority,
     PriorityContext,
     PriorityRule,
 )
@@ -45,7 +46,7 @@ class StageDecision:
 class Decision:
     model: str
     engine_id: str
-    priority: float
+    priority: Priority
     prediction: Prediction
     stages: list[StageDecision] = field(default_factory=list)
     predicted_cost_s: float = 0.0

@@ -45,6 +45,9 @@ class ClusterSnapshot:
     """When the call's program started (its first call reached the monitor): Kairos 5.2's order."""
     agent_anchor_distance_s: float | None = None
     """The call's agent's distance to the zero-latency anchor (Kairos 5.1); None while unknown."""
+    anchor_distance_median_s: float | None = None
+    """The median of the known agents' distances: where an agent without statistics yet is placed;
+    None while no agent has any."""
     agent_expected_s: float | None = None
     """The most likely execution time of the call's agent (Kairos 6, eq. 2); None while unknown."""
     remaining_stage_costs_s: tuple[float, ...] = ()

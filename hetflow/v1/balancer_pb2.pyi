@@ -107,7 +107,7 @@ class StageDecision(_message.Message):
     def __init__(self, stage: _Optional[str] = ..., plugin: _Optional[str] = ..., rule: _Optional[str] = ..., chosen: _Optional[str] = ..., scores: _Optional[_Mapping[str, float]] = ..., loads: _Optional[_Mapping[str, float]] = ..., params: _Optional[_Mapping[str, float]] = ..., elapsed_ms: _Optional[float] = ...) -> None: ...
 
 class Receipt(_message.Message):
-    __slots__ = ("request_id", "program_id", "model", "engine_id", "priority", "predicted_tokens", "stages", "decision_ms", "snapshot_unix_s")
+    __slots__ = ("request_id", "program_id", "model", "engine_id", "priority", "predicted_tokens", "stages", "decision_ms", "snapshot_unix_s", "priority_tiebreak")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +117,7 @@ class Receipt(_message.Message):
     STAGES_FIELD_NUMBER: _ClassVar[int]
     DECISION_MS_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_TIEBREAK_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     program_id: str
     model: str
@@ -126,4 +127,5 @@ class Receipt(_message.Message):
     stages: _containers.RepeatedCompositeFieldContainer[StageDecision]
     decision_ms: float
     snapshot_unix_s: float
-    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., priority: _Optional[float] = ..., predicted_tokens: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageDecision, _Mapping]]] = ..., decision_ms: _Optional[float] = ..., snapshot_unix_s: _Optional[float] = ...) -> None: ...
+    priority_tiebreak: float
+    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., priority: _Optional[float] = ..., predicted_tokens: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageDecision, _Mapping]]] = ..., decision_ms: _Optional[float] = ..., snapshot_unix_s: _Optional[float] = ..., priority_tiebreak: _Optional[float] = ...) -> None: ...

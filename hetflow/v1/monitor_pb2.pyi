@@ -102,7 +102,7 @@ class EngineLoad(_message.Message):
     def __init__(self, status: _Optional[_Union[_common_pb2.EngineStatus, _Mapping]] = ..., in_flight_tokens: _Optional[float] = ..., in_flight_requests: _Optional[int] = ..., healthy: _Optional[bool] = ..., status_age_s: _Optional[float] = ..., in_flight_cost_s: _Optional[float] = ..., kv_ledger_tokens: _Optional[_Iterable[float]] = ..., suspended: _Optional[bool] = ..., dispatched_since_report: _Optional[int] = ...) -> None: ...
 
 class MonitorSnapshot(_message.Message):
-    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s", "remaining_stage_costs_s")
+    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s", "anchor_distance_median_s", "remaining_stage_costs_s")
     TAKEN_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     ENGINES_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +110,7 @@ class MonitorSnapshot(_message.Message):
     PROGRAM_START_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     AGENT_ANCHOR_DISTANCE_S_FIELD_NUMBER: _ClassVar[int]
     AGENT_EXPECTED_S_FIELD_NUMBER: _ClassVar[int]
+    ANCHOR_DISTANCE_MEDIAN_S_FIELD_NUMBER: _ClassVar[int]
     REMAINING_STAGE_COSTS_S_FIELD_NUMBER: _ClassVar[int]
     taken_unix_s: float
     engines: _containers.RepeatedCompositeFieldContainer[EngineLoad]
@@ -118,8 +119,9 @@ class MonitorSnapshot(_message.Message):
     program_start_unix_s: float
     agent_anchor_distance_s: float
     agent_expected_s: float
+    anchor_distance_median_s: float
     remaining_stage_costs_s: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ..., remaining_stage_costs_s: _Optional[_Iterable[float]] = ...) -> None: ...
+    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ..., anchor_distance_median_s: _Optional[float] = ..., remaining_stage_costs_s: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class GetProgramRequest(_message.Message):
     __slots__ = ("program_id",)

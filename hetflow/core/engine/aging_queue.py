@@ -1,4 +1,4 @@
-"""The engine's waiting queue: a min-heap on (starvation_level, priority, arrival) with aging.
+"""The engine's waiting queue: a min-heap on (starvation_level, priority, tiebreak, arrival) with aging.
 
 Chimera 3.7: a queued request counts the consecutive scheduling iterations it was not selected;
 once that count reaches the starvation threshold S it is promoted (starvation_level - 1) and sorts
@@ -34,7 +34,7 @@ class AgingPriorityQueue:
             raise ValueError("starvation_threshold (S) and running_quantum (Q) must be >= 1")
         self.starvation_threshold = starvation_threshold
         self.running_quantum = running_quantum
-        self._heap: list[tuple[tuple[int, float, float, int], int, EngineRequest]] = []
+        self._heap: list[tuple[tuple[int, float, float, float, int], int, EngineRequest]] = []
         self._by_wait_start: collections.deque[tuple[int, int, EngineRequest]] = collections.deque()
         self._queued: dict[str, tuple[int, EngineRequest]] = {}  # id -> (entry version, request)
         self._version = 0

@@ -25,7 +25,8 @@ PROMOTED_LEVEL = -1
 class EngineRequest:
     """One LLM call inside an engine.
 
-    Ordering key (Chimera 3.7): ``(starvation_level, priority, arrival_s)``; lower is served first.
+    Ordering key (Chimera 3.7): ``(starvation_level, priority, priority_tiebreak, arrival_s)``; lower is
+    served first.
     """
 
     request_id: str
@@ -35,6 +36,8 @@ class EngineRequest:
     """Lower first. Chimera: predicted total remaining tokens of the workflow (3.6)."""
     arrival_s: float
     program_id: str = ""
+    priority_tiebreak: float = 0.0
+    """Orders requests of equal priority before their arrival does (Kairos 5.2: the program's start)."""
     target_output_tokens: int | None = None
     """Simulated engines stop here (EOS); None lets the backend decide (real vLLM)."""
     status: RequestStatus = RequestStatus.WAITING
@@ -59,8 +62,8 @@ class EngineRequest:
     """Tie-breaker for equal keys: order of creation."""
 
     @property
-    def key(self) -> tuple[int, float, float, int]:
-        return (self.starvation_level, self.priority, self.arrival_s, self.seq)
+    def key(self) -> tuple[int, float, float, float, int]:
+        return (self.starvation_level, self.priority, self.priority_tiebreak, self.arrival_s, self.seq)
 
     @property
     def queued_s(self) -> float:

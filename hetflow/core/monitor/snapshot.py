@@ -8,8 +8,16 @@ Kairos's memory ledger) and the program's and agent's statistics.
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from hetflow.core.monitor.state import EngineRecord, MonitorState
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
+from hetflow.core.stats import percentile
+
+
+def _median(values: Iterable[float]) -> float | None:
+    ordered = sorted(values)
+    return percentile(ordered, 0.5) if ordered else None
 
 
 def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[float, ...]) -> EngineView:
@@ -39,5 +47,6 @@ def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", ag
     return ClusterSnapshot(taken_unix_s=now_s, engines=engines, program_model=state.program_model(program_id),
                            program_start_s=state.program_start_s(program_id),
                            agent_anchor_distance_s=stats.anchor_distance_s.get(agent),
+                           anchor_distance_median_s=_median(stats.anchor_distance_s.values()),
                            agent_expected_s=stats.expected_s.get(agent),
                            remaining_stage_costs_s=state.stage_costs.later_stages_s(workflow, stage_index, stage_count))

@@ -4,7 +4,7 @@ Three stages, run in this order, each a plugin kind of ``hetflow.core.plugins`` 
 Inference Extension's endpoint picker):
   model-picker   ModelPicker.pick(call, snapshot, confidence, store)           -> Choice
   engine-picker  EnginePicker.pick(call, snapshot, model, prediction, store)   -> Choice
-  priority-rule  PriorityRule.priority(call, prediction, context)              -> (priority, Choice)
+  priority-rule  PriorityRule.priority(call, prediction, context)              -> (Priority, Choice)
 Each result carries the numbers it decided on and the rule that decided, for the receipt. Policies
 hold no state: what persists between decisions (HexGen-Flow's tunable alpha, round-robin turns)
 lives in the ``PolicyStore`` the pipeline hands them.
@@ -13,7 +13,7 @@ lives in the ``PolicyStore`` the pipeline hands them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from hetflow.core.call import LlmCall
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
@@ -26,6 +26,15 @@ class Choice:
     scores: Mapping[str, float] = field(default_factory=dict)
     loads: Mapping[str, float] = field(default_factory=dict)
     params: Mapping[str, float] = field(default_factory=dict)
+
+
+class Priority(NamedTuple):
+    """A call's place in its engine's queue, lower first: ``key``, then ``tiebreak`` among equal keys,
+    then arrival at the engine (Chimera 3.7's ``(starvation_level, priority, arrival)`` with the
+    tiebreak a rule may need: Kairos orders by agent, then by program start)."""
+
+    key: float
+    tiebreak: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,7 @@ class PriorityRule:
     needs_agent_stats = False
     """Whether it reads the monitor's agent statistics (the simulator refreshes them only then)."""
 
-    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[float, Choice]:
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[Priority, Choice]:
         raise NotImplementedError
 
 

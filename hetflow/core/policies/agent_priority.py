@@ -3,20 +3,19 @@ nearer the zero-latency anchor go first; within an agent, the program that start
 since it has already waited longer in earlier stages.
 
 The monitor computes the agent's distance to the anchor in the background and puts it in the snapshot
-with the program's start. The two are packed into one key, ``distance * AGENT_STRIDE + start``: agent
-distances (seconds) dominate any difference of start times within a run, and the engine's heap keeps
-the key as an ordinary priority. An agent the monitor has no distribution for yet counts as distance 0
-(a cold start orders by program start alone).
+with the program's start. The order is lexicographic: the distance is the priority's key and the
+program's start its tiebreak, both kept by the engine's queue ahead of the arrival there.
+
+An agent the monitor has no distribution for yet (Kairos does not say) is placed at the median of the
+known agents' distances: it neither jumps ahead of every known agent nor waits behind all of them.
+With no agent known (a cold start) every call orders by its program's start.
 """
 
 from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, Prediction, PriorityContext, PriorityRule
-
-AGENT_STRIDE = 1e7
-"""Start-time seconds per second of agent distance: 1 ms of distance outweighs ~2.8 h of start times."""
+from hetflow.core.policies import Choice, Prediction, Priority, PriorityContext, PriorityRule
 
 
 @plugin("priority-rule", "agent-priority")
@@ -24,10 +23,12 @@ class AgentPriority(PriorityRule):
     needs_agent_stats = True
     """The simulator runs the monitor's background refresh only for rules that read it."""
 
-    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[float, Choice]:
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[Priority, Choice]:
         snap = context.snapshot
-        distance = snap.agent_anchor_distance_s if snap.agent_anchor_distance_s is not None else 0.0
+        if snap.agent_anchor_distance_s is not None:
+            distance, rule = snap.agent_anchor_distance_s, "kairos:agent-priority"
+        else:
+            distance, rule = snap.anchor_distance_median_s or 0.0, "kairos:agent-unknown:median"
         start = snap.program_start_s or context.now_s
-        key = distance * AGENT_STRIDE + start
-        rule = "kairos:agent-priority" if snap.agent_anchor_distance_s is not None else "kairos:agent-unknown"
-        return key, Choice(f"{key:.3f}", rule, scores={"anchor_distance_s": distance, "program_start_s": start})
+        return Priority(distance, start), Choice(f"{distance:.3f}/{start:.3f}", rule,
+                                                 scores={"anchor_distance_s": distance, "program_start_s": start})

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, Prediction, PriorityContext, PriorityRule
+from hetflow.core.policies import Choice, Prediction, Priority, PriorityContext, PriorityRule
 
 
 @plugin("priority-rule", "fcfs")
 class Fcfs(PriorityRule):
 
-    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[float, Choice]:
-        return 0.0, Choice("0", "fcfs")
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[Priority, Choice]:
+        return Priority(0.0), Choice("0", "fcfs")

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, Prediction, PriorityContext, PriorityRule
+from hetflow.core.policies import Choice, Prediction, Priority, PriorityContext, PriorityRule
 
 
 @plugin("priority-rule", "predicted-call-tokens")
 class PredictedCallTokens(PriorityRule):
     prediction_target = "call"
 
-    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[float, Choice]:
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[Priority, Choice]:
         y_hat = prediction.median_tokens
-        return y_hat, Choice(f"{y_hat:g}", "ltr:predicted-call-tokens", scores={"median_tokens": y_hat})
+        return Priority(y_hat), Choice(f"{y_hat:g}", "ltr:predicted-call-tokens", scores={"median_tokens": y_hat})

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, Prediction, PriorityContext, PriorityRule
+from hetflow.core.policies import Choice, Prediction, Priority, PriorityContext, PriorityRule
 
 
 @plugin("priority-rule", "predicted-total-tokens")
 class PredictedTotalTokens(PriorityRule):
 
-    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[float, Choice]:
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[Priority, Choice]:
         y_hat = prediction.median_tokens
         scores = {"median_tokens": y_hat, **{f"q{q:g}": v for q, v in prediction.quantile_tokens.items()}}
-        return y_hat, Choice(f"{y_hat:g}", "stjf:predicted-total-tokens", scores=scores)
+        return Priority(y_hat), Choice(f"{y_hat:g}", "stjf:predicted-total-tokens", scores=scores)

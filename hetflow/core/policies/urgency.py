@@ -26,7 +26,7 @@ from hetflow.core.cost import (
     urgency_order_key,
 )
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, Prediction, PriorityContext, PriorityRule
+from hetflow.core.policies import Choice, Prediction, Priority, PriorityContext, PriorityRule
 
 NO_DEADLINE_BUDGET_S = 1e6
 
@@ -39,7 +39,7 @@ class Urgency(PriorityRule):
             raise ValueError("default_slo_scale must be >= 0")
         self.default_slo_scale = default_slo_scale
 
-    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[float, Choice]:
+    def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[Priority, Choice]:
         now, wf, snap = context.now_s, call.workflow, context.snapshot
         n_left = stages_left(wf.stage_index, wf.stage_count)
         output = call_output_tokens(call, prediction)
@@ -54,9 +54,9 @@ class Urgency(PriorityRule):
             rule = "urgency:default-slo"
         if not deadline:
             key = urgency_order_key(this_cost, NO_DEADLINE_BUDGET_S, now)
-            return key, Choice(f"{key:.3f}", "urgency:no-deadline", scores={"t_comp_s": this_cost})
+            return Priority(key), Choice(f"{key:.3f}", "urgency:no-deadline", scores={"t_comp_s": this_cost})
         budget = slo_budget_s(deadline - now, mean_this, mean_remaining)                        # eq. 5
         key = urgency_order_key(this_cost, budget, now)                                          # eq. 7-8
-        return key, Choice(f"{key:.3f}", rule, scores={"t_comp_s": this_cost, "budget_s": budget,
+        return Priority(key), Choice(f"{key:.3f}", rule, scores={"t_comp_s": this_cost, "budget_s": budget,
                                                        "remaining_s": deadline - now, "stages_left": n_left,
                                                        "stages_cost_s": mean_remaining})

@@ -51,3 +51,5 @@ def test_an_agent_without_statistics_has_no_distance():
     state.agent_stats.anchor_distance_s["planner"] = 4.0
     assert cluster_snapshot(state, 0.0, agent="planner").agent_anchor_distance_s == 4.0
     assert cluster_snapshot(state, 0.0, agent="coder").agent_anchor_distance_s is None
+    state.agent_stats.anchor_distance_s.update(coder=1.0, qa=9.0)
+    assert cluster_snapshot(state, 0.0, agent="new").anchor_distance_median_s == 4.0

@@ -8,10 +8,10 @@ from hetflow.core.policies.agent_priority import AgentPriority
 from tests.factories import call, engine, snapshot
 
 
-def key(agent_distance, program_start_s, now_s=1_700_000_000.0):
+def key(agent_distance, program_start_s, now_s=1_700_000_000.0, median=None):
     e = engine("e", "m")
     snap = replace(snapshot(e, taken_unix_s=now_s), agent_anchor_distance_s=agent_distance,
-                   program_start_s=program_start_s)
+                   program_start_s=program_start_s, anchor_distance_median_s=median)
     return AgentPriority().priority(call(), Prediction(10), PriorityContext(now_s, e, snap))
 
 
@@ -25,5 +25,31 @@ def test_same_agent_earlier_program_first_and_unknown_agents_by_start():
     early, choice = key(3.0, 1_700_000_000.0)
     late, _ = key(3.0, 1_700_000_001.0)
     assert early < late and choice.rule == "kairos:agent-priority"
-    unknown, c = key(None, 1_700_000_000.0)
-    assert c.rule == "kairos:agent-unknown" and unknown < early
+    cold, c = key(None, 1_700_000_000.0)
+    assert c.rule == "kairos:agent-unknown:median" and cold < early   # nothing known yet: by program start
+
+
+def test_an_unknown_agent_sits_at_the_known_agents_median_not_ahead_of_all():
+    near, _ = key(1.0, 1_700_000_500.0, median=3.0)
+    unknown, choice = key(None, 1_700_000_000.0, median=3.0)
+    far, _ = key(5.0, 1_700_000_000.0, median=3.0)
+    assert near < unknown < far and choice.scores["anchor_distance_s"] == 3.0
+
+
+def test_the_order_is_lexicographic_however_close_the_distances_and_far_the_starts():
+    """The packed key it replaces (distance x 1e7 + start) put a 1 us nearer agent behind a program
+    that started 100 s earlier; the engine's queue now compares (distance, start)."""
+    from hetflow.core.engine.aging_queue import AgingPriorityQueue
+    from tests.factories import request
+
+    nearer, _ = key(2.000000, 1_700_000_100.0)
+    farther, _ = key(2.000001, 1_700_000_000.0)
+    assert nearer < farther
+    q = AgingPriorityQueue()
+    late_near = request(priority=nearer.key, arrival_s=0.0)
+    late_near.priority_tiebreak = nearer.tiebreak
+    early_far = request(priority=farther.key, arrival_s=0.0)
+    early_far.priority_tiebreak = farther.tiebreak
+    q.push(early_far, 0)
+    q.push(late_near, 0)
+    assert q.pop() is late_near
