@@ -25,6 +25,7 @@ from hetflow import wire
 from hetflow.core.call import LlmCall
 from hetflow.core.errors import DeadlineExceeded, Unavailable
 from hetflow.core.features import feature_row
+from hetflow.core.hold_queue import HoldQueue
 from hetflow.core.pipeline import Decision, Pipeline
 from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import EngineView
@@ -70,6 +71,9 @@ class Dispatcher:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._releases: set[asyncio.Task[None]] = set()
         self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
+        self.held = HoldQueue()
+        """Calls waiting for KV room, released in priority order per model (Kairos 6)."""
+        self._held_changed = asyncio.Condition()
         self.monitor = monitor_pb2_grpc.MonitorStub(self._channel(cfg.monitor_address))
         self.router = router_pb2_grpc.RouterStub(self._channel(cfg.router_address)) if cfg.router_address else None
         self.predictor = (predictor_pb2_grpc.PredictorStub(self._channel(cfg.predictor_address))
@@ -85,19 +89,39 @@ class Dispatcher:
 
     # -- decide --------------------------------------------------------------------------
     async def decide(self, call: LlmCall) -> Dispatch:
-        """Decide, holding the call while the engine picker finds no room (Kairos 6: it waits in the
-        balancer for the next slot) until an engine has room, the client gives up (its gRPC deadline
-        cancels this) or the program's deadline passes."""
-        while True:
-            try:
-                return await self._decide_once(call)
-            except WaitForCapacity as wait:
+        """Decide, holding the call while no engine of its model has room (Kairos 6: it waits in the
+        balancer's hold queue, ordered by its priority) until it is the first of its model's held calls
+        and an engine has room, the client gives up (its gRPC deadline cancels this) or the program's
+        deadline passes."""
+        try:
+            return await self._decide_once(call)
+        except WaitForCapacity as wait:
+            return await self._hold(call, wait)
+
+    async def _hold(self, call: LlmCall, wait: WaitForCapacity) -> Dispatch:
+        self.held.hold(call.request_id, wait.model, wait.priority or Priority(0.0), time.time())
+        HELD.inc()
+        log.info("held_for_capacity", reason=str(wait), held=len(self.held))
+        last_try_s = time.monotonic()
+        try:
+            while True:
                 deadline = call.workflow.deadline_unix_s
                 if deadline and time.time() + wait.retry_after_s > deadline:
                     raise DeadlineExceeded(f"program deadline passed while waiting for KV room: {wait}") from wait
-                HELD.inc()
-                log.info("held_for_capacity", reason=str(wait))
-                await asyncio.sleep(wait.retry_after_s)
+                async with self._held_changed:
+                    await self._held_changed.wait_for(lambda: self.held.is_first(call.request_id))
+                await asyncio.sleep(max(0.0, last_try_s + wait.retry_after_s - time.monotonic()))
+                if not self.held.is_first(call.request_id):
+                    continue  # a better-placed call of its model was held meanwhile: it goes first
+                last_try_s = time.monotonic()
+                try:
+                    return await self._decide_once(call)
+                except WaitForCapacity as again:
+                    wait = again
+        finally:
+            self.held.release(call.request_id)
+            async with self._held_changed:
+                self._held_changed.notify_all()  # the next of its model tries at once: room may be left
 
     async def _decide_once(self, call: LlmCall) -> Dispatch:
         """Chimera Algorithm 1. Fetches first (snapshot, then router and predictor together), then

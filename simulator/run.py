@@ -16,10 +16,11 @@ from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.engine.request import EngineRequest
 from hetflow.core.errors import ResourceExhausted
+from hetflow.core.hold_queue import HoldQueue
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.pipeline import Pipeline
-from hetflow.core.policies import WaitForCapacity
+from hetflow.core.policies import Priority, WaitForCapacity
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.stats import union_length_s
 from hetflow.core.trace import StageRecord, programs
@@ -110,9 +111,11 @@ class Simulation:
         self._packs = self.pipeline.engine_picker.plans_memory
         self.held = 0
         """Decisions deferred because no engine had KV room (Kairos 6)."""
-        self._holding: dict[str, float] = {}
-        """Calls held for KV room, with when they were first held: decided again later, never dispatched
-        twice meanwhile, and their hold counted as queueing."""
+        self.hold_queue = HoldQueue()
+        """Calls held for KV room, released in priority order per model (Kairos 6); their hold counts as
+        queueing, and a held call is never dispatched twice."""
+        self._held_records: dict[str, tuple[str, StageRecord]] = {}
+        self._retry_due: dict[str, float] = {}
         self.on_program_finished: list[Callable[[ProgramResult], None]] = []
         """Observers of finished programs (the alpha tuner, simulator.tuning)."""
         self.decision_ms: list[float] = []
@@ -151,8 +154,30 @@ class Simulation:
         for engine in self.engines.values():
             self.monitor.report(engine.status(), self.loop.now)
 
-    def _retry(self, program_id: str, record: StageRecord) -> None:
+    def _retry(self, request_id: str, due_s: float) -> None:
+        """A held call's turn to try for room again, unless it left the hold queue, is no longer the
+        first of its model's held calls, or a newer retry superseded this one."""
+        if self._retry_due.get(request_id) != due_s or not self.hold_queue.is_first(request_id):
+            return
+        program_id, record = self._held_records[request_id]
         self._dispatch(program_id, record)
+
+    def _schedule_retry(self, request_id: str, due_s: float) -> None:
+        self._retry_due[request_id] = due_s
+        self.loop.at(due_s, self._retry, request_id, due_s)
+
+    def _leave_hold(self, request_id: str) -> float | None:
+        """The call left the hold queue (dispatched or rejected): the next of its model tries at once,
+        as room may be left. Returns when it was first held, None if it never was."""
+        held = self.hold_queue.release(request_id)
+        if held is None:
+            return None
+        self._held_records.pop(request_id, None)
+        self._retry_due.pop(request_id, None)
+        following = self.hold_queue.first_of(held.model)
+        if following is not None:
+            self._schedule_retry(following.request_id, self.loop.now)
+        return held.held_since_s
 
     def _start(self, program_id: str) -> None:
         for record in self._programs[program_id]:
@@ -179,11 +204,14 @@ class Simulation:
             outcome = self.pipeline.decide(call, snapshot, confidence, predictions, router_asked)
         except ResourceExhausted as exc:  # no engine could ever hold it: the live balancer's RESOURCE_EXHAUSTED
             self.rejected.append((call.request_id, str(exc)))
+            self._leave_hold(call.request_id)
             return
-        except WaitForCapacity as wait:  # held in the balancer until the next slot (Kairos 6)
+        except WaitForCapacity as wait:  # held in the balancer's hold queue until its turn and room (Kairos 6)
             self.held += 1
-            self._holding.setdefault(call.request_id, now)
-            self.loop.at(now + wait.retry_after_s, self._retry, program_id, record)
+            self.hold_queue.hold(call.request_id, wait.model, wait.priority or Priority(0.0), now)
+            self._held_records[call.request_id] = (program_id, record)
+            if self.hold_queue.is_first(call.request_id):
+                self._schedule_retry(call.request_id, now + wait.retry_after_s)
             return
         finally:
             self.decision_ms.append((time.perf_counter() - started) * 1e3)
@@ -195,6 +223,7 @@ class Simulation:
             self.engines[outcome.engine_id].submit(req)
         except (ValueError, MemoryError) as exc:  # the live engine answers INVALID_ARGUMENT / RESOURCE_EXHAUSTED
             self.rejected.append((call.request_id, str(exc)))
+            self._leave_hold(call.request_id)
             return
         self.monitor.admit(call.request_id, program_id, outcome.model, outcome.engine_id,
                            outcome.prediction.median_tokens, now, workflow=record.workflow,
@@ -204,7 +233,7 @@ class Simulation:
         result = self.results[program_id]
         if record.stage_index == record.stage_count:  # the final answer's model decides correctness
             result.model = outcome.model
-        held_since = self._holding.pop(call.request_id, now)  # a call held for room was dispatched when first tried
+        held_since = self._leave_hold(call.request_id) or now  # a call held for room was dispatched when first held
         held = [(held_since, now)] if now > held_since else []
         result.calls[record.stage_index] = SimulatedCall(record.stage_index, outcome.engine_id, held_since, 0.0, 0.0,
                                                          0, 0, queued_intervals_s=held)
@@ -222,7 +251,7 @@ class Simulation:
         done = {s for s, c in result.calls.items() if c.finished_s}
         for record in program:
             if (record.stage_index not in result.calls and set(record.depends_on) <= done
-                    and f"{program_id}/{record.stage_index}" not in self._holding):
+                    and f"{program_id}/{record.stage_index}" not in self.hold_queue):
                 self._dispatch(program_id, record)
         if len(done) == len(program):
             result.finished_s = now

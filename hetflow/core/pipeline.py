@@ -26,6 +26,7 @@ from hetflow.core.policies import (
     Priority,
     PriorityContext,
     PriorityRule,
+    WaitForCapacity,
 )
 from hetflow.core.policies.memory_packer import plan_for
 from hetflow.core.policy_config import PolicyConfig
@@ -106,7 +107,11 @@ class Pipeline:
 
         t = time.perf_counter()
         prediction, predictor_note = predictions[model]
-        engine_choice = self.engine_picker.pick(call, view, model, prediction, self.store)
+        try:
+            engine_choice = self.engine_picker.pick(call, view, model, prediction, self.store)
+        except WaitForCapacity as wait:  # held: its place in the hold queue is its priority on the model
+            raise WaitForCapacity(str(wait), wait.retry_after_s, model,
+                                  self._priority_on(call, view, model, prediction)) from wait
         stages.append(StageDecision("engine", self.engine_picker.type_name, engine_choice,
                                     (time.perf_counter() - t) * 1e3))
         engine = next(e for e in view.engines if e.engine_id == engine_choice.chosen)
@@ -125,6 +130,12 @@ class Pipeline:
         return Decision(model, engine.engine_id, priority, prediction, stages,
                         compute_cost_s(engine, call.input_tokens, output), plan,
                         mean_compute_cost_s(view.engines, call.input_tokens, output))
+
+
+    def _priority_on(self, call: LlmCall, view: ClusterSnapshot, model: str, prediction: Prediction) -> Priority:
+        """The call's priority as if it went to the model's first healthy engine (by id)."""
+        engine = min(view.healthy_engines(model), key=lambda e: e.engine_id)
+        return self.priority_rule.priority(call, prediction, PriorityContext(view.taken_unix_s, engine, view))[0]
 
 
 def _noted(choice: Choice, note: str) -> Choice:

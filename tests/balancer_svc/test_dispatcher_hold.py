@@ -9,7 +9,7 @@ import pytest
 from balancer_svc.config import BalancerConfig
 from balancer_svc.dispatcher import Dispatcher
 from hetflow.core.errors import DeadlineExceeded
-from hetflow.core.policies import WaitForCapacity
+from hetflow.core.policies import Priority, WaitForCapacity
 from tests.factories import call
 
 
@@ -49,3 +49,37 @@ def test_held_call_whose_deadline_would_pass_is_deadline_exceeded():
 
     with pytest.raises(DeadlineExceeded, match="deadline passed while waiting for KV room"):
         asyncio.run(scenario())
+
+
+def test_held_calls_are_released_in_priority_order_as_room_frees():
+    """Kairos 6 with one hold queue: three calls held for one model, room freed for one call at a time;
+    they leave in the order of their priority, not the order they were held in."""
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
+        room, released = [0], []
+        priority_of = {}
+
+        async def decide_once(c):
+            if room[0] == 0:
+                raise WaitForCapacity("no room", retry_after_s=0.01, model="m", priority=priority_of[c.request_id])
+            room[0] -= 1
+            released.append(c.request_id)
+            return c.request_id
+
+        dispatcher._decide_once = decide_once
+        calls = [call(), call(), call()]
+        for c, p in zip(calls, (3.0, 1.0, 2.0)):
+            priority_of[c.request_id] = Priority(p)
+        tasks = [asyncio.create_task(dispatcher.decide(c)) for c in calls]
+        while len(dispatcher.held) < 3:
+            await asyncio.sleep(0.005)
+        for _ in calls:
+            room[0] += 1
+            while room[0]:
+                await asyncio.sleep(0.005)
+        await asyncio.gather(*tasks)
+        await dispatcher.close()
+        return [priority_of[r].key for r in released], len(dispatcher.held)
+
+    order, still_held = asyncio.run(scenario())
+    assert order == [1.0, 2.0, 3.0] and still_held == 0

@@ -141,6 +141,7 @@ def test_memory_packer_holds_calls_under_kv_pressure_and_every_program_finishes(
     results = sim.run(sql_trace)
     assert len(results) == len(programs(sql_trace)) and not sim.rejected
     assert sim.held > 0                                   # the packer made calls wait for room
+    assert len(sim.hold_queue) == 0                        # ... and released every one of them
     for record in sim.monitor.engines.values():
         assert list(record.ledger.window(sim.loop.now, 10)) == [0.0] * 10 and not record.in_flight
 
