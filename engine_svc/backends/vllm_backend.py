@@ -4,13 +4,16 @@ hetflow keeps the waiting requests in its aging priority queue (Chimera 3.7) and
 into vLLM only when vLLM has room: fewer running than max_num_seqs and enough free KV blocks for
 the prompt plus a watermark. So the order in which work starts is hetflow's, and vLLM's own waiting
 queue stays (nearly) empty. Each vLLM engine step, reported through a stat logger, is one
-scheduling iteration for aging. Requests inside vLLM keep their priority (``priority=`` with the
-``priority`` scheduling policy), so vLLM's preemption under memory pressure follows the same order.
+scheduling iteration for aging: a waiting request is promoted after S of them, and a promoted request
+running in vLLM is demoted after Q (Chimera 3.7). Requests inside vLLM carry hetflow's order as their
+priority (``vllm_priority``: the starvation level, then the priority), so vLLM's own preemption under
+memory pressure evicts hetflow's last request first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from dataclasses import replace
 from typing import Any, AsyncIterator
@@ -20,14 +23,25 @@ from engine_svc.config import EngineConfig, VllmConfig
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.kv_cache import blocks_for
 from hetflow.core.engine.profile import EngineProfile, load_profile
-from hetflow.core.engine.request import EngineRequest, RequestStatus
+from hetflow.core.engine.request import NORMAL_LEVEL, EngineRequest, RequestStatus
 from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unavailable
 from hetflow.runtime.logs import get_logger
 from hetflow.runtime.tinymodel import DEFAULT_DIR
 
 log = get_logger(__name__)
 KV_WATERMARK = 0.01      # share of blocks kept free at admission, as vLLM's own watermark
-MAX_VLLM_PRIORITY = 2**31 - 1
+PRIORITY_BITS = 62
+"""Bits of the priority in vLLM's int64 priority, below the starvation level's bit."""
+
+
+def vllm_priority(req: EngineRequest) -> int:
+    """hetflow's order of ``req`` as the int vLLM orders by (lower first, then arrival): a promoted
+    request (Chimera 3.7) before every normal one, then the priority, its IEEE-754 bits mapped to an
+    order-preserving integer and cut to the 62 bits left in the int64 vLLM sends to its engine core."""
+    bits = struct.unpack(">q", struct.pack(">d", float(req.priority)))[0]
+    ordered = (bits ^ 0x7FFF_FFFF_FFFF_FFFF if bits < 0 else bits) + 2**63  # doubles in order, in [0, 2^64)
+    level_bit = 0 if req.starvation_level < NORMAL_LEVEL else 1
+    return (level_bit << PRIORITY_BITS) | (ordered >> (64 - PRIORITY_BITS))
 
 
 class VllmBackend:
@@ -167,8 +181,7 @@ class VllmBackend:
         first, reason = True, "abort"
         try:
             async for out in self._llm.generate(TokensPrompt(prompt_token_ids=token_ids), self._sampling(call),
-                                                request_id=req.request_id,
-                                                priority=int(min(max(req.priority, 0), MAX_VLLM_PRIORITY))):
+                                                request_id=req.request_id, priority=vllm_priority(req)):
                 completion = out.outputs[0]
                 req.output_tokens += len(completion.token_ids)
                 if out.finished:
@@ -252,6 +265,8 @@ class VllmBackend:
             self._vllm_waiting = int(scheduler_stats.num_waiting_reqs)
         if iteration_stats is not None:
             self._preemptions_total += int(getattr(iteration_stats, "num_preempted_reqs", 0))
+        for req in self._running.values():  # one iteration of service: a promoted request nears demotion
+            self.queue.note_running_iteration(req)
         if len(self.queue):
             self._wake.set()
 
