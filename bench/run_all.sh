@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The sweeps behind docs/results.md, one after another (each uses both cores).
+# The sweeps behind docs/results.md, one after another (each uses both cores), shortest first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for sweep in sharegpt-chains homo-chat hetero-code hetero-math; do
-  .venv/bin/python -m hetflow.cli bench --sweep "bench/sweeps/$sweep.yaml" | tee "bench_out/$sweep.md"
+mkdir -p bench_out
+PY=${PY:-.venv/bin/python}
+for sweep in hetero-code hexgen-sql-rates kairos-colocated-rates hexgen-sql kairos-colocated hetero-math homo-chat \
+             sharegpt-chains; do
+  "$PY" -m hetflow.cli bench --sweep "bench/sweeps/$sweep.yaml" | tee "bench_out/$sweep.md"
 done
