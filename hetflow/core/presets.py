@@ -62,8 +62,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     _baseline("round-robin", "baseline", "round-robin"),
     _baseline("least-load", "vLLM 0.32's data-parallel load balancer (DPLBAsyncMPClient), FCFS", "least-load"),
     _baseline("jsq", "join the shortest queue", "join-shortest-queue"),
-    _baseline("mlfq", "MLFQ by attained service (FastServe), vLLM's load balancer", "least-load",
-              queue_discipline="mlfq"),
+    _baseline("mlfq", "Chimera 4.2's MLFQ baseline: vLLM with levels by attained service, demotion and promotion "
+              "(after FastServe, without its skip-join or preemption at quantum ends); vLLM's load balancer",
+              "least-load", queue_discipline="mlfq"),
     _baseline("ltr", "LTR (Fu et al.): the call's own length, shortest first; the true length, LTR's upper bound",
               "least-load", priority="predicted-call-tokens", prediction="oracle"),
     _baseline("vllm-stjf", "Chimera 4.2's oracle: STJF on the true remaining tokens", "least-load",

@@ -1,8 +1,9 @@
 """The engine's waiting queue under MLFQ: priority by attained service, with demotion.
 
-Multi-level feedback queue as FastServe applies it to LLM inference: a request enters the top level
-(0) and is demoted one level each time its attained service, the decode iterations it has run, uses
-up its level's quantum; quanta double per level, so level ``i`` ends after
+Chimera 4.2's MLFQ baseline ("extends vLLM with multiple priority queues and applies promotion and
+demotion based on service time"), with the quanta of FastServe's multi-level feedback queue: a request
+enters the top level (0) and is demoted one level each time its attained service, the decode
+iterations it has run, uses up its level's quantum; quanta double per level, so level ``i`` ends after
 ``first_quantum_tokens * (2**(i + 1) - 1)`` output tokens. Lower levels are served first, FIFO
 within a level. Short jobs finish in the top levels without any length prediction; long ones sink.
 
