@@ -72,14 +72,18 @@ class Dispatcher:
         self._releases: set[asyncio.Task[None]] = set()
         self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
         self.held = HoldQueue()
-        """Calls waiting for KV room, released in priority order per model (Kairos 6)."""
-        self._held_changed = asyncio.Condition()
+        """Calls waiting for KV room, decided again each round in priority order (Kairos 6)."""
+        self._held_calls: dict[str, tuple[LlmCall, asyncio.Future[Dispatch]]] = {}
+        self._releaser: asyncio.Task[None] | None = None
+        self._retry_after_s = 0.5
         self.monitor = monitor_pb2_grpc.MonitorStub(self._channel(cfg.monitor_address))
         self.router = router_pb2_grpc.RouterStub(self._channel(cfg.router_address)) if cfg.router_address else None
         self.predictor = (predictor_pb2_grpc.PredictorStub(self._channel(cfg.predictor_address))
                           if cfg.predictor_address else None)
 
     async def close(self) -> None:
+        if self._releaser is not None:
+            self._releaser.cancel()
         if self._releases:
             await asyncio.wait(self._releases, timeout=5.0)
         for channel in self._channels.values():
@@ -89,39 +93,55 @@ class Dispatcher:
 
     # -- decide --------------------------------------------------------------------------
     async def decide(self, call: LlmCall) -> Dispatch:
-        """Decide, holding the call while no engine of its model has room (Kairos 6: it waits in the
-        balancer's hold queue, ordered by its priority) until it is the first of its model's held calls
-        and an engine has room, the client gives up (its gRPC deadline cancels this) or the program's
-        deadline passes."""
+        """Decide; a call no engine of its model has room for is held (Kairos 6) until a round finds it
+        room, the client gives up (its gRPC deadline cancels this) or the program's deadline passes."""
         try:
             return await self._decide_once(call)
         except WaitForCapacity as wait:
             return await self._hold(call, wait)
 
     async def _hold(self, call: LlmCall, wait: WaitForCapacity) -> Dispatch:
-        self.held.hold(call.request_id, wait.model, wait.priority or Priority(0.0), time.time())
+        """Wait in the hold queue; each round (``_release_rounds``) decides the held calls again in
+        priority order and resolves this call's future once it gets room or fails for good."""
+        deadline = call.workflow.deadline_unix_s
+        if deadline and time.time() + wait.retry_after_s > deadline:
+            raise DeadlineExceeded(f"program deadline passed while waiting for KV room: {wait}") from wait
+        self.held.hold(call.request_id, wait.priority or Priority(0.0), time.time())
+        outcome: asyncio.Future[Dispatch] = asyncio.get_running_loop().create_future()
+        self._held_calls[call.request_id] = (call, outcome)
+        self._retry_after_s = wait.retry_after_s
         HELD.inc()
         log.info("held_for_capacity", reason=str(wait), held=len(self.held))
-        last_try_s = time.monotonic()
+        if self._releaser is None or self._releaser.done():
+            self._releaser = asyncio.get_running_loop().create_task(self._release_rounds())
         try:
-            while True:
-                deadline = call.workflow.deadline_unix_s
-                if deadline and time.time() + wait.retry_after_s > deadline:
-                    raise DeadlineExceeded(f"program deadline passed while waiting for KV room: {wait}") from wait
-                async with self._held_changed:
-                    await self._held_changed.wait_for(lambda: self.held.is_first(call.request_id))
-                await asyncio.sleep(max(0.0, last_try_s + wait.retry_after_s - time.monotonic()))
-                if not self.held.is_first(call.request_id):
-                    continue  # a better-placed call of its model was held meanwhile: it goes first
-                last_try_s = time.monotonic()
-                try:
-                    return await self._decide_once(call)
-                except WaitForCapacity as again:
-                    wait = again
+            return await asyncio.wait_for(outcome, timeout=deadline - time.time() if deadline else None)
+        except TimeoutError as exc:
+            raise DeadlineExceeded(f"program deadline passed while waiting for KV room: {wait}") from exc
         finally:
             self.held.release(call.request_id)
-            async with self._held_changed:
-                self._held_changed.notify_all()  # the next of its model tries at once: room may be left
+            self._held_calls.pop(call.request_id, None)
+
+    async def _release_rounds(self) -> None:
+        """A round a slot: every held call, in the hold queue's order, is decided again; each that fits
+        goes, the others stay for the next round (Kairos 6). Ends when nothing is held."""
+        while self.held:
+            await asyncio.sleep(self._retry_after_s)
+            for held in self.held.in_order():
+                call, outcome = self._held_calls.get(held.request_id, (None, None))
+                if call is None or outcome is None or outcome.done():
+                    continue  # its caller gave up
+                try:
+                    dispatch = await self._decide_once(call)
+                except WaitForCapacity:
+                    continue
+                except Exception as exc:  # noqa: BLE001 - the held caller gets the error, the round goes on
+                    if not outcome.done():
+                        outcome.set_exception(exc)
+                    continue
+                self.held.release(held.request_id)
+                if not outcome.done():
+                    outcome.set_result(dispatch)
 
     async def _decide_once(self, call: LlmCall) -> Dispatch:
         """Chimera Algorithm 1. Fetches first (snapshot, then router and predictor together), then

@@ -112,10 +112,10 @@ class Simulation:
         self.held = 0
         """Decisions deferred because no engine had KV room (Kairos 6)."""
         self.hold_queue = HoldQueue()
-        """Calls held for KV room, released in priority order per model (Kairos 6); their hold counts as
-        queueing, and a held call is never dispatched twice."""
+        """Calls held for KV room, decided again each round in priority order (Kairos 6); their hold
+        counts as queueing, and a held call is never dispatched twice."""
         self._held_records: dict[str, tuple[str, StageRecord]] = {}
-        self._retry_due: dict[str, float] = {}
+        self._round_pending = False
         self.on_program_finished: list[Callable[[ProgramResult], None]] = []
         """Observers of finished programs (the alpha tuner, simulator.tuning)."""
         self.decision_ms: list[float] = []
@@ -154,30 +154,20 @@ class Simulation:
         for engine in self.engines.values():
             self.monitor.report(engine.status(), self.loop.now)
 
-    def _retry(self, request_id: str, due_s: float) -> None:
-        """A held call's turn to try for room again, unless it left the hold queue, is no longer the
-        first of its model's held calls, or a newer retry superseded this one."""
-        if self._retry_due.get(request_id) != due_s or not self.hold_queue.is_first(request_id):
-            return
-        program_id, record = self._held_records[request_id]
-        self._dispatch(program_id, record)
-
-    def _schedule_retry(self, request_id: str, due_s: float) -> None:
-        self._retry_due[request_id] = due_s
-        self.loop.at(due_s, self._retry, request_id, due_s)
+    def _release_round(self) -> None:
+        """Kairos 6's next scheduling round: every held call, in the hold queue's order, is decided
+        again; each that fits is dispatched, the others stay for the round after."""
+        self._round_pending = False
+        for held in self.hold_queue.in_order():
+            program_id, record = self._held_records[held.request_id]
+            self._dispatch(program_id, record)
 
     def _leave_hold(self, request_id: str) -> float | None:
-        """The call left the hold queue (dispatched or rejected): the next of its model tries at once,
-        as room may be left. Returns when it was first held, None if it never was."""
+        """The call left the hold queue (dispatched or rejected); returns when it was first held, None
+        if it never was."""
         held = self.hold_queue.release(request_id)
-        if held is None:
-            return None
         self._held_records.pop(request_id, None)
-        self._retry_due.pop(request_id, None)
-        following = self.hold_queue.first_of(held.model)
-        if following is not None:
-            self._schedule_retry(following.request_id, self.loop.now)
-        return held.held_since_s
+        return held.held_since_s if held is not None else None
 
     def _start(self, program_id: str) -> None:
         for record in self._programs[program_id]:
@@ -208,10 +198,11 @@ class Simulation:
             return
         except WaitForCapacity as wait:  # held in the balancer's hold queue until its turn and room (Kairos 6)
             self.held += 1
-            self.hold_queue.hold(call.request_id, wait.model, wait.priority or Priority(0.0), now)
+            self.hold_queue.hold(call.request_id, wait.priority or Priority(0.0), now)
             self._held_records[call.request_id] = (program_id, record)
-            if self.hold_queue.is_first(call.request_id):
-                self._schedule_retry(call.request_id, now + wait.retry_after_s)
+            if not self._round_pending:
+                self._round_pending = True
+                self.loop.at(now + wait.retry_after_s, self._release_round)
             return
         finally:
             self.decision_ms.append((time.perf_counter() - started) * 1e3)

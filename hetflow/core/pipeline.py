@@ -110,7 +110,7 @@ class Pipeline:
         try:
             engine_choice = self.engine_picker.pick(call, view, model, prediction, self.store)
         except WaitForCapacity as wait:  # held: its place in the hold queue is its priority on the model
-            raise WaitForCapacity(str(wait), wait.retry_after_s, model,
+            raise WaitForCapacity(str(wait), wait.retry_after_s,
                                   self._priority_on(call, view, model, prediction)) from wait
         stages.append(StageDecision("engine", self.engine_picker.type_name, engine_choice,
                                     (time.perf_counter() - t) * 1e3))

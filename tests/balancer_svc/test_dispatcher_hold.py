@@ -52,8 +52,8 @@ def test_held_call_whose_deadline_would_pass_is_deadline_exceeded():
 
 
 def test_held_calls_are_released_in_priority_order_as_room_frees():
-    """Kairos 6 with one hold queue: three calls held for one model, room freed for one call at a time;
-    they leave in the order of their priority, not the order they were held in."""
+    """Kairos 6 with one hold queue: three calls held, room freed for one call at a time; each round
+    tries them in priority order, so they leave in that order, not the order they were held in."""
     async def scenario():
         dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
         room, released = [0], []
@@ -61,7 +61,7 @@ def test_held_calls_are_released_in_priority_order_as_room_frees():
 
         async def decide_once(c):
             if room[0] == 0:
-                raise WaitForCapacity("no room", retry_after_s=0.01, model="m", priority=priority_of[c.request_id])
+                raise WaitForCapacity("no room", retry_after_s=0.01, priority=priority_of[c.request_id])
             room[0] -= 1
             released.append(c.request_id)
             return c.request_id

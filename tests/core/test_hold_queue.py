@@ -1,23 +1,22 @@
-"""Kairos 6's held calls in one queue: by priority, then by when held; per model the first tries."""
+"""Kairos 6's held calls in one queue: by priority, then by when held."""
 
 from hetflow.core.hold_queue import HoldQueue
 from hetflow.core.policies import Priority
 
 
-def test_the_first_of_each_model_is_the_best_placed_and_models_do_not_block_each_other():
+def test_a_round_tries_the_held_calls_by_priority_then_by_when_held():
     q = HoldQueue()
-    q.hold("late-urgent", "a", Priority(1.0), now_s=5.0)
-    q.hold("early-lax", "a", Priority(9.0), now_s=1.0)
-    q.hold("other-model", "b", Priority(50.0), now_s=2.0)
-    assert q.is_first("late-urgent") and not q.is_first("early-lax") and q.is_first("other-model")
-    assert [h.request_id for h in q.in_order()] == ["late-urgent", "early-lax", "other-model"]
+    q.hold("late-urgent", Priority(1.0), now_s=5.0)
+    q.hold("early-lax", Priority(9.0), now_s=1.0)
+    q.hold("tie-later", Priority(9.0), now_s=2.0)
+    q.hold("two-part", Priority(1.0, 0.5), now_s=6.0)
+    assert [h.request_id for h in q.in_order()] == ["late-urgent", "two-part", "early-lax", "tie-later"]
     q.release("late-urgent")
-    assert q.is_first("early-lax") and len(q) == 2
+    assert [h.request_id for h in q.in_order()][0] == "two-part" and len(q) == 3
 
 
-def test_equal_priorities_go_in_the_order_they_were_held_and_a_call_held_again_keeps_its_place():
+def test_a_call_held_again_keeps_its_place_and_when_it_was_first_held():
     q = HoldQueue()
-    first = q.hold("x", "a", Priority(3.0, 7.0), now_s=1.0)
-    q.hold("y", "a", Priority(3.0, 7.0), now_s=2.0)
-    assert q.hold("x", "a", Priority(0.0), now_s=9.0) is first      # held again: same place, first held at 1 s
-    assert q.is_first("x") and "y" in q and q.release("nope") is None
+    first = q.hold("x", Priority(3.0), now_s=1.0)
+    assert q.hold("x", Priority(0.0), now_s=9.0) is first and first.held_since_s == 1.0
+    assert "x" in q and q.release("nope") is None

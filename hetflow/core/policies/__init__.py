@@ -73,11 +73,11 @@ class PriorityContext:
 class WaitForCapacity(Exception):
     """No engine can take the call now, but one will: the caller holds the call and decides again
     after ``retry_after_s`` (Kairos 6: the request stays in the scheduling queue). The pipeline adds
-    the model it waits for and the priority it holds its place in the hold queue by."""
+    the priority the call holds its place in the hold queue by."""
 
-    def __init__(self, message: str, retry_after_s: float, model: str = "", priority: Priority | None = None) -> None:
+    def __init__(self, message: str, retry_after_s: float, priority: Priority | None = None) -> None:
         super().__init__(message)
-        self.retry_after_s, self.model, self.priority = retry_after_s, model, priority
+        self.retry_after_s, self.priority = retry_after_s, priority
 
 
 class ModelPicker:
