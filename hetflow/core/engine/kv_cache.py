@@ -1,6 +1,21 @@
-"""Paged KV cache accounting: a pool of fixed-size blocks, allocated per request as it grows."""
+"""Paged KV cache accounting: a pool of fixed-size blocks, allocated per request as it grows, with
+automatic prefix caching as vLLM's v1 block pool does it.
+
+With prefix caching, a request's full prompt blocks are identified by chained hashes (each block's
+hash covers its tokens and the hash of the block before it, so equal hashes mean equal prefixes).
+When a request is admitted, the longest run of its leading block hashes found in the cache is reused
+and those tokens skip prefill. At most ``prompt - 1`` tokens are reused, because one token must run to
+produce logits. A computed full block is registered under its hash. A freed block keeps its content
+while no request holds it: it stays findable until a new allocation evicts it, least recently freed
+first. A request's blocks are freed tail first, so its last block is evicted before its first
+(``vllm/v1/core/block_pool.py``: ``free_blocks``, ``get_new_blocks``; ``kv_cache_manager.py``:
+``get_computed_blocks``).
+"""
 
 from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Sequence
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
@@ -8,15 +23,22 @@ def blocks_for(tokens: int, block_size: int) -> int:
 
 
 class KVBlockPool:
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = False) -> None:
         if num_blocks < 1 or block_size < 1:
             raise ValueError("num_blocks and block_size must be >= 1")
-        self.num_blocks, self.block_size = num_blocks, block_size
-        self._held: dict[str, int] = {}
+        self.num_blocks, self.block_size, self.prefix_caching = num_blocks, block_size, prefix_caching
+        self._blocks: dict[str, list[int | None]] = {}
+        """Each request's blocks in order: the hash a block is cached under, or None."""
+        self._holders: dict[int, int] = {}
+        """Cached blocks some request holds: hash -> how many requests hold it."""
+        self._evictable: OrderedDict[int, None] = OrderedDict()
+        """Cached blocks no request holds, least recently freed first."""
         self._used = 0
+        """Blocks some request holds (a cached block held by several requests counts once)."""
 
     @property
     def free_blocks(self) -> int:
+        """Blocks an allocation can have: never used, or cached but held by no request."""
         return self.num_blocks - self._used
 
     @property
@@ -27,8 +49,12 @@ class KVBlockPool:
     def usage(self) -> float:
         return self._used / self.num_blocks
 
+    @property
+    def cached_blocks(self) -> int:
+        return len(self._holders) + len(self._evictable)
+
     def held(self, request_id: str) -> int:
-        return self._held.get(request_id, 0)
+        return len(self._blocks.get(request_id, ()))
 
     def extra_blocks_for(self, request_id: str, tokens: int) -> int:
         """Blocks ``request_id`` still needs to hold ``tokens`` tokens of KV."""
@@ -39,12 +65,54 @@ class KVBlockPool:
         extra = self.extra_blocks_for(request_id, tokens)
         if extra > self.free_blocks:
             return False
-        if extra:
-            self._held[request_id] = self.held(request_id) + extra
-            self._used += extra
+        blocks = self._blocks.setdefault(request_id, [])
+        for _ in range(extra):
+            if self.num_blocks - self._used - len(self._evictable) <= 0:
+                self._evictable.popitem(last=False)  # no never-used block left: evict the least recent
+            blocks.append(None)
+            self._used += 1
         return True
 
+    def acquire_prefix(self, request_id: str, block_hashes: Sequence[int], max_tokens: int) -> int:
+        """Reuse the longest run of the request's leading blocks found in the cache, up to ``max_tokens``
+        tokens; returns the tokens reused. Called before the request holds any block."""
+        if not self.prefix_caching or self.held(request_id):
+            return 0
+        blocks = self._blocks.setdefault(request_id, [])
+        for block_hash in block_hashes[:max(0, max_tokens) // self.block_size]:
+            if block_hash in self._holders:
+                self._holders[block_hash] += 1
+            elif block_hash in self._evictable:
+                del self._evictable[block_hash]
+                self._holders[block_hash] = 1
+                self._used += 1
+            else:
+                break
+            blocks.append(block_hash)
+        return len(blocks) * self.block_size
+
+    def register_full_blocks(self, request_id: str, block_hashes: Sequence[int], computed_tokens: int) -> None:
+        """Cache the request's blocks that ``computed_tokens`` filled, under their hashes (a hash already
+        cached keeps the block that has it; this one stays private)."""
+        if not self.prefix_caching:
+            return
+        blocks = self._blocks.get(request_id, [])
+        for i in range(min(computed_tokens // self.block_size, len(block_hashes), len(blocks))):
+            block_hash = block_hashes[i]
+            if blocks[i] is None and block_hash not in self._holders and block_hash not in self._evictable:
+                blocks[i] = block_hash
+                self._holders[block_hash] = 1
+
     def free(self, request_id: str) -> int:
-        released = self._held.pop(request_id, 0)
-        self._used -= released
-        return released
+        """Release the request's blocks, tail first; cached ones stay findable until evicted."""
+        blocks = self._blocks.pop(request_id, [])
+        for block_hash in reversed(blocks):
+            if block_hash is None:
+                self._used -= 1
+                continue
+            self._holders[block_hash] -= 1
+            if not self._holders[block_hash]:
+                del self._holders[block_hash]
+                self._used -= 1
+                self._evictable[block_hash] = None
+        return len(blocks)

@@ -38,6 +38,10 @@ class EngineRequest:
     program_id: str = ""
     priority_tiebreak: float = 0.0
     """Orders requests of equal priority before their arrival does (Kairos 5.2: the program's start)."""
+    block_hashes: tuple[int, ...] = ()
+    """Chained hashes of the prompt's full KV blocks, for prefix caching; empty: nothing to share."""
+    prefix_hit_tokens: int = 0
+    """Prompt tokens found in the prefix cache at admission, over every admission (after a preemption too)."""
     target_output_tokens: int | None = None
     """Simulated engines stop here (EOS); None lets the backend decide (real vLLM)."""
     status: RequestStatus = RequestStatus.WAITING

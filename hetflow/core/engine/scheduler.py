@@ -67,10 +67,13 @@ class TokenEvent:
 class BatchScheduler:
     """One engine's continuous-batching state: queue, running batch, KV blocks, timing profile."""
 
-    def __init__(self, profile: EngineProfile, queue: AgingPriorityQueue) -> None:
+    def __init__(self, profile: EngineProfile, queue: AgingPriorityQueue, prefix_caching: bool = True) -> None:
+        """``prefix_caching``: vLLM's automatic prefix caching, on by default as in vLLM v1."""
         self.profile = profile
         self.queue = queue
-        self.kv = KVBlockPool(profile.num_kv_blocks, profile.block_size)
+        self.kv = KVBlockPool(profile.num_kv_blocks, profile.block_size, prefix_caching)
+        self.prefix_query_tokens = 0
+        """Prompt tokens looked up in the prefix cache at admission (vLLM's prefix cache queries)."""
         self.running: list[EngineRequest] = []
         self.requests: dict[str, EngineRequest] = {}
         self.iteration = 0
@@ -130,6 +133,7 @@ class BatchScheduler:
             if req.status != RequestStatus.RUNNING:
                 continue  # aborted during the iteration
             req.num_computed_tokens += chunk.num_tokens
+            self.kv.register_full_blocks(req.request_id, req.block_hashes, req.num_computed_tokens)
             self.queue.note_running_iteration(req)
             if req.num_computed_tokens < req.seq_len:
                 continue  # a prefill chunk that is not the last
@@ -162,9 +166,16 @@ class BatchScheduler:
             req = self.queue.peek()
             if req is None:
                 return
+            if not self.kv.held(req.request_id):
+                hit_tokens = self.kv.acquire_prefix(req.request_id, req.block_hashes, req.prompt_tokens - 1)
+                req.num_computed_tokens = hit_tokens  # the cached prefix skips prefill
             num_tokens = min(req.tokens_to_compute, budget)
-            if not self.kv.try_grow(req.request_id, num_tokens):
+            if not self.kv.try_grow(req.request_id, req.num_computed_tokens + num_tokens):
+                self.kv.free(req.request_id)
+                req.num_computed_tokens = 0
                 return
+            self.prefix_query_tokens += req.prompt_tokens
+            req.prefix_hit_tokens += req.num_computed_tokens
             self.queue.pop()
             req.status = RequestStatus.RUNNING
             if req.first_scheduled_s is None:
@@ -172,7 +183,7 @@ class BatchScheduler:
             req.queued_intervals_s.append((req.queued_since_s if req.queued_since_s is not None else now_s, now_s))
             req.queued_since_s = None
             self.running.append(req)
-            plan.chunks.append(ScheduledChunk(req, num_tokens, True, 0))
+            plan.chunks.append(ScheduledChunk(req, num_tokens, True, req.num_computed_tokens))
             budget -= num_tokens
 
     def _preempt(self, req: EngineRequest, plan: StepPlan, now_s: float) -> int:
