@@ -7,7 +7,7 @@ import itertools
 from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.engine.request import EngineRequest
-from hetflow.core.policies import PriorityContext
+from hetflow.core.policies import Prediction, PriorityContext
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 from hetflow.runtime.ports import free_port  # noqa: F401 - re-exported for tests
 
@@ -51,7 +51,10 @@ def call(prompt: str = "write a function", program_id: str = "p1", received_unix
 
 
 
-def context(now_s: float = 0.0, *engines: EngineView) -> PriorityContext:
-    """What a priority rule reads besides the call: the time, the chosen engine and the cluster."""
+def context(now_s: float = 0.0, *engines: EngineView, for_call: LlmCall | None = None,
+            prediction: Prediction | None = None) -> PriorityContext:
+    """What a priority rule reads besides the call: the time, the chosen engine, the cluster and the
+    call's costs (of ``for_call`` with ``prediction``; a default call otherwise)."""
     engines = engines or (engine("e0", "m"),)
-    return PriorityContext(now_s, engines[0], snapshot(*engines, taken_unix_s=now_s))
+    return PriorityContext.for_call(for_call or call(), prediction or Prediction(1.0), now_s, engines[0],
+                                    snapshot(*engines, taken_unix_s=now_s))

@@ -14,7 +14,6 @@ from typing import Mapping
 
 from hetflow.core import plugins
 from hetflow.core.call import LlmCall
-from hetflow.core.cost import call_output_tokens, compute_cost_s, mean_compute_cost_s
 from hetflow.core.errors import NotFound, Unavailable
 from hetflow.core.monitor.memory_ledger import MemoryPlan
 from hetflow.core.policies import (
@@ -117,7 +116,7 @@ class Pipeline:
         engine = next(e for e in view.engines if e.engine_id == engine_choice.chosen)
 
         t = time.perf_counter()
-        context = PriorityContext(view.taken_unix_s, engine, view)
+        context = PriorityContext.for_call(call, prediction, view.taken_unix_s, engine, view)
         priority, priority_choice = self.priority_rule.priority(call, prediction, context)
         if predictor_note:
             priority_choice = _noted(priority_choice, predictor_note)
@@ -125,17 +124,17 @@ class Pipeline:
             priority_choice = _noted(priority_choice, "deadline-passed:best-effort")
         stages.append(StageDecision("priority", self.priority_rule.type_name, priority_choice,
                                     (time.perf_counter() - t) * 1e3))
-        output = call_output_tokens(call, prediction)
-        plan = plan_for(call, engine, view.agent_expected_s, output) if self.engine_picker.plans_memory else None
-        return Decision(model, engine.engine_id, priority, prediction, stages,
-                        compute_cost_s(engine, call.input_tokens, output), plan,
-                        mean_compute_cost_s(view.engines, call.input_tokens, output))
+        plan = (plan_for(call, engine, view.agent_expected_s, context.output_tokens)
+                if self.engine_picker.plans_memory else None)
+        return Decision(model, engine.engine_id, priority, prediction, stages, context.compute_cost_s, plan,
+                        context.mean_cost_s)
 
 
     def _priority_on(self, call: LlmCall, view: ClusterSnapshot, model: str, prediction: Prediction) -> Priority:
         """The call's priority as if it went to the model's first healthy engine (by id)."""
         engine = min(view.healthy_engines(model), key=lambda e: e.engine_id)
-        return self.priority_rule.priority(call, prediction, PriorityContext(view.taken_unix_s, engine, view))[0]
+        context = PriorityContext.for_call(call, prediction, view.taken_unix_s, engine, view)
+        return self.priority_rule.priority(call, prediction, context)[0]
 
 
 def _noted(choice: Choice, note: str) -> Choice:

@@ -63,11 +63,27 @@ class PolicyStore:
 @dataclass(frozen=True)
 class PriorityContext:
     """What a priority rule may read besides the call: the time of the decision, the engine the call
-    goes to and the cluster (HexGen-Flow's urgency needs all three)."""
+    goes to, the cluster, and the call's cost figures, computed once per decision (``for_call``) for
+    the rule and the decision alike."""
 
     now_s: float
     engine: EngineView
     snapshot: ClusterSnapshot
+    output_tokens: float
+    """L_out-hat of the call (``cost.call_output_tokens``)."""
+    compute_cost_s: float
+    """t_comp of the call on ``engine`` (HexGen-Flow eq. 2)."""
+    mean_cost_s: float
+    """t-bar_comp of the call over every instance (HexGen-Flow eq. 6)."""
+
+    @classmethod
+    def for_call(cls, call: LlmCall, prediction: Prediction, now_s: float, engine: EngineView,
+                 snapshot: ClusterSnapshot) -> PriorityContext:
+        from hetflow.core.cost import call_output_tokens, compute_cost_s, mean_compute_cost_s
+
+        output = call_output_tokens(call, prediction)
+        return cls(now_s, engine, snapshot, output, compute_cost_s(engine, call.input_tokens, output),
+                   mean_compute_cost_s(snapshot.engines, call.input_tokens, output))
 
 
 class WaitForCapacity(Exception):

@@ -17,9 +17,6 @@ from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.cost import (
-    call_output_tokens,
-    compute_cost_s,
-    mean_compute_cost_s,
     remaining_stages_cost_s,
     slo_budget_s,
     stages_left,
@@ -42,9 +39,8 @@ class Urgency(PriorityRule):
     def priority(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[Priority, Choice]:
         now, wf, snap = context.now_s, call.workflow, context.snapshot
         n_left = stages_left(wf.stage_index, wf.stage_count)
-        output = call_output_tokens(call, prediction)
-        this_cost = compute_cost_s(context.engine, call.input_tokens, output)
-        mean_this = mean_compute_cost_s(snap.engines, call.input_tokens, output)                 # eq. 6
+        this_cost = context.compute_cost_s                                                       # eq. 2
+        mean_this = context.mean_cost_s                                                          # eq. 6
         later = snap.remaining_stage_costs_s[:n_left - 1]
         later = tuple(later) + (0.0,) * (n_left - 1 - len(later))  # stages the monitor has not seen
         mean_remaining = remaining_stages_cost_s(mean_this, later)                               # eq. 5's sum

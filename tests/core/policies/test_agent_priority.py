@@ -12,7 +12,8 @@ def key(agent_distance, program_start_s, now_s=1_700_000_000.0, median=None):
     e = engine("e", "m")
     snap = replace(snapshot(e, taken_unix_s=now_s), agent_anchor_distance_s=agent_distance,
                    program_start_s=program_start_s, anchor_distance_median_s=median)
-    return AgentPriority().priority(call(), Prediction(10), PriorityContext(now_s, e, snap))
+    c, prediction = call(), Prediction(10)
+    return AgentPriority().priority(c, prediction, PriorityContext.for_call(c, prediction, now_s, e, snap))
 
 
 def test_nearer_agent_first_even_if_its_program_started_later():

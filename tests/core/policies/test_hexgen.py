@@ -27,37 +27,40 @@ def test_workload_balanced_rejects_alpha_outside_the_unit_interval():
         WorkloadBalanced(alpha=1.5)
 
 
-def context(now_s: float) -> PriorityContext:
-    e = engine("e", "m", engine_profile=FAST)
-    return PriorityContext(now_s, e, snapshot(e, taken_unix_s=now_s))
+def urgency_of(rule, c, prediction, now_s, e=None, snap=None):
+    """The rule's priority for call ``c`` at ``now_s`` on ``e`` (a FAST engine alone by default)."""
+    e = e or engine("e", "m", engine_profile=FAST)
+    snap = snap or snapshot(e, taken_unix_s=now_s)
+    return rule.priority(c, prediction, PriorityContext.for_call(c, prediction, now_s, e, snap))
 
 
 def test_tighter_deadline_and_later_stage_share_are_more_urgent():
     rule = Urgency()
-    tight, _ = rule.priority(call(deadline_unix_s=110.0, stage_index=1, stage_count=2), Prediction(100), context(100.0))
-    loose, choice = rule.priority(call(deadline_unix_s=200.0, stage_index=1, stage_count=2), Prediction(100),
-                                  context(100.0))
+    tight, _ = urgency_of(rule, call(deadline_unix_s=110.0, stage_index=1, stage_count=2), Prediction(100),
+                          100.0)
+    loose, choice = urgency_of(rule, call(deadline_unix_s=200.0, stage_index=1, stage_count=2), Prediction(100),
+                               100.0)
     assert tight < loose
     assert choice.scores["budget_s"] == pytest.approx(50.0)   # 100 s left, 2 alike stages: eq. 5 gives half
-    last, last_choice = rule.priority(call(deadline_unix_s=200.0, stage_index=2, stage_count=2), Prediction(50),
-                                      context(150.0))
+    last, last_choice = urgency_of(rule, call(deadline_unix_s=200.0, stage_index=2, stage_count=2), Prediction(50),
+                                   150.0)
     assert last_choice.scores["budget_s"] == pytest.approx(50.0)  # the last stage gets all that is left
 
 
 def test_calls_without_deadline_follow_every_call_with_one_first_come_first_served():
     rule = Urgency()
-    with_deadline, _ = rule.priority(call(deadline_unix_s=10_000.0), Prediction(100), context(0.0))
-    first, choice = rule.priority(call(), Prediction(100), context(1.0))
-    second, _ = rule.priority(call(), Prediction(100), context(2.0))
+    with_deadline, _ = urgency_of(rule, call(deadline_unix_s=10_000.0), Prediction(100), 0.0)
+    first, choice = urgency_of(rule, call(), Prediction(100), 1.0)
+    second, _ = urgency_of(rule, call(), Prediction(100), 2.0)
     assert with_deadline < first < second and choice.rule == "urgency:no-deadline"
-    defaulted, c = Urgency(default_slo_scale=5.0).priority(call(), Prediction(100), context(1.0))
+    defaulted, c = urgency_of(Urgency(default_slo_scale=5.0), call(), Prediction(100), 1.0)
     assert c.rule == "urgency:default-slo" and defaulted < first
 
 
 def test_default_slo_scale_puts_calls_with_less_work_left_first():
     rule = Urgency(default_slo_scale=5.0)
-    short, _ = rule.priority(call(), Prediction(50), context(10.0))
-    long, _ = rule.priority(call(), Prediction(5000), context(10.0))
+    short, _ = urgency_of(rule, call(), Prediction(50), 10.0)
+    long, _ = urgency_of(rule, call(), Prediction(5000), 10.0)
     assert short < long
 
 
@@ -69,12 +72,12 @@ def test_budgets_split_by_each_remaining_stages_mean_cost_as_in_figure_3():
     rule = Urgency()
     first = call(deadline_unix_s=0.1, stage_index=1, stage_count=2, input_tokens=1)
     snap = replace(snapshot(e, taken_unix_s=0.0), remaining_stage_costs_s=(0.060,))
-    _, choice = rule.priority(first, Prediction(80), PriorityContext(0.0, e, snap))  # 40 tokens x 1 ms: 40 ms
+    _, choice = urgency_of(rule, first, Prediction(80), 0.0, e, snap)  # 40 tokens x 1 ms: 40 ms
     assert choice.scores["budget_s"] == pytest.approx(0.040)
     assert choice.scores["stages_cost_s"] == pytest.approx(0.100)
     second = call(deadline_unix_s=0.1, stage_index=2, stage_count=2, input_tokens=1)
     snap = replace(snapshot(e, taken_unix_s=0.050), remaining_stage_costs_s=())
-    _, choice = rule.priority(second, Prediction(60), PriorityContext(0.050, e, snap))  # 60 ms, 50 ms left
+    _, choice = urgency_of(rule, second, Prediction(60), 0.050, e, snap)  # 60 ms, 50 ms left
     assert choice.scores["budget_s"] == pytest.approx(0.050)
 
 
@@ -84,7 +87,7 @@ def test_a_later_costlier_stage_takes_more_of_the_time_than_an_even_split():
     first = call(deadline_unix_s=1.0, stage_index=1, stage_count=3, input_tokens=1)
     learned = replace(snapshot(e), remaining_stage_costs_s=(0.3, 0.6))
     unseen = replace(snapshot(e), remaining_stage_costs_s=(0.0, 0.0))
-    _, with_costs = Urgency().priority(first, Prediction(300), PriorityContext(0.0, e, learned))   # 100 ms here
-    _, even = Urgency().priority(first, Prediction(300), PriorityContext(0.0, e, unseen))
+    _, with_costs = urgency_of(Urgency(), first, Prediction(300), 0.0, e, learned)   # 100 ms here
+    _, even = urgency_of(Urgency(), first, Prediction(300), 0.0, e, unseen)
     assert with_costs.scores["budget_s"] == pytest.approx(0.1)          # 1 s x 0.1 / (0.1 + 0.3 + 0.6)
     assert even.scores["budget_s"] == pytest.approx(1.0 / 3)            # unseen stages count as this one
