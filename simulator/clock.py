@@ -18,7 +18,7 @@ class EventLoop:
     def at(self, time_s: float, fn: Callable[..., None], *args: Any) -> None:
         self._push(time_s, False, fn, args)
 
-    def every(self, interval_s: float, fn: Callable[[], None]) -> None:
+    def every(self, interval_s: float, fn: Callable[[], object]) -> None:
         """Run ``fn`` every ``interval_s`` while other work remains: a background timer (the monitor's
         refreshes, engine reports) that never keeps the loop alive by itself."""
         def tick() -> None:

@@ -138,14 +138,10 @@ class Simulation:
                 self._deadlines[pid] = result.deadline_s = program[0].arrival_s + scale * result.isolated_s
             self.loop.at(program[0].arrival_s, self._start, pid)
         if self.pipeline.priority_rule.needs_agent_stats or self._packs:
-            self.loop.every(self.agent_priority_interval_s, self._refresh_anchor_distances)
+            self.loop.every(self.agent_priority_interval_s, self.monitor.refresh_anchor_distances)
         self.loop.every(ENGINE_REPORT_INTERVAL_S, self._report_engines)
         self.loop.run()
         return [r for r in self.results.values() if r.finished_s]
-
-    def _refresh_anchor_distances(self) -> None:
-        """The monitor's background refresh of Kairos's agent distances (5.1), in virtual time."""
-        self.monitor.refresh_anchor_distances()
 
     def _report_engines(self) -> None:
         """The engines' periodic status reports, as live engines send them: the snapshot's queue and KV

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple
 
 from hetflow.core.call import LlmCall
+from hetflow.core.errors import Unavailable
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 
@@ -133,8 +134,6 @@ class PriorityRule:
 
 def healthy_or_unavailable(snapshot: ClusterSnapshot, model: str | None = None) -> list[EngineView]:
     """The healthy engines (of ``model``), or UNAVAILABLE naming what has none."""
-    from hetflow.core.errors import Unavailable
-
     engines = snapshot.healthy_engines(model)
     if not engines:
         raise Unavailable(f"no healthy engine for model {model!r}" if model else "no healthy engine")
