@@ -140,7 +140,9 @@ class Dispatcher:
                         outcome.set_exception(exc)
                     continue
                 self.held.release(held.request_id)
-                if not outcome.done():
+                if outcome.done():  # the caller gave up while this round admitted it: nothing may linger
+                    self._release_later(call.request_id, 0, "cancelled")
+                else:
                     outcome.set_result(dispatch)
 
     async def _decide_once(self, call: LlmCall) -> Dispatch:

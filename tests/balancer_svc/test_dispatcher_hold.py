@@ -83,3 +83,38 @@ def test_held_calls_are_released_in_priority_order_as_room_frees():
 
     order, still_held = asyncio.run(scenario())
     assert order == [1.0, 2.0, 3.0] and still_held == 0
+
+
+def test_a_call_whose_caller_gives_up_while_a_round_admits_it_is_released():
+    """The round's decision admitted the call in the monitor; its caller is gone, so the entry is
+    released at once rather than left to orphan reconciliation."""
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
+        deciding, finish, released = asyncio.Event(), asyncio.Event(), []
+        attempts = []
+
+        async def decide_once(c):
+            attempts.append(c.request_id)
+            if len(attempts) == 1:
+                raise WaitForCapacity("no room", retry_after_s=0.0)
+            deciding.set()
+            await finish.wait()
+            return "admitted"
+
+        dispatcher._decide_once = decide_once
+        dispatcher._release_later = lambda request_id, tokens, outcome, started=0.0: released.append(
+            (request_id, outcome))
+        c = call()
+        caller = asyncio.create_task(dispatcher.decide(c))
+        await deciding.wait()
+        caller.cancel()                                  # the client gives up mid-round
+        await asyncio.sleep(0)
+        finish.set()
+        while dispatcher.held:
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.01)
+        await dispatcher.close()
+        return c.request_id, released
+
+    request_id, released = asyncio.run(scenario())
+    assert released == [(request_id, "cancelled")]
