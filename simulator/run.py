@@ -22,14 +22,18 @@ from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies import Priority, WaitForCapacity
 from hetflow.core.policy_config import PolicyConfig
+from hetflow.core.prefix import part_block_hashes
 from hetflow.core.stats import union_length_s
-from hetflow.core.trace import StageRecord, programs
+from hetflow.core.trace import StageRecord, programs, prompt_parts
 from simulator.clock import EventLoop
 from simulator.engine import VirtualEngine
 from simulator.signals import Signals
 
 ENGINE_REPORT_INTERVAL_S = 0.5
 """How often simulated engines report their status to the monitor, as live engines do."""
+PREFIX_BLOCK_TOKENS = 16
+"""Tokens per block of a call's prefix hashes: vLLM's default KV block size, which every simulated
+engine profile uses (``EngineProfile.block_size``), so the engine and the balancer share the hashes."""
 
 
 @dataclass
@@ -101,6 +105,10 @@ class Simulation:
         self.signals = signals
         self.monitor = MonitorState(MonitorLimits(engine_stale_after_s=float("inf"), engine_failed_after_s=float("inf"),
                                                   orphan_grace_s=float("inf"), program_ttl_s=float("inf")))
+        odd = sorted(e.engine_id for e in engines if e.profile.block_size != PREFIX_BLOCK_TOKENS)
+        if odd:
+            raise ValueError(f"engines {odd}: the simulator hashes prompts in {PREFIX_BLOCK_TOKENS}-token blocks, "
+                             "the engines' KV block size must match")
         self.engines = {e.engine_id: VirtualEngine(e.engine_id, e.model, e.profile, queue or QueueConfig(), self.loop,
                                                    self._finished)
                         for e in engines}
@@ -143,6 +151,13 @@ class Simulation:
         self.loop.run()
         return [r for r in self.results.values() if r.finished_s]
 
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Prompt tokens found in the engines' prefix caches over those looked up, at every admission
+        (vLLM's ``prefix_cache_hits / prefix_cache_queries``); 0 before any admission."""
+        queried = sum(e.scheduler.prefix_query_tokens for e in self.engines.values())
+        return sum(e.scheduler.prefix_hit_tokens for e in self.engines.values()) / queried if queried else 0.0
+
     def _report_engines(self) -> None:
         """The engines' periodic status reports, as live engines send them: the snapshot's queue and KV
         figures, and the preemption counts the monitor suspends engines by (Kairos 6), are as of the
@@ -170,16 +185,27 @@ class Simulation:
             if not record.depends_on:
                 self._dispatch(program_id, record)
 
+    def _prompt(self, program_id: str, record: StageRecord) -> tuple[int | None, tuple[int, ...]]:
+        """The call's prompt length and block hashes, its ancestors' outputs as the models that served
+        them wrote them; (None, ()) for a record without prompt parts (its length depends on the model)."""
+        if not record.prompt_parts:
+            return None, ()
+        producers = {stage: self.engines[c.engine_id].model for stage, c in self.results[program_id].calls.items()}
+        parts = prompt_parts(self._programs[program_id], record, producers)
+        return sum(p.tokens for p in parts), part_block_hashes(parts, PREFIX_BLOCK_TOKENS)
+
     def _dispatch(self, program_id: str, record: StageRecord) -> None:
         program, now = self._programs[program_id], self.loop.now
+        prompt_tokens, blocks = self._prompt(program_id, record)
         call = LlmCall(request_id=f"{program_id}/{record.stage_index}", prompt=record.user_prompt, messages=(),
                        sampling=SamplingSpec(max_tokens=max(record.output_tokens.values())),
                        workflow=WorkflowInfo(program_id, record.workflow, record.agent, record.stage_index,
                                              record.stage_count, record.upstream_agent, record.tenant,
                                              self._deadlines.get(program_id, 0.0)),
-                       received_unix_s=now, known_input_tokens=max(record.input_tokens.values()))
+                       received_unix_s=now, known_input_tokens=prompt_tokens or max(record.input_tokens.values()),
+                       prefix_blocks=blocks)
         snapshot = cluster_snapshot(self.monitor, now, program_id, record.agent, record.workflow, record.stage_index,
-                                    record.stage_count)
+                                    record.stage_count, blocks)
         candidates = self.pipeline.candidate_models(call, snapshot)
         router_asked = self.pipeline.needs_router(call, candidates)
         confidence = self.signals.confidence_for(record, candidates) if router_asked else {}
@@ -202,10 +228,11 @@ class Simulation:
             return
         finally:
             self.decision_ms.append((time.perf_counter() - started) * 1e3)
-        req = EngineRequest(request_id=call.request_id, prompt_tokens=record.input_tokens[outcome.model],
+        req = EngineRequest(request_id=call.request_id,
+                            prompt_tokens=prompt_tokens or record.input_tokens[outcome.model],
                             max_tokens=record.output_tokens[outcome.model], priority=outcome.priority.key,
                             priority_tiebreak=outcome.priority.tiebreak, arrival_s=now, program_id=program_id,
-                            target_output_tokens=record.output_tokens[outcome.model])
+                            target_output_tokens=record.output_tokens[outcome.model], block_hashes=blocks)
         try:
             self.engines[outcome.engine_id].submit(req)
         except (ValueError, MemoryError) as exc:  # the live engine answers INVALID_ARGUMENT / RESOURCE_EXHAUSTED
@@ -216,7 +243,7 @@ class Simulation:
                            outcome.prediction.median_tokens, now, workflow=record.workflow,
                            predicted_cost_s=outcome.predicted_cost_s, agent=record.agent,
                            upstream_agent=record.upstream_agent, memory_plan=outcome.memory_plan,
-                           stage_index=record.stage_index, mean_cost_s=outcome.mean_cost_s)
+                           stage_index=record.stage_index, mean_cost_s=outcome.mean_cost_s, prefix_blocks=blocks)
         result = self.results[program_id]
         if record.stage_index == record.stage_count:  # the final answer's model decides correctness
             result.model = outcome.model

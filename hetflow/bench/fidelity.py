@@ -45,7 +45,7 @@ def scaled_trace(n_programs: int, seed: int, rate_per_s: float, max_input: int, 
         source = next(iter(r.input_tokens))
         out.append(replace(r, input_tokens={MODEL: max(8, min(max_input, r.input_tokens[source] // 4))},
                            output_tokens={MODEL: max(4, min(max_output, r.output_tokens[source] // 4))},
-                           correct={}))
+                           correct={}, prompt_parts=[]))  # the cut prompts share no prefix
     return out
 
 

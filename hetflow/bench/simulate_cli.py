@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     summary = summarize(sim.run(records), sim.decision_ms)
     summary["simulated_in_s"] = time.perf_counter() - started
     summary["rejected_calls"] = len(sim.rejected)
+    summary["prefix_hit_rate"] = sim.prefix_hit_rate
     print(json.dumps(summary, indent=2))
     return 0
 

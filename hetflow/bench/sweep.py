@@ -141,6 +141,7 @@ def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[St
     results = sim.run(at_rate(records, rate_per_s))
     summary = summarize(results, sim.decision_ms)
     summary["rejected_calls"] = len(sim.rejected)
+    summary["prefix_hit_rate"] = sim.prefix_hit_rate
     summary["latencies_s"] = sorted(round(r.latency_s, 4) for r in results)
     return summary
 

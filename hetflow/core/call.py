@@ -45,6 +45,9 @@ class LlmCall:
     known_input_tokens: int | None = None
     """The prompt's length when the caller knows it better than the text does: a simulated call, whose
     text stands in for a prompt it does not spell out."""
+    prefix_blocks: tuple[int, ...] = ()
+    """Chained hashes of the prompt's full blocks (``hetflow.core.prefix``): what it shares with the
+    prompts engines were sent before."""
 
     @property
     def system_prompt(self) -> str:

@@ -4,7 +4,8 @@ A program's records share ``program_id`` and ``arrival_s``; ``stage_index`` numb
 topological order of the workflow's DAG and ``depends_on`` names the stages each call waits for
 (empty for the first stage; several entries after a parallel fan-out). Token counts are per model:
 a stage's input includes earlier stages' outputs, and those depend on the model that produced them
-(with program affinity, one model serves the whole program). ``correct`` is the per-model
+(with program affinity, one model serves the whole program). ``prompt_parts`` spells out how the
+input is built, so that calls sharing a prefix share its KV blocks. ``correct`` is the per-model
 correctness of the program's final answer, the same on every record of the program.
 """
 
@@ -15,7 +16,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
+
+from hetflow.core.prefix import PromptPart
 
 
 @dataclass
@@ -41,6 +44,11 @@ class StageRecord:
     tenant: str = "default"
     item: dict[str, Any] = field(default_factory=dict)
     """Where the text came from and the features of its difficulty (module, level, difficulty...)."""
+    prompt_parts: list[dict[str, Any]] = field(default_factory=list)
+    """The prompt in order, for prefix caching: ``{"text": key, "tokens": n}`` for a piece of text
+    (a system or user prompt, keyed by its digest; a Mooncake block by its hash id) and
+    ``{"output_of": j}`` for stage j's output, whose length depends on the model. The parts' tokens
+    sum to ``input_tokens``. Empty: the prompt shares no prefix with any other."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"), sort_keys=True)
@@ -91,3 +99,18 @@ def trace_sha256(records: Iterable[StageRecord]) -> str:
 def remaining_output_tokens(program: list[StageRecord], stage_index: int, model: str) -> int:
     """Chimera 3.4: Y_r = sum over j >= i of OutTokens(p, j), for the program served by ``model``."""
     return sum(r.output_tokens[model] for r in program if r.stage_index >= stage_index)
+
+
+def prompt_parts(program: list[StageRecord], record: StageRecord, producers: Mapping[int, str]) -> list[PromptPart]:
+    """``record``'s prompt, each ancestor output as the model that produced it (``producers``: stage ->
+    model) wrote it: named by program, stage and model, so calls share its blocks only when they saw
+    the same output, and as long as that model's output."""
+    outputs = {r.stage_index: r.output_tokens for r in program}
+    parts = []
+    for part in record.prompt_parts:
+        if "output_of" in part:
+            stage, model = part["output_of"], producers[part["output_of"]]
+            parts.append(PromptPart(f"{record.program_id}/{stage}/{model}", outputs[stage][model]))
+        else:
+            parts.append(PromptPart(part["text"], part["tokens"]))
+    return parts

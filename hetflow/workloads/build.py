@@ -1,13 +1,20 @@
 """Turn a family's planned programs into trace records: per-model tokens and correctness.
 
 A family plans each program (its stages, their text and dependencies, the item's difficulty and a
-length sampler); the builder then, per model, samples output lengths, sums each stage's input
-(system + user prompt + outputs of every ancestor stage), fits the model's ability to its published
-accuracy over the trace's own items and draws the final answer's correctness.
+length sampler); the builder then, per model, samples output lengths, builds each stage's prompt
+(``prompt_parts``), fits the model's ability to its published accuracy over the trace's own items and
+draws the final answer's correctness.
+
+A stage's prompt is the conversation so far, as agent frameworks pass it on: every ancestor stage in
+order, each as its system prompt, its user prompt and its output, then the stage's own system and
+user prompt; a text already in the conversation is not repeated. So a chain's stage starts with its
+parent's whole prompt and output, parallel branches share their common ancestors, and the KV blocks
+of that shared prefix can be reused (vLLM's automatic prefix caching).
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -77,16 +84,34 @@ def build(plans: Sequence[ProgramPlan], models: Sequence[str], arrivals: Sequenc
                    for m in models}
         context = ancestors(plan.stages)
         for i, stage in enumerate(plan.stages):
-            prompt_tokens = count_tokens(stage.system_prompt) + count_tokens(stage.user_prompt)
+            parts = prompt_parts(plan.stages, i, context[i])
+            inputs = {m: sum(p["tokens"] if "text" in p else outputs[m][p["output_of"] - 1] for p in parts)
+                      for m in models}
             records.append(StageRecord(
                 program_id=program_id, workflow=plan.workflow, variant=plan.variant, stage_index=i + 1,
                 stage_count=len(plan.stages), agent=stage.agent,
                 upstream_agent=plan.stages[stage.depends_on[-1] - 1].agent if stage.depends_on else "",
                 depends_on=list(stage.depends_on), system_prompt=stage.system_prompt, user_prompt=stage.user_prompt,
-                input_tokens={m: prompt_tokens + sum(outputs[m][j - 1] for j in context[i]) for m in models},
+                input_tokens=inputs,
                 output_tokens={m: outputs[m][i] for m in models}, correct=dict(correct),
-                arrival_s=round(arrival, 6), tenant=plan.tenant, item=dict(plan.item)))
+                arrival_s=round(arrival, 6), tenant=plan.tenant, item=dict(plan.item), prompt_parts=parts))
     return records
+
+
+def prompt_parts(stages: Sequence[StagePlan], index: int, context: set[int]) -> list[dict[str, Any]]:
+    """Stage ``index``'s (0-based) prompt: each ancestor in ``context`` (1-based) as its texts and its
+    output, then its own texts, each text once."""
+    parts: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for j in [*sorted(context), index + 1]:
+        for text in (stages[j - 1].system_prompt, stages[j - 1].user_prompt):
+            key = hashlib.sha256(text.encode()).hexdigest()[:16]
+            if text and key not in seen:
+                seen.add(key)
+                parts.append({"text": key, "tokens": count_tokens(text)})
+        if j != index + 1:
+            parts.append({"output_of": j})
+    return parts
 
 
 def chain(agents: Sequence[tuple[str, str]], user_prompt: str) -> list[StagePlan]:

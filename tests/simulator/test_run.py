@@ -162,8 +162,24 @@ def test_alpha_tuning_replays_the_window_and_sets_the_best_alpha():
                           Signals("oracle", "oracle"))
 
     sim = make(0.0)
-    tuning = SimulatedAlphaTuning(sim, make, AlphaTuner(window_s=30.0))
+    tuning = SimulatedAlphaTuning(sim, make, AlphaTuner(window_s=60.0))  # a window reaching back into the burst
     sim.run(sorted(records, key=lambda r: r.arrival_s))
     assert tuning.tuner.history and any(test.regressed for _, test in tuning.tuner.history)
     now, alpha, by_alpha = tuning.changes[0]
     assert alpha == min(by_alpha, key=lambda a: (by_alpha[a], a)) and sim.pipeline.store.alpha == tuning.tuner.alpha
+
+
+def test_a_chain_on_one_engine_reuses_its_parents_prompt_and_output():
+    trace = [r for r in generate("code", 40, seed=3, models=(SMALL, LARGE), rate_per_s=0.5)]
+    one_engine = [EngineSpec("small-0", SMALL, load_profile(f"{SMALL}@a6000"))]
+    sim = Simulation(one_engine, PolicyConfig(), ORACLE)
+    sim.run(trace)
+    without = Simulation(one_engine, PolicyConfig(), ORACLE)
+    without.run([replace(r, prompt_parts=[]) for r in trace])
+    assert sim.prefix_hit_rate > 0.3 and without.prefix_hit_rate == 0.0
+
+
+def test_engines_whose_blocks_differ_from_the_prompt_hashes_are_refused():
+    odd = EngineSpec("small-0", SMALL, load_profile(f"{SMALL}@a6000", block_size=32))
+    with pytest.raises(ValueError, match="block size"):
+        Simulation([odd], PolicyConfig(), ORACLE)

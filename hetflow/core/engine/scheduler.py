@@ -74,6 +74,8 @@ class BatchScheduler:
         self.kv = KVBlockPool(profile.num_kv_blocks, profile.block_size, prefix_caching)
         self.prefix_query_tokens = 0
         """Prompt tokens looked up in the prefix cache at admission (vLLM's prefix cache queries)."""
+        self.prefix_hit_tokens = 0
+        """Of those, tokens found in the cache (vLLM's prefix cache hits)."""
         self.running: list[EngineRequest] = []
         self.requests: dict[str, EngineRequest] = {}
         self.iteration = 0
@@ -175,6 +177,7 @@ class BatchScheduler:
                 req.num_computed_tokens = 0
                 return
             self.prefix_query_tokens += req.prompt_tokens
+            self.prefix_hit_tokens += req.num_computed_tokens
             req.prefix_hit_tokens += req.num_computed_tokens
             self.queue.pop()
             req.status = RequestStatus.RUNNING

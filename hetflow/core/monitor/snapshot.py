@@ -8,7 +8,7 @@ Kairos's memory ledger) and the program's and agent's statistics.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from hetflow.core.monitor.state import EngineRecord, MonitorState
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
@@ -20,9 +20,11 @@ def _median(values: Iterable[float]) -> float | None:
     return percentile(ordered, 0.5) if ordered else None
 
 
-def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[float, ...]) -> EngineView:
-    """One engine's report joined with the monitor's accounting of it."""
-    status, profile = record.status, record.status.profile
+def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[float, ...],
+                prefix_blocks: Sequence[int] = ()) -> EngineView:
+    """One engine's report joined with the monitor's accounting of it, and how much of a prompt with
+    ``prefix_blocks`` it likely holds."""
+    status, profile, index = record.status, record.status.profile, record.prefix_index
     return EngineView(
         engine_id=status.engine_id, model=status.model, address=status.address, healthy=healthy,
         in_flight_tokens=record.in_flight_tokens, in_flight_requests=len(record.in_flight),
@@ -31,17 +33,20 @@ def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[flo
         max_batch_size=max(1, profile.max_num_seqs) if profile else 1,
         kv_capacity_tokens=profile.kv_capacity_tokens if profile else 0,
         in_flight_cost_s=record.in_flight_cost_s, profile=profile, kv_ledger_tokens=kv_ledger_tokens,
-        suspended=record.suspended, dispatched_since_report=record.dispatched_since_report)
+        suspended=record.suspended, dispatched_since_report=record.dispatched_since_report,
+        prefix_match_blocks=index.matched_blocks(prefix_blocks) if index is not None and prefix_blocks else 0,
+        prefix_index_blocks=len(index) if index is not None else 0)
 
 
 def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", agent: str = "", workflow: str = "",
-                     stage_index: int = 0, stage_count: int = 0) -> ClusterSnapshot:
+                     stage_index: int = 0, stage_count: int = 0, prefix_blocks: Sequence[int] = ()
+                     ) -> ClusterSnapshot:
     """The cluster at ``now_s`` for a call of ``program_id`` by ``agent`` at stage ``stage_index`` of
-    ``stage_count`` of ``workflow``. Each engine's memory ledger is carried up to its last occupied
-    slot (nothing for engines no packing decision has used)."""
+    ``stage_count`` of ``workflow``, whose prompt has ``prefix_blocks``. Each engine's memory ledger
+    is carried up to its last occupied slot (nothing for engines no packing decision has used)."""
     horizon = state.limits.ledger_horizon_slots
     engines = tuple(engine_view(record, state.is_healthy(record, now_s),
-                                tuple(record.ledger.occupied_window(now_s, horizon).tolist()))
+                                tuple(record.ledger.occupied_window(now_s, horizon).tolist()), prefix_blocks)
                     for record in state.engines.values())
     stats = state.agent_stats
     return ClusterSnapshot(taken_unix_s=now_s, engines=engines, program_model=state.program_model(program_id),

@@ -10,10 +10,12 @@ O(engines). Pure state: every method takes the time it is called at.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.monitor.agent_latency import AgentStats
 from hetflow.core.monitor.memory_ledger import MemoryLedger, MemoryPlan
+from hetflow.core.monitor.prefix_index import PrefixIndex
 from hetflow.core.monitor.spans import CallSpan
 from hetflow.core.monitor.stage_costs import StageCosts
 
@@ -80,6 +82,8 @@ class EngineRecord:
     """Expected KV tokens per coming slot (Kairos 6)."""
     suspended: bool = False
     """Preemptions since the last report: no new dispatches until a report without (Kairos 6)."""
+    prefix_index: PrefixIndex | None = None
+    """The blocks recently sent to the engine (its likely prefix cache); made at its first report."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,9 @@ class MonitorLimits:
     """A program with nothing in flight is forgotten this long after it was last seen."""
     ledger_horizon_slots: int = 240
     """Slots of each engine's memory ledger a snapshot carries (240 x 0.5 s = 2 min)."""
+    prefix_index_blocks: int = 31250
+    """Blocks each engine's prefix index remembers when its profile does not say how many KV blocks
+    it has (the Gateway API Inference Extension's default ``lruCapacityPerServer``)."""
 
 
 class MonitorState:
@@ -113,8 +120,8 @@ class MonitorState:
     def admit(self, request_id: str, program_id: str, model: str, engine_id: str, predicted_tokens: float,
               now_s: float, workflow: str = "", deadline_unix_s: float = 0.0,
               predicted_cost_s: float = 0.0, agent: str = "", upstream_agent: str = "",
-              memory_plan: MemoryPlan | None = None, stage_index: int = 0, mean_cost_s: float = 0.0
-              ) -> ProgramRecord:
+              memory_plan: MemoryPlan | None = None, stage_index: int = 0, mean_cost_s: float = 0.0,
+              prefix_blocks: Sequence[int] = ()) -> ProgramRecord:
         if not request_id:
             raise ValueError("request_id is required")
         if request_id in self.entries:
@@ -140,6 +147,8 @@ class MonitorState:
         engine.dispatched_since_report += 1
         if memory_plan is not None:
             engine.ledger.add(request_id, memory_plan, now_s)
+        if prefix_blocks and engine.prefix_index is not None:
+            engine.prefix_index.record(prefix_blocks)
         self.stage_costs.record(workflow, stage_index, mean_cost_s)
         self.admit_seq += 1
         return program
@@ -177,6 +186,8 @@ class MonitorState:
         record = self.engines.get(status.engine_id)
         if record is None:
             record = self.engines[status.engine_id] = EngineRecord(status, now_s)
+            record.prefix_index = PrefixIndex(status.profile.num_kv_blocks if status.profile
+                                              else self.limits.prefix_index_blocks)
         record.suspended = status.preemptions_total > record.status.preemptions_total
         record.status, record.received_s, record.dispatched_since_report = status, now_s, 0
         active = set(status.active_request_ids)

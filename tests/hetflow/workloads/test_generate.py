@@ -4,7 +4,8 @@ import statistics
 
 import pytest
 
-from hetflow.core.trace import programs, read_jsonl, remaining_output_tokens, write_jsonl
+from hetflow.core.prefix import part_block_hashes
+from hetflow.core.trace import programs, prompt_parts, read_jsonl, remaining_output_tokens, write_jsonl
 from hetflow.workloads.generate import generate
 
 MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-14b-instruct")
@@ -35,6 +36,34 @@ def test_every_record_is_complete_and_inputs_include_upstream_outputs(traces):
                     upstream = sum(group[d - 1].output_tokens[m] for d in r.depends_on)
                     assert r.input_tokens[m] >= upstream + 1
             assert len({r.arrival_s for r in group}) == 1 and len({str(r.correct) for r in group}) == 1
+
+
+def test_a_stage_prompt_is_the_conversation_so_far(traces):
+    """Parts sum to the input; a chain's stage starts with its parent's prompt and output; parallel
+    branches start with the same prefix."""
+    for groups in traces.values():
+        for group in groups.values():
+            producers = {r.stage_index: MODELS[0] for r in group}
+            parts = {r.stage_index: prompt_parts(group, r, producers) for r in group}
+            for r in group:
+                assert sum(p.tokens for p in parts[r.stage_index]) == r.input_tokens[MODELS[0]]
+                if len(r.depends_on) == 1:
+                    parent = parts[r.depends_on[0]]
+                    assert parts[r.stage_index][:len(parent)] == parent
+                    own_output = f"{r.program_id}/{r.depends_on[0]}/{MODELS[0]}"
+                    assert parts[r.stage_index][len(parent)].key == own_output
+    sql = next(g for g in traces["sql"].values() if sum(r.agent == "sql_writer" for r in g) > 1)
+    writers = [part_block_hashes(prompt_parts(sql, r, {1: MODELS[0]}), 16) for r in sql if r.agent == "sql_writer"]
+    assert len(set(writers)) == 1 and writers[0]                # the candidates share one prompt
+
+
+def test_each_ancestor_output_is_the_producing_models():
+    group = programs(generate("code", 30, seed=3, models=MODELS))
+    chain = next(g for g in group.values() if len(g) == 4)
+    small = prompt_parts(chain, chain[1], {1: MODELS[0]})
+    large = prompt_parts(chain, chain[1], {1: MODELS[1]})
+    assert small[:-2] == large[:-2] and small[-2] != large[-2]   # the planner's output differs
+    assert small[-2].tokens == chain[0].output_tokens[MODELS[0]]
 
 
 @pytest.mark.parametrize("family, shapes", [

@@ -1,0 +1,74 @@
+"""A prompt's prefix identity: chained hashes of its full blocks.
+
+vLLM's automatic prefix caching identifies a full KV block by a hash over its tokens and the hash of
+the block before it, so two prompts share a block's hash exactly when they share everything up to
+its end (``vllm/v1/core/kv_cache_utils.py``: ``hash_block_tokens``). The engine model reuses cached
+blocks by these hashes, and the balancer's prefix-affinity scoring looks them up in what each engine
+was sent recently, as the routers that approximate an engine's cache do (the Gateway API Inference
+Extension's prefix-cache scorer hashes fixed-size chunks of the prompt the same way).
+
+Two sources of blocks:
+- a simulated prompt is a sequence of ``PromptPart``: pieces of content with an identity and a length
+  (a system prompt's digest, an ancestor stage's output), whose tokens the trace does not spell out;
+- a live prompt is text, hashed in chunks of ``TEXT_BLOCK_CHARS`` characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Container, Iterable, Sequence
+
+TEXT_BLOCK_CHARS = 64
+"""Characters per block of a live prompt's text: about 16 tokens, vLLM's default block size (the
+Gateway API Inference Extension's prefix-cache plugin hashes 64-character blocks by default)."""
+
+
+@dataclass(frozen=True)
+class PromptPart:
+    """A piece of a prompt: ``key`` names its content (equal keys, equal tokens), ``tokens`` its length."""
+
+    key: str
+    tokens: int
+
+
+def part_block_hashes(parts: Iterable[PromptPart], block_size: int) -> tuple[int, ...]:
+    """Chained hashes of the full ``block_size``-token blocks of the prompt made of ``parts``; the
+    tail that fills no block has none. A block's content is the (part, offset) pieces it covers.
+    Process-local (Python's ``hash``): the simulator compares them within one run."""
+    hashes: list[int] = []
+    parent, pieces, filled = 0, [], 0
+    for part in parts:
+        offset = 0
+        while offset < part.tokens:
+            take = min(block_size - filled, part.tokens - offset)
+            pieces.append((part.key, offset, take))
+            filled, offset = filled + take, offset + take
+            if filled == block_size:
+                parent = hash((parent, *pieces))
+                hashes.append(parent)
+                pieces, filled = [], 0
+    return tuple(hashes)
+
+
+def text_block_hashes(text: str, block_chars: int = TEXT_BLOCK_CHARS) -> tuple[int, ...]:
+    """Chained hashes of the full ``block_chars``-character blocks of ``text``: stable across
+    processes (BLAKE2b, 63 bits), so balancers and the monitor agree on them."""
+    hashes: list[int] = []
+    parent = b""
+    for start in range(0, len(text) // block_chars * block_chars, block_chars):
+        chunk = text[start:start + block_chars].encode("utf-8", errors="replace")
+        parent = hashlib.blake2b(parent + chunk, digest_size=8).digest()
+        hashes.append(int.from_bytes(parent, "big") >> 1)
+    return tuple(hashes)
+
+
+def leading_matches(block_hashes: Sequence[int], known: Container[int]) -> int:
+    """How many of the prompt's leading blocks are in ``known``: the prefix an engine holding ``known``
+    would reuse (a miss ends the run, since later blocks chain on it)."""
+    matched = 0
+    for block_hash in block_hashes:
+        if block_hash not in known:
+            break
+        matched += 1
+    return matched

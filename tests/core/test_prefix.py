@@ -1,0 +1,35 @@
+"""Prefix identity: chained block hashes of prompt parts and of text."""
+
+from hetflow.core.prefix import PromptPart, leading_matches, part_block_hashes, text_block_hashes
+
+
+def test_a_prompt_that_extends_another_shares_all_its_full_blocks():
+    parent = [PromptPart("system", 20), PromptPart("task", 30)]             # 50 tokens: 3 full blocks
+    child = [*parent, PromptPart("p/1/m", 40), PromptPart("coder", 10)]     # 100 tokens: 6 full blocks
+    a, b = part_block_hashes(parent, 16), part_block_hashes(child, 16)
+    assert len(a) == 3 and len(b) == 6 and b[:3] == a
+
+
+def test_a_different_early_part_changes_every_later_block():
+    a = part_block_hashes([PromptPart("system", 16), PromptPart("task", 32)], 16)
+    b = part_block_hashes([PromptPart("other", 16), PromptPart("task", 32)], 16)
+    assert not set(a) & set(b)                                               # chained on the first block
+
+
+def test_a_block_is_its_content_not_how_the_parts_were_cut():
+    whole = part_block_hashes([PromptPart("x", 32)], 16)
+    assert whole == part_block_hashes([PromptPart("x", 32)], 16)
+    assert whole[0] != part_block_hashes([PromptPart("y", 16), PromptPart("x", 16)], 16)[0]
+
+
+def test_text_hashes_are_stable_and_chained():
+    text = "a" * 64 + "b" * 64 + "c" * 10
+    hashes = text_block_hashes(text)
+    assert len(hashes) == 2 and hashes == text_block_hashes(text)           # the 10-char tail fills no block
+    assert text_block_hashes("z" * 64 + "b" * 64)[1] != hashes[1]
+    assert all(0 <= h < 2 ** 63 for h in hashes)
+
+
+def test_leading_matches_stop_at_the_first_miss():
+    assert leading_matches((1, 2, 3, 4), {1, 2, 4}) == 2
+    assert leading_matches((5, 1), {1, 2}) == 0
