@@ -56,4 +56,6 @@ def engine_request(call: LlmCall, priority: Priority) -> engine_pb2.EngineGenera
 def stage_to_proto(stage: str, plugin: str, choice: Choice, elapsed_ms: float) -> balancer_pb2.StageDecision:
     return balancer_pb2.StageDecision(stage=stage, plugin=plugin, rule=choice.rule, chosen=choice.chosen,
                                       scores=dict(choice.scores), loads=dict(choice.loads),
-                                      params=dict(choice.params), elapsed_ms=elapsed_ms)
+                                      params=dict(choice.params), elapsed_ms=elapsed_ms,
+                                      scorers={name: balancer_pb2.EngineScores(per_engine=dict(values))
+                                               for name, values in choice.scorers.items()})

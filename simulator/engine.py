@@ -53,4 +53,5 @@ class VirtualEngine:
         s = self.scheduler
         return EngineStatus(engine_id=self.engine_id, model=self.model, serving=True, waiting=s.num_waiting,
                             running=len(s.running), kv_cache_usage=s.kv.usage,
+                            pending_prefill_tokens=s.pending_prefill_tokens,
                             preemptions_total=s.preemptions_total, profile=self.profile)

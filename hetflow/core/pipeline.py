@@ -9,7 +9,7 @@ it atomic with respect to other decisions. What persists between decisions is th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from hetflow.core import plugins
@@ -38,6 +38,12 @@ class StageDecision:
 
     stage: str
     plugin: str
+    choice: Choice
+    elapsed_ms: float
+
+
+@dataclass(frozen=True)
+class _Timed:
     choice: Choice
     elapsed_ms: float
 
@@ -89,31 +95,19 @@ class Pipeline:
     def decide(self, call: LlmCall, view: ClusterSnapshot, confidence: Mapping[str, float],
                predictions: Mapping[str, tuple[Prediction, str]], router_asked: bool,
                prompt_truncated: bool = False) -> Decision:
-        stages: list[StageDecision] = []
-
-        t = time.perf_counter()
-        if call.model_pin:
-            model_choice, plugin = Choice(call.model_pin, "model-pin"), "model-pin"
+        if self.model_picker.engine_first and not call.model_pin:
+            stages, engine_choice = self._engine_first(call, view, predictions)
+            model = stages[0].choice.chosen
         else:
-            model_choice = self.model_picker.pick(call, view, confidence, self.store)
-            plugin = self.model_picker.type_name
-            if router_asked and not confidence:
-                model_choice = _noted(model_choice, "router-unavailable")
+            stages = [self._model_stage(call, view, confidence, router_asked)]
+            model = stages[0].choice.chosen
+            engine_choice = self._engine_stage(call, view, model, predictions[model][0])
         if prompt_truncated:  # the encoder saw only the first max_length tokens of the prompt
-            model_choice = _noted(model_choice, "router-prompt-truncated")
-        stages.append(StageDecision("model", plugin, model_choice, (time.perf_counter() - t) * 1e3))
-        model = model_choice.chosen
-
-        t = time.perf_counter()
+            stages[0].choice = _noted(stages[0].choice, "router-prompt-truncated")
+        stages.append(StageDecision("engine", self.engine_picker.type_name, engine_choice.choice,
+                                    engine_choice.elapsed_ms))
+        engine = next(e for e in view.engines if e.engine_id == engine_choice.choice.chosen)
         prediction, predictor_note = predictions[model]
-        try:
-            engine_choice = self.engine_picker.pick(call, view, model, prediction, self.store)
-        except WaitForCapacity as wait:  # held: its place in the hold queue is its priority on the model
-            raise WaitForCapacity(str(wait), wait.retry_after_s,
-                                  self._priority_on(call, view, model, prediction)) from wait
-        stages.append(StageDecision("engine", self.engine_picker.type_name, engine_choice,
-                                    (time.perf_counter() - t) * 1e3))
-        engine = next(e for e in view.engines if e.engine_id == engine_choice.chosen)
 
         t = time.perf_counter()
         context = PriorityContext.for_call(call, prediction, view.taken_unix_s, engine, view)
@@ -129,10 +123,39 @@ class Pipeline:
         return Decision(model, engine.engine_id, priority, prediction, stages, context.compute_cost_s, plan,
                         context.mean_cost_s)
 
+    def _model_stage(self, call: LlmCall, view: ClusterSnapshot, confidence: Mapping[str, float],
+                     router_asked: bool) -> StageDecision:
+        t = time.perf_counter()
+        if call.model_pin:
+            return StageDecision("model", "model-pin", Choice(call.model_pin, "model-pin"), 0.0)
+        choice = self.model_picker.pick(call, view, confidence, self.store)
+        if router_asked and not confidence:
+            choice = _noted(choice, "router-unavailable")
+        return StageDecision("model", self.model_picker.type_name, choice, (time.perf_counter() - t) * 1e3)
+
+    def _engine_stage(self, call: LlmCall, view: ClusterSnapshot, model: str, prediction: Prediction) -> _Timed:
+        """The engine picker's choice among ``model``'s engines ("" for every candidate's); a call no
+        engine has room for now is held, at its priority on the model."""
+        t = time.perf_counter()
+        try:
+            choice = self.engine_picker.pick(call, view, model, prediction, self.store)
+        except WaitForCapacity as wait:  # held: its place in the hold queue is its priority on the model
+            raise WaitForCapacity(str(wait), wait.retry_after_s,
+                                  self._priority_on(call, view, model, prediction)) from wait
+        return _Timed(choice, (time.perf_counter() - t) * 1e3)
+
+    def _engine_first(self, call: LlmCall, view: ClusterSnapshot, predictions: Mapping[str, tuple[Prediction, str]]
+                      ) -> tuple[list[StageDecision], _Timed]:
+        """The engine stage over every candidate model's engines; the model is the chosen engine's."""
+        candidates = self.candidate_models(call, view)
+        among = replace(view, engines=tuple(e for e in view.engines if e.model in candidates))
+        timed = self._engine_stage(call, among, "", predictions[candidates[0]][0])
+        model = next(e.model for e in view.engines if e.engine_id == timed.choice.chosen)
+        return [StageDecision("model", self.model_picker.type_name, Choice(model, "engine-first"), 0.0)], timed
 
     def _priority_on(self, call: LlmCall, view: ClusterSnapshot, model: str, prediction: Prediction) -> Priority:
         """The call's priority as if it went to the model's first healthy engine (by id)."""
-        engine = min(view.healthy_engines(model), key=lambda e: e.engine_id)
+        engine = min(view.healthy_engines(model or None), key=lambda e: e.engine_id)
         context = PriorityContext.for_call(call, prediction, view.taken_unix_s, engine, view)
         return self.priority_rule.priority(call, prediction, context)[0]
 

@@ -56,6 +56,11 @@ def _kairos(name: str, source: str, priority: str, engine: str) -> Preset:
     return Preset(name, source, _policy("least-load", engine, priority))
 
 
+LLM_D_ENGINE = StageConfig("scored", {"scorers": {"queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}})
+"""llm-d's default profile: its three scorers and weights, no filter."""
+HETFLOW_SCORED_ENGINE = StageConfig("scored", {"filters": ["memory-fit"], "scorers": {
+    "prefix-affinity": 3.0, "in-flight-tokens": 2.0, "workload-balanced": 1.0}})
+
 KIND_OF_STAGE = {"model": "model-picker", "engine": "engine-picker", "priority": "priority-rule"}
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
@@ -87,6 +92,17 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            PolicyConfig()),
     _hexgen("chimera-hexgen", "Chimera's slack rule, then HexGen-Flow's workload-balanced engine and urgency",
             "workload-balanced", "urgency", model="chimera-slack"),
+    Preset("llm-d", "llm-d's default scheduling profile (Gateway API Inference Extension endpoint picker): queue x2, "
+           "KV utilization x2, prefix cache x3, max score (llm-d-inference-scheduler pkg/epp/config/loader/"
+           "defaults.go); FCFS engines", _policy("engine-first", LLM_D_ENGINE, "fcfs")),
+    Preset("sglang", "SGLang's cache-aware router with its launcher's defaults (sgl-model-gateway "
+           "src/policies/cache_aware.rs, router_args.py); FCFS engines",
+           _policy("engine-first", "cache-aware", "fcfs")),
+    Preset("dynamo", "NVIDIA Dynamo's KV router cost, overlap weight 1, temperature 0 (ai-dynamo/dynamo "
+           "lib/llm/src/kv_router/scheduler.rs); FCFS engines", _policy("engine-first", "kv-overlap-cost", "fcfs")),
+    Preset("hetflow-prefix", "hetflow's default with engine choice by weighted scorers: the memory packer as a filter, "
+           "then prefix affinity x3, in-flight tokens x2, HexGen-Flow's eq. 4 x1",
+           _policy("chimera-slack", HETFLOW_SCORED_ENGINE, StageConfig("urgency", {"default_slo_scale": 5.0}))),
 )}
 
 

@@ -33,6 +33,8 @@ class EngineView:
     """The engine reported preemptions: no new dispatches until it recovers (Kairos 6)."""
     dispatched_since_report: int = 0
     """Calls dispatched to the engine since its last report, which ``waiting`` does not show yet."""
+    pending_prefill_tokens: int = 0
+    """Prompt tokens on the engine not yet prefilled: its last report's plus those dispatched since."""
     prefix_match_blocks: int = 0
     """Leading blocks of the call's prompt among those recently sent to the engine: the prefix its
     cache likely holds (``hetflow.core.monitor.prefix_index``); 0 for a call without blocks."""

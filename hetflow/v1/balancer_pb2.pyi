@@ -66,7 +66,7 @@ class CompletionReply(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., finish_reason: _Optional[str] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., receipt: _Optional[_Union[Receipt, _Mapping]] = ..., queued_s: _Optional[float] = ...) -> None: ...
 
 class StageDecision(_message.Message):
-    __slots__ = ("stage", "plugin", "rule", "chosen", "scores", "loads", "params", "elapsed_ms")
+    __slots__ = ("stage", "plugin", "rule", "chosen", "scores", "loads", "params", "elapsed_ms", "scorers")
     class ScoresEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +88,13 @@ class StageDecision(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class ScorersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: EngineScores
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[EngineScores, _Mapping]] = ...) -> None: ...
     STAGE_FIELD_NUMBER: _ClassVar[int]
     PLUGIN_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +103,7 @@ class StageDecision(_message.Message):
     LOADS_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     ELAPSED_MS_FIELD_NUMBER: _ClassVar[int]
+    SCORERS_FIELD_NUMBER: _ClassVar[int]
     stage: str
     plugin: str
     rule: str
@@ -104,7 +112,21 @@ class StageDecision(_message.Message):
     loads: _containers.ScalarMap[str, float]
     params: _containers.ScalarMap[str, float]
     elapsed_ms: float
-    def __init__(self, stage: _Optional[str] = ..., plugin: _Optional[str] = ..., rule: _Optional[str] = ..., chosen: _Optional[str] = ..., scores: _Optional[_Mapping[str, float]] = ..., loads: _Optional[_Mapping[str, float]] = ..., params: _Optional[_Mapping[str, float]] = ..., elapsed_ms: _Optional[float] = ...) -> None: ...
+    scorers: _containers.MessageMap[str, EngineScores]
+    def __init__(self, stage: _Optional[str] = ..., plugin: _Optional[str] = ..., rule: _Optional[str] = ..., chosen: _Optional[str] = ..., scores: _Optional[_Mapping[str, float]] = ..., loads: _Optional[_Mapping[str, float]] = ..., params: _Optional[_Mapping[str, float]] = ..., elapsed_ms: _Optional[float] = ..., scorers: _Optional[_Mapping[str, EngineScores]] = ...) -> None: ...
+
+class EngineScores(_message.Message):
+    __slots__ = ("per_engine",)
+    class PerEngineEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    PER_ENGINE_FIELD_NUMBER: _ClassVar[int]
+    per_engine: _containers.ScalarMap[str, float]
+    def __init__(self, per_engine: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class Receipt(_message.Message):
     __slots__ = ("request_id", "program_id", "model", "engine_id", "priority", "predicted_tokens", "stages", "decision_ms", "snapshot_unix_s", "priority_tiebreak")

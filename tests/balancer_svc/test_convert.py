@@ -4,11 +4,11 @@ when configured so, never silently dropped."""
 import pytest
 
 from balancer_svc.config import BalancerConfig
-from balancer_svc.convert import call_from_proto
+from balancer_svc.convert import call_from_proto, stage_to_proto
 from hetflow.client import build_request
 from hetflow.core.errors import DeadlineExceeded
 from hetflow.core.pipeline import Pipeline
-from hetflow.core.policies import Prediction
+from hetflow.core.policies import Choice, Prediction
 from hetflow.core.policy_config import PolicyConfig, StageConfig
 from tests.factories import engine, snapshot
 
@@ -31,3 +31,12 @@ def test_past_deadline_best_effort_is_served_without_it_and_the_receipt_says_so(
 def test_unknown_past_deadline_mode_is_refused():
     with pytest.raises(ValueError, match="past_deadline"):
         BalancerConfig(past_deadline="ignore")
+
+
+def test_a_scored_engine_choice_carries_every_scorer_value_into_the_receipt():
+    choice = Choice("a", "max-score", scores={"a": 3.0, "b": 2.0}, params={"weight:queue": 2.0},
+                    scorers={"queue": {"a": 0.0, "b": 1.0}, "prefix-affinity": {"a": 1.0, "b": 0.0}})
+    proto = stage_to_proto("engine", "scored", choice, 0.1)
+    assert dict(proto.scorers["queue"].per_engine) == {"a": 0.0, "b": 1.0}
+    assert dict(proto.scorers["prefix-affinity"].per_engine) == {"a": 1.0, "b": 0.0}
+    assert dict(proto.scores) == {"a": 3.0, "b": 2.0} and proto.params["weight:queue"] == 2.0

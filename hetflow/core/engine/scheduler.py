@@ -115,6 +115,13 @@ class BatchScheduler:
     def num_waiting(self) -> int:
         return len(self.queue)
 
+    @property
+    def pending_prefill_tokens(self) -> int:
+        """Prompt tokens not yet computed: the waiting requests' (a preempted one recomputes its output
+        too) and the running ones' unfinished chunked prefill."""
+        return (sum(req.tokens_to_compute for req in self.queue.requests())
+                + sum(max(0, req.prompt_tokens - req.num_computed_tokens) for req in self.running))
+
     # -- one iteration -------------------------------------------------------------------
     def schedule(self, now_s: float) -> StepPlan:
         self.iteration += 1

@@ -34,6 +34,7 @@ def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[flo
         kv_capacity_tokens=profile.kv_capacity_tokens if profile else 0,
         in_flight_cost_s=record.in_flight_cost_s, profile=profile, kv_ledger_tokens=kv_ledger_tokens,
         suspended=record.suspended, dispatched_since_report=record.dispatched_since_report,
+        pending_prefill_tokens=status.pending_prefill_tokens + record.dispatched_prompt_tokens_since_report,
         prefix_match_blocks=index.matched_blocks(prefix_blocks) if index is not None and prefix_blocks else 0,
         prefix_index_blocks=len(index) if index is not None else 0)
 

@@ -63,6 +63,8 @@ class EngineStatus:
     kv_cache_usage: float = 0.0
     """Fraction of KV blocks in use, 0..1."""
     preemptions_total: int = 0
+    pending_prefill_tokens: int = 0
+    """Prompt tokens of its requests not yet prefilled (waiting, or in a chunked prefill)."""
     profile: EngineProfile | None = None
     active_request_ids: tuple[str, ...] = ()
     """For the monitor's orphan reconciliation."""
@@ -74,6 +76,8 @@ class EngineRecord:
     received_s: float
     dispatched_since_report: int = 0
     """Admits to the engine since its last report, which that report cannot show yet."""
+    dispatched_prompt_tokens_since_report: int = 0
+    """Their prompt tokens, all still to prefill as far as the monitor knows."""
     in_flight: dict[str, float] = field(default_factory=dict)
     in_flight_tokens: float = 0.0
     in_flight_cost_s: float = 0.0
@@ -121,7 +125,7 @@ class MonitorState:
               now_s: float, workflow: str = "", deadline_unix_s: float = 0.0,
               predicted_cost_s: float = 0.0, agent: str = "", upstream_agent: str = "",
               memory_plan: MemoryPlan | None = None, stage_index: int = 0, mean_cost_s: float = 0.0,
-              prefix_blocks: Sequence[int] = ()) -> ProgramRecord:
+              prefix_blocks: Sequence[int] = (), prompt_tokens: int = 0) -> ProgramRecord:
         if not request_id:
             raise ValueError("request_id is required")
         if request_id in self.entries:
@@ -145,6 +149,7 @@ class MonitorState:
         engine.in_flight_tokens += predicted_tokens
         engine.in_flight_cost_s += predicted_cost_s
         engine.dispatched_since_report += 1
+        engine.dispatched_prompt_tokens_since_report += prompt_tokens
         if memory_plan is not None:
             engine.ledger.add(request_id, memory_plan, now_s)
         if prefix_blocks and engine.prefix_index is not None:
@@ -190,6 +195,7 @@ class MonitorState:
                                               else self.limits.prefix_index_blocks)
         record.suspended = status.preemptions_total > record.status.preemptions_total
         record.status, record.received_s, record.dispatched_since_report = status, now_s, 0
+        record.dispatched_prompt_tokens_since_report = 0
         active = set(status.active_request_ids)
         orphans = [rid for rid in record.in_flight
                    if rid not in active and now_s - self.entries[rid].admitted_s > self.limits.orphan_grace_s]

@@ -5,6 +5,9 @@ Inference Extension's endpoint picker):
   model-picker   ModelPicker.pick(call, snapshot, confidence, store)           -> Choice
   engine-picker  EnginePicker.pick(call, snapshot, model, prediction, store)   -> Choice
   priority-rule  PriorityRule.priority(call, prediction, context)              -> (Priority, Choice)
+The ``scored`` engine picker is itself filters, then weighted scorers, then the highest total:
+  engine-filter  EngineFilter.keep(call, engines, snapshot, prediction)        -> engines
+  engine-scorer  EngineScorer.score(call, engines, snapshot, prediction, store) -> {engine: 0..1}
 Each result carries the numbers it decided on and the rule that decided, for the receipt. Policies
 hold no state: what persists between decisions (HexGen-Flow's tunable alpha, round-robin turns)
 lives in the ``PolicyStore`` the pipeline hands them.
@@ -27,6 +30,8 @@ class Choice:
     scores: Mapping[str, float] = field(default_factory=dict)
     loads: Mapping[str, float] = field(default_factory=dict)
     params: Mapping[str, float] = field(default_factory=dict)
+    scorers: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Each scorer's value per engine, for a choice made by weighted scorers."""
 
 
 class Priority(NamedTuple):
@@ -99,6 +104,9 @@ class WaitForCapacity(Exception):
 
 class ModelPicker:
     type_name: str
+    engine_first = False
+    """Whether the engine stage chooses among every candidate model's engines and the model follows the
+    engine (a router that knows engines, not models: vLLM's, llm-d's, SGLang's, Dynamo's)."""
     needs_router = False
     """Whether it reads the router's confidences (Chimera Algorithm 1, lines 4-5)."""
     program_affinity = False
@@ -106,6 +114,31 @@ class ModelPicker:
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
              store: PolicyStore) -> Choice:
+        raise NotImplementedError
+
+
+class EngineFilter:
+    """Keeps the engines a call may go to; raises ``WaitForCapacity`` when none may now."""
+
+    type_name: str
+    plans_memory = False
+    """Whether decisions carry the call's memory plan for the engine's ledger (Kairos 6)."""
+
+    def keep(self, call: LlmCall, engines: list[EngineView], snapshot: ClusterSnapshot,
+             prediction: Prediction) -> list[EngineView]:
+        raise NotImplementedError
+
+
+class EngineScorer:
+    """Scores each engine for a call, in [0, 1], higher better (the Gateway API Inference Extension's
+    scorer contract)."""
+
+    type_name: str
+    initial_alpha: float | None = None
+    """The alpha the policy store starts from, for a scorer with one (HexGen-Flow eq. 4)."""
+
+    def score(self, call: LlmCall, engines: list[EngineView], snapshot: ClusterSnapshot, prediction: Prediction,
+              store: PolicyStore) -> dict[str, float]:
         raise NotImplementedError
 
 
@@ -132,8 +165,19 @@ class PriorityRule:
         raise NotImplementedError
 
 
+def min_max_scores(values: Mapping[str, float], lower_is_better: bool = True) -> dict[str, float]:
+    """Each value's place between the best (1) and the worst (0) of them; all 1 when they are equal (the
+    Gateway API Inference Extension's queue scorer normalisation)."""
+    low, high = min(values.values()), max(values.values())
+    if high == low:
+        return {k: 1.0 for k in values}
+    return {k: ((high - v) if lower_is_better else (v - low)) / (high - low) for k, v in values.items()}
+
+
 def healthy_or_unavailable(snapshot: ClusterSnapshot, model: str | None = None) -> list[EngineView]:
-    """The healthy engines (of ``model``), or UNAVAILABLE naming what has none."""
+    """The healthy engines (of ``model``; of every model when it is None or ""), or UNAVAILABLE naming
+    what has none."""
+    model = model or None
     engines = snapshot.healthy_engines(model)
     if not engines:
         raise Unavailable(f"no healthy engine for model {model!r}" if model else "no healthy engine")
@@ -144,15 +188,21 @@ def _register_builtins() -> None:
     """Import every built-in policy module, which registers it with ``hetflow.core.plugins``."""
     from hetflow.core.policies import (  # noqa: F401
         agent_priority,
+        cache_aware,
         chimera_slack,
+        engine_first,
         fcfs,
+        filters,
         join_shortest_queue,
+        kv_overlap_cost,
         least_inflight_tokens,
         least_load,
         memory_packer,
         predicted_call_tokens,
         predicted_total_tokens,
         round_robin,
+        scored,
+        scorers,
         urgency,
         workload_balanced,
     )

@@ -56,19 +56,7 @@ class MemoryPacker(EnginePicker):
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction,
              store: PolicyStore) -> Choice:
         engines = healthy_or_unavailable(snapshot, model)
-        needed = call.input_tokens + call.sampling.max_tokens
-        if all(needed > e.kv_capacity_tokens for e in engines):
-            raise ResourceExhausted(f"call needs {needed} KV tokens (prompt {call.input_tokens} + max_tokens "
-                                    f"{call.sampling.max_tokens}); the largest engine of {model!r} holds "
-                                    f"{max(e.kv_capacity_tokens for e in engines)}")
-        output = call_output_tokens(call, prediction)
-        peaks, fits = {}, {}
-        for e in engines:
-            peaks[e.engine_id], fits[e.engine_id] = self._peak(e, plan_for(call, e, snapshot.agent_expected_s, output))
-        available = [e for e in engines if fits[e.engine_id] and not e.suspended]
-        if not available:
-            raise WaitForCapacity(f"no engine of {model!r} has room in every slot: expected peaks "
-                                  + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()), self.slot_s)
+        available, peaks = engines_with_room(call, engines, snapshot, prediction, self.slot_s)
         if self.balanced is not None:
             among = replace(snapshot, engines=tuple(available))
             choice = self.balanced.pick(call, among, model, prediction, store)
@@ -79,11 +67,34 @@ class MemoryPacker(EnginePicker):
                       loads={e.engine_id: float(e.kv_capacity_tokens) for e in engines},
                       params={"slot_s": self.slot_s, "suspended": float(sum(e.suspended for e in engines))})
 
-    def _peak(self, engine: EngineView, plan: MemoryPlan) -> tuple[float, bool]:
-        """Expected peak with the call added, and whether every slot it spans stays within capacity."""
-        mine = plan.slot_tokens(self.slot_s)
-        ledger = np.asarray(engine.kv_ledger_tokens, dtype=float)
-        if len(ledger) < len(mine):
-            ledger = np.pad(ledger, (0, len(mine) - len(ledger)))
-        spanned = ledger[:len(mine)] + mine
-        return float(max(spanned.max(), ledger.max())), bool(spanned.max() <= engine.kv_capacity_tokens)
+
+def engines_with_room(call: LlmCall, engines: list[EngineView], snapshot: ClusterSnapshot, prediction: Prediction,
+                      slot_s: float) -> tuple[list[EngineView], dict[str, float]]:
+    """The engines whose ledger has room for the call in every slot it spans (Kairos 6), not suspended,
+    and each engine's expected peak with the call added. None now: ``WaitForCapacity`` for the next
+    slot; none ever (the call outgrows every engine): RESOURCE_EXHAUSTED."""
+    needed = call.input_tokens + call.sampling.max_tokens
+    if all(needed > e.kv_capacity_tokens for e in engines):
+        raise ResourceExhausted(f"call needs {needed} KV tokens (prompt {call.input_tokens} + max_tokens "
+                                f"{call.sampling.max_tokens}); the largest engine holds "
+                                f"{max(e.kv_capacity_tokens for e in engines)}")
+    output = call_output_tokens(call, prediction)
+    peaks, fits = {}, {}
+    for e in engines:
+        peaks[e.engine_id], fits[e.engine_id] = slot_peak(e, plan_for(call, e, snapshot.agent_expected_s, output),
+                                                          slot_s)
+    available = [e for e in engines if fits[e.engine_id] and not e.suspended]
+    if not available:
+        raise WaitForCapacity("no engine has room in every slot: expected peaks "
+                              + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()), slot_s)
+    return available, peaks
+
+
+def slot_peak(engine: EngineView, plan: MemoryPlan, slot_s: float) -> tuple[float, bool]:
+    """Expected peak with the call added, and whether every slot it spans stays within capacity."""
+    mine = plan.slot_tokens(slot_s)
+    ledger = np.asarray(engine.kv_ledger_tokens, dtype=float)
+    if len(ledger) < len(mine):
+        ledger = np.pad(ledger, (0, len(mine) - len(ledger)))
+    spanned = ledger[:len(mine)] + mine
+    return float(max(spanned.max(), ledger.max())), bool(spanned.max() <= engine.kv_capacity_tokens)

@@ -1,0 +1,9 @@
+"""Engine scorers of the ``scored`` engine picker, one per file, each registered by import."""
+
+from hetflow.core.policies.scorers import (  # noqa: F401
+    in_flight_tokens,
+    kv_utilization,
+    prefix_affinity,
+    queue,
+    workload_balanced,
+)

@@ -1,0 +1,52 @@
+"""Each engine scorer on handmade snapshots: values in [0, 1], higher better."""
+
+from dataclasses import replace
+
+from hetflow.core import plugins
+from hetflow.core.call import LlmCall
+from hetflow.core.policies import PolicyStore, Prediction
+from tests.factories import call, engine, profile, snapshot
+
+
+def score(name: str, engines, for_call: LlmCall | None = None, store: PolicyStore | None = None, **params):
+    scorer = plugins.build("engine-scorer", name, params)
+    return scorer.score(for_call or call(), list(engines), snapshot(*engines), Prediction(100.0),
+                        store or PolicyStore())
+
+
+def test_prefix_affinity_is_the_share_of_leading_blocks_held():
+    blocks = call()
+    blocks = replace(blocks, prefix_blocks=tuple(range(10)))
+    engines = [replace(engine("a", "m"), prefix_match_blocks=10), replace(engine("b", "m"), prefix_match_blocks=4),
+               engine("c", "m")]
+    assert score("prefix-affinity", engines, blocks) == {"a": 1.0, "b": 0.4, "c": 0.0}
+    assert score("prefix-affinity", engines, blocks, max_prefix_blocks=5) == {"a": 1.0, "b": 0.8, "c": 0.0}
+    assert score("prefix-affinity", engines) == {"a": 0.0, "b": 0.0, "c": 0.0}     # a call without blocks
+
+
+def test_queue_is_min_max_normalised_and_all_ones_when_equal():
+    engines = [replace(engine(e, "m"), waiting=w) for e, w in (("a", 0), ("b", 5), ("c", 10))]
+    assert score("queue", engines) == {"a": 1.0, "b": 0.5, "c": 0.0}
+    assert score("queue", [replace(e, waiting=3) for e in engines]) == {"a": 1.0, "b": 1.0, "c": 1.0}
+    sent = [replace(engines[0], dispatched_since_report=20), engines[1], engines[2]]
+    assert score("queue", sent)["a"] == 1.0 and score("queue", sent, count_dispatched=True)["a"] == 0.0
+
+
+def test_kv_utilization_prefers_the_emptier_cache():
+    engines = [replace(engine("a", "m"), kv_cache_usage=0.2), replace(engine("b", "m"), kv_cache_usage=0.9)]
+    values = score("kv-utilization", engines)
+    assert values["a"] == 0.8 and round(values["b"], 6) == 0.1
+
+
+def test_in_flight_tokens_prefers_the_least_predicted_work():
+    engines = [engine("a", "m", in_flight_tokens=100), engine("b", "m", in_flight_tokens=300),
+               engine("c", "m", in_flight_tokens=500)]
+    assert score("in-flight-tokens", engines) == {"a": 1.0, "b": 0.5, "c": 0.0}
+
+
+def test_workload_balanced_follows_eq_4_with_the_stores_alpha():
+    fast, slow = profile(decode_base_ms=2.0), profile(decode_base_ms=40.0)
+    engines = [engine("fast", "m", in_flight_cost_s=8.0, engine_profile=fast),
+               engine("slow", "m", in_flight_cost_s=2.0, engine_profile=slow)]
+    assert score("workload-balanced", engines, store=PolicyStore(alpha=0.0)) == {"fast": 0.0, "slow": 1.0}
+    assert score("workload-balanced", engines, store=PolicyStore(alpha=1.0)) == {"fast": 1.0, "slow": 0.0}

@@ -1,0 +1,30 @@
+"""The decision pipeline's composition: engine-first routers choose an engine of any model."""
+
+from dataclasses import replace
+
+from hetflow.core.pipeline import Pipeline
+from hetflow.core.policies import Prediction
+from hetflow.core.presets import resolve
+from tests.factories import call, engine, snapshot
+
+
+def test_an_engine_first_router_chooses_among_every_models_engines_and_the_model_follows():
+    pipeline = Pipeline(resolve("dynamo").policy)
+    prompt = replace(call(input_tokens=64), prefix_blocks=(1, 2, 3, 4))
+    small = replace(engine("small-0", "small"), kv_capacity_tokens=1600, kv_cache_usage=0.5)
+    large = replace(engine("large-0", "large"), kv_capacity_tokens=1600, prefix_match_blocks=4)
+    view = snapshot(small, large)
+    predictions = {m: (Prediction(10.0), "") for m in ("large", "small")}
+    decision = pipeline.decide(prompt, view, {}, predictions, router_asked=False)
+    assert (decision.model, decision.engine_id) == ("large", "large-0")
+    assert [s.stage for s in decision.stages] == ["model", "engine", "priority"]
+    assert decision.stages[0].choice.rule == "engine-first" and set(decision.stages[1].choice.scores) == {
+        "small-0", "large-0"}
+
+
+def test_a_pinned_call_stays_on_its_model_under_an_engine_first_router():
+    pipeline = Pipeline(resolve("llm-d").policy)
+    view = snapshot(engine("small-0", "small"), engine("large-0", "large"))
+    pinned = replace(call(), model_pin="small")
+    decision = pipeline.decide(pinned, view, {}, {"small": (Prediction(1.0), "")}, router_asked=False)
+    assert (decision.model, decision.engine_id) == ("small", "small-0")
