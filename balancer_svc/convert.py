@@ -8,6 +8,7 @@ from hetflow import wire
 from hetflow.core.call import LlmCall, WorkflowInfo
 from hetflow.core.errors import DeadlineExceeded, InvalidArgument
 from hetflow.core.policies import Choice, Priority
+from hetflow.core.prefix import text_block_hashes
 from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2
 
 
@@ -43,7 +44,8 @@ def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, no
             stage_count=wf.stage_count if wf.HasField("stage_count") else 0,
             upstream_agent=wf.upstream_agent, tenant=wf.tenant,
             deadline_unix_s=0.0 if missed else wf.deadline_unix_s, deadline_missed=missed),
-        model_pin=msg.model_pin, want_receipt=msg.want_receipt, received_unix_s=now_unix_s)
+        model_pin=msg.model_pin, want_receipt=msg.want_receipt, received_unix_s=now_unix_s,
+        prefix_blocks=text_block_hashes(msg.prompt or "\n".join(m.content for m in msg.messages)))
 
 
 def engine_request(call: LlmCall, priority: Priority) -> engine_pb2.EngineGenerateRequest:

@@ -184,7 +184,7 @@ class Dispatcher:
             wf = call.workflow
             return await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(
                 program_id=wf.program_id, agent=wf.agent, workflow=wf.workflow, stage_index=wf.stage_index,
-                stage_count=wf.stage_count), timeout=self.cfg.dependency_timeout_s)
+                stage_count=wf.stage_count, prefix_blocks=call.prefix_blocks), timeout=self.cfg.dependency_timeout_s)
         except grpc.aio.AioRpcError as exc:
             raise Unavailable(f"monitor unavailable: {exc.code().name} {exc.details()}") from exc
 
@@ -226,7 +226,8 @@ class Dispatcher:
                 workflow=wire.workflow_to_proto(call.workflow), prompt_tokens=call.input_tokens,
                 predicted_cost_s=decision.predicted_cost_s,
                 decode_tokens_per_s=plan.decode_tokens_per_s if plan else 0.0,
-                expected_s=plan.expected_s if plan else 0.0, mean_cost_s=decision.mean_cost_s),
+                expected_s=plan.expected_s if plan else 0.0, mean_cost_s=decision.mean_cost_s,
+                prefix_blocks=call.prefix_blocks),
                 timeout=self.cfg.dependency_timeout_s)
             self.pending.acked(call.request_id, reply.admit_seq, time.monotonic())
         except asyncio.CancelledError:

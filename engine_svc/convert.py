@@ -37,4 +37,5 @@ def status_to_proto(engine_id: str, model: str, address: str, backend: str, serv
         EngineStatus(engine_id=engine_id, model=model, address=address, backend=backend, serving=serving,
                      waiting=status.waiting, running=status.running, kv_cache_usage=status.kv_cache_usage,
                      preemptions_total=status.preemptions_total, profile=profile,
-                     active_request_ids=tuple(status.active_request_ids)), time.time())
+                     active_request_ids=tuple(status.active_request_ids),
+                     pending_prefill_tokens=status.pending_prefill_tokens), time.time())

@@ -61,7 +61,8 @@ def engine_status_to_proto(s: EngineStatus, reported_unix_s: float = 0.0) -> com
     msg = common_pb2.EngineStatus(
         engine_id=s.engine_id, model=s.model, address=s.address, backend=s.backend, serving=s.serving,
         waiting=s.waiting, running=s.running, kv_cache_usage=s.kv_cache_usage, preemptions_total=s.preemptions_total,
-        active_request_ids=list(s.active_request_ids), reported_unix_s=reported_unix_s)
+        active_request_ids=list(s.active_request_ids), reported_unix_s=reported_unix_s,
+        pending_prefill_tokens=s.pending_prefill_tokens)
     if s.profile is not None:
         msg.profile.CopyFrom(profile_to_proto(s.profile))
     return msg
@@ -73,7 +74,7 @@ def engine_status_from_proto(msg: common_pb2.EngineStatus) -> EngineStatus:
     return EngineStatus(
         engine_id=msg.engine_id, model=msg.model, address=msg.address, backend=msg.backend, serving=msg.serving,
         waiting=msg.waiting, running=msg.running, kv_cache_usage=msg.kv_cache_usage,
-        preemptions_total=msg.preemptions_total,
+        preemptions_total=msg.preemptions_total, pending_prefill_tokens=msg.pending_prefill_tokens,
         profile=profile_from_proto(msg.profile) if msg.HasField("profile") else None,
         active_request_ids=tuple(msg.active_request_ids))
 
@@ -96,11 +97,17 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
     msg = monitor_pb2.MonitorSnapshot(
         taken_unix_s=now_s, admit_seq=admit_seq, program_model=snapshot.program_model,
         program_start_unix_s=snapshot.program_start_s, remaining_stage_costs_s=snapshot.remaining_stage_costs_s,
+        program_service_s=snapshot.program_service_s,
+        program_critical_service_s=snapshot.program_critical_service_s,
+        program_dispatches=[monitor_pb2.ProgramDispatch(engine_id=engine_id, prompt_tokens=tokens)
+                            for engine_id, tokens in snapshot.program_dispatches],
         engines=[monitor_pb2.EngineLoad(
             status=engine_status_to_proto(records[e.engine_id].status, records[e.engine_id].received_s),
             in_flight_tokens=e.in_flight_tokens, in_flight_cost_s=e.in_flight_cost_s, suspended=e.suspended,
             kv_ledger_tokens=e.kv_ledger_tokens, in_flight_requests=e.in_flight_requests, healthy=e.healthy,
-            status_age_s=now_s - records[e.engine_id].received_s, dispatched_since_report=e.dispatched_since_report)
+            status_age_s=now_s - records[e.engine_id].received_s, dispatched_since_report=e.dispatched_since_report,
+            prefix_match_blocks=e.prefix_match_blocks, prefix_index_blocks=e.prefix_index_blocks,
+            pending_prefill_tokens=e.pending_prefill_tokens)
             for e in snapshot.engines])
     if snapshot.agent_anchor_distance_s is not None:
         msg.agent_anchor_distance_s = snapshot.agent_anchor_distance_s
@@ -117,7 +124,9 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
         agent_anchor_distance_s=msg.agent_anchor_distance_s if msg.HasField("agent_anchor_distance_s") else None,
         agent_expected_s=msg.agent_expected_s if msg.HasField("agent_expected_s") else None,
         anchor_distance_median_s=msg.anchor_distance_median_s if msg.HasField("anchor_distance_median_s") else None,
-        remaining_stage_costs_s=tuple(msg.remaining_stage_costs_s),
+        remaining_stage_costs_s=tuple(msg.remaining_stage_costs_s), program_service_s=msg.program_service_s,
+        program_critical_service_s=msg.program_critical_service_s,
+        program_dispatches=tuple((d.engine_id, d.prompt_tokens) for d in msg.program_dispatches),
         engines=tuple(EngineView(
             engine_id=e.status.engine_id, model=e.status.model, address=e.status.address, healthy=e.healthy,
             in_flight_tokens=e.in_flight_tokens, in_flight_requests=e.in_flight_requests,
@@ -127,7 +136,8 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
             kv_capacity_tokens=e.status.profile.kv_capacity_tokens, in_flight_cost_s=e.in_flight_cost_s,
             profile=profile_from_proto(e.status.profile) if e.status.HasField("profile") else None,
             kv_ledger_tokens=tuple(e.kv_ledger_tokens), suspended=e.suspended,
-            dispatched_since_report=e.dispatched_since_report)
+            dispatched_since_report=e.dispatched_since_report, prefix_match_blocks=e.prefix_match_blocks,
+            prefix_index_blocks=e.prefix_index_blocks, pending_prefill_tokens=e.pending_prefill_tokens)
             for e in msg.engines))
 
 

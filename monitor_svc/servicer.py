@@ -37,7 +37,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                 upstream_agent=request.workflow.upstream_agent,
                 memory_plan=MemoryPlan(request.prompt_tokens, request.decode_tokens_per_s, request.expected_s)
                 if request.expected_s > 0 else None,
-                stage_index=request.workflow.stage_index, mean_cost_s=request.mean_cost_s)
+                stage_index=request.workflow.stage_index, mean_cost_s=request.mean_cost_s,
+                prefix_blocks=tuple(request.prefix_blocks), prompt_tokens=request.prompt_tokens)
         except KeyError as exc:
             raise NotFound(exc.args[0]) from exc
         self._observe(request.engine_id)
@@ -62,7 +63,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
     async def Snapshot(self, request: monitor_pb2.SnapshotRequest,
                        context: grpc.aio.ServicerContext) -> monitor_pb2.MonitorSnapshot:
         snapshot = cluster_snapshot(self.state, time.time(), request.program_id, request.agent, request.workflow,
-                                    request.stage_index, request.stage_count)
+                                    request.stage_index, request.stage_count, tuple(request.prefix_blocks))
         return wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq)
 
     async def GetProgram(self, request: monitor_pb2.GetProgramRequest,

@@ -22,7 +22,7 @@ from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies import Priority, WaitForCapacity
 from hetflow.core.policy_config import PolicyConfig
-from hetflow.core.prefix import part_block_hashes
+from hetflow.core.prefix import PromptPart, leading_matches, part_block_hashes
 from hetflow.core.stats import union_length_s
 from hetflow.core.trace import StageRecord, programs, prompt_parts
 from simulator.clock import EventLoop
@@ -123,6 +123,8 @@ class Simulation:
         """Calls held for KV room, decided again each round in priority order (Kairos 6); their hold
         counts as queueing, and a held call is never dispatched twice."""
         self._held_records: dict[str, tuple[str, StageRecord]] = {}
+        self._in_tool: set[str] = set()
+        """Calls whose dependencies finished and whose program is still in a tool (``tool_s``)."""
         self._round_pending = False
         self.on_program_finished: list[Callable[[ProgramResult], None]] = []
         """Observers of finished programs (the alpha tuner, simulator.tuning)."""
@@ -185,18 +187,19 @@ class Simulation:
             if not record.depends_on:
                 self._dispatch(program_id, record)
 
-    def _prompt(self, program_id: str, record: StageRecord) -> tuple[int | None, tuple[int, ...]]:
-        """The call's prompt length and block hashes, its ancestors' outputs as the models that served
-        them wrote them; (None, ()) for a record without prompt parts (its length depends on the model)."""
+    def _prompt(self, program_id: str, record: StageRecord) -> tuple[list[PromptPart], tuple[int, ...]]:
+        """The call's prompt parts and block hashes, its ancestors' outputs as the models that served
+        them wrote them; nothing for a record without prompt parts (its length depends on the model)."""
         if not record.prompt_parts:
-            return None, ()
+            return [], ()
         producers = {stage: self.engines[c.engine_id].model for stage, c in self.results[program_id].calls.items()}
         parts = prompt_parts(self._programs[program_id], record, producers)
-        return sum(p.tokens for p in parts), part_block_hashes(parts, PREFIX_BLOCK_TOKENS)
+        return parts, part_block_hashes(parts, PREFIX_BLOCK_TOKENS)
 
     def _dispatch(self, program_id: str, record: StageRecord) -> None:
         program, now = self._programs[program_id], self.loop.now
-        prompt_tokens, blocks = self._prompt(program_id, record)
+        parts, blocks = self._prompt(program_id, record)
+        prompt_tokens = sum(p.tokens for p in parts)
         call = LlmCall(request_id=f"{program_id}/{record.stage_index}", prompt=record.user_prompt, messages=(),
                        sampling=SamplingSpec(max_tokens=max(record.output_tokens.values())),
                        workflow=WorkflowInfo(program_id, record.workflow, record.agent, record.stage_index,
@@ -232,7 +235,8 @@ class Simulation:
                             prompt_tokens=prompt_tokens or record.input_tokens[outcome.model],
                             max_tokens=record.output_tokens[outcome.model], priority=outcome.priority.key,
                             priority_tiebreak=outcome.priority.tiebreak, arrival_s=now, program_id=program_id,
-                            target_output_tokens=record.output_tokens[outcome.model], block_hashes=blocks)
+                            target_output_tokens=record.output_tokens[outcome.model],
+                            block_hashes=_sequence_blocks(parts, record, outcome.model))
         try:
             self.engines[outcome.engine_id].submit(req)
         except (ValueError, MemoryError) as exc:  # the live engine answers INVALID_ARGUMENT / RESOURCE_EXHAUSTED
@@ -253,6 +257,10 @@ class Simulation:
         result.calls[record.stage_index] = SimulatedCall(record.stage_index, outcome.engine_id, held_since, 0.0, 0.0,
                                                          0, 0, queued_intervals_s=held)
 
+    def _after_tool(self, program_id: str, record: StageRecord) -> None:
+        self._in_tool.discard(f"{program_id}/{record.stage_index}")
+        self._dispatch(program_id, record)
+
     def _finished(self, req: EngineRequest) -> None:
         now = self.loop.now
         program_id, stage = req.program_id, int(req.request_id.rsplit("/", 1)[1])
@@ -265,9 +273,14 @@ class Simulation:
         program = self._programs[program_id]
         done = {s for s, c in result.calls.items() if c.finished_s}
         for record in program:
+            request_id = f"{program_id}/{record.stage_index}"
             if (record.stage_index not in result.calls and set(record.depends_on) <= done
-                    and f"{program_id}/{record.stage_index}" not in self.hold_queue):
-                self._dispatch(program_id, record)
+                    and request_id not in self.hold_queue and request_id not in self._in_tool):
+                if record.tool_s > 0:  # the agent's tool runs first, with nothing of the program in flight
+                    self._in_tool.add(request_id)
+                    self.loop.at(now + record.tool_s, self._after_tool, program_id, record)
+                else:
+                    self._dispatch(program_id, record)
         if len(done) == len(program):
             result.finished_s = now
             result.correct = program[0].correct.get(result.model)
@@ -275,16 +288,62 @@ class Simulation:
                 observer(result)
 
 
+def _sequence_blocks(parts: list[PromptPart], record: StageRecord, model: str) -> tuple[int, ...]:
+    """The blocks of the call's whole sequence, prompt then output, as vLLM caches them while it decodes:
+    a later call whose prompt holds this output reuses them."""
+    if not parts:
+        return ()
+    own = PromptPart(f"{record.program_id}/{record.stage_index}/{model}", record.output_tokens[model])
+    return part_block_hashes([*parts, own], PREFIX_BLOCK_TOKENS)
+
+
 def reference_latency_s(program: list[StageRecord], engines: Sequence[EngineSpec]) -> float:
     """The program alone on the cluster, averaged over the engines (as HexGen-Flow eq. 6 averages a
-    call's cost): per engine, the critical path of its model's isolated call latencies. The base an
-    SLO scale multiplies to set a deadline at arrival."""
+    call's cost): per engine, the critical path of its model's isolated call latencies, each after its
+    tool time, each prompt's prefix computed by its ancestors taken from the prefix cache, as it would
+    be alone. The base an SLO scale multiplies to set a deadline at arrival."""
     paths = []
     for engine in engines:
         done_at: dict[int, float] = {}
+        computed = _computed_blocks(program, engine.model)
         for record in program:
-            start = max((done_at[d] for d in record.depends_on), default=0.0)
+            start = max((done_at[d] for d in record.depends_on), default=0.0) + record.tool_s
+            prompt, blocks = _isolated_prompt(program, record, engine.model)
+            known = set().union(*(computed[a] for a in _ancestors(program, record)))
+            cached = min(leading_matches(blocks, known) * PREFIX_BLOCK_TOKENS, prompt - 1)
             done_at[record.stage_index] = start + engine.profile.isolated_request_s(
-                record.input_tokens[engine.model], record.output_tokens[engine.model])
+                prompt, record.output_tokens[engine.model], cached)
         paths.append(max(done_at.values()))
     return sum(paths) / len(paths)
+
+
+def _isolated_prompt(program: list[StageRecord], record: StageRecord, model: str) -> tuple[int, tuple[int, ...]]:
+    """The call's prompt length and blocks with every ancestor served by ``model``."""
+    if not record.prompt_parts:
+        return record.input_tokens[model], ()
+    parts = prompt_parts(program, record, {r.stage_index: model for r in program})
+    return sum(p.tokens for p in parts), part_block_hashes(parts, PREFIX_BLOCK_TOKENS)
+
+
+def _computed_blocks(program: list[StageRecord], model: str) -> dict[int, set[int]]:
+    """Per stage, the full blocks its sequence (prompt, then its output) leaves in the cache."""
+    out: dict[int, set[int]] = {}
+    for record in program:
+        if not record.prompt_parts:
+            out[record.stage_index] = set()
+            continue
+        parts = prompt_parts(program, record, {r.stage_index: model for r in program})
+        out[record.stage_index] = set(_sequence_blocks(parts, record, model))
+    return out
+
+
+def _ancestors(program: list[StageRecord], record: StageRecord) -> set[int]:
+    found: set[int] = set()
+    pending = list(record.depends_on)
+    by_stage = {r.stage_index: r for r in program}
+    while pending:
+        stage = pending.pop()
+        if stage not in found:
+            found.add(stage)
+            pending.extend(by_stage[stage].depends_on)
+    return found

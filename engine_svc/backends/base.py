@@ -58,6 +58,8 @@ class BackendStatus:
     kv_cache_usage: float
     preemptions_total: int
     active_request_ids: list[str] = field(default_factory=list)
+    pending_prefill_tokens: int = 0
+    """Prompt tokens of its requests not yet prefilled (what a KV-cost router weighs)."""
 
 
 class EngineBackend(Protocol):

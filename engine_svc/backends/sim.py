@@ -96,7 +96,8 @@ class SimBackend:
     def status(self) -> BackendStatus:
         s = self._scheduler
         return BackendStatus(waiting=s.num_waiting, running=len(s.running), kv_cache_usage=s.kv.usage,
-                             preemptions_total=s.preemptions_total, active_request_ids=list(s.requests))
+                             preemptions_total=s.preemptions_total, active_request_ids=list(s.requests),
+                             pending_prefill_tokens=s.pending_prefill_tokens)
 
     async def _run_forever(self) -> None:
         loop = asyncio.get_running_loop()

@@ -149,7 +149,8 @@ class VllmBackend:
     def status(self) -> BackendStatus:
         return BackendStatus(waiting=len(self.queue) + self._vllm_waiting, running=len(self._running),
                              kv_cache_usage=self._kv_usage, preemptions_total=self._preemptions_total,
-                             active_request_ids=[*self._waiting, *self._running])
+                             active_request_ids=[*self._waiting, *self._running],
+                             pending_prefill_tokens=sum(req.prompt_tokens for req in self.queue.requests()))
 
     # -- admission into vLLM -------------------------------------------------------------
     def _has_room(self, req: EngineRequest) -> bool:

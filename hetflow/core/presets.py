@@ -100,6 +100,12 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            _policy("engine-first", "cache-aware", "fcfs")),
     Preset("dynamo", "NVIDIA Dynamo's KV router cost, overlap weight 1, temperature 0 (ai-dynamo/dynamo "
            "lib/llm/src/kv_router/scheduler.rs); FCFS engines", _policy("engine-first", "kv-overlap-cost", "fcfs")),
+    Preset("autellix", "Autellix 4.2-4.3: ATLAS (program-level attained service on the critical path, eq. 2) and "
+           "its data-locality balancer (Algorithm 2, long prompts over 2048 tokens stay on the program's engine)",
+           _policy("engine-first", "program-locality", "attained-service")),
+    Preset("autellix-plas", "Autellix 4.2.1: PLAS (program-level attained service, eq. 1) and its data-locality "
+           "balancer", _policy("engine-first", "program-locality", StageConfig("attained-service",
+                                                                               {"variant": "plas"}))),
     Preset("hetflow-prefix", "hetflow's default with engine choice by weighted scorers: the memory packer as a filter, "
            "then prefix affinity x3, in-flight tokens x2, HexGen-Flow's eq. 4 x1",
            _policy("chimera-slack", HETFLOW_SCORED_ENGINE, StageConfig("urgency", {"default_slo_scale": 5.0}))),

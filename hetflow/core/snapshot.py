@@ -57,6 +57,12 @@ class ClusterSnapshot:
     None while no agent has any."""
     agent_expected_s: float | None = None
     """The most likely execution time of the call's agent (Kairos 6, eq. 2); None while unknown."""
+    program_service_s: float = 0.0
+    """Execution time of the program's completed calls (Autellix's PLAS, eq. 1)."""
+    program_critical_service_s: float = 0.0
+    """The program's longest chain of execution time so far (Autellix's ATLAS, eq. 2)."""
+    program_dispatches: tuple[tuple[str, int], ...] = ()
+    """(engine, prompt tokens) of each of the program's calls so far, in dispatch order."""
     remaining_stage_costs_s: tuple[float, ...] = ()
     """Mean t-bar_comp (HexGen-Flow eq. 6) of each stage after the call's, from earlier runs of its
     workflow; 0 for a stage not seen yet."""

@@ -44,6 +44,9 @@ class StageRecord:
     tenant: str = "default"
     item: dict[str, Any] = field(default_factory=dict)
     """Where the text came from and the features of its difficulty (module, level, difficulty...)."""
+    tool_s: float = 0.0
+    """Seconds the program spends in a tool after the stages it depends on finish and before this call
+    is made: time with nothing of it in flight, part of its latency but never of a queue."""
     prompt_parts: list[dict[str, Any]] = field(default_factory=list)
     """The prompt in order, for prefix caching: ``{"text": key, "tokens": n}`` for a piece of text
     (a system or user prompt, keyed by its digest; a Mooncake block by its hash id) and

@@ -34,6 +34,8 @@ class StagePlan:
     user_prompt: str
     depends_on: list[int] = field(default_factory=list)
     """1-based stage indices this stage waits for."""
+    tool_s: float = 0.0
+    """Seconds of tool execution after its dependencies finish and before its call (an agent's tool)."""
 
 
 @dataclass
@@ -94,7 +96,8 @@ def build(plans: Sequence[ProgramPlan], models: Sequence[str], arrivals: Sequenc
                 depends_on=list(stage.depends_on), system_prompt=stage.system_prompt, user_prompt=stage.user_prompt,
                 input_tokens=inputs,
                 output_tokens={m: outputs[m][i] for m in models}, correct=dict(correct),
-                arrival_s=round(arrival, 6), tenant=plan.tenant, item=dict(plan.item), prompt_parts=parts))
+                arrival_s=round(arrival, 6), tenant=plan.tenant, item=dict(plan.item), prompt_parts=parts,
+                tool_s=stage.tool_s))
     return records
 
 

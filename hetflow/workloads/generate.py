@@ -11,13 +11,14 @@ from typing import Callable, Sequence
 from hetflow.core.trace import StageRecord, programs
 from hetflow.workloads import arrivals as arrival_laws
 from hetflow.workloads.build import ProgramPlan, build
-from hetflow.workloads.families import chat, code, kairos, sql
+from hetflow.workloads.families import agent, chat, code, kairos, sql
 from hetflow.workloads.families import math as math_family
 from hetflow.workloads.models import DEFAULT_MODELS
 
 FAMILIES: dict[str, Callable[[int, random.Random], list[ProgramPlan]]] = {
     "code": code.plan, "math": math_family.plan, "chat": chat.plan, "sql": sql.plan,
     "kairos-qa": kairos.plan_qa, "kairos-report": kairos.plan_report, "kairos-code": kairos.plan_code,
+    "agent": agent.plan,
 }
 
 

@@ -40,3 +40,10 @@ def test_a_scored_engine_choice_carries_every_scorer_value_into_the_receipt():
     assert dict(proto.scorers["queue"].per_engine) == {"a": 0.0, "b": 1.0}
     assert dict(proto.scorers["prefix-affinity"].per_engine) == {"a": 1.0, "b": 0.0}
     assert dict(proto.scores) == {"a": 3.0, "b": 2.0} and proto.params["weight:queue"] == 2.0
+
+
+def test_a_call_carries_its_prompts_block_hashes_so_shared_prefixes_match():
+    shared = "You are a careful planner. " * 10                          # 270 characters: 4 full blocks
+    first = call_from_proto(build_request(prompt=shared + "Task A", max_tokens=4), 1024, now_unix_s=0.0)
+    second = call_from_proto(build_request(prompt=shared + "Task B, longer", max_tokens=4), 1024, now_unix_s=0.0)
+    assert len(first.prefix_blocks) == 4 and first.prefix_blocks == second.prefix_blocks[:4]

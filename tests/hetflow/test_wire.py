@@ -16,21 +16,27 @@ def test_the_monitor_snapshot_round_trips():
     state = MonitorState(MonitorLimits())
     state.report(EngineStatus("e0", model="m", address="h:1", waiting=1, running=2, kv_cache_usage=0.25,
                               profile=profile(), active_request_ids=("x",)), 0.0)
-    state.admit("r1", "p1", "m", "e0", 64.0, 0.1, predicted_cost_s=0.5, memory_plan=MemoryPlan(10, 100.0, 1.0))
+    state.admit("r0", "p1", "m", "e0", 8.0, 0.0, prompt_tokens=3000)
+    state.release("r0", 0.05, started_s=0.01)
+    state.admit("r1", "p1", "m", "e0", 64.0, 0.1, predicted_cost_s=0.5, memory_plan=MemoryPlan(10, 100.0, 1.0),
+                prefix_blocks=(7, 8, 9), prompt_tokens=48)
     state.agent_stats.anchor_distance_s["a"] = 2.5
-    sent = cluster_snapshot(state, 0.2, "p1", "a")
+    sent = cluster_snapshot(state, 0.2, "p1", "a", prefix_blocks=(7, 8, 5))
+    assert sent.program_dispatches == (("e0", 3000), ("e0", 48)) and sent.program_service_s > 0
+    assert sent.engines[0].prefix_match_blocks == 2
     received = wire.snapshot_from_proto(wire.snapshot_to_proto(sent, state.engines, state.admit_seq))
     assert received.engines[0].kv_ledger_tokens == pytest.approx(sent.engines[0].kv_ledger_tokens)
     assert received == sent.__class__(**{**sent.__dict__, "engines": received.engines})
     for field in ("engine_id", "model", "address", "waiting", "running", "kv_cache_usage", "in_flight_tokens",
                   "in_flight_requests", "in_flight_cost_s", "dispatched_since_report", "max_batch_size",
-                  "kv_capacity_tokens", "profile", "healthy", "suspended"):
+                  "kv_capacity_tokens", "profile", "healthy", "suspended", "prefix_match_blocks",
+                  "prefix_index_blocks", "pending_prefill_tokens"):
         assert getattr(received.engines[0], field) == getattr(sent.engines[0], field), field
 
 
 def test_an_engine_status_round_trips_and_needs_an_id():
     status = EngineStatus("e0", model="m", backend="sim", waiting=4, preemptions_total=7, profile=profile(),
-                          active_request_ids=("a", "b"))
+                          active_request_ids=("a", "b"), pending_prefill_tokens=321)
     assert wire.engine_status_from_proto(wire.engine_status_to_proto(status)) == status
     with pytest.raises(InvalidArgument, match="engine_id"):
         wire.engine_status_from_proto(common_pb2.EngineStatus())

@@ -183,3 +183,24 @@ def test_engines_whose_blocks_differ_from_the_prompt_hashes_are_refused():
     odd = EngineSpec("small-0", SMALL, load_profile(f"{SMALL}@a6000", block_size=32))
     with pytest.raises(ValueError, match="block size"):
         Simulation([odd], PolicyConfig(), ORACLE)
+
+
+def test_tool_time_separates_a_call_from_its_parent_and_counts_in_latency_not_in_queueing():
+    trace = generate("agent", 6, seed=2, models=(SMALL, LARGE), rate_per_s=0.05)
+    sim = Simulation(engines(), PolicyConfig(), ORACLE)
+    results = {r.program_id: r for r in sim.run(trace)}
+    for pid, group in programs(trace).items():
+        calls = results[pid].calls
+        for record in group[1:]:
+            parent = calls[record.depends_on[0]]
+            assert calls[record.stage_index].dispatched_s >= parent.finished_s + record.tool_s - 1e-9
+        assert results[pid].isolated_s > sum(r.tool_s for r in group)
+        assert results[pid].queued_s < results[pid].latency_s - sum(r.tool_s for r in group)
+
+
+def test_the_exclusive_latency_takes_each_prompts_cached_prefix_from_its_ancestors():
+    group = next(g for g in programs(generate("agent", 10, seed=2, models=(SMALL, LARGE))).values() if len(g) > 4)
+    spec = [engines()[0]]
+    cached = reference_latency_s(group, spec)
+    uncached = reference_latency_s([replace(r, prompt_parts=[]) for r in group], spec)
+    assert cached < uncached

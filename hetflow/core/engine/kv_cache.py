@@ -35,6 +35,8 @@ class KVBlockPool:
         """Cached blocks no request holds, least recently freed first."""
         self._used = 0
         """Blocks some request holds (a cached block held by several requests counts once)."""
+        self._registered: dict[str, int] = {}
+        """Per request, how many of its leading blocks ``register_full_blocks`` has already been through."""
 
     @property
     def free_blocks(self) -> int:
@@ -97,15 +99,18 @@ class KVBlockPool:
         if not self.prefix_caching:
             return
         blocks = self._blocks.get(request_id, [])
-        for i in range(min(computed_tokens // self.block_size, len(block_hashes), len(blocks))):
+        end = min(computed_tokens // self.block_size, len(block_hashes), len(blocks))
+        for i in range(self._registered.get(request_id, 0), end):
             block_hash = block_hashes[i]
             if blocks[i] is None and block_hash not in self._holders and block_hash not in self._evictable:
                 blocks[i] = block_hash
                 self._holders[block_hash] = 1
+        self._registered[request_id] = max(end, self._registered.get(request_id, 0))
 
     def free(self, request_id: str) -> int:
         """Release the request's blocks, tail first; cached ones stay findable until evicted."""
         blocks = self._blocks.pop(request_id, [])
+        self._registered.pop(request_id, None)
         for block_hash in reversed(blocks):
             if block_hash is None:
                 self._used -= 1

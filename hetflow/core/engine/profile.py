@@ -80,12 +80,14 @@ class EngineProfile:
                 + self.decode_ms_per_seq * decode_seqs
                 + self.decode_ms_per_batch_token * decode_context_tokens)
 
-    def isolated_request_s(self, prompt_tokens: int, output_tokens: int) -> float:
-        """Latency of one request alone on this engine: the prefill iteration(s), which yield the first
-        token, then one decode iteration per further token over a growing context (closed form of the
-        sum of ``step_ms``). The reference for SLO scales (HexGen-Flow 5.1)."""
-        chunks = -(-prompt_tokens // self.max_num_batched_tokens)
-        prefill_ms = chunks * self.decode_base_ms + self.prefill_ms_per_token * prompt_tokens
+    def isolated_request_s(self, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
+        """Latency of one request alone on this engine: the prefill iteration(s) of the prompt tokens not
+        in the prefix cache, which yield the first token, then one decode iteration per further token
+        over a growing context (closed form of the sum of ``step_ms``). The reference for SLO scales
+        (HexGen-Flow 5.1)."""
+        new_tokens = max(1, prompt_tokens - cached_tokens)
+        chunks = -(-new_tokens // self.max_num_batched_tokens)
+        prefill_ms = chunks * self.decode_base_ms + self.prefill_ms_per_token * new_tokens
         decodes = max(0, output_tokens - 1)
         context_sum = decodes * prompt_tokens + decodes * (decodes - 1) / 2  # decode k reads P + k - 1 tokens
         decode_ms = (decodes * (self.decode_base_ms + self.decode_ms_per_seq)

@@ -49,9 +49,12 @@ def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", ag
     engines = tuple(engine_view(record, state.is_healthy(record, now_s),
                                 tuple(record.ledger.occupied_window(now_s, horizon).tolist()), prefix_blocks)
                     for record in state.engines.values())
-    stats = state.agent_stats
+    stats, program = state.agent_stats, state.programs.get(program_id)
     return ClusterSnapshot(taken_unix_s=now_s, engines=engines, program_model=state.program_model(program_id),
                            program_start_s=state.program_start_s(program_id),
+                           program_service_s=program.service_s if program else 0.0,
+                           program_critical_service_s=program.critical_service_s if program else 0.0,
+                           program_dispatches=tuple(program.dispatches) if program else (),
                            agent_anchor_distance_s=stats.anchor_distance_s.get(agent),
                            anchor_distance_median_s=_median(stats.anchor_distance_s.values()),
                            agent_expected_s=stats.expected_s.get(agent),

@@ -31,6 +31,8 @@ class InFlightEntry:
     predicted_cost_s: float = 0.0
     agent: str = ""
     upstream_agent: str = ""
+    inherited_service_s: float = 0.0
+    """The program's critical-path service when the call was admitted (Autellix's ATLAS, eq. 2)."""
 
 
 @dataclass
@@ -45,6 +47,13 @@ class ProgramRecord:
     output_tokens: int = 0
     first_seen_s: float = 0.0
     last_seen_s: float = 0.0
+    service_s: float = 0.0
+    """Execution time of its completed calls, summed (Autellix's PLAS, eq. 1)."""
+    critical_service_s: float = 0.0
+    """The longest chain of execution time leading to its calls so far (Autellix's ATLAS, eq. 2): each
+    completed call's inherited value plus its own execution time, the largest."""
+    dispatches: list[tuple[str, int]] = field(default_factory=list)
+    """(engine, prompt tokens) of each of its calls, in dispatch order (Autellix's locality rule)."""
 
 
 @dataclass(frozen=True)
@@ -141,8 +150,9 @@ class MonitorState:
                 self.programs[program_id] = program
         program.last_seen_s = now_s
         program.in_flight.add(request_id)
+        program.dispatches.append((engine_id, prompt_tokens))
         entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s,
-                              agent, upstream_agent)
+                              agent, upstream_agent, program.critical_service_s)
         self.entries[request_id] = entry
         engine = self.engines[engine_id]
         engine.in_flight[request_id] = predicted_tokens
@@ -172,11 +182,15 @@ class MonitorState:
             engine.ledger.remove(request_id, now_s)  # an early finish frees its remaining slots
             if not engine.in_flight:
                 engine.in_flight_tokens = engine.in_flight_cost_s = 0.0  # no float drift once empty
+        start_s = started_s if started_s > 0.0 else entry.admitted_s
         if completed and entry.program_id and entry.agent:
-            start_s = started_s if started_s > 0.0 else entry.admitted_s
             self.agent_stats.record(CallSpan(entry.program_id, entry.agent, entry.upstream_agent, start_s, now_s))
         program = self.programs.get(entry.program_id)
         if program is not None:
+            if completed:
+                program.service_s += now_s - start_s
+                program.critical_service_s = max(program.critical_service_s,
+                                                 entry.inherited_service_s + now_s - start_s)
             program.in_flight.discard(request_id)
             program.last_seen_s = now_s
             program.output_tokens += output_tokens

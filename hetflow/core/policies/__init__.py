@@ -188,6 +188,7 @@ def _register_builtins() -> None:
     """Import every built-in policy module, which registers it with ``hetflow.core.plugins``."""
     from hetflow.core.policies import (  # noqa: F401
         agent_priority,
+        attained_service,
         cache_aware,
         chimera_slack,
         engine_first,
@@ -200,6 +201,7 @@ def _register_builtins() -> None:
         memory_packer,
         predicted_call_tokens,
         predicted_total_tokens,
+        program_locality,
         round_robin,
         scored,
         scorers,

@@ -79,3 +79,16 @@ def test_the_scheduler_skips_prefill_for_the_cached_prefix():
     second.block_hashes = tuple(range(8)) + (99, 100)
     assert prefill_of(second) == 2 * BS + 3 and second.prefix_hit_tokens == 8 * BS
     assert sched.prefix_query_tokens == 2 * (10 * BS + 3)
+
+
+def test_blocks_filled_while_decoding_are_cached_for_the_next_prompt():
+    pool = KVBlockPool(64, BS, prefix_caching=True)
+    sequence = (1, 2, 3, 4)                                  # 2 prompt blocks, then 2 of output
+    pool.acquire_prefix("a", sequence, 2 * BS - 1)
+    assert pool.try_grow("a", 2 * BS)
+    pool.register_full_blocks("a", sequence, 2 * BS)         # the prefill
+    assert pool.try_grow("a", 4 * BS)
+    pool.register_full_blocks("a", sequence, 3 * BS)         # decoding, step by step
+    pool.register_full_blocks("a", sequence, 4 * BS)
+    pool.free("a")
+    assert run_once(pool, "b", (1, 2, 3, 4, 5), 5 * BS + 3) == 4 * BS   # the next turn reuses prompt and output

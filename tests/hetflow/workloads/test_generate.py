@@ -14,7 +14,7 @@ MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-14b-instruct")
 @pytest.fixture(scope="module")
 def traces():
     return {f: programs(generate(f, 60, seed=3, models=MODELS)) for f in
-            ("code", "math", "chat", "sql", "kairos-qa", "kairos-report", "kairos-code")}
+            ("code", "math", "chat", "sql", "kairos-qa", "kairos-report", "kairos-code", "agent")}
 
 
 def test_same_seed_same_trace_and_other_seed_differs():
@@ -55,6 +55,17 @@ def test_a_stage_prompt_is_the_conversation_so_far(traces):
     sql = next(g for g in traces["sql"].values() if sum(r.agent == "sql_writer" for r in g) > 1)
     writers = [part_block_hashes(prompt_parts(sql, r, {1: MODELS[0]}), 16) for r in sql if r.agent == "sql_writer"]
     assert len(set(writers)) == 1 and writers[0]                # the candidates share one prompt
+
+
+def test_agent_programs_are_tool_loops_with_growing_contexts_and_tool_gaps(traces):
+    for g in traces["agent"].values():
+        assert 3 <= len(g) <= 20 and all(r.agent == "agent" for r in g)
+        assert g[0].tool_s == 0.0 and all(0.05 <= r.tool_s <= 30.0 for r in g[1:])
+        inputs = [r.input_tokens[MODELS[0]] for r in g]
+        assert inputs == sorted(inputs) and inputs[-1] > inputs[0]              # each call extends the last
+        assert all(r.output_tokens[MODELS[0]] < 2000 for r in g)                  # short actions
+    firsts = [part_block_hashes(prompt_parts(g, g[0], {}), 16) for g in traces["agent"].values()]
+    assert len({f[:20] for f in firsts}) == 1                                    # every program shares the tools
 
 
 def test_each_ancestor_output_is_the_producing_models():
