@@ -22,7 +22,9 @@ def slo_scale_for(results: Sequence[ProgramResult], attainment: float = TARGET_A
     return percentile([r.latency_s / r.isolated_s for r in results if r.isolated_s > 0], attainment)
 
 
-def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = ()) -> dict:
+def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (),
+              slo_scale: float = GOODPUT_SLO_SCALE) -> dict:
+    """``slo_scale``: X of goodput and of the share of workflows within X times their exclusive latency."""
     if not results:
         return {"programs": 0}
     ordered = sorted(results, key=lambda r: r.arrival_s)
@@ -31,7 +33,9 @@ def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (
     slowdown = [r.latency_s / r.isolated_s for r in ordered if r.isolated_s > 0]
     labelled = [r for r in ordered if r.correct is not None]
     with_deadline = [r for r in ordered if r.deadline_s]
-    within = sum(1 for r in ordered if r.latency_s <= GOODPUT_SLO_SCALE * r.isolated_s)
+    within = sum(1 for r in ordered if r.latency_s <= slo_scale * r.isolated_s)
+    by_size = sorted(ordered, key=lambda r: r.isolated_s)
+    longest_decile = [r.latency_s for r in by_size[len(by_size) - max(1, len(by_size) // 10):]]
     return {
         "programs": len(ordered),
         "latency_s": {"mean": statistics.mean(latency), "p50": percentile(latency, 0.5),
@@ -47,7 +51,9 @@ def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (
         "throughput_tokens_per_s": sum(r.output_tokens for r in ordered) / span if span > 0 else 0.0,
         "throughput_programs_per_s": len(ordered) / span if span > 0 else 0.0,
         "goodput_programs_per_s": within / span if span > 0 else 0.0,
-        "goodput_slo_scale": GOODPUT_SLO_SCALE,
+        "goodput_slo_scale": slo_scale,
+        "within_slo_share": within / len(ordered),
+        "longest_decile_p95_s": percentile(sorted(longest_decile), 0.95),
         "queueing_share": sum(r.queued_s for r in ordered) / sum(latency) if sum(latency) else 0.0,
         "preemptions": sum(c.preemptions for r in ordered for c in r.calls.values()),
         "models": {m: sum(r.model == m for r in ordered) for m in sorted({r.model for r in ordered})},

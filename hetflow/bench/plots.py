@@ -80,3 +80,28 @@ def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def latency_against_load(probes: Mapping[str, Sequence[Mapping[str, Any]]], out: Path, title: str) -> Path:
+    """P95 workflow latency against arrival rate, one line per policy (every capacity probe of every
+    seed; hollow markers: the probe failed the SLO rule)."""
+    fig, axes = _panels(1, f"{title}: latency against load")
+    ax = axes[0]
+    policies: dict[str, list[Mapping[str, Any]]] = {}
+    for key, runs in probes.items():
+        policies.setdefault(key.rsplit("@", 1)[0], []).extend(runs)
+    for policy, runs in policies.items():
+        ordered = sorted((r for r in runs if r.get("latency_s")), key=lambda r: r["rate_per_s"])
+        line, = ax.plot([r["rate_per_s"] for r in ordered], [r["latency_s"]["p95"] for r in ordered], lw=0.8,
+                        label=policy)
+        for r in ordered:
+            ax.scatter(r["rate_per_s"], r["latency_s"]["p95"], s=14, color=line.get_color(),
+                       facecolors=line.get_color() if r["passed"] else "none")
+    ax.set_xlabel("arrival rate (programs/s)")
+    ax.set_ylabel("P95 workflow latency (s)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    path = out / "latency_against_load.png"
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path

@@ -2,8 +2,10 @@
 
 Loads are chosen by the queueing they cause (issue 4): for each target share of workflow time spent
 waiting in engine queues under the calibration policy (vLLM-style least load), the arrival rate is
-found by bisection on the first seed's trace; every policy and seed then runs at that rate. A sweep
-is described in YAML (``bench/sweeps/*.yaml``):
+found by bisection on the first seed's trace; every policy and seed then runs at that rate. Or, the
+headline: each policy's capacity at SLO on each seed (``hetflow.bench.capacity``), then every policy
+at fixed fractions of least load's capacity on that seed. A sweep is described in YAML
+(``bench/sweeps/*.yaml``):
 
     name: hetero-code
     cluster: bench/clusters/hetero-l4.yaml   # a stack config: engines with profiles, router priors
@@ -11,6 +13,8 @@ is described in YAML (``bench/sweeps/*.yaml``):
                                              # or {mix: [{family: sql, programs: 500, tenant: gold}, ...]}
     arrival: poisson                         # or gamma (bursty, cv)
     loads: {queueing_share: [0.05, 0.3, 0.6]}   # or {rates: [4, 8]} in programs/s
+                                             # or {capacity_fractions: [0.5, 0.8, 0.95]}: capacity at SLO
+    capacity: {slo_scale: 5.0, attainment: 0.95, rel_tol: 0.03}   # the capacity rule (these defaults)
     policies: [least-load, chimera, "chimera:latency_slack=1.0"]
     seeds: [1, 2]
     router: learned                          # prior | oracle | learned
@@ -30,13 +34,14 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 import yaml
 
+from hetflow.bench.capacity import Capacity, Probe, SloRule, find_capacity
 from hetflow.bench.cluster import cluster_from_stack, models_of
 from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.presets import Preset, resolve
 from hetflow.core.trace import StageRecord, programs, read_jsonl
 from hetflow.runtime.config import load_stack
-from simulator.metrics import summarize
+from simulator.metrics import GOODPUT_SLO_SCALE, summarize
 from simulator.run import Simulation
 from simulator.signals import LearnedSignals, Signals
 
@@ -61,6 +66,13 @@ class SweepSpec:
     predictor: str = "oracle"
     slo_scales: Mapping[str, float] = field(default_factory=dict)
     """Tenant -> SLO scale ("*" for all): programs get deadlines (HexGen-Flow 5.1), read by urgency."""
+    capacity: Mapping[str, float] = field(default_factory=dict)
+    """The capacity rule: slo_scale, attainment, rel_tol, start_rate_per_s (``SloRule`` and
+    ``find_capacity`` defaults for any left out)."""
+
+    @property
+    def slo_rule(self) -> SloRule:
+        return SloRule(**{k: v for k, v in self.capacity.items() if k in ("slo_scale", "attainment")})
 
     @classmethod
     def from_yaml(cls, path: Path) -> SweepSpec:
@@ -71,8 +83,12 @@ class SweepSpec:
         spec = cls(**raw)
         for p in spec.policies:
             resolve(p)  # fail before running anything
-        if set(spec.loads) - {"queueing_share", "rates"} or len(spec.loads) != 1:
-            raise ValueError(f"{path}: loads must be one of queueing_share or rates")
+        if set(spec.loads) - {"queueing_share", "rates", "capacity_fractions"} or len(spec.loads) != 1:
+            raise ValueError(f"{path}: loads must be one of queueing_share, rates or capacity_fractions")
+        unknown = set(spec.capacity) - {"slo_scale", "attainment", "rel_tol", "start_rate_per_s"}
+        if unknown:
+            raise ValueError(f"{path}: capacity has no setting(s) {sorted(unknown)}")
+        spec.slo_rule  # noqa: B018 - fails on a bad rule before anything runs
         return spec
 
 
@@ -134,12 +150,14 @@ def signals_for(preset: Preset, signals: Signals) -> Signals:
 
 
 def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[StageRecord], signals: Signals,
-             rate_per_s: float, slo_scales: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """One run of ``preset``; its summary, with the latencies kept for the CDF plot."""
+             rate_per_s: float, slo_scales: Mapping[str, float] | None = None,
+             slo_scale: float = GOODPUT_SLO_SCALE) -> dict[str, Any]:
+    """One run of ``preset``; its summary (``slo_scale``: the X of its within-SLO share), with the
+    latencies kept for the CDF plot."""
     signals = signals_for(preset, signals)
     sim = Simulation(engines, preset.policy, signals, QueueConfig(discipline=preset.queue_discipline), slo_scales)
     results = sim.run(at_rate(records, rate_per_s))
-    summary = summarize(results, sim.decision_ms)
+    summary = summarize(results, sim.decision_ms, slo_scale)
     summary["rejected_calls"] = len(sim.rejected)
     summary["prefix_hit_rate"] = sim.prefix_hit_rate
     summary["latencies_s"] = sorted(round(r.latency_s, 4) for r in results)
@@ -175,8 +193,29 @@ class Sweep:
 
     def run(self, rates: Mapping[str, float], progress: Callable[[int, int], None] = lambda done, total: None
             ) -> list[dict[str, Any]]:
-        runs = [RunSpec(p, seed, rate, label) for label, rate in rates.items() for p in self.spec.policies
-                for seed in self.spec.seeds]
+        return self.run_all([RunSpec(p, seed, rate, label) for label, rate in rates.items()
+                             for p in self.spec.policies for seed in self.spec.seeds], progress)
+
+    def capacities(self, progress: Callable[[int, int], None] = lambda done, total: None
+                   ) -> dict[tuple[str, int], Capacity]:
+        """Each policy's capacity at SLO on each seed's trace."""
+        tasks = [(p, seed) for p in self.spec.policies for seed in self.spec.seeds]
+        out = {}
+        with self._pool() as pool:
+            for n, (task, found) in enumerate(zip(tasks, pool.map(_capacity_task, tasks)), 1):
+                out[task] = found
+                progress(n, len(tasks))
+        return out
+
+    def fraction_runs(self, capacities: Mapping[tuple[str, int], Capacity]) -> list[RunSpec]:
+        """Every policy at each fraction of the calibration policy's capacity on the same seed."""
+        return [RunSpec(p, seed, f * capacities[(CALIBRATION_POLICY, seed)].rate_per_s,
+                        f"{100 * f:g}% of {CALIBRATION_POLICY} capacity")
+                for f in self.spec.loads["capacity_fractions"] for p in self.spec.policies for seed in self.spec.seeds
+                if capacities[(CALIBRATION_POLICY, seed)].rate_per_s > 0]
+
+    def run_all(self, runs: Sequence[RunSpec], progress: Callable[[int, int], None] = lambda done, total: None
+                ) -> list[dict[str, Any]]:
         out = []
         with self._pool() as pool:
             for n, result in enumerate(pool.map(_run_task, runs), 1):
@@ -186,8 +225,20 @@ class Sweep:
 
     def _run(self, run: RunSpec) -> dict[str, Any]:
         summary = simulate(self.engines, resolve(run.policy), self.traces[run.seed], self.signals[run.seed],
-                           run.rate_per_s, self.spec.slo_scales)
+                           run.rate_per_s, self.spec.slo_scales, self.spec.slo_rule.slo_scale)
         return {"policy": run.policy, "seed": run.seed, "load": run.load_label, "rate_per_s": run.rate_per_s, **summary}
+
+    def _capacity(self, task: tuple[str, int]) -> Capacity:
+        policy, seed = task
+        preset, rule = resolve(policy), self.spec.slo_rule
+
+        def probe(rate: float) -> Probe:
+            summary = simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate,
+                               self.spec.slo_scales, rule.slo_scale)
+            return Probe(rate, rule.met_by(summary), {k: v for k, v in summary.items() if k != "latencies_s"})
+
+        return find_capacity(probe, float(self.spec.capacity.get("start_rate_per_s", 1.0)),
+                             float(self.spec.capacity.get("rel_tol", 0.03)), max_rate_per_s=MAX_RATE_PER_S)
 
     def _calibrate(self, target_share: float) -> float | None:
         """Bisection on log(rate) for the calibration policy's queueing share on the first seed; None
@@ -225,6 +276,11 @@ _ACTIVE: Sweep | None = None
 def _run_task(run: RunSpec) -> dict[str, Any]:
     assert _ACTIVE is not None
     return _ACTIVE._run(run)
+
+
+def _capacity_task(task: tuple[str, int]) -> Capacity:
+    assert _ACTIVE is not None
+    return _ACTIVE._capacity(task)
 
 
 def _calibrate_task(target_share: float) -> float | None:

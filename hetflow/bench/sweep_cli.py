@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from dataclasses import replace
@@ -64,6 +65,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else OUT_DIR / spec.name
     started = time.perf_counter()
     sweep = Sweep(spec, _learned_source(spec), workers=args.workers)
+    if "capacity_fractions" in spec.loads:
+        return _run_capacity(args, sweep, out, started)
     rates = sweep.rates(progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     runs = sweep.run(rates, progress=_progress)
     rows = aggregate(runs)
@@ -81,6 +84,80 @@ def run_sweep(args: argparse.Namespace) -> int:
     print(f"\n-> {out}/results.json, frontier.png, slo_attainment.png, latency_cdf.png "
           f"({time.perf_counter() - started:.0f} s)")
     return 0
+
+
+def _run_capacity(args: argparse.Namespace, sweep: Any, out: Path, started: float) -> int:
+    """Capacity at SLO per policy and seed, then every policy at fractions of least load's capacity."""
+    from hetflow.bench import plots
+    from hetflow.bench.capacity import Capacity
+    from hetflow.bench.sweep import aggregate
+
+    spec = sweep.spec
+    capacities: dict[tuple[str, int], Capacity] = sweep.capacities(progress=_progress)
+    runs = sweep.run_all(sweep.fraction_runs(capacities), progress=_progress)
+    rows = aggregate(runs)
+    per_policy = capacity_rows(capacities, spec.policies, spec.seeds)
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"command": _command(args), "machine": machine(), "spec": spec.__dict__,
+              "slo_rule": spec.slo_rule.__dict__, "capacity": per_policy,
+              "probes": {f"{p}@{seed}": [{"rate_per_s": pr.rate_per_s, "passed": pr.passed, **pr.summary}
+                                         for pr in c.probes] for (p, seed), c in capacities.items()},
+              "rows": rows, "runs": runs, "elapsed_s": time.perf_counter() - started}
+    (out / "results.json").write_text(json.dumps(result, indent=1, default=list))
+    plots.latency_against_load(result["probes"], out, spec.name)
+    print(f"## {spec.name}: {spec.trace}, cluster {spec.cluster}, router {spec.router}, predictor {spec.predictor}, "
+          f"seeds {list(spec.seeds)}; SLO: {spec.slo_rule.attainment:.0%} within {spec.slo_rule.slo_scale:g}x "
+          "exclusive latency, stable, no call lost")
+    print(capacity_table(per_policy))
+    print(table(rows))
+    print(f"\n-> {out}/results.json, latency_against_load.png ({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+def capacity_rows(capacities: Mapping[tuple[str, int], Any], policies: Sequence[str], seeds: Sequence[int],
+                  baseline: str = "least-load") -> list[dict[str, Any]]:
+    """Per policy: capacity per seed, mean, spread, and its ratio to the baseline's on the same seed."""
+    rows = []
+    for p in policies:
+        rates = [capacities[(p, s)].rate_per_s for s in seeds]
+        base = [capacities[(baseline, s)].rate_per_s for s in seeds] if (baseline, seeds[0]) in capacities else []
+        ratios = [r / b for r, b in zip(rates, base) if b > 0]
+        at_capacity: list[Mapping[str, Any]] = [next((pr.summary for pr in reversed(capacities[(p, s)].probes)
+                             if pr.passed and pr.rate_per_s == capacities[(p, s)].rate_per_s), {}) for s in seeds]
+        rows.append({"policy": p, "capacity_per_s": rates, "mean_per_s": statistics.mean(rates),
+                     "min_per_s": min(rates), "max_per_s": max(rates),
+                     "vs_baseline": statistics.mean(ratios) if ratios else None,
+                     "vs_baseline_min": min(ratios) if ratios else None,
+                     "queueing_share_at_capacity": _mean(s.get("queueing_share") for s in at_capacity),
+                     "prefix_hit_rate_at_capacity": _mean(s.get("prefix_hit_rate") for s in at_capacity),
+                     "p95_s_at_capacity": _mean((s.get("latency_s") or {}).get("p95") for s in at_capacity),
+                     "longest_decile_p95_s_at_capacity": _mean(s.get("longest_decile_p95_s") for s in at_capacity)})
+    return rows
+
+
+def capacity_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    head = ("| policy | capacity /s, mean | min-max | per seed | vs least-load (min) | queueing at capacity "
+            "| prefix hits | p95 s | longest-decile p95 s |")
+    lines = ["", head, "|" + "---|" * 9]
+    for r in rows:
+        vs = f"{r['vs_baseline']:.2f}x ({r['vs_baseline_min']:.2f}x)" if r["vs_baseline"] else "-"
+        lines.append(f"| {r['policy']} | {r['mean_per_s']:.3g} | {r['min_per_s']:.3g}-{r['max_per_s']:.3g} | "
+                     + ", ".join(f"{x:.3g}" for x in r["capacity_per_s"]) + f" | {vs} | "
+                     + " | ".join(_cell(r[k], f) for k, f in (("queueing_share_at_capacity", "{:.0%}"),
+                                                              ("prefix_hit_rate_at_capacity", "{:.0%}"),
+                                                              ("p95_s_at_capacity", "{:.1f}"),
+                                                              ("longest_decile_p95_s_at_capacity", "{:.1f}")))
+                     + " |")
+    return "\n".join(lines)
+
+
+def _mean(values: Any) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.mean(present) if present else None
+
+
+def _cell(value: Any, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
 
 
 def _command(args: argparse.Namespace) -> str:

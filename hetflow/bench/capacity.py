@@ -1,0 +1,80 @@
+"""Capacity at SLO, the headline metric: the highest arrival rate at which a run is stable, loses no
+call, and finishes at least ``attainment`` of its workflows within ``slo_scale`` times their exclusive
+latency (the program alone on the cluster, ``simulator.run.reference_latency_s``).
+
+The rule is fixed before any policy runs: the same SLO, the same bisection, the same traces for
+every policy. ``find_capacity`` brackets the capacity by doubling or halving the rate from a start,
+then bisects on log(rate) until the bracket is within ``rel_tol``; every probe is kept, so a report
+can show each run and draw latency against load. Capacity assumes that a rate that fails, every
+higher rate fails too (more load never makes a queue shorter); the probes let a reader check it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+
+@dataclass(frozen=True)
+class SloRule:
+    slo_scale: float = 5.0
+    """X: a workflow meets the SLO when it finishes within X times its exclusive latency."""
+    attainment: float = 0.95
+    """The share of workflows that must meet it."""
+
+    def __post_init__(self) -> None:
+        if self.slo_scale < 1.0 or not 0.0 < self.attainment <= 1.0:
+            raise ValueError(f"SLO rule needs slo_scale >= 1 and 0 < attainment <= 1, got {self}")
+
+    def met_by(self, summary: Mapping[str, Any]) -> bool:
+        """Whether a run's summary (``hetflow.bench.sweep.simulate``) meets the rule."""
+        return (bool(summary.get("programs")) and summary["stability"]["stable"]
+                and not summary.get("rejected_calls") and summary["within_slo_share"] >= self.attainment)
+
+
+@dataclass(frozen=True)
+class Probe:
+    rate_per_s: float
+    passed: bool
+    summary: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    rate_per_s: float
+    """The highest rate that passed (0 when none down to the floor did)."""
+    failed_above_per_s: float | None
+    """The lowest rate that failed above it (None when none up to the ceiling did)."""
+    probes: tuple[Probe, ...]
+
+
+def find_capacity(probe: Callable[[float], Probe], start_rate_per_s: float, rel_tol: float = 0.03,
+                  min_rate_per_s: float = 1e-3, max_rate_per_s: float = 1e3) -> Capacity:
+    """Bracket, then bisect on log(rate), until ``failed_above / rate <= 1 + rel_tol``."""
+    if start_rate_per_s <= 0 or rel_tol <= 0:
+        raise ValueError("start rate and rel_tol must be > 0")
+    probes: list[Probe] = []
+
+    def run(rate: float) -> bool:
+        probes.append(probe(rate))
+        return probes[-1].passed
+
+    lo: float | None
+    hi: float | None
+    if run(start_rate_per_s):
+        lo, hi = start_rate_per_s, start_rate_per_s * 2
+        while run(hi):
+            lo, hi = hi, hi * 2
+            if hi > max_rate_per_s:
+                return Capacity(lo, None, tuple(probes))
+    else:
+        lo, hi = start_rate_per_s / 2, start_rate_per_s
+        while not run(lo):
+            lo, hi = lo / 2, lo
+            if lo < min_rate_per_s:
+                return Capacity(0.0, hi, tuple(probes))
+    while hi / lo > 1 + rel_tol:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if run(mid) else (lo, mid)
+    return Capacity(lo, hi, tuple(probes))

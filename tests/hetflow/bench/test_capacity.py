@@ -1,0 +1,52 @@
+"""Capacity at SLO: the bisection, and a tiny cluster whose capacity is known in closed form."""
+
+import pytest
+
+from hetflow.bench.capacity import Probe, SloRule, find_capacity
+from hetflow.bench.sweep import simulate
+from hetflow.core.engine.profile import EngineSpec
+from hetflow.core.presets import resolve
+from hetflow.core.trace import StageRecord
+from simulator.signals import Signals
+from tests.factories import profile
+
+
+def test_the_bisection_brackets_a_step_within_its_tolerance_from_either_side():
+    for start in (0.5, 20.0):
+        found = find_capacity(lambda rate: Probe(rate, rate <= 3.7), start, rel_tol=0.01)
+        assert found.rate_per_s <= 3.7 < found.failed_above_per_s <= found.rate_per_s * 1.01
+        assert all(p.passed == (p.rate_per_s <= 3.7) for p in found.probes)
+
+
+def test_a_policy_that_never_meets_the_slo_has_no_capacity_and_one_that_always_does_hits_the_ceiling():
+    assert find_capacity(lambda rate: Probe(rate, False), 1.0, min_rate_per_s=0.1).rate_per_s == 0.0
+    always = find_capacity(lambda rate: Probe(rate, True), 1.0, max_rate_per_s=50.0)
+    assert always.rate_per_s >= 25.0 and always.failed_above_per_s is None
+
+
+def test_a_bad_rule_is_refused():
+    with pytest.raises(ValueError):
+        SloRule(slo_scale=0.5)
+    with pytest.raises(ValueError):
+        SloRule(attainment=0.0)
+
+
+@pytest.mark.slow
+def test_one_request_at_a_time_of_fixed_size_has_capacity_one_over_its_service_time():
+    """One engine that runs one request at a time; every program is one call of the same size, arriving
+    evenly: below 1/S no queue ever forms, above it the queue grows without bound. Capacity = 1/S."""
+    serial = profile(max_num_seqs=1)
+    service_s = serial.isolated_request_s(100, 40)
+    trace = [StageRecord(program_id=f"p{k}", workflow="w", variant="v", stage_index=1, stage_count=1, agent="a",
+                         upstream_agent="", depends_on=[], system_prompt="", user_prompt="",
+                         input_tokens={"test": 100}, output_tokens={"test": 40}, correct={}, arrival_s=float(k))
+             for k in range(200)]
+    rule, preset = SloRule(slo_scale=5.0), resolve("least-load")
+
+    def probe(rate: float) -> Probe:
+        summary = simulate([EngineSpec("e0", "test", serial)], preset, trace, Signals("oracle", "oracle"), rate,
+                           slo_scale=rule.slo_scale)
+        return Probe(rate, rule.met_by(summary))
+
+    found = find_capacity(probe, 1.0, rel_tol=0.01)
+    assert 0.97 / service_s <= found.rate_per_s <= 1.02 / service_s
