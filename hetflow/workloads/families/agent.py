@@ -7,8 +7,9 @@ its observation is the next call's new text. The last step writes the solution. 
 call by call, calls are many and short, each call's prompt extends the one before (prefix reuse),
 and every program shares the long tool instructions with every other.
 
-What is real: the tasks, and the observations, cut from the problem's own text and tests (viewing
-the file, running the tests). What is assumed (no published per-step figures): steps per program,
+What is real: the tasks, and the observations' text: a file view is a 100-line window of a module
+made of every HumanEval problem's prompt and reference solution (real code, as an agent browsing a
+repository sees it), test output quotes the problem's own tests, search hits its own lines. What is assumed (no published per-step figures): steps per program,
 3 + exponential with mean ``MEAN_EXTRA_STEPS``, at most ``MAX_STEPS``; action lengths log-normal
 around ``ACTION_TOKENS`` (the solution step around ``SOLUTION_TOKENS``), scaled per model; tool times
 log-normal around ``TOOL_MEDIAN_S`` (sigma ``TOOL_SIGMA``), within [0.05, 30] s. Difficulty as the code
@@ -19,11 +20,13 @@ from __future__ import annotations
 
 import math
 import random
+from functools import lru_cache
 from typing import cast
 
 from hetflow.workloads.build import LengthSampler, ProgramPlan, StagePlan
 from hetflow.workloads.families.code import UNEXPLAINED_SD, _problem_features, explained_difficulty
 from hetflow.workloads.families.common import model_length_factor
+from hetflow.workloads.sources import humaneval_problems
 
 TOOLS = """You are an autonomous programming agent working in a repository with a shell. You solve the
 user's task by taking one action at a time and reading what it returns.
@@ -48,6 +51,8 @@ so check the indentation before you submit. Read the tests before you change beh
 tests pass and the function matches the docstring, submit. Keep thoughts short.
 """
 
+FILE_WINDOW_LINES = 100
+"""Lines an ``open`` shows (SWE-agent's window)."""
 MEAN_EXTRA_STEPS = 5.0
 MAX_STEPS = 20
 ACTION_TOKENS = 90.0
@@ -76,17 +81,26 @@ def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
     return plans
 
 
+@lru_cache(maxsize=1)
+def _repository_lines() -> tuple[str, ...]:
+    """A module of every HumanEval problem's prompt and reference solution, in task order."""
+    return tuple(line for p in humaneval_problems() for line in (p["prompt"] + p["canonical_solution"]).splitlines())
+
+
 def _observations(problem: dict, count: int, rng: random.Random) -> list[str]:
-    """What each tool call returned: the file, test output with a traceback, or search hits, from the
-    problem's own text; each step's observation is distinct text."""
+    """What each tool call returned: a file window, test output with a traceback, or search hits;
+    each step's observation is distinct text."""
     tests = [line for line in problem["test"].splitlines() if line.strip()]
     prompt_lines = problem["prompt"].splitlines()
+    repository = _repository_lines()
     out = []
     for k in range(count):
-        kind = rng.choice(("open", "pytest", "search"))
+        kind = rng.choice(("open", "open", "pytest", "search"))
         if kind == "open":
-            body = "\n".join(f"{i + 1}: {line}" for i, line in enumerate(prompt_lines))
-            text = f"[File: solution.py ({len(prompt_lines)} lines total)]\n{body}"
+            start = rng.randrange(len(repository) - FILE_WINDOW_LINES)
+            body = "\n".join(f"{start + i + 1}: {line}"
+                             for i, line in enumerate(repository[start:start + FILE_WINDOW_LINES]))
+            text = f"[File: repo/module.py ({len(repository)} lines total)]\n{body}"
         elif kind == "pytest":
             failing = rng.sample(tests, min(len(tests), rng.randint(1, 6)))
             text = ("============ FAILURES ============\n" + "\n".join(
