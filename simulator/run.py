@@ -22,7 +22,7 @@ from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies import Priority, WaitForCapacity
 from hetflow.core.policy_config import PolicyConfig
-from hetflow.core.prefix import PromptPart, leading_matches, part_block_hashes
+from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches
 from hetflow.core.stats import union_length_s
 from hetflow.core.trace import StageRecord, programs, prompt_parts
 from simulator.clock import EventLoop
@@ -123,6 +123,8 @@ class Simulation:
         """Calls held for KV room, decided again each round in priority order (Kairos 6); their hold
         counts as queueing, and a held call is never dispatched twice."""
         self._held_records: dict[str, tuple[str, StageRecord]] = {}
+        self._prompts: dict[str, tuple[int, BlockHasher]] = {}
+        """Prompt length and blocks of each call being decided (kept while it is held)."""
         self._in_tool: set[str] = set()
         """Calls whose dependencies finished and whose program is still in a tool (``tool_s``)."""
         self._round_pending = False
@@ -187,19 +189,24 @@ class Simulation:
             if not record.depends_on:
                 self._dispatch(program_id, record)
 
-    def _prompt(self, program_id: str, record: StageRecord) -> tuple[list[PromptPart], tuple[int, ...]]:
-        """The call's prompt parts and block hashes, its ancestors' outputs as the models that served
-        them wrote them; nothing for a record without prompt parts (its length depends on the model)."""
-        if not record.prompt_parts:
-            return [], ()
-        producers = {stage: self.engines[c.engine_id].model for stage, c in self.results[program_id].calls.items()}
-        parts = prompt_parts(self._programs[program_id], record, producers)
-        return parts, part_block_hashes(parts, PREFIX_BLOCK_TOKENS)
+    def _prompt(self, program_id: str, record: StageRecord) -> tuple[int, BlockHasher | None]:
+        """The call's prompt length and its blocks, its ancestors' outputs as the models that served
+        them wrote them (fixed once they finished, so a held call keeps them); (0, None) for a record
+        without prompt parts (its length depends on the model)."""
+        request_id = f"{program_id}/{record.stage_index}"
+        if request_id not in self._prompts:
+            if not record.prompt_parts:
+                return 0, None
+            producers = {s: self.engines[c.engine_id].model for s, c in self.results[program_id].calls.items()}
+            parts = prompt_parts(self._programs[program_id], record, producers)
+            self._prompts[request_id] = (sum(p.tokens for p in parts),
+                                         BlockHasher(PREFIX_BLOCK_TOKENS).extend(parts))
+        return self._prompts[request_id]
 
     def _dispatch(self, program_id: str, record: StageRecord) -> None:
         program, now = self._programs[program_id], self.loop.now
-        parts, blocks = self._prompt(program_id, record)
-        prompt_tokens = sum(p.tokens for p in parts)
+        prompt_tokens, hasher = self._prompt(program_id, record)
+        blocks = tuple(hasher.hashes) if hasher else ()
         call = LlmCall(request_id=f"{program_id}/{record.stage_index}", prompt=record.user_prompt, messages=(),
                        sampling=SamplingSpec(max_tokens=max(record.output_tokens.values())),
                        workflow=WorkflowInfo(program_id, record.workflow, record.agent, record.stage_index,
@@ -236,13 +243,14 @@ class Simulation:
                             max_tokens=record.output_tokens[outcome.model], priority=outcome.priority.key,
                             priority_tiebreak=outcome.priority.tiebreak, arrival_s=now, program_id=program_id,
                             target_output_tokens=record.output_tokens[outcome.model],
-                            block_hashes=_sequence_blocks(parts, record, outcome.model))
+                            block_hashes=_sequence_blocks(hasher, record, outcome.model))
         try:
             self.engines[outcome.engine_id].submit(req)
         except (ValueError, MemoryError) as exc:  # the live engine answers INVALID_ARGUMENT / RESOURCE_EXHAUSTED
             self.rejected.append((call.request_id, str(exc)))
             self._leave_hold(call.request_id)
             return
+        self._prompts.pop(call.request_id, None)
         self.monitor.admit(call.request_id, program_id, outcome.model, outcome.engine_id,
                            outcome.prediction.median_tokens, now, workflow=record.workflow,
                            predicted_cost_s=outcome.predicted_cost_s, agent=record.agent,
@@ -288,13 +296,13 @@ class Simulation:
                 observer(result)
 
 
-def _sequence_blocks(parts: list[PromptPart], record: StageRecord, model: str) -> tuple[int, ...]:
+def _sequence_blocks(prompt: BlockHasher | None, record: StageRecord, model: str) -> tuple[int, ...]:
     """The blocks of the call's whole sequence, prompt then output, as vLLM caches them while it decodes:
     a later call whose prompt holds this output reuses them."""
-    if not parts:
+    if prompt is None:
         return ()
     own = PromptPart(f"{record.program_id}/{record.stage_index}/{model}", record.output_tokens[model])
-    return part_block_hashes([*parts, own], PREFIX_BLOCK_TOKENS)
+    return tuple(prompt.copy().extend([own]).hashes)
 
 
 def reference_latency_s(program: list[StageRecord], engines: Sequence[EngineSpec]) -> float:
@@ -302,38 +310,37 @@ def reference_latency_s(program: list[StageRecord], engines: Sequence[EngineSpec
     call's cost): per engine, the critical path of its model's isolated call latencies, each after its
     tool time, each prompt's prefix computed by its ancestors taken from the prefix cache, as it would
     be alone. The base an SLO scale multiplies to set a deadline at arrival."""
+    alone = {model: _alone(program, model) for model in {e.model for e in engines}}
     paths = []
     for engine in engines:
         done_at: dict[int, float] = {}
-        computed = _computed_blocks(program, engine.model)
         for record in program:
             start = max((done_at[d] for d in record.depends_on), default=0.0) + record.tool_s
-            prompt, blocks = _isolated_prompt(program, record, engine.model)
-            known = set().union(*(computed[a] for a in _ancestors(program, record)))
-            cached = min(leading_matches(blocks, known) * PREFIX_BLOCK_TOKENS, prompt - 1)
+            prompt, cached = alone[engine.model][record.stage_index]
             done_at[record.stage_index] = start + engine.profile.isolated_request_s(
                 prompt, record.output_tokens[engine.model], cached)
         paths.append(max(done_at.values()))
     return sum(paths) / len(paths)
 
 
-def _isolated_prompt(program: list[StageRecord], record: StageRecord, model: str) -> tuple[int, tuple[int, ...]]:
-    """The call's prompt length and blocks with every ancestor served by ``model``."""
-    if not record.prompt_parts:
-        return record.input_tokens[model], ()
-    parts = prompt_parts(program, record, {r.stage_index: model for r in program})
-    return sum(p.tokens for p in parts), part_block_hashes(parts, PREFIX_BLOCK_TOKENS)
-
-
-def _computed_blocks(program: list[StageRecord], model: str) -> dict[int, set[int]]:
-    """Per stage, the full blocks its sequence (prompt, then its output) leaves in the cache."""
-    out: dict[int, set[int]] = {}
+def _alone(program: list[StageRecord], model: str) -> dict[int, tuple[int, int]]:
+    """Per stage, its prompt length and the tokens of it its ancestors left in the cache, every call
+    served by ``model``."""
+    producers = {r.stage_index: model for r in program}
+    computed: dict[int, set[int]] = {}
+    out = {}
     for record in program:
         if not record.prompt_parts:
-            out[record.stage_index] = set()
+            computed[record.stage_index] = set()
+            out[record.stage_index] = (record.input_tokens[model], 0)
             continue
-        parts = prompt_parts(program, record, {r.stage_index: model for r in program})
-        out[record.stage_index] = set(_sequence_blocks(parts, record, model))
+        parts = prompt_parts(program, record, producers)
+        hasher = BlockHasher(PREFIX_BLOCK_TOKENS).extend(parts)
+        prompt = sum(p.tokens for p in parts)
+        known = set().union(*(computed[a] for a in _ancestors(program, record)))
+        out[record.stage_index] = (prompt, min(leading_matches(hasher.hashes, known) * PREFIX_BLOCK_TOKENS,
+                                               prompt - 1))
+        computed[record.stage_index] = set(_sequence_blocks(hasher, record, model))
     return out
 
 

@@ -32,23 +32,53 @@ class PromptPart:
     tokens: int
 
 
-def part_block_hashes(parts: Iterable[PromptPart], block_size: int) -> tuple[int, ...]:
-    """Chained hashes of the full ``block_size``-token blocks of the prompt made of ``parts``; the
-    tail that fills no block has none. A block's content is the (part, offset) pieces it covers.
-    Process-local (Python's ``hash``): the simulator compares them within one run."""
-    hashes: list[int] = []
-    parent, pieces, filled = 0, [], 0
-    for part in parts:
-        offset = 0
-        while offset < part.tokens:
-            take = min(block_size - filled, part.tokens - offset)
-            pieces.append((part.key, offset, take))
-            filled, offset = filled + take, offset + take
-            if filled == block_size:
-                parent = hash((parent, *pieces))
+class BlockHasher:
+    """Chained hashes of the full ``block_size``-token blocks of a prompt built part by part; the tail
+    that fills no block has none yet. A block's content is the (part, offset) pieces it covers.
+    Process-local (Python's ``hash``): the simulator compares them within one run. ``copy`` then
+    ``extend`` continues a sequence (a prompt, then its output) without hashing the prompt again."""
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self.hashes: list[int] = []
+        self._parent, self._filled = 0, 0
+        self._pieces: list[tuple[str, int, int]] = []
+
+    def copy(self) -> BlockHasher:
+        other = BlockHasher(self.block_size)
+        other.hashes, other._parent = list(self.hashes), self._parent
+        other._pieces, other._filled = list(self._pieces), self._filled
+        return other
+
+    def extend(self, parts: Iterable[PromptPart]) -> BlockHasher:
+        size, hashes = self.block_size, self.hashes
+        for part in parts:
+            offset = 0
+            if self._filled:  # finish the open block first
+                take = min(size - self._filled, part.tokens)
+                self._pieces.append((part.key, 0, take))
+                self._filled, offset = self._filled + take, take
+                if self._filled == size:
+                    self._close()
+            whole_end = offset + (part.tokens - offset) // size * size
+            parent = self._parent
+            for start in range(offset, whole_end, size):  # blocks inside the part: one piece each
+                parent = hash((parent, part.key, start))
                 hashes.append(parent)
-                pieces, filled = [], 0
-    return tuple(hashes)
+            self._parent = parent
+            if whole_end < part.tokens:
+                self._pieces, self._filled = [(part.key, whole_end, part.tokens - whole_end)], part.tokens - whole_end
+        return self
+
+    def _close(self) -> None:
+        self._parent = hash((self._parent, *self._pieces))
+        self.hashes.append(self._parent)
+        self._pieces, self._filled = [], 0
+
+
+def part_block_hashes(parts: Iterable[PromptPart], block_size: int) -> tuple[int, ...]:
+    """Chained hashes of the full blocks of the prompt made of ``parts`` (``BlockHasher``)."""
+    return tuple(BlockHasher(block_size).extend(parts).hashes)
 
 
 def text_block_hashes(text: str, block_chars: int = TEXT_BLOCK_CHARS) -> tuple[int, ...]:

@@ -9,7 +9,8 @@ and every program shares the long tool instructions with every other.
 
 What is real: the tasks, and the observations' text: a file view is a 100-line window of a module
 made of every HumanEval problem's prompt and reference solution (real code, as an agent browsing a
-repository sees it), test output quotes the problem's own tests, search hits its own lines. What is assumed (no published per-step figures): steps per program,
+repository sees it), test output quotes the problem's own tests, search hits its own lines.
+What is assumed (no published per-step figures): steps per program,
 3 + exponential with mean ``MEAN_EXTRA_STEPS``, at most ``MAX_STEPS``; action lengths log-normal
 around ``ACTION_TOKENS`` (the solution step around ``SOLUTION_TOKENS``), scaled per model; tool times
 log-normal around ``TOOL_MEDIAN_S`` (sigma ``TOOL_SIGMA``), within [0.05, 30] s. Difficulty as the code
