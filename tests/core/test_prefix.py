@@ -1,6 +1,6 @@
 """Prefix identity: chained block hashes of prompt parts and of text."""
 
-from hetflow.core.prefix import PromptPart, leading_matches, part_block_hashes, text_block_hashes
+from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches, part_block_hashes, text_block_hashes
 
 
 def test_a_prompt_that_extends_another_shares_all_its_full_blocks():
@@ -33,3 +33,11 @@ def test_text_hashes_are_stable_and_chained():
 def test_leading_matches_stop_at_the_first_miss():
     assert leading_matches((1, 2, 3, 4), {1, 2, 4}) == 2
     assert leading_matches((5, 1), {1, 2}) == 0
+
+
+def test_continuing_a_prompt_into_its_output_equals_hashing_the_whole_sequence():
+    prompt = [PromptPart("system", 20), PromptPart("task", 45)]
+    output = PromptPart("p/1/m", 40)
+    hasher = BlockHasher(16).extend(prompt)
+    assert tuple(hasher.copy().extend([output]).hashes) == part_block_hashes([*prompt, output], 16)
+    assert tuple(hasher.hashes) == part_block_hashes(prompt, 16)      # the copy left the prompt's alone
