@@ -23,6 +23,7 @@ from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies import Priority, WaitForCapacity
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches
+from hetflow.core.snapshot import ClusterSnapshot
 from hetflow.core.stats import union_length_s
 from hetflow.core.trace import StageRecord, programs, prompt_parts
 from simulator.clock import EventLoop
@@ -132,6 +133,10 @@ class Simulation:
         """Observers of finished programs (the alpha tuner, simulator.tuning)."""
         self.decision_ms: list[float] = []
         """Wall time of each balancer decision (Pipeline.decide): the scheduler's overhead per call."""
+        self.router_asked = 0
+        """Decisions whose model stage read the router's confidences."""
+        self.router_changed = 0
+        """Of those, decisions whose model differs from the one the fixed priors would have given."""
 
     def run(self, records: Sequence[StageRecord], deadlines_s: Mapping[str, float] | None = None
             ) -> list[ProgramResult]:
@@ -154,6 +159,20 @@ class Simulation:
         self.loop.every(ENGINE_REPORT_INTERVAL_S, self._report_engines)
         self.loop.run()
         return [r for r in self.results.values() if r.finished_s]
+
+    def _count_router_change(self, call: LlmCall, snapshot: ClusterSnapshot, candidates: list[str],
+                             model: str) -> None:
+        """Whether the router changed this decision: the model stage again on the fixed priors."""
+        priors = {m: float(self.signals.priors.get(m, 0.5)) for m in candidates}
+        self.router_asked += 1
+        prior_model = self.pipeline.model_picker.pick(call, snapshot, priors, self.pipeline.store).chosen
+        self.router_changed += prior_model != model
+
+    @property
+    def router_changed_share(self) -> float | None:
+        """Share of router-read decisions whose model the router changed against the fixed priors
+        (issue 12: does the router earn its place); None when no decision read it."""
+        return self.router_changed / self.router_asked if self.router_asked else None
 
     @property
     def prefix_hit_rate(self) -> float:
@@ -224,6 +243,8 @@ class Simulation:
         started = time.perf_counter()
         try:
             outcome = self.pipeline.decide(call, snapshot, confidence, predictions, router_asked)
+            if router_asked:
+                self._count_router_change(call, snapshot, candidates, outcome.model)
         except ResourceExhausted as exc:  # no engine could ever hold it: the live balancer's RESOURCE_EXHAUSTED
             self.rejected.append((call.request_id, str(exc)))
             self._leave_hold(call.request_id)

@@ -160,6 +160,7 @@ def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[St
     summary = summarize(results, sim.decision_ms, slo_scale)
     summary["rejected_calls"] = len(sim.rejected)
     summary["prefix_hit_rate"] = sim.prefix_hit_rate
+    summary["router_changed_share"] = sim.router_changed_share
     summary["latencies_s"] = sorted(round(r.latency_s, 4) for r in results)
     return summary
 
@@ -320,10 +321,18 @@ def aggregate(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "preemptions": statistics.mean(r["preemptions"] for r in rs),
             "scheduler_overhead_ms": statistics.mean(r["scheduler_overhead_ms"]["mean"] for r in rs),
             "stable": all(r["stability"]["stable"] for r in rs),
+            "router_changed_share": _mean_present(r.get("router_changed_share") for r in rs),
+            "prefix_hit_rate": _mean_present(r.get("prefix_hit_rate") for r in rs),
+            "longest_decile_p95_s": _mean_present(r.get("longest_decile_p95_s") for r in rs),
             "deadline_attainment_by_tenant": _mean_by_tenant(
                 [r.get("deadline_attainment_by_tenant") or {} for r in rs]),
         })
     return rows
+
+
+def _mean_present(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.mean(present) if present else None
 
 
 def _mean_by_tenant(by_run: Sequence[Mapping[str, float | None]]) -> dict[str, float] | None:

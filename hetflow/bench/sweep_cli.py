@@ -18,7 +18,10 @@ COLUMNS = (("policy", "policy", "{}"), ("lat/tok ms", "latency_per_output_token_
            ("mean s", "latency_mean_s", "{:.1f}"), ("p95 s", "latency_p95_s", "{:.1f}"),
            ("score", "task_score", "{:.3f}"), ("SLO95 x", "slo_scale_for_95pct", "{:.1f}"),
            ("goodput/s", "goodput_programs_per_s", "{:.2f}"), ("queue", "queueing_share", "{:.0%}"),
-           ("preempt", "preemptions", "{:.0f}"), ("stable", "stable", "{}"))
+           ("preempt", "preemptions", "{:.0f}"), ("prefix hits", "prefix_hit_rate", "{:.0%}"),
+           ("router changed", "router_changed_share", "{:.0%}"),
+           ("longest-decile p95 s", "longest_decile_p95_s", "{:.1f}"),
+           ("stable", "stable", "{}"))
 
 
 def table(rows: Sequence[Mapping[str, Any]], baseline: str = "least-load") -> str:
@@ -32,7 +35,7 @@ def table(rows: Sequence[Mapping[str, Any]], baseline: str = "least-load") -> st
                   "| " + " | ".join(c for c, _, _ in COLUMNS) + " | vs LL |" + (" deadline met |" if deadlines else ""),
                   "|" + "---|" * (len(COLUMNS) + 1 + deadlines)]
         for r in rs:
-            cells = ["-" if r[k] is None else f.format(r[k]) for _, k, f in COLUMNS]
+            cells = ["-" if r.get(k) is None else f.format(r[k]) for _, k, f in COLUMNS]
             speedup = (f"{base['latency_per_output_token_ms'] / r['latency_per_output_token_ms']:.2f}x"
                        if base and r["stable"] and base["stable"] else "unstable")
             met = r.get("deadline_attainment_by_tenant") or {}

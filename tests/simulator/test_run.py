@@ -204,3 +204,11 @@ def test_the_exclusive_latency_takes_each_prompts_cached_prefix_from_its_ancesto
     cached = reference_latency_s(group, spec)
     uncached = reference_latency_s([replace(r, prompt_parts=[]) for r in group], spec)
     assert cached < uncached
+
+
+def test_the_router_changed_share_counts_decisions_the_priors_would_have_made_otherwise(sql_trace):
+    sim, _ = simulate(sql_trace, tau=4.0)                                  # oracle confidences, a wide slack
+    assert sim.router_asked > 0 and 0 < sim.router_changed_share <= 1
+    prior = Signals("prior", "oracle", priors={SMALL: 0.6, LARGE: 0.7})
+    sim, _ = simulate(sql_trace, tau=4.0, signals=prior)
+    assert sim.router_asked > 0 and sim.router_changed_share == 0.0        # the priors are the counterfactual
