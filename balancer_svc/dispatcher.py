@@ -59,6 +59,10 @@ class Dispatch:
     prediction: Prediction
     receipt: balancer_pb2.Receipt
     program_start_unix_s: float = 0.0
+    started_perf_s: float = 0.0
+    """When the decision started (perf counter): the receipt's decision_ms runs from here to the send."""
+    admitted: asyncio.Task[None] | None = None
+    """The monitor's admit, sent beside the engine request; its release waits for it."""
 
 
 class Dispatcher:
@@ -118,6 +122,11 @@ class Dispatcher:
             return await asyncio.wait_for(outcome, timeout=deadline - time.time() if deadline else None)
         except TimeoutError as exc:
             raise DeadlineExceeded(f"program deadline passed while waiting for KV room: {wait}") from exc
+        except asyncio.CancelledError:
+            if outcome.done() and not outcome.cancelled() and outcome.exception() is None:
+                dispatch = outcome.result()  # admitted as its caller gave up: release it
+                self._release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
+            raise
         finally:
             self.held.release(call.request_id)
             self._held_calls.pop(call.request_id, None)
@@ -141,7 +150,7 @@ class Dispatcher:
                     continue
                 self.held.release(held.request_id)
                 if outcome.done():  # the caller gave up while this round admitted it: nothing may linger
-                    self._release_later(call.request_id, 0, "cancelled")
+                    self._release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
                 else:
                     outcome.set_result(dispatch)
 
@@ -164,7 +173,7 @@ class Dispatcher:
         self.pending.add(call.request_id, engine.engine_id, decision.prediction.median_tokens,
                          decision.predicted_cost_s, decision.memory_plan)
 
-        await self._admit(call, decision)
+        admitted = asyncio.get_running_loop().create_task(self._admit(call, decision))
         receipt = balancer_pb2.Receipt(
             request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
             engine_id=engine.engine_id, priority=decision.priority.key, priority_tiebreak=decision.priority.tiebreak,
@@ -173,11 +182,8 @@ class Dispatcher:
             stages=[convert.stage_to_proto(s.stage, s.plugin, s.choice, s.elapsed_ms) for s in decision.stages])
         for s in decision.stages:
             DECISIONS.labels(s.stage, s.choice.rule).inc()
-        receipt.decision_ms = (time.perf_counter() - start) * 1e3
-        DECISION_S.observe(receipt.decision_ms / 1e3)
-        log.info("decision", receipt=MessageToDict(receipt, preserving_proto_field_name=True))
         return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt,
-                        snapshot.program_start_s)
+                        snapshot.program_start_s, start, admitted)
 
     async def _snapshot(self, call: LlmCall) -> monitor_pb2.MonitorSnapshot:
         try:
@@ -217,7 +223,8 @@ class Dispatcher:
 
     async def _admit(self, call: LlmCall, decision: Decision) -> None:
         """Chimera Algorithm 1, line 32: I[m*][r.id] = r.predicted_tokens (and A[p] = m*, line 23), with
-        HexGen-Flow's cost and Kairos's memory plan."""
+        HexGen-Flow's cost and Kairos's memory plan. Runs beside the engine request (``stream`` waits
+        for it before the first chunk; the pending overlay counts the call here meanwhile)."""
         plan = decision.memory_plan
         try:
             reply = await self.monitor.Admit(monitor_pb2.AdmitRequest(
@@ -230,9 +237,6 @@ class Dispatcher:
                 prefix_blocks=call.prefix_blocks),
                 timeout=self.cfg.dependency_timeout_s)
             self.pending.acked(call.request_id, reply.admit_seq, time.monotonic())
-        except asyncio.CancelledError:
-            self._release_later(call.request_id, 0, "cancelled")  # the admit may have landed
-            raise
         except grpc.aio.AioRpcError as exc:
             self.pending.drop(call.request_id)
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
@@ -245,12 +249,15 @@ class Dispatcher:
         """Forward the engine's deltas; always release the monitor entry, whatever happens."""
         engine = engine_pb2_grpc.EngineStub(self._channel(dispatch.engine.address))
         engine_call = engine.Generate(convert.engine_request(call, dispatch.priority), timeout=time_remaining_s)
+        self._sent(dispatch)
         output_tokens, outcome, queued_s = 0, "cancelled", 0.0
         sent_unix_s = time.time()
         started_unix_s = 0.0
         """When the engine first scheduled the call: sent plus its first wait, which the first chunk carries."""
         first = True
         try:
+            if dispatch.admitted is not None:
+                await dispatch.admitted  # the monitor holds the call before any of it streams back
             async for chunk in engine_call:
                 out = balancer_pb2.GenerateChunk(request_id=call.request_id, text=chunk.text,
                                                  output_tokens=chunk.output_tokens, finished=chunk.finished,
@@ -280,16 +287,33 @@ class Dispatcher:
             raise
         finally:
             engine_call.cancel()  # no-op when finished; otherwise the engine aborts the request
-            self._release_later(call.request_id, output_tokens, outcome, started_unix_s)
+            self._release_later(call.request_id, output_tokens, outcome, started_unix_s, dispatch.admitted)
 
-    def _release_later(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float = 0.0) -> None:
-        """Remove the in-flight entry off the caller's task, so a cancelled caller cannot skip it."""
+    @staticmethod
+    def _sent(dispatch: Dispatch) -> None:
+        """The engine request is on its way: the decision's cost ends here (call received -> request sent)."""
+        receipt = dispatch.receipt
+        receipt.decision_ms = (time.perf_counter() - dispatch.started_perf_s) * 1e3
+        DECISION_S.observe(receipt.decision_ms / 1e3)
+        log.info("decision", receipt=MessageToDict(receipt, preserving_proto_field_name=True))
+
+    def _release_later(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float = 0.0,
+                       admitted: asyncio.Task[None] | None = None) -> None:
+        """Remove the in-flight entry off the caller's task, so a cancelled caller cannot skip it; after
+        the admit, when one is in flight, so the release cannot overtake it."""
         self.pending.drop(request_id)
-        task = asyncio.get_running_loop().create_task(self._release(request_id, output_tokens, outcome, started_unix_s))
+        task = asyncio.get_running_loop().create_task(
+            self._release(request_id, output_tokens, outcome, started_unix_s, admitted))
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)
 
-    async def _release(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float) -> None:
+    async def _release(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float,
+                       admitted: asyncio.Task[None] | None = None) -> None:
+        if admitted is not None:
+            try:
+                await admitted
+            except Exception:  # noqa: BLE001 - an admit that failed leaves nothing to release, but try anyway
+                pass
         msg = monitor_pb2.ReleaseRequest(request_id=request_id, output_tokens=output_tokens, reason=outcome,
                                          started_unix_s=started_unix_s)
         method = self.monitor.Complete if outcome == "completed" else self.monitor.Cancel

@@ -3,6 +3,7 @@ program's deadline would pass: then DEADLINE_EXCEEDED, not an endless wait."""
 
 import asyncio
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -99,10 +100,10 @@ def test_a_call_whose_caller_gives_up_while_a_round_admits_it_is_released():
                 raise WaitForCapacity("no room", retry_after_s=0.0)
             deciding.set()
             await finish.wait()
-            return "admitted"
+            return SimpleNamespace(admitted=None)
 
         dispatcher._decide_once = decide_once
-        dispatcher._release_later = lambda request_id, tokens, outcome, started=0.0: released.append(
+        dispatcher._release_later = lambda request_id, tokens, outcome, started=0.0, admitted=None: released.append(
             (request_id, outcome))
         c = call()
         caller = asyncio.create_task(dispatcher.decide(c))
@@ -118,3 +119,26 @@ def test_a_call_whose_caller_gives_up_while_a_round_admits_it_is_released():
 
     request_id, released = asyncio.run(scenario())
     assert released == [(request_id, "cancelled")]
+
+
+def test_a_release_waits_for_the_admit_sent_beside_the_engine_request():
+    """The admit runs beside the engine request; a release must never reach the monitor before it."""
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
+        order = []
+
+        async def admit():
+            await asyncio.sleep(0.02)
+            order.append("admit")
+
+        async def complete(msg, timeout):
+            order.append(f"release:{msg.request_id}")
+
+        dispatcher.monitor = SimpleNamespace(Complete=complete, Cancel=complete)
+        admitted = asyncio.create_task(admit())
+        dispatcher._release_later("r1", 5, "completed", admitted=admitted)
+        await asyncio.gather(*dispatcher._releases)
+        await dispatcher.close()
+        return order
+
+    assert asyncio.run(scenario()) == ["admit", "release:r1"]
