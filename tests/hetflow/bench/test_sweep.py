@@ -88,3 +88,26 @@ def test_a_share_no_rate_reaches_is_skipped_not_guessed(tmp_path):
     notes = []
     assert sweep.rates(progress=notes.append) == {}
     assert "unreachable" in notes[0]
+
+
+def test_a_tiny_capacity_sweep_reports_capacity_per_seed_and_runs_at_fractions_of_least_loads(tmp_path, capsys):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(CLUSTER))
+    path = tmp_path / "capacity.yaml"
+    path.write_text(yaml.safe_dump({"name": "cap", "cluster": str(cluster), "trace": {"family": "code", "programs": 60},
+                                    "loads": {"capacity_fractions": [0.5]}, "seeds": [1, 2],
+                                    "capacity": {"rel_tol": 0.2}, "policies": ["least-load", "llm-d"]}))
+    out = tmp_path / "out"
+    assert main(["bench", "--sweep", str(path), "--workers", "1", "-o", str(out)]) == 0
+    result = json.loads((out / "results.json").read_text())
+    capacity = {r["policy"]: r for r in result["capacity"]}
+    assert set(capacity) == {"least-load", "llm-d"} and len(capacity["llm-d"]["capacity_per_s"]) == 2
+    assert capacity["least-load"]["vs_baseline"] == 1.0 and capacity["least-load"]["mean_per_s"] > 0
+    for key, probes in result["probes"].items():          # each capacity is a passing probe, the next rate up failed
+        policy, seed = key.rsplit("@", 1)
+        rate = capacity[policy]["capacity_per_s"][[1, 2].index(int(seed))]
+        assert any(p["passed"] and p["rate_per_s"] == rate for p in probes)
+    assert len(result["runs"]) == 2 * 2                   # two policies x two seeds at 50% of least load's
+    assert all(r["load"] == "50% of least-load capacity" for r in result["runs"])
+    assert (out / "latency_against_load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "capacity /s" in capsys.readouterr().out
