@@ -190,7 +190,9 @@ class Dispatcher:
             wf = call.workflow
             return await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(
                 program_id=wf.program_id, agent=wf.agent, workflow=wf.workflow, stage_index=wf.stage_index,
-                stage_count=wf.stage_count, prefix_blocks=call.prefix_blocks), timeout=self.cfg.dependency_timeout_s)
+                stage_count=wf.stage_count,
+                prefix_blocks=call.prefix_blocks if self.pipeline.engine_picker.reads_prefix else ()),
+                timeout=self.cfg.dependency_timeout_s)
         except grpc.aio.AioRpcError as exc:
             raise Unavailable(f"monitor unavailable: {exc.code().name} {exc.details()}") from exc
 

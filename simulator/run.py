@@ -234,7 +234,7 @@ class Simulation:
                        received_unix_s=now, known_input_tokens=prompt_tokens or max(record.input_tokens.values()),
                        prefix_blocks=blocks)
         snapshot = cluster_snapshot(self.monitor, now, program_id, record.agent, record.workflow, record.stage_index,
-                                    record.stage_count, blocks)
+                                    record.stage_count, blocks if self.pipeline.engine_picker.reads_prefix else ())
         candidates = self.pipeline.candidate_models(call, snapshot)
         router_asked = self.pipeline.needs_router(call, candidates)
         confidence = self.signals.confidence_for(record, candidates) if router_asked else {}

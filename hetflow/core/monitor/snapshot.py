@@ -8,6 +8,7 @@ Kairos's memory ledger) and the program's and agent's statistics.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable, Sequence
 
 from hetflow.core.monitor.state import EngineRecord, MonitorState
@@ -20,10 +21,8 @@ def _median(values: Iterable[float]) -> float | None:
     return percentile(ordered, 0.5) if ordered else None
 
 
-def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[float, ...],
-                prefix_blocks: Sequence[int] = ()) -> EngineView:
-    """One engine's report joined with the monitor's accounting of it, and how much of a prompt with
-    ``prefix_blocks`` it likely holds."""
+def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[float, ...]) -> EngineView:
+    """One engine's report joined with the monitor's accounting of it."""
     status, profile, index = record.status, record.status.profile, record.prefix_index
     return EngineView(
         engine_id=status.engine_id, model=status.model, address=status.address, healthy=healthy,
@@ -35,8 +34,27 @@ def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[flo
         in_flight_cost_s=record.in_flight_cost_s, profile=profile, kv_ledger_tokens=kv_ledger_tokens,
         suspended=record.suspended, dispatched_since_report=record.dispatched_since_report,
         pending_prefill_tokens=status.pending_prefill_tokens + record.dispatched_prompt_tokens_since_report,
-        prefix_match_blocks=index.matched_blocks(prefix_blocks) if index is not None and prefix_blocks else 0,
         prefix_index_blocks=len(index) if index is not None else 0)
+
+
+def engine_views(state: MonitorState, now_s: float) -> tuple[EngineView, ...]:
+    """Every engine's view at ``now_s``; the same views again while nothing changed (a simulator's round
+    of held calls decides many calls at one instant)."""
+    key = (state.version, now_s)
+    cached = state.views_cache
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    horizon = state.limits.ledger_horizon_slots
+    views = tuple(engine_view(record, state.is_healthy(record, now_s),
+                              tuple(record.ledger.occupied_window(now_s, horizon).tolist()))
+                  for record in state.engines.values())
+    state.views_cache = (key, views)
+    return views
+
+
+def _with_prefix_match(view: EngineView, record: EngineRecord, prefix_blocks: Sequence[int]) -> EngineView:
+    index = record.prefix_index
+    return replace(view, prefix_match_blocks=index.matched_blocks(prefix_blocks)) if index is not None else view
 
 
 def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", agent: str = "", workflow: str = "",
@@ -45,10 +63,9 @@ def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", ag
     """The cluster at ``now_s`` for a call of ``program_id`` by ``agent`` at stage ``stage_index`` of
     ``stage_count`` of ``workflow``, whose prompt has ``prefix_blocks``. Each engine's memory ledger
     is carried up to its last occupied slot (nothing for engines no packing decision has used)."""
-    horizon = state.limits.ledger_horizon_slots
-    engines = tuple(engine_view(record, state.is_healthy(record, now_s),
-                                tuple(record.ledger.occupied_window(now_s, horizon).tolist()), prefix_blocks)
-                    for record in state.engines.values())
+    engines = engine_views(state, now_s)
+    if prefix_blocks:
+        engines = tuple(_with_prefix_match(view, state.engines[view.engine_id], prefix_blocks) for view in engines)
     stats, program = state.agent_stats, state.programs.get(program_id)
     return ClusterSnapshot(taken_unix_s=now_s, engines=engines, program_model=state.program_model(program_id),
                            program_start_s=state.program_start_s(program_id),

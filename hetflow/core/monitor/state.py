@@ -18,6 +18,7 @@ from hetflow.core.monitor.memory_ledger import MemoryLedger, MemoryPlan
 from hetflow.core.monitor.prefix_index import PrefixIndex
 from hetflow.core.monitor.spans import CallSpan
 from hetflow.core.monitor.stage_costs import StageCosts
+from hetflow.core.snapshot import EngineView
 
 
 @dataclass
@@ -126,6 +127,10 @@ class MonitorState:
         """Kairos's spans, latency distributions and agent priorities, learned from finished calls."""
         self.stage_costs = StageCosts()
         """Each workflow stage's mean cost (HexGen-Flow eq. 5-6), learned from the calls admitted to it."""
+        self.version = 0
+        """Bumped by every change to what an engine view shows (admit, release, report, sweep)."""
+        self.views_cache: tuple[tuple[int, float], tuple[EngineView, ...]] | None = None
+        """The engine views last built, with the (version, time) they were built at."""
         self.admit_seq = 0
         """Admits applied so far; the n-th admit is included in every snapshot with admit_seq >= n."""
 
@@ -166,6 +171,7 @@ class MonitorState:
             engine.prefix_index.record(prefix_blocks)
         self.stage_costs.record(workflow, stage_index, mean_cost_s)
         self.admit_seq += 1
+        self.version += 1
         return program
 
     def release(self, request_id: str, now_s: float, output_tokens: int = 0, completed: bool = True,
@@ -175,6 +181,7 @@ class MonitorState:
         entry = self.entries.pop(request_id, None)
         if entry is None:
             return False
+        self.version += 1
         engine = self.engines.get(entry.engine_id)
         if engine is not None and engine.in_flight.pop(request_id, None) is not None:
             engine.in_flight_tokens -= entry.predicted_tokens
@@ -202,6 +209,7 @@ class MonitorState:
         """Record an engine's status; returns how many orphaned entries it cleared."""
         if not status.engine_id:
             raise ValueError("engine_id is required")
+        self.version += 1
         record = self.engines.get(status.engine_id)
         if record is None:
             record = self.engines[status.engine_id] = EngineRecord(status, now_s)
@@ -222,6 +230,7 @@ class MonitorState:
 
     def sweep(self, now_s: float) -> dict[str, int]:
         """Fail silent engines (dropping their entries) and forget idle programs."""
+        self.version += 1
         dropped = 0
         for engine_id, record in list(self.engines.items()):
             if now_s - record.received_s > self.limits.engine_failed_after_s:

@@ -134,6 +134,8 @@ class EngineScorer:
     scorer contract)."""
 
     type_name: str
+    reads_prefix = False
+    """Whether it reads how much of the call's prompt each engine holds (``prefix_match_blocks``)."""
     initial_alpha: float | None = None
     """The alpha the policy store starts from, for a scorer with one (HexGen-Flow eq. 4)."""
 
@@ -144,6 +146,9 @@ class EngineScorer:
 
 class EnginePicker:
     type_name: str
+    reads_prefix = False
+    """Whether it reads how much of the call's prompt each engine holds (``prefix_match_blocks``): the
+    snapshot matches the call's blocks against every engine's index only then."""
     plans_memory = False
     """Whether decisions carry the call's memory plan for the engine's ledger (Kairos 6)."""
     initial_alpha: float | None = None

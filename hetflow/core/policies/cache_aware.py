@@ -23,6 +23,8 @@ from hetflow.core.snapshot import ClusterSnapshot
 
 @plugin("engine-picker", "cache-aware")
 class CacheAware(EnginePicker):
+    reads_prefix = True
+
     def __init__(self, cache_threshold: float = 0.3, balance_abs_threshold: int = 64,
                  balance_rel_threshold: float = 1.5) -> None:
         if not 0.0 <= cache_threshold <= 1.0 or balance_abs_threshold < 0 or balance_rel_threshold < 1.0:

@@ -35,6 +35,8 @@ def dynamo_cost(call: LlmCall, engine: EngineView, overlap_score_weight: float, 
 
 @plugin("engine-picker", "kv-overlap-cost")
 class KvOverlapCost(EnginePicker):
+    reads_prefix = True
+
     def __init__(self, overlap_score_weight: float = 1.0) -> None:
         if overlap_score_weight < 0:
             raise ValueError(f"kv-overlap-cost needs overlap_score_weight >= 0, got {overlap_score_weight}")

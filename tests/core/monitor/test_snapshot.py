@@ -53,3 +53,13 @@ def test_an_agent_without_statistics_has_no_distance():
     assert cluster_snapshot(state, 0.0, agent="coder").agent_anchor_distance_s is None
     state.agent_stats.anchor_distance_s.update(coder=1.0, qa=9.0)
     assert cluster_snapshot(state, 0.0, agent="new").anchor_distance_median_s == 4.0
+
+
+def test_views_are_reused_at_one_instant_while_nothing_changes_and_rebuilt_after_a_change():
+    state = _state()
+    first = cluster_snapshot(state, 1.0).engines
+    assert cluster_snapshot(state, 1.0).engines is first                   # a round of held calls: one build
+    state.admit("r1", "p1", "m", "e0", 10.0, 1.0)
+    after = cluster_snapshot(state, 1.0).engines
+    assert after is not first and next(e for e in after if e.engine_id == "e0").in_flight_requests == 1
+    assert cluster_snapshot(state, 1.5).engines is not after                # another instant

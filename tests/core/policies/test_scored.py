@@ -61,3 +61,10 @@ def test_bad_configurations_are_refused():
 def test_a_scored_stage_with_eq_4_starts_the_store_at_its_alpha():
     assert picker(scorers={"workload-balanced": {"weight": 1, "alpha": 0.3}}).initial_alpha == 0.3
     assert picker(scorers={"queue": 1}).initial_alpha is None
+
+
+def test_only_a_stage_that_reads_prefixes_asks_the_snapshot_to_match_them():
+    assert picker(scorers={"prefix-affinity": 1, "queue": 1}).reads_prefix
+    assert not picker(scorers={"queue": 1, "kv-utilization": 1}).reads_prefix
+    assert plugins.build("engine-picker", "kv-overlap-cost").reads_prefix
+    assert not plugins.build("engine-picker", "least-load").reads_prefix

@@ -18,6 +18,8 @@ from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 @plugin("engine-scorer", "prefix-affinity")
 class PrefixAffinity(EngineScorer):
+    reads_prefix = True
+
     def __init__(self, max_prefix_blocks: int = 256) -> None:
         if max_prefix_blocks < 1:
             raise ValueError(f"prefix-affinity needs max_prefix_blocks >= 1, got {max_prefix_blocks}")
