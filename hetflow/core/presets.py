@@ -106,6 +106,12 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("autellix-plas", "Autellix 4.2.1: PLAS (program-level attained service, eq. 1) and its data-locality "
            "balancer", _policy("engine-first", "program-locality", StageConfig("attained-service",
                                                                                {"variant": "plas"}))),
+    Preset("hetflow-scored", "hetflow's candidate from the agent family's tuning seed: Chimera's slack rule with no "
+           "slack (the router picks only among equally loaded models), llm-d's engine scorers (prefix x3, queue x2, "
+           "KV x2), Chimera's STJF priority with aging",
+           _policy(StageConfig("chimera-slack", {"latency_slack": 0.0}), LLM_D_ENGINE, "predicted-total-tokens")),
+    Preset("hetflow-first", "hetflow's candidate without model choice: engine-first with llm-d's engine scorers, "
+           "Chimera's STJF priority with aging", _policy("engine-first", LLM_D_ENGINE, "predicted-total-tokens")),
     Preset("hetflow-prefix", "hetflow's default with engine choice by weighted scorers: the memory packer as a filter, "
            "then prefix affinity x3, in-flight tokens x2, HexGen-Flow's eq. 4 x1",
            _policy("chimera-slack", HETFLOW_SCORED_ENGINE, StageConfig("urgency", {"default_slo_scale": 5.0}))),
