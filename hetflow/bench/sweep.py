@@ -15,7 +15,8 @@ at fixed fractions of least load's capacity on that seed. A sweep is described i
     loads: {queueing_share: [0.05, 0.3, 0.6]}   # or {rates: [4, 8]} in programs/s
                                              # or {capacity_fractions: [0.5, 0.8, 0.95]}: capacity at SLO
     capacity: {slo_scale: 5.0, attainment: 0.95, rel_tol: 0.03}   # the capacity rule (these defaults)
-    policies: [least-load, chimera, "chimera:latency_slack=1.0"]
+    policies: [least-load, chimera, "chimera:latency_slack=1.0",
+               {name: my-mix, model: engine-first, engine: scored, engine_params: {scorers: {queue: 1}}}]
     seeds: [1, 2]
     router: learned                          # prior | oracle | learned
     predictor: learned                       # oracle | input-length | learned
@@ -38,7 +39,7 @@ from hetflow.bench.capacity import Capacity, Probe, SloRule, find_capacity
 from hetflow.bench.cluster import cluster_from_stack, models_of
 from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.engine.queues import QueueConfig
-from hetflow.core.presets import Preset, resolve
+from hetflow.core.presets import Preset, define, resolve
 from hetflow.core.trace import StageRecord, programs, read_jsonl
 from hetflow.runtime.config import load_stack
 from simulator.metrics import GOODPUT_SLO_SCALE, summarize
@@ -77,7 +78,7 @@ class SweepSpec:
     @classmethod
     def from_yaml(cls, path: Path) -> SweepSpec:
         raw = yaml.safe_load(path.read_text())
-        raw["policies"] = tuple(raw["policies"])
+        raw["policies"] = tuple(p if isinstance(p, str) else define(p, str(path)).name for p in raw["policies"])
         raw["seeds"] = tuple(raw.get("seeds", (1,)))
         raw["loads"] = {k: tuple(float(x) for x in v) for k, v in raw.get("loads", {}).items()}
         spec = cls(**raw)

@@ -118,6 +118,27 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
 )}
 
 
+def define(raw: Mapping[str, Any], source: str) -> Preset:
+    """A composition named in configuration (a sweep's ``policies`` entry): ``name``, the stages as in a
+    stack's ``balancer.policy``, and ``queue`` (the engine queue's discipline). It must not reuse a
+    built-in preset's name; the same definition twice is the same preset."""
+    fields = dict(raw)
+    name, queue = str(fields.pop("name", "")), str(fields.pop("queue", "priority"))
+    if not name or ":" in name:
+        raise ValueError(f"{source}: a defined policy needs a name without ':', got {name!r}")
+    preset = Preset(name, f"defined in {source}", PolicyConfig.from_mapping(fields), queue_discipline=queue)
+    for stage in STAGES:
+        config: StageConfig = getattr(preset.policy, stage)
+        plugins.build(KIND_OF_STAGE[stage], config.type, config.params)  # fail before anything runs
+    existing = PRESETS.get(name)
+    if existing is not None:
+        if (existing.policy, existing.queue_discipline) != (preset.policy, preset.queue_discipline):
+            raise ValueError(f"{source}: policy {name!r} is already defined differently")
+        return existing
+    PRESETS[name] = preset
+    return preset
+
+
 def resolve(spec: str) -> Preset:
     """``name`` or ``name:key=value,key=value``: overrides of a parameter of whichever stage's plugin takes it."""
     name, _, overrides = spec.partition(":")

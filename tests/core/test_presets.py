@@ -65,3 +65,19 @@ def test_apply_to_stack_sets_the_stages_and_every_engines_queue():
 def test_policies_needing_signals_the_stack_lacks_run_only_in_the_simulator(name):
     with pytest.raises(ValueError, match="simulator only"):
         apply_to_stack(STACK, resolve(name))
+
+
+def test_a_composition_defined_in_configuration_becomes_a_named_policy():
+    from hetflow.core.presets import define
+
+    raw = {"name": "my-mix", "model": "engine-first", "engine": "scored",
+           "engine_params": {"scorers": {"queue": 1}}, "priority": "fcfs"}
+    preset = define(raw, "test.yaml")
+    assert resolve("my-mix") is preset and preset.policy.engine.params == {"scorers": {"queue": 1}}
+    assert define(dict(raw), "again.yaml").policy == preset.policy          # the same definition twice is fine
+    with pytest.raises(ValueError, match="already defined differently"):
+        define({**raw, "priority": "urgency"}, "other.yaml")
+    with pytest.raises(ValueError, match="already defined differently"):
+        define({"name": "least-load", "engine": "round-robin"}, "clash.yaml")
+    with pytest.raises(ValueError, match="unknown engine-scorer"):
+        define({"name": "broken", "engine": "scored", "engine_params": {"scorers": {"nope": 1}}}, "bad.yaml")
