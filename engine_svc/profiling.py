@@ -35,6 +35,8 @@ class Timing:
     prompt_tokens: int
     first_token_s: float
     token_times_s: tuple[float, ...]
+    text: str = ""
+    """What the engine wrote."""
 
 
 def prompt_of(words: int) -> str:
@@ -43,13 +45,15 @@ def prompt_of(words: int) -> str:
 
 async def timed_call(backend: VllmBackend, request_id: str, prompt: str, max_tokens: int) -> Timing:
     times: list[float] = []
+    texts: list[str] = []
     start, prompt_tokens = time.perf_counter(), 0
     call = GenerateCall(request_id, prompt, (), SamplingSpec(max_tokens=max_tokens, ignore_eos=True, temperature=0.0),
                         priority=0.0)
     async for delta in backend.generate(call):
         prompt_tokens = delta.prompt_tokens or prompt_tokens
+        texts.append(delta.text)
         times.extend([time.perf_counter() - start] * max(1, delta.output_tokens - len(times)))
-    return Timing(prompt_tokens, times[0], tuple(times))
+    return Timing(prompt_tokens, times[0], tuple(times), "".join(texts))
 
 
 async def measure_prefill(backend: VllmBackend, prompt_words: Sequence[int], repeats: int) -> list[tuple[int, float]]:

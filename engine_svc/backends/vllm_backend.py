@@ -48,6 +48,10 @@ class VllmBackend:
     backend_name = "vllm"
 
     def __init__(self, model: str, cfg: VllmConfig, queue: AgingPriorityQueue, profile_spec: str) -> None:
+        self.prefix_cache_queries = 0
+        """Prompt tokens vLLM looked up in its prefix cache (its ``prefix_cache_stats``)."""
+        self.prefix_cache_hits = 0
+        """Of those, tokens it found."""
         self.cfg, self.queue = cfg, queue
         self.model_dir = cfg.model_dir or str(DEFAULT_DIR)
         self.model = model or "tiny-llama"
@@ -264,6 +268,10 @@ class VllmBackend:
         if scheduler_stats is not None:
             self._kv_usage = float(scheduler_stats.kv_cache_usage)
             self._vllm_waiting = int(scheduler_stats.num_waiting_reqs)
+            cache = getattr(scheduler_stats, "prefix_cache_stats", None)
+            if cache is not None:  # every admission, after a preemption too, as the engine model counts them
+                self.prefix_cache_queries += int(cache.queries) + int(getattr(cache, "preempted_queries", 0))
+                self.prefix_cache_hits += int(cache.hits) + int(getattr(cache, "preempted_hits", 0))
         if iteration_stats is not None:
             self._preemptions_total += int(getattr(iteration_stats, "num_preempted_reqs", 0))
         for req in self._running.values():  # one iteration of service: a promoted request nears demotion

