@@ -1,6 +1,8 @@
-"""The balancer's request path, one way: snapshot -> model -> engine -> priority -> admit -> stream -> release.
+"""The balancer's request path, one way: (snapshot | router | predictor) -> model -> engine -> priority ->
+(engine request | admit) -> stream -> release.
 
-Policies decide; this module only fetches what they read and carries out what they chose. The router
+The three fetches run together and the admit runs beside the engine request, so a decision costs
+one round trip to the slowest dependency plus the policies. Policies decide; this module only fetches what they read and carries out what they chose. The router
 and predictor are advisory: if either is down the call still goes through on the documented fallback
 (fastest model; input-length priority) and the receipt says so. The monitor is not advisory: without
 it there is no load picture, so the call fails UNAVAILABLE.
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import AsyncIterator
 
@@ -43,6 +46,8 @@ from hetflow.v1 import (
 )
 
 log = get_logger(__name__)
+PROGRAM_HINTS = 65536
+"""Programs whose assigned model a balancer remembers, to skip the router for their later calls."""
 DECISIONS = Counter("hetflow_balancer_decisions_total", "Decisions per stage and rule", ["stage", "rule"])
 HELD = Counter("hetflow_balancer_held_total", "Decisions deferred because no engine had KV room (Kairos 6)")
 DECISION_S = Histogram("hetflow_balancer_decision_seconds", "Call received -> engine request sent",
@@ -80,6 +85,11 @@ class Dispatcher:
         self._held_calls: dict[str, tuple[LlmCall, asyncio.Future[Dispatch]]] = {}
         self._releaser: asyncio.Task[None] | None = None
         self._retry_after_s = 0.5
+        self._served_models: list[str] = []
+        """The healthy models of the last snapshot: what the router and predictor are asked about
+        beside the next snapshot."""
+        self._program_models: OrderedDict[str, str] = OrderedDict()
+        """Programs seen assigned to a model (A[p]), the most recent last, at most ``PROGRAM_HINTS``."""
         self.monitor = monitor_pb2_grpc.MonitorStub(self._channel(cfg.monitor_address))
         self.router = router_pb2_grpc.RouterStub(self._channel(cfg.router_address)) if cfg.router_address else None
         self.predictor = (predictor_pb2_grpc.PredictorStub(self._channel(cfg.predictor_address))
@@ -155,16 +165,12 @@ class Dispatcher:
                     outcome.set_result(dispatch)
 
     async def _decide_once(self, call: LlmCall) -> Dispatch:
-        """Chimera Algorithm 1. Fetches first (snapshot, then router and predictor together), then
-        decides (hetflow.core.pipeline) and records the decision without yielding, so concurrent
-        calls see each other."""
+        """Chimera Algorithm 1. Fetches first, the snapshot, the router and the predictor together
+        (``_fetch``), then decides (hetflow.core.pipeline) and records the decision without yielding,
+        so concurrent calls see each other."""
         start = time.perf_counter()
-        snapshot_msg = await self._snapshot(call)
+        snapshot_msg, candidates, router_asked, (confidence, truncated), predictions = await self._fetch(call)
         snapshot = wire.snapshot_from_proto(snapshot_msg)
-        candidates = self.pipeline.candidate_models(call, snapshot)
-        router_asked = self.pipeline.needs_router(call, candidates)
-        (confidence, truncated), predictions = await asyncio.gather(
-            self._score(call) if router_asked else _none(), self._predict(call, candidates))
 
         # From here to the pending entry: no await, so no other decision interleaves.
         view = self.pending.apply(snapshot, snapshot_msg.admit_seq, time.monotonic())
@@ -184,6 +190,43 @@ class Dispatcher:
             DECISIONS.labels(s.stage, s.choice.rule).inc()
         return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt,
                         snapshot.program_start_s, start, admitted)
+
+    async def _fetch(self, call: LlmCall) -> tuple[monitor_pb2.MonitorSnapshot, list[str], bool,
+                                                     tuple[dict[str, float], bool],
+                                                     dict[str, tuple[Prediction, str]]]:
+        """The snapshot, the router's confidences and the predictions, in one round trip's time: the
+        router and predictor are asked beside the snapshot for the models the last snapshot served
+        (and the router only for a program this balancer has not seen assigned), then whatever the
+        snapshot shows they missed is asked after it. The first call, with no snapshot seen yet,
+        fetches in two steps."""
+        guess = [call.model_pin] if call.model_pin else self._served_models
+        ask_router = bool(guess) and self.pipeline.needs_router(call, guess) and \
+            call.workflow.program_id not in self._program_models
+        snapshot_msg, scored, predictions = await asyncio.gather(
+            self._snapshot(call), self._score(call) if ask_router else _none(),
+            self._predict(call, guess) if guess else _no_predictions())
+        snapshot = wire.snapshot_from_proto(snapshot_msg)
+        self._served_models = snapshot.healthy_models()
+        candidates = self.pipeline.candidate_models(call, snapshot)
+        router_asked = self.pipeline.needs_router(call, candidates)
+        missing = [m for m in candidates if m not in predictions]
+        if (router_asked and not ask_router) or missing:
+            late_scored, late = await asyncio.gather(self._score(call) if router_asked and not ask_router
+                                                     else _none(), self._predict(call, missing) if missing
+                                                     else _no_predictions())
+            scored = late_scored if router_asked and not ask_router else scored
+            predictions = {**predictions, **late}
+        if snapshot.program_model:
+            self._remember_program(call.workflow.program_id, snapshot.program_model)
+        return snapshot_msg, candidates, router_asked, scored if router_asked else ({}, False), predictions
+
+    def _remember_program(self, program_id: str, model: str) -> None:
+        """A hint of A[p] (the monitor stays the truth): a program seen assigned needs no router."""
+        if program_id:
+            self._program_models[program_id] = model
+            self._program_models.move_to_end(program_id)
+            while len(self._program_models) > PROGRAM_HINTS:
+                self._program_models.popitem(last=False)
 
     async def _snapshot(self, call: LlmCall) -> monitor_pb2.MonitorSnapshot:
         try:
@@ -337,6 +380,10 @@ class Dispatcher:
 
 async def _none() -> tuple[dict[str, float], bool]:
     return {}, False
+
+
+async def _no_predictions() -> dict[str, tuple[Prediction, str]]:
+    return {}
 
 
 def _engine_failure(exc: grpc.aio.AioRpcError) -> str:

@@ -1,0 +1,89 @@
+"""The balancer fetches the snapshot, the router and the predictor together once it knows the served
+models, and skips the router for a program it has seen assigned."""
+
+import asyncio
+from types import SimpleNamespace
+
+from balancer_svc.config import BalancerConfig
+from balancer_svc.dispatcher import Dispatcher
+from hetflow import wire
+from hetflow.core.monitor.snapshot import cluster_snapshot
+from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
+from hetflow.v1 import predictor_pb2, router_pb2
+from tests.factories import call, profile
+
+
+def stack(state: MonitorState, snapshot_waits_for: asyncio.Event | None = None):
+    """Stub monitor, router and predictor recording what was asked; the snapshot may wait until the
+    router has been asked (which only happens when they are asked together)."""
+    asked = []
+
+    async def snapshot(request, timeout):
+        asked.append("snapshot")
+        if snapshot_waits_for is not None:
+            await asyncio.wait_for(snapshot_waits_for.wait(), 1.0)
+        view = cluster_snapshot(state, 1.0, request.program_id)
+        return wire.snapshot_to_proto(view, state.engines, state.admit_seq)
+
+    async def score(request, timeout):
+        asked.append("router")
+        if snapshot_waits_for is not None:
+            snapshot_waits_for.set()
+        return router_pb2.ScoreReply(scores=[router_pb2.ModelConfidence(confidence={"small": 0.4, "large": 0.8})])
+
+    async def predict(request, timeout):
+        asked.append("predictor:" + ",".join(sorted(r.model for r in request.rows)))
+        return predictor_pb2.PredictReply(predictions=[predictor_pb2.Prediction(median_tokens=50.0)
+                                                       for _ in request.rows])
+
+    return asked, SimpleNamespace(Snapshot=snapshot), SimpleNamespace(Score=score), SimpleNamespace(Predict=predict)
+
+
+def dispatcher_on(state, waits_for=None):
+    dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", router_address="127.0.0.1:2",
+                                           predictor_address="127.0.0.1:3"))
+    asked, dispatcher.monitor, dispatcher.router, dispatcher.predictor = stack(state, waits_for)
+    return dispatcher, asked
+
+
+def two_models() -> MonitorState:
+    state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
+    state.report(EngineStatus("small-0", model="small", profile=profile()), 0.0)
+    state.report(EngineStatus("large-0", model="large", profile=profile()), 0.0)
+    return state
+
+
+def test_the_first_call_fetches_in_two_steps_and_later_ones_in_one():
+    async def scenario():
+        state = two_models()
+        dispatcher, asked = dispatcher_on(state)
+        first = await dispatcher._fetch(call(program_id="p1"))
+        assert asked[0] == "snapshot" and set(asked[1:]) == {"router", "predictor:large,small"}
+        waits = asyncio.Event()
+        dispatcher, asked = dispatcher_on(state, waits)
+        dispatcher._served_models = ["large", "small"]
+        second = await dispatcher._fetch(call(program_id="p2"))   # the snapshot only answers once the router was asked
+        await dispatcher.close()
+        return first, second, asked
+
+    first, second, asked = asyncio.run(scenario())
+    assert sorted(asked) == ["predictor:large,small", "router", "snapshot"]
+    for _, candidates, router_asked, (confidence, _), predictions in (first, second):
+        assert candidates == ["large", "small"] and router_asked and confidence == {"small": 0.4, "large": 0.8}
+        assert set(predictions) == {"large", "small"}
+
+
+def test_a_program_seen_assigned_skips_the_router():
+    async def scenario():
+        state = two_models()
+        state.admit("r0", "p1", "large", "large-0", 10.0, 0.5)
+        dispatcher, asked = dispatcher_on(state)
+        dispatcher._served_models = ["large", "small"]
+        await dispatcher._fetch(call(program_id="p1"))              # learns A[p1] = large from the snapshot
+        asked.clear()
+        _, candidates, router_asked, _, _ = await dispatcher._fetch(call(program_id="p1"))
+        await dispatcher.close()
+        return asked, candidates, router_asked
+
+    asked, candidates, router_asked = asyncio.run(scenario())
+    assert "router" not in asked and candidates == ["large"] and not router_asked
