@@ -2,10 +2,11 @@
 (engine request | admit) -> stream -> release.
 
 The three fetches run together and the admit runs beside the engine request, so a decision costs
-one round trip to the slowest dependency plus the policies. Policies decide; this module only fetches what they read and carries out what they chose. The router
-and predictor are advisory: if either is down the call still goes through on the documented fallback
-(fastest model; input-length priority) and the receipt says so. The monitor is not advisory: without
-it there is no load picture, so the call fails UNAVAILABLE.
+one round trip to the slowest dependency plus the policies. Policies decide; this module only
+fetches what they read and carries out what they chose. The router and predictor are advisory: if
+either is down the call still goes through on the documented fallback (fastest model; input-length
+priority) and the receipt says so. The monitor is not advisory: without it there is no load
+picture, so the call fails UNAVAILABLE.
 """
 
 from __future__ import annotations
