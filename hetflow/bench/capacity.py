@@ -2,6 +2,11 @@
 call, and finishes at least ``attainment`` of its workflows within ``slo_scale`` times their exclusive
 latency (the program alone on the cluster, ``simulator.run.reference_latency_s``).
 
+A run is stable when its latency is not growing once the system has filled up (the steady-state
+check: the later two thirds of its programs, first half against second), and sustained when its
+trace arrives over at least ``span_latencies`` median latencies (a finite trace at a high enough rate
+arrives at once, a batch that can meet a loose SLO without saying anything about a rate).
+
 The rule is fixed before any policy runs: the same SLO, the same bisection, the same traces for
 every policy. ``find_capacity`` brackets the capacity by doubling or halving the rate from a start,
 then bisects on log(rate) until the bracket is within ``rel_tol``; every probe is kept, so a report
@@ -22,6 +27,9 @@ class SloRule:
     """X: a workflow meets the SLO when it finishes within X times its exclusive latency."""
     attainment: float = 0.95
     """The share of workflows that must meet it."""
+    span_latencies: float = 4.0
+    """The trace must arrive over at least this many median workflow latencies of the run: otherwise
+    the run measures a batch, not a sustained rate, and cannot pass."""
 
     def __post_init__(self) -> None:
         if self.slo_scale < 1.0 or not 0.0 < self.attainment <= 1.0:
@@ -29,8 +37,11 @@ class SloRule:
 
     def met_by(self, summary: Mapping[str, Any]) -> bool:
         """Whether a run's summary (``hetflow.bench.sweep.simulate``) meets the rule."""
-        return (bool(summary.get("programs")) and summary["stability"]["stable"]
-                and not summary.get("rejected_calls") and summary["within_slo_share"] >= self.attainment)
+        if not summary.get("programs") or summary.get("rejected_calls"):
+            return False
+        sustained = summary["arrival_span_s"] >= self.span_latencies * summary["latency_s"]["p50"]
+        return (sustained and summary["steady_stability"]["stable"]
+                and summary["within_slo_share"] >= self.attainment)
 
 
 @dataclass(frozen=True)

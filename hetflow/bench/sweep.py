@@ -73,7 +73,7 @@ class SweepSpec:
 
     @property
     def slo_rule(self) -> SloRule:
-        return SloRule(**{k: v for k, v in self.capacity.items() if k in ("slo_scale", "attainment")})
+        return SloRule(**{k: v for k, v in self.capacity.items() if k in ("slo_scale", "attainment", "span_latencies")})
 
     @classmethod
     def from_yaml(cls, path: Path) -> SweepSpec:
@@ -86,7 +86,7 @@ class SweepSpec:
             resolve(p)  # fail before running anything
         if set(spec.loads) - {"queueing_share", "rates", "capacity_fractions"} or len(spec.loads) != 1:
             raise ValueError(f"{path}: loads must be one of queueing_share, rates or capacity_fractions")
-        unknown = set(spec.capacity) - {"slo_scale", "attainment", "rel_tol", "start_rate_per_s"}
+        unknown = set(spec.capacity) - {"slo_scale", "attainment", "span_latencies", "rel_tol", "start_rate_per_s"}
         if unknown:
             raise ValueError(f"{path}: capacity has no setting(s) {sorted(unknown)}")
         spec.slo_rule  # noqa: B018 - fails on a bad rule before anything runs
@@ -123,6 +123,18 @@ def load_trace(spec: SweepSpec, seed: int, models: Sequence[str]) -> list[StageR
     total = sum(int(p["programs"]) for p in parts)
     records = [r for i, part in enumerate(parts) for r in _generated(part, seed + 1000 * i, models, spec, total)]
     return sorted(records, key=lambda r: (r.arrival_s, r.program_id, r.stage_index))
+
+
+def servable(records: Sequence[StageRecord], engines: Sequence[EngineSpec]) -> tuple[list[StageRecord], list[str]]:
+    """The trace without the programs some call of which no engine could ever hold (its prompt and
+    output over an engine's KV capacity or context), whatever the policy; and the dropped programs.
+    A property of the workload on this cluster, so no policy is charged with it."""
+    def fits(record: StageRecord) -> bool:
+        need = max(record.input_tokens[m] + record.output_tokens[m] for m in record.input_tokens)
+        return all(need <= min(e.profile.kv_capacity_tokens, e.profile.max_model_len) for e in engines)
+
+    unfit = {r.program_id for r in records if not fits(r)}
+    return [r for r in records if r.program_id not in unfit], sorted(unfit)
 
 
 def _generated(part: Mapping[str, Any], seed: int, models: Sequence[str], spec: SweepSpec,
@@ -174,7 +186,9 @@ class Sweep:
         self.engines = cluster_from_stack(raw)
         self.models = models_of(self.engines)
         self.priors = dict(raw.get("router", {}).get("models", {}))
-        self.traces = {seed: load_trace(spec, seed, self.models) for seed in spec.seeds}
+        self.traces, self.dropped = {}, {}
+        for seed in spec.seeds:
+            self.traces[seed], self.dropped[seed] = servable(load_trace(spec, seed, self.models), self.engines)
         self.signals = {seed: Signals(spec.router, spec.predictor, self.priors,
                                       learned(self.traces[seed], self.models) if learned else LearnedSignals())
                         for seed in spec.seeds}

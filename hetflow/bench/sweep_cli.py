@@ -96,13 +96,17 @@ def _run_capacity(args: argparse.Namespace, sweep: Any, out: Path, started: floa
     from hetflow.bench.sweep import aggregate
 
     spec = sweep.spec
+    for seed, dropped in sweep.dropped.items():
+        if dropped:
+            print(f"seed {seed}: {len(dropped)} program(s) no engine could ever hold, left out: {', '.join(dropped)}",
+                  file=sys.stderr, flush=True)
     capacities: dict[tuple[str, int], Capacity] = sweep.capacities(progress=_progress)
     runs = sweep.run_all(sweep.fraction_runs(capacities), progress=_progress)
     rows = aggregate(runs)
     per_policy = capacity_rows(capacities, spec.policies, spec.seeds)
     out.mkdir(parents=True, exist_ok=True)
     result = {"command": _command(args), "machine": machine(), "spec": spec.__dict__,
-              "slo_rule": spec.slo_rule.__dict__, "capacity": per_policy,
+              "slo_rule": spec.slo_rule.__dict__, "capacity": per_policy, "dropped_programs": sweep.dropped,
               "probes": {f"{p}@{seed}": [{"rate_per_s": pr.rate_per_s, "passed": pr.passed, **pr.summary}
                                          for pr in c.probes] for (p, seed), c in capacities.items()},
               "rows": rows, "runs": runs, "elapsed_s": time.perf_counter() - started}

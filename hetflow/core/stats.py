@@ -28,14 +28,16 @@ def union_length_s(intervals: Iterable[tuple[float, float]]) -> float:
     return total_s
 
 
-def stability(latencies_in_arrival_order: Sequence[float]) -> dict[str, Any]:
-    """The first half of the run against the second, by mean and by median latency.
+def stability(latencies_in_arrival_order: Sequence[float], warmup_share: float = 0.0) -> dict[str, Any]:
+    """The first half of the run against the second, by mean and by median latency, after leaving out
+    the first ``warmup_share`` of it (programs that arrived at a system filling up from empty).
 
     A queue that keeps growing raises both; one heavy-tailed workflow raises only the mean, so a run
     is unstable when both ratios exceed ``UNSTABLE_HALF_RATIO``.
     """
-    half = len(latencies_in_arrival_order) // 2
-    first, second = latencies_in_arrival_order[:half], latencies_in_arrival_order[half:]
+    kept = latencies_in_arrival_order[int(len(latencies_in_arrival_order) * warmup_share):]
+    half = len(kept) // 2
+    first, second = kept[:half], kept[half:]
     mean_ratio = _ratio(statistics.mean(second), statistics.mean(first))
     median_ratio = _ratio(statistics.median(second), statistics.median(first))
     return {"first_half_mean_s": statistics.mean(first), "second_half_mean_s": statistics.mean(second),

@@ -50,3 +50,31 @@ def test_one_request_at_a_time_of_fixed_size_has_capacity_one_over_its_service_t
 
     found = find_capacity(probe, 1.0, rel_tol=0.01)
     assert 0.97 / service_s <= found.rate_per_s <= 1.02 / service_s
+
+
+def summary(span_s=1000.0, p50_s=10.0, steady=True, within=1.0, rejected=0):
+    return {"programs": 100, "rejected_calls": rejected, "arrival_span_s": span_s, "latency_s": {"p50": p50_s},
+            "steady_stability": {"stable": steady}, "within_slo_share": within}
+
+
+def test_the_rule_needs_a_sustained_steady_run_that_meets_the_slo_and_loses_nothing():
+    rule = SloRule()
+    assert rule.met_by(summary())
+    assert not rule.met_by(summary(span_s=30.0))            # the trace arrived as a batch: not a rate
+    assert not rule.met_by(summary(steady=False))
+    assert not rule.met_by(summary(within=0.94))
+    assert not rule.met_by(summary(rejected=1))
+
+
+def test_programs_no_engine_could_ever_hold_are_left_out_of_every_policys_trace():
+    from hetflow.bench.sweep import servable
+    from tests.factories import profile
+
+    def record(pid, tokens):
+        return StageRecord(program_id=pid, workflow="w", variant="v", stage_index=1, stage_count=1, agent="a",
+                           upstream_agent="", depends_on=[], system_prompt="", user_prompt="",
+                           input_tokens={"m": tokens}, output_tokens={"m": 10}, correct={}, arrival_s=0.0)
+
+    engines = [EngineSpec("e0", "m", profile(kv_capacity_tokens=4096, max_model_len=4096))]
+    kept, dropped = servable([record("ok", 100), record("huge", 5000)], engines)
+    assert [r.program_id for r in kept] == ["ok"] and dropped == ["huge"]

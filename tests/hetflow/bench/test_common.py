@@ -13,3 +13,12 @@ def test_one_huge_workflow_in_the_second_half_does_not_flag_the_run():
     latencies[150] = 500.0   # raises the second half's mean ~3.5x, not its median
     result = stability(latencies)
     assert result["ratio"] > 2 and result["median_ratio"] == 1.0 and result["stable"]
+
+
+def test_a_warm_up_from_an_empty_system_is_not_a_growing_queue_once_it_is_left_out():
+    warm_up = [1.0 + 0.1 * k for k in range(30)]             # filling up: latency rises, then stays
+    latencies = warm_up + [6.0] * 60
+    assert not stability(latencies)["stable"]
+    assert stability(latencies, warmup_share=1 / 3)["stable"]
+    growing = [1.0 + 0.1 * k for k in range(90)]
+    assert not stability(growing, warmup_share=1 / 3)["stable"]
