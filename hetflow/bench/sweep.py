@@ -335,7 +335,7 @@ def aggregate(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "queueing_share": statistics.mean(r["queueing_share"] for r in rs),
             "preemptions": statistics.mean(r["preemptions"] for r in rs),
             "scheduler_overhead_ms": statistics.mean(r["scheduler_overhead_ms"]["mean"] for r in rs),
-            "stable": all(r["stability"]["stable"] for r in rs),
+            "stable": all(r.get("steady_stability", r["stability"])["stable"] for r in rs),
             "router_changed_share": _mean_present(r.get("router_changed_share") for r in rs),
             "prefix_hit_rate": _mean_present(r.get("prefix_hit_rate") for r in rs),
             "longest_decile_p95_s": _mean_present(r.get("longest_decile_p95_s") for r in rs),
