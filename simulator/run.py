@@ -33,8 +33,8 @@ from simulator.signals import Signals
 ENGINE_REPORT_INTERVAL_S = 0.5
 """How often simulated engines report their status to the monitor, as live engines do."""
 PREFIX_BLOCK_TOKENS = 16
-"""Tokens per block of a call's prefix hashes: vLLM's default KV block size, which every simulated
-engine profile uses (``EngineProfile.block_size``), so the engine and the balancer share the hashes."""
+"""Tokens per block of a call's prefix hashes as the balancer matches them (vLLM's default KV block
+size); an engine with other blocks gets the prompt hashed at its own size."""
 
 
 @dataclass
@@ -106,10 +106,6 @@ class Simulation:
         self.signals = signals
         self.monitor = MonitorState(MonitorLimits(engine_stale_after_s=float("inf"), engine_failed_after_s=float("inf"),
                                                   orphan_grace_s=float("inf"), program_ttl_s=float("inf")))
-        odd = sorted(e.engine_id for e in engines if e.profile.block_size != PREFIX_BLOCK_TOKENS)
-        if odd:
-            raise ValueError(f"engines {odd}: the simulator hashes prompts in {PREFIX_BLOCK_TOKENS}-token blocks, "
-                             "the engines' KV block size must match")
         self.engines = {e.engine_id: VirtualEngine(e.engine_id, e.model, e.profile, queue or QueueConfig(), self.loop,
                                                    self._finished)
                         for e in engines}
@@ -124,7 +120,7 @@ class Simulation:
         """Calls held for KV room, decided again each round in priority order (Kairos 6); their hold
         counts as queueing, and a held call is never dispatched twice."""
         self._held_records: dict[str, tuple[str, StageRecord]] = {}
-        self._prompts: dict[str, tuple[int, BlockHasher]] = {}
+        self._prompts: dict[str, tuple[int, BlockHasher, list[PromptPart]]] = {}
         """Prompt length and blocks of each call being decided (kept while it is held)."""
         self._in_tool: set[str] = set()
         """Calls whose dependencies finished and whose program is still in a tool (``tool_s``)."""
@@ -208,23 +204,23 @@ class Simulation:
             if not record.depends_on:
                 self._dispatch(program_id, record)
 
-    def _prompt(self, program_id: str, record: StageRecord) -> tuple[int, BlockHasher | None]:
-        """The call's prompt length and its blocks, its ancestors' outputs as the models that served
-        them wrote them (fixed once they finished, so a held call keeps them); (0, None) for a record
-        without prompt parts (its length depends on the model)."""
+    def _prompt(self, program_id: str, record: StageRecord) -> tuple[int, BlockHasher | None, list[PromptPart]]:
+        """The call's prompt length, its blocks and its parts, its ancestors' outputs as the models
+        that served them wrote them (fixed once they finished, so a held call keeps them); (0, None, [])
+        for a record without prompt parts (its length depends on the model)."""
         request_id = f"{program_id}/{record.stage_index}"
         if request_id not in self._prompts:
             if not record.prompt_parts:
-                return 0, None
+                return 0, None, []
             producers = {s: self.engines[c.engine_id].model for s, c in self.results[program_id].calls.items()}
             parts = prompt_parts(self._programs[program_id], record, producers)
             self._prompts[request_id] = (sum(p.tokens for p in parts),
-                                         BlockHasher(PREFIX_BLOCK_TOKENS).extend(parts))
+                                         BlockHasher(PREFIX_BLOCK_TOKENS).extend(parts), parts)
         return self._prompts[request_id]
 
     def _dispatch(self, program_id: str, record: StageRecord) -> None:
         program, now = self._programs[program_id], self.loop.now
-        prompt_tokens, hasher = self._prompt(program_id, record)
+        prompt_tokens, hasher, parts = self._prompt(program_id, record)
         blocks = tuple(hasher.hashes) if hasher else ()
         call = LlmCall(request_id=f"{program_id}/{record.stage_index}", prompt=record.user_prompt, messages=(),
                        sampling=SamplingSpec(max_tokens=max(record.output_tokens.values())),
@@ -259,12 +255,14 @@ class Simulation:
             return
         finally:
             self.decision_ms.append((time.perf_counter() - started) * 1e3)
+        engine_block = self.engines[outcome.engine_id].profile.block_size
         req = EngineRequest(request_id=call.request_id,
                             prompt_tokens=prompt_tokens or record.input_tokens[outcome.model],
                             max_tokens=record.output_tokens[outcome.model], priority=outcome.priority.key,
                             priority_tiebreak=outcome.priority.tiebreak, arrival_s=now, program_id=program_id,
                             target_output_tokens=record.output_tokens[outcome.model],
-                            block_hashes=_sequence_blocks(hasher, record, outcome.model))
+                            block_hashes=_sequence_blocks(_at_block_size(hasher, parts, engine_block),
+                                                          record, outcome.model))
         try:
             self.engines[outcome.engine_id].submit(req)
         except (ValueError, MemoryError) as exc:  # the live engine answers INVALID_ARGUMENT / RESOURCE_EXHAUSTED
@@ -317,6 +315,13 @@ class Simulation:
                 observer(result)
 
 
+def _at_block_size(hasher: BlockHasher | None, parts: list[PromptPart], block_size: int) -> BlockHasher | None:
+    """The prompt's blocks at an engine's KV block size (the balancer's are 16 tokens)."""
+    if hasher is None or hasher.block_size == block_size:
+        return hasher
+    return BlockHasher(block_size).extend(parts)
+
+
 def _sequence_blocks(prompt: BlockHasher | None, record: StageRecord, model: str) -> tuple[int, ...]:
     """The blocks of the call's whole sequence, prompt then output, as vLLM caches them while it decodes:
     a later call whose prompt holds this output reuses them."""
@@ -331,22 +336,22 @@ def reference_latency_s(program: list[StageRecord], engines: Sequence[EngineSpec
     call's cost): per engine, the critical path of its model's isolated call latencies, each after its
     tool time, each prompt's prefix computed by its ancestors taken from the prefix cache, as it would
     be alone. The base an SLO scale multiplies to set a deadline at arrival."""
-    alone = {model: _alone(program, model) for model in {e.model for e in engines}}
+    alone = {(e.model, e.profile.block_size): _alone(program, e.model, e.profile.block_size) for e in engines}
     paths = []
     for engine in engines:
         done_at: dict[int, float] = {}
         for record in program:
             start = max((done_at[d] for d in record.depends_on), default=0.0) + record.tool_s
-            prompt, cached = alone[engine.model][record.stage_index]
+            prompt, cached = alone[(engine.model, engine.profile.block_size)][record.stage_index]
             done_at[record.stage_index] = start + engine.profile.isolated_request_s(
                 prompt, record.output_tokens[engine.model], cached)
         paths.append(max(done_at.values()))
     return sum(paths) / len(paths)
 
 
-def _alone(program: list[StageRecord], model: str) -> dict[int, tuple[int, int]]:
+def _alone(program: list[StageRecord], model: str, block_size: int) -> dict[int, tuple[int, int]]:
     """Per stage, its prompt length and the tokens of it its ancestors left in the cache, every call
-    served by ``model``."""
+    served by ``model`` on an engine of ``block_size``-token KV blocks."""
     producers = {r.stage_index: model for r in program}
     computed: dict[int, set[int]] = {}
     out = {}
@@ -356,11 +361,10 @@ def _alone(program: list[StageRecord], model: str) -> dict[int, tuple[int, int]]
             out[record.stage_index] = (record.input_tokens[model], 0)
             continue
         parts = prompt_parts(program, record, producers)
-        hasher = BlockHasher(PREFIX_BLOCK_TOKENS).extend(parts)
+        hasher = BlockHasher(block_size).extend(parts)
         prompt = sum(p.tokens for p in parts)
         known = set().union(*(computed[a] for a in _ancestors(program, record)))
-        out[record.stage_index] = (prompt, min(leading_matches(hasher.hashes, known) * PREFIX_BLOCK_TOKENS,
-                                               prompt - 1))
+        out[record.stage_index] = (prompt, min(leading_matches(hasher.hashes, known) * block_size, prompt - 1))
         computed[record.stage_index] = set(_sequence_blocks(hasher, record, model))
     return out
 
