@@ -25,7 +25,7 @@ from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches
 from hetflow.core.snapshot import ClusterSnapshot
 from hetflow.core.stats import union_length_s
-from hetflow.core.trace import StageRecord, programs, prompt_parts
+from hetflow.core.trace import StageRecord, ancestors, programs, prompt_parts
 from simulator.clock import EventLoop
 from simulator.engine import VirtualEngine
 from simulator.signals import Signals
@@ -353,6 +353,7 @@ def _alone(program: list[StageRecord], model: str, block_size: int) -> dict[int,
     """Per stage, its prompt length and the tokens of it its ancestors left in the cache, every call
     served by ``model`` on an engine of ``block_size``-token KV blocks."""
     producers = {r.stage_index: model for r in program}
+    closure = ancestors([r.depends_on for r in program])
     computed: dict[int, set[int]] = {}
     out = {}
     for record in program:
@@ -363,19 +364,7 @@ def _alone(program: list[StageRecord], model: str, block_size: int) -> dict[int,
         parts = prompt_parts(program, record, producers)
         hasher = BlockHasher(block_size).extend(parts)
         prompt = sum(p.tokens for p in parts)
-        known = set().union(*(computed[a] for a in _ancestors(program, record)))
+        known = set().union(*(computed[a] for a in closure[record.stage_index - 1]))
         out[record.stage_index] = (prompt, min(leading_matches(hasher.hashes, known) * block_size, prompt - 1))
         computed[record.stage_index] = set(_sequence_blocks(hasher, record, model))
     return out
-
-
-def _ancestors(program: list[StageRecord], record: StageRecord) -> set[int]:
-    found: set[int] = set()
-    pending = list(record.depends_on)
-    by_stage = {r.stage_index: r for r in program}
-    while pending:
-        stage = pending.pop()
-        if stage not in found:
-            found.add(stage)
-            pending.extend(by_stage[stage].depends_on)
-    return found

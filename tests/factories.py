@@ -8,6 +8,7 @@ from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.engine.request import EngineRequest
 from hetflow.core.policies import Prediction, PriorityContext
+from hetflow.core.prefix import BlockHasher, PromptPart
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 from hetflow.runtime.ports import free_port  # noqa: F401 - re-exported for tests
 
@@ -58,3 +59,8 @@ def context(now_s: float = 0.0, *engines: EngineView, for_call: LlmCall | None =
     engines = engines or (engine("e0", "m"),)
     return PriorityContext.for_call(for_call or call(), prediction or Prediction(1.0), now_s, engines[0],
                                     snapshot(*engines, taken_unix_s=now_s))
+
+
+def block_hashes_of(parts: list[PromptPart], block_size: int) -> tuple[int, ...]:
+    """The chained hashes of the full blocks of a prompt made of ``parts``."""
+    return tuple(BlockHasher(block_size).extend(parts).hashes)

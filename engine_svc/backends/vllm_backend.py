@@ -48,11 +48,11 @@ class VllmBackend:
     backend_name = "vllm"
 
     def __init__(self, model: str, cfg: VllmConfig, queue: AgingPriorityQueue, profile_spec: str) -> None:
+        self.cfg, self.queue = cfg, queue
         self.prefix_cache_queries = 0
         """Prompt tokens vLLM looked up in its prefix cache (its ``prefix_cache_stats``)."""
         self.prefix_cache_hits = 0
         """Of those, tokens it found."""
-        self.cfg, self.queue = cfg, queue
         self.model_dir = cfg.model_dir or str(DEFAULT_DIR)
         self.model = model or "tiny-llama"
         self._profile_spec = profile_spec

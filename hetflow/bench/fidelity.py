@@ -141,9 +141,9 @@ def shared_parts(records: Sequence[StageRecord], prompt_tokens: Mapping[str, int
             if r.depends_on:
                 parts = [*parts, {"output_of": r.depends_on[0]}]
                 previous += group[r.depends_on[0] - 1].output_tokens[MODEL]
-            parts = [*parts, {"text": f"{r.program_id}/{r.stage_index}", "tokens": max(1, measured - previous)}]
-            previous = sum(p.get("tokens", 0) for p in parts) + sum(
-                group[p["output_of"] - 1].output_tokens[MODEL] for p in parts if "output_of" in p)
+            new_tokens = max(1, measured - previous)
+            parts = [*parts, {"text": f"{r.program_id}/{r.stage_index}", "tokens": new_tokens}]
+            previous += new_tokens
             out.append(replace(r, input_tokens={MODEL: previous}, prompt_parts=list(parts)))
     return out
 

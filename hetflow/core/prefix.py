@@ -76,11 +76,6 @@ class BlockHasher:
         self._pieces, self._filled = [], 0
 
 
-def part_block_hashes(parts: Iterable[PromptPart], block_size: int) -> tuple[int, ...]:
-    """Chained hashes of the full blocks of the prompt made of ``parts`` (``BlockHasher``)."""
-    return tuple(BlockHasher(block_size).extend(parts).hashes)
-
-
 def text_block_hashes(text: str, block_chars: int = TEXT_BLOCK_CHARS) -> tuple[int, ...]:
     """Chained hashes of the full ``block_chars``-character blocks of ``text``: stable across
     processes (BLAKE2b, 63 bits), so balancers and the monitor agree on them."""

@@ -16,7 +16,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from hetflow.core.prefix import PromptPart
 
@@ -97,6 +97,18 @@ def trace_sha256(records: Iterable[StageRecord]) -> str:
     for r in records:
         digest.update(r.to_json().encode())
     return digest.hexdigest()
+
+
+def ancestors(depends_on: Sequence[Sequence[int]]) -> list[set[int]]:
+    """Per stage (``depends_on`` in stage order, 1-based indices), every stage whose output reaches its
+    input: the transitive closure of depends_on."""
+    out: list[set[int]] = []
+    for deps in depends_on:
+        found: set[int] = set()
+        for dep in deps:
+            found |= {dep} | out[dep - 1]
+        out.append(found)
+    return out
 
 
 def remaining_output_tokens(program: list[StageRecord], stage_index: int, model: str) -> int:

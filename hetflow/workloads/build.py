@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from hetflow.core.tokens import count_tokens
-from hetflow.core.trace import StageRecord
+from hetflow.core.trace import StageRecord, ancestors
 from hetflow.workloads.correctness import fit_ability, sample_correct
 from hetflow.workloads.models import MODELS
 
@@ -55,17 +55,6 @@ class ProgramPlan:
     tenant: str = "default"
 
 
-def ancestors(stages: Sequence[StagePlan]) -> list[set[int]]:
-    """Per stage, every stage whose output reaches its input (transitive closure of depends_on)."""
-    out: list[set[int]] = []
-    for stage in stages:
-        found: set[int] = set()
-        for dep in stage.depends_on:
-            found |= {dep} | out[dep - 1]
-        out.append(found)
-    return out
-
-
 def build(plans: Sequence[ProgramPlan], models: Sequence[str], arrivals: Sequence[float], seed: int,
           prefix: str = "p") -> list[StageRecord]:
     unknown = sorted(set(models) - set(MODELS))
@@ -84,7 +73,7 @@ def build(plans: Sequence[ProgramPlan], models: Sequence[str], arrivals: Sequenc
         outputs = {m: plan.lengths(m, rng) for m in models}
         correct = {m: sample_correct(rng, abilities[(m, plan.accuracy_family)], plan.difficulty, plan.bonus)
                    for m in models}
-        context = ancestors(plan.stages)
+        context = ancestors([stage.depends_on for stage in plan.stages])
         for i, stage in enumerate(plan.stages):
             parts = prompt_parts(plan.stages, i, context[i])
             inputs = {m: sum(p["tokens"] if "text" in p else outputs[m][p["output_of"] - 1] for p in parts)

@@ -1,25 +1,26 @@
 """Prefix identity: chained block hashes of prompt parts and of text."""
 
-from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches, part_block_hashes, text_block_hashes
+from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches, text_block_hashes
+from tests.factories import block_hashes_of
 
 
 def test_a_prompt_that_extends_another_shares_all_its_full_blocks():
     parent = [PromptPart("system", 20), PromptPart("task", 30)]             # 50 tokens: 3 full blocks
     child = [*parent, PromptPart("p/1/m", 40), PromptPart("coder", 10)]     # 100 tokens: 6 full blocks
-    a, b = part_block_hashes(parent, 16), part_block_hashes(child, 16)
+    a, b = block_hashes_of(parent, 16), block_hashes_of(child, 16)
     assert len(a) == 3 and len(b) == 6 and b[:3] == a
 
 
 def test_a_different_early_part_changes_every_later_block():
-    a = part_block_hashes([PromptPart("system", 16), PromptPart("task", 32)], 16)
-    b = part_block_hashes([PromptPart("other", 16), PromptPart("task", 32)], 16)
+    a = block_hashes_of([PromptPart("system", 16), PromptPart("task", 32)], 16)
+    b = block_hashes_of([PromptPart("other", 16), PromptPart("task", 32)], 16)
     assert not set(a) & set(b)                                               # chained on the first block
 
 
 def test_a_block_is_its_content_not_how_the_parts_were_cut():
-    whole = part_block_hashes([PromptPart("x", 32)], 16)
-    assert whole == part_block_hashes([PromptPart("x", 32)], 16)
-    assert whole[0] != part_block_hashes([PromptPart("y", 16), PromptPart("x", 16)], 16)[0]
+    whole = block_hashes_of([PromptPart("x", 32)], 16)
+    assert whole == block_hashes_of([PromptPart("x", 32)], 16)
+    assert whole[0] != block_hashes_of([PromptPart("y", 16), PromptPart("x", 16)], 16)[0]
 
 
 def test_text_hashes_are_stable_and_chained():
@@ -39,5 +40,5 @@ def test_continuing_a_prompt_into_its_output_equals_hashing_the_whole_sequence()
     prompt = [PromptPart("system", 20), PromptPart("task", 45)]
     output = PromptPart("p/1/m", 40)
     hasher = BlockHasher(16).extend(prompt)
-    assert tuple(hasher.copy().extend([output]).hashes) == part_block_hashes([*prompt, output], 16)
-    assert tuple(hasher.hashes) == part_block_hashes(prompt, 16)      # the copy left the prompt's alone
+    assert tuple(hasher.copy().extend([output]).hashes) == block_hashes_of([*prompt, output], 16)
+    assert tuple(hasher.hashes) == block_hashes_of(prompt, 16)      # the copy left the prompt's alone

@@ -4,9 +4,9 @@ import statistics
 
 import pytest
 
-from hetflow.core.prefix import part_block_hashes
 from hetflow.core.trace import programs, prompt_parts, read_jsonl, remaining_output_tokens, write_jsonl
 from hetflow.workloads.generate import generate
+from tests.factories import block_hashes_of
 
 MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-14b-instruct")
 
@@ -53,7 +53,7 @@ def test_a_stage_prompt_is_the_conversation_so_far(traces):
                     own_output = f"{r.program_id}/{r.depends_on[0]}/{MODELS[0]}"
                     assert parts[r.stage_index][len(parent)].key == own_output
     sql = next(g for g in traces["sql"].values() if sum(r.agent == "sql_writer" for r in g) > 1)
-    writers = [part_block_hashes(prompt_parts(sql, r, {1: MODELS[0]}), 16) for r in sql if r.agent == "sql_writer"]
+    writers = [block_hashes_of(prompt_parts(sql, r, {1: MODELS[0]}), 16) for r in sql if r.agent == "sql_writer"]
     assert len(set(writers)) == 1 and writers[0]                # the candidates share one prompt
 
 
@@ -64,7 +64,7 @@ def test_agent_programs_are_tool_loops_with_growing_contexts_and_tool_gaps(trace
         inputs = [r.input_tokens[MODELS[0]] for r in g]
         assert inputs == sorted(inputs) and inputs[-1] > inputs[0]              # each call extends the last
         assert all(r.output_tokens[MODELS[0]] < 2000 for r in g)                  # short actions
-    firsts = [part_block_hashes(prompt_parts(g, g[0], {}), 16) for g in traces["agent"].values()]
+    firsts = [block_hashes_of(prompt_parts(g, g[0], {}), 16) for g in traces["agent"].values()]
     assert len({f[:20] for f in firsts}) == 1                                    # every program shares the tools
 
 

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from hetflow.core.prefix import part_block_hashes
 from hetflow.core.trace import prompt_parts
 from hetflow.workloads.mooncake import read_mooncake
+from tests.factories import block_hashes_of
 
 
 def write(tmp_path, rows):
@@ -29,7 +29,7 @@ def test_hash_ids_become_shared_blocks(tmp_path):
                             {"timestamp": 1, "input_length": 700, "output_length": 5, "hash_ids": [0, 7]},
                             {"timestamp": 2, "input_length": 600, "output_length": 5}])
     records = read_mooncake(path, ["a"])
-    blocks = [part_block_hashes(prompt_parts([r], r, {}), 16) for r in records]
+    blocks = [block_hashes_of(prompt_parts([r], r, {}), 16) for r in records]
     assert [sum(p["tokens"] for p in r.prompt_parts) for r in records] == [1100, 700, 600]
     assert blocks[0][:32] == blocks[1][:32] and blocks[0][32] != blocks[1][32]   # id 0: 512 tokens, 32 blocks
     assert not set(blocks[2]) & set(blocks[0])                                    # no ids: nothing shared
