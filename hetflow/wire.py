@@ -107,7 +107,7 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
             kv_ledger_tokens=e.kv_ledger_tokens, in_flight_requests=e.in_flight_requests, healthy=e.healthy,
             status_age_s=now_s - records[e.engine_id].received_s, dispatched_since_report=e.dispatched_since_report,
             prefix_match_blocks=e.prefix_match_blocks, prefix_index_blocks=e.prefix_index_blocks,
-            pending_prefill_tokens=e.pending_prefill_tokens)
+            pending_prefill_tokens=e.pending_prefill_tokens, resident_tokens=e.resident_tokens)
             for e in snapshot.engines])
     if snapshot.agent_anchor_distance_s is not None:
         msg.agent_anchor_distance_s = snapshot.agent_anchor_distance_s
@@ -137,7 +137,8 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
             profile=profile_from_proto(e.status.profile) if e.status.HasField("profile") else None,
             kv_ledger_tokens=tuple(e.kv_ledger_tokens), suspended=e.suspended,
             dispatched_since_report=e.dispatched_since_report, prefix_match_blocks=e.prefix_match_blocks,
-            prefix_index_blocks=e.prefix_index_blocks, pending_prefill_tokens=e.pending_prefill_tokens)
+            prefix_index_blocks=e.prefix_index_blocks, pending_prefill_tokens=e.pending_prefill_tokens,
+            resident_tokens=e.resident_tokens)
             for e in msg.engines))
 
 

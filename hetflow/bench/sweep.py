@@ -224,11 +224,13 @@ class Sweep:
         return out
 
     def fraction_runs(self, capacities: Mapping[tuple[str, int], Capacity]) -> list[RunSpec]:
-        """Every policy at each fraction of the calibration policy's capacity on the same seed."""
-        return [RunSpec(p, seed, f * capacities[(CALIBRATION_POLICY, seed)].rate_per_s,
-                        f"{100 * f:g}% of {CALIBRATION_POLICY} capacity")
+        """Every policy at each fraction of the calibration policy's capacity on the same seed; none for
+        a seed the calibration policy did not run on (a sweep narrowed with ``--policies``)."""
+        base = {seed: capacities[(CALIBRATION_POLICY, seed)].rate_per_s for seed in self.spec.seeds
+                if (CALIBRATION_POLICY, seed) in capacities}
+        return [RunSpec(p, seed, f * base[seed], f"{100 * f:g}% of {CALIBRATION_POLICY} capacity")
                 for f in self.spec.loads["capacity_fractions"] for p in self.spec.policies for seed in self.spec.seeds
-                if capacities[(CALIBRATION_POLICY, seed)].rate_per_s > 0]
+                if base.get(seed, 0.0) > 0]
 
     def run_all(self, runs: Sequence[RunSpec], progress: Callable[[int, int], None] = lambda done, total: None
                 ) -> list[dict[str, Any]]:

@@ -58,6 +58,9 @@ def _kairos(name: str, source: str, priority: str, engine: str) -> Preset:
 
 LLM_D_ENGINE = StageConfig("scored", {"scorers": {"queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}})
 """llm-d's default profile: its three scorers and weights, no filter."""
+GATED_ENGINE = StageConfig("scored", {"filters": ["working-set"], "scorers": {
+    "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}})
+"""llm-d's scorers behind hetflow's program-level gate on KV working sets."""
 HETFLOW_SCORED_ENGINE = StageConfig("scored", {"filters": ["memory-fit"], "scorers": {
     "prefix-affinity": 3.0, "in-flight-tokens": 2.0, "workload-balanced": 1.0}})
 
@@ -112,6 +115,12 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            _policy(StageConfig("chimera-slack", {"latency_slack": 0.0}), LLM_D_ENGINE, "predicted-total-tokens")),
     Preset("hetflow-first", "hetflow's candidate without model choice: engine-first with llm-d's engine scorers, "
            "Chimera's STJF priority with aging", _policy("engine-first", LLM_D_ENGINE, "predicted-total-tokens")),
+    Preset("hetflow-first-ws", "hetflow's candidate: engine-first; a new program starts only on an engine whose active "
+           "programs' contexts leave room for it (working-set filter), then llm-d's engine scorers; Chimera's STJF "
+           "priority with aging", _policy("engine-first", GATED_ENGINE, "predicted-total-tokens")),
+    Preset("hetflow-scored-ws", "hetflow's candidate: Chimera's slack rule with no slack, the working-set filter, "
+           "llm-d's engine scorers, Chimera's STJF priority with aging",
+           _policy(StageConfig("chimera-slack", {"latency_slack": 0.0}), GATED_ENGINE, "predicted-total-tokens")),
     Preset("hetflow-prefix", "hetflow's default with engine choice by weighted scorers: the memory packer as a filter, "
            "then prefix affinity x3, in-flight tokens x2, HexGen-Flow's eq. 4 x1",
            _policy("chimera-slack", HETFLOW_SCORED_ENGINE, StageConfig("urgency", {"default_slo_scale": 5.0}))),

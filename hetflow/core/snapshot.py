@@ -40,6 +40,9 @@ class EngineView:
     cache likely holds (``hetflow.core.monitor.prefix_index``); 0 for a call without blocks."""
     prefix_index_blocks: int = 0
     """Blocks recently sent to the engine that its index remembers (SGLang's tree size)."""
+    resident_tokens: int = 0
+    """Context tokens of the active programs whose last call went to the engine: the KV their next
+    calls will ask it to hold again (``MonitorState.resident_tokens``)."""
 
 
 @dataclass(frozen=True)

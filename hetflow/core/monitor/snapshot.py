@@ -21,7 +21,8 @@ def _median(values: Iterable[float]) -> float | None:
     return percentile(ordered, 0.5) if ordered else None
 
 
-def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[float, ...]) -> EngineView:
+def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[float, ...],
+                resident_tokens: int = 0) -> EngineView:
     """One engine's report joined with the monitor's accounting of it."""
     status, profile, index = record.status, record.status.profile, record.prefix_index
     return EngineView(
@@ -34,7 +35,7 @@ def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[flo
         in_flight_cost_s=record.in_flight_cost_s, profile=profile, kv_ledger_tokens=kv_ledger_tokens,
         suspended=record.suspended, dispatched_since_report=record.dispatched_since_report,
         pending_prefill_tokens=status.pending_prefill_tokens + record.dispatched_prompt_tokens_since_report,
-        prefix_index_blocks=len(index) if index is not None else 0)
+        prefix_index_blocks=len(index) if index is not None else 0, resident_tokens=resident_tokens)
 
 
 def engine_views(state: MonitorState, now_s: float) -> tuple[EngineView, ...]:
@@ -46,7 +47,8 @@ def engine_views(state: MonitorState, now_s: float) -> tuple[EngineView, ...]:
         return cached[1]
     horizon = state.limits.ledger_horizon_slots
     views = tuple(engine_view(record, state.is_healthy(record, now_s),
-                              tuple(record.ledger.occupied_window(now_s, horizon).tolist()))
+                              tuple(record.ledger.occupied_window(now_s, horizon).tolist()),
+                              state.resident_tokens(record, now_s))
                   for record in state.engines.values())
     state.views_cache = (key, views)
     return views

@@ -55,6 +55,9 @@ class ProgramRecord:
     completed call's inherited value plus its own execution time, the largest."""
     dispatches: list[tuple[str, int]] = field(default_factory=list)
     """(engine, prompt tokens) of each of its calls, in dispatch order (Autellix's locality rule)."""
+    context_tokens: int = 0
+    """Its last call's prompt tokens plus the output tokens released since: the context its next call
+    brings back (an agent's next prompt repeats it)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,8 @@ class EngineRecord:
     """Preemptions since the last report: no new dispatches until a report without (Kairos 6)."""
     prefix_index: PrefixIndex | None = None
     """The blocks recently sent to the engine (its likely prefix cache); made at its first report."""
+    resident_programs: set[str] = field(default_factory=set)
+    """Programs whose last call went to this engine, until they go idle (``MonitorState.resident_tokens``)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,9 @@ class MonitorLimits:
     """An entry older than this that its engine no longer reports is removed."""
     program_ttl_s: float = 900.0
     """A program with nothing in flight is forgotten this long after it was last seen."""
+    program_idle_after_s: float = 30.0
+    """A program with nothing in flight stops counting in its engine's resident tokens this long after
+    it was last seen (longer than an agent's tool call: the agent family's are at most 30 s)."""
     ledger_horizon_slots: int = 240
     """Slots of each engine's memory ledger a snapshot carries (240 x 0.5 s = 2 min)."""
     prefix_index_blocks: int = 31250
@@ -155,7 +163,10 @@ class MonitorState:
                 self.programs[program_id] = program
         program.last_seen_s = now_s
         program.in_flight.add(request_id)
+        if program_id:
+            self._move_resident(program, engine_id)
         program.dispatches.append((engine_id, prompt_tokens))
+        program.context_tokens = prompt_tokens
         entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s,
                               agent, upstream_agent, program.critical_service_s)
         self.entries[request_id] = entry
@@ -201,8 +212,31 @@ class MonitorState:
             program.in_flight.discard(request_id)
             program.last_seen_s = now_s
             program.output_tokens += output_tokens
+            program.context_tokens += output_tokens
             program.completed += int(completed)
         return True
+
+    def _move_resident(self, program: ProgramRecord, engine_id: str) -> None:
+        if program.dispatches:
+            previous = self.engines.get(program.dispatches[-1][0])
+            if previous is not None:
+                previous.resident_programs.discard(program.program_id)
+        self.engines[engine_id].resident_programs.add(program.program_id)
+
+    def resident_tokens(self, record: EngineRecord, now_s: float) -> int:
+        """The context tokens of the active programs whose last call went to the engine: what their next
+        calls will ask it to hold again. A program is active while it has a call in flight and for
+        ``program_idle_after_s`` after its last one (its tool gap); idle ones are dropped here."""
+        total, idle = 0, []
+        for program_id in record.resident_programs:
+            program = self.programs.get(program_id)
+            if program is None or (not program.in_flight
+                                   and now_s - program.last_seen_s > self.limits.program_idle_after_s):
+                idle.append(program_id)
+                continue
+            total += program.context_tokens
+        record.resident_programs.difference_update(idle)
+        return total
 
     # -- engines -------------------------------------------------------------------------
     def report(self, status: EngineStatus, now_s: float) -> int:

@@ -13,7 +13,7 @@ Configuration::
 
     engine: scored
     engine_params:
-      filters: [memory-fit]
+      filters: [memory-fit, {working-set: {kv_fraction: 0.9}}]
       scorers: {prefix-affinity: 3, in-flight-tokens: 2, workload-balanced: {weight: 1, alpha: 0.2}}
 """
 
@@ -38,11 +38,12 @@ from hetflow.core.snapshot import ClusterSnapshot
 
 @plugin("engine-picker", "scored")
 class Scored(EnginePicker):
-    def __init__(self, scorers: Mapping[str, Any], filters: Sequence[str] = ()) -> None:
-        """``scorers``: name -> weight, or name -> {weight, and the scorer's own parameters}."""
+    def __init__(self, scorers: Mapping[str, Any], filters: Sequence[str | Mapping[str, Any]] = ()) -> None:
+        """``scorers``: name -> weight, or name -> {weight, and the scorer's own parameters}; ``filters``:
+        names, or {name: its parameters}, applied in order."""
         if not scorers:
             raise ValueError("scored needs at least one scorer")
-        self.filters: list[EngineFilter] = [plugins.build("engine-filter", name) for name in filters]
+        self.filters: list[EngineFilter] = [_filter(spec) for spec in filters]
         self.scorers: list[tuple[EngineScorer, float]] = [_scorer(name, spec) for name, spec in scorers.items()]
         self.plans_memory = any(f.plans_memory for f in self.filters)
         self.reads_prefix = any(s.reads_prefix for s, _ in self.scorers)
@@ -62,6 +63,15 @@ class Scored(EnginePicker):
         rule = "max-score" + "".join(f";{f.type_name}" for f in self.filters)
         return Choice(chosen, rule, scores=totals, params={f"weight:{s.type_name}": w for s, w in self.scorers},
                       scorers=values)
+
+
+def _filter(spec: str | Mapping[str, Any]) -> EngineFilter:
+    if isinstance(spec, str):
+        return plugins.build("engine-filter", spec)
+    if len(spec) != 1:
+        raise ValueError(f"a filter is a name or {{name: parameters}}, got {dict(spec)!r}")
+    (name, params), = spec.items()
+    return plugins.build("engine-filter", name, dict(params or {}))
 
 
 def _scorer(name: str, spec: Any) -> tuple[EngineScorer, float]:

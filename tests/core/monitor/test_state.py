@@ -87,3 +87,19 @@ def test_an_engine_reporting_new_preemptions_is_suspended_until_a_clean_report(s
     assert state.engines["e0"].suspended
     state.report(EngineStatus(engine_id="e0", serving=True, preemptions_total=3), 1.5)
     assert not state.engines["e0"].suspended
+
+
+def test_resident_tokens_follow_a_programs_last_engine_until_it_goes_idle(state):
+    state.admit("r1", "p1", "m", "e0", 10.0, now_s=0, prompt_tokens=500)
+    state.admit("r2", "p2", "m", "e0", 10.0, now_s=0, prompt_tokens=300)
+    assert state.resident_tokens(state.engines["e0"], now_s=0) == 800
+    state.release("r1", now_s=1, output_tokens=40)               # its context grows by its output
+    assert state.resident_tokens(state.engines["e0"], now_s=1) == 840
+    state.admit("r3", "p1", "m", "e1", 10.0, now_s=2, prompt_tokens=600)  # p1 moves to e1
+    assert state.resident_tokens(state.engines["e0"], now_s=2) == 300
+    assert state.resident_tokens(state.engines["e1"], now_s=2) == 600
+    state.release("r2", now_s=3)
+    idle_after = state.limits.program_idle_after_s
+    assert state.resident_tokens(state.engines["e0"], now_s=3 + idle_after) == 300   # within its tool gap
+    assert state.resident_tokens(state.engines["e0"], now_s=3.1 + idle_after) == 0   # idle: dropped
+    assert state.resident_tokens(state.engines["e1"], now_s=1000) == 600             # still in flight

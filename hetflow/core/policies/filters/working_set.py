@@ -1,0 +1,46 @@
+"""Filter: a new program starts only on an engine whose active programs' contexts leave room for it.
+
+An agent's calls come back with their whole context, so an engine's KV must hold, besides its running
+calls, the contexts of the programs it is serving between calls (their tool gaps). When those working
+sets outgrow the KV, vLLM's prefix cache evicts the contexts that are about to return, every later
+call prefills its context again, and the extra work lengthens every program: the capacity cliff of
+the agent family's sweeps (hit rate falling from about 80% to 60% within 3% of the rate).
+
+A call that continues a program passes (its context is already counted, and prefix affinity keeps it
+where the context is). A program's first call keeps the engines whose resident tokens (the monitor's
+``resident_tokens``: the active programs last sent there) plus the call's prompt and predicted output
+fit in ``kv_fraction`` of their KV capacity; with none, it waits in the balancer's hold queue for the
+next round (``WaitForCapacity``), so new programs queue before the gate instead of thrashing the
+caches of the programs already running. This is admission control at program level, the unit
+Autellix (4.2) and Kairos (6) schedule at, applied to KV memory as Kairos's packer applies it to calls.
+"""
+
+from __future__ import annotations
+
+from hetflow.core.call import LlmCall
+from hetflow.core.cost import call_output_tokens
+from hetflow.core.monitor.memory_ledger import SLOT_S
+from hetflow.core.plugins import plugin
+from hetflow.core.policies import EngineFilter, Prediction, WaitForCapacity
+from hetflow.core.snapshot import ClusterSnapshot, EngineView
+
+
+@plugin("engine-filter", "working-set")
+class WorkingSet(EngineFilter):
+    def __init__(self, kv_fraction: float = 1.0, retry_after_s: float = SLOT_S) -> None:
+        if kv_fraction <= 0 or retry_after_s <= 0:
+            raise ValueError(f"working-set needs kv_fraction > 0 and retry_after_s > 0, got {kv_fraction}, "
+                             f"{retry_after_s}")
+        self.kv_fraction, self.retry_after_s = kv_fraction, retry_after_s
+
+    def keep(self, call: LlmCall, engines: list[EngineView], snapshot: ClusterSnapshot,
+             prediction: Prediction) -> list[EngineView]:
+        if snapshot.program_dispatches:
+            return engines
+        need = call.input_tokens + call_output_tokens(call, prediction)
+        kept = [e for e in engines if not e.kv_capacity_tokens
+                or e.resident_tokens + need <= self.kv_fraction * e.kv_capacity_tokens]
+        if not kept:
+            raise WaitForCapacity(f"working sets fill every engine (a new program needs {need:.0f} tokens)",
+                                  self.retry_after_s)
+        return kept

@@ -1,0 +1,40 @@
+"""The working-set filter: a new program starts only where the active programs' contexts leave room."""
+
+from dataclasses import replace
+
+import pytest
+
+from hetflow.core import plugins
+from hetflow.core.policies import Prediction, WaitForCapacity
+from tests.factories import call, engine, snapshot
+
+
+def gate(**params):
+    return plugins.build("engine-filter", "working-set", params)
+
+
+def test_a_new_program_keeps_only_engines_with_room_for_its_context():
+    new = call(input_tokens=600, stage_index=0, stage_count=1)   # needs 600 + 400 predicted output tokens
+    crowded = replace(engine("crowded", "m"), kv_capacity_tokens=1000, resident_tokens=300)
+    roomy = replace(engine("roomy", "m"), kv_capacity_tokens=1000, resident_tokens=0)
+    kept = gate().keep(new, [crowded, roomy], snapshot(crowded, roomy), Prediction(400.0))
+    assert [e.engine_id for e in kept] == ["roomy"]
+    assert [e.engine_id for e in gate(kv_fraction=1.3).keep(new, [crowded, roomy], snapshot(crowded, roomy),
+                                                            Prediction(400.0))] == ["crowded", "roomy"]
+
+
+def test_a_new_program_waits_when_every_engine_is_full():
+    full = replace(engine("full", "m"), kv_capacity_tokens=1000, resident_tokens=900)
+    with pytest.raises(WaitForCapacity, match="working sets fill every engine"):
+        gate().keep(call(input_tokens=200), [full], snapshot(full), Prediction(10.0))
+
+
+def test_a_continuing_program_always_passes():
+    full = replace(engine("full", "m"), kv_capacity_tokens=1000, resident_tokens=5000)
+    continuing = replace(snapshot(full), program_dispatches=(("full", 800),))
+    assert gate().keep(call(input_tokens=900), [full], continuing, Prediction(10.0)) == [full]
+
+
+def test_bad_parameters_are_refused():
+    with pytest.raises(ValueError, match="kv_fraction"):
+        gate(kv_fraction=0)
