@@ -111,3 +111,13 @@ def test_a_tiny_capacity_sweep_reports_capacity_per_seed_and_runs_at_fractions_o
     assert all(r["load"] == "50% of least-load capacity" for r in result["runs"])
     assert (out / "latency_against_load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "capacity /s" in capsys.readouterr().out
+
+
+def test_fraction_runs_need_least_loads_capacity_on_the_same_seed():
+    from types import SimpleNamespace
+
+    spec = SimpleNamespace(loads={"capacity_fractions": [0.5]}, policies=["llm-d"], seeds=[1, 2])
+    capacities = {("least-load", 1): SimpleNamespace(rate_per_s=2.0), ("llm-d", 1): SimpleNamespace(rate_per_s=3.0),
+                  ("llm-d", 2): SimpleNamespace(rate_per_s=3.0)}   # a sweep narrowed with --policies on seed 2
+    runs = Sweep.fraction_runs(SimpleNamespace(spec=spec), capacities)  # type: ignore[arg-type]
+    assert [(r.policy, r.seed, r.rate_per_s) for r in runs] == [("llm-d", 1, 1.0)]
