@@ -20,6 +20,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+NO_PROGRAMS, REJECTED, NOT_SUSTAINED, UNSTABLE, BELOW_SLO = (
+    "no programs", "rejected calls", "not sustained", "unstable", "below SLO")
+
 
 @dataclass(frozen=True)
 class SloRule:
@@ -35,13 +38,19 @@ class SloRule:
         if self.slo_scale < 1.0 or not 0.0 < self.attainment <= 1.0:
             raise ValueError(f"SLO rule needs slo_scale >= 1 and 0 < attainment <= 1, got {self}")
 
+    def failures(self, summary: Mapping[str, Any]) -> tuple[str, ...]:
+        """The conditions a run's summary (``hetflow.bench.sweep.simulate``) fails, in the rule's order;
+        empty when it meets the rule."""
+        if not summary.get("programs"):
+            return (NO_PROGRAMS,)
+        checks = ((REJECTED, bool(summary.get("rejected_calls"))),
+                  (NOT_SUSTAINED, summary["arrival_span_s"] < self.span_latencies * summary["latency_s"]["p50"]),
+                  (UNSTABLE, not summary["steady_stability"]["stable"]),
+                  (BELOW_SLO, summary["within_slo_share"] < self.attainment))
+        return tuple(name for name, failed in checks if failed)
+
     def met_by(self, summary: Mapping[str, Any]) -> bool:
-        """Whether a run's summary (``hetflow.bench.sweep.simulate``) meets the rule."""
-        if not summary.get("programs") or summary.get("rejected_calls"):
-            return False
-        sustained = summary["arrival_span_s"] >= self.span_latencies * summary["latency_s"]["p50"]
-        return (sustained and summary["steady_stability"]["stable"]
-                and summary["within_slo_share"] >= self.attainment)
+        return not self.failures(summary)
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,8 @@ class Probe:
     rate_per_s: float
     passed: bool
     summary: Mapping[str, Any] = field(default_factory=dict)
+    failures: tuple[str, ...] = ()
+    """The rule's conditions the run failed (``SloRule.failures``)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,15 @@ class Capacity:
     failed_above_per_s: float | None
     """The lowest rate that failed above it (None when none up to the ceiling did)."""
     probes: tuple[Probe, ...]
+
+    @property
+    def trace_bound(self) -> bool:
+        """The rate just above failed only for not being sustained: the trace is too short to tell
+        whether the system holds that rate, so the capacity is a lower bound set by the trace's length,
+        not by the policy (a longer trace is needed to measure it)."""
+        above = [p for p in self.probes if self.failed_above_per_s is not None
+                 and p.rate_per_s == self.failed_above_per_s]
+        return bool(above) and above[-1].failures == (NOT_SUSTAINED,)
 
 
 def find_capacity(probe: Callable[[float], Probe], start_rate_per_s: float, rel_tol: float = 0.03,

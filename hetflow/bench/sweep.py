@@ -253,7 +253,8 @@ class Sweep:
         def probe(rate: float) -> Probe:
             summary = simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate,
                                self.spec.slo_scales, rule.slo_scale)
-            return Probe(rate, rule.met_by(summary), {k: v for k, v in summary.items() if k != "latencies_s"})
+            failures = rule.failures(summary)
+            return Probe(rate, not failures, {k: v for k, v in summary.items() if k != "latencies_s"}, failures)
 
         return find_capacity(probe, float(self.spec.capacity.get("start_rate_per_s", 1.0)),
                              float(self.spec.capacity.get("rel_tol", 0.03)), max_rate_per_s=MAX_RATE_PER_S)

@@ -107,7 +107,8 @@ def _run_capacity(args: argparse.Namespace, sweep: Any, out: Path, started: floa
     out.mkdir(parents=True, exist_ok=True)
     result = {"command": _command(args), "machine": machine(), "spec": spec.__dict__,
               "slo_rule": spec.slo_rule.__dict__, "capacity": per_policy, "dropped_programs": sweep.dropped,
-              "probes": {f"{p}@{seed}": [{"rate_per_s": pr.rate_per_s, "passed": pr.passed, **pr.summary}
+              "probes": {f"{p}@{seed}": [{"rate_per_s": pr.rate_per_s, "passed": pr.passed,
+                                          "failures": list(pr.failures), **pr.summary}
                                          for pr in c.probes] for (p, seed), c in capacities.items()},
               "rows": rows, "runs": runs, "elapsed_s": time.perf_counter() - started}
     (out / "results.json").write_text(json.dumps(result, indent=1, default=list))
@@ -131,7 +132,9 @@ def capacity_rows(capacities: Mapping[tuple[str, int], Any], policies: Sequence[
         ratios = [r / b for r, b in zip(rates, base) if b > 0]
         at_capacity: list[Mapping[str, Any]] = [next((pr.summary for pr in reversed(capacities[(p, s)].probes)
                              if pr.passed and pr.rate_per_s == capacities[(p, s)].rate_per_s), {}) for s in seeds]
-        rows.append({"policy": p, "capacity_per_s": rates, "mean_per_s": statistics.mean(rates),
+        rows.append({"policy": p, "capacity_per_s": rates,
+                     "trace_bound": [capacities[(p, s)].trace_bound for s in seeds],
+                     "mean_per_s": statistics.mean(rates),
                      "min_per_s": min(rates), "max_per_s": max(rates),
                      "vs_baseline": statistics.mean(ratios) if ratios else None,
                      "vs_baseline_min": min(ratios) if ratios else None,
@@ -143,18 +146,26 @@ def capacity_rows(capacities: Mapping[tuple[str, int], Any], policies: Sequence[
 
 
 def capacity_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown; a per-seed capacity marked ``>=`` is a lower bound set by the trace's length
+    (``Capacity.trace_bound``), and a note below says so."""
     head = ("| policy | capacity /s, mean | min-max | per seed | vs least-load (min) | queueing at capacity "
             "| prefix hits | p95 s | longest-decile p95 s |")
     lines = ["", head, "|" + "---|" * 9]
     for r in rows:
         vs = f"{r['vs_baseline']:.2f}x ({r['vs_baseline_min']:.2f}x)" if r["vs_baseline"] else "-"
+        bounds = r.get("trace_bound") or [False] * len(r["capacity_per_s"])   # absent from older results
+        per_seed = [f"{'>=' if bound else ''}{x:.3g}" for x, bound in zip(r["capacity_per_s"], bounds)]
         lines.append(f"| {r['policy']} | {r['mean_per_s']:.3g} | {r['min_per_s']:.3g}-{r['max_per_s']:.3g} | "
-                     + ", ".join(f"{x:.3g}" for x in r["capacity_per_s"]) + f" | {vs} | "
+                     + ", ".join(per_seed) + f" | {vs} | "
                      + " | ".join(_cell(r[k], f) for k, f in (("queueing_share_at_capacity", "{:.0%}"),
                                                               ("prefix_hit_rate_at_capacity", "{:.0%}"),
                                                               ("p95_s_at_capacity", "{:.1f}"),
                                                               ("longest_decile_p95_s_at_capacity", "{:.1f}")))
                      + " |")
+    if any(any(r.get("trace_bound") or ()) for r in rows):
+        lines.append("\n>= : the next rate up failed only for not being sustained (its trace arrived within "
+                     "fewer median latencies than the rule needs): a lower bound set by the trace's length; "
+                     "run more programs to measure it.")
     return "\n".join(lines)
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hetflow.bench.capacity import Probe, SloRule, find_capacity
+from hetflow.bench.capacity import Capacity, Probe, SloRule, find_capacity
 from hetflow.bench.sweep import simulate
 from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.presets import resolve
@@ -64,6 +64,19 @@ def test_the_rule_needs_a_sustained_steady_run_that_meets_the_slo_and_loses_noth
     assert not rule.met_by(summary(steady=False))
     assert not rule.met_by(summary(within=0.94))
     assert not rule.met_by(summary(rejected=1))
+    assert rule.failures(summary(span_s=30.0, within=0.9)) == ("not sustained", "below SLO")
+    assert rule.failures({"programs": 0}) == ("no programs",)
+
+
+def test_a_capacity_whose_next_rate_failed_only_for_its_short_trace_is_a_lower_bound():
+    def capacity(*failures_above: str) -> Capacity:
+        return find_capacity(lambda rate: Probe(rate, rate <= 2.0, failures=() if rate <= 2.0 else failures_above),
+                             1.0, rel_tol=0.05)
+
+    assert capacity("not sustained").trace_bound
+    assert not capacity("not sustained", "unstable").trace_bound
+    assert not capacity("below SLO").trace_bound
+    assert not find_capacity(lambda rate: Probe(rate, True), 1.0, max_rate_per_s=8.0).trace_bound
 
 
 def test_programs_no_engine_could_ever_hold_are_left_out_of_every_policys_trace():
