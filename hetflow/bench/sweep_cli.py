@@ -65,6 +65,10 @@ def run_sweep(args: argparse.Namespace) -> int:
         spec = replace(spec, seeds=tuple(int(s) for s in args.seeds.split(",")))
     if args.policies:
         spec = replace(spec, policies=tuple(args.policies.split(",")))
+    if args.fractions:
+        if "capacity_fractions" not in spec.loads:
+            raise SystemExit(f"--fractions needs a capacity sweep; {args.sweep} has loads {dict(spec.loads)}")
+        spec = replace(spec, loads={"capacity_fractions": [float(f) for f in args.fractions.split(",")]})
     out = Path(args.out) if args.out else OUT_DIR / spec.name
     started = time.perf_counter()
     sweep = Sweep(spec, _learned_source(spec), workers=args.workers)
@@ -179,8 +183,9 @@ def _cell(value: Any, fmt: str) -> str:
 
 
 def _command(args: argparse.Namespace) -> str:
-    flags = [f"--sweep {args.sweep}"] + [f"--{k} {v}" for k, v in (("programs", args.programs), ("seeds", args.seeds),
-                                                                   ("policies", args.policies)) if v]
+    overrides = (("programs", args.programs), ("seeds", args.seeds), ("policies", args.policies),
+                 ("fractions", args.fractions))
+    flags = [f"--sweep {args.sweep}"] + [f"--{k} {v}" for k, v in overrides if v]
     return "hetflow bench " + " ".join(flags)
 
 
@@ -214,6 +219,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--programs", type=int, help="override the sweep's programs per trace")
     p.add_argument("--seeds", help="override the sweep's seeds, comma-separated")
     p.add_argument("--policies", help="override the sweep's policies, comma-separated")
+    p.add_argument("--fractions", help="capacity sweeps: override the fractions of least load's capacity, "
+                                        "comma-separated")
     p.add_argument("--workers", type=int, default=2, help="simulation processes")
     p.add_argument("-o", "--out", help="output folder (default bench_out/<sweep name>)")
     from hetflow.bench import live
