@@ -68,7 +68,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     if args.fractions:
         if "capacity_fractions" not in spec.loads:
             raise SystemExit(f"--fractions needs a capacity sweep; {args.sweep} has loads {dict(spec.loads)}")
-        spec = replace(spec, loads={"capacity_fractions": [float(f) for f in args.fractions.split(",")]})
+        spec = replace(spec, loads={"capacity_fractions": tuple(float(f) for f in args.fractions.split(","))})
     out = Path(args.out) if args.out else OUT_DIR / spec.name
     started = time.perf_counter()
     sweep = Sweep(spec, _learned_source(spec), workers=args.workers)
