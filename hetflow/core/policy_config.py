@@ -10,6 +10,8 @@ parameters ever leak into another plugin. In YAML (the stack's ``balancer.policy
     engine_params: {then: workload-balanced}
     priority: urgency
     priority_params: {default_slo_scale: 5.0}
+
+(the design card's composition, preset ``hetflow-card``; the default is ``PolicyConfig``'s).
 """
 
 from __future__ import annotations
@@ -30,14 +32,17 @@ class StageConfig:
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """The design card's default: Chimera's slack rule choosing the model; Kairos's memory packer
-    deciding which engines have room and HexGen-Flow's eq. 4 choosing among them; HexGen-Flow's
-    urgency, calls without a deadline getting one at 5x their remaining cost (docs/results.md compares
-    it with each paper's policy on that paper's workload)."""
+    """The default, chosen from the capacity-at-SLO sweeps of issue 12 (docs/results.md): Chimera's
+    slack rule with no slack (the router chooses among equally loaded models); the engine by the
+    working-set gate (a new program starts only where the active programs' contexts leave it room in
+    the KV) and llm-d's scorers (prefix x3, queue x2, KV utilization x2); Chimera's STJF priority on
+    the predicted remaining tokens, with the engine queue's aging. The design card's composition
+    (slack 0.5, memory packer with eq. 4, urgency) is the preset ``hetflow-card``."""
 
-    model: StageConfig = StageConfig("chimera-slack")
-    engine: StageConfig = StageConfig("memory-packer", {"then": "workload-balanced"})
-    priority: StageConfig = StageConfig("urgency", {"default_slo_scale": 5.0})
+    model: StageConfig = StageConfig("chimera-slack", {"latency_slack": 0.0})
+    engine: StageConfig = StageConfig("scored", {"filters": ["working-set"], "scorers": {
+        "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}})
+    priority: StageConfig = StageConfig("predicted-total-tokens")
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> PolicyConfig:

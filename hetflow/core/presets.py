@@ -89,10 +89,14 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
             "agent-priority", "memory-packer"),
     _kairos("kairos-no-packing", "Kairos 7 ablation: without packing (round robin)", "agent-priority", "round-robin"),
     _kairos("kairos-no-priority", "Kairos 7 ablation: without priority (FCFS)", "fcfs", "memory-packer"),
-    Preset("hetflow", "the design card's default: Chimera's slack rule; Kairos's memory packer deciding which "
-           "engines have room and HexGen-Flow's eq. 4 choosing among them; HexGen-Flow's urgency (calls without a "
-           "deadline get 5x their remaining cost), with aging",
+    Preset("hetflow", "hetflow's default, chosen from issue 12's capacity sweeps: Chimera's slack rule with no "
+           "slack, the working-set gate, llm-d's engine scorers, Chimera's STJF priority with aging",
            PolicyConfig()),
+    Preset("hetflow-card", "the design card's composition (hetflow's default until issue 12): Chimera's slack rule; "
+           "Kairos's memory packer deciding which engines have room and HexGen-Flow's eq. 4 choosing among them; "
+           "HexGen-Flow's urgency (calls without a deadline get 5x their remaining cost), with aging",
+           _policy("chimera-slack", StageConfig("memory-packer", {"then": "workload-balanced"}),
+                   StageConfig("urgency", {"default_slo_scale": 5.0}))),
     _hexgen("chimera-hexgen", "Chimera's slack rule, then HexGen-Flow's workload-balanced engine and urgency",
             "workload-balanced", "urgency", model="chimera-slack"),
     Preset("llm-d", "llm-d's default scheduling profile (Gateway API Inference Extension endpoint picker): queue x2, "

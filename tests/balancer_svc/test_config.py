@@ -1,4 +1,5 @@
-"""The default policy is the design card's; a stage named without parameters runs its plugin's defaults."""
+"""The default policy is the one issue 12's capacity sweeps chose; a stage named without parameters runs
+its plugin's defaults."""
 
 import pytest
 
@@ -6,14 +7,16 @@ from hetflow.core.pipeline import Pipeline
 from hetflow.core.policy_config import PolicyConfig, StageConfig
 
 
-def test_the_default_is_the_design_cards_composition():
+def test_the_default_is_the_slack_rule_the_working_set_gate_llm_d_scorers_and_stjf():
     policy = PolicyConfig()
     assert ((policy.model.type, policy.engine.type, policy.priority.type)
-            == ("chimera-slack", "memory-packer", "urgency"))
-    assert (policy.engine.params == {"then": "workload-balanced"}
-            and policy.priority.params == {"default_slo_scale": 5.0})
+            == ("chimera-slack", "scored", "predicted-total-tokens"))
+    assert policy.model.params == {"latency_slack": 0.0}
     pipeline = Pipeline(policy)
-    assert pipeline.engine_picker.balanced is not None and pipeline.store.alpha == 0.0  # eq. 4 among engines with room
+    assert [f.type_name for f in pipeline.engine_picker.filters] == ["working-set"]
+    assert {s.type_name: w for s, w in pipeline.engine_picker.scorers} == {
+        "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}
+    assert pipeline.engine_picker.reads_prefix and not pipeline.engine_picker.plans_memory
 
 
 def test_a_stage_named_without_parameters_gets_its_plugins_defaults_not_the_defaults():

@@ -88,7 +88,7 @@ def test_unchanged_windows_never_replay():
 
 
 def test_the_packer_ranking_by_eq4_is_tuned_and_other_pickers_are_refused():
-    hetflow = resolve("hetflow").policy
+    hetflow = resolve("hetflow-card").policy
     tuning = LiveAlphaTuning(Pipeline(hetflow).store, hetflow, window_s=100.0, replay=replay_best_alpha)
     assert tuning.tuner.alpha == 0.0
     with pytest.raises(ValueError, match="alpha"):

@@ -35,8 +35,7 @@ async def test_four_stage_workflow_keeps_its_model_and_leaves_nothing_in_flight(
     assert all(c.output_tokens > 0 and c.text for _, c in run.calls)
     snap = await wait_until_idle(stack)
     assert all(e.in_flight_requests == 0 and e.in_flight_tokens == 0 for e in snap.engines)
-    seen = stack.balancer_servicer.dispatcher.alpha_tuning._programs[run.program_id]   # HexGen-Flow 4.3's windows
-    assert len(seen.calls) == 4 and seen.finished_unix_s >= seen.start_unix_s > 0
+    assert stack.balancer_servicer.dispatcher.alpha_tuning is None  # the default has no eq. 4 alpha to tune
 
 
 async def test_streaming_returns_receipt_first_and_usage_last(client):

@@ -7,6 +7,7 @@ import pytest
 
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.policy_config import PolicyConfig, StageConfig
+from hetflow.core.presets import resolve
 from hetflow.core.stats import union_length_s
 from hetflow.core.trace import programs
 from hetflow.workloads.generate import generate
@@ -26,10 +27,12 @@ def engines(kv_tokens: int | None = None):
 
 
 ORACLE = Signals("oracle", "oracle")
+CARD = resolve("hetflow-card").policy
+"""The design card's composition: slack rule, memory packer with eq. 4, urgency (what these tests probe)."""
 
 
 def simulate(records, tau=0.5, kv_tokens=None, signals=ORACLE):
-    sim = Simulation(engines(kv_tokens), PolicyConfig().with_params("model", latency_slack=tau), signals)
+    sim = Simulation(engines(kv_tokens), CARD.with_params("model", latency_slack=tau), signals)
     return sim, sim.run(records)
 
 
@@ -172,9 +175,9 @@ def test_alpha_tuning_replays_the_window_and_sets_the_best_alpha():
 def test_a_chain_on_one_engine_reuses_its_parents_prompt_and_output():
     trace = [r for r in generate("code", 40, seed=3, models=(SMALL, LARGE), rate_per_s=0.5)]
     one_engine = [EngineSpec("small-0", SMALL, load_profile(f"{SMALL}@a6000"))]
-    sim = Simulation(one_engine, PolicyConfig(), ORACLE)
+    sim = Simulation(one_engine, CARD, ORACLE)
     sim.run(trace)
-    without = Simulation(one_engine, PolicyConfig(), ORACLE)
+    without = Simulation(one_engine, CARD, ORACLE)
     without.run([replace(r, prompt_parts=[]) for r in trace])
     assert sim.prefix_hit_rate > 0.3 and without.prefix_hit_rate == 0.0
 
@@ -182,7 +185,7 @@ def test_a_chain_on_one_engine_reuses_its_parents_prompt_and_output():
 def test_an_engine_with_other_kv_blocks_gets_the_prompt_hashed_at_its_own_size():
     trace = generate("code", 40, seed=3, models=(SMALL, LARGE), rate_per_s=0.5)
     wide = [EngineSpec("small-0", SMALL, load_profile(f"{SMALL}@a6000", block_size=128))]
-    sim = Simulation(wide, PolicyConfig(), ORACLE)
+    sim = Simulation(wide, CARD, ORACLE)
     sim.run(trace)
     assert sim.prefix_hit_rate > 0.2
     assert all(r.isolated_s > 0 for r in sim.results.values())
@@ -190,7 +193,7 @@ def test_an_engine_with_other_kv_blocks_gets_the_prompt_hashed_at_its_own_size()
 
 def test_tool_time_separates_a_call_from_its_parent_and_counts_in_latency_not_in_queueing():
     trace = generate("agent", 6, seed=2, models=(SMALL, LARGE), rate_per_s=0.05)
-    sim = Simulation(engines(), PolicyConfig(), ORACLE)
+    sim = Simulation(engines(), CARD, ORACLE)
     results = {r.program_id: r for r in sim.run(trace)}
     for pid, group in programs(trace).items():
         calls = results[pid].calls
