@@ -9,6 +9,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from hetflow.client import HetflowClient, build_request
+from hetflow.core.presets import apply_to_stack, resolve
 from hetflow.workflows.code import run_code_workflow
 from tests.integration.harness import LARGE, SMALL, stack_config, start_stack, wait_until_idle
 
@@ -36,6 +37,18 @@ async def test_four_stage_workflow_keeps_its_model_and_leaves_nothing_in_flight(
     snap = await wait_until_idle(stack)
     assert all(e.in_flight_requests == 0 and e.in_flight_tokens == 0 for e in snap.engines)
     assert stack.balancer_servicer.dispatcher.alpha_tuning is None  # the default has no eq. 4 alpha to tune
+
+
+async def test_a_policy_with_eq4_records_each_program_for_hexgen_flows_alpha_tuner():
+    stack = await start_stack(apply_to_stack(stack_config(), resolve("hetflow-card")))
+    try:
+        async with HetflowClient(stack.address("balancer")) as client:
+            run = await run_code_workflow(client, "Reverse a linked list.", "plan-code-qa-code")
+        await wait_until_idle(stack)
+        seen = stack.balancer_servicer.dispatcher.alpha_tuning._programs[run.program_id]  # HexGen-Flow 4.3's windows
+        assert len(seen.calls) == 4 and seen.finished_unix_s >= seen.start_unix_s > 0
+    finally:
+        await stack.close()
 
 
 async def test_streaming_returns_receipt_first_and_usage_last(client):

@@ -29,6 +29,13 @@ def test_a_new_program_waits_when_every_engine_is_full():
         gate().keep(call(input_tokens=200), [full], snapshot(full), Prediction(10.0))
 
 
+def test_an_engine_no_active_program_holds_takes_even_a_program_larger_than_the_fraction():
+    empty = replace(engine("empty", "m"), kv_capacity_tokens=1000, resident_tokens=0)
+    busy = replace(engine("busy", "m"), kv_capacity_tokens=1000, resident_tokens=10)
+    big = call(input_tokens=950, stage_count=1)
+    assert gate(kv_fraction=0.5).keep(big, [empty, busy], snapshot(empty, busy), Prediction(40.0)) == [empty]
+
+
 def test_a_continuing_program_always_passes():
     full = replace(engine("full", "m"), kv_capacity_tokens=1000, resident_tokens=5000)
     continuing = replace(snapshot(full), program_dispatches=(("full", 800),))

@@ -9,7 +9,8 @@ the agent family's sweeps (hit rate falling from about 80% to 60% within 3% of t
 A call that continues a program passes (its context is already counted, and prefix affinity keeps it
 where the context is). A program's first call keeps the engines whose resident tokens (the monitor's
 ``resident_tokens``: the active programs last sent there) plus the call's prompt and predicted output
-fit in ``kv_fraction`` of their KV capacity; with none, it waits in the balancer's hold queue for the
+fit in ``kv_fraction`` of their KV capacity (an engine no active program holds always may take it, so
+a program larger than that fraction still starts); with none, it waits in the balancer's hold queue for the
 next round (``WaitForCapacity``), so new programs queue before the gate instead of thrashing the
 caches of the programs already running. This is admission control at program level, the unit
 Autellix (4.2) and Kairos (6) schedule at, applied to KV memory as Kairos's packer applies it to calls.
@@ -38,7 +39,7 @@ class WorkingSet(EngineFilter):
         if snapshot.program_dispatches:
             return engines
         need = call.input_tokens + call_output_tokens(call, prediction)
-        kept = [e for e in engines if not e.kv_capacity_tokens
+        kept = [e for e in engines if not e.kv_capacity_tokens or not e.resident_tokens
                 or e.resident_tokens + need <= self.kv_fraction * e.kv_capacity_tokens]
         if not kept:
             raise WaitForCapacity(f"working sets fill every engine (a new program needs {need:.0f} tokens)",
