@@ -311,6 +311,7 @@ class Dispatcher:
                 if first and call.want_receipt:
                     out.receipt.CopyFrom(dispatch.receipt)
                 if first:
+                    out.model, out.engine_id = dispatch.model, dispatch.engine.engine_id
                     started_unix_s = sent_unix_s + chunk.queued_s
                 first = False
                 output_tokens = chunk.output_tokens

@@ -21,7 +21,10 @@ from hetflow.runtime.server import ServeConfig, run, serve_until_signal
 class BuiltService:
     log_name: str
     serve: ServeConfig
-    setup: Callable[[], Awaitable[Any]]
+    setup: Callable[[], Awaitable[Any]] | None = None
+    """A gRPC service's setup (its registrations and close)."""
+    asgi_app: Any = None
+    """An HTTP service's ASGI app (the gateway), served on uvicorn instead."""
 
 
 def _monitor(raw: Mapping[str, Any], name: str | None) -> BuiltService:
@@ -67,12 +70,21 @@ def _engine(raw: Mapping[str, Any], name: str | None) -> BuiltService:
     return BuiltService(f"engine:{cfg.name}", cfg.serve, build(cfg)[1])
 
 
+def _gateway(raw: Mapping[str, Any], name: str | None) -> BuiltService:
+    from gateway_svc.app import build
+    from gateway_svc.config import from_stack
+
+    cfg = from_stack(raw)
+    return BuiltService("gateway", cfg.serve, asgi_app=build(cfg))
+
+
 SERVICES: dict[str, tuple[str, Callable[[Mapping[str, Any], str | None], BuiltService]]] = {
     "monitor": ("hetflow activity monitor (Chimera 3.5)", _monitor),
     "router": ("hetflow semantic router (Chimera 3.3)", _router),
     "predictor": ("hetflow remaining-length predictor (Chimera 3.4)", _predictor),
     "balancer": ("hetflow load balancer (Chimera 3.6, HexGen-Flow 4, Kairos 6)", _balancer),
     "engine": ("hetflow engine service: a backend behind hetflow's queue (Chimera 3.7)", _engine),
+    "gateway": ("hetflow OpenAI-compatible HTTP gateway in front of the balancer", _gateway),
 }
 
 
@@ -96,7 +108,13 @@ def serve(args: argparse.Namespace) -> int:
     if args.check:
         print(f"{built.log_name}: builds; would serve on {built.serve.host}:{built.serve.port}")
         return 0
-    run(serve_until_signal(built.log_name, built.serve, built.setup))
+    if built.asgi_app is not None:
+        from hetflow.runtime.http_server import serve_asgi_until_signal
+
+        run(serve_asgi_until_signal(built.log_name, built.serve, built.asgi_app))
+    else:
+        assert built.setup is not None
+        run(serve_until_signal(built.log_name, built.serve, built.setup))
     return 0
 
 

@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,20 @@ def read_state(raw: dict[str, Any]) -> dict[str, Any] | None:
     return state if _alive(state.get("supervisor_pid")) else None
 
 
+def _http_health(url: str, timeout_s: float) -> str:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as reply:
+            return "SERVING" if reply.status == 200 else "NOT_SERVING"
+    except urllib.error.HTTPError:
+        return "NOT_SERVING"
+    except OSError:
+        return "UNAVAILABLE"
+
+
 async def health(address: str, timeout_s: float = 1.0) -> str:
+    """A service's health: gRPC health for host:port, ``GET /health`` for an http:// address."""
+    if address.startswith("http://"):
+        return await asyncio.to_thread(_http_health, address, timeout_s)
     async with grpc.aio.insecure_channel(address) as channel:
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)

@@ -1,7 +1,7 @@
 """Runs a stack's services as child processes, restarts the ones that die, stops them all on SIGTERM.
 
 ``hetflow up`` starts this detached and returns once every service reports SERVING; ``hetflow down``
-sends it SIGTERM. Order: monitor, router, predictor, engines, balancer (dependencies first); stop
+sends it SIGTERM. Order: monitor, router, predictor, engines, balancer, gateway (dependencies first); stop
 runs in reverse so the balancer drains before the engines go.
 """
 
@@ -32,6 +32,7 @@ class ServiceProcess:
     service: str
     """The service ``hetflow.serve`` builds."""
     address: str
+    """host:port of a gRPC service; http://host:port of an HTTP one (the gateway)."""
     extra_args: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
     restarts: list[float] = field(default_factory=list)
@@ -59,6 +60,8 @@ def plan(raw: Mapping[str, Any]) -> list[ServiceProcess]:
         services.append(ServiceProcess(f"engine:{engine['name']}", "engine", address(engine),
                                        ["--name", engine["name"]]))
     services.append(ServiceProcess("balancer", "balancer", address(raw["balancer"])))
+    if "gateway" in raw:
+        services.append(ServiceProcess("gateway", "gateway", f"http://{address(raw['gateway'])}"))
     return services
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVICES = ("router_svc", "predictor_svc", "monitor_svc", "balancer_svc", "engine_svc")
+SERVICES = ("router_svc", "predictor_svc", "monitor_svc", "balancer_svc", "engine_svc", "gateway_svc")
 FIRST_PARTY = ("hetflow", "simulator", *SERVICES)
 
 

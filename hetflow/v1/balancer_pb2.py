@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from hetflow.v1 import common_pb2 as hetflow_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19hetflow/v1/balancer.proto\x12\nhetflow.v1\x1a\x17hetflow/v1/common.proto\"\xe3\x01\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\x08messages\x18\x02 \x03(\x0b\x32\x17.hetflow.v1.ChatMessage\x12\x0e\n\x06prompt\x18\x03 \x01(\t\x12,\n\x08sampling\x18\x04 \x01(\x0b\x32\x1a.hetflow.v1.SamplingParams\x12*\n\x08workflow\x18\x05 \x01(\x0b\x32\x18.hetflow.v1.WorkflowMeta\x12\x11\n\tmodel_pin\x18\x06 \x01(\t\x12\x14\n\x0cwant_receipt\x18\x07 \x01(\x08\"\xcb\x01\n\rGenerateChunk\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\routput_tokens\x18\x03 \x01(\r\x12\x10\n\x08\x66inished\x18\x04 \x01(\x08\x12\x15\n\rfinish_reason\x18\x05 \x01(\t\x12$\n\x07receipt\x18\x06 \x01(\x0b\x32\x13.hetflow.v1.Receipt\x12 \n\x05usage\x18\x07 \x01(\x0b\x32\x11.hetflow.v1.Usage\x12\x10\n\x08queued_s\x18\x08 \x01(\x01\"\xc6\x01\n\x0f\x43ompletionReply\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\rfinish_reason\x18\x03 \x01(\t\x12 \n\x05usage\x18\x04 \x01(\x0b\x32\x11.hetflow.v1.Usage\x12\r\n\x05model\x18\x05 \x01(\t\x12\x11\n\tengine_id\x18\x06 \x01(\t\x12$\n\x07receipt\x18\x07 \x01(\x0b\x32\x13.hetflow.v1.Receipt\x12\x10\n\x08queued_s\x18\x08 \x01(\x01\"\x92\x04\n\rStageDecision\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0e\n\x06plugin\x18\x02 \x01(\t\x12\x0c\n\x04rule\x18\x03 \x01(\t\x12\x0e\n\x06\x63hosen\x18\x04 \x01(\t\x12\x35\n\x06scores\x18\x05 \x03(\x0b\x32%.hetflow.v1.StageDecision.ScoresEntry\x12\x33\n\x05loads\x18\x06 \x03(\x0b\x32$.hetflow.v1.StageDecision.LoadsEntry\x12\x35\n\x06params\x18\x07 \x03(\x0b\x32%.hetflow.v1.StageDecision.ParamsEntry\x12\x12\n\nelapsed_ms\x18\x08 \x01(\x01\x12\x37\n\x07scorers\x18\t \x03(\x0b\x32&.hetflow.v1.StageDecision.ScorersEntry\x1a-\n\x0bScoresEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a,\n\nLoadsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a-\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1aH\n\x0cScorersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.hetflow.v1.EngineScores:\x02\x38\x01\"}\n\x0c\x45ngineScores\x12;\n\nper_engine\x18\x01 \x03(\x0b\x32\'.hetflow.v1.EngineScores.PerEngineEntry\x1a\x30\n\x0ePerEngineEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xf3\x01\n\x07Receipt\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nprogram_id\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x11\n\tengine_id\x18\x04 \x01(\t\x12\x10\n\x08priority\x18\x05 \x01(\x01\x12\x18\n\x10predicted_tokens\x18\x06 \x01(\x01\x12)\n\x06stages\x18\x07 \x03(\x0b\x32\x19.hetflow.v1.StageDecision\x12\x13\n\x0b\x64\x65\x63ision_ms\x18\x08 \x01(\x01\x12\x17\n\x0fsnapshot_unix_s\x18\t \x01(\x01\x12\x19\n\x11priority_tiebreak\x18\n \x01(\x01\x32\x96\x01\n\x08\x42\x61lancer\x12\x44\n\x08Generate\x12\x1b.hetflow.v1.GenerateRequest\x1a\x19.hetflow.v1.GenerateChunk0\x01\x12\x44\n\x08\x43omplete\x12\x1b.hetflow.v1.GenerateRequest\x1a\x1b.hetflow.v1.CompletionReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19hetflow/v1/balancer.proto\x12\nhetflow.v1\x1a\x17hetflow/v1/common.proto\"\xe3\x01\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\x08messages\x18\x02 \x03(\x0b\x32\x17.hetflow.v1.ChatMessage\x12\x0e\n\x06prompt\x18\x03 \x01(\t\x12,\n\x08sampling\x18\x04 \x01(\x0b\x32\x1a.hetflow.v1.SamplingParams\x12*\n\x08workflow\x18\x05 \x01(\x0b\x32\x18.hetflow.v1.WorkflowMeta\x12\x11\n\tmodel_pin\x18\x06 \x01(\t\x12\x14\n\x0cwant_receipt\x18\x07 \x01(\x08\"\xed\x01\n\rGenerateChunk\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\routput_tokens\x18\x03 \x01(\r\x12\x10\n\x08\x66inished\x18\x04 \x01(\x08\x12\x15\n\rfinish_reason\x18\x05 \x01(\t\x12$\n\x07receipt\x18\x06 \x01(\x0b\x32\x13.hetflow.v1.Receipt\x12 \n\x05usage\x18\x07 \x01(\x0b\x32\x11.hetflow.v1.Usage\x12\x10\n\x08queued_s\x18\x08 \x01(\x01\x12\r\n\x05model\x18\t \x01(\t\x12\x11\n\tengine_id\x18\n \x01(\t\"\xc6\x01\n\x0f\x43ompletionReply\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\rfinish_reason\x18\x03 \x01(\t\x12 \n\x05usage\x18\x04 \x01(\x0b\x32\x11.hetflow.v1.Usage\x12\r\n\x05model\x18\x05 \x01(\t\x12\x11\n\tengine_id\x18\x06 \x01(\t\x12$\n\x07receipt\x18\x07 \x01(\x0b\x32\x13.hetflow.v1.Receipt\x12\x10\n\x08queued_s\x18\x08 \x01(\x01\"\x92\x04\n\rStageDecision\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0e\n\x06plugin\x18\x02 \x01(\t\x12\x0c\n\x04rule\x18\x03 \x01(\t\x12\x0e\n\x06\x63hosen\x18\x04 \x01(\t\x12\x35\n\x06scores\x18\x05 \x03(\x0b\x32%.hetflow.v1.StageDecision.ScoresEntry\x12\x33\n\x05loads\x18\x06 \x03(\x0b\x32$.hetflow.v1.StageDecision.LoadsEntry\x12\x35\n\x06params\x18\x07 \x03(\x0b\x32%.hetflow.v1.StageDecision.ParamsEntry\x12\x12\n\nelapsed_ms\x18\x08 \x01(\x01\x12\x37\n\x07scorers\x18\t \x03(\x0b\x32&.hetflow.v1.StageDecision.ScorersEntry\x1a-\n\x0bScoresEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a,\n\nLoadsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a-\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1aH\n\x0cScorersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.hetflow.v1.EngineScores:\x02\x38\x01\"}\n\x0c\x45ngineScores\x12;\n\nper_engine\x18\x01 \x03(\x0b\x32\'.hetflow.v1.EngineScores.PerEngineEntry\x1a\x30\n\x0ePerEngineEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xf3\x01\n\x07Receipt\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nprogram_id\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x11\n\tengine_id\x18\x04 \x01(\t\x12\x10\n\x08priority\x18\x05 \x01(\x01\x12\x18\n\x10predicted_tokens\x18\x06 \x01(\x01\x12)\n\x06stages\x18\x07 \x03(\x0b\x32\x19.hetflow.v1.StageDecision\x12\x13\n\x0b\x64\x65\x63ision_ms\x18\x08 \x01(\x01\x12\x17\n\x0fsnapshot_unix_s\x18\t \x01(\x01\x12\x19\n\x11priority_tiebreak\x18\n \x01(\x01\x32\x96\x01\n\x08\x42\x61lancer\x12\x44\n\x08Generate\x12\x1b.hetflow.v1.GenerateRequest\x1a\x19.hetflow.v1.GenerateChunk0\x01\x12\x44\n\x08\x43omplete\x12\x1b.hetflow.v1.GenerateRequest\x1a\x1b.hetflow.v1.CompletionReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,25 +45,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GENERATEREQUEST']._serialized_start=67
   _globals['_GENERATEREQUEST']._serialized_end=294
   _globals['_GENERATECHUNK']._serialized_start=297
-  _globals['_GENERATECHUNK']._serialized_end=500
-  _globals['_COMPLETIONREPLY']._serialized_start=503
-  _globals['_COMPLETIONREPLY']._serialized_end=701
-  _globals['_STAGEDECISION']._serialized_start=704
-  _globals['_STAGEDECISION']._serialized_end=1234
-  _globals['_STAGEDECISION_SCORESENTRY']._serialized_start=1022
-  _globals['_STAGEDECISION_SCORESENTRY']._serialized_end=1067
-  _globals['_STAGEDECISION_LOADSENTRY']._serialized_start=1069
-  _globals['_STAGEDECISION_LOADSENTRY']._serialized_end=1113
-  _globals['_STAGEDECISION_PARAMSENTRY']._serialized_start=1115
-  _globals['_STAGEDECISION_PARAMSENTRY']._serialized_end=1160
-  _globals['_STAGEDECISION_SCORERSENTRY']._serialized_start=1162
-  _globals['_STAGEDECISION_SCORERSENTRY']._serialized_end=1234
-  _globals['_ENGINESCORES']._serialized_start=1236
-  _globals['_ENGINESCORES']._serialized_end=1361
-  _globals['_ENGINESCORES_PERENGINEENTRY']._serialized_start=1313
-  _globals['_ENGINESCORES_PERENGINEENTRY']._serialized_end=1361
-  _globals['_RECEIPT']._serialized_start=1364
-  _globals['_RECEIPT']._serialized_end=1607
-  _globals['_BALANCER']._serialized_start=1610
-  _globals['_BALANCER']._serialized_end=1760
+  _globals['_GENERATECHUNK']._serialized_end=534
+  _globals['_COMPLETIONREPLY']._serialized_start=537
+  _globals['_COMPLETIONREPLY']._serialized_end=735
+  _globals['_STAGEDECISION']._serialized_start=738
+  _globals['_STAGEDECISION']._serialized_end=1268
+  _globals['_STAGEDECISION_SCORESENTRY']._serialized_start=1056
+  _globals['_STAGEDECISION_SCORESENTRY']._serialized_end=1101
+  _globals['_STAGEDECISION_LOADSENTRY']._serialized_start=1103
+  _globals['_STAGEDECISION_LOADSENTRY']._serialized_end=1147
+  _globals['_STAGEDECISION_PARAMSENTRY']._serialized_start=1149
+  _globals['_STAGEDECISION_PARAMSENTRY']._serialized_end=1194
+  _globals['_STAGEDECISION_SCORERSENTRY']._serialized_start=1196
+  _globals['_STAGEDECISION_SCORERSENTRY']._serialized_end=1268
+  _globals['_ENGINESCORES']._serialized_start=1270
+  _globals['_ENGINESCORES']._serialized_end=1395
+  _globals['_ENGINESCORES_PERENGINEENTRY']._serialized_start=1347
+  _globals['_ENGINESCORES_PERENGINEENTRY']._serialized_end=1395
+  _globals['_RECEIPT']._serialized_start=1398
+  _globals['_RECEIPT']._serialized_end=1641
+  _globals['_BALANCER']._serialized_start=1644
+  _globals['_BALANCER']._serialized_end=1794
 # @@protoc_insertion_point(module_scope)

@@ -26,7 +26,7 @@ class GenerateRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., prompt: _Optional[str] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., model_pin: _Optional[str] = ..., want_receipt: _Optional[bool] = ...) -> None: ...
 
 class GenerateChunk(_message.Message):
-    __slots__ = ("request_id", "text", "output_tokens", "finished", "finish_reason", "receipt", "usage", "queued_s")
+    __slots__ = ("request_id", "text", "output_tokens", "finished", "finish_reason", "receipt", "usage", "queued_s", "model", "engine_id")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,8 @@ class GenerateChunk(_message.Message):
     RECEIPT_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     QUEUED_S_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     text: str
     output_tokens: int
@@ -43,7 +45,9 @@ class GenerateChunk(_message.Message):
     receipt: Receipt
     usage: _common_pb2.Usage
     queued_s: float
-    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., output_tokens: _Optional[int] = ..., finished: _Optional[bool] = ..., finish_reason: _Optional[str] = ..., receipt: _Optional[_Union[Receipt, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., queued_s: _Optional[float] = ...) -> None: ...
+    model: str
+    engine_id: str
+    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., output_tokens: _Optional[int] = ..., finished: _Optional[bool] = ..., finish_reason: _Optional[str] = ..., receipt: _Optional[_Union[Receipt, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., queued_s: _Optional[float] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ...) -> None: ...
 
 class CompletionReply(_message.Message):
     __slots__ = ("request_id", "text", "finish_reason", "usage", "model", "engine_id", "receipt", "queued_s")

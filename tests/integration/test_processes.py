@@ -1,5 +1,6 @@
 """Services as real processes: `hetflow up/status/run-workflow/down`, SIGTERM shutdown, /metrics."""
 
+import json
 import os
 import signal
 import subprocess
@@ -29,15 +30,24 @@ def test_example_sim_stack_up_run_status_down(tmp_path):
         run = hetflow("run-workflow", "-c", str(config), "--count", "4", "--rate", "20", env=env)
         assert run.returncode == 0, run.stderr
         assert "4 workflows" in run.stdout and "program-affinity" in run.stdout
+        chat = _post_json("http://127.0.0.1:8000/v1/chat/completions", {
+            "model": "hetflow", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "ignore_eos": True})
+        assert chat["usage"]["completion_tokens"] == 3 and chat["hetflow"]["engine_id"]
         status = hetflow("status", "-c", str(config), env=env)
         assert status.returncode == 0, status.stdout + status.stderr
-        for name in ("monitor", "router", "predictor", "balancer", "engine:small-0", "engine:large-0"):
+        for name in ("monitor", "router", "predictor", "balancer", "engine:small-0", "engine:large-0", "gateway"):
             assert name in status.stdout
-        assert status.stdout.count("SERVING") == 7
+        assert status.stdout.count("SERVING") == 8
     finally:
         down = hetflow("down", "-c", str(config), env=env)
     assert down.returncode == 0 and "stopped" in down.stdout
     assert hetflow("status", "-c", str(config), env=env).returncode == 1   # nothing answers any more
+
+
+def _post_json(url: str, body: dict) -> dict:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        return json.loads(reply.read())
 
 
 def test_service_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):

@@ -1,0 +1,158 @@
+"""The OpenAI-compatible HTTP gateway: an ASGI app in front of the balancer.
+
+Routes as vLLM's OpenAI server has them: ``POST /v1/chat/completions``, ``POST /v1/completions``,
+``GET /v1/models``, ``GET /health``, ``GET /metrics``. A client changes its base URL only.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway_svc import convert
+from gateway_svc.config import GatewayConfig
+from gateway_svc.errors import OpenAIError, from_grpc, invalid
+from gateway_svc.metrics import REQUEST_FAILURE
+from gateway_svc.responses import CallResponse
+from hetflow.v1 import balancer_pb2_grpc, monitor_pb2, monitor_pb2_grpc
+
+
+class Gateway:
+    """The gateway's connections and the served-model list it caches."""
+
+    def __init__(self, cfg: GatewayConfig) -> None:
+        self.cfg = cfg
+        self._channels: list[grpc.aio.Channel] = []
+        self.balancer = balancer_pb2_grpc.BalancerStub(self._open(cfg.balancer_address))
+        self.balancer_health = health_pb2_grpc.HealthStub(self._open(cfg.balancer_address))
+        self.monitor = monitor_pb2_grpc.MonitorStub(self._open(cfg.monitor_address)) if cfg.monitor_address else None
+        self._models: frozenset[str] = frozenset()
+        self._models_read_s = -float("inf")
+
+    def _open(self, address: str) -> grpc.aio.Channel:
+        channel = grpc.aio.insecure_channel(address)
+        self._channels.append(channel)
+        return channel
+
+    async def close(self) -> None:
+        for channel in self._channels:
+            await channel.close()
+
+    async def served_models(self) -> frozenset[str]:
+        """The models healthy engines serve, as the monitor sees them (cached ``models_cache_s``)."""
+        if self.monitor is None:
+            raise OpenAIError(503, "the gateway has no monitor_address to read served models from",
+                              "service_unavailable")
+        now_s = time.monotonic()
+        if now_s - self._models_read_s > self.cfg.models_cache_s:
+            try:
+                snapshot = await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(),
+                                                       timeout=self.cfg.dependency_timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                raise from_grpc(exc) from exc
+            self._models = frozenset(e.status.model for e in snapshot.engines if e.healthy)
+            self._models_read_s = now_s
+        return self._models
+
+
+async def _body(request: Request, limit_bytes: int) -> Any:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit_bytes:
+        raise OpenAIError(413, f"the request body is {declared} bytes; the limit is {limit_bytes}",
+                          "invalid_request_error", None, "request_too_large")
+    raw = bytearray()
+    async for part in request.stream():
+        raw += part
+        if len(raw) > limit_bytes:
+            raise OpenAIError(413, f"the request body exceeds {limit_bytes} bytes", "invalid_request_error",
+                              None, "request_too_large")
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise invalid(f"the request body is not valid JSON: {exc}") from exc
+
+
+def _error_response(error: OpenAIError) -> JSONResponse:
+    REQUEST_FAILURE.labels(str(error.status_code)).inc()
+    return JSONResponse(error.body(), status_code=error.status_code)
+
+
+async def _completion(request: Request, kind: str) -> Any:
+    gateway: Gateway = request.app.state.gateway
+    cfg = gateway.cfg
+    try:
+        body = await _body(request, cfg.max_body_bytes)
+        model = body.get("model") if isinstance(body, dict) else None
+        served = await gateway.served_models() if model and model != cfg.router_model else frozenset()
+        parsed = convert.parse(kind, body, request.headers, cfg.default_max_tokens, cfg.router_model, served)
+    except OpenAIError as error:
+        return _error_response(error)
+    return CallResponse(gateway.balancer, parsed)
+
+
+async def chat_completions(request: Request) -> Any:
+    return await _completion(request, "chat")
+
+
+async def completions(request: Request) -> Any:
+    return await _completion(request, "completion")
+
+
+async def models(request: Request) -> Response:
+    gateway: Gateway = request.app.state.gateway
+    try:
+        served = await gateway.served_models()
+    except OpenAIError as error:
+        return _error_response(error)
+    created = int(time.time())
+    data = [{"id": name, "object": "model", "created": created, "owned_by": "hetflow", "root": name}
+            for name in (gateway.cfg.router_model, *sorted(served))]
+    return JSONResponse({"object": "list", "data": data})
+
+
+async def health(request: Request) -> Response:
+    """200 when the balancer answers SERVING (compose and Kubernetes probe this)."""
+    gateway: Gateway = request.app.state.gateway
+    try:
+        reply = await gateway.balancer_health.Check(health_pb2.HealthCheckRequest(),
+                                                    timeout=gateway.cfg.dependency_timeout_s)
+        serving = reply.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.aio.AioRpcError:
+        serving = False
+    return Response(status_code=200 if serving else 503)
+
+
+async def metrics(request: Request) -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+def build(cfg: GatewayConfig) -> Starlette:
+    """The ASGI app; the gRPC channels open with its lifespan, on the server's event loop."""
+    if not cfg.balancer_address:
+        raise ValueError("gateway.balancer_address is required (or a balancer section with a port)")
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        app.state.gateway = Gateway(cfg)
+        try:
+            yield
+        finally:
+            await app.state.gateway.close()
+
+    return Starlette(routes=[
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ], lifespan=lifespan)

@@ -1,0 +1,47 @@
+"""gateway_svc configuration: the stack YAML's ``gateway`` section."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from hetflow.runtime.config import service_config
+from hetflow.runtime.server import ServeConfig
+
+DEFAULT_PORT = 8000
+"""vLLM's OpenAI server's port, so a client's base URL changes host only."""
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    balancer_address: str = ""
+    """The balancer the gateway forwards every call to."""
+    monitor_address: str = ""
+    """Where ``/v1/models`` reads the models healthy engines serve."""
+    router_model: str = "hetflow"
+    """The model name that lets the balancer's router choose; any served model name pins that model."""
+    default_max_tokens: int = 1024
+    """max_tokens of a request that sets none (OpenAI's default is the model's context)."""
+    max_body_bytes: int = 4 * 1024 * 1024
+    """Larger request bodies answer 413."""
+    models_cache_s: float = 2.0
+    """How long the served-model list read from the monitor is reused."""
+    dependency_timeout_s: float = 2.0
+    """Timeout of the monitor call behind ``/v1/models`` and the model check."""
+    serve: ServeConfig = field(default_factory=ServeConfig)
+
+    def __post_init__(self) -> None:
+        if self.default_max_tokens < 1:
+            raise ValueError(f"gateway.default_max_tokens must be at least 1, got {self.default_max_tokens}")
+        if self.max_body_bytes < 1024:
+            raise ValueError(f"gateway.max_body_bytes must be at least 1024, got {self.max_body_bytes}")
+
+
+def from_stack(raw: Mapping[str, Any]) -> GatewayConfig:
+    host = raw.get("stack", {}).get("host", "127.0.0.1")
+    defaults: dict[str, Any] = {"host": host, "port": DEFAULT_PORT}
+    for name in ("balancer", "monitor"):
+        section = raw.get(name, {})
+        if "port" in section:
+            defaults[f"{name}_address"] = f"{section.get('host', host)}:{section['port']}"
+    return service_config(GatewayConfig, raw.get("gateway", {}), "gateway", defaults)

@@ -1,0 +1,28 @@
+"""Serve an ASGI app (the OpenAI gateway) on uvicorn with uvloop, as ``serve_until_signal`` serves gRPC.
+
+uvicorn handles SIGTERM and SIGINT itself: it stops accepting, lets in-flight requests finish for up
+to ``grace_s``, then runs the app's lifespan shutdown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hetflow.runtime.logs import configure, get_logger
+from hetflow.runtime.server import ServeConfig
+
+log = get_logger(__name__)
+
+
+async def serve_asgi_until_signal(service: str, cfg: ServeConfig, app: Any) -> None:
+    import uvicorn
+
+    configure(service, cfg.log_level)
+    server = uvicorn.Server(uvicorn.Config(
+        app, host=cfg.host, port=cfg.port, loop="none", log_config=None, access_log=False,
+        timeout_graceful_shutdown=int(cfg.grace_s), lifespan="on", log_level=cfg.log_level))
+    log.info("serving", address=f"http://{cfg.host}:{cfg.port}", services=["openai"])
+    await server.serve()
+    if not server.started:
+        raise RuntimeError(f"{service}: could not serve on {cfg.host}:{cfg.port} (see the log above)")
+    log.info("stopped")
