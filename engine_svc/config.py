@@ -33,13 +33,39 @@ class VllmConfig:
 
 
 @dataclass(frozen=True)
+class VllmServerConfig:
+    """Settings of an engine that fronts a running ``vllm serve`` (``backend: vllm-server``)."""
+
+    base_url: str = ""
+    """The server's root URL, e.g. ``http://10.0.0.5:8000`` (no ``/v1``)."""
+    served_model: str = ""
+    """The model name the server answers to (its ``--served-model-name``); empty takes its first."""
+    max_num_seqs: int = 256
+    """Requests hetflow keeps inside the server at once: the server's ``--max-num-seqs``."""
+    pass_priority: bool = True
+    """Send hetflow's order as vLLM's request ``priority``; the server must run with
+    ``--scheduling-policy priority``."""
+    metrics_interval_s: float = 0.25
+    """How often the server's ``/metrics`` is read (waiting, running, KV usage, engine steps)."""
+    startup_timeout_s: float = 300.0
+    """How long start-up waits for the server to answer (it may still be loading its model)."""
+    request_timeout_s: float = 3600.0
+    """Longest a request's stream may stay silent before it fails UNAVAILABLE."""
+
+    def __post_init__(self) -> None:
+        if self.max_num_seqs < 1:
+            raise ValueError(f"vllm_server.max_num_seqs must be at least 1, got {self.max_num_seqs}")
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     name: str
     """Engine id, unique in the stack."""
     model: str = ""
     """Model name the balancer and router know this engine by; defaults to the profile's model."""
     backend: str = "sim"
-    """``sim`` (engine model in real time) or ``vllm``."""
+    """``sim`` (engine model in real time), ``vllm`` (vLLM in process) or ``vllm-server`` (a running
+    ``vllm serve``)."""
     profile: str = "qwen2.5-1.5b-instruct@a100-80g"
     """Catalog name ``<model>@<gpu>`` or a profile YAML path (``hetflow profile`` writes those)."""
     advertise_address: str = ""
@@ -56,6 +82,7 @@ class EngineConfig:
     """sim backend: median output length when the call does not set ignore_eos."""
     queue: QueueConfig = field(default_factory=QueueConfig)
     vllm: VllmConfig = field(default_factory=VllmConfig)
+    vllm_server: VllmServerConfig = field(default_factory=VllmServerConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
 
 

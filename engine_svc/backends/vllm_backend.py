@@ -18,10 +18,10 @@ import time
 from dataclasses import replace
 from typing import Any, AsyncIterator
 
+from engine_svc.backends.admission import has_room
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
 from engine_svc.config import EngineConfig, VllmConfig
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
-from hetflow.core.engine.kv_cache import blocks_for
 from hetflow.core.engine.profile import EngineProfile, load_profile
 from hetflow.core.engine.request import NORMAL_LEVEL, EngineRequest, RequestStatus
 from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unavailable
@@ -29,7 +29,6 @@ from hetflow.runtime.logs import get_logger
 from hetflow.runtime.tinymodel import DEFAULT_DIR
 
 log = get_logger(__name__)
-KV_WATERMARK = 0.01      # share of blocks kept free at admission, as vLLM's own watermark
 PRIORITY_BITS = 62
 """Bits of the priority in vLLM's int64 priority, below the starvation level's bit."""
 
@@ -158,12 +157,8 @@ class VllmBackend:
 
     # -- admission into vLLM -------------------------------------------------------------
     def _has_room(self, req: EngineRequest) -> bool:
-        if len(self._running) >= self.cfg.max_num_seqs:
-            return False
-        ours = sum(blocks_for(r.prompt_tokens + r.output_tokens + 1, self._block_size) for r in self._running.values())
-        used = max(ours, int(self._kv_usage * self._num_blocks))
-        needed = blocks_for(req.prompt_tokens + 1, self._block_size) + int(KV_WATERMARK * self._num_blocks)
-        return self._num_blocks - used >= needed
+        return has_room(req, self._running.values(), self.cfg.max_num_seqs, self._kv_usage, self._num_blocks,
+                        self._block_size)
 
     async def _admit_forever(self) -> None:
         while True:

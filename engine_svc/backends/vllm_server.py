@@ -1,0 +1,306 @@
+"""The ``vllm-server`` backend: an engine that is an existing ``vllm serve``, reached over its HTTP API.
+
+hetflow's aging priority queue (Chimera 3.7) stays in front: a request goes to the server only when the
+server has room (``admission.has_room`` over the server's own ``/metrics``), so the order work starts in
+is hetflow's. Aging counts the server's engine steps (its ``vllm:iteration_tokens_total`` observations),
+the same scheduling iterations the in-process backend counts. Prompts are tokenised by the server's
+``/tokenize`` (its chat template, its tokenizer), and the token ids are what ``/v1/completions`` gets, so
+the KV hetflow accounts is the KV vLLM allocates. hetflow's order travels as vLLM's request ``priority``
+(``vllm_priority``). Cancelling a request closes its HTTP stream, on which vLLM aborts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import replace
+from typing import Any, AsyncIterator
+
+import httpx
+
+from engine_svc.backends import vllm_metrics
+from engine_svc.backends.admission import has_room
+from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
+from engine_svc.backends.vllm_backend import vllm_priority
+from engine_svc.config import EngineConfig, VllmServerConfig
+from hetflow.core.engine.aging_queue import AgingPriorityQueue
+from hetflow.core.engine.profile import EngineProfile, load_profile
+from hetflow.core.engine.request import EngineRequest, RequestStatus
+from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unavailable
+from hetflow.runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+
+def _server_error(status: int, body: bytes) -> Exception:
+    """The server's refusal as the domain error the caller sees: its 4xx are the caller's input."""
+    try:
+        message = json.loads(body).get("error", {}).get("message") or body.decode(errors="replace")
+    except (ValueError, AttributeError):
+        message = body.decode(errors="replace")
+    if 400 <= status < 500 and status != 429:
+        return InvalidArgument(f"vLLM server refused the request ({status}): {message}")
+    return Unavailable(f"vLLM server answered {status}: {message}")
+
+
+class VllmServerBackend:
+    backend_name = "vllm-server"
+
+    def __init__(self, model: str, cfg: VllmServerConfig, queue: AgingPriorityQueue, profile_spec: str) -> None:
+        if not cfg.base_url:
+            raise ValueError("vllm_server.base_url is required for backend vllm-server (e.g. http://127.0.0.1:8001)")
+        self.cfg, self.queue, self.model = cfg, queue, model
+        self._profile_spec = profile_spec
+        self.profile: EngineProfile | None = None
+        self._http = httpx.AsyncClient(base_url=cfg.base_url.rstrip("/"),
+                                       timeout=httpx.Timeout(cfg.request_timeout_s, connect=10.0),
+                                       limits=httpx.Limits(max_connections=cfg.max_num_seqs + 8))
+        self._served_model = cfg.served_model
+        self._max_model_len = 0
+        self._load = vllm_metrics.VllmServerLoad()
+        self._iteration = 0
+        self._wake = asyncio.Event()
+        self._streams: dict[str, asyncio.Queue[OutputDelta | BaseException]] = {}
+        self._waiting: dict[str, tuple[EngineRequest, list[int], GenerateCall]] = {}
+        self._running: dict[str, tuple[EngineRequest, asyncio.Task[None]]] = {}
+        self._loops: list[asyncio.Task[None]] = []
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        models = await self._until_answering()
+        served = {m["id"]: m for m in models}
+        if not self._served_model:
+            self._served_model = models[0]["id"]
+        elif self._served_model not in served:
+            raise ValueError(f"vllm_server.served_model {self._served_model!r} is not served by {self.cfg.base_url}; "
+                             f"it serves {sorted(served)}")
+        self._max_model_len = int(served[self._served_model].get("max_model_len") or 0)
+        self.model = self.model or self._served_model
+        await self._read_metrics()
+        load = self._load
+        if not load.num_gpu_blocks:
+            raise Unavailable(f"{self.cfg.base_url}/metrics has no vllm:cache_config_info (is it a vLLM v1 server "
+                              "with metrics on?)")
+        base = load_profile(self._profile_spec)
+        self.profile = replace(base, model=self.model, kv_capacity_tokens=load.num_gpu_blocks * load.block_size,
+                               block_size=load.block_size, max_num_seqs=self.cfg.max_num_seqs,
+                               max_model_len=self._max_model_len or base.max_model_len)
+        loop = asyncio.get_running_loop()
+        self._loops = [loop.create_task(self._watch_metrics()), loop.create_task(self._admit_forever())]
+        log.info("vllm_server_attached", base_url=self.cfg.base_url, model=self._served_model,
+                 kv_blocks=load.num_gpu_blocks, block_size=load.block_size, max_model_len=self._max_model_len)
+
+    async def _until_answering(self) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + self.cfg.startup_timeout_s
+        while True:
+            try:
+                reply = await self._http.get("/v1/models", timeout=5.0)
+                reply.raise_for_status()
+                return list(reply.json()["data"])
+            except (httpx.HTTPError, KeyError, ValueError) as exc:
+                if time.monotonic() > deadline:
+                    raise Unavailable(f"vLLM server {self.cfg.base_url} did not answer /v1/models within "
+                                      f"{self.cfg.startup_timeout_s:.0f}s: {exc}") from exc
+                await asyncio.sleep(1.0)
+
+    async def close(self) -> None:
+        for task in self._loops:
+            task.cancel()
+        for request_id in list(self._waiting) + list(self._running):
+            await self.abort(request_id)
+        await asyncio.gather(*self._loops, *(t for _, t in self._running.values()), return_exceptions=True)
+        await self._http.aclose()
+
+    # -- requests ------------------------------------------------------------------------
+    async def generate(self, call: GenerateCall) -> AsyncIterator[OutputDelta]:
+        if call.request_id in self._streams:
+            raise InvalidArgument(f"request_id {call.request_id!r} is already running on this engine")
+        token_ids = await self._tokenize(call)
+        self._check_fits(len(token_ids), call.sampling.max_tokens)
+        req = EngineRequest(request_id=call.request_id, prompt_tokens=len(token_ids),
+                            max_tokens=call.sampling.max_tokens, priority=call.priority,
+                            priority_tiebreak=call.priority_tiebreak, arrival_s=time.monotonic(),
+                            program_id=call.program_id)
+        stream: asyncio.Queue[OutputDelta | BaseException] = asyncio.Queue()
+        self._streams[call.request_id] = stream
+        self._waiting[call.request_id] = (req, token_ids, call)
+        self.queue.push(req, self._iteration)
+        self._wake.set()
+        finished = False
+        try:
+            while not finished:
+                item = await stream.get()
+                if isinstance(item, BaseException):
+                    raise item
+                item = coalesce_ready(item, stream)
+                finished = item.finished
+                yield item
+        finally:
+            if not finished:
+                await self.abort(call.request_id)
+            self._streams.pop(call.request_id, None)
+
+    async def abort(self, request_id: str) -> bool:
+        waiting = self._waiting.pop(request_id, None)
+        if waiting is not None:
+            self.queue.remove(request_id)
+            self._finish_stream(waiting[0], "abort")
+            return True
+        running = self._running.get(request_id)
+        if running is None:
+            return False
+        running[1].cancel()  # closes the HTTP stream; vLLM aborts a request whose client went away
+        return True
+
+    def status(self) -> BackendStatus:
+        return BackendStatus(waiting=len(self.queue) + self._load.waiting, running=len(self._running),
+                             kv_cache_usage=self._load.kv_cache_usage, preemptions_total=self._load.preemptions_total,
+                             active_request_ids=[*self._waiting, *self._running],
+                             pending_prefill_tokens=sum(req.prompt_tokens for req in self.queue.requests()))
+
+    # -- the server's load, and admission --------------------------------------------------
+    async def _read_metrics(self) -> None:
+        reply = await self._http.get("/metrics", timeout=5.0)
+        reply.raise_for_status()
+        load = vllm_metrics.parse(reply.text)
+        steps = max(0, load.engine_steps - self._load.engine_steps) if self._load.engine_steps else 0
+        self._load = load
+        for _ in range(min(steps, 10_000)):  # each engine step is one scheduling iteration (Chimera 3.7)
+            self._iteration += 1
+            for req, _task in self._running.values():
+                self.queue.note_running_iteration(req)
+
+    async def _watch_metrics(self) -> None:
+        while True:
+            await asyncio.sleep(self.cfg.metrics_interval_s)
+            try:
+                await self._read_metrics()
+            except (httpx.HTTPError, ValueError) as exc:
+                log.warning("vllm_server_metrics_failed", base_url=self.cfg.base_url, error=str(exc))
+            if len(self.queue):
+                self._wake.set()
+
+    def _has_room(self, req: EngineRequest) -> bool:
+        if self._load.waiting > 0:  # the server queues already: hetflow's queue keeps the order
+            return False
+        load = self._load
+        return has_room(req, (r for r, _ in self._running.values()), self.cfg.max_num_seqs, load.kv_cache_usage,
+                        load.num_gpu_blocks, load.block_size)
+
+    async def _admit_forever(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            self.queue.age(self._iteration)
+            while (head := self.queue.peek()) is not None and self._has_room(head):
+                self.queue.pop()
+                req, token_ids, call = self._waiting.pop(head.request_id)
+                req.status, req.first_scheduled_s = RequestStatus.RUNNING, time.monotonic()
+                task = asyncio.get_running_loop().create_task(self._run(req, token_ids, call))
+                self._running[req.request_id] = (req, task)
+
+    def _payload(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> dict[str, Any]:
+        s = call.sampling
+        payload: dict[str, Any] = {
+            "model": self._served_model, "prompt": token_ids, "max_tokens": s.max_tokens, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            "ignore_eos": s.ignore_eos, "stop": list(s.stop)}
+        for name in ("temperature", "top_p", "seed"):
+            if getattr(s, name) is not None:
+                payload[name] = getattr(s, name)
+        if self.cfg.pass_priority:
+            payload["priority"] = vllm_priority(req)
+        return payload
+
+    async def _run(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
+        stream = self._streams.get(req.request_id)
+        first, reason = True, "abort"
+        try:
+            async with self._http.stream("POST", "/v1/completions", json=self._payload(req, token_ids, call),
+                                         headers={"x-request-id": req.request_id}) as reply:
+                if reply.status_code != 200:
+                    raise _server_error(reply.status_code, await reply.aread())
+                async for line in reply.aiter_lines():
+                    event = self._event(line)
+                    if event is None:
+                        continue
+                    delta = self._delta(req, event, first)
+                    if delta is None:
+                        continue
+                    first = False
+                    if stream is not None:
+                        stream.put_nowait(delta)
+                    if delta.finished:
+                        return
+            self._finish_stream(req, reason)  # ended without a finish reason
+        except asyncio.CancelledError:
+            self._finish_stream(req, "abort")
+        except (InvalidArgument, Unavailable) as exc:
+            if stream is not None:
+                stream.put_nowait(exc)
+        except (httpx.HTTPError, ValueError) as exc:
+            log.warning("vllm_server_request_failed", request_id=req.request_id, error=str(exc))
+            if stream is not None:
+                stream.put_nowait(Unavailable(f"vLLM server failed the request: {type(exc).__name__}: {exc}"))
+        finally:
+            self._running.pop(req.request_id, None)
+            self._wake.set()
+
+    @staticmethod
+    def _event(line: str) -> dict[str, Any] | None:
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            return None
+        event = json.loads(line[len("data: "):])
+        if "error" in event:
+            raise Unavailable(f"vLLM server failed mid-stream: {event['error'].get('message', event['error'])}")
+        return event
+
+    @staticmethod
+    def _delta(req: EngineRequest, event: dict[str, Any], first: bool) -> OutputDelta | None:
+        """One streamed event as a delta; ``continuous_usage_stats`` gives every event the token counts."""
+        choices = event.get("choices") or []
+        usage = event.get("usage") or {}
+        if not choices:
+            return None  # the closing usage-only event
+        choice = choices[0]
+        req.output_tokens = int(usage.get("completion_tokens", req.output_tokens + 1))
+        reason = choice.get("finish_reason")
+        return OutputDelta(req.request_id, choice.get("text") or "", req.output_tokens,
+                           int(usage.get("prompt_tokens", req.prompt_tokens)), finished=reason is not None,
+                           finish_reason=reason or "",
+                           queued_s=(req.first_scheduled_s or req.arrival_s) - req.arrival_s if first else 0.0)
+
+    def _finish_stream(self, req: EngineRequest, reason: str) -> None:
+        stream = self._streams.get(req.request_id)
+        if stream is not None:
+            stream.put_nowait(OutputDelta(req.request_id, "", req.output_tokens, req.prompt_tokens, finished=True,
+                                          finish_reason=reason))
+
+    # -- helpers -------------------------------------------------------------------------
+    async def _tokenize(self, call: GenerateCall) -> list[int]:
+        body: dict[str, Any] = {"model": self._served_model}
+        if call.prompt:
+            body["prompt"] = call.prompt
+        else:
+            body.update(messages=[{"role": r, "content": c} for r, c in call.messages], add_generation_prompt=True)
+        try:
+            reply = await self._http.post("/tokenize", json=body, timeout=30.0)
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"vLLM server {self.cfg.base_url} did not tokenise the prompt: {exc}") from exc
+        if reply.status_code != 200:
+            raise _server_error(reply.status_code, reply.content)
+        return list(reply.json()["tokens"])
+
+    def _check_fits(self, prompt_tokens: int, max_tokens: int) -> None:
+        if self._max_model_len and prompt_tokens + max_tokens > self._max_model_len:
+            raise InvalidArgument(f"prompt {prompt_tokens} + max_tokens {max_tokens} tokens exceeds max_model_len "
+                                  f"{self._max_model_len}")
+        capacity = self._load.num_gpu_blocks * self._load.block_size
+        if prompt_tokens + max_tokens > capacity:
+            raise ResourceExhausted(f"request needs {prompt_tokens + max_tokens} KV tokens; engine holds {capacity}")
+
+
+def vllm_server_backend(cfg: EngineConfig, queue: AgingPriorityQueue) -> VllmServerBackend:
+    """The ``vllm-server`` engine-backend plugin: a running ``vllm serve`` behind hetflow's queue."""
+    return VllmServerBackend(cfg.model, cfg.vllm_server, queue, cfg.profile)

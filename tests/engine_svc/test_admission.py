@@ -1,0 +1,27 @@
+"""When a vLLM engine has room for hetflow's head request: sequences, and KV blocks with a watermark."""
+
+from engine_svc.backends.admission import has_room
+from hetflow.core.engine.request import EngineRequest
+
+
+def req(prompt_tokens: int, output_tokens: int = 0) -> EngineRequest:
+    r = EngineRequest(request_id=f"r{prompt_tokens}-{output_tokens}", prompt_tokens=prompt_tokens, max_tokens=64,
+                      priority=0.0, arrival_s=0.0)
+    r.output_tokens = output_tokens
+    return r
+
+
+def test_full_sequence_slots_leave_no_room():
+    assert not has_room(req(10), [req(10), req(10)], max_num_seqs=2, kv_usage=0.0, num_blocks=1000, block_size=16)
+
+
+def test_the_head_needs_its_prompt_blocks_plus_the_watermark():
+    # 100 blocks, watermark 1 block; the running request holds ceil((1500+100+1)/16) = 101 -> none free
+    assert not has_room(req(16), [req(1500, 100)], 8, 0.0, num_blocks=100, block_size=16)
+    # 80 free blocks: a 79-block prompt (1263 tokens + 1) plus the watermark fits, an 80-block one does not
+    assert has_room(req(1263), [], 8, 0.2, num_blocks=100, block_size=16)
+    assert not has_room(req(1264), [], 8, 0.2, num_blocks=100, block_size=16)
+
+
+def test_the_servers_own_report_counts_when_it_is_higher():
+    assert not has_room(req(16), [], 8, kv_usage=0.99, num_blocks=100, block_size=16)

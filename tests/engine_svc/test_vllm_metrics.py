@@ -1,0 +1,41 @@
+"""A vLLM server's load read from its /metrics text, summed over engines (vLLM v1's metric names)."""
+
+from engine_svc.backends import vllm_metrics
+
+TEXT = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+vllm:num_requests_running{engine="1",model_name="m"} 1.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 2.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.25
+# HELP vllm:num_preemptions_total Cumulative number of preemption from the engine.
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{engine="0",model_name="m"} 7.0
+# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.
+# TYPE vllm:iteration_tokens_total histogram
+vllm:iteration_tokens_total_bucket{engine="0",le="1.0",model_name="m"} 4.0
+vllm:iteration_tokens_total_bucket{engine="0",le="+Inf",model_name="m"} 40.0
+vllm:iteration_tokens_total_count{engine="0",model_name="m"} 40.0
+vllm:iteration_tokens_total_sum{engine="0",model_name="m"} 900.0
+# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="2048"} 1.0
+"""
+
+
+def test_load_sums_engines_and_averages_kv_usage():
+    load = vllm_metrics.parse(TEXT)
+    assert (load.running, load.waiting, load.preemptions_total, load.engine_steps) == (4, 2, 7, 40)
+    assert load.kv_cache_usage == 0.375
+    assert (load.num_gpu_blocks, load.block_size) == (2048, 16)
+
+
+def test_a_server_without_vllm_metrics_reads_as_empty():
+    load = vllm_metrics.parse("# HELP up x\n# TYPE up gauge\nup 1.0\n")
+    assert load == vllm_metrics.VllmServerLoad()
