@@ -159,6 +159,27 @@ def _loadtest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _health(args: argparse.Namespace) -> int:
+    from hetflow.stackctl import health
+
+    state = asyncio.run(health(args.address, args.timeout))
+    print(state)
+    return 0 if state == "SERVING" else 1
+
+
+def _compose(args: argparse.Namespace) -> int:
+    from hetflow.deploy.compose import render
+    from hetflow.runtime.config import load_stack
+
+    text = render(load_stack(args.config, environ={}), f"./{os.path.relpath(args.config)}")
+    if args.out:
+        args.out.write_text(text)
+        print(f"wrote {args.out}")
+    else:
+        print(text, end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hetflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -183,6 +204,16 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("status", help="health, queues and in-flight tokens per engine")
     p.add_argument("-c", "--config", required=True, type=Path)
     p.set_defaults(fn=lambda a: stackctl.status(a.config))
+
+    p = sub.add_parser("health", help="exit 0 when the service at ADDRESS serves (compose and probes run this)")
+    p.add_argument("address", help="host:port of a gRPC service, or http://host:port of the gateway")
+    p.add_argument("--timeout", type=float, default=2.0, help="seconds")
+    p.set_defaults(fn=_health)
+
+    p = sub.add_parser("compose", help="write the compose file that runs a stack config, one container per service")
+    p.add_argument("-c", "--config", required=True, type=Path, help="stack YAML (each section's host: its container)")
+    p.add_argument("-o", "--out", type=Path, help="compose file to write (default: print it)")
+    p.set_defaults(fn=_compose)
 
     for name, fn, count, help_text in (
             ("run-workflow", _run_workflow, 1, "run Chimera's code workflow through a running stack"),

@@ -1,0 +1,1 @@
+"""Deployment files written from a stack config: a compose file (``hetflow compose``)."""

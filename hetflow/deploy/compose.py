@@ -1,0 +1,105 @@
+"""``hetflow compose -c STACK.yaml``: the compose file that runs a stack, one container per service.
+
+Each service dials the others by the ``host`` its config section names, so in compose every section's
+host is its container's name (the service key here). Health checks ask each service's gRPC health (the
+gateway's ``/health``) through ``hetflow health``; ``depends_on`` waits for ``service_healthy``, so the
+balancer starts once the monitor, router, predictor and every engine serve, and the gateway once the
+balancer does. Engines with ``backend: vllm`` run the engine image (vLLM's official image with hetflow)
+on one GPU each, in config order; every other service runs the control-plane image.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import yaml
+
+from hetflow.runtime.config import engine_section
+from hetflow.supervisor import ServiceProcess, plan
+
+CONTROL_PLANE_IMAGE = "hetflow:latest"
+ENGINE_IMAGE = "hetflow-engine:latest"
+STACK_IN_CONTAINER = "/etc/hetflow/stack.yaml"
+LOOPBACK = ("127.0.0.1", "0.0.0.0", "localhost", "::", "::1", "")
+START_PERIOD_S = {"vllm": 900, "default": 30}
+"""How long a container may take to become healthy before failed checks count (vLLM loads weights)."""
+
+
+def _section(raw: Mapping[str, Any], svc: ServiceProcess) -> dict[str, Any]:
+    return engine_section(raw, svc.extra_args[-1]) if svc.service == "engine" else dict(raw[svc.service])
+
+
+def _host(raw: Mapping[str, Any], svc: ServiceProcess) -> str:
+    host = str(_section(raw, svc).get("host", raw.get("stack", {}).get("host", "")))
+    if host in LOOPBACK:
+        where = f"engines[{svc.extra_args[-1]}]" if svc.service == "engine" else svc.service
+        raise ValueError(f"{where}.host is {host!r}: in compose each section's host must be its container's "
+                         "name, which the other services dial (see examples/compose-gpu.yaml)")
+    return host
+
+
+def _healthcheck(address: str, start_period_s: int) -> dict[str, Any]:
+    return {"test": ["CMD", "hetflow", "health", address], "interval": "5s", "timeout": "3s", "retries": 5,
+            "start_period": f"{start_period_s}s"}
+
+
+def compose_file(raw: Mapping[str, Any], stack_file: str) -> dict[str, Any]:
+    """The compose document for the stack ``raw``, which the host holds at ``stack_file``."""
+    services: dict[str, dict[str, Any]] = {}
+    names: dict[str, str] = {}
+    gpu = 0
+    for svc in plan(raw):
+        name = _host(raw, svc)
+        if name in services:
+            raise ValueError(f"two services share host {name!r}; each needs its own container name")
+        names[svc.name] = name
+        backend = _section(raw, svc).get("backend", "sim") if svc.service == "engine" else ""
+        command = [svc.service, "-c", STACK_IN_CONTAINER, *svc.extra_args]
+        entry: dict[str, Any] = {
+            "image": ENGINE_IMAGE if backend == "vllm" else CONTROL_PLANE_IMAGE,
+            "build": {"context": ".", "target": "engine" if backend == "vllm" else "control-plane"},
+            "command": command,
+            "volumes": [f"{stack_file}:{STACK_IN_CONTAINER}:ro"],
+            "healthcheck": _healthcheck(svc.address, START_PERIOD_S["vllm" if backend == "vllm" else "default"]),
+            "restart": "unless-stopped",
+            "stop_grace_period": "30s",
+        }
+        if backend == "vllm":
+            entry["volumes"].append("${HF_HOME:-~/.cache/huggingface}:/root/.cache/huggingface")
+            entry["shm_size"] = "8g"
+            entry["deploy"] = {"resources": {"reservations": {"devices": [
+                {"driver": "nvidia", "device_ids": [str(gpu)], "capabilities": ["gpu"]}]}}}
+            gpu += 1
+        services[name] = entry
+    _wire_dependencies(raw, services, names)
+    return {"name": str(raw.get("stack", {}).get("name", "hetflow")), "services": services}
+
+
+def _wire_dependencies(raw: Mapping[str, Any], services: dict[str, dict[str, Any]], names: dict[str, str]) -> None:
+    def healthy(*names_: str) -> dict[str, dict[str, str]]:
+        return {n: {"condition": "service_healthy"} for n in names_}
+
+    engines = [n for key, n in names.items() if key.startswith("engine:")]
+    core = [names[s] for s in ("monitor", "router", "predictor") if s in names]
+    for engine in engines:
+        if "monitor" in names:
+            services[engine]["depends_on"] = healthy(names["monitor"])
+    balancer = names["balancer"]
+    services[balancer]["depends_on"] = healthy(*core, *engines)
+    services[balancer]["ports"] = [f"{raw['balancer']['port']}:{raw['balancer']['port']}"]
+    if "gateway" in names:
+        gateway = names["gateway"]
+        services[gateway]["depends_on"] = healthy(balancer, *[names["monitor"]] * ("monitor" in names))
+        services[gateway]["ports"] = [f"{raw['gateway']['port']}:{raw['gateway']['port']}"]
+
+
+HEADER = """\
+# Written by `hetflow compose -c {stack_file}`; edit the stack config and write it again.
+# `docker compose up --build` (GPU engines need the NVIDIA container toolkit). OpenAI clients use
+# http://localhost:<gateway port>/v1; gRPC clients dial the balancer's published port.
+"""
+
+
+def render(raw: Mapping[str, Any], stack_file: str) -> str:
+    body = yaml.safe_dump(compose_file(raw, stack_file), sort_keys=False, default_flow_style=None, width=110)
+    return HEADER.format(stack_file=stack_file) + body
