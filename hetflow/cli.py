@@ -9,6 +9,8 @@ import statistics
 import sys
 from pathlib import Path
 
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, ConnectionError)
+"""What a wrong config, name or address raises; anything else is a bug and keeps its traceback."""
 ARTIFACTS = Path(os.environ.get("HETFLOW_CACHE", Path.home() / ".cache" / "hetflow")) / "artifacts"
 
 
@@ -155,7 +157,10 @@ def _loadtest(args: argparse.Namespace) -> int:
                                   max_tokens=args.max_tokens))
     summary = {"command": "hetflow loadtest " + " ".join(sys.argv[2:]), "service": args.service, **result.summary()}
     path = write(f"loadtest_{args.service}", summary)
-    print(json.dumps(summary, indent=2) + f"\n-> {path}")
+    print(json.dumps(summary, indent=2, allow_nan=False) + f"\n-> {path}")
+    if result.sent and not result.ok:
+        print(f"hetflow loadtest: every call failed: {dict(result.errors)}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -180,8 +185,30 @@ def _compose(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Every ``--help`` shows each option's default."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hetflow", description=__doc__)
+    """Run one command; a user's error (a bad config, an unknown name, nothing running) is one line on
+    stderr and exit status 2, not a traceback (``HETFLOW_DEBUG=1`` shows it)."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except USER_ERRORS as exc:
+        if os.environ.get("HETFLOW_DEBUG"):
+            raise
+        print(f"hetflow {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="hetflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     from hetflow import serve
@@ -305,9 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     from hetflow.bench.fidelity import add_parser as add_profile
 
     add_profile(sub)
-
-    args = parser.parse_args(argv)
-    return int(args.fn(args) or 0)
+    return parser
 
 
 if __name__ == "__main__":

@@ -51,7 +51,8 @@ class LoadResult:
         return {"sent": self.sent, "ok": self.ok, "shed": self.shed, "cancelled": self.cancelled,
                 "errors": dict(self.errors),
                 "achieved_calls_per_s": self.ok / self.elapsed_s if self.elapsed_s else 0.0,
-                "latency_ms": {q: percentile(lat, p) * 1e3 for q, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))},
+                "latency_ms": ({q: percentile(lat, p) * 1e3 for q, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))}
+                               if lat else None),  # no successful call: no latency, never NaN
                 "stability": stability(lat) if len(lat) >= 2 else None, "elapsed_s": self.elapsed_s}
 
 

@@ -10,6 +10,7 @@ balancer's alpha tuner gets the simulator's replay (HexGen-Flow 4.3).
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
@@ -122,7 +123,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="hetflow-serve", description="Serve one hetflow service. Services: "
                                      + "; ".join(f"{k}: {v[0]}" for k, v in SERVICES.items()))
     add_arguments(parser)
-    raise SystemExit(serve(parser.parse_args(argv)))
+    args = parser.parse_args(argv)
+    try:
+        raise SystemExit(serve(args))
+    except (ValueError, FileNotFoundError) as exc:  # a config error: one line in the service's log
+        print(f"hetflow serve {args.service}: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -62,8 +62,10 @@ async def health(address: str, timeout_s: float = 1.0) -> str:
             return exc.code().name
 
 
-async def wait_serving(addresses: dict[str, str], timeout_s: float,
-                       supervisor_pid: int | None = None) -> dict[str, str]:
+async def wait_serving(addresses: dict[str, str], timeout_s: float, supervisor_pid: int | None = None,
+                       exited: Callable[[], list[str]] | None = None) -> dict[str, str]:
+    """Until every service answers SERVING; stops early when the supervisor dies or ``exited`` names
+    a service that has exited (a service that fails at start fails again when restarted)."""
     deadline = time.monotonic() + timeout_s
     states: dict[str, str] = {}
     while time.monotonic() < deadline:
@@ -72,8 +74,30 @@ async def wait_serving(addresses: dict[str, str], timeout_s: float,
             return states
         if supervisor_pid is not None and not _alive(supervisor_pid):
             break
+        if exited is not None and exited():
+            break
         await asyncio.sleep(0.5)
     return states
+
+
+def exited_services(name: str) -> list[str]:
+    """Services of the running stack ``name`` that have exited at least once (the supervisor's record)."""
+    path = state_path(name)
+    try:
+        services = json.loads(path.read_text())["services"]
+    except (OSError, ValueError, KeyError):
+        return []
+    return [svc for svc, s in services.items() if s.get("restarts") or s.get("pid") is None]
+
+
+def log_cause(log_file: Path, lines: int = 3) -> str:
+    """The last lines of a service's log that say why it stopped."""
+    try:
+        text = log_file.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    errors = [line for line in text if "error" in line.lower() or "Error" in line]
+    return "\n    ".join((errors or [line for line in text if line.strip()])[-lines:]) or "(empty log)"
 
 
 async def wait_engines_registered(monitor_address: str, engine_ids: set[str], timeout_s: float) -> bool:
@@ -105,14 +129,19 @@ def up(config: Path, timeout_s: float) -> int:
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     addresses = {s.name: s.address for s in plan(raw)}
     started = time.monotonic()
-    states = asyncio.run(wait_serving(addresses, timeout_s, proc.pid))
+    states = asyncio.run(wait_serving(addresses, timeout_s, proc.pid, lambda: exited_services(name)))
     engine_ids = {e["name"] for e in raw.get("engines", [])}
     if (states and all(s == "SERVING" for s in states.values())
             and asyncio.run(wait_engines_registered(addresses["monitor"], engine_ids,
                                                     timeout_s - (time.monotonic() - started)))):
         print(f"stack {name!r} is up: " + ", ".join(f"{n}@{a}" for n, a in addresses.items()))
         return 0
-    print(f"stack {name!r} did not come up within {timeout_s:.0f}s: {states}", file=sys.stderr)
+    failed = exited_services(name)
+    if failed:
+        for svc in failed:
+            print(f"{svc} exited:\n    {log_cause(RUN_DIR / name / (svc.replace(':', '-') + '.log'))}", file=sys.stderr)
+    else:
+        print(f"stack {name!r} did not come up within {timeout_s:.0f}s: {states}", file=sys.stderr)
     print(f"logs: {RUN_DIR / name}", file=sys.stderr)
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -153,7 +182,12 @@ async def _status_rows(raw: dict[str, Any]) -> tuple[dict[str, str], monitor_pb2
 
 
 def status(config: Path) -> int:
+    """Health and load of the stack ``up`` started from ``config``: its addresses as ``up`` resolved
+    them (environment overrides included), or the config's own when none is running."""
     raw = load_stack(config)
+    running = read_state(raw)
+    if running is not None and "stack" in running:
+        raw = running["stack"]
     states, snapshot = asyncio.run(_status_rows(raw))
     addresses = {s.name: s.address for s in plan(raw)}
     print(f"{'service':<18} {'address':<22} health")

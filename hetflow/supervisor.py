@@ -127,6 +127,7 @@ class Supervisor:
     def _write_state(self) -> None:
         state = {
             "supervisor_pid": os.getpid(), "config": str(self.config_path), "log_dir": str(self.log_dir),
+            "stack": self.raw,
             "services": {s.name: {"address": s.address, "pid": s.process.pid if s.process else None,
                                   "restarts": len(s.restarts)} for s in self.services},
         }

@@ -20,5 +20,5 @@ def machine() -> str:
 def write(name: str, result: dict[str, Any]) -> Path:
     OUT_DIR.mkdir(exist_ok=True)
     path = OUT_DIR / f"{name}.json"
-    path.write_text(json.dumps({"machine": machine(), **result}, indent=2))
+    path.write_text(json.dumps({"machine": machine(), **result}, indent=2, allow_nan=False))
     return path

@@ -28,3 +28,29 @@ def test_unknown_setting_is_named():
     raw = load_stack(EXAMPLE, environ={"HETFLOW__BALANCER__LATENCY_SLAK": "1"})
     with pytest.raises(ValueError, match="latency_slak"):
         balancer_config(raw)
+
+
+def test_environment_overrides_reach_nested_fields():
+    raw = load_stack(EXAMPLE, environ={"HETFLOW__BALANCER__POLICY__MODEL": "chimera-slack",
+                                       "HETFLOW__BALANCER__POLICY__MODEL_PARAMS__LATENCY_SLACK": "0.5",
+                                       "HETFLOW__ENGINES__LARGE_0__QUEUE__STARVATION_THRESHOLD": "7"})
+    assert balancer_config(raw).policy.model.params["latency_slack"] == 0.5
+    assert engine_config(raw, "large-0").queue.params["starvation_threshold"] == 7
+
+
+@pytest.mark.parametrize("variable, named", [
+    ("HETFLOW__BALANCR__PORT", "unknown section 'balancr'"),
+    ("HETFLOW__ENGINES__LARGE_9__PORT", "no engine named 'large_9'"),
+    ("HETFLOW__BALANCER__PORT__HOST", "port is 50110, not a section"),
+    ("HETFLOW__BALANCER", "expected HETFLOW__<SECTION>__<FIELD>"),
+])
+def test_an_override_that_reaches_nothing_fails_loudly(variable, named):
+    with pytest.raises(ValueError, match=named):
+        load_stack(EXAMPLE, environ={variable: "1"})
+
+
+def test_a_misspelled_section_is_named_with_a_suggestion(tmp_path):
+    config = tmp_path / "stack.yaml"
+    config.write_text("monitr: {port: 1}\nbalancer: {port: 2}\n")
+    with pytest.raises(ValueError, match="'monitr' \\(did you mean 'monitor'\\?\\)"):
+        load_stack(config, environ={})

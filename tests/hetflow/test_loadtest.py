@@ -61,3 +61,18 @@ async def test_against_a_live_monitor():
 def test_rejects_a_nonpositive_rate():
     with pytest.raises(ValueError):
         asyncio.run(run_load(lambda i: asyncio.sleep(0), rate=0, duration_s=1))
+
+
+def test_the_command_exits_non_zero_and_writes_no_nan_when_every_call_fails(tmp_path, monkeypatch, capsys):
+    import json
+
+    from hetflow import cli
+    from tests.factories import free_port
+
+    monkeypatch.chdir(tmp_path)  # the summary goes to ./bench_out
+    code = cli.main(["loadtest", "monitor", "--address", f"127.0.0.1:{free_port()}", "--max-calls", "3",
+                     "--rate", "50", "--duration", "1", "--drain", "1", "--call-timeout", "1"])
+    assert code == 1 and "every call failed" in capsys.readouterr().err
+    summary = json.loads((tmp_path / "bench_out" / "loadtest_monitor.json").read_text(),
+                         parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+    assert summary["ok"] == 0 and summary["latency_ms"] is None and summary["errors"]

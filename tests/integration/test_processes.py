@@ -75,3 +75,24 @@ def hetflow_status_serving(address: str, timeout_s: float = 30) -> bool:
     from hetflow.stackctl import wait_serving
 
     return asyncio.run(wait_serving({"svc": address}, timeout_s)) == {"svc": "SERVING"}
+
+
+def test_up_stops_waiting_when_a_service_exits_and_prints_why(tmp_path):
+    config = tmp_path / "stack.yaml"
+    config.write_text(yaml.safe_dump({
+        "stack": {"name": "broken"}, "monitor": {"port": free_port()},
+        "balancer": {"port": free_port(), "latency_slak": 1},
+        "engines": [{"name": "e0", "port": free_port(), "profile": "qwen2.5-1.5b-instruct@a6000"}]}))
+    env = {"HETFLOW_CACHE": str(tmp_path)}
+    up = hetflow("up", "-c", str(config), "--timeout", "200", env=env)
+    assert up.returncode == 1
+    assert "balancer exited" in up.stderr and "unknown setting(s) ['latency_slak']" in up.stderr
+    assert hetflow("status", "-c", str(config), env=env).returncode == 1  # up stopped what it started
+
+
+def test_a_user_error_is_one_line_not_a_traceback(tmp_path):
+    config = tmp_path / "stack.yaml"
+    config.write_text("monitr: {port: 1}\n")
+    out = hetflow("status", "-c", str(config))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "unknown section(s) 'monitr' (did you mean 'monitor'?)" in out.stderr
