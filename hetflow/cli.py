@@ -193,6 +193,15 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
 
+def _kube(args: argparse.Namespace) -> int:
+    from hetflow.deploy.kube import write
+    from hetflow.runtime.config import load_stack
+
+    paths = write(load_stack(args.config, environ={}), args.config.read_text(), str(args.config), args.out)
+    print(f"wrote {len(paths)} files to {args.out}; apply with: kubectl apply -k {args.out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a user's error (a bad config, an unknown name, nothing running) is one line on
     stderr and exit status 2, not a traceback (``HETFLOW_DEBUG=1`` shows it)."""
@@ -241,6 +250,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("-c", "--config", required=True, type=Path, help="stack YAML (each section's host: its container)")
     p.add_argument("-o", "--out", type=Path, help="compose file to write (default: print it)")
     p.set_defaults(fn=_compose)
+
+    p = sub.add_parser("kube", help="write kustomize manifests that run a stack config on Kubernetes")
+    p.add_argument("-c", "--config", required=True, type=Path, help="stack YAML (each section's host: its Service)")
+    p.add_argument("-o", "--out", required=True, type=Path, help="directory to write (kubectl apply -k DIR)")
+    p.set_defaults(fn=_kube)
 
     for name, fn, count, help_text in (
             ("run-workflow", _run_workflow, 1, "run Chimera's code workflow through a running stack"),

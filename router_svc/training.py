@@ -9,12 +9,15 @@ per workflow family.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import random
 import shutil
 import statistics
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -124,6 +127,21 @@ def predict_torch(net, encoder: PromptEncoder, prompts: list[str], batch_size: i
     return np.concatenate(outs) if outs else np.zeros((0, 0))
 
 
+@contextlib.contextmanager
+def _quiet_exporters() -> Iterator[None]:
+    """The tracer's and the quantizer's advice (TracerWarning on shape branches, "consider pre-processing")
+    is about their general case, not this network, whose export is checked against PyTorch below."""
+    root = logging.getLogger()
+    level = root.level
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        root.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            root.setLevel(level)
+
+
 def export_onnx(net, encoder: PromptEncoder, out_dir: Path, sample_prompts: list[str]) -> float:
     """Write model.onnx (fp32) and model.int8.onnx; returns max |ONNX fp32 - PyTorch| on the sample."""
     import onnxruntime as ort
@@ -133,10 +151,12 @@ def export_onnx(net, encoder: PromptEncoder, out_dir: Path, sample_prompts: list
     batch = encoder.encode(sample_prompts)
     args = (torch.from_numpy(batch.input_ids), torch.from_numpy(batch.attention_mask))
     fp32 = out_dir / "model.onnx"
-    torch.onnx.export(net, args, str(fp32), input_names=["input_ids", "attention_mask"], output_names=["confidence"],
-                      dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
-                                    "confidence": {0: "batch"}}, opset_version=17, dynamo=False)
-    quantize_dynamic(str(fp32), str(out_dir / "model.int8.onnx"), weight_type=QuantType.QInt8)
+    with _quiet_exporters():
+        torch.onnx.export(net, args, str(fp32), input_names=["input_ids", "attention_mask"],
+                          output_names=["confidence"], opset_version=17, dynamo=False,
+                          dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+                                        "confidence": {0: "batch"}})
+        quantize_dynamic(str(fp32), str(out_dir / "model.int8.onnx"), weight_type=QuantType.QInt8)
     session = ort.InferenceSession(str(fp32), providers=["CPUExecutionProvider"])
     onnx_out = session.run(None, {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask})[0]
     with torch.no_grad():

@@ -93,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
     from hetflow.workloads.generate import generate
 
     raw = load_stack(Path(args.config))
+    if args.policies and stackctl.read_state(raw) is not None:
+        raise ValueError(f"stack {stackctl.stack_name(raw)!r} is already up with its config's policy, so --policies "
+                         f"would measure it instead of each policy: `hetflow down -c {args.config}` first, or leave "
+                         "out --policies to measure the running stack")
     engines = cluster_from_stack(raw)
     if args.trace:
         from hetflow.core.trace import read_jsonl

@@ -25,12 +25,12 @@ START_PERIOD_S = {"vllm": 900, "default": 30}
 """How long a container may take to become healthy before failed checks count (vLLM loads weights)."""
 
 
-def _section(raw: Mapping[str, Any], svc: ServiceProcess) -> dict[str, Any]:
+def service_section(raw: Mapping[str, Any], svc: ServiceProcess) -> dict[str, Any]:
     return engine_section(raw, svc.extra_args[-1]) if svc.service == "engine" else dict(raw[svc.service])
 
 
-def _host(raw: Mapping[str, Any], svc: ServiceProcess) -> str:
-    host = str(_section(raw, svc).get("host", raw.get("stack", {}).get("host", "")))
+def service_host(raw: Mapping[str, Any], svc: ServiceProcess) -> str:
+    host = str(service_section(raw, svc).get("host", raw.get("stack", {}).get("host", "")))
     if host in LOOPBACK:
         where = f"engines[{svc.extra_args[-1]}]" if svc.service == "engine" else svc.service
         raise ValueError(f"{where}.host is {host!r}: in compose each section's host must be its container's "
@@ -49,11 +49,11 @@ def compose_file(raw: Mapping[str, Any], stack_file: str) -> dict[str, Any]:
     names: dict[str, str] = {}
     gpu = 0
     for svc in plan(raw):
-        name = _host(raw, svc)
+        name = service_host(raw, svc)
         if name in services:
             raise ValueError(f"two services share host {name!r}; each needs its own container name")
         names[svc.name] = name
-        backend = _section(raw, svc).get("backend", "sim") if svc.service == "engine" else ""
+        backend = service_section(raw, svc).get("backend", "sim") if svc.service == "engine" else ""
         command = [svc.service, "-c", STACK_IN_CONTAINER, *svc.extra_args]
         entry: dict[str, Any] = {
             "image": ENGINE_IMAGE if backend == "vllm" else CONTROL_PLANE_IMAGE,

@@ -25,7 +25,7 @@ SECTIONS = ("stack", "monitor", "router", "predictor", "balancer", "gateway", "e
 """The top-level sections a stack config may have."""
 
 
-def _env_key(name: str) -> str:
+def env_key(name: str) -> str:
     return name.upper().replace("-", "_")
 
 
@@ -64,7 +64,7 @@ def apply_env_overrides(raw: dict[str, Any], environ: Mapping[str, str]) -> dict
             raise ValueError(f"{key}: unknown section {parts[0]!r}; known: {list(SECTIONS)}")
         parsed = yaml.safe_load(value)
         if parts[0] == "engines":
-            matches = [e for e in raw["engines"] if _env_key(str(e.get("name", ""))) == parts[1].upper()]
+            matches = [e for e in raw["engines"] if env_key(str(e.get("name", ""))) == parts[1].upper()]
             if not matches:
                 raise ValueError(f"{key}: no engine named {parts[1]!r} (names upper-cased, '-' as '_'); engines: "
                                  f"{[e.get('name') for e in raw['engines']]}")

@@ -33,3 +33,11 @@ async def test_replay_runs_each_program_after_its_dependencies_and_stops_at_the_
             assert calls[dep].finished_s <= calls[record.stage_index].dispatched_s
     summary = summarize(results, decision_ms)
     assert summary["programs"] == 8 and summary["scheduler_overhead_ms"]["mean"] > 0
+
+
+def test_live_bench_with_policies_refuses_a_stack_that_is_already_up(monkeypatch, capsys):
+    from hetflow import cli, stackctl
+
+    monkeypatch.setattr(stackctl, "read_state", lambda raw: {"supervisor_pid": 1})
+    code = cli.main(["bench", "--live", "--policies", "llm-d,hetflow", "-c", "examples/local-sim.yaml"])
+    assert code == 2 and "already up" in capsys.readouterr().err
