@@ -88,6 +88,7 @@ def _error_response(error: OpenAIError) -> JSONResponse:
 
 
 async def _completion(request: Request, kind: str) -> Any:
+    received_s = time.perf_counter()
     gateway: Gateway = request.app.state.gateway
     cfg = gateway.cfg
     try:
@@ -97,7 +98,7 @@ async def _completion(request: Request, kind: str) -> Any:
         parsed = convert.parse(kind, body, request.headers, cfg.default_max_tokens, cfg.router_model, served)
     except OpenAIError as error:
         return _error_response(error)
-    return CallResponse(gateway.balancer, parsed)
+    return CallResponse(gateway.balancer, parsed, received_s)
 
 
 async def chat_completions(request: Request) -> Any:

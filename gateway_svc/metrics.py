@@ -24,6 +24,10 @@ PROMPT_TOKENS = Counter("vllm:prompt_tokens", "Prompt tokens of finished request
 GENERATION_TOKENS = Counter("vllm:generation_tokens", "Generated tokens", ["model_name"])
 REQUEST_SUCCESS = Counter("vllm:request_success", "Finished requests by finish reason",
                           ["model_name", "finished_reason"])
+GATEWAY_OVERHEAD_S = Histogram(
+    "hetflow_gateway_overhead_seconds", "Time a request spends in the gateway itself: parsing, converting and "
+    "writing, without the time awaiting the balancer", buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                                0.025, 0.05, 0.1, 0.25))
 REQUEST_FAILURE = Counter("hetflow_gateway_request_failure", "Requests answered with an error, by HTTP status",
                           ["status"])
 

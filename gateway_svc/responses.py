@@ -17,7 +17,7 @@ import grpc
 
 from gateway_svc import convert
 from gateway_svc.errors import OpenAIError, from_grpc
-from gateway_svc.metrics import REQUEST_FAILURE, RequestTimer
+from gateway_svc.metrics import GATEWAY_OVERHEAD_S, REQUEST_FAILURE, RequestTimer
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -52,9 +52,12 @@ async def _until_disconnect(receive: Receive) -> None:
 class CallResponse:
     """Runs ``parsed`` through the balancer as this request's response."""
 
-    def __init__(self, balancer: balancer_pb2_grpc.BalancerStub, parsed: convert.ParsedRequest) -> None:
-        self.balancer, self.parsed = balancer, parsed
-        self.timer = RequestTimer(time.perf_counter())
+    def __init__(self, balancer: balancer_pb2_grpc.BalancerStub, parsed: convert.ParsedRequest,
+                 received_s: float) -> None:
+        """``received_s``: ``time.perf_counter()`` when the request reached the gateway."""
+        self.balancer, self.parsed, self.received_s = balancer, parsed, received_s
+        self.timer = RequestTimer(received_s)
+        self._awaiting_balancer_s = 0.0
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         call = self.balancer.Generate(self.parsed.request)
@@ -62,6 +65,7 @@ class CallResponse:
         watcher.add_done_callback(lambda _: call.cancel())
         try:
             await (self._stream(call, send) if self.parsed.stream else self._whole(call, send))
+            GATEWAY_OVERHEAD_S.observe(time.perf_counter() - self.received_s - self._awaiting_balancer_s)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if not watcher.done() or (task is not None and task.cancelling()):
@@ -71,10 +75,18 @@ class CallResponse:
             watcher.cancel()
             call.cancel()  # a no-op once the stream has finished
 
+    async def _read(self, call: Any) -> Any:
+        """The balancer's next chunk, or EOF; the wait is not the gateway's own time."""
+        started_s = time.perf_counter()
+        try:
+            return await call.read()
+        finally:
+            self._awaiting_balancer_s += time.perf_counter() - started_s
+
     async def _first(self, call: Any, send: Send) -> balancer_pb2.GenerateChunk | None:
         """The first chunk, or None once the error it raised has been answered."""
         try:
-            chunk = await call.read()
+            chunk = await self._read(call)
         except grpc.aio.AioRpcError as exc:
             await send_error(send, from_grpc(exc))
             return None
@@ -116,7 +128,7 @@ class CallResponse:
                     prompt_tokens = chunk.usage.prompt_tokens
                     self.timer.finished(model, time.perf_counter(), reason or "stop", prompt_tokens, output_tokens)
                     break
-                chunk = await call.read()
+                chunk = await self._read(call)
             if self.parsed.include_usage:
                 usage = convert.usage_chunk_json(self.parsed, model, prompt_tokens, output_tokens)
                 await send({"type": "http.response.body", "body": _sse(usage), "more_body": True})
@@ -137,7 +149,7 @@ class CallResponse:
                 texts.append(chunk.text)
                 if chunk.finished:
                     break
-                chunk = await call.read()
+                chunk = await self._read(call)
         except grpc.aio.AioRpcError as exc:
             await send_error(send, from_grpc(exc))
             return

@@ -145,6 +145,6 @@ async def test_metrics_use_vllms_names(stack, client):
         health = await http.get(stack.base_url.removesuffix("/v1") + "/health")
     for name in ("vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_bucket",
                  "vllm:e2e_request_latency_seconds_count", "vllm:generation_tokens_total",
-                 "vllm:request_success_total"):
+                 "vllm:request_success_total", "hetflow_gateway_overhead_seconds_count"):
         assert name in text, name
     assert health.status_code == 200
