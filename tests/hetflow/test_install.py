@@ -64,3 +64,28 @@ def test_every_service_builds_from_the_installed_wheel(installed, service):
 def test_the_cli_entry_point_answers_help(installed):
     out = run_outside(installed, "-m", "hetflow.cli", "--help")
     assert out.returncode == 0 and "serve" in out.stdout, out.stderr[-2000:]
+
+
+def test_the_installed_wheel_starts_the_example_stack_and_serves_an_openai_call(installed, tmp_path):
+    env_cache = {"HETFLOW_CACHE": str(tmp_path)}
+
+    def hetflow(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | env_cache
+        return subprocess.run([str(installed), "-m", "hetflow.cli", *args], cwd=installed.parent, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    up = hetflow("up", "-c", str(CONFIG))
+    try:
+        assert up.returncode == 0, up.stderr[-2000:]
+        import json
+        import urllib.request
+
+        request = urllib.request.Request("http://127.0.0.1:8000/v1/completions", json.dumps(
+            {"model": "hetflow", "prompt": "hello", "max_tokens": 2, "ignore_eos": True}).encode(),
+            {"content-type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            assert json.loads(reply.read())["usage"]["completion_tokens"] == 2
+        state = json.loads((tmp_path / "run" / "local-sim.json").read_text())
+        assert len(state["services"]) == 8 and all(s["restarts"] == 0 for s in state["services"].values())
+    finally:
+        assert hetflow("down", "-c", str(CONFIG)).returncode == 0
