@@ -1,14 +1,45 @@
 #!/usr/bin/env bash
-# The sweeps behind docs/results.md, one after another (each uses both cores), shortest first.
+# Every measurement docs/results.md and docs/benchmarks.md quote, from a fresh clone, one after another
+# (each uses both cores; nothing else should run beside the timed ones). Hours on the 2-core
+# development machine: the issue 12 capacity sweeps alone take about two.
+#   bash bench/run_all.sh            everything
+#   bash bench/run_all.sh sweeps     the simulator sweeps only
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/setup.sh
 mkdir -p bench_out
 PY=${PY:-.venv/bin/python}
+hetflow() { "$PY" -m hetflow.cli "$@"; }
+what=${1:-all}
+
+# Issues 4-11: the papers' settings (docs/results.md, sections before "Issue 12").
 for sweep in hetero-code hexgen-sql-rates kairos-colocated-rates hexgen-sql kairos-colocated hetero-math homo-chat \
              sharegpt-chains; do
-  "$PY" -m hetflow.cli bench --sweep "bench/sweeps/$sweep.yaml" | tee "bench_out/$sweep.md"
+  hetflow bench --sweep "bench/sweeps/$sweep.yaml" | tee "bench_out/$sweep.md"
 done
-# Issue 12's capacity at SLO (each 15-50 min on 2 cores): the tuning seed, then the headline sweeps.
-for sweep in tune-agent capacity-agent capacity-sharegpt; do
-  "$PY" -m hetflow.cli bench --sweep "bench/sweeps/$sweep.yaml" | tee "bench_out/$sweep.md"
-done
+
+# Issue 12: capacity at SLO against the rivals (docs/results.md "Issue 12"), in the order quoted.
+hetflow bench --sweep bench/sweeps/tune-agent.yaml | tee bench_out/tune-agent.md
+hetflow bench --sweep bench/sweeps/tune-gate.yaml | tee bench_out/tune-gate.md
+hetflow bench --sweep bench/sweeps/capacity-agent.yaml \
+  --policies least-load,llm-d,sglang,dynamo,autellix,hetflow,hetflow-first,hetflow-first-ws,hetflow-scored-ws \
+  | tee bench_out/capacity-agent.md
+hetflow bench --sweep bench/sweeps/capacity-sharegpt.yaml --programs 2400 \
+  --policies least-load,llm-d,sglang,hetflow-first-ws,hetflow-scored-ws --fractions 0.8 | tee bench_out/capacity-sharegpt.md
+hetflow bench --sweep bench/sweeps/capacity-code.yaml --fractions 0.8 \
+  --policies least-load,llm-d,chimera,chimera:latency_slack=1.0,chimera-no-router,hetflow | tee bench_out/capacity-code.md
+hetflow bench --sweep bench/sweeps/capacity-kairos.yaml --fractions 0.8 --policies least-load,llm-d,kairos,hetflow \
+  | tee bench_out/capacity-kairos.md
+hetflow bench --sweep bench/sweeps/capacity-sql.yaml --fractions 0.8 --policies least-load,llm-d,hexgen,hetflow \
+  | tee bench_out/capacity-sql.md
+[ "$what" = sweeps ] && exit 0
+
+# Timed measurements: the machine otherwise idle.
+"$PY" -m hetflow.bench.decision_cost | tee bench_out/decision_cost.md
+hetflow profile --fidelity | tee bench_out/fidelity.md
+make bench-overhead | tee bench_out/overhead.md
+make bench-vllm-tokens | tee bench_out/vllm_tokens.md
+"$PY" -m hetflow.bench.gateway_cost --mode vllm --num-prompts 100 --request-rate inf --rounds 3 \
+  | tee bench_out/gateway_cost_vllm.md
+"$PY" -m hetflow.bench.gateway_cost --mode sim --num-prompts 200 --request-rate 4 --rounds 3 \
+  | tee bench_out/gateway_cost_sim.md

@@ -178,15 +178,26 @@ def compare(real: dict, sim: dict, output_tokens: int) -> dict:
     return {"real": a, "sim": b, "error": {k: abs(b[k] - a[k]) / a[k] for k in a}}
 
 
+def averaged(measured: Sequence[tuple[EngineProfile, dict]]) -> tuple[EngineProfile, dict]:
+    """One profile from repeated measurements: each fitted coefficient's mean (the fit moves from run
+    to run on a shared CPU); the raw measurements of every repeat are kept."""
+    fits = [raw["fit"] for _, raw in measured]
+    mean_fit = {k: statistics.mean(f[k] for f in fits) for k in fits[0]}
+    profile = replace(measured[0][0], **{k: v for k, v in mean_fit.items() if k != "prefill_intercept_ms"})
+    return profile, {"fit": mean_fit, "repeats": [raw for _, raw in measured]}
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = VllmConfig(max_num_seqs=args.max_num_seqs, kv_cache_gib=args.kv_cache_gib, enable_prefix_caching=False)
-    profile, raw = asyncio.run(profile_vllm(cfg, MODEL, "tiny-llama-cpu.yaml"))
+    measured = [asyncio.run(profile_vllm(cfg, MODEL, "tiny-llama-cpu.yaml")) for _ in range(args.profile_repeats)]
+    profile, raw = averaged(measured)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(f"# Measured by `hetflow profile` on {machine()}\n"
                    + yaml.safe_dump(profile.to_dict(), sort_keys=False))
     print(f"profile -> {out}: " + ", ".join(f"{k} {v:.4g}" for k, v in raw["fit"].items()))
-    result: dict[str, Any] = {"command": f"hetflow profile -o {args.out}" + (" --fidelity" if args.fidelity else ""),
+    result: dict[str, Any] = {"command": f"hetflow profile -o {args.out} --profile-repeats {args.profile_repeats}"
+                                         + (" --fidelity" if args.fidelity else ""),
                               "machine": machine(), "profile": profile.to_dict(), "measurements": raw}
     if args.fidelity:
         records = scaled_trace(args.programs, args.seed, args.rate, args.max_input, args.max_output)
@@ -218,6 +229,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        help="measure the real vLLM engine, write its profile; --fidelity checks the simulator")
     p.add_argument("-o", "--out", default="bench_out/tiny-llama-cpu-measured.yaml")
     p.add_argument("--fidelity", action="store_true", help="also replay a trace on the engine and in the simulator")
+    p.add_argument("--profile-repeats", type=int, default=3,
+                   help="measure the profile this many times and average the fitted coefficients")
     p.add_argument("--max-num-seqs", type=int, default=8)
     p.add_argument("--kv-cache-gib", type=float, default=0.25)
     p.add_argument("--programs", type=int, default=24)

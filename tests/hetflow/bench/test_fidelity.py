@@ -44,3 +44,18 @@ def test_with_shared_prefixes_each_turn_extends_its_parents_sequence_and_the_rep
     sim = run_sim(profile(model=MODEL, max_model_len=4096), records, prompts, shared=True)
     multi_turn = any(r.stage_index > 1 for r in records)
     assert (sim["prefix_hit_rate"] > 0) == multi_turn
+
+
+def test_repeated_profiles_average_each_fitted_coefficient():
+    from dataclasses import replace
+
+    from hetflow.bench.fidelity import averaged
+
+    base = profile()
+    fits = [{"decode_base_ms": 3.0, "prefill_ms_per_token": 0.02, "prefill_intercept_ms": 1.0},
+            {"decode_base_ms": 5.0, "prefill_ms_per_token": 0.04, "prefill_intercept_ms": 3.0}]
+    measured = [(replace(base, decode_base_ms=f["decode_base_ms"], prefill_ms_per_token=f["prefill_ms_per_token"]),
+                 {"fit": f}) for f in fits]
+    mean, raw = averaged(measured)
+    assert (mean.decode_base_ms, mean.prefill_ms_per_token) == (4.0, pytest.approx(0.03))
+    assert raw["fit"]["prefill_intercept_ms"] == 2.0 and len(raw["repeats"]) == 2
