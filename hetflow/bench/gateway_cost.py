@@ -97,7 +97,8 @@ def bench_serve(base_url: str, model: str, args: argparse.Namespace, dataset: Pa
                "--seed", str(args.seed), "--ignore-eos", "--disable-tqdm", "--save-result",
                "--result-dir", str(out_dir), "--result-filename", f"{name}.json",
                "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99"]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(out_dir / f"{name}.txt", "wb") as printed:  # vLLM's own summary table, as it prints it
+        subprocess.run(command, check=True, stdout=printed, stderr=subprocess.DEVNULL)
     result = json.loads((out_dir / f"{name}.json").read_text())
     return {k: result.get(k) for k in METRICS} | {"command": " ".join(["vllm", *command[3:]])}
 
@@ -193,8 +194,8 @@ def main(argv: list[str] | None = None) -> None:
     dataset = sharegpt_head(args.conversations)
     out_dir = Path(tempfile.mkdtemp(prefix=f"gateway-cost-{args.mode}-", dir=OUT_DIR))
     result = run_vllm(args, dataset, out_dir) if args.mode == "vllm" else run_sim(args, dataset, out_dir)
-    path = write(f"gateway_cost_{args.mode}", {"command": "python -m hetflow.bench.gateway_cost " + " ".join(
-        sys.argv[1:] if argv is None else argv), **result})
+    command = "python -m hetflow.bench.gateway_cost " + " ".join(sys.argv[1:] if argv is None else argv)
+    path = write(f"gateway_cost_{args.mode}", {"command": command, "out_dir": str(out_dir), **result})
     for row in result["rows"]:
         print(f"round {row['round']} {row['side']:<13} {row['completed']:>4} done  "
               f"{row['request_throughput']:.3f} req/s  {row['output_throughput']:.1f} tok/s  "
