@@ -1,9 +1,10 @@
 """The ``vllm-server`` backend: an engine that is an existing ``vllm serve``, reached over its HTTP API.
 
 hetflow's aging priority queue (Chimera 3.7) stays in front: a request goes to the server only when the
-server has room (``admission.has_room`` over the server's own ``/metrics``), so the order work starts in
-is hetflow's. Aging counts the server's engine steps (its ``vllm:iteration_tokens_total`` observations),
-the same scheduling iterations the in-process backend counts. Prompts are tokenised by the server's
+server has room (``admission.has_room``: hetflow's requests in it below ``max_num_seqs``, KV from the
+server's own ``/metrics``), so the order work starts in is hetflow's. Aging counts the server's engine
+steps (its ``vllm:iteration_tokens_total`` observations), the same scheduling iterations the
+in-process backend counts. Prompts are tokenised by the server's
 ``/tokenize`` (its chat template, its tokenizer), and the token ids are what ``/v1/completions`` gets, so
 the KV hetflow accounts is the KV vLLM allocates. hetflow's order travels as vLLM's request ``priority``
 (``vllm_priority``). Cancelling a request closes its HTTP stream, on which vLLM aborts it.
@@ -25,6 +26,7 @@ from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, c
 from engine_svc.backends.vllm_backend import vllm_priority
 from engine_svc.config import EngineConfig, VllmServerConfig
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
+from hetflow.core.engine.kv_cache import blocks_for
 from hetflow.core.engine.profile import EngineProfile, load_profile
 from hetflow.core.engine.request import EngineRequest, RequestStatus
 from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unavailable
@@ -59,6 +61,8 @@ class VllmServerBackend:
         self._served_model = cfg.served_model
         self._max_model_len = 0
         self._load = vllm_metrics.VllmServerLoad()
+        self._freed_blocks_since_read = 0
+        """KV blocks of hetflow's requests that finished since the server's last report."""
         self._iteration = 0
         self._wake = asyncio.Event()
         self._streams: dict[str, asyncio.Queue[OutputDelta | BaseException]] = {}
@@ -165,7 +169,7 @@ class VllmServerBackend:
         reply.raise_for_status()
         load = vllm_metrics.parse(reply.text)
         steps = max(0, load.engine_steps - self._load.engine_steps) if self._load.engine_steps else 0
-        self._load = load
+        self._load, self._freed_blocks_since_read = load, 0
         for _ in range(min(steps, 10_000)):  # each engine step is one scheduling iteration (Chimera 3.7)
             self._iteration += 1
             for req, _task in self._running.values():
@@ -182,11 +186,13 @@ class VllmServerBackend:
                 self._wake.set()
 
     def _has_room(self, req: EngineRequest) -> bool:
-        if self._load.waiting > 0:  # the server queues already: hetflow's queue keeps the order
-            return False
+        """hetflow keeps at most ``max_num_seqs`` of its requests in the server; the server's KV report
+        lags by up to ``metrics_interval_s``, so blocks hetflow's own requests released since the last
+        report are taken off it (else each finish would wait for the next read to admit the next)."""
         load = self._load
-        return has_room(req, (r for r, _ in self._running.values()), self.cfg.max_num_seqs, load.kv_cache_usage,
-                        load.num_gpu_blocks, load.block_size)
+        freed = self._freed_blocks_since_read / max(1, load.num_gpu_blocks)
+        return has_room(req, (r for r, _ in self._running.values()), self.cfg.max_num_seqs,
+                        max(0.0, load.kv_cache_usage - freed), load.num_gpu_blocks, load.block_size)
 
     async def _admit_forever(self) -> None:
         while True:
@@ -245,6 +251,7 @@ class VllmServerBackend:
                 stream.put_nowait(Unavailable(f"vLLM server failed the request: {type(exc).__name__}: {exc}"))
         finally:
             self._running.pop(req.request_id, None)
+            self._freed_blocks_since_read += blocks_for(req.prompt_tokens + req.output_tokens, self._load.block_size)
             self._wake.set()
 
     @staticmethod
