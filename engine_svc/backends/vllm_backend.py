@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import struct
-import time
 from dataclasses import replace
 from typing import Any, AsyncIterator
 
 from engine_svc.backends.admission import has_room
-from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
+from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta
+from engine_svc.backends.front_queue import FrontQueue
 from engine_svc.config import EngineConfig, VllmConfig
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.profile import EngineProfile, load_profile
-from hetflow.core.engine.request import NORMAL_LEVEL, EngineRequest, RequestStatus
+from hetflow.core.engine.request import NORMAL_LEVEL, EngineRequest
 from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unavailable
 from hetflow.runtime.logs import get_logger
 from hetflow.runtime.tinymodel import DEFAULT_DIR
@@ -47,7 +47,7 @@ class VllmBackend:
     backend_name = "vllm"
 
     def __init__(self, model: str, cfg: VllmConfig, queue: AgingPriorityQueue, profile_spec: str) -> None:
-        self.cfg, self.queue = cfg, queue
+        self.cfg, self.front = cfg, FrontQueue(queue)
         self.prefix_cache_queries = 0
         """Prompt tokens vLLM looked up in its prefix cache (its ``prefix_cache_stats``)."""
         self.prefix_cache_hits = 0
@@ -59,10 +59,6 @@ class VllmBackend:
         self._llm: Any = None
         self._tokenizer: Any = None
         self._num_blocks = self._block_size = 0
-        self._iteration = 0
-        self._wake = asyncio.Event()
-        self._streams: dict[str, asyncio.Queue[OutputDelta | BaseException]] = {}
-        self._waiting: dict[str, tuple[EngineRequest, list[int], GenerateCall]] = {}
         self._running: dict[str, EngineRequest] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._admit_task: asyncio.Task[None] | None = None
@@ -110,38 +106,18 @@ class VllmBackend:
 
     # -- requests ------------------------------------------------------------------------
     async def generate(self, call: GenerateCall) -> AsyncIterator[OutputDelta]:
-        if call.request_id in self._streams:
-            raise InvalidArgument(f"request_id {call.request_id!r} is already running on this engine")
+        self.front.check_new(call.request_id)
         token_ids = self._tokenize(call)
         self._check_fits(len(token_ids), call.sampling.max_tokens)
-        req = EngineRequest(request_id=call.request_id, prompt_tokens=len(token_ids),
-                            max_tokens=call.sampling.max_tokens, priority=call.priority,
-                            priority_tiebreak=call.priority_tiebreak, arrival_s=time.monotonic(),
-                            program_id=call.program_id)
-        stream: asyncio.Queue[OutputDelta | BaseException] = asyncio.Queue()
-        self._streams[call.request_id] = stream
-        self._waiting[call.request_id] = (req, token_ids, call)
-        self.queue.push(req, self._iteration)
-        self._wake.set()
-        finished = False
+        stream = self.front.serve(call, token_ids, self.abort)
         try:
-            while not finished:
-                item = await stream.get()
-                if isinstance(item, BaseException):
-                    raise item
-                item = coalesce_ready(item, stream)
-                finished = item.finished
-                yield item
+            async for delta in stream:
+                yield delta
         finally:
-            if not finished:
-                await self.abort(call.request_id)
-            self._streams.pop(call.request_id, None)
+            await stream.aclose()  # runs the abort when the caller stopped reading early
 
     async def abort(self, request_id: str) -> bool:
-        waiting = self._waiting.pop(request_id, None)
-        if waiting is not None:
-            self.queue.remove(request_id)
-            self._finish_stream(waiting[0], "abort")
+        if self.front.abort_waiting(request_id):
             return True
         req = self._running.get(request_id)
         if req is None:
@@ -150,10 +126,10 @@ class VllmBackend:
         return True
 
     def status(self) -> BackendStatus:
-        return BackendStatus(waiting=len(self.queue) + self._vllm_waiting, running=len(self._running),
+        return BackendStatus(waiting=len(self.front.queue) + self._vllm_waiting, running=len(self._running),
                              kv_cache_usage=self._kv_usage, preemptions_total=self._preemptions_total,
-                             active_request_ids=[*self._waiting, *self._running],
-                             pending_prefill_tokens=sum(req.prompt_tokens for req in self.queue.requests()))
+                             active_request_ids=[*self.front.waiting, *self._running],
+                             pending_prefill_tokens=self.front.pending_prefill_tokens())
 
     # -- admission into vLLM -------------------------------------------------------------
     def _has_room(self, req: EngineRequest) -> bool:
@@ -162,13 +138,9 @@ class VllmBackend:
 
     async def _admit_forever(self) -> None:
         while True:
-            await self._wake.wait()
-            self._wake.clear()
-            self.queue.age(self._iteration)
-            while (head := self.queue.peek()) is not None and self._has_room(head):
-                self.queue.pop()
-                req, token_ids, call = self._waiting.pop(head.request_id)
-                req.status, req.first_scheduled_s = RequestStatus.RUNNING, time.monotonic()
+            await self.front.wake.wait()
+            self.front.wake.clear()
+            for req, token_ids, call in self.front.admissible(self._has_room):
                 self._running[req.request_id] = req
                 task = asyncio.get_running_loop().create_task(self._run(req, token_ids, call))
                 self._tasks.add(task)
@@ -177,7 +149,6 @@ class VllmBackend:
     async def _run(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
         from vllm.inputs import TokensPrompt
 
-        stream = self._streams.get(req.request_id)
         first, reason = True, "abort"
         try:
             async for out in self._llm.generate(TokensPrompt(prompt_token_ids=token_ids), self._sampling(call),
@@ -186,28 +157,20 @@ class VllmBackend:
                 req.output_tokens += len(completion.token_ids)
                 if out.finished:
                     reason = completion.finish_reason or "stop"
-                if stream is not None:
-                    stream.put_nowait(OutputDelta(
-                        req.request_id, completion.text, req.output_tokens, req.prompt_tokens, finished=out.finished,
-                        finish_reason=reason if out.finished else "",
-                        queued_s=(req.first_scheduled_s or req.arrival_s) - req.arrival_s if first else 0.0))
+                self.front.put(req.request_id, OutputDelta(
+                    req.request_id, completion.text, req.output_tokens, req.prompt_tokens, finished=out.finished,
+                    finish_reason=reason if out.finished else "",
+                    queued_s=(req.first_scheduled_s or req.arrival_s) - req.arrival_s if first else 0.0))
                 first = False
                 if out.finished:
                     return
-            self._finish_stream(req, reason)  # ended without a final output: aborted
+            self.front.finish(req, reason)  # ended without a final output: aborted
         except Exception as exc:  # noqa: BLE001 - the caller gets UNAVAILABLE, the engine keeps serving
             log.exception("vllm_request_failed", request_id=req.request_id)
-            if stream is not None:
-                stream.put_nowait(Unavailable(f"vLLM failed the request: {type(exc).__name__}: {exc}"))
+            self.front.put(req.request_id, Unavailable(f"vLLM failed the request: {type(exc).__name__}: {exc}"))
         finally:
             self._running.pop(req.request_id, None)
-            self._wake.set()
-
-    def _finish_stream(self, req: EngineRequest, reason: str) -> None:
-        stream = self._streams.get(req.request_id)
-        if stream is not None:
-            stream.put_nowait(OutputDelta(req.request_id, "", req.output_tokens, req.prompt_tokens, finished=True,
-                                          finish_reason=reason))
+            self.front.wake.set()
 
     # -- helpers -------------------------------------------------------------------------
     def _tokenize(self, call: GenerateCall) -> list[int]:
@@ -259,7 +222,7 @@ class VllmBackend:
         return HetflowStatLogger
 
     def _on_step(self, scheduler_stats: Any, iteration_stats: Any) -> None:
-        self._iteration += 1
+        self.front.iteration += 1
         if scheduler_stats is not None:
             self._kv_usage = float(scheduler_stats.kv_cache_usage)
             self._vllm_waiting = int(scheduler_stats.num_waiting_reqs)
@@ -270,9 +233,9 @@ class VllmBackend:
         if iteration_stats is not None:
             self._preemptions_total += int(getattr(iteration_stats, "num_preempted_reqs", 0))
         for req in self._running.values():  # one iteration of service: a promoted request nears demotion
-            self.queue.note_running_iteration(req)
-        if len(self.queue):
-            self._wake.set()
+            self.front.queue.note_running_iteration(req)
+        if len(self.front.queue):
+            self.front.wake.set()
 
 
 def vllm_backend(cfg: EngineConfig, queue: AgingPriorityQueue) -> VllmBackend:

@@ -22,13 +22,14 @@ import httpx
 
 from engine_svc.backends import vllm_metrics
 from engine_svc.backends.admission import has_room
-from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
+from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta
+from engine_svc.backends.front_queue import FrontQueue
 from engine_svc.backends.vllm_backend import vllm_priority
 from engine_svc.config import EngineConfig, VllmServerConfig
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.kv_cache import blocks_for
 from hetflow.core.engine.profile import EngineProfile, load_profile
-from hetflow.core.engine.request import EngineRequest, RequestStatus
+from hetflow.core.engine.request import EngineRequest
 from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unavailable
 from hetflow.runtime.logs import get_logger
 
@@ -52,7 +53,7 @@ class VllmServerBackend:
     def __init__(self, model: str, cfg: VllmServerConfig, queue: AgingPriorityQueue, profile_spec: str) -> None:
         if not cfg.base_url:
             raise ValueError("vllm_server.base_url is required for backend vllm-server (e.g. http://127.0.0.1:8001)")
-        self.cfg, self.queue, self.model = cfg, queue, model
+        self.cfg, self.front, self.model = cfg, FrontQueue(queue), model
         self._profile_spec = profile_spec
         self.profile: EngineProfile | None = None
         self._http = httpx.AsyncClient(base_url=cfg.base_url.rstrip("/"),
@@ -63,10 +64,6 @@ class VllmServerBackend:
         self._load = vllm_metrics.VllmServerLoad()
         self._freed_blocks_since_read = 0
         """KV blocks of hetflow's requests that finished since the server's last report."""
-        self._iteration = 0
-        self._wake = asyncio.Event()
-        self._streams: dict[str, asyncio.Queue[OutputDelta | BaseException]] = {}
-        self._waiting: dict[str, tuple[EngineRequest, list[int], GenerateCall]] = {}
         self._running: dict[str, tuple[EngineRequest, asyncio.Task[None]]] = {}
         self._loops: list[asyncio.Task[None]] = []
 
@@ -111,45 +108,25 @@ class VllmServerBackend:
     async def close(self) -> None:
         for task in self._loops:
             task.cancel()
-        for request_id in list(self._waiting) + list(self._running):
+        for request_id in list(self.front.waiting) + list(self._running):
             await self.abort(request_id)
         await asyncio.gather(*self._loops, *(t for _, t in self._running.values()), return_exceptions=True)
         await self._http.aclose()
 
     # -- requests ------------------------------------------------------------------------
     async def generate(self, call: GenerateCall) -> AsyncIterator[OutputDelta]:
-        if call.request_id in self._streams:
-            raise InvalidArgument(f"request_id {call.request_id!r} is already running on this engine")
+        self.front.check_new(call.request_id)
         token_ids = await self._tokenize(call)
         self._check_fits(len(token_ids), call.sampling.max_tokens)
-        req = EngineRequest(request_id=call.request_id, prompt_tokens=len(token_ids),
-                            max_tokens=call.sampling.max_tokens, priority=call.priority,
-                            priority_tiebreak=call.priority_tiebreak, arrival_s=time.monotonic(),
-                            program_id=call.program_id)
-        stream: asyncio.Queue[OutputDelta | BaseException] = asyncio.Queue()
-        self._streams[call.request_id] = stream
-        self._waiting[call.request_id] = (req, token_ids, call)
-        self.queue.push(req, self._iteration)
-        self._wake.set()
-        finished = False
+        stream = self.front.serve(call, token_ids, self.abort)
         try:
-            while not finished:
-                item = await stream.get()
-                if isinstance(item, BaseException):
-                    raise item
-                item = coalesce_ready(item, stream)
-                finished = item.finished
-                yield item
+            async for delta in stream:
+                yield delta
         finally:
-            if not finished:
-                await self.abort(call.request_id)
-            self._streams.pop(call.request_id, None)
+            await stream.aclose()  # runs the abort when the caller stopped reading early
 
     async def abort(self, request_id: str) -> bool:
-        waiting = self._waiting.pop(request_id, None)
-        if waiting is not None:
-            self.queue.remove(request_id)
-            self._finish_stream(waiting[0], "abort")
+        if self.front.abort_waiting(request_id):
             return True
         running = self._running.get(request_id)
         if running is None:
@@ -158,10 +135,10 @@ class VllmServerBackend:
         return True
 
     def status(self) -> BackendStatus:
-        return BackendStatus(waiting=len(self.queue) + self._load.waiting, running=len(self._running),
+        return BackendStatus(waiting=len(self.front.queue) + self._load.waiting, running=len(self._running),
                              kv_cache_usage=self._load.kv_cache_usage, preemptions_total=self._load.preemptions_total,
-                             active_request_ids=[*self._waiting, *self._running],
-                             pending_prefill_tokens=sum(req.prompt_tokens for req in self.queue.requests()))
+                             active_request_ids=[*self.front.waiting, *self._running],
+                             pending_prefill_tokens=self.front.pending_prefill_tokens())
 
     # -- the server's load, and admission --------------------------------------------------
     async def _read_metrics(self) -> None:
@@ -171,9 +148,9 @@ class VllmServerBackend:
         steps = max(0, load.engine_steps - self._load.engine_steps) if self._load.engine_steps else 0
         self._load, self._freed_blocks_since_read = load, 0
         for _ in range(min(steps, 10_000)):  # each engine step is one scheduling iteration (Chimera 3.7)
-            self._iteration += 1
+            self.front.iteration += 1
             for req, _task in self._running.values():
-                self.queue.note_running_iteration(req)
+                self.front.queue.note_running_iteration(req)
 
     async def _watch_metrics(self) -> None:
         while True:
@@ -182,8 +159,8 @@ class VllmServerBackend:
                 await self._read_metrics()
             except (httpx.HTTPError, ValueError) as exc:
                 log.warning("vllm_server_metrics_failed", base_url=self.cfg.base_url, error=str(exc))
-            if len(self.queue):
-                self._wake.set()
+            if len(self.front.queue):
+                self.front.wake.set()
 
     def _has_room(self, req: EngineRequest) -> bool:
         """hetflow keeps at most ``max_num_seqs`` of its requests in the server; the server's KV report
@@ -196,13 +173,9 @@ class VllmServerBackend:
 
     async def _admit_forever(self) -> None:
         while True:
-            await self._wake.wait()
-            self._wake.clear()
-            self.queue.age(self._iteration)
-            while (head := self.queue.peek()) is not None and self._has_room(head):
-                self.queue.pop()
-                req, token_ids, call = self._waiting.pop(head.request_id)
-                req.status, req.first_scheduled_s = RequestStatus.RUNNING, time.monotonic()
+            await self.front.wake.wait()
+            self.front.wake.clear()
+            for req, token_ids, call in self.front.admissible(self._has_room):
                 task = asyncio.get_running_loop().create_task(self._run(req, token_ids, call))
                 self._running[req.request_id] = (req, task)
 
@@ -220,7 +193,6 @@ class VllmServerBackend:
         return payload
 
     async def _run(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
-        stream = self._streams.get(req.request_id)
         first, reason = True, "abort"
         try:
             async with self._http.stream("POST", "/v1/completions", json=self._payload(req, token_ids, call),
@@ -235,24 +207,22 @@ class VllmServerBackend:
                     if delta is None:
                         continue
                     first = False
-                    if stream is not None:
-                        stream.put_nowait(delta)
+                    self.front.put(req.request_id, delta)
                     if delta.finished:
                         return
-            self._finish_stream(req, reason)  # ended without a finish reason
+            self.front.finish(req, reason)  # ended without a finish reason
         except asyncio.CancelledError:
-            self._finish_stream(req, "abort")
+            self.front.finish(req, "abort")
         except (InvalidArgument, Unavailable) as exc:
-            if stream is not None:
-                stream.put_nowait(exc)
+            self.front.put(req.request_id, exc)
         except (httpx.HTTPError, ValueError) as exc:
             log.warning("vllm_server_request_failed", request_id=req.request_id, error=str(exc))
-            if stream is not None:
-                stream.put_nowait(Unavailable(f"vLLM server failed the request: {type(exc).__name__}: {exc}"))
+            self.front.put(req.request_id,
+                           Unavailable(f"vLLM server failed the request: {type(exc).__name__}: {exc}"))
         finally:
             self._running.pop(req.request_id, None)
             self._freed_blocks_since_read += blocks_for(req.prompt_tokens + req.output_tokens, self._load.block_size)
-            self._wake.set()
+            self.front.wake.set()
 
     @staticmethod
     def _event(line: str) -> dict[str, Any] | None:
@@ -277,12 +247,6 @@ class VllmServerBackend:
                            int(usage.get("prompt_tokens", req.prompt_tokens)), finished=reason is not None,
                            finish_reason=reason or "",
                            queued_s=(req.first_scheduled_s or req.arrival_s) - req.arrival_s if first else 0.0)
-
-    def _finish_stream(self, req: EngineRequest, reason: str) -> None:
-        stream = self._streams.get(req.request_id)
-        if stream is not None:
-            stream.put_nowait(OutputDelta(req.request_id, "", req.output_tokens, req.prompt_tokens, finished=True,
-                                          finish_reason=reason))
 
     # -- helpers -------------------------------------------------------------------------
     async def _tokenize(self, call: GenerateCall) -> list[int]:

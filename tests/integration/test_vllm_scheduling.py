@@ -61,7 +61,7 @@ async def test_a_request_enters_vllm_only_when_its_blocks_are_free(backend):
     waited_in_hetflow = False
     while not first.done():
         status = backend.status()
-        if "kv-b" in backend.queue:                 # held in hetflow's queue, not in vLLM's
+        if "kv-b" in backend.front.queue:                 # held in hetflow's queue, not in vLLM's
             waited_in_hetflow = True
             assert status.running == 1 and backend._vllm_waiting == 0
         await asyncio.sleep(0.005)
@@ -83,7 +83,7 @@ async def test_a_long_request_under_a_stream_of_short_ones_starts_within_the_agi
         async for _ in backend.generate(call):
             if request_id not in started:
                 started.append(request_id)
-                iteration_at[request_id] = backend._iteration
+                iteration_at[request_id] = backend.front.iteration
 
     def short() -> None:
         shorts.append(asyncio.create_task(watch(f"short-{len(shorts)}", 1.0)))
@@ -91,10 +91,10 @@ async def test_a_long_request_under_a_stream_of_short_ones_starts_within_the_agi
     short(), short()
     while len(started) < 2:
         await asyncio.sleep(0.001)
-    queued_at = backend._iteration
+    queued_at = backend.front.iteration
     long = asyncio.create_task(watch("long", 1000.0))
     while len(shorts) < 60:                          # keep exactly one short waiting in hetflow's queue
-        if len(backend.queue) - ("long" in backend.queue) == 0:
+        if len(backend.front.queue) - ("long" in backend.front.queue) == 0:
             short()
         await asyncio.sleep(0.001)
     await asyncio.gather(long, *shorts)

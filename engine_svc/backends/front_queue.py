@@ -1,0 +1,94 @@
+"""hetflow's aging priority queue in front of a vLLM engine (Chimera 3.7), shared by both vLLM backends.
+
+Each call waits here with its prompt's token ids until the backend finds room for the head; the
+caller reads its deltas from its own stream, which the backend's run fills. Closing the caller's
+iterator early aborts the call, still waiting or already running. Aging counts the backend's
+scheduling iterations (``iteration``): vLLM's engine steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import AsyncGenerator, Awaitable, Callable, Iterator
+
+from engine_svc.backends.base import GenerateCall, OutputDelta, coalesce_ready
+from hetflow.core.engine.aging_queue import AgingPriorityQueue
+from hetflow.core.engine.request import EngineRequest, RequestStatus
+from hetflow.core.errors import InvalidArgument
+
+Held = tuple[EngineRequest, list[int], GenerateCall]
+
+
+class FrontQueue:
+    def __init__(self, queue: AgingPriorityQueue) -> None:
+        self.queue = queue
+        self.iteration = 0
+        """Scheduling iterations so far (Chimera 3.7's S and Q count these)."""
+        self.wake = asyncio.Event()
+        """Set when the head may have room: a call arrived, a call finished, the engine stepped."""
+        self.waiting: dict[str, Held] = {}
+        self._streams: dict[str, asyncio.Queue[OutputDelta | BaseException]] = {}
+
+    def check_new(self, request_id: str) -> None:
+        if request_id in self._streams:
+            raise InvalidArgument(f"request_id {request_id!r} is already running on this engine")
+
+    async def serve(self, call: GenerateCall, token_ids: list[int],
+                    abort: Callable[[str], Awaitable[bool]]) -> AsyncGenerator[OutputDelta, None]:
+        """Queue the call and stream its deltas; ``abort`` runs when the caller stops reading early."""
+        self.check_new(call.request_id)
+        req = EngineRequest(request_id=call.request_id, prompt_tokens=len(token_ids),
+                            max_tokens=call.sampling.max_tokens, priority=call.priority,
+                            priority_tiebreak=call.priority_tiebreak, arrival_s=time.monotonic(),
+                            program_id=call.program_id)
+        stream: asyncio.Queue[OutputDelta | BaseException] = asyncio.Queue()
+        self._streams[call.request_id] = stream
+        self.waiting[call.request_id] = (req, token_ids, call)
+        self.queue.push(req, self.iteration)
+        self.wake.set()
+        finished = False
+        try:
+            while not finished:
+                item = await stream.get()
+                if isinstance(item, BaseException):
+                    raise item
+                item = coalesce_ready(item, stream)
+                finished = item.finished
+                yield item
+        finally:
+            if not finished:
+                await abort(call.request_id)
+            self._streams.pop(call.request_id, None)
+
+    def admissible(self, has_room: Callable[[EngineRequest], bool]) -> Iterator[Held]:
+        """Age the queue, then hand over heads, marked running, while ``has_room`` says the engine takes
+        the next (it is asked again after the caller has started each one)."""
+        self.queue.age(self.iteration)
+        while (head := self.queue.peek()) is not None and has_room(head):
+            self.queue.pop()
+            req, token_ids, call = self.waiting.pop(head.request_id)
+            req.status, req.first_scheduled_s = RequestStatus.RUNNING, time.monotonic()
+            yield req, token_ids, call
+
+    def abort_waiting(self, request_id: str) -> bool:
+        """Take a call that has not started out of the queue and end its stream; False if it started."""
+        held = self.waiting.pop(request_id, None)
+        if held is None:
+            return False
+        self.queue.remove(request_id)
+        self.finish(held[0], "abort")
+        return True
+
+    def put(self, request_id: str, item: OutputDelta | BaseException) -> None:
+        """A delta (or the error ending the call) for its caller, if the caller still reads."""
+        stream = self._streams.get(request_id)
+        if stream is not None:
+            stream.put_nowait(item)
+
+    def finish(self, req: EngineRequest, reason: str) -> None:
+        self.put(req.request_id, OutputDelta(req.request_id, "", req.output_tokens, req.prompt_tokens, finished=True,
+                                             finish_reason=reason))
+
+    def pending_prefill_tokens(self) -> int:
+        return sum(req.prompt_tokens for req in self.queue.requests())
