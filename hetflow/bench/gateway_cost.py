@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -61,19 +62,23 @@ def _wait_http(url: str, timeout_s: float, proc: subprocess.Popen[bytes] | None 
     raise RuntimeError(f"{url} did not answer within {timeout_s:.0f}s")
 
 
-def start_vllm_server(port: int, max_num_seqs: int, log: Path) -> subprocess.Popen[bytes]:
+def start_vllm_server(port: int, max_num_seqs: int, stream_interval: int, log: Path,
+                      cpus: set[int] | None = None) -> subprocess.Popen[bytes]:
+    """The tiny model's ``vllm serve``; on ``cpus`` only when given (vLLM's CPU worker binds its threads
+    within the process's affinity)."""
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "hetflow.bench.vllm_cli", "serve", str(DEFAULT_DIR), "--served-model-name", "tiny",
              "--load-format", "dummy", "--max-model-len", "2048", "--max-num-seqs", str(max_num_seqs),
              "--enforce-eager", "--scheduling-policy", "priority", "--kv-cache-memory-bytes", str(256 * 2**20),
-             "--gpu-memory-utilization", "0.1", "--host", "127.0.0.1", "--port", str(port), "--seed", "0"],
-            stdout=out, stderr=subprocess.STDOUT)
+             "--gpu-memory-utilization", "0.1", "--host", "127.0.0.1", "--port", str(port), "--seed", "0",
+             "--stream-interval", str(stream_interval)],
+            stdout=out, stderr=subprocess.STDOUT, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     _wait_http(f"http://127.0.0.1:{port}/v1/models", 900, proc)
     return proc
 
 
-def stack_for_server(server_url: str, max_num_seqs: int) -> dict[str, Any]:
+def stack_for_server(server_url: str, max_num_seqs: int, stream_interval: int) -> dict[str, Any]:
     return {
         "stack": {"name": "gateway-cost", "host": "127.0.0.1"},
         "monitor": {"port": free_port()},
@@ -82,7 +87,7 @@ def stack_for_server(server_url: str, max_num_seqs: int) -> dict[str, Any]:
         "balancer": {"port": free_port()},
         "gateway": {"port": free_port()},
         "engines": [{"name": "served-0", "port": free_port(), "backend": "vllm-server",
-                     "profile": "tiny-llama-cpu.yaml",
+                     "profile": "tiny-llama-cpu.yaml", "stream_interval_tokens": stream_interval,
                      "vllm_server": {"base_url": server_url, "max_num_seqs": max_num_seqs}}],
     }
 
@@ -130,11 +135,27 @@ def overhead_quantiles(gateway_url: str) -> dict[str, float]:
     return {"calls": total, "p50_ms": quantile(0.5), "p99_ms": quantile(0.99)}
 
 
+def _cpu_split(server_cpus: str) -> tuple[set[int] | None, set[int] | None]:
+    """``--server-cpus``: the cores the server gets, and the rest for this process, the hetflow stack and
+    the benchmark client (inherited by the processes they start); (None, None) shares every core."""
+    if not server_cpus:
+        return None, None
+    allowed = os.sched_getaffinity(0)
+    server = {int(c) for c in server_cpus.split(",")}
+    if not server < allowed:
+        raise ValueError(f"--server-cpus {server_cpus} must be a proper subset of this process's cores "
+                         f"{sorted(allowed)}")
+    return server, allowed - server
+
+
 def run_vllm(args: argparse.Namespace, dataset: Path, out_dir: Path) -> dict[str, Any]:
     port = free_port()
-    server = start_vllm_server(port, args.max_num_seqs, out_dir / "vllm-serve.log")
+    server_cpus, rest_cpus = _cpu_split(args.server_cpus)
+    server = start_vllm_server(port, args.max_num_seqs, args.stream_interval, out_dir / "vllm-serve.log", server_cpus)
+    if rest_cpus:
+        os.sched_setaffinity(0, rest_cpus)
     config = out_dir / "stack.yaml"
-    raw = stack_for_server(f"http://127.0.0.1:{port}", args.max_num_seqs)
+    raw = stack_for_server(f"http://127.0.0.1:{port}", args.max_num_seqs, args.stream_interval)
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
     gateway_url = f"http://127.0.0.1:{raw['gateway']['port']}"
     rows: list[dict[str, Any]] = []
@@ -189,6 +210,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-num-seqs", type=int, default=8, help="vllm mode: the server's and the engine's")
+    p.add_argument("--stream-interval", type=int, default=1,
+                   help="vllm mode: tokens per streamed chunk, the server's --stream-interval and the engine's "
+                        "stream_interval_tokens alike")
+    p.add_argument("--server-cpus", default="",
+                   help="vllm mode: cores for the vLLM server alone (e.g. 0); the stack and the client get the rest, "
+                        "as on a GPU host where the engine does not share the control plane's CPU")
     p.add_argument("--conversations", type=int, default=2000, help="ShareGPT conversations sampled from")
     args = p.parse_args(argv)
     dataset = sharegpt_head(args.conversations)
