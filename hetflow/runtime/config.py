@@ -125,7 +125,7 @@ def engine_section(raw: Mapping[str, Any], name: str) -> dict[str, Any]:
     raise ValueError(f"no engine named {name!r} in the config; engines: {names}")
 
 
-SERVE_KEYS = ("host", "port", "metrics_port", "grace_s", "log_level")
+SERVE_KEYS = ("host", "port", "metrics_port", "grace_s", "not_serving_s", "log_level")
 
 
 def service_config(cls: type[T], section: Mapping[str, Any] | None, where: str,

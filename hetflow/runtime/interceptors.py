@@ -1,7 +1,9 @@
-"""One server interceptor: per-method metrics, log context, and exceptions -> status codes."""
+"""One server interceptor: per-method metrics, log context, the checks every request gets
+(``message_checks``), and exceptions -> status codes."""
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable
 
@@ -11,6 +13,7 @@ from prometheus_client import Counter, Histogram
 
 from hetflow.core import errors
 from hetflow.runtime.logs import get_logger
+from hetflow.runtime.message_checks import lenient, problem
 
 RPC_HANDLED = Counter("hetflow_rpc_handled_total", "RPCs handled", ["service", "method", "code"])
 RPC_LATENCY_S = Histogram(
@@ -56,13 +59,13 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
                 self._unary(method, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=lenient(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
                 self._stream(method, handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=lenient(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return handler
@@ -73,6 +76,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             start = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
+                _check(request)
                 return await behaviour(request, context)
             except Exception as exc:  # noqa: BLE001 - every failure becomes a status
                 code = await _abort(context, exc, method)
@@ -81,12 +85,18 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
 
         return wrapped
 
-    def _stream(self, method: str, behaviour: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+    def _stream(self, method: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+        if not inspect.isasyncgenfunction(behaviour):
+            # A streaming handler that writes with ``context.write`` (grpc's own Health/Watch) is a
+            # coroutine: awaited as a unary one is, its writes go straight to the stream.
+            return self._unary(method, behaviour)
+
         async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             structlog.contextvars.bind_contextvars(rpc=method)
             start = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
+                _check(request)
                 async for item in behaviour(request, context):
                     yield item
             except Exception as exc:  # noqa: BLE001
@@ -99,6 +109,11 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
     def _observe(self, method: str, start: float, code: grpc.StatusCode) -> None:
         RPC_HANDLED.labels(self._service, method, code.name).inc()
         RPC_LATENCY_S.labels(self._service, method).observe(time.perf_counter() - start)
+
+
+def _check(request: Any) -> None:
+    if (found := problem(request)) is not None:
+        raise errors.InvalidArgument(found)
 
 
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> grpc.StatusCode:

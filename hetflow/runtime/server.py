@@ -1,7 +1,8 @@
 """Start a grpc.aio service on uvloop with health, reflection, metrics and graceful shutdown.
 
-Shutdown follows gRPC's own example: SIGTERM -> health NOT_SERVING -> ``server.stop(grace)``
-(in-flight calls drain for up to ``grace_s``) -> the service's own ``close``.
+Shutdown follows gRPC's own example: SIGTERM -> health NOT_SERVING, answered for ``not_serving_s``
+while calls are still taken (so Check and Watch clients see it before the port closes) ->
+``server.stop(grace)`` (in-flight calls drain for up to ``grace_s``) -> the service's own ``close``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class ServeConfig:
     """Prometheus /metrics HTTP port; 0 disables it."""
     grace_s: float = 5.0
     """How long in-flight calls may drain on SIGTERM before they are cancelled."""
+    not_serving_s: float = 1.0
+    """How long health answers NOT_SERVING on SIGTERM, still taking calls, before the drain starts."""
     log_level: str = "info"
 
 
@@ -50,9 +53,9 @@ class RunningServer:
     """A started server; ``stop`` runs the graceful-shutdown sequence once."""
 
     def __init__(self, server: grpc.aio.Server, health_servicer: health.aio.HealthServicer,
-                 names: Sequence[str], port: int, close: Callable[[], Awaitable[None]] | None, grace_s: float):
+                 names: Sequence[str], port: int, close: Callable[[], Awaitable[None]] | None, cfg: ServeConfig):
         self.server, self.port = server, port
-        self._health, self._names, self._close, self._grace_s = health_servicer, names, close, grace_s
+        self._health, self._names, self._close, self._cfg = health_servicer, names, close, cfg
         self._stopped = False
 
     async def stop(self) -> None:
@@ -60,7 +63,8 @@ class RunningServer:
             return
         self._stopped = True
         await self._health.enter_graceful_shutdown()
-        await self.server.stop(self._grace_s)
+        await asyncio.sleep(self._cfg.not_serving_s)
+        await self.server.stop(self._cfg.grace_s)
         if self._close is not None:
             await self._close()
 
@@ -86,7 +90,7 @@ async def start(service: str, cfg: ServeConfig, registrations: Sequence[Registra
     for name in ["", *names]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("serving", address=f"{cfg.host}:{port}", services=names)
-    return RunningServer(server, health_servicer, names, port, close, cfg.grace_s)
+    return RunningServer(server, health_servicer, names, port, close, cfg)
 
 
 async def serve_until_signal(

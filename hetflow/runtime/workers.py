@@ -2,7 +2,8 @@
 
 A worker builds its model once, in its initializer, from a picklable spec; batch functions are
 module-level so they pickle by name. ``warm_pool`` runs that initializer in every worker before the
-pool takes traffic, so a service is SERVING only once its model is loaded.
+pool takes traffic, so a service is SERVING only once its model is loaded. A worker exits on its own
+when its service dies, however it died (a SIGKILL runs no clean-up in the parent).
 """
 
 from __future__ import annotations
@@ -11,7 +12,12 @@ import asyncio
 import concurrent.futures
 import multiprocessing
 import os
+import threading
+import time
 from typing import Any, Callable
+
+PARENT_CHECK_S = 1.0
+"""How often a worker checks that its service is still alive."""
 
 
 def process_pool(workers: int, initializer: Callable[..., None],
@@ -19,7 +25,19 @@ def process_pool(workers: int, initializer: Callable[..., None],
     # spawn, not fork: a forked child would inherit gRPC's threads and locks.
     return concurrent.futures.ProcessPoolExecutor(
         max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-        initializer=initializer, initargs=initargs)
+        initializer=_init_worker, initargs=(os.getpid(), initializer, *initargs))
+
+
+def _init_worker(parent_pid: int, initializer: Callable[..., None], *initargs: Any) -> None:
+    threading.Thread(target=_exit_with_parent, args=(parent_pid,), name="parent-watch", daemon=True).start()
+    initializer(*initargs)
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """A worker whose service is gone is re-parented (its parent pid changes): it exits at once."""
+    while os.getppid() == parent_pid:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
 
 
 def _worker_pid() -> int:

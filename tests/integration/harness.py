@@ -51,13 +51,14 @@ class Stack:
 def stack_config(engines: list[dict[str, Any]] | None = None, **balancer: Any) -> dict[str, Any]:
     engines = engines if engines is not None else [
         {"name": "small-0", "profile": f"{SMALL}@a6000"}, {"name": "large-0", "profile": f"{LARGE}@a6000"}]
+    quick = {"not_serving_s": 0.0}  # teardown need not wait for health watchers
     return {
         "stack": {"name": "test", "host": "127.0.0.1"},
-        "monitor": {"port": free_port(), "engine_stale_after_s": 1.0},
-        "router": {"port": free_port(), "models": {SMALL: 0.4, LARGE: 0.7}, "max_wait_ms": 1},
-        "predictor": {"port": free_port(), "max_wait_ms": 1},
-        "balancer": {"port": free_port(), **balancer},
-        "engines": [{"backend": "sim", "port": free_port(), "report_interval_s": 0.1, **e} for e in engines],
+        "monitor": {"port": free_port(), "engine_stale_after_s": 1.0, **quick},
+        "router": {"port": free_port(), "models": {SMALL: 0.4, LARGE: 0.7}, "max_wait_ms": 1, **quick},
+        "predictor": {"port": free_port(), "max_wait_ms": 1, **quick},
+        "balancer": {"port": free_port(), **quick, **balancer},
+        "engines": [{"backend": "sim", "port": free_port(), "report_interval_s": 0.1, **quick, **e} for e in engines],
     }
 
 
