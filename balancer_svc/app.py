@@ -21,6 +21,7 @@ def build(cfg: BalancerConfig, alpha_replay: AlphaReplay | None = None,
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
         dispatcher = Dispatcher(cfg, alpha_replay)
+        dispatcher.start()
         servicer = BalancerServicer(dispatcher)
         return ([Registration(balancer_pb2_grpc.add_BalancerServicer_to_server, servicer, SERVICE_NAME)],
                 dispatcher.close)

@@ -30,6 +30,17 @@ class BalancerConfig:
     """The tuner's sliding window (HexGen-Flow: 100 s)."""
     dependency_timeout_s: float = 2.0
     """Timeout of each router, predictor and monitor call on the request path."""
+    stale_snapshot_max_s: float = 30.0
+    """While the monitor does not answer, calls are decided on its last snapshot up to this old (the
+    receipt's ``stale_snapshot_s`` says how old) and told to it once it answers; past it they fail
+    UNAVAILABLE."""
+    redispatch_attempts: int = 2
+    """How many more engines a call is sent to when its engine fails before the first token."""
+    unreachable_skip_s: float = 5.0
+    """How long this balancer skips an engine it failed to reach (the monitor keeps it unhealthy until
+    it reports again)."""
+    monitor_probe_s: float = 1.0
+    """How often the balancer asks the monitor for a snapshot when no call has (to notice a restart)."""
     serve: ServeConfig = field(default_factory=ServeConfig)
 
     def __post_init__(self) -> None:

@@ -6,7 +6,7 @@ import uuid
 
 from hetflow import wire
 from hetflow.core.call import LlmCall, WorkflowInfo
-from hetflow.core.errors import DeadlineExceeded, InvalidArgument
+from hetflow.core.errors import DeadlineExceeded, InvalidArgument, Unavailable
 from hetflow.core.policies import Choice, Priority
 from hetflow.core.prefix import text_block_hashes
 from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2
@@ -53,6 +53,20 @@ def engine_request(call: LlmCall, priority: Priority) -> engine_pb2.EngineGenera
         request_id=call.request_id, prompt=call.prompt, sampling=wire.sampling_to_proto(call.sampling),
         priority=priority.key, priority_tiebreak=priority.tiebreak, program_id=call.workflow.program_id,
         messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in call.messages])
+
+
+def completion_reply(request_id: str, chunks: list[balancer_pb2.GenerateChunk]) -> balancer_pb2.CompletionReply:
+    """A whole call's chunks as one reply: where it ran and its receipt from the first, usage from the last."""
+    if not chunks:
+        raise Unavailable("the engine ended the call without a reply")
+    first, last = chunks[0], chunks[-1]
+    reply = balancer_pb2.CompletionReply(
+        request_id=request_id, text="".join(c.text for c in chunks), finish_reason=last.finish_reason,
+        usage=last.usage if last.HasField("usage") else common_pb2.Usage(output_tokens=last.output_tokens),
+        model=first.model, engine_id=first.engine_id, queued_s=last.queued_s)
+    if first.HasField("receipt"):
+        reply.receipt.CopyFrom(first.receipt)
+    return reply
 
 
 def stage_to_proto(stage: str, plugin: str, choice: Choice, elapsed_ms: float) -> balancer_pb2.StageDecision:

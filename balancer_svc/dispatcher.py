@@ -25,14 +25,16 @@ from balancer_svc import convert
 from balancer_svc.config import BalancerConfig
 from balancer_svc.live_alpha import AlphaReplay, LiveAlphaTuning
 from balancer_svc.pending import PendingAdmits
+from balancer_svc.registrations import Registrations
 from hetflow import wire
 from hetflow.core.call import LlmCall
-from hetflow.core.errors import DeadlineExceeded, Unavailable
+from hetflow.core.errors import DeadlineExceeded, ResourceExhausted, Unavailable
 from hetflow.core.features import feature_row
 from hetflow.core.hold_queue import HoldQueue
 from hetflow.core.pipeline import Decision, Pipeline
 from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import EngineView
+from hetflow.runtime.channels import open_channel
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import (
     balancer_pb2,
@@ -51,8 +53,30 @@ PROGRAM_HINTS = 65536
 """Programs whose assigned model a balancer remembers, to skip the router for their later calls."""
 DECISIONS = Counter("hetflow_balancer_decisions_total", "Decisions per stage and rule", ["stage", "rule"])
 HELD = Counter("hetflow_balancer_held_total", "Decisions deferred because no engine had KV room (Kairos 6)")
+STALE_DECISIONS = Counter("hetflow_balancer_stale_snapshot_decisions_total",
+                          "Decisions taken on the last snapshot while the monitor did not answer")
+REDISPATCHED = Counter("hetflow_balancer_redispatched_total",
+                       "Calls sent to another engine after theirs failed before the first token")
+MONITOR_AWAY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+"""The monitor's failures that mean it is not answering (restarting, starved), not that the call is bad."""
 DECISION_S = Histogram("hetflow_balancer_decision_seconds", "Call received -> engine request sent",
                        buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1))
+
+
+class NeverReached(Exception):
+    """The engine failed the call before its first token: it may go to another engine."""
+
+    def __init__(self, engine_id: str, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"engine {engine_id} failed the call before its first token: {code.name} {details}")
+        self.engine_id, self.code = engine_id, code
+
+    @property
+    def engine_fault(self) -> bool:
+        """The engine itself failed (dead, stopped, unreachable, broken), not just this call there."""
+        return self.code != grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    def as_error(self) -> Exception:
+        return Unavailable(str(self)) if self.engine_fault else ResourceExhausted(str(self))
 
 
 @dataclass
@@ -79,8 +103,20 @@ class Dispatcher:
         self.alpha_tuning = (LiveAlphaTuning(self.pipeline.store, cfg.policy, cfg.alpha_window_s, alpha_replay)
                              if tunable and alpha_replay is not None else None)
         self._channels: dict[str, grpc.aio.Channel] = {}
-        self._releases: set[asyncio.Task[None]] = set()
+        self._releases: dict[str, asyncio.Task[None]] = {}
+        """Releases on their way to the monitor, by request id."""
         self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
+        self.registrations = Registrations()
+        """Running calls and whether the monitor knows them (told again after it restarts)."""
+        self._reregistering: asyncio.Task[None] | None = None
+        self._last_snapshot: tuple[monitor_pb2.MonitorSnapshot, float] | None = None
+        """The monitor's last snapshot and when it came (monotonic s): decided on while it is away."""
+        self._watcher: asyncio.Task[None] | None = None
+        self._unreachable: dict[str, float] = {}
+        """Engines this balancer failed to reach, until when (monotonic s) it skips them; the monitor is
+        told as well, so every balancer skips them until they report again."""
+        self._excluded: dict[str, set[str]] = {}
+        """Per running call, the engines that failed it before its first token."""
         self.held = HoldQueue()
         """Calls waiting for KV room, decided again each round in priority order (Kairos 6)."""
         self._held_calls: dict[str, tuple[LlmCall, asyncio.Future[Dispatch]]] = {}
@@ -96,15 +132,102 @@ class Dispatcher:
         self.predictor = (predictor_pb2_grpc.PredictorStub(self._channel(cfg.predictor_address))
                           if cfg.predictor_address else None)
 
+    def start(self) -> None:
+        """Start watching the monitor (``_watch_monitor``); on the server's event loop."""
+        self._watcher = asyncio.get_running_loop().create_task(self._watch_monitor())
+
+    async def _watch_monitor(self) -> None:
+        """Without calls to carry them, a snapshot every ``monitor_probe_s`` keeps the fallback snapshot
+        fresh and notices a restarted monitor, whose running calls are then told to it again."""
+        while True:
+            await asyncio.sleep(self.cfg.monitor_probe_s)
+            last_s = self._last_snapshot[1] if self._last_snapshot else -float("inf")
+            if time.monotonic() - last_s < self.cfg.monitor_probe_s and not self.registrations.needs_telling():
+                continue
+            try:
+                msg = await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(), timeout=self.cfg.dependency_timeout_s)
+            except grpc.aio.AioRpcError:
+                continue
+            self._last_snapshot = (msg, time.monotonic())
+            self._monitor_answered(msg.monitor_epoch)
+
     async def close(self) -> None:
-        if self._releaser is not None:
-            self._releaser.cancel()
+        for task in (self._releaser, self._reregistering, self._watcher):
+            if task is not None:
+                task.cancel()
         if self._releases:
-            await asyncio.wait(self._releases, timeout=5.0)
+            await asyncio.wait(self._releases.values(), timeout=5.0)
         for channel in self._channels.values():
             await channel.close()
         if self.alpha_tuning is not None:
             self.alpha_tuning.close()
+
+    # -- serve ---------------------------------------------------------------------------
+    async def serve(self, call: LlmCall, time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
+        """Decide and stream. A call whose engine fails before its first token is decided again without
+        that engine, up to ``redispatch_attempts`` times: a dead, stopped or unreachable engine is
+        skipped by every call (and the monitor told); one that refused this call for room
+        (RESOURCE_EXHAUSTED) only by this call. Once tokens have streamed, a failure ends the call
+        UNAVAILABLE. With no engine left, the call ends with its last engine's error."""
+        deadline_s = time.monotonic() + time_remaining_s if time_remaining_s is not None else None
+        failures: list[NeverReached] = []
+        try:
+            while True:
+                try:
+                    dispatch = await self.decide(call)
+                except Unavailable:
+                    if failures:
+                        raise failures[-1].as_error() from None
+                    raise
+                dispatch.receipt.redispatched_from.extend(f.engine_id for f in failures)
+                remaining_s = deadline_s - time.monotonic() if deadline_s is not None else None
+                try:
+                    async for chunk in self.stream(call, dispatch, remaining_s):
+                        yield chunk
+                    return
+                except NeverReached as exc:
+                    await self._redispatching(call, exc, failures)
+        finally:
+            self._excluded.pop(call.request_id, None)
+
+    async def _redispatching(self, call: LlmCall, failure: NeverReached, failures: list[NeverReached]) -> None:
+        """Exclude the failed engine (for everyone when it is the engine's fault), or give up."""
+        failures.append(failure)
+        self._excluded.setdefault(call.request_id, set()).add(failure.engine_id)
+        if failure.engine_fault:
+            await self._engine_unreachable(failure.engine_id, str(failure))
+        if len(failures) > self.cfg.redispatch_attempts:
+            raise failure.as_error()
+        if (releasing := self._releases.get(call.request_id)) is not None:
+            await releasing  # the monitor drops the failed attempt's entry before the next admit
+        REDISPATCHED.inc()
+        log.warning("redispatching", failed_engine=failure.engine_id, reason=str(failure), attempt=len(failures))
+
+    async def _engine_unreachable(self, engine_id: str, reason: str) -> None:
+        """Skip the engine here at once and tell the monitor, which marks it unhealthy for every balancer
+        until it reports again."""
+        self._unreachable[engine_id] = time.monotonic() + self.cfg.unreachable_skip_s
+        try:
+            await self.monitor.ReportEngineFailure(monitor_pb2.EngineFailure(engine_id=engine_id, reason=reason),
+                                                   timeout=self.cfg.dependency_timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            log.warning("engine_failure_report_failed", engine=engine_id, code=exc.code().name)
+
+    def _skip_unreachable(self, msg: monitor_pb2.MonitorSnapshot, request_id: str) -> monitor_pb2.MonitorSnapshot:
+        """The snapshot the call is decided on: a copy with the engines this balancer could not reach
+        lately, and those that failed this call before, marked unhealthy (``msg`` when there are none)."""
+        now_s = time.monotonic()
+        for engine_id in [e for e, until_s in self._unreachable.items() if until_s <= now_s]:
+            del self._unreachable[engine_id]
+        skipped = self._unreachable.keys() | self._excluded.get(request_id, set())
+        if not skipped or not any(e.status.engine_id in skipped for e in msg.engines):
+            return msg
+        marked = monitor_pb2.MonitorSnapshot()
+        marked.CopyFrom(msg)
+        for engine in marked.engines:
+            if engine.status.engine_id in skipped:
+                engine.healthy = False
+        return marked
 
     # -- decide --------------------------------------------------------------------------
     async def decide(self, call: LlmCall) -> Dispatch:
@@ -170,7 +293,8 @@ class Dispatcher:
         (``_fetch``), then decides (hetflow.core.pipeline) and records the decision without yielding,
         so concurrent calls see each other."""
         start = time.perf_counter()
-        snapshot_msg, candidates, router_asked, (confidence, truncated), predictions = await self._fetch(call)
+        (snapshot_msg, stale_s), candidates, router_asked, (confidence, truncated), predictions = \
+            await self._fetch(call)
         snapshot = wire.snapshot_from_proto(snapshot_msg)
 
         # From here to the pending entry: no await, so no other decision interleaves.
@@ -185,14 +309,14 @@ class Dispatcher:
             request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
             engine_id=engine.engine_id, priority=decision.priority.key, priority_tiebreak=decision.priority.tiebreak,
             predicted_tokens=decision.prediction.median_tokens,
-            snapshot_unix_s=snapshot.taken_unix_s,
+            snapshot_unix_s=snapshot.taken_unix_s, stale_snapshot_s=stale_s,
             stages=[convert.stage_to_proto(s.stage, s.plugin, s.choice, s.elapsed_ms) for s in decision.stages])
         for s in decision.stages:
             DECISIONS.labels(s.stage, s.choice.rule).inc()
         return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt,
                         snapshot.program_start_s, start, admitted)
 
-    async def _fetch(self, call: LlmCall) -> tuple[monitor_pb2.MonitorSnapshot, list[str], bool,
+    async def _fetch(self, call: LlmCall) -> tuple[tuple[monitor_pb2.MonitorSnapshot, float], list[str], bool,
                                                      tuple[dict[str, float], bool],
                                                      dict[str, tuple[Prediction, str]]]:
         """The snapshot, the router's confidences and the predictions, in one round trip's time: the
@@ -203,7 +327,7 @@ class Dispatcher:
         guess = [call.model_pin] if call.model_pin else self._served_models
         ask_router = bool(guess) and self.pipeline.needs_router(call, guess) and \
             call.workflow.program_id not in self._program_models
-        snapshot_msg, scored, predictions = await asyncio.gather(
+        (snapshot_msg, stale_s), scored, predictions = await asyncio.gather(
             self._snapshot(call), self._score(call) if ask_router else _none(),
             self._predict(call, guess) if guess else _no_predictions())
         snapshot = wire.snapshot_from_proto(snapshot_msg)
@@ -219,7 +343,7 @@ class Dispatcher:
             predictions = {**predictions, **late}
         if snapshot.program_model:
             self._remember_program(call.workflow.program_id, snapshot.program_model)
-        return snapshot_msg, candidates, router_asked, scored if router_asked else ({}, False), predictions
+        return (snapshot_msg, stale_s), candidates, router_asked, scored if router_asked else ({}, False), predictions
 
     def _remember_program(self, program_id: str, model: str) -> None:
         """A hint of A[p] (the monitor stays the truth): a program seen assigned needs no router."""
@@ -229,16 +353,40 @@ class Dispatcher:
             while len(self._program_models) > PROGRAM_HINTS:
                 self._program_models.popitem(last=False)
 
-    async def _snapshot(self, call: LlmCall) -> monitor_pb2.MonitorSnapshot:
+    async def _snapshot(self, call: LlmCall) -> tuple[monitor_pb2.MonitorSnapshot, float]:
+        """The monitor's snapshot for the call, and 0; while the monitor does not answer, its last one
+        and how old it is (seconds)."""
+        wf = call.workflow
         try:
-            wf = call.workflow
-            return await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(
+            msg = await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(
                 program_id=wf.program_id, agent=wf.agent, workflow=wf.workflow, stage_index=wf.stage_index,
                 stage_count=wf.stage_count,
                 prefix_blocks=call.prefix_blocks if self.pipeline.engine_picker.reads_prefix else ()),
                 timeout=self.cfg.dependency_timeout_s)
         except grpc.aio.AioRpcError as exc:
-            raise Unavailable(f"monitor unavailable: {exc.code().name} {exc.details()}") from exc
+            if exc.code() not in MONITOR_AWAY:
+                raise Unavailable(f"monitor failed the snapshot: {exc.code().name} {exc.details()}") from exc
+            return self._stale_snapshot(call, exc)
+        self._last_snapshot = (msg, time.monotonic())
+        self._monitor_answered(msg.monitor_epoch)
+        return self._skip_unreachable(msg, call.request_id), 0.0
+
+    def _stale_snapshot(self, call: LlmCall, exc: grpc.aio.AioRpcError) -> tuple[monitor_pb2.MonitorSnapshot, float]:
+        """The last snapshot's cluster-wide part (engines, loads, admit_seq), with what this balancer
+        knows of the call's program (its model hint); per-call fields of another call are left out."""
+        age_s = time.monotonic() - self._last_snapshot[1] if self._last_snapshot else float("inf")
+        if self._last_snapshot is None or age_s > self.cfg.stale_snapshot_max_s:
+            raise Unavailable(f"monitor unavailable ({exc.code().name} {exc.details()}) and no snapshot younger "
+                              f"than {self.cfg.stale_snapshot_max_s:g}s to decide on") from exc
+        last = self._last_snapshot[0]
+        stale = monitor_pb2.MonitorSnapshot(
+            taken_unix_s=last.taken_unix_s, engines=last.engines, admit_seq=last.admit_seq,
+            monitor_epoch=last.monitor_epoch, program_model=self._program_models.get(call.workflow.program_id, ""))
+        for engine in stale.engines:
+            engine.prefix_match_blocks = 0
+        STALE_DECISIONS.inc()
+        log.warning("deciding_on_stale_snapshot", age_s=round(age_s, 3), code=exc.code().name)
+        return self._skip_unreachable(stale, call.request_id), max(age_s, 1e-6)
 
     async def _score(self, call: LlmCall) -> tuple[dict[str, float], bool]:
         """Router confidences q[m] (Chimera Algorithm 1, lines 4-5) and whether the prompt was cut."""
@@ -270,24 +418,63 @@ class Dispatcher:
     async def _admit(self, call: LlmCall, decision: Decision) -> None:
         """Chimera Algorithm 1, line 32: I[m*][r.id] = r.predicted_tokens (and A[p] = m*, line 23), with
         HexGen-Flow's cost and Kairos's memory plan. Runs beside the engine request (``stream`` waits
-        for it before the first chunk; the pending overlay counts the call here meanwhile)."""
+        for it before the first chunk; the pending overlay counts the call here meanwhile). While the
+        monitor does not answer the call still runs, counted by this balancer, and is told to the
+        monitor once it answers (``_retell``)."""
         plan = decision.memory_plan
+        admit = monitor_pb2.AdmitRequest(
+            request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
+            engine_id=decision.engine_id, predicted_tokens=decision.prediction.median_tokens,
+            workflow=wire.workflow_to_proto(call.workflow), prompt_tokens=call.input_tokens,
+            predicted_cost_s=decision.predicted_cost_s,
+            decode_tokens_per_s=plan.decode_tokens_per_s if plan else 0.0,
+            expected_s=plan.expected_s if plan else 0.0, mean_cost_s=decision.mean_cost_s,
+            prefix_blocks=call.prefix_blocks)
+        self.registrations.add(call.request_id, admit)
         try:
-            reply = await self.monitor.Admit(monitor_pb2.AdmitRequest(
-                request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
-                engine_id=decision.engine_id, predicted_tokens=decision.prediction.median_tokens,
-                workflow=wire.workflow_to_proto(call.workflow), prompt_tokens=call.input_tokens,
-                predicted_cost_s=decision.predicted_cost_s,
-                decode_tokens_per_s=plan.decode_tokens_per_s if plan else 0.0,
-                expected_s=plan.expected_s if plan else 0.0, mean_cost_s=decision.mean_cost_s,
-                prefix_blocks=call.prefix_blocks),
-                timeout=self.cfg.dependency_timeout_s)
-            self.pending.acked(call.request_id, reply.admit_seq, time.monotonic())
+            reply = await self.monitor.Admit(admit, timeout=self.cfg.dependency_timeout_s)
         except grpc.aio.AioRpcError as exc:
+            if exc.code() in MONITOR_AWAY:
+                self.registrations.failed(call.request_id)
+                log.warning("admit_deferred", code=exc.code().name, details=exc.details())
+                return
             self.pending.drop(call.request_id)
+            self.registrations.remove(call.request_id)
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 raise
             raise Unavailable(f"monitor admit failed: {exc.code().name} {exc.details()}") from exc
+        self._monitor_answered(reply.monitor_epoch)
+        self.registrations.registered(call.request_id, reply.monitor_epoch)
+        self.pending.acked(call.request_id, reply.admit_seq, time.monotonic())
+
+    def _monitor_answered(self, epoch: str) -> None:
+        """The monitor answered: if it restarted, every running call is told again; so is any whose
+        admit failed while it was away."""
+        if self.registrations.saw_epoch(epoch):
+            self.pending.forget_acks()
+            log.warning("monitor_restarted", epoch=epoch, running_calls=len(self.registrations))
+        if self.registrations.needs_telling() and (self._reregistering is None or self._reregistering.done()):
+            self._reregistering = asyncio.get_running_loop().create_task(self._retell())
+
+    async def _retell(self) -> None:
+        """Re-register the running calls the monitor does not know; stops at the first failure (the next
+        answer from the monitor starts it again)."""
+        told = 0
+        for request_id, admit in self.registrations.unregistered():
+            if request_id not in self.registrations:
+                continue  # ended meanwhile
+            try:
+                reply = await self.monitor.Admit(admit, timeout=self.cfg.dependency_timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                log.warning("reregister_failed", code=exc.code().name, details=exc.details(), told=told)
+                return
+            if request_id not in self.registrations:  # its release may have reached the monitor first
+                self._release_later(request_id, 0, "cancelled")
+                continue
+            self.registrations.registered(request_id, reply.monitor_epoch)
+            self.pending.acked(request_id, reply.admit_seq, time.monotonic())
+            told += 1
+        log.info("calls_reregistered", count=told, epoch=self.registrations.epoch)
 
     # -- dispatch and stream -------------------------------------------------------------
     async def stream(self, call: LlmCall, dispatch: Dispatch,
@@ -329,8 +516,11 @@ class Dispatcher:
             if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise DeadlineExceeded(f"deadline exceeded after {output_tokens} tokens; engine request aborted"
                                        ) from exc
+            if first and exc.code() in REDISPATCHABLE:
+                raise NeverReached(dispatch.engine.engine_id, exc.code(), exc.details() or "") from exc
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                raise Unavailable(f"engine {dispatch.engine.engine_id} unavailable: {exc.details()}") from exc
+                raise Unavailable(f"engine {dispatch.engine.engine_id} failed after {output_tokens} tokens: "
+                                  f"{exc.details()}") from exc
             raise
         finally:
             engine_call.cancel()  # no-op when finished; otherwise the engine aborts the request
@@ -349,10 +539,11 @@ class Dispatcher:
         """Remove the in-flight entry off the caller's task, so a cancelled caller cannot skip it; after
         the admit, when one is in flight, so the release cannot overtake it."""
         self.pending.drop(request_id)
+        self.registrations.remove(request_id)
         task = asyncio.get_running_loop().create_task(
             self._release(request_id, output_tokens, outcome, started_unix_s, admitted))
-        self._releases.add(task)
-        task.add_done_callback(self._releases.discard)
+        self._releases[request_id] = task
+        task.add_done_callback(lambda _: self._releases.pop(request_id, None))
 
     async def _release(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float,
                        admitted: asyncio.Task[None] | None = None) -> None:
@@ -376,7 +567,7 @@ class Dispatcher:
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = grpc.aio.insecure_channel(address)
+            channel = self._channels[address] = open_channel(address)
         return channel
 
 
@@ -386,6 +577,12 @@ async def _none() -> tuple[dict[str, float], bool]:
 
 async def _no_predictions() -> dict[str, tuple[Prediction, str]]:
     return {}
+
+
+REDISPATCHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNKNOWN,
+                  grpc.StatusCode.INTERNAL)
+"""An engine's failures before the first token that another engine may not share (a refusal of the
+call itself, INVALID_ARGUMENT, would be the same everywhere)."""
 
 
 def _engine_failure(exc: grpc.aio.AioRpcError) -> str:

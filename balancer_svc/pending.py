@@ -56,6 +56,13 @@ class PendingAdmits:
             entry.admit_seq, entry.acked_at_s = admit_seq, now_s
             self._acked.append((admit_seq, request_id))
 
+    def forget_acks(self) -> None:
+        """The monitor restarted: its ``admit_seq`` counts from zero again and holds none of these calls
+        until they are registered again, so every entry counts on top until acknowledged anew."""
+        for entry in self._entries.values():
+            entry.admit_seq = None
+        self._acked.clear()
+
     def drop(self, request_id: str) -> None:
         self._entries.pop(request_id, None)
 

@@ -10,7 +10,7 @@ import grpc
 from balancer_svc import convert
 from balancer_svc.dispatcher import Dispatcher
 from hetflow.runtime.logs import bind_ids
-from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2
+from hetflow.v1 import balancer_pb2, balancer_pb2_grpc
 
 
 class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
@@ -22,8 +22,7 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
         call = convert.call_from_proto(request, self.dispatcher.cfg.max_tokens_limit, time.time(),
                                        self.dispatcher.cfg.past_deadline)
         bind_ids(call.request_id, call.workflow.program_id)
-        dispatch = await self.dispatcher.decide(call)
-        async for chunk in self.dispatcher.stream(call, dispatch, context.time_remaining()):
+        async for chunk in self.dispatcher.serve(call, context.time_remaining()):
             yield chunk
 
     async def Complete(self, request: balancer_pb2.GenerateRequest,
@@ -31,15 +30,5 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
         call = convert.call_from_proto(request, self.dispatcher.cfg.max_tokens_limit, time.time(),
                                        self.dispatcher.cfg.past_deadline)
         bind_ids(call.request_id, call.workflow.program_id)
-        dispatch = await self.dispatcher.decide(call)
-        texts, last = [], balancer_pb2.GenerateChunk()
-        async for chunk in self.dispatcher.stream(call, dispatch, context.time_remaining()):
-            texts.append(chunk.text)
-            last = chunk
-        reply = balancer_pb2.CompletionReply(
-            request_id=call.request_id, text="".join(texts), finish_reason=last.finish_reason,
-            usage=last.usage if last.HasField("usage") else common_pb2.Usage(output_tokens=last.output_tokens),
-            model=dispatch.model, engine_id=dispatch.engine.engine_id, queued_s=last.queued_s)
-        if call.want_receipt:
-            reply.receipt.CopyFrom(dispatch.receipt)
-        return reply
+        chunks = [chunk async for chunk in self.dispatcher.serve(call, context.time_remaining())]
+        return convert.completion_reply(call.request_id, chunks)

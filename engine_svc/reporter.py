@@ -7,6 +7,7 @@ from typing import Callable
 
 import grpc
 
+from hetflow.runtime.channels import open_channel
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import common_pb2, monitor_pb2_grpc
 
@@ -21,7 +22,7 @@ class StatusReporter:
         self._channel: grpc.aio.Channel | None = None
 
     def start(self) -> None:
-        self._channel = grpc.aio.insecure_channel(self._address)
+        self._channel = open_channel(self._address)
         self._task = asyncio.get_running_loop().create_task(self._run_forever())
 
     async def report_now(self) -> None:

@@ -24,6 +24,7 @@ from gateway_svc.config import GatewayConfig
 from gateway_svc.errors import OpenAIError, from_grpc, invalid
 from gateway_svc.metrics import REQUEST_FAILURE
 from gateway_svc.responses import CallResponse
+from hetflow.runtime.channels import open_channel
 from hetflow.v1 import balancer_pb2_grpc, monitor_pb2, monitor_pb2_grpc
 
 
@@ -40,7 +41,7 @@ class Gateway:
         self._models_read_s = -float("inf")
 
     def _open(self, address: str) -> grpc.aio.Channel:
-        channel = grpc.aio.insecure_channel(address)
+        channel = open_channel(address)
         self._channels.append(channel)
         return channel
 

@@ -15,8 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Sequence
 
-import grpc
-
+from hetflow.runtime.channels import open_channel
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2
 
 
@@ -58,7 +57,7 @@ def build_request(messages: Sequence[tuple[str, str]] = (), prompt: str = "", *,
 class HetflowClient:
     def __init__(self, address: str) -> None:
         self.address = address
-        self._channel = grpc.aio.insecure_channel(address)
+        self._channel = open_channel(address)
         self.stub = balancer_pb2_grpc.BalancerStub(self._channel)
 
     async def __aenter__(self) -> HetflowClient:

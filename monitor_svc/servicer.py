@@ -38,11 +38,13 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                 memory_plan=MemoryPlan(request.prompt_tokens, request.decode_tokens_per_s, request.expected_s)
                 if request.expected_s > 0 else None,
                 stage_index=request.workflow.stage_index, mean_cost_s=request.mean_cost_s,
-                prefix_blocks=tuple(request.prefix_blocks), prompt_tokens=request.prompt_tokens)
+                prefix_blocks=tuple(request.prefix_blocks), prompt_tokens=request.prompt_tokens,
+                reregister=request.reregister)
         except KeyError as exc:
             raise NotFound(exc.args[0]) from exc
         self._observe(request.engine_id)
-        return monitor_pb2.AdmitReply(program_model=program.model, admit_seq=self.state.admit_seq)
+        return monitor_pb2.AdmitReply(program_model=program.model, admit_seq=self.state.admit_seq,
+                                      monitor_epoch=self.state.epoch)
 
     async def Complete(self, request: monitor_pb2.ReleaseRequest,
                        context: grpc.aio.ServicerContext) -> monitor_pb2.ReleaseReply:
@@ -60,11 +62,20 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         self._observe(request.engine_id)
         return monitor_pb2.ReportReply(orphans_removed=orphans)
 
+    async def ReportEngineFailure(self, request: monitor_pb2.EngineFailure,
+                                  context: grpc.aio.ServicerContext) -> monitor_pb2.ReportReply:
+        if not self.state.engine_unreachable(request.engine_id, request.reason):
+            raise NotFound(f"engine {request.engine_id!r} is not known to the monitor")
+        log.warning("engine_unreachable", engine=request.engine_id, reason=request.reason)
+        return monitor_pb2.ReportReply()
+
     async def Snapshot(self, request: monitor_pb2.SnapshotRequest,
                        context: grpc.aio.ServicerContext) -> monitor_pb2.MonitorSnapshot:
         snapshot = cluster_snapshot(self.state, time.time(), request.program_id, request.agent, request.workflow,
                                     request.stage_index, request.stage_count, tuple(request.prefix_blocks))
-        return wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq)
+        reply = wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq)
+        reply.monitor_epoch = self.state.epoch
+        return reply
 
     async def GetProgram(self, request: monitor_pb2.GetProgramRequest,
                          context: grpc.aio.ServicerContext) -> monitor_pb2.ProgramEntry:

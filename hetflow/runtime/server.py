@@ -17,6 +17,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
+from hetflow.runtime.channels import SERVER_OPTIONS
 from hetflow.runtime.interceptors import ServiceInterceptor
 from hetflow.runtime.logs import configure, get_logger
 
@@ -75,6 +76,7 @@ async def start(service: str, cfg: ServeConfig, registrations: Sequence[Registra
     server = grpc.aio.server(interceptors=[ServiceInterceptor(service)], options=[
         ("grpc.so_reuseport", 0),
         ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+        *SERVER_OPTIONS,
     ])
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

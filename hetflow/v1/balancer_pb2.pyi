@@ -133,7 +133,7 @@ class EngineScores(_message.Message):
     def __init__(self, per_engine: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class Receipt(_message.Message):
-    __slots__ = ("request_id", "program_id", "model", "engine_id", "priority", "predicted_tokens", "stages", "decision_ms", "snapshot_unix_s", "priority_tiebreak")
+    __slots__ = ("request_id", "program_id", "model", "engine_id", "priority", "predicted_tokens", "stages", "decision_ms", "snapshot_unix_s", "priority_tiebreak", "stale_snapshot_s", "redispatched_from")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -144,6 +144,8 @@ class Receipt(_message.Message):
     DECISION_MS_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_TIEBREAK_FIELD_NUMBER: _ClassVar[int]
+    STALE_SNAPSHOT_S_FIELD_NUMBER: _ClassVar[int]
+    REDISPATCHED_FROM_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     program_id: str
     model: str
@@ -154,4 +156,6 @@ class Receipt(_message.Message):
     decision_ms: float
     snapshot_unix_s: float
     priority_tiebreak: float
-    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., priority: _Optional[float] = ..., predicted_tokens: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageDecision, _Mapping]]] = ..., decision_ms: _Optional[float] = ..., snapshot_unix_s: _Optional[float] = ..., priority_tiebreak: _Optional[float] = ...) -> None: ...
+    stale_snapshot_s: float
+    redispatched_from: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., priority: _Optional[float] = ..., predicted_tokens: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageDecision, _Mapping]]] = ..., decision_ms: _Optional[float] = ..., snapshot_unix_s: _Optional[float] = ..., priority_tiebreak: _Optional[float] = ..., stale_snapshot_s: _Optional[float] = ..., redispatched_from: _Optional[_Iterable[str]] = ...) -> None: ...

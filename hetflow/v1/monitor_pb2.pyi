@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AdmitRequest(_message.Message):
-    __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens", "predicted_cost_s", "decode_tokens_per_s", "expected_s", "mean_cost_s", "prefix_blocks")
+    __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens", "predicted_cost_s", "decode_tokens_per_s", "expected_s", "mean_cost_s", "prefix_blocks", "reregister")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +21,7 @@ class AdmitRequest(_message.Message):
     EXPECTED_S_FIELD_NUMBER: _ClassVar[int]
     MEAN_COST_S_FIELD_NUMBER: _ClassVar[int]
     PREFIX_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    REREGISTER_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     program_id: str
     model: str
@@ -33,15 +34,18 @@ class AdmitRequest(_message.Message):
     expected_s: float
     mean_cost_s: float
     prefix_blocks: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., predicted_tokens: _Optional[float] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., predicted_cost_s: _Optional[float] = ..., decode_tokens_per_s: _Optional[float] = ..., expected_s: _Optional[float] = ..., mean_cost_s: _Optional[float] = ..., prefix_blocks: _Optional[_Iterable[int]] = ...) -> None: ...
+    reregister: bool
+    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., predicted_tokens: _Optional[float] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., predicted_cost_s: _Optional[float] = ..., decode_tokens_per_s: _Optional[float] = ..., expected_s: _Optional[float] = ..., mean_cost_s: _Optional[float] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., reregister: _Optional[bool] = ...) -> None: ...
 
 class AdmitReply(_message.Message):
-    __slots__ = ("program_model", "admit_seq")
+    __slots__ = ("program_model", "admit_seq", "monitor_epoch")
     PROGRAM_MODEL_FIELD_NUMBER: _ClassVar[int]
     ADMIT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MONITOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
     program_model: str
     admit_seq: int
-    def __init__(self, program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ...) -> None: ...
+    monitor_epoch: str
+    def __init__(self, program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., monitor_epoch: _Optional[str] = ...) -> None: ...
 
 class ReleaseRequest(_message.Message):
     __slots__ = ("request_id", "output_tokens", "reason", "started_unix_s")
@@ -66,6 +70,14 @@ class ReportReply(_message.Message):
     ORPHANS_REMOVED_FIELD_NUMBER: _ClassVar[int]
     orphans_removed: int
     def __init__(self, orphans_removed: _Optional[int] = ...) -> None: ...
+
+class EngineFailure(_message.Message):
+    __slots__ = ("engine_id", "reason")
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    engine_id: str
+    reason: str
+    def __init__(self, engine_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
     __slots__ = ("program_id", "agent", "workflow", "stage_index", "stage_count", "prefix_blocks")
@@ -122,7 +134,7 @@ class ProgramDispatch(_message.Message):
     def __init__(self, engine_id: _Optional[str] = ..., prompt_tokens: _Optional[int] = ...) -> None: ...
 
 class MonitorSnapshot(_message.Message):
-    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s", "anchor_distance_median_s", "remaining_stage_costs_s", "program_service_s", "program_critical_service_s", "program_dispatches")
+    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s", "anchor_distance_median_s", "remaining_stage_costs_s", "program_service_s", "program_critical_service_s", "program_dispatches", "monitor_epoch")
     TAKEN_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     ENGINES_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +147,7 @@ class MonitorSnapshot(_message.Message):
     PROGRAM_SERVICE_S_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_CRITICAL_SERVICE_S_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_DISPATCHES_FIELD_NUMBER: _ClassVar[int]
+    MONITOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
     taken_unix_s: float
     engines: _containers.RepeatedCompositeFieldContainer[EngineLoad]
     program_model: str
@@ -147,7 +160,8 @@ class MonitorSnapshot(_message.Message):
     program_service_s: float
     program_critical_service_s: float
     program_dispatches: _containers.RepeatedCompositeFieldContainer[ProgramDispatch]
-    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ..., anchor_distance_median_s: _Optional[float] = ..., remaining_stage_costs_s: _Optional[_Iterable[float]] = ..., program_service_s: _Optional[float] = ..., program_critical_service_s: _Optional[float] = ..., program_dispatches: _Optional[_Iterable[_Union[ProgramDispatch, _Mapping]]] = ...) -> None: ...
+    monitor_epoch: str
+    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ..., anchor_distance_median_s: _Optional[float] = ..., remaining_stage_costs_s: _Optional[_Iterable[float]] = ..., program_service_s: _Optional[float] = ..., program_critical_service_s: _Optional[float] = ..., program_dispatches: _Optional[_Iterable[_Union[ProgramDispatch, _Mapping]]] = ..., monitor_epoch: _Optional[str] = ...) -> None: ...
 
 class GetProgramRequest(_message.Message):
     __slots__ = ("program_id",)

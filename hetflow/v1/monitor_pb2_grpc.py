@@ -55,6 +55,11 @@ class MonitorStub:
                 request_serializer=hetflow_dot_v1_dot_common__pb2.EngineStatus.SerializeToString,
                 response_deserializer=hetflow_dot_v1_dot_monitor__pb2.ReportReply.FromString,
                 _registered_method=True)
+        self.ReportEngineFailure = channel.unary_unary(
+                '/hetflow.v1.Monitor/ReportEngineFailure',
+                request_serializer=hetflow_dot_v1_dot_monitor__pb2.EngineFailure.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_monitor__pb2.ReportReply.FromString,
+                _registered_method=True)
         self.Snapshot = channel.unary_unary(
                 '/hetflow.v1.Monitor/Snapshot',
                 request_serializer=hetflow_dot_v1_dot_monitor__pb2.SnapshotRequest.SerializeToString,
@@ -97,6 +102,13 @@ class MonitorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportEngineFailure(self, request, context):
+        """A balancer could not reach an engine: unhealthy for everyone until the engine reports again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Snapshot(self, request, context):
         """Everything a balancer reads to decide, taken at one instant.
         """
@@ -131,6 +143,11 @@ def add_MonitorServicer_to_server(servicer, server):
             'ReportEngineStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.ReportEngineStatus,
                     request_deserializer=hetflow_dot_v1_dot_common__pb2.EngineStatus.FromString,
+                    response_serializer=hetflow_dot_v1_dot_monitor__pb2.ReportReply.SerializeToString,
+            ),
+            'ReportEngineFailure': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportEngineFailure,
+                    request_deserializer=hetflow_dot_v1_dot_monitor__pb2.EngineFailure.FromString,
                     response_serializer=hetflow_dot_v1_dot_monitor__pb2.ReportReply.SerializeToString,
             ),
             'Snapshot': grpc.unary_unary_rpc_method_handler(
@@ -251,6 +268,33 @@ class Monitor:
             target,
             '/hetflow.v1.Monitor/ReportEngineStatus',
             hetflow_dot_v1_dot_common__pb2.EngineStatus.SerializeToString,
+            hetflow_dot_v1_dot_monitor__pb2.ReportReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportEngineFailure(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hetflow.v1.Monitor/ReportEngineFailure',
+            hetflow_dot_v1_dot_monitor__pb2.EngineFailure.SerializeToString,
             hetflow_dot_v1_dot_monitor__pb2.ReportReply.FromString,
             options,
             channel_credentials,

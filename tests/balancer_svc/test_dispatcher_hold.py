@@ -137,7 +137,7 @@ def test_a_release_waits_for_the_admit_sent_beside_the_engine_request():
         dispatcher.monitor = SimpleNamespace(Complete=complete, Cancel=complete)
         admitted = asyncio.create_task(admit())
         dispatcher._release_later("r1", 5, "completed", admitted=admitted)
-        await asyncio.gather(*dispatcher._releases)
+        await asyncio.gather(*dispatcher._releases.values())
         await dispatcher.close()
         return order
 

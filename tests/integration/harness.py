@@ -43,6 +43,12 @@ class Stack:
     async def stop(self, name: str) -> None:
         await self.servers.pop(name).stop()
 
+    async def start_monitor(self) -> None:
+        """A new monitor process's state on the configured port: nothing in flight, no engine known."""
+        cfg = monitor_config(self.raw)
+        _, setup = monitor_app.build(cfg)
+        self.servers["monitor"] = await start("monitor", cfg.serve, *(await setup()))
+
     async def close(self) -> None:
         for name in reversed(list(self.servers)):
             await self.servers[name].stop()
@@ -64,9 +70,7 @@ def stack_config(engines: list[dict[str, Any]] | None = None, **balancer: Any) -
 
 async def start_stack(raw: dict[str, Any]) -> Stack:
     stack = Stack(raw)
-    cfg = monitor_config(raw)
-    _, setup = monitor_app.build(cfg)
-    stack.servers["monitor"] = await start("monitor", cfg.serve, *(await setup()))
+    await stack.start_monitor()
     for name, config, app in (("router", router_config, router_app), ("predictor", predictor_config, predictor_app)):
         cfg = config(raw)
         stack.servers[name] = await start(name, cfg.serve, *(await app.build(cfg)()))

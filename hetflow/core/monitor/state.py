@@ -9,6 +9,7 @@ O(engines). Pure state: every method takes the time it is called at.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -103,6 +104,8 @@ class EngineRecord:
     """The blocks recently sent to the engine (its likely prefix cache); made at its first report."""
     resident_programs: set[str] = field(default_factory=set)
     """Programs whose last call went to this engine, until they go idle (``MonitorState.resident_tokens``)."""
+    unreachable: str = ""
+    """Why a balancer last failed to reach it; unhealthy until its next report ("" = none)."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,11 @@ class MonitorLimits:
     engine_stale_after_s: float = 2.0
     """An engine not heard from for this long is unhealthy (no new dispatches)."""
     engine_failed_after_s: float = 10.0
-    """...and for this long, failed: its in-flight entries are removed."""
+    """...and for this long, failed: forgotten once none of its calls is in flight (a call's balancer
+    releases it when its stream ends, the engine's death included)."""
+    lost_entries_after_s: float = 600.0
+    """An engine silent this long loses its entries as well: their balancers are gone too, since a live
+    one releases a call as its stream ends."""
     orphan_grace_s: float = 10.0
     """An entry older than this that its engine no longer reports is removed."""
     program_ttl_s: float = 900.0
@@ -141,16 +148,22 @@ class MonitorState:
         """The engine views last built, with the (version, time) they were built at."""
         self.admit_seq = 0
         """Admits applied so far; the n-th admit is included in every snapshot with admit_seq >= n."""
+        self.epoch = uuid.uuid4().hex
+        """This state's identity: a balancer that sees a new one re-registers its running calls."""
 
     # -- requests ------------------------------------------------------------------------
     def admit(self, request_id: str, program_id: str, model: str, engine_id: str, predicted_tokens: float,
               now_s: float, workflow: str = "", deadline_unix_s: float = 0.0,
               predicted_cost_s: float = 0.0, agent: str = "", upstream_agent: str = "",
               memory_plan: MemoryPlan | None = None, stage_index: int = 0, mean_cost_s: float = 0.0,
-              prefix_blocks: Sequence[int] = (), prompt_tokens: int = 0) -> ProgramRecord:
+              prefix_blocks: Sequence[int] = (), prompt_tokens: int = 0, reregister: bool = False) -> ProgramRecord:
+        """Add the call's entry. ``reregister``: a running call told again after this monitor restarted
+        (its balancer saw a new ``epoch``); one already known is left as it is."""
         if not request_id:
             raise ValueError("request_id is required")
         if request_id in self.entries:
+            if reregister:
+                return self.programs.get(self.entries[request_id].program_id) or ProgramRecord("", model)
             raise ValueError(f"request_id {request_id!r} is already in flight")
         if engine_id not in self.engines:
             raise KeyError(f"engine {engine_id!r} has never reported to the monitor")
@@ -250,6 +263,7 @@ class MonitorState:
             record.prefix_index = PrefixIndex(status.profile.num_kv_blocks if status.profile
                                               else self.limits.prefix_index_blocks)
         record.suspended = status.preemptions_total > record.status.preemptions_total
+        record.unreachable = ""
         record.status, record.received_s, record.dispatched_since_report = status, now_s, 0
         record.dispatched_prompt_tokens_since_report = 0
         active = set(status.active_request_ids)
@@ -259,18 +273,33 @@ class MonitorState:
             self.release(rid, now_s, completed=False)
         return len(orphans)
 
+    def engine_unreachable(self, engine_id: str, reason: str) -> bool:
+        """A balancer could not reach the engine: no dispatches to it until it reports again, so every
+        balancer stops sending there at once rather than after ``engine_stale_after_s``."""
+        record = self.engines.get(engine_id)
+        if record is None:
+            return False
+        record.unreachable = reason or "unreachable"
+        self.version += 1
+        return True
+
     def is_healthy(self, record: EngineRecord, now_s: float) -> bool:
-        return record.status.serving and now_s - record.received_s <= self.limits.engine_stale_after_s
+        return (record.status.serving and not record.unreachable
+                and now_s - record.received_s <= self.limits.engine_stale_after_s)
 
     def sweep(self, now_s: float) -> dict[str, int]:
-        """Fail silent engines (dropping their entries) and forget idle programs."""
+        """Forget failed engines that hold no call, drop the entries of engines silent past
+        ``lost_entries_after_s``, and forget idle programs. A call still running is never dropped
+        while its balancer may still release it."""
         self.version += 1
         dropped = 0
         for engine_id, record in list(self.engines.items()):
-            if now_s - record.received_s > self.limits.engine_failed_after_s:
+            silent_s = now_s - record.received_s
+            if silent_s > self.limits.lost_entries_after_s:
                 for rid in list(record.in_flight):
                     self.release(rid, now_s, completed=False)
                     dropped += 1
+            if silent_s > self.limits.engine_failed_after_s and not record.in_flight:
                 del self.engines[engine_id]
         idle = [pid for pid, p in self.programs.items()
                 if not p.in_flight and now_s - p.last_seen_s > self.limits.program_ttl_s]

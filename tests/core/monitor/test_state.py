@@ -43,14 +43,39 @@ def test_duplicate_and_unknown_engine_are_rejected(state):
         state.admit("r2", "p1", "m", "nope", 1.0, now_s=1)
 
 
-def test_failed_engine_loses_its_entries(state):
+def test_a_failed_engine_keeps_running_calls_until_released_and_is_then_forgotten(state):
     state.admit("r1", "p1", "m", "e0", 10.0, now_s=1)
     state.admit("r2", "p2", "m", "e1", 10.0, now_s=1)
     state.report(status("e1", active=["r2"]), now_s=9)      # e1 keeps reporting, e0 goes silent
     assert not state.is_healthy(state.engines["e0"], 3)
     state.sweep(now_s=11)
-    assert "r1" not in state.entries and "e0" not in state.engines
-    assert "r2" in state.entries
+    assert "r1" in state.entries and "e0" in state.engines  # its balancer may still be streaming it
+    state.release("r1", now_s=12, completed=False)
+    state.sweep(now_s=13)
+    assert "e0" not in state.engines and "r2" in state.entries
+
+
+def test_entries_of_an_engine_silent_past_the_lost_limit_are_dropped():
+    state = MonitorState(MonitorLimits(engine_failed_after_s=10, lost_entries_after_s=100))
+    state.report(status("e0"), now_s=0)
+    state.admit("r1", "p1", "m", "e0", 10.0, now_s=1)
+    assert state.sweep(now_s=50)["entries_dropped"] == 0
+    assert state.sweep(now_s=101)["entries_dropped"] == 1
+    assert not state.entries and "e0" not in state.engines
+
+
+def test_an_unreachable_engine_is_unhealthy_until_it_reports_again(state):
+    assert state.engine_unreachable("e0", "UNAVAILABLE: connection refused")
+    assert not state.is_healthy(state.engines["e0"], 1) and state.is_healthy(state.engines["e1"], 1)
+    state.report(status("e0"), now_s=1.5)
+    assert state.is_healthy(state.engines["e0"], 2)
+    assert not state.engine_unreachable("nope", "")
+
+
+def test_a_reregistered_call_already_known_is_left_as_it_is(state):
+    state.admit("r1", "p1", "m", "e0", 10.0, now_s=1)
+    program = state.admit("r1", "p1", "m", "e0", 10.0, now_s=2, reregister=True)
+    assert program.program_id == "p1" and state.engines["e0"].in_flight_tokens == 10 and state.admit_seq == 1
 
 
 def test_orphans_are_reconciled_from_engine_reports(state):

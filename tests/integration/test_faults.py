@@ -1,0 +1,73 @@
+"""Faults on a live stack of sim engines: nothing lost that had not started streaming (issue 14)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+from hetflow.client import HetflowClient, build_request
+from hetflow.v1 import monitor_pb2
+from tests.factories import free_port
+from tests.integration.harness import SMALL, Stack, stack_config, start_stack, wait_until_idle
+
+
+async def _until(stack: Stack, holds: Callable[[monitor_pb2.MonitorSnapshot], bool],
+                 give_up_s: float = 15.0) -> monitor_pb2.MonitorSnapshot:
+    loop = asyncio.get_running_loop()
+    end_s = loop.time() + give_up_s  # a bound on waiting, not a timing under test
+    snap = await stack.snapshot()
+    while not holds(snap) and loop.time() < end_s:
+        await asyncio.sleep(0.1)
+        snap = await stack.snapshot()
+    return snap
+
+
+async def test_calls_go_on_while_the_monitor_is_away_and_a_new_monitor_is_told_the_running_ones():
+    stack = await start_stack(stack_config())
+    try:
+        async with HetflowClient(stack.address("balancer")) as client:
+            running = client.generate(build_request(prompt="a long answer", max_tokens=100_000 // 8, ignore_eos=True,
+                                                    request_id="long-1", program_id="p-long"))
+            async for chunk in running:
+                if chunk.output_tokens >= 2:
+                    break
+            await stack.stop("monitor")
+
+            meanwhile = await client.complete(build_request(prompt="hi", max_tokens=4, want_receipt=True))
+            assert meanwhile.output_tokens == 4 and meanwhile.receipt is not None
+            assert meanwhile.receipt.stale_snapshot_s > 0  # decided on the last snapshot, and says so
+
+            await stack.start_monitor()  # a new process: nothing in flight, no engine known
+            snap = await _until(stack, lambda s: any(e.in_flight_requests for e in s.engines))
+            assert [e.status.engine_id for e in snap.engines if e.in_flight_requests] == [
+                next(e.status.engine_id for e in snap.engines if "long-1" in e.status.active_request_ids)]
+
+            after = await client.complete(build_request(prompt="hi", max_tokens=4, want_receipt=True))
+            assert after.receipt is not None and after.receipt.stale_snapshot_s == 0
+            async for more in running:  # the running call streamed on throughout
+                assert more.output_tokens > chunk.output_tokens
+                break
+            running.cancel()
+        snap = await wait_until_idle(stack)
+        assert all(e.in_flight_requests == 0 and e.in_flight_tokens == 0 for e in snap.engines)
+    finally:
+        await stack.close()
+
+
+async def test_calls_sent_to_an_engine_nobody_can_reach_go_to_its_replica_and_none_is_lost():
+    closed_port = free_port()  # the engine reports this address, where nothing listens
+    stack = await start_stack(stack_config([
+        {"name": "small-0", "profile": f"{SMALL}@a6000", "advertise_address": f"127.0.0.1:{closed_port}"},
+        {"name": "small-1", "profile": f"{SMALL}@a6000"}]))
+    try:
+        async with HetflowClient(stack.address("balancer")) as client:
+            results = await asyncio.gather(*(client.complete(build_request(
+                prompt=f"question {i}", max_tokens=8, ignore_eos=True, want_receipt=True, model_pin=SMALL))
+                for i in range(12)))
+        assert all(r.output_tokens == 8 and r.engine_id == "small-1" for r in results)
+        moved = [r for r in results if r.receipt is not None and list(r.receipt.redispatched_from)]
+        assert moved and all(list(r.receipt.redispatched_from) == ["small-0"] for r in moved)
+        snap = await wait_until_idle(stack)
+        assert all(e.in_flight_requests == 0 for e in snap.engines)
+    finally:
+        await stack.close()
