@@ -34,6 +34,14 @@ class BalancerConfig:
     """While the monitor does not answer, calls are decided on its last snapshot up to this old (the
     receipt's ``stale_snapshot_s`` says how old) and told to it once it answers; past it they fail
     UNAVAILABLE."""
+    max_held_calls: int = 4096
+    """Calls waiting in the hold queue for KV room at most; past it a call is RESOURCE_EXHAUSTED."""
+    max_hold_s: float = 120.0
+    """The longest a call waits for KV room (its program's deadline may end the wait sooner); then it is
+    RESOURCE_EXHAUSTED with a retry hint."""
+    tenant_limits: Mapping[str, Any] = field(default_factory=dict)
+    """Per-tenant caps: ``{default: {max_in_flight, rate_per_s, burst}, tenants: {name: {...}}}``
+    (``hetflow.core.admission``); none by default."""
     redispatch_attempts: int = 2
     """How many more engines a call is sent to when its engine fails before the first token."""
     unreachable_skip_s: float = 5.0

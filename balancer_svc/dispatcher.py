@@ -27,6 +27,7 @@ from balancer_svc.live_alpha import AlphaReplay, LiveAlphaTuning
 from balancer_svc.pending import PendingAdmits
 from balancer_svc.registrations import Registrations
 from hetflow import wire
+from hetflow.core.admission import TenantLimiter
 from hetflow.core.call import LlmCall
 from hetflow.core.errors import DeadlineExceeded, ResourceExhausted, Unavailable
 from hetflow.core.features import feature_row
@@ -35,6 +36,7 @@ from hetflow.core.pipeline import Decision, Pipeline
 from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import EngineView
 from hetflow.runtime.channels import open_channel
+from hetflow.runtime.interceptors import RETRY_PUSHBACK_KEY
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import (
     balancer_pb2,
@@ -66,9 +68,10 @@ DECISION_S = Histogram("hetflow_balancer_decision_seconds", "Call received -> en
 class NeverReached(Exception):
     """The engine failed the call before its first token: it may go to another engine."""
 
-    def __init__(self, engine_id: str, code: grpc.StatusCode, details: str) -> None:
+    def __init__(self, engine_id: str, code: grpc.StatusCode, details: str, retry_after_s: float | None = None
+                 ) -> None:
         super().__init__(f"engine {engine_id} failed the call before its first token: {code.name} {details}")
-        self.engine_id, self.code = engine_id, code
+        self.engine_id, self.code, self.retry_after_s = engine_id, code, retry_after_s
 
     @property
     def engine_fault(self) -> bool:
@@ -76,7 +79,7 @@ class NeverReached(Exception):
         return self.code != grpc.StatusCode.RESOURCE_EXHAUSTED
 
     def as_error(self) -> Exception:
-        return Unavailable(str(self)) if self.engine_fault else ResourceExhausted(str(self))
+        return Unavailable(str(self)) if self.engine_fault else ResourceExhausted(str(self), self.retry_after_s)
 
 
 @dataclass
@@ -106,6 +109,7 @@ class Dispatcher:
         self._releases: dict[str, asyncio.Task[None]] = {}
         """Releases on their way to the monitor, by request id."""
         self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
+        self.tenants = TenantLimiter.from_mapping(cfg.tenant_limits)
         self.registrations = Registrations()
         """Running calls and whether the monitor knows them (told again after it restarts)."""
         self._reregistering: asyncio.Task[None] | None = None
@@ -171,6 +175,8 @@ class Dispatcher:
         UNAVAILABLE. With no engine left, the call ends with its last engine's error."""
         deadline_s = time.monotonic() + time_remaining_s if time_remaining_s is not None else None
         failures: list[NeverReached] = []
+        tenant = call.workflow.tenant
+        self.tenants.enter(tenant, time.monotonic())
         try:
             while True:
                 try:
@@ -189,6 +195,7 @@ class Dispatcher:
                     await self._redispatching(call, exc, failures)
         finally:
             self._excluded.pop(call.request_id, None)
+            self.tenants.leave(tenant)
 
     async def _redispatching(self, call: LlmCall, failure: NeverReached, failures: list[NeverReached]) -> None:
         """Exclude the failed engine (for everyone when it is the engine's fault), or give up."""
@@ -244,6 +251,10 @@ class Dispatcher:
         deadline = call.workflow.deadline_unix_s
         if deadline and time.time() + wait.retry_after_s > deadline:
             raise DeadlineExceeded(f"program deadline passed while waiting for KV room: {wait}") from wait
+        if len(self.held) >= self.cfg.max_held_calls:
+            raise ResourceExhausted(f"{len(self.held)} calls already wait for KV room (max_held_calls): {wait}",
+                                    retry_after_s=max(1.0, wait.retry_after_s)) from wait
+        give_up_s = min(self.cfg.max_hold_s, deadline - time.time()) if deadline else self.cfg.max_hold_s
         self.held.hold(call.request_id, wait.priority or Priority(0.0), time.time())
         outcome: asyncio.Future[Dispatch] = asyncio.get_running_loop().create_future()
         self._held_calls[call.request_id] = (call, outcome)
@@ -253,9 +264,12 @@ class Dispatcher:
         if self._releaser is None or self._releaser.done():
             self._releaser = asyncio.get_running_loop().create_task(self._release_rounds())
         try:
-            return await asyncio.wait_for(outcome, timeout=deadline - time.time() if deadline else None)
+            return await asyncio.wait_for(outcome, timeout=give_up_s)
         except TimeoutError as exc:
-            raise DeadlineExceeded(f"program deadline passed while waiting for KV room: {wait}") from exc
+            if deadline and time.time() >= deadline:
+                raise DeadlineExceeded(f"program deadline passed while waiting for KV room: {wait}") from exc
+            raise ResourceExhausted(f"no KV room within max_hold_s {self.cfg.max_hold_s:g}s: {wait}",
+                                    retry_after_s=max(1.0, wait.retry_after_s)) from exc
         except asyncio.CancelledError:
             if outcome.done() and not outcome.cancelled() and outcome.exception() is None:
                 dispatch = outcome.result()  # admitted as its caller gave up: release it
@@ -517,7 +531,8 @@ class Dispatcher:
                 raise DeadlineExceeded(f"deadline exceeded after {output_tokens} tokens; engine request aborted"
                                        ) from exc
             if first and exc.code() in REDISPATCHABLE:
-                raise NeverReached(dispatch.engine.engine_id, exc.code(), exc.details() or "") from exc
+                raise NeverReached(dispatch.engine.engine_id, exc.code(), exc.details() or "",
+                                   _retry_pushback_s(exc)) from exc
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
                 raise Unavailable(f"engine {dispatch.engine.engine_id} failed after {output_tokens} tokens: "
                                   f"{exc.details()}") from exc
@@ -583,6 +598,17 @@ REDISPATCHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTE
                   grpc.StatusCode.INTERNAL)
 """An engine's failures before the first token that another engine may not share (a refusal of the
 call itself, INVALID_ARGUMENT, would be the same everywhere)."""
+
+
+def _retry_pushback_s(exc: grpc.aio.AioRpcError) -> float | None:
+    """The retry hint an engine's refusal carried (``grpc-retry-pushback-ms``), passed on to the caller."""
+    for key, value in exc.trailing_metadata() or ():
+        if key == RETRY_PUSHBACK_KEY:
+            try:
+                return int(value) / 1e3
+            except ValueError:
+                return None
+    return None
 
 
 def _engine_failure(exc: grpc.aio.AioRpcError) -> str:

@@ -26,7 +26,8 @@ def build(cfg: EngineConfig, port: int | None = None) -> tuple[
     """The servicer and the ``setup`` callable ``serve_until_signal`` runs."""
     backend = make_backend(cfg)
     address = cfg.advertise_address or f"{cfg.serve.host}:{port if port is not None else cfg.serve.port}"
-    servicer = EngineServicer(cfg.name, address, backend, cfg.max_tokens_limit, cfg.stream_interval_tokens)
+    servicer = EngineServicer(cfg.name, address, backend, cfg.max_tokens_limit, cfg.stream_interval_tokens,
+                              cfg.max_waiting)
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
         await backend.start()

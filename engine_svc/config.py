@@ -75,6 +75,9 @@ class EngineConfig:
     report_interval_s: float = 0.5
     max_tokens_limit: int = 32768
     """Largest max_tokens accepted."""
+    max_waiting: int = 4096
+    """Calls waiting for their first token at most (hetflow's queue and the backend's); past it a call is
+    RESOURCE_EXHAUSTED, and its balancer tries another engine."""
     stream_interval_tokens: int = 1
     """Send a chunk every this many tokens (the first token always at once), as vLLM's stream_interval:
     fewer messages per token where the CPU that streams is the CPU that computes."""

@@ -9,6 +9,7 @@ from prometheus_client import Gauge
 
 from engine_svc import convert
 from engine_svc.backends.base import EngineBackend, OutputDelta, merge
+from hetflow.core.errors import ResourceExhausted
 from hetflow.runtime.logs import bind_ids, get_logger
 from hetflow.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 
@@ -21,28 +22,40 @@ PREEMPTIONS = Gauge("hetflow_engine_preemptions", "Preemptions since start")
 
 class EngineServicer(engine_pb2_grpc.EngineServicer):
     def __init__(self, engine_id: str, address: str, backend: EngineBackend, max_tokens_limit: int,
-                 stream_interval_tokens: int = 1) -> None:
+                 stream_interval_tokens: int = 1, max_waiting: int = 4096) -> None:
         self.engine_id, self.address = engine_id, address
         self.backend = backend
         self.max_tokens_limit = max_tokens_limit
         self.stream_interval_tokens = max(1, stream_interval_tokens)
+        self.max_waiting = max_waiting
+        self.waiting = 0
+        """Calls here that have not streamed their first token."""
         self.serving = True
 
     async def Generate(self, request: engine_pb2.EngineGenerateRequest,
                        context: grpc.aio.ServicerContext) -> AsyncIterator[engine_pb2.EngineChunk]:
         call = convert.call_from_proto(request, self.max_tokens_limit)
         bind_ids(call.request_id, call.program_id)
+        if self.waiting >= self.max_waiting:
+            raise ResourceExhausted(f"engine {self.engine_id} has {self.waiting} calls waiting (max_waiting)",
+                                    retry_after_s=1.0)
         stream = cast(AsyncGenerator[OutputDelta, None], self.backend.generate(call))
         held: OutputDelta | None = None
         sent_tokens = 0
+        self.waiting += 1
+        started = False
         try:
             async for delta in stream:
+                if not started:
+                    started, self.waiting = True, self.waiting - 1
                 held = merge(held, delta) if held is not None else delta
                 if held.finished or sent_tokens == 0 or held.output_tokens - sent_tokens >= self.stream_interval_tokens:
                     sent_tokens = held.output_tokens
                     yield convert.chunk_to_proto(held)
                     held = None
         finally:
+            if not started:
+                self.waiting -= 1
             await stream.aclose()  # aborts the request if the caller went away early
 
     async def Abort(self, request: engine_pb2.AbortRequest, context: grpc.aio.ServicerContext) -> engine_pb2.AbortReply:

@@ -18,7 +18,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hetflow.runtime.config import load_stack
-from hetflow.supervisor import RUN_DIR, plan, stack_name, state_path
+from hetflow.supervisor import RUN_DIR, log_tail, plan, stack_name, state_path
 from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 
 
@@ -62,6 +62,11 @@ async def health(address: str, timeout_s: float = 1.0) -> str:
             return exc.code().name
 
 
+async def healths(addresses: dict[str, str]) -> dict[str, str]:
+    """Each named service's health, asked together."""
+    return dict(zip(addresses, await asyncio.gather(*(health(a) for a in addresses.values()))))
+
+
 async def wait_serving(addresses: dict[str, str], timeout_s: float, supervisor_pid: int | None = None,
                        exited: Callable[[], list[str]] | None = None) -> dict[str, str]:
     """Until every service answers SERVING; stops early when the supervisor dies or ``exited`` names
@@ -69,7 +74,7 @@ async def wait_serving(addresses: dict[str, str], timeout_s: float, supervisor_p
     deadline = time.monotonic() + timeout_s
     states: dict[str, str] = {}
     while time.monotonic() < deadline:
-        states = dict(zip(addresses, await asyncio.gather(*(health(a) for a in addresses.values()))))
+        states = await healths(addresses)
         if all(s == "SERVING" for s in states.values()):
             return states
         if supervisor_pid is not None and not _alive(supervisor_pid):
@@ -88,16 +93,6 @@ def exited_services(name: str) -> list[str]:
     except (OSError, ValueError, KeyError):
         return []
     return [svc for svc, s in services.items() if s.get("restarts") or s.get("pid") is None]
-
-
-def log_cause(log_file: Path, lines: int = 3) -> str:
-    """The last lines of a service's log that say why it stopped."""
-    try:
-        text = log_file.read_text(errors="replace").splitlines()
-    except OSError:
-        return "(no log)"
-    errors = [line for line in text if "error" in line.lower() or "Error" in line]
-    return "\n    ".join((errors or [line for line in text if line.strip()])[-lines:]) or "(empty log)"
 
 
 async def wait_engines_registered(monitor_address: str, engine_ids: set[str], timeout_s: float) -> bool:
@@ -119,9 +114,9 @@ async def wait_engines_registered(monitor_address: str, engine_ids: set[str], ti
 def up(config: Path, timeout_s: float) -> int:
     raw = load_stack(config)
     name = stack_name(raw)
-    if read_state(raw):
-        print(f"stack {name!r} is already up")
-        return 0
+    running = read_state(raw)
+    if running:
+        return _already_up(name, running)
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     log_path = RUN_DIR / f"{name}.supervisor.log"
     with open(log_path, "ab") as log:
@@ -139,13 +134,31 @@ def up(config: Path, timeout_s: float) -> int:
     failed = exited_services(name)
     if failed:
         for svc in failed:
-            print(f"{svc} exited:\n    {log_cause(RUN_DIR / name / (svc.replace(':', '-') + '.log'))}", file=sys.stderr)
+            print(f"{svc} exited:\n    {log_tail(RUN_DIR / name / (svc.replace(':', '-') + '.log'))}", file=sys.stderr)
     else:
         print(f"stack {name!r} did not come up within {timeout_s:.0f}s: {states}", file=sys.stderr)
     print(f"logs: {RUN_DIR / name}", file=sys.stderr)
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
+    return 1
+
+
+def _already_up(name: str, running: dict[str, Any]) -> int:
+    """``up`` on a stack already running: 0 when every service serves, else each one that does not,
+    with how it last died, and 1."""
+    services = running.get("services", {})
+    states = asyncio.run(healths({n: s["address"] for n, s in services.items()}))
+    failing = {n: state for n, state in states.items() if state != "SERVING"}
+    if not failing:
+        print(f"stack {name!r} is already up")
+        return 0
+    print(f"stack {name!r} is up, but not all of it:", file=sys.stderr)
+    for svc, state in failing.items():
+        record = services[svc]
+        restarting = "" if record.get("running", True) else " (waiting to restart)"
+        print(f"  {svc}: {state}{restarting}; last exit: {record.get('last_exit') or 'none'}", file=sys.stderr)
+    print(f"logs: {running.get('log_dir', RUN_DIR / name)}", file=sys.stderr)
     return 1
 
 
@@ -173,7 +186,7 @@ def down(config: Path, timeout_s: float = 60.0) -> int:
 
 async def _status_rows(raw: dict[str, Any]) -> tuple[dict[str, str], monitor_pb2.MonitorSnapshot | None]:
     services = {s.name: s.address for s in plan(raw)}
-    states = dict(zip(services, await asyncio.gather(*(health(a) for a in services.values()))))
+    states = await healths(services)
     snapshot = None
     if "monitor" in services and states.get("monitor") == "SERVING":
         async with grpc.aio.insecure_channel(services["monitor"]) as channel:

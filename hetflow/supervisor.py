@@ -1,5 +1,11 @@
 """Runs a stack's services as child processes, restarts the ones that die, stops them all on SIGTERM.
 
+A service that dies is started again after a backoff that doubles with each death in the last
+``RESTART_WINDOW_S`` (0.5 s, 1 s, 2 s ... up to ``MAX_BACKOFF_S``); the supervisor never gives up on
+one, and each wait on one service leaves the others watched. Every death is logged with the end of
+the service's own log (the cause: a port in use, a bad setting), and the state file keeps it for
+``hetflow up`` and ``hetflow status``.
+
 ``hetflow up`` starts this detached and returns once every service reports SERVING; ``hetflow down``
 sends it SIGTERM. Order: monitor, router, predictor, engines, balancer, gateway (dependencies first); stop
 runs in reverse so the balancer drains before the engines go.
@@ -21,8 +27,8 @@ from typing import Any, Mapping
 from hetflow.runtime.config import load_stack
 
 RUN_DIR = Path(os.environ.get("HETFLOW_CACHE", Path.home() / ".cache" / "hetflow")) / "run"
-MAX_RESTARTS = 5
 RESTART_WINDOW_S = 60.0
+MAX_BACKOFF_S = 30.0
 STOP_GRACE_S = 15.0
 
 
@@ -36,6 +42,11 @@ class ServiceProcess:
     extra_args: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
     restarts: list[float] = field(default_factory=list)
+    """When it died, within the last ``RESTART_WINDOW_S`` (monotonic s)."""
+    start_at_s: float | None = None
+    """When to start it again (monotonic s); None while it runs."""
+    last_exit: str = ""
+    """How it last died, with the end of its log."""
 
 
 def stack_name(raw: Mapping[str, Any]) -> str:
@@ -82,10 +93,15 @@ class Supervisor:
             self._spawn(svc)
         self._write_state()
         while not self._stopping:
+            now_s = time.monotonic()
             for svc in self.services:
-                if svc.process is not None and svc.process.poll() is not None and not self._stopping:
-                    self._restart(svc)
-            time.sleep(0.5)
+                if svc.start_at_s is None and svc.process is not None and svc.process.poll() is not None:
+                    self._died(svc, now_s)
+                elif svc.start_at_s is not None and now_s >= svc.start_at_s:
+                    svc.start_at_s = None
+                    self._spawn(svc)
+                    self._write_state()
+            time.sleep(0.2)
         self._stop_all()
         state_path(self.name).unlink(missing_ok=True)
 
@@ -93,26 +109,24 @@ class Supervisor:
         self._stopping = True
 
     def _spawn(self, svc: ServiceProcess) -> None:
-        log = open(self.log_dir / f"{svc.name.replace(':', '-')}.log", "ab")
+        log = open(self._log_file(svc), "ab")
         svc.process = subprocess.Popen(
             [sys.executable, "-m", "hetflow.serve", svc.service, "--config", str(self.config_path), *svc.extra_args],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
 
-    def _restart(self, svc: ServiceProcess) -> None:
-        now = time.monotonic()
-        svc.restarts = [t for t in svc.restarts if now - t < RESTART_WINDOW_S]
-        if len(svc.restarts) >= MAX_RESTARTS:
-            if svc.process is not None:
-                print(f"{svc.name} exited {MAX_RESTARTS} times in {RESTART_WINDOW_S:.0f}s; giving up on it",
-                      file=sys.stderr, flush=True)
-            svc.process = None
-            self._write_state()
-            return
-        svc.restarts.append(now)
-        time.sleep(min(8.0, 0.5 * 2 ** len(svc.restarts)))
-        self._spawn(svc)
+    def _died(self, svc: ServiceProcess, now_s: float) -> None:
+        """Schedule its restart after the backoff its recent deaths earn, and say why it died."""
+        assert svc.process is not None
+        svc.restarts = [t for t in svc.restarts if now_s - t < RESTART_WINDOW_S] + [now_s]
+        backoff_s = min(MAX_BACKOFF_S, 0.5 * 2 ** (len(svc.restarts) - 1))
+        svc.start_at_s = now_s + backoff_s
+        svc.last_exit = f"exit code {svc.process.returncode}: {log_tail(self._log_file(svc))}"
+        print(f"{svc.name} died ({svc.last_exit}); restarting in {backoff_s:g}s", file=sys.stderr, flush=True)
         self._write_state()
+
+    def _log_file(self, svc: ServiceProcess) -> Path:
+        return self.log_dir / f"{svc.name.replace(':', '-')}.log"
 
     def _stop_all(self) -> None:
         for svc in reversed(self.services):
@@ -129,12 +143,23 @@ class Supervisor:
             "supervisor_pid": os.getpid(), "config": str(self.config_path), "log_dir": str(self.log_dir),
             "stack": self.raw,
             "services": {s.name: {"address": s.address, "pid": s.process.pid if s.process else None,
-                                  "restarts": len(s.restarts)} for s in self.services},
+                                  "restarts": len(s.restarts), "running": s.start_at_s is None,
+                                  "last_exit": s.last_exit} for s in self.services},
         }
         path = state_path(self.name)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2))
         tmp.replace(path)
+
+
+def log_tail(log_file: Path, lines: int = 3) -> str:
+    """The last lines of a service's log that say why it stopped (its errors first)."""
+    try:
+        text = log_file.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    errors = [line for line in text if "error" in line.lower()]
+    return "\n    ".join((errors or [line for line in text if line.strip()])[-lines:]) or "(empty log)"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -45,9 +45,10 @@ def snapshot(*engines: EngineView, program_model: str = "", taken_unix_s: float 
 
 
 def call(prompt: str = "write a function", program_id: str = "p1", received_unix_s: float = 0.0,
-         input_tokens: int | None = None, **wf) -> LlmCall:
-    return LlmCall(request_id=f"c{next(_ids)}", prompt=prompt, messages=(), sampling=SamplingSpec(max_tokens=16),
-                   workflow=WorkflowInfo(program_id=program_id, **wf), received_unix_s=received_unix_s,
+         input_tokens: int | None = None, max_tokens: int = 16, **wf) -> LlmCall:
+    return LlmCall(request_id=f"c{next(_ids)}", prompt=prompt, messages=(),
+                   sampling=SamplingSpec(max_tokens=max_tokens), workflow=WorkflowInfo(program_id=program_id, **wf),
+                   received_unix_s=received_unix_s,
                    known_input_tokens=input_tokens)
 
 

@@ -82,8 +82,9 @@ def stages_left(stage_index: int, stage_count: int) -> int:
 def call_output_tokens(call: LlmCall, prediction: Prediction | None) -> float:
     """L_out-hat of one call from a workflow-level prediction: the remaining tokens split evenly over
     the remaining stages (its max_tokens without a prediction). A baseline: Chimera's predictor
-    estimates the workflow's remaining output, HexGen-Flow's eq. 2 wants the call's."""
+    estimates the workflow's remaining output, HexGen-Flow's eq. 2 wants the call's. Never more than
+    the call's max_tokens: no engine generates more."""
     if prediction is None:
         return float(call.sampling.max_tokens)
     wf = call.workflow
-    return prediction.median_tokens / stages_left(wf.stage_index, wf.stage_count)
+    return min(float(call.sampling.max_tokens), prediction.median_tokens / stages_left(wf.stage_index, wf.stage_count))

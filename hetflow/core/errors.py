@@ -20,7 +20,12 @@ class NotFound(HetflowError):
 
 
 class ResourceExhausted(HetflowError):
-    """The call can never fit, or a bounded queue is full (RESOURCE_EXHAUSTED)."""
+    """The call can never fit, or a bounded queue is full (RESOURCE_EXHAUSTED). ``retry_after_s``: when
+    trying again may succeed (a full queue, a rate limit); None when it never will."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class Unavailable(HetflowError):

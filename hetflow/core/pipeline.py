@@ -14,7 +14,7 @@ from typing import Mapping
 
 from hetflow.core import plugins
 from hetflow.core.call import LlmCall
-from hetflow.core.errors import NotFound, Unavailable
+from hetflow.core.errors import NotFound, ResourceExhausted, Unavailable
 from hetflow.core.monitor.memory_ledger import MemoryPlan
 from hetflow.core.policies import (
     Choice,
@@ -65,6 +65,19 @@ class Decision:
     stage's mean cost for later calls' budgets (eq. 5)."""
 
 
+def models_able_to_hold(call: LlmCall, snapshot: ClusterSnapshot, models: list[str]) -> list[str]:
+    """The models with a healthy engine whose KV could ever hold the call (prompt + max_tokens): a call
+    one model's engines can hold is never refused because another's cannot."""
+    needed = call.input_tokens + call.sampling.max_tokens
+    able = [m for m in models if any(needed <= e.kv_capacity_tokens for e in snapshot.healthy_engines(m))]
+    if not able:
+        largest = max(snapshot.healthy_engines(), key=lambda e: e.kv_capacity_tokens)
+        raise ResourceExhausted(f"call needs {needed} KV tokens (prompt {call.input_tokens} + max_tokens "
+                                f"{call.sampling.max_tokens}); the largest engine, {largest.engine_id} "
+                                f"({largest.model}), holds {largest.kv_capacity_tokens}")
+    return able
+
+
 class Pipeline:
     def __init__(self, policy: PolicyConfig) -> None:
         self.model_picker: ModelPicker = plugins.build("model-picker", policy.model.type, policy.model.params)
@@ -85,9 +98,10 @@ class Pipeline:
         healthy = snapshot.healthy_models()
         if not healthy:
             raise Unavailable("no healthy engine serves any model")
-        if self.model_picker.program_affinity and snapshot.program_model in healthy:
+        able = models_able_to_hold(call, snapshot, healthy)
+        if self.model_picker.program_affinity and snapshot.program_model in able:
             return [snapshot.program_model]
-        return healthy
+        return able
 
     def needs_router(self, call: LlmCall, candidates: list[str]) -> bool:
         return not call.model_pin and len(candidates) > 1 and self.model_picker.needs_router

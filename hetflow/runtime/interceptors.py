@@ -22,6 +22,8 @@ RPC_LATENCY_S = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 )
 log = get_logger(__name__)
+RETRY_PUSHBACK_KEY = "grpc-retry-pushback-ms"
+"""Trailing metadata of a RESOURCE_EXHAUSTED answer that may succeed later: how long to wait (gRPC A6)."""
 
 STATUS_OF: dict[type[errors.HetflowError], grpc.StatusCode] = {
     errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -124,5 +126,8 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
         log.exception("rpc_failed", method=method)
     else:
         log.info("rpc_rejected", method=method, code=code.name, reason=message)
+    retry_after_s = getattr(exc, "retry_after_s", None)
+    if retry_after_s is not None:  # gRPC's retry pushback: clients (and gRPC's own retry policy) wait this long
+        context.set_trailing_metadata(((RETRY_PUSHBACK_KEY, str(max(0, round(retry_after_s * 1e3)))),))
     await context.abort(code, message)
     return code  # unreachable: abort raises

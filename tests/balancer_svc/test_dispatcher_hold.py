@@ -9,7 +9,7 @@ import pytest
 
 from balancer_svc.config import BalancerConfig
 from balancer_svc.dispatcher import Dispatcher
-from hetflow.core.errors import DeadlineExceeded
+from hetflow.core.errors import DeadlineExceeded, ResourceExhausted
 from hetflow.core.policies import Priority, WaitForCapacity
 from tests.factories import call
 
@@ -142,3 +142,42 @@ def test_a_release_waits_for_the_admit_sent_beside_the_engine_request():
         return order
 
     assert asyncio.run(scenario()) == ["admit", "release:r1"]
+
+
+def _never_room(dispatcher: Dispatcher) -> None:
+    async def decide_once(c):
+        raise WaitForCapacity("no room", retry_after_s=0.01)
+
+    dispatcher._decide_once = decide_once
+
+
+def test_a_held_call_waits_at_most_max_hold_s_then_is_resource_exhausted_with_a_hint():
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", max_hold_s=0.05))
+        _never_room(dispatcher)
+        try:
+            with pytest.raises(ResourceExhausted, match="max_hold_s") as refused:
+                await dispatcher.decide(call())
+            return refused.value.retry_after_s, len(dispatcher.held)
+        finally:
+            await dispatcher.close()
+
+    retry_after_s, still_held = asyncio.run(scenario())
+    assert retry_after_s == 1.0 and still_held == 0
+
+
+def test_a_full_hold_queue_refuses_at_once():
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", max_held_calls=1))
+        _never_room(dispatcher)
+        first = asyncio.ensure_future(dispatcher.decide(call()))
+        while not dispatcher.held:
+            await asyncio.sleep(0.001)
+        try:
+            with pytest.raises(ResourceExhausted, match="max_held_calls"):
+                await dispatcher.decide(call())
+        finally:
+            first.cancel()
+            await dispatcher.close()
+
+    asyncio.run(scenario())

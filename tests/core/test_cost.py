@@ -6,6 +6,7 @@ import random
 import pytest
 
 from hetflow.core.cost import (
+    call_output_tokens,
     compute_cost_s,
     mean_compute_cost_s,
     slo_budget_s,
@@ -14,7 +15,8 @@ from hetflow.core.cost import (
     workload_balanced_score,
 )
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
-from tests.factories import engine, profile, request
+from hetflow.core.policies import Prediction
+from tests.factories import call, engine, profile, request
 
 
 def test_compute_cost_is_the_request_alone_on_the_engine_profile():
@@ -66,3 +68,9 @@ def test_workload_balanced_score_trades_queue_against_speed():
     busy_fast = workload_balanced_score(queue_s=30.0, compute_s=1.0, alpha=0.0, beta=1.0)
     assert idle_slow > busy_fast                    # alpha 0: queues only
     assert workload_balanced_score(0.0, 9.0, 1.0, 1.0) < workload_balanced_score(30.0, 1.0, 1.0, 1.0)  # alpha 1: speed
+
+
+def test_a_calls_output_estimate_is_never_more_than_its_max_tokens():
+    c = call(stage_index=1, stage_count=2)  # max_tokens 16
+    assert call_output_tokens(c, Prediction(10_000.0)) == 16
+    assert call_output_tokens(c, Prediction(20.0)) == 10

@@ -2,6 +2,9 @@
 
 from dataclasses import replace
 
+import pytest
+
+from hetflow.core.errors import ResourceExhausted
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies import Prediction
 from hetflow.core.presets import resolve
@@ -28,3 +31,20 @@ def test_a_pinned_call_stays_on_its_model_under_an_engine_first_router():
     pinned = replace(call(), model_pin="small")
     decision = pipeline.decide(pinned, view, {}, {"small": (Prediction(1.0), "")}, router_asked=False)
     assert (decision.model, decision.engine_id) == ("small", "small-0")
+
+
+def test_a_model_whose_engines_could_never_hold_the_call_is_not_a_candidate():
+    pipeline = Pipeline(resolve("hetflow").policy)
+    big_call = call(input_tokens=50_000)  # + max_tokens 16
+    small = replace(engine("small-0", "small"), kv_capacity_tokens=120_000)
+    large = replace(engine("large-0", "large"), kv_capacity_tokens=40_000)
+    assert pipeline.candidate_models(big_call, snapshot(small, large)) == ["small"]
+    # even the model its program is assigned to yields: served elsewhere rather than refused
+    assert pipeline.candidate_models(big_call, snapshot(small, large, program_model="large")) == ["small"]
+
+
+def test_a_call_no_engine_could_ever_hold_names_the_largest_engine():
+    pipeline = Pipeline(resolve("hetflow").policy)
+    small = replace(engine("small-0", "small"), kv_capacity_tokens=120_000)
+    with pytest.raises(ResourceExhausted, match="largest engine, small-0 \\(small\\), holds 120000"):
+        pipeline.candidate_models(call(input_tokens=200_000), snapshot(small, engine("large-0", "large")))

@@ -3,8 +3,10 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -96,3 +98,56 @@ def test_a_user_error_is_one_line_not_a_traceback(tmp_path):
     out = hetflow("status", "-c", str(config))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "unknown section(s) 'monitr' (did you mean 'monitor'?)" in out.stderr
+
+
+def _service_record(tmp_path, stack: str, service: str) -> dict:
+    return json.loads((tmp_path / "run" / f"{stack}.json").read_text())["services"][service]
+
+
+def _until(check, give_up_s: float = 60.0) -> bool:
+    end = time.monotonic() + give_up_s  # a bound on waiting, not a timing under test
+    while not (held := bool(check())) and time.monotonic() < end:
+        time.sleep(0.2)
+    return held
+
+
+def _bound(sock: socket.socket, port: int) -> bool:
+    try:
+        sock.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+
+
+def test_the_supervisor_restarts_a_killed_service_and_up_says_when_one_cannot_start(tmp_path):
+    monitor_port = free_port()
+    config = tmp_path / "stack.yaml"
+    config.write_text(yaml.safe_dump({
+        "stack": {"name": "restarts"}, "monitor": {"port": monitor_port}, "balancer": {"port": free_port()},
+        "engines": [{"name": "e0", "port": free_port(), "profile": "qwen2.5-1.5b-instruct@a6000"}]}))
+    env = {"HETFLOW_CACHE": str(tmp_path)}
+    assert hetflow("up", "-c", str(config), env=env).returncode == 0
+    try:
+        first_pid = _service_record(tmp_path, "restarts", "monitor")["pid"]
+        os.kill(first_pid, signal.SIGKILL)
+        assert _until(lambda: _service_record(tmp_path, "restarts", "monitor")["pid"] != first_pid
+                      and hetflow_status_serving(f"127.0.0.1:{monitor_port}", 1))
+        assert _service_record(tmp_path, "restarts", "monitor")["restarts"] == 1
+
+        # a process started by hand now holds the monitor's port: its restarts fail, and up says why
+        os.kill(_service_record(tmp_path, "restarts", "monitor")["pid"], signal.SIGKILL)
+        squatter = socket.socket()
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the killed monitor's TIME_WAITs
+        assert _until(lambda: _bound(squatter, monitor_port))  # once the killed monitor's socket is gone
+        squatter.listen()
+        try:
+            assert _until(lambda: "bind" in _service_record(tmp_path, "restarts", "monitor")["last_exit"])
+            up = hetflow("up", "-c", str(config), env=env)
+            assert up.returncode == 1 and "monitor" in up.stderr and "bind" in up.stderr
+        finally:
+            squatter.close()
+        # the supervisor never gave up: once the port is free the monitor comes back
+        assert _until(lambda: hetflow_status_serving(f"127.0.0.1:{monitor_port}", 1))
+        assert hetflow("up", "-c", str(config), env=env).returncode == 0
+    finally:
+        hetflow("down", "-c", str(config), env=env)

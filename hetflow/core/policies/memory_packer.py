@@ -38,7 +38,8 @@ def plan_for(call: LlmCall, engine: EngineView, expected_s: float | None, output
         step_ms = engine.decode_ms_per_token
     speed = 1e3 / max(step_ms, 1e-6)
     duration = expected_s if expected_s else output_tokens / speed
-    return MemoryPlan(call.input_tokens, speed, duration)
+    # Never planned past prompt + max_tokens: the call cannot decode longer than that at this speed.
+    return MemoryPlan(call.input_tokens, speed, min(duration, call.sampling.max_tokens / speed))
 
 
 @plugin("engine-picker", "memory-packer")

@@ -59,8 +59,8 @@ def test_calls_without_deadline_follow_every_call_with_one_first_come_first_serv
 
 def test_default_slo_scale_puts_calls_with_less_work_left_first():
     rule = Urgency(default_slo_scale=5.0)
-    short, _ = urgency_of(rule, call(), Prediction(50), 10.0)
-    long, _ = urgency_of(rule, call(), Prediction(5000), 10.0)
+    short, _ = urgency_of(rule, call(max_tokens=8192), Prediction(50), 10.0)
+    long, _ = urgency_of(rule, call(max_tokens=8192), Prediction(5000), 10.0)
     assert short < long
 
 
@@ -70,12 +70,12 @@ def test_budgets_split_by_each_remaining_stages_mean_cost_as_in_figure_3():
     e = engine("e", "m", engine_profile=profile(prefill_ms_per_token=0.0, decode_base_ms=1.0, decode_ms_per_seq=0.0,
                                                 decode_ms_per_batch_token=0.0))
     rule = Urgency()
-    first = call(deadline_unix_s=0.1, stage_index=1, stage_count=2, input_tokens=1)
+    first = call(deadline_unix_s=0.1, stage_index=1, stage_count=2, input_tokens=1, max_tokens=256)
     snap = replace(snapshot(e, taken_unix_s=0.0), remaining_stage_costs_s=(0.060,))
     _, choice = urgency_of(rule, first, Prediction(80), 0.0, e, snap)  # 40 tokens x 1 ms: 40 ms
     assert choice.scores["budget_s"] == pytest.approx(0.040)
     assert choice.scores["stages_cost_s"] == pytest.approx(0.100)
-    second = call(deadline_unix_s=0.1, stage_index=2, stage_count=2, input_tokens=1)
+    second = call(deadline_unix_s=0.1, stage_index=2, stage_count=2, input_tokens=1, max_tokens=256)
     snap = replace(snapshot(e, taken_unix_s=0.050), remaining_stage_costs_s=())
     _, choice = urgency_of(rule, second, Prediction(60), 0.050, e, snap)  # 60 ms, 50 ms left
     assert choice.scores["budget_s"] == pytest.approx(0.050)
@@ -84,7 +84,7 @@ def test_budgets_split_by_each_remaining_stages_mean_cost_as_in_figure_3():
 def test_a_later_costlier_stage_takes_more_of_the_time_than_an_even_split():
     e = engine("e", "m", engine_profile=profile(prefill_ms_per_token=0.0, decode_base_ms=1.0, decode_ms_per_seq=0.0,
                                                 decode_ms_per_batch_token=0.0))
-    first = call(deadline_unix_s=1.0, stage_index=1, stage_count=3, input_tokens=1)
+    first = call(deadline_unix_s=1.0, stage_index=1, stage_count=3, input_tokens=1, max_tokens=256)
     learned = replace(snapshot(e), remaining_stage_costs_s=(0.3, 0.6))
     unseen = replace(snapshot(e), remaining_stage_costs_s=(0.0, 0.0))
     _, with_costs = urgency_of(Urgency(), first, Prediction(300), 0.0, e, learned)   # 100 ms here

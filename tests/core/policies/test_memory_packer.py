@@ -45,3 +45,10 @@ def test_a_call_larger_than_every_engine_is_resource_exhausted_with_the_sizes():
     c = replace(call(prompt="x " * 100), sampling=replace(call().sampling, max_tokens=5000))
     with pytest.raises(ResourceExhausted, match=r"needs \d+ KV tokens .* holds 1000"):
         MemoryPacker().pick(c, snapshot(kv_engine("a", [0])), "m", Prediction(40), PolicyStore())
+
+
+@pytest.mark.parametrize("expected_s, output_tokens", [(600.0, 40), (None, 1_000_000)])
+def test_a_plan_never_exceeds_prompt_plus_max_tokens(expected_s, output_tokens):
+    c = call(prompt="x " * 100)  # max_tokens 16
+    plan = plan_for(c, kv_engine("a", [0]), expected_s=expected_s, output_tokens=output_tokens)
+    assert max(plan.slot_tokens()) <= c.input_tokens + c.sampling.max_tokens + 1e-9

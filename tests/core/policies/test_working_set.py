@@ -14,7 +14,7 @@ def gate(**params):
 
 
 def test_a_new_program_keeps_only_engines_with_room_for_its_context():
-    new = call(input_tokens=600, stage_index=0, stage_count=1)   # needs 600 + 400 predicted output tokens
+    new = call(input_tokens=600, stage_index=0, stage_count=1, max_tokens=1024)  # needs 600 + 400 predicted
     crowded = replace(engine("crowded", "m"), kv_capacity_tokens=1000, resident_tokens=300)
     roomy = replace(engine("roomy", "m"), kv_capacity_tokens=1000, resident_tokens=0)
     kept = gate().keep(new, [crowded, roomy], snapshot(crowded, roomy), Prediction(400.0))
