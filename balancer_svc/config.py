@@ -47,6 +47,9 @@ class BalancerConfig:
     unreachable_skip_s: float = 5.0
     """How long this balancer skips an engine it failed to reach (the monitor keeps it unhealthy until
     it reports again)."""
+    late_engine_max_s: float = 10.0
+    """With no engine reporting on time, engines whose last report (saying they serve) is at most this
+    old are still used."""
     monitor_probe_s: float = 1.0
     """How often the balancer asks the monitor for a snapshot when no call has (to notice a restart)."""
     serve: ServeConfig = field(default_factory=ServeConfig)

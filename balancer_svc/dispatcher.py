@@ -19,6 +19,7 @@ from typing import AsyncIterator
 
 import grpc
 from google.protobuf.json_format import MessageToDict
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import Counter, Histogram
 
 from balancer_svc import convert
@@ -59,6 +60,8 @@ STALE_DECISIONS = Counter("hetflow_balancer_stale_snapshot_decisions_total",
                           "Decisions taken on the last snapshot while the monitor did not answer")
 REDISPATCHED = Counter("hetflow_balancer_redispatched_total",
                        "Calls sent to another engine after theirs failed before the first token")
+LATE_ENGINE_DECISIONS = Counter("hetflow_balancer_late_engine_decisions_total",
+                                "Decisions that used engines whose reports were late, none being on time")
 MONITOR_AWAY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 """The monitor's failures that mean it is not answering (restarting, starved), not that the call is bad."""
 DECISION_S = Histogram("hetflow_balancer_decision_seconds", "Call received -> engine request sent",
@@ -68,10 +71,10 @@ DECISION_S = Histogram("hetflow_balancer_decision_seconds", "Call received -> en
 class NeverReached(Exception):
     """The engine failed the call before its first token: it may go to another engine."""
 
-    def __init__(self, engine_id: str, code: grpc.StatusCode, details: str, retry_after_s: float | None = None
-                 ) -> None:
+    def __init__(self, engine_id: str, address: str, code: grpc.StatusCode, details: str,
+                 retry_after_s: float | None = None) -> None:
         super().__init__(f"engine {engine_id} failed the call before its first token: {code.name} {details}")
-        self.engine_id, self.code, self.retry_after_s = engine_id, code, retry_after_s
+        self.engine_id, self.address, self.code, self.retry_after_s = engine_id, address, code, retry_after_s
 
     @property
     def engine_fault(self) -> bool:
@@ -201,7 +204,7 @@ class Dispatcher:
         """Exclude the failed engine (for everyone when it is the engine's fault), or give up."""
         failures.append(failure)
         self._excluded.setdefault(call.request_id, set()).add(failure.engine_id)
-        if failure.engine_fault:
+        if failure.engine_fault and not await self._answers_health(failure.address):
             await self._engine_unreachable(failure.engine_id, str(failure))
         if len(failures) > self.cfg.redispatch_attempts:
             raise failure.as_error()
@@ -209,6 +212,15 @@ class Dispatcher:
             await releasing  # the monitor drops the failed attempt's entry before the next admit
         REDISPATCHED.inc()
         log.warning("redispatching", failed_engine=failure.engine_id, reason=str(failure), attempt=len(failures))
+
+    async def _answers_health(self, address: str) -> bool:
+        """Whether the engine service itself answers (its backend may have failed one call only)."""
+        try:
+            reply = await health_pb2_grpc.HealthStub(self._channel(address)).Check(
+                health_pb2.HealthCheckRequest(), timeout=self.cfg.dependency_timeout_s / 4)
+        except grpc.aio.AioRpcError:
+            return False
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
     async def _engine_unreachable(self, engine_id: str, reason: str) -> None:
         """Skip the engine here at once and tell the monitor, which marks it unhealthy for every balancer
@@ -220,20 +232,31 @@ class Dispatcher:
         except grpc.aio.AioRpcError as exc:
             log.warning("engine_failure_report_failed", engine=engine_id, code=exc.code().name)
 
-    def _skip_unreachable(self, msg: monitor_pb2.MonitorSnapshot, request_id: str) -> monitor_pb2.MonitorSnapshot:
+    def _decision_view(self, msg: monitor_pb2.MonitorSnapshot, request_id: str) -> monitor_pb2.MonitorSnapshot:
         """The snapshot the call is decided on: a copy with the engines this balancer could not reach
-        lately, and those that failed this call before, marked unhealthy (``msg`` when there are none)."""
+        lately, and those that failed this call before, marked unhealthy (``msg`` when there are none).
+        When no other engine is healthy, engines whose reports are late but that last said they serve
+        (up to ``late_engine_max_s``) are used: on a starved host every report is late, and a call
+        sent to an engine that is really gone comes back before its first token and goes elsewhere."""
         now_s = time.monotonic()
         for engine_id in [e for e, until_s in self._unreachable.items() if until_s <= now_s]:
             del self._unreachable[engine_id]
         skipped = self._unreachable.keys() | self._excluded.get(request_id, set())
-        if not skipped or not any(e.status.engine_id in skipped for e in msg.engines):
+        on_time = any(e.healthy for e in msg.engines if e.status.engine_id not in skipped)
+        late = set() if on_time else {e.status.engine_id for e in msg.engines if e.status.serving and not e.healthy
+                                      and e.status.engine_id not in skipped
+                                      and e.status_age_s <= self.cfg.late_engine_max_s}
+        if not late and not any(e.status.engine_id in skipped for e in msg.engines):
             return msg
+        if late:
+            LATE_ENGINE_DECISIONS.inc()
         marked = monitor_pb2.MonitorSnapshot()
         marked.CopyFrom(msg)
         for engine in marked.engines:
             if engine.status.engine_id in skipped:
                 engine.healthy = False
+            elif engine.status.engine_id in late:
+                engine.healthy = True
         return marked
 
     # -- decide --------------------------------------------------------------------------
@@ -383,7 +406,7 @@ class Dispatcher:
             return self._stale_snapshot(call, exc)
         self._last_snapshot = (msg, time.monotonic())
         self._monitor_answered(msg.monitor_epoch)
-        return self._skip_unreachable(msg, call.request_id), 0.0
+        return self._decision_view(msg, call.request_id), 0.0
 
     def _stale_snapshot(self, call: LlmCall, exc: grpc.aio.AioRpcError) -> tuple[monitor_pb2.MonitorSnapshot, float]:
         """The last snapshot's cluster-wide part (engines, loads, admit_seq), with what this balancer
@@ -400,7 +423,7 @@ class Dispatcher:
             engine.prefix_match_blocks = 0
         STALE_DECISIONS.inc()
         log.warning("deciding_on_stale_snapshot", age_s=round(age_s, 3), code=exc.code().name)
-        return self._skip_unreachable(stale, call.request_id), max(age_s, 1e-6)
+        return self._decision_view(stale, call.request_id), max(age_s, 1e-6)
 
     async def _score(self, call: LlmCall) -> tuple[dict[str, float], bool]:
         """Router confidences q[m] (Chimera Algorithm 1, lines 4-5) and whether the prompt was cut."""
@@ -531,7 +554,7 @@ class Dispatcher:
                 raise DeadlineExceeded(f"deadline exceeded after {output_tokens} tokens; engine request aborted"
                                        ) from exc
             if first and exc.code() in REDISPATCHABLE:
-                raise NeverReached(dispatch.engine.engine_id, exc.code(), exc.details() or "",
+                raise NeverReached(dispatch.engine.engine_id, dispatch.engine.address, exc.code(), exc.details() or "",
                                    _retry_pushback_s(exc)) from exc
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
                 raise Unavailable(f"engine {dispatch.engine.engine_id} failed after {output_tokens} tokens: "

@@ -68,7 +68,8 @@ def stack_config(engines: list[dict[str, Any]] | None = None, **balancer: Any) -
     }
 
 
-async def start_stack(raw: dict[str, Any]) -> Stack:
+async def start_stack(raw: dict[str, Any], engines_healthy: bool = True) -> Stack:
+    """The stack, once every engine has reported (and is healthy, unless ``engines_healthy`` is False)."""
     stack = Stack(raw)
     await stack.start_monitor()
     for name, config, app in (("router", router_config, router_app), ("predictor", predictor_config, predictor_app)):
@@ -83,15 +84,15 @@ async def start_stack(raw: dict[str, Any]) -> Stack:
     registrations, close = await balancer_app.build(cfg, alpha_replay=replay_best_alpha)()
     stack.balancer_servicer = registrations[0].servicer
     stack.servers["balancer"] = await start("balancer", cfg.serve, registrations, close)
-    await wait_for_engines(stack, len(raw["engines"]))
+    await wait_for_engines(stack, len(raw["engines"]), healthy=engines_healthy)
     return stack
 
 
-async def wait_for_engines(stack: Stack, count: int, timeout_s: float = 10.0) -> None:
+async def wait_for_engines(stack: Stack, count: int, timeout_s: float = 10.0, healthy: bool = True) -> None:
     deadline = asyncio.get_running_loop().time() + timeout_s
     while asyncio.get_running_loop().time() < deadline:
         snap = await stack.snapshot()
-        if sum(e.healthy for e in snap.engines) >= count:
+        if sum(e.healthy or not healthy for e in snap.engines) >= count:
             return
         await asyncio.sleep(0.05)
     raise TimeoutError("engines did not report to the monitor")

@@ -71,3 +71,16 @@ async def test_calls_sent_to_an_engine_nobody_can_reach_go_to_its_replica_and_no
         assert all(e.in_flight_requests == 0 for e in snap.engines)
     finally:
         await stack.close()
+
+
+async def test_when_every_engine_reports_late_the_calls_still_go_to_those_that_last_said_they_serve():
+    raw = stack_config()
+    raw["monitor"]["engine_stale_after_s"] = 1e-6  # every report is late, as on a starved host
+    stack = await start_stack(raw, engines_healthy=False)
+    try:
+        assert not any(e.healthy for e in (await stack.snapshot()).engines)
+        async with HetflowClient(stack.address("balancer")) as client:
+            result = await client.complete(build_request(prompt="hi", max_tokens=4))
+        assert result.output_tokens == 4
+    finally:
+        await stack.close()

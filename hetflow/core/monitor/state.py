@@ -108,6 +108,44 @@ class EngineRecord:
     """Why a balancer last failed to reach it; unhealthy until its next report ("" = none)."""
 
 
+MAX_TOKENS = 100_000_000
+"""No call's or workflow's token count is larger (a 1M-token prompt is 100 times smaller)."""
+MAX_CALL_S = 86_400.0
+"""No call's expected or predicted time is longer than a day."""
+MAX_DECODE_TOKENS_PER_S = 1_000_000.0
+
+
+def _within(name: str, value: float, high: float) -> None:
+    """``value`` in [0, high]: what the monitor's sums, ledgers and policies can be trusted with."""
+    if not 0.0 <= value <= high:
+        raise ValueError(f"{name} must be in [0, {high:g}], got {value!r}")
+
+
+def check_admit(predicted_tokens: float, prompt_tokens: int, predicted_cost_s: float, mean_cost_s: float,
+                memory_plan: MemoryPlan | None) -> None:
+    _within("predicted_tokens", predicted_tokens, MAX_TOKENS)
+    _within("prompt_tokens", prompt_tokens, MAX_TOKENS)
+    _within("predicted_cost_s", predicted_cost_s, MAX_CALL_S)
+    _within("mean_cost_s", mean_cost_s, MAX_CALL_S)
+    if memory_plan is not None:
+        _within("expected_s", memory_plan.expected_s, MAX_CALL_S)
+        _within("decode_tokens_per_s", memory_plan.decode_tokens_per_s, MAX_DECODE_TOKENS_PER_S)
+
+
+def check_status(status: EngineStatus) -> None:
+    _within("kv_cache_usage", status.kv_cache_usage, 1.0)
+    _within("pending_prefill_tokens", status.pending_prefill_tokens, MAX_TOKENS)
+    p = status.profile
+    if p is not None:
+        for name in ("prefill_ms_per_token", "decode_base_ms", "decode_ms_per_seq", "decode_ms_per_batch_token"):
+            _within(f"profile.{name}", getattr(p, name), MAX_CALL_S * 1e3)
+        _within("profile.kv_capacity_tokens", p.kv_capacity_tokens, MAX_TOKENS)
+        _within("profile.max_model_len", p.max_model_len, MAX_TOKENS)
+        if not 1 <= p.block_size <= 4096 or not 1 <= p.max_num_seqs <= 65536:
+            raise ValueError(f"profile.block_size must be in 1..4096 and max_batch_size in 1..65536, got "
+                             f"{p.block_size} and {p.max_num_seqs}")
+
+
 @dataclass(frozen=True)
 class MonitorLimits:
     engine_stale_after_s: float = 2.0
@@ -167,8 +205,11 @@ class MonitorState:
             raise ValueError(f"request_id {request_id!r} is already in flight")
         if engine_id not in self.engines:
             raise KeyError(f"engine {engine_id!r} has never reported to the monitor")
-        if predicted_tokens < 0 or predicted_cost_s < 0:
-            raise ValueError("predicted_tokens and predicted_cost_s must be >= 0")
+        check_admit(predicted_tokens, prompt_tokens, predicted_cost_s, mean_cost_s, memory_plan)
+        profile = self.engines[engine_id].status.profile
+        if profile is not None and profile.kv_capacity_tokens and prompt_tokens > profile.kv_capacity_tokens:
+            raise ValueError(f"prompt_tokens {prompt_tokens} exceed engine {engine_id!r}'s KV capacity "
+                             f"{profile.kv_capacity_tokens}")
         program = self.programs.get(program_id) if program_id else None
         if program is None:
             program = ProgramRecord(program_id, model, workflow, deadline_unix_s, first_seen_s=now_s)
@@ -256,6 +297,7 @@ class MonitorState:
         """Record an engine's status; returns how many orphaned entries it cleared."""
         if not status.engine_id:
             raise ValueError("engine_id is required")
+        check_status(status)
         self.version += 1
         record = self.engines.get(status.engine_id)
         if record is None:

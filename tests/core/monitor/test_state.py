@@ -2,6 +2,7 @@
 
 import pytest
 
+from hetflow.core.monitor.memory_ledger import MemoryPlan
 from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
 
 
@@ -128,3 +129,24 @@ def test_resident_tokens_follow_a_programs_last_engine_until_it_goes_idle(state)
     assert state.resident_tokens(state.engines["e0"], now_s=3 + idle_after) == 300   # within its tool gap
     assert state.resident_tokens(state.engines["e0"], now_s=3.1 + idle_after) == 0   # idle: dropped
     assert state.resident_tokens(state.engines["e1"], now_s=1000) == 600             # still in flight
+
+
+@pytest.mark.parametrize("field, value", [("predicted_tokens", -1.0), ("predicted_tokens", 1e12),
+                                          ("prompt_tokens", 10**9), ("mean_cost_s", 1e9)])
+def test_absurd_admits_are_refused(state, field, value):
+    kwargs = {"predicted_tokens": 10.0, field: value}
+    with pytest.raises(ValueError, match=field):
+        state.admit("r1", "p1", "m", "e0", now_s=1, **kwargs)
+    assert not state.entries
+
+
+@pytest.mark.parametrize("plan", [MemoryPlan(10, 20.0, 1e12), MemoryPlan(10, 1e9, 2.0)])
+def test_an_absurd_memory_plan_is_refused_before_it_reaches_the_ledger(state, plan):
+    with pytest.raises(ValueError, match="expected_s|decode_tokens_per_s"):
+        state.admit("r1", "p1", "m", "e0", 10.0, now_s=1, memory_plan=plan)
+
+
+def test_an_absurd_report_is_refused_and_leaves_the_engine_as_it_was(state):
+    with pytest.raises(ValueError, match="kv_cache_usage"):
+        state.report(EngineStatus(engine_id="e0", model="m", kv_cache_usage=7.0), now_s=1)
+    assert state.engines["e0"].status.kv_cache_usage == 0.0 and state.engines["e0"].received_s == 0
