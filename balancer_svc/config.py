@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from hetflow.core.policy_config import PolicyConfig
-from hetflow.runtime.config import service_config
+from hetflow.runtime.config import service_config, stack_defaults
 from hetflow.runtime.server import ServeConfig
 
 
@@ -61,7 +61,7 @@ class BalancerConfig:
 
 def from_stack(raw: Mapping[str, Any]) -> BalancerConfig:
     host = raw.get("stack", {}).get("host", "127.0.0.1")
-    defaults: dict[str, Any] = {"host": host}
+    defaults = stack_defaults(raw, "balancer")
     for name in ("monitor", "router", "predictor"):
         section = raw.get(name, {})
         if "port" in section:

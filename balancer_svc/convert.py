@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 from hetflow import wire
 from hetflow.core.call import LlmCall, WorkflowInfo
 from hetflow.core.errors import DeadlineExceeded, InvalidArgument, Unavailable
 from hetflow.core.policies import Choice, Priority
 from hetflow.core.prefix import text_block_hashes
+from hetflow.runtime.security import Caller, PermissionDenied
 from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2
 
 
@@ -46,6 +48,20 @@ def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, no
             deadline_unix_s=0.0 if missed else wf.deadline_unix_s, deadline_missed=missed),
         model_pin=msg.model_pin, want_receipt=msg.want_receipt, received_unix_s=now_unix_s,
         prefix_blocks=text_block_hashes(msg.prompt or "\n".join(m.content for m in msg.messages)))
+
+
+def scoped_to_caller(call: LlmCall, caller: Caller) -> LlmCall:
+    """A tenant's call as its own (issue 14): its tenant is the one its API key names (a request naming
+    another is refused), and its request and program ids are prefixed with that tenant, so no tenant
+    joins, reads or collides with another's program or request."""
+    if caller.kind != "tenant":
+        return call
+    wf = call.workflow
+    if wf.tenant and wf.tenant != caller.name:
+        raise PermissionDenied(f"workflow.tenant {wf.tenant!r} is not the tenant of the API key ({caller.name!r})")
+    program_id = f"{caller.name}/{wf.program_id}" if wf.program_id else ""
+    return replace(call, request_id=f"{caller.name}/{call.request_id}",
+                   workflow=replace(wf, tenant=caller.name, program_id=program_id))
 
 
 def engine_request(call: LlmCall, priority: Priority) -> engine_pb2.EngineGenerateRequest:

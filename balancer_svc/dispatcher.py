@@ -605,7 +605,7 @@ class Dispatcher:
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = open_channel(address)
+            channel = self._channels[address] = open_channel(address, self.cfg.serve.security)
         return channel
 
 

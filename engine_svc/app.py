@@ -31,8 +31,8 @@ def build(cfg: EngineConfig, port: int | None = None) -> tuple[
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
         await backend.start()
-        reporter = StatusReporter(cfg.monitor_address, cfg.report_interval_s, servicer.status_proto) \
-            if cfg.monitor_address else None
+        reporter = StatusReporter(cfg.monitor_address, cfg.report_interval_s, servicer.status_proto,
+                                  cfg.serve.security) if cfg.monitor_address else None
         if reporter:
             reporter.start()
 

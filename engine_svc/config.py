@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from hetflow.core.engine.queues import QueueConfig
-from hetflow.runtime.config import engine_section, service_config
+from hetflow.runtime.config import engine_section, service_config, stack_defaults
 from hetflow.runtime.server import ServeConfig
 
 
@@ -92,7 +92,7 @@ class EngineConfig:
 def from_stack(raw: Mapping[str, Any], name: str) -> EngineConfig:
     host = raw.get("stack", {}).get("host", "127.0.0.1")
     monitor = raw.get("monitor", {})
-    defaults = {"host": host}
+    defaults = stack_defaults(raw, "engine")
     if "port" in monitor:
         defaults["monitor_address"] = f"{monitor.get('host', host)}:{monitor['port']}"
     section = engine_section(raw, name)

@@ -9,20 +9,22 @@ import grpc
 
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.logs import get_logger
+from hetflow.runtime.security import SecurityConfig
 from hetflow.v1 import common_pb2, monitor_pb2_grpc
 
 log = get_logger(__name__)
 
 
 class StatusReporter:
-    def __init__(self, monitor_address: str, interval_s: float,
-                 status: Callable[[], common_pb2.EngineStatus]) -> None:
+    def __init__(self, monitor_address: str, interval_s: float, status: Callable[[], common_pb2.EngineStatus],
+                 security: SecurityConfig | None = None) -> None:
         self._address, self._interval_s, self._status = monitor_address, interval_s, status
+        self._security = security
         self._task: asyncio.Task[None] | None = None
         self._channel: grpc.aio.Channel | None = None
 
     def start(self) -> None:
-        self._channel = open_channel(self._address)
+        self._channel = open_channel(self._address, self._security)
         self._task = asyncio.get_running_loop().create_task(self._run_forever())
 
     async def report_now(self) -> None:

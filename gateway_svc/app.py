@@ -25,6 +25,7 @@ from gateway_svc.errors import OpenAIError, from_grpc, invalid
 from gateway_svc.metrics import REQUEST_FAILURE
 from gateway_svc.responses import CallResponse
 from hetflow.runtime.channels import open_channel
+from hetflow.runtime.security import Unauthenticated, bearer, tenant_of_key
 from hetflow.v1 import balancer_pb2_grpc, monitor_pb2, monitor_pb2_grpc
 
 
@@ -41,7 +42,8 @@ class Gateway:
         self._models_read_s = -float("inf")
 
     def _open(self, address: str) -> grpc.aio.Channel:
-        channel = open_channel(address)
+        cfg = self.cfg
+        channel = open_channel(address, cfg.serve.security)
         self._channels.append(channel)
         return channel
 
@@ -88,18 +90,35 @@ def _error_response(error: OpenAIError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status_code)
 
 
+def _api_key(request: Request, cfg: GatewayConfig) -> str:
+    """The caller's API key, checked here when the stack has any and passed on to the balancer (which
+    checks it again and takes the tenant from it)."""
+    key = bearer({"authorization": request.headers.get("authorization", "")})
+    if cfg.serve.security.api_keys:
+        if not key:
+            raise OpenAIError(401, "an API key is required: Authorization: Bearer <key>", "authentication_error",
+                              None, "invalid_api_key")
+        try:
+            tenant_of_key(key, cfg.serve.security.api_keys)
+        except Unauthenticated as exc:
+            raise OpenAIError(401, str(exc), "authentication_error", None, "invalid_api_key") from exc
+    return key
+
+
 async def _completion(request: Request, kind: str) -> Any:
     received_s = time.perf_counter()
     gateway: Gateway = request.app.state.gateway
     cfg = gateway.cfg
     try:
+        api_key = _api_key(request, cfg)
         body = await _body(request, cfg.max_body_bytes)
         model = body.get("model") if isinstance(body, dict) else None
         served = await gateway.served_models() if model and model != cfg.router_model else frozenset()
         parsed = convert.parse(kind, body, request.headers, cfg.default_max_tokens, cfg.router_model, served)
     except OpenAIError as error:
         return _error_response(error)
-    return CallResponse(gateway.balancer, parsed, received_s)
+    return CallResponse(gateway.balancer, parsed, received_s,
+                        (("authorization", f"Bearer {api_key}"),) if api_key else ())
 
 
 async def chat_completions(request: Request) -> Any:
@@ -113,6 +132,7 @@ async def completions(request: Request) -> Any:
 async def models(request: Request) -> Response:
     gateway: Gateway = request.app.state.gateway
     try:
+        _api_key(request, gateway.cfg)
         served = await gateway.served_models()
     except OpenAIError as error:
         return _error_response(error)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from hetflow.runtime.config import service_config
+from hetflow.runtime.config import service_config, stack_defaults
 from hetflow.runtime.server import ServeConfig
 
 DEFAULT_PORT = 8000
@@ -39,7 +39,7 @@ class GatewayConfig:
 
 def from_stack(raw: Mapping[str, Any]) -> GatewayConfig:
     host = raw.get("stack", {}).get("host", "127.0.0.1")
-    defaults: dict[str, Any] = {"host": host, "port": DEFAULT_PORT}
+    defaults = {**stack_defaults(raw, "gateway"), "port": DEFAULT_PORT}
     for name in ("balancer", "monitor"):
         section = raw.get(name, {})
         if "port" in section:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 import grpc
 
@@ -53,14 +53,16 @@ class CallResponse:
     """Runs ``parsed`` through the balancer as this request's response."""
 
     def __init__(self, balancer: balancer_pb2_grpc.BalancerStub, parsed: convert.ParsedRequest,
-                 received_s: float) -> None:
-        """``received_s``: ``time.perf_counter()`` when the request reached the gateway."""
+                 received_s: float, metadata: Sequence[tuple[str, str]] = ()) -> None:
+        """``received_s``: ``time.perf_counter()`` when the request reached the gateway; ``metadata``: the
+        caller's API key, passed on."""
         self.balancer, self.parsed, self.received_s = balancer, parsed, received_s
+        self.metadata = tuple(metadata)
         self.timer = RequestTimer(received_s)
         self._awaiting_balancer_s = 0.0
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        call = self.balancer.Generate(self.parsed.request)
+        call = self.balancer.Generate(self.parsed.request, metadata=self.metadata or None)
         watcher = asyncio.ensure_future(_until_disconnect(receive))
         watcher.add_done_callback(lambda _: call.cancel())
         try:

@@ -38,10 +38,14 @@ def _print_runs(runs: list) -> None:
 
 
 def _run_workflow(args: argparse.Namespace) -> int:
+    from hetflow.runtime.config import load_stack
+    from hetflow.runtime.security import stack_security
     from hetflow.workflows.code import run_many
 
+    tls = stack_security(load_stack(args.config), "operator").tls
     runs = asyncio.run(run_many(args.address or _balancer_address(Path(args.config)), args.count, args.rate,
-                                args.seed, args.variant))
+                                args.seed, args.variant, os.environ.get("HETFLOW_API_KEY", ""),
+                                tls.ca_file if tls is not None else ""))
     _print_runs(runs)
     return 0
 
@@ -165,9 +169,12 @@ def _loadtest(args: argparse.Namespace) -> int:
 
 
 def _health(args: argparse.Namespace) -> int:
+    from hetflow.runtime.config import load_stack
+    from hetflow.runtime.security import stack_security
     from hetflow.stackctl import health
 
-    state = asyncio.run(health(args.address, args.timeout))
+    security = stack_security(load_stack(args.config), "operator") if args.config else None
+    state = asyncio.run(health(args.address, args.timeout, security))
     print(state)
     return 0 if state == "SERVING" else 1
 
@@ -182,6 +189,29 @@ def _compose(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}")
     else:
         print(text, end="")
+    return 0
+
+
+def _certs(args: argparse.Namespace) -> int:
+    import yaml
+
+    from hetflow.deploy.certs import security_section, write_certs
+    from hetflow.runtime.config import load_stack
+
+    written = write_certs(load_stack(args.config, environ={}), args.out, args.days)
+    print(f"wrote {len(written)} files to {args.out}; the stack config's section:\n")
+    print(yaml.safe_dump({"security": security_section(args.out)}, sort_keys=False), end="")
+    return 0
+
+
+def _api_key(args: argparse.Namespace) -> int:
+    import secrets
+
+    from hetflow.runtime.security import key_digest
+
+    key = f"hf-{secrets.token_urlsafe(32)}"
+    print(f"API key for tenant {args.tenant!r} (give it to the tenant; it is not stored anywhere):\n  {key}\n"
+          f"the stack config's line (under security.api_keys):\n  {key_digest(key)}: {args.tenant}")
     return 0
 
 
@@ -244,12 +274,23 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("health", help="exit 0 when the service at ADDRESS serves (compose and probes run this)")
     p.add_argument("address", help="host:port of a gRPC service, or http://host:port of the gateway")
     p.add_argument("--timeout", type=float, default=2.0, help="seconds")
+    p.add_argument("-c", "--config", type=Path, help="the stack's config, for its TLS (the operator's certificate)")
     p.set_defaults(fn=_health)
 
     p = sub.add_parser("compose", help="write the compose file that runs a stack config, one container per service")
     p.add_argument("-c", "--config", required=True, type=Path, help="stack YAML (each section's host: its container)")
     p.add_argument("-o", "--out", type=Path, help="compose file to write (default: print it)")
     p.set_defaults(fn=_compose)
+
+    p = sub.add_parser("certs", help="write a CA and a certificate per service identity for the stack's mutual TLS")
+    p.add_argument("-c", "--config", required=True, type=Path, help="stack YAML (the hosts the certificates name)")
+    p.add_argument("-o", "--out", required=True, type=Path, help="directory to write")
+    p.add_argument("--days", type=int, default=365, help="validity")
+    p.set_defaults(fn=_certs)
+
+    p = sub.add_parser("api-key", help="a new API key for a tenant, and the line the stack config needs")
+    p.add_argument("--tenant", required=True)
+    p.set_defaults(fn=_api_key)
 
     p = sub.add_parser("kube", help="write kustomize manifests that run a stack config on Kubernetes")
     p.add_argument("-c", "--config", required=True, type=Path, help="stack YAML (each section's host: its Service)")
@@ -266,7 +307,8 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--timeout", type=float, default=240.0)
         if name == "run-workflow":
-            p.add_argument("--address", help="balancer host:port (default: from the config)")
+            p.add_argument("--address", help="balancer host:port (default: from the config); the API key, when the "
+                                            "stack checks them, comes from HETFLOW_API_KEY")
             p.add_argument("--variant", default="plan-code-qa-code",
                            choices=["plan-code-qa-code", "plan-code", "code"])
         if name == "demo":

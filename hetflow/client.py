@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Sequence
 
 from hetflow.runtime.channels import open_channel
+from hetflow.runtime.security import SecurityConfig, TlsConfig
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2
 
 
@@ -55,9 +56,12 @@ def build_request(messages: Sequence[tuple[str, str]] = (), prompt: str = "", *,
 
 
 class HetflowClient:
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, api_key: str = "", ca_file: str = "") -> None:
+        """``api_key``: the tenant's key when the stack checks them; ``ca_file``: the CA to verify the
+        balancer's certificate with when it serves TLS."""
         self.address = address
-        self._channel = open_channel(address)
+        security = SecurityConfig(tls=TlsConfig(ca_file=ca_file, mutual=False)) if ca_file else None
+        self._channel = open_channel(address, security, api_key)
         self.stub = balancer_pb2_grpc.BalancerStub(self._channel)
 
     async def __aenter__(self) -> HetflowClient:

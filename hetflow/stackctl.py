@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -17,7 +18,9 @@ from typing import Any, Callable
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from hetflow.runtime.channels import open_channel
 from hetflow.runtime.config import load_stack
+from hetflow.runtime.security import SecurityConfig, stack_security
 from hetflow.supervisor import RUN_DIR, log_tail, plan, stack_name, state_path
 from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 
@@ -40,9 +43,11 @@ def read_state(raw: dict[str, Any]) -> dict[str, Any] | None:
     return state if _alive(state.get("supervisor_pid")) else None
 
 
-def _http_health(url: str, timeout_s: float) -> str:
+def _http_health(url: str, timeout_s: float, security: SecurityConfig) -> str:
+    tls = security.tls
+    context = ssl.create_default_context(cafile=str(security.path(tls.ca_file))) if tls is not None else None
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as reply:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s, context=context) as reply:
             return "SERVING" if reply.status == 200 else "NOT_SERVING"
     except urllib.error.HTTPError:
         return "NOT_SERVING"
@@ -50,11 +55,13 @@ def _http_health(url: str, timeout_s: float) -> str:
         return "UNAVAILABLE"
 
 
-async def health(address: str, timeout_s: float = 1.0) -> str:
-    """A service's health: gRPC health for host:port, ``GET /health`` for an http:// address."""
-    if address.startswith("http://"):
-        return await asyncio.to_thread(_http_health, address, timeout_s)
-    async with grpc.aio.insecure_channel(address) as channel:
+async def health(address: str, timeout_s: float = 1.0, security: SecurityConfig | None = None) -> str:
+    """A service's health: gRPC health for host:port, ``GET /health`` for an http(s):// address; over
+    TLS as ``security`` says (the operator's certificate)."""
+    security = security or SecurityConfig()
+    if address.startswith(("http://", "https://")):
+        return await asyncio.to_thread(_http_health, address, timeout_s, security)
+    async with open_channel(address, security) as channel:
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
             return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
@@ -62,19 +69,20 @@ async def health(address: str, timeout_s: float = 1.0) -> str:
             return exc.code().name
 
 
-async def healths(addresses: dict[str, str]) -> dict[str, str]:
+async def healths(addresses: dict[str, str], security: SecurityConfig | None = None) -> dict[str, str]:
     """Each named service's health, asked together."""
-    return dict(zip(addresses, await asyncio.gather(*(health(a) for a in addresses.values()))))
+    return dict(zip(addresses, await asyncio.gather(*(health(a, security=security) for a in addresses.values()))))
 
 
 async def wait_serving(addresses: dict[str, str], timeout_s: float, supervisor_pid: int | None = None,
-                       exited: Callable[[], list[str]] | None = None) -> dict[str, str]:
+                       exited: Callable[[], list[str]] | None = None,
+                       security: SecurityConfig | None = None) -> dict[str, str]:
     """Until every service answers SERVING; stops early when the supervisor dies or ``exited`` names
     a service that has exited (a service that fails at start fails again when restarted)."""
     deadline = time.monotonic() + timeout_s
     states: dict[str, str] = {}
     while time.monotonic() < deadline:
-        states = await healths(addresses)
+        states = await healths(addresses, security)
         if all(s == "SERVING" for s in states.values()):
             return states
         if supervisor_pid is not None and not _alive(supervisor_pid):
@@ -95,10 +103,11 @@ def exited_services(name: str) -> list[str]:
     return [svc for svc, s in services.items() if s.get("restarts") or s.get("pid") is None]
 
 
-async def wait_engines_registered(monitor_address: str, engine_ids: set[str], timeout_s: float) -> bool:
+async def wait_engines_registered(monitor_address: str, engine_ids: set[str], timeout_s: float,
+                                  security: SecurityConfig | None = None) -> bool:
     """Until the monitor has a healthy status report from every engine, so the balancer can route."""
     deadline = time.monotonic() + timeout_s
-    async with grpc.aio.insecure_channel(monitor_address) as channel:
+    async with open_channel(monitor_address, security) as channel:
         stub = monitor_pb2_grpc.MonitorStub(channel)
         while time.monotonic() < deadline:
             try:
@@ -124,11 +133,12 @@ def up(config: Path, timeout_s: float) -> int:
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     addresses = {s.name: s.address for s in plan(raw)}
     started = time.monotonic()
-    states = asyncio.run(wait_serving(addresses, timeout_s, proc.pid, lambda: exited_services(name)))
+    operator = stack_security(raw, "operator")
+    states = asyncio.run(wait_serving(addresses, timeout_s, proc.pid, lambda: exited_services(name), operator))
     engine_ids = {e["name"] for e in raw.get("engines", [])}
     if (states and all(s == "SERVING" for s in states.values())
             and asyncio.run(wait_engines_registered(addresses["monitor"], engine_ids,
-                                                    timeout_s - (time.monotonic() - started)))):
+                                                    timeout_s - (time.monotonic() - started), operator))):
         print(f"stack {name!r} is up: " + ", ".join(f"{n}@{a}" for n, a in addresses.items()))
         return 0
     failed = exited_services(name)
@@ -148,7 +158,8 @@ def _already_up(name: str, running: dict[str, Any]) -> int:
     """``up`` on a stack already running: 0 when every service serves, else each one that does not,
     with how it last died, and 1."""
     services = running.get("services", {})
-    states = asyncio.run(healths({n: s["address"] for n, s in services.items()}))
+    states = asyncio.run(healths({n: s["address"] for n, s in services.items()},
+                                 stack_security(running.get("stack", {}), "operator")))
     failing = {n: state for n, state in states.items() if state != "SERVING"}
     if not failing:
         print(f"stack {name!r} is already up")
@@ -186,10 +197,11 @@ def down(config: Path, timeout_s: float = 60.0) -> int:
 
 async def _status_rows(raw: dict[str, Any]) -> tuple[dict[str, str], monitor_pb2.MonitorSnapshot | None]:
     services = {s.name: s.address for s in plan(raw)}
-    states = await healths(services)
+    operator = stack_security(raw, "operator")
+    states = await healths(services, operator)
     snapshot = None
     if "monitor" in services and states.get("monitor") == "SERVING":
-        async with grpc.aio.insecure_channel(services["monitor"]) as channel:
+        async with open_channel(services["monitor"], operator) as channel:
             snapshot = await monitor_pb2_grpc.MonitorStub(channel).Snapshot(monitor_pb2.SnapshotRequest(), timeout=2)
     return states, snapshot
 

@@ -72,7 +72,8 @@ def plan(raw: Mapping[str, Any]) -> list[ServiceProcess]:
                                        ["--name", engine["name"]]))
     services.append(ServiceProcess("balancer", "balancer", address(raw["balancer"])))
     if "gateway" in raw:
-        services.append(ServiceProcess("gateway", "gateway", f"http://{address(raw['gateway'])}"))
+        scheme = "https" if (raw.get("security") or {}).get("tls") else "http"
+        services.append(ServiceProcess("gateway", "gateway", f"{scheme}://{address(raw['gateway'])}"))
     return services
 
 

@@ -16,10 +16,19 @@ from hetflow.core.policies import Prediction
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 from hetflow.v1 import common_pb2, monitor_pb2, predictor_pb2
 
+MAX_STOP_STRINGS = 64
+
 
 def sampling_from_proto(msg: common_pb2.SamplingParams, max_tokens_limit: int) -> SamplingSpec:
     if msg.max_tokens < 1 or msg.max_tokens > max_tokens_limit:
         raise InvalidArgument(f"sampling.max_tokens must be in 1..{max_tokens_limit}, got {msg.max_tokens}")
+    # As vLLM's SamplingParams._verify_args: temperature >= 0, 0 < top_p <= 1.
+    if msg.HasField("temperature") and not msg.temperature >= 0:
+        raise InvalidArgument(f"sampling.temperature must be >= 0, got {msg.temperature}")
+    if msg.HasField("top_p") and not 0 < msg.top_p <= 1:
+        raise InvalidArgument(f"sampling.top_p must be in (0, 1], got {msg.top_p}")
+    if len(msg.stop) > MAX_STOP_STRINGS:
+        raise InvalidArgument(f"sampling.stop may hold at most {MAX_STOP_STRINGS} strings, got {len(msg.stop)}")
     return SamplingSpec(
         max_tokens=msg.max_tokens,
         temperature=msg.temperature if msg.HasField("temperature") else None,

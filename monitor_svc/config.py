@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from hetflow.core.monitor.state import MonitorLimits
-from hetflow.runtime.config import service_config
+from hetflow.runtime.config import service_config, stack_defaults
 from hetflow.runtime.server import ServeConfig
 
 
@@ -26,4 +26,4 @@ def from_stack(raw: Mapping[str, Any]) -> MonitorConfig:
     if limits:
         section["limits"] = limits
     return service_config(MonitorConfig, section, "monitor",
-                          {"host": raw.get("stack", {}).get("host", "127.0.0.1")})
+                          stack_defaults(raw, "monitor"))

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from hetflow.runtime.config import service_config
+from hetflow.runtime.config import service_config, stack_defaults
 from hetflow.runtime.server import ServeConfig
 
 
@@ -39,4 +39,4 @@ def from_stack(raw: Mapping[str, Any]) -> PredictorConfig:
     if section.get("artifact"):
         section["artifact"] = str(Path(section["artifact"]).expanduser())
     return service_config(PredictorConfig, section, "predictor",
-                          {"host": raw.get("stack", {}).get("host", "127.0.0.1")})
+                          stack_defaults(raw, "predictor"))

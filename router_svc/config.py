@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from hetflow.runtime.config import SERVE_KEYS, service_config
+from hetflow.runtime.config import SERVE_KEYS, service_config, stack_defaults
 from hetflow.runtime.server import ServeConfig
 
 
@@ -44,4 +44,4 @@ def from_stack(raw: Mapping[str, Any]) -> RouterConfig:
     own = {f.name for f in fields(RouterConfig)} | set(SERVE_KEYS)
     section["scorer_params"] = {**section.get("scorer_params", {}),
                                 **{k: section.pop(k) for k in list(section) if k not in own}}
-    return service_config(RouterConfig, section, "router", {"host": raw.get("stack", {}).get("host", "127.0.0.1")})
+    return service_config(RouterConfig, section, "router", stack_defaults(raw, "router"))

@@ -9,7 +9,11 @@
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import grpc
+
+from hetflow.runtime.security import SecurityConfig, call_metadata, channel_credentials
 
 CHANNEL_OPTIONS = (
     ("grpc.keepalive_time_ms", 2000),
@@ -28,5 +32,37 @@ SERVER_OPTIONS = (
 """What a server needs to accept the channels' pings without closing the connection as abusive."""
 
 
-def open_channel(address: str) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+class _MetadataUnary(grpc.aio.UnaryUnaryClientInterceptor):
+    """Adds the caller's credentials (API key or service token) to every unary call of a channel."""
+
+    def __init__(self, metadata: Sequence[tuple[str, str]]) -> None:
+        self.metadata = tuple(metadata)
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(_with(details, self.metadata), request)
+
+
+class _MetadataStream(grpc.aio.UnaryStreamClientInterceptor):
+    """The same for server-streaming calls (grpc.aio files an interceptor under one kind only)."""
+
+    def __init__(self, metadata: Sequence[tuple[str, str]]) -> None:
+        self.metadata = tuple(metadata)
+
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(_with(details, self.metadata), request)
+
+
+def _with(details: Any, metadata: tuple[tuple[str, str], ...]) -> Any:
+    return details._replace(metadata=(*(details.metadata or ()), *metadata))
+
+
+def open_channel(address: str, security: SecurityConfig | None = None, api_key: str = "") -> grpc.aio.Channel:
+    """A channel to ``address`` as ``security`` says: TLS (and this service's certificate under mutual
+    TLS) or plaintext, and the API key or service token on every call."""
+    security = security or SecurityConfig()
+    metadata = call_metadata(security, api_key)
+    interceptors = [_MetadataUnary(metadata), _MetadataStream(metadata)] if metadata else None
+    credentials = channel_credentials(security)
+    if credentials is None:
+        return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS, interceptors=interceptors)
+    return grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS, interceptors=interceptors)

@@ -21,7 +21,7 @@ ENV_PREFIX = "HETFLOW__"
 T = TypeVar("T")
 
 
-SECTIONS = ("stack", "monitor", "router", "predictor", "balancer", "gateway", "engines")
+SECTIONS = ("stack", "security", "monitor", "router", "predictor", "balancer", "gateway", "engines")
 """The top-level sections a stack config may have."""
 
 
@@ -125,7 +125,16 @@ def engine_section(raw: Mapping[str, Any], name: str) -> dict[str, Any]:
     raise ValueError(f"no engine named {name!r} in the config; engines: {names}")
 
 
-SERVE_KEYS = ("host", "port", "metrics_port", "grace_s", "not_serving_s", "log_level")
+SERVE_KEYS = ("host", "port", "metrics_port", "grace_s", "not_serving_s", "log_level", "security")
+
+
+def stack_defaults(raw: Mapping[str, Any], identity: str) -> dict[str, Any]:
+    """What every service takes from the stack as a whole: its host, and the stack's ``security``
+    section as this service (``identity``) uses it."""
+    defaults: dict[str, Any] = {"host": raw.get("stack", {}).get("host", "127.0.0.1")}
+    if raw.get("security"):
+        defaults["security"] = {**raw["security"], "identity": identity}
+    return defaults
 
 
 def service_config(cls: type[T], section: Mapping[str, Any] | None, where: str,

@@ -18,10 +18,15 @@ async def serve_asgi_until_signal(service: str, cfg: ServeConfig, app: Any) -> N
     import uvicorn
 
     configure(service, cfg.log_level)
+    tls = cfg.security.tls
+    certfile = str(cfg.security.path(tls.cert_file)) if tls is not None else None
+    keyfile = str(cfg.security.path(tls.key_file)) if tls is not None else None
     server = uvicorn.Server(uvicorn.Config(
         app, host=cfg.host, port=cfg.port, loop="none", log_config=None, access_log=False,
-        timeout_graceful_shutdown=int(cfg.grace_s), lifespan="on", log_level=cfg.log_level))
-    log.info("serving", address=f"http://{cfg.host}:{cfg.port}", services=["openai"])
+        timeout_graceful_shutdown=int(cfg.grace_s), lifespan="on", log_level=cfg.log_level,
+        ssl_certfile=certfile, ssl_keyfile=keyfile))
+    scheme = "https" if tls is not None else "http"
+    log.info("serving", address=f"{scheme}://{cfg.host}:{cfg.port}", services=["openai"])
     await server.serve()
     if not server.started:
         raise RuntimeError(f"{service}: could not serve on {cfg.host}:{cfg.port} (see the log above)")

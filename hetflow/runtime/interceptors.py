@@ -14,6 +14,14 @@ from prometheus_client import Counter, Histogram
 from hetflow.core import errors
 from hetflow.runtime.logs import get_logger
 from hetflow.runtime.message_checks import lenient, problem
+from hetflow.runtime.security import (
+    CURRENT_CALLER,
+    PermissionDenied,
+    SecurityConfig,
+    Unauthenticated,
+    authorize,
+    caller_of,
+)
 
 RPC_HANDLED = Counter("hetflow_rpc_handled_total", "RPCs handled", ["service", "method", "code"])
 RPC_LATENCY_S = Histogram(
@@ -40,6 +48,10 @@ def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     if isinstance(exc, errors.HetflowError):
         code = next((c for cls, c in STATUS_OF.items() if isinstance(exc, cls)), grpc.StatusCode.INTERNAL)
         return code, str(exc)
+    if isinstance(exc, Unauthenticated):
+        return grpc.StatusCode.UNAUTHENTICATED, str(exc)
+    if isinstance(exc, PermissionDenied):
+        return grpc.StatusCode.PERMISSION_DENIED, str(exc)
     if isinstance(exc, ValueError):
         return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
     if isinstance(exc, grpc.aio.AioRpcError):
@@ -48,37 +60,48 @@ def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str]:
 
 
 class ServiceInterceptor(grpc.aio.ServerInterceptor):
-    """Wraps every unary and server-streaming handler of the service."""
+    """Wraps every unary and server-streaming handler of the service: who calls and whether they may
+    (``hetflow.runtime.security``), then the message checks, then the handler."""
 
-    def __init__(self, service: str) -> None:
-        self._service = service
+    def __init__(self, service: str, security: SecurityConfig | None = None) -> None:
+        self._service, self._security = service, security or SecurityConfig()
+        self._service_token = self._security.service_token()
 
     async def intercept_service(self, continuation: Callable[..., Awaitable[Any]], details: Any) -> Any:
         handler = await continuation(details)
         if handler is None:
             return None
-        method = details.method.rsplit("/", 1)[-1]
+        path = details.method
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, handler.unary_unary),
+                self._unary(path, handler.unary_unary),
                 request_deserializer=lenient(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
-                self._stream(method, handler.unary_stream),
+                self._stream(path, handler.unary_stream),
                 request_deserializer=lenient(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return handler
 
-    def _unary(self, method: str, behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    def _admit(self, path: str, request: Any, context: grpc.aio.ServicerContext) -> None:
+        """Who calls, whether they may, and whether the message is sane; the caller is kept for the handler."""
+        caller = caller_of(path, context, self._security, self._service_token)
+        authorize(path, caller)
+        CURRENT_CALLER.set(caller)
+        _check(request)
+
+    def _unary(self, path: str, behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        method = path.rsplit("/", 1)[-1]
+
         async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
             structlog.contextvars.bind_contextvars(rpc=method)
             start = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
-                _check(request)
+                self._admit(path, request, context)
                 return await behaviour(request, context)
             except Exception as exc:  # noqa: BLE001 - every failure becomes a status
                 code = await _abort(context, exc, method)
@@ -87,18 +110,19 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
 
         return wrapped
 
-    def _stream(self, method: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    def _stream(self, path: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
         if not inspect.isasyncgenfunction(behaviour):
             # A streaming handler that writes with ``context.write`` (grpc's own Health/Watch) is a
             # coroutine: awaited as a unary one is, its writes go straight to the stream.
-            return self._unary(method, behaviour)
+            return self._unary(path, behaviour)
+        method = path.rsplit("/", 1)[-1]
 
         async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             structlog.contextvars.bind_contextvars(rpc=method)
             start = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
-                _check(request)
+                self._admit(path, request, context)
                 async for item in behaviour(request, context):
                     yield item
             except Exception as exc:  # noqa: BLE001

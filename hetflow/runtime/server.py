@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Sequence
 
 import grpc
@@ -20,6 +20,7 @@ from prometheus_client import start_http_server
 from hetflow.runtime.channels import SERVER_OPTIONS
 from hetflow.runtime.interceptors import ServiceInterceptor
 from hetflow.runtime.logs import configure, get_logger
+from hetflow.runtime.security import SecurityConfig, server_credentials
 
 log = get_logger(__name__)
 
@@ -39,6 +40,8 @@ class ServeConfig:
     not_serving_s: float = 1.0
     """How long health answers NOT_SERVING on SIGTERM, still taking calls, before the drain starts."""
     log_level: str = "info"
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+    """TLS, API keys and service identity: the stack's ``security`` section (``hetflow.runtime.security``)."""
 
 
 @dataclass
@@ -73,7 +76,7 @@ class RunningServer:
 async def start(service: str, cfg: ServeConfig, registrations: Sequence[Registration],
                 close: Callable[[], Awaitable[None]] | None = None) -> RunningServer:
     """Start the server and mark every registered service SERVING."""
-    server = grpc.aio.server(interceptors=[ServiceInterceptor(service)], options=[
+    server = grpc.aio.server(interceptors=[ServiceInterceptor(service, cfg.security)], options=[
         ("grpc.so_reuseport", 0),
         ("grpc.max_receive_message_length", 64 * 1024 * 1024),
         *SERVER_OPTIONS,
@@ -85,7 +88,9 @@ async def start(service: str, cfg: ServeConfig, registrations: Sequence[Registra
         r.add_to_server(r.servicer, server)
     reflection.enable_server_reflection(
         [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME], server)
-    port = server.add_insecure_port(f"{cfg.host}:{cfg.port}")
+    credentials = server_credentials(cfg.security)
+    address = f"{cfg.host}:{cfg.port}"
+    port = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
     if port == 0:
         raise RuntimeError(f"{service}: could not bind {cfg.host}:{cfg.port}")
     await server.start()

@@ -70,10 +70,11 @@ async def run_code_workflow(client: HetflowClient, task: str, variant: str = "pl
 
 
 async def run_many(address: str, count: int, rate_per_s: float, seed: int = 0,
-                   variant: str | None = None) -> list[WorkflowRun]:
-    """``count`` workflows with Poisson arrivals at ``rate_per_s``; variants drawn uniformly unless fixed."""
+                   variant: str | None = None, api_key: str = "", ca_file: str = "") -> list[WorkflowRun]:
+    """``count`` workflows with Poisson arrivals at ``rate_per_s``; variants drawn uniformly unless fixed
+    (``api_key``, ``ca_file``: a stack with security on)."""
     rng = random.Random(seed)
-    async with HetflowClient(address) as client:
+    async with HetflowClient(address, api_key, ca_file) as client:
         tasks = []
         for i in range(count):
             v = variant or rng.choice(list(VARIANTS))

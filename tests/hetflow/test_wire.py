@@ -47,3 +47,15 @@ def test_sampling_round_trips_and_max_tokens_is_bounded():
     assert wire.sampling_from_proto(wire.sampling_to_proto(spec), 100) == spec
     with pytest.raises(InvalidArgument, match="max_tokens"):
         wire.sampling_from_proto(common_pb2.SamplingParams(max_tokens=101), 100)
+
+
+@pytest.mark.parametrize("field, value", [("temperature", -0.5), ("top_p", 0.0), ("top_p", 1.5),
+                                          ("stop", ["x"] * 65)])
+def test_sampling_values_outside_what_vllm_accepts_are_invalid_arguments_naming_the_field(field, value):
+    msg = common_pb2.SamplingParams(max_tokens=8)
+    if field == "stop":
+        msg.stop.extend(value)
+    else:
+        setattr(msg, field, value)
+    with pytest.raises(InvalidArgument, match=f"sampling.{field}"):
+        wire.sampling_from_proto(msg, 100)

@@ -12,6 +12,8 @@ from balancer_svc import app as balancer_app
 from balancer_svc.config import from_stack as balancer_config
 from engine_svc import app as engine_app
 from engine_svc.config import from_stack as engine_config
+from hetflow.runtime.channels import open_channel
+from hetflow.runtime.security import stack_security
 from hetflow.runtime.server import RunningServer, start
 from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 from monitor_svc import app as monitor_app
@@ -37,7 +39,12 @@ class Stack:
         return f"127.0.0.1:{self.servers[name].port}"
 
     async def snapshot(self) -> monitor_pb2.MonitorSnapshot:
-        async with grpc.aio.insecure_channel(self.address("monitor")) as ch:
+        # A channel of its own (gRPC shares subchannels between channels of equal options: one opened as the
+        # services open theirs would share their reconnect backoff to a restarted monitor).
+        security = stack_security(self.raw, "operator")
+        channel = open_channel(self.address("monitor"), security) if self.raw.get("security") else \
+            grpc.aio.insecure_channel(self.address("monitor"))
+        async with channel as ch:
             return await monitor_pb2_grpc.MonitorStub(ch).Snapshot(monitor_pb2.SnapshotRequest(), timeout=2)
 
     async def stop(self, name: str) -> None:

@@ -151,3 +151,36 @@ def test_the_supervisor_restarts_a_killed_service_and_up_says_when_one_cannot_st
         assert hetflow("up", "-c", str(config), env=env).returncode == 0
     finally:
         hetflow("down", "-c", str(config), env=env)
+
+
+def test_a_stack_with_mutual_tls_and_api_keys_comes_up_and_serves_only_holders_of_a_key(tmp_path):
+    from hetflow.deploy.certs import security_section
+    from hetflow.runtime.security import key_digest
+
+    raw = yaml.safe_load((REPO / "examples" / "local-sim.yaml").read_text())
+    raw["stack"]["name"] = "mtls-test"
+    for name in ("monitor", "router", "predictor", "balancer", "gateway"):
+        raw[name].update(port=free_port(), metrics_port=0)
+    raw["engines"] = [{**e, "port": free_port(), "metrics_port": 0} for e in raw["engines"] if e["name"] != "small-1"]
+    certs = tmp_path / "certs"
+    config = tmp_path / "stack.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    assert hetflow("certs", "-c", str(config), "-o", str(certs)).returncode == 0
+    raw["security"] = {**security_section(certs), "api_keys": {key_digest("key-a"): "team-a"}}
+    config.write_text(yaml.safe_dump(raw))
+    env = {"HETFLOW_CACHE": str(tmp_path)}
+    up = hetflow("up", "-c", str(config), env=env)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        status = hetflow("status", "-c", str(config), env=env)
+        assert status.returncode == 0 and status.stdout.count("SERVING") == 7, status.stdout + status.stderr
+        monitor = f"127.0.0.1:{raw['monitor']['port']}"
+        assert hetflow("health", monitor, "-c", str(config)).returncode == 0
+        assert hetflow("health", monitor).returncode == 1  # plaintext to a TLS port
+        run = hetflow("run-workflow", "-c", str(config), "--count", "1", env={**env, "HETFLOW_API_KEY": "key-a"})
+        assert run.returncode == 0 and "1 workflows" in run.stdout, run.stderr
+        refused = hetflow("run-workflow", "-c", str(config), "--count", "1", env=env)
+        assert refused.returncode != 0 and "UNAUTHENTICATED" in refused.stderr
+    finally:
+        down = hetflow("down", "-c", str(config), env=env)
+    assert down.returncode == 0
