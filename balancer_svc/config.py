@@ -42,6 +42,13 @@ class BalancerConfig:
     tenant_limits: Mapping[str, Any] = field(default_factory=dict)
     """Per-tenant caps: ``{default: {max_in_flight, rate_per_s, burst}, tenants: {name: {...}}}``
     (``hetflow.core.admission``); none by default."""
+    max_calls: int = 4096
+    """Calls in the balancer at once (deciding, held or streaming); past it RESOURCE_EXHAUSTED with a retry
+    hint (0 = no cap)."""
+    max_loop_lag_s: float = 0.5
+    """New calls are refused (RESOURCE_EXHAUSTED, retry hint) while the balancer's event loop runs later
+    than this (averaged over ~0.25 s): short of CPU, it would otherwise leave calls unaccepted in gRPC's
+    transport until gRPC cancels them (0 = never on lag)."""
     redispatch_attempts: int = 2
     """How many more engines a call is sent to when its engine fails before the first token."""
     unreachable_skip_s: float = 5.0
@@ -50,6 +57,9 @@ class BalancerConfig:
     late_engine_max_s: float = 10.0
     """With no engine reporting on time, engines whose last report (saying they serve) is at most this
     old are still used."""
+    rebuild_wait_s: float = 5.0
+    """After the monitor restarts, calls are decided on its predecessor's last snapshot until the new one
+    has heard from every engine that snapshot showed healthy, at most this long after it."""
     monitor_probe_s: float = 1.0
     """How often the balancer asks the monitor for a snapshot when no call has (to notice a restart)."""
     serve: ServeConfig = field(default_factory=ServeConfig)

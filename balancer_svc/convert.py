@@ -6,7 +6,7 @@ import uuid
 from dataclasses import replace
 
 from hetflow import wire
-from hetflow.core.call import LlmCall, WorkflowInfo
+from hetflow.core.call import LlmCall, WorkflowInfo, check_stages
 from hetflow.core.errors import DeadlineExceeded, InvalidArgument, Unavailable
 from hetflow.core.policies import Choice, Priority
 from hetflow.core.prefix import text_block_hashes
@@ -36,6 +36,7 @@ def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, no
     if wf.HasField("stage_index") and wf.HasField("stage_count") and not 1 <= wf.stage_index <= wf.stage_count:
         raise InvalidArgument(f"workflow.stage_index must be in 1..stage_count ({wf.stage_count}), "
                               f"got {wf.stage_index}")
+    check_stages(wf.stage_index, wf.stage_count)
     return LlmCall(
         request_id=msg.request_id or uuid.uuid4().hex,
         prompt=msg.prompt, messages=messages,

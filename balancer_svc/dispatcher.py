@@ -20,7 +20,7 @@ from typing import AsyncIterator
 import grpc
 from google.protobuf.json_format import MessageToDict
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from balancer_svc import convert
 from balancer_svc.config import BalancerConfig
@@ -33,6 +33,7 @@ from hetflow.core.call import LlmCall
 from hetflow.core.errors import DeadlineExceeded, ResourceExhausted, Unavailable
 from hetflow.core.features import feature_row
 from hetflow.core.hold_queue import HoldQueue
+from hetflow.core.load_shedding import LoadShedder
 from hetflow.core.pipeline import Decision, Pipeline
 from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import EngineView
@@ -60,6 +61,7 @@ STALE_DECISIONS = Counter("hetflow_balancer_stale_snapshot_decisions_total",
                           "Decisions taken on the last snapshot while the monitor did not answer")
 REDISPATCHED = Counter("hetflow_balancer_redispatched_total",
                        "Calls sent to another engine after theirs failed before the first token")
+LOOP_LAG_S = Gauge("hetflow_balancer_loop_lag_seconds", "How late the balancer's event loop last ran a timer")
 LATE_ENGINE_DECISIONS = Counter("hetflow_balancer_late_engine_decisions_total",
                                 "Decisions that used engines whose reports were late, none being on time")
 MONITOR_AWAY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
@@ -113,6 +115,10 @@ class Dispatcher:
         """Releases on their way to the monitor, by request id."""
         self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
         self.tenants = TenantLimiter.from_mapping(cfg.tenant_limits)
+        self.shedder = LoadShedder(cfg.max_calls, cfg.max_loop_lag_s)
+        self.loop_lag_s = 0.0
+        """How late the event loop runs timers, smoothed (``_measure_loop_lag``)."""
+        self._lag_probe: asyncio.Task[None] | None = None
         self.registrations = Registrations()
         """Running calls and whether the monitor knows them (told again after it restarts)."""
         self._reregistering: asyncio.Task[None] | None = None
@@ -142,6 +148,18 @@ class Dispatcher:
     def start(self) -> None:
         """Start watching the monitor (``_watch_monitor``); on the server's event loop."""
         self._watcher = asyncio.get_running_loop().create_task(self._watch_monitor())
+        self._lag_probe = asyncio.get_running_loop().create_task(self._measure_loop_lag())
+
+    async def _measure_loop_lag(self, interval_s: float = 0.05, weight: float = 0.2) -> None:
+        """Every ``interval_s``: how much later than asked the loop woke this task (0 when it has CPU),
+        averaged with weight ``weight`` on the newest, so one slow step does not refuse calls."""
+        loop = asyncio.get_running_loop()
+        while True:
+            asked_s = loop.time()
+            await asyncio.sleep(interval_s)
+            late_s = max(0.0, loop.time() - asked_s - interval_s)
+            self.loop_lag_s += weight * (late_s - self.loop_lag_s)
+            LOOP_LAG_S.set(self.loop_lag_s)
 
     async def _watch_monitor(self) -> None:
         """Without calls to carry them, a snapshot every ``monitor_probe_s`` keeps the fallback snapshot
@@ -159,7 +177,7 @@ class Dispatcher:
             self._monitor_answered(msg.monitor_epoch)
 
     async def close(self) -> None:
-        for task in (self._releaser, self._reregistering, self._watcher):
+        for task in (self._releaser, self._reregistering, self._watcher, self._lag_probe):
             if task is not None:
                 task.cancel()
         if self._releases:
@@ -179,7 +197,12 @@ class Dispatcher:
         deadline_s = time.monotonic() + time_remaining_s if time_remaining_s is not None else None
         failures: list[NeverReached] = []
         tenant = call.workflow.tenant
-        self.tenants.enter(tenant, time.monotonic())
+        self.shedder.enter(self.loop_lag_s)
+        try:
+            self.tenants.enter(tenant, time.monotonic())
+        except ResourceExhausted:
+            self.shedder.leave()
+            raise
         try:
             while True:
                 try:
@@ -199,6 +222,7 @@ class Dispatcher:
         finally:
             self._excluded.pop(call.request_id, None)
             self.tenants.leave(tenant)
+            self.shedder.leave()
 
     async def _redispatching(self, call: LlmCall, failure: NeverReached, failures: list[NeverReached]) -> None:
         """Exclude the failed engine (for everyone when it is the engine's fault), or give up."""
@@ -403,18 +427,33 @@ class Dispatcher:
         except grpc.aio.AioRpcError as exc:
             if exc.code() not in MONITOR_AWAY:
                 raise Unavailable(f"monitor failed the snapshot: {exc.code().name} {exc.details()}") from exc
-            return self._stale_snapshot(call, exc)
+            return self._stale_snapshot(call, f"{exc.code().name} {exc.details()}")
+        if self._rebuilding(msg):
+            self._monitor_answered(msg.monitor_epoch)
+            return self._stale_snapshot(call, "restarted, rebuilding from engine reports")
         self._last_snapshot = (msg, time.monotonic())
         self._monitor_answered(msg.monitor_epoch)
         return self._decision_view(msg, call.request_id), 0.0
 
-    def _stale_snapshot(self, call: LlmCall, exc: grpc.aio.AioRpcError) -> tuple[monitor_pb2.MonitorSnapshot, float]:
+    def _rebuilding(self, msg: monitor_pb2.MonitorSnapshot) -> bool:
+        """A restarted monitor (a new epoch) that has not yet heard from every engine its predecessor's
+        last snapshot showed healthy, within ``rebuild_wait_s`` of that snapshot: deciding on what it
+        knows would find no engine for calls whose engines simply have not reported yet."""
+        if self._last_snapshot is None:
+            return False
+        last, seen_s = self._last_snapshot
+        if msg.monitor_epoch == last.monitor_epoch or time.monotonic() - seen_s > self.cfg.rebuild_wait_s:
+            return False
+        heard = {e.status.engine_id for e in msg.engines if e.healthy}
+        return any(e.healthy and e.status.engine_id not in heard for e in last.engines)
+
+    def _stale_snapshot(self, call: LlmCall, why: str) -> tuple[monitor_pb2.MonitorSnapshot, float]:
         """The last snapshot's cluster-wide part (engines, loads, admit_seq), with what this balancer
         knows of the call's program (its model hint); per-call fields of another call are left out."""
         age_s = time.monotonic() - self._last_snapshot[1] if self._last_snapshot else float("inf")
         if self._last_snapshot is None or age_s > self.cfg.stale_snapshot_max_s:
-            raise Unavailable(f"monitor unavailable ({exc.code().name} {exc.details()}) and no snapshot younger "
-                              f"than {self.cfg.stale_snapshot_max_s:g}s to decide on") from exc
+            raise Unavailable(f"monitor unavailable ({why}) and no snapshot younger "
+                              f"than {self.cfg.stale_snapshot_max_s:g}s to decide on")
         last = self._last_snapshot[0]
         stale = monitor_pb2.MonitorSnapshot(
             taken_unix_s=last.taken_unix_s, engines=last.engines, admit_seq=last.admit_seq,
@@ -422,7 +461,7 @@ class Dispatcher:
         for engine in stale.engines:
             engine.prefix_match_blocks = 0
         STALE_DECISIONS.inc()
-        log.warning("deciding_on_stale_snapshot", age_s=round(age_s, 3), code=exc.code().name)
+        log.warning("deciding_on_stale_snapshot", age_s=round(age_s, 3), why=why)
         return self._decision_view(stale, call.request_id), max(age_s, 1e-6)
 
     async def _score(self, call: LlmCall) -> tuple[dict[str, float], bool]:
@@ -471,7 +510,8 @@ class Dispatcher:
         try:
             reply = await self.monitor.Admit(admit, timeout=self.cfg.dependency_timeout_s)
         except grpc.aio.AioRpcError as exc:
-            if exc.code() in MONITOR_AWAY:
+            if exc.code() in MONITOR_AWAY or exc.code() == grpc.StatusCode.NOT_FOUND:
+                # away, or restarted and not yet told of the engine by its report: told again later
                 self.registrations.failed(call.request_id)
                 log.warning("admit_deferred", code=exc.code().name, details=exc.details())
                 return

@@ -51,10 +51,20 @@ class VllmServerConfig:
     """How long start-up waits for the server to answer (it may still be loading its model)."""
     request_timeout_s: float = 3600.0
     """Longest a request's stream may stay silent before it fails UNAVAILABLE."""
+    server_backlog: int = 0
+    """Requests hetflow lets wait inside the server beyond ``max_num_seqs``: a finished request's slot is
+    then filled by the server at once, not after hetflow's next admission reaches it (which on a
+    starved host costs a slot its idle time); the server orders them by the priority hetflow passes."""
+    connection_retries: int = 1
+    """Times a request is sent again when its connection fails before any token (the server closed a
+    pooled keep-alive connection as it was reused, a reset): as a proxy retries a reset before the
+    response; vLLM aborts a request whose client went, so none runs twice."""
 
     def __post_init__(self) -> None:
         if self.max_num_seqs < 1:
             raise ValueError(f"vllm_server.max_num_seqs must be at least 1, got {self.max_num_seqs}")
+        if self.server_backlog < 0 or self.connection_retries < 0:
+            raise ValueError("vllm_server.server_backlog and connection_retries must be >= 0")
 
 
 @dataclass(frozen=True)

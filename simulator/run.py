@@ -274,8 +274,8 @@ class Simulation:
                            outcome.prediction.median_tokens, now, workflow=record.workflow,
                            predicted_cost_s=outcome.predicted_cost_s, agent=record.agent,
                            upstream_agent=record.upstream_agent, memory_plan=outcome.memory_plan,
-                           stage_index=record.stage_index, mean_cost_s=outcome.mean_cost_s, prefix_blocks=blocks,
-                           prompt_tokens=req.prompt_tokens)
+                           stage_index=record.stage_index, stage_count=record.stage_count,
+                           mean_cost_s=outcome.mean_cost_s, prefix_blocks=blocks, prompt_tokens=req.prompt_tokens)
         result = self.results[program_id]
         if record.stage_index == record.stage_count:  # the final answer's model decides correctness
             result.model = outcome.model

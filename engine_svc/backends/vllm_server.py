@@ -80,7 +80,7 @@ class VllmServerBackend:
         self.profile: EngineProfile | None = None
         self._http = httpx.AsyncClient(base_url=cfg.base_url.rstrip("/"),
                                        timeout=httpx.Timeout(cfg.request_timeout_s, connect=10.0),
-                                       limits=httpx.Limits(max_connections=cfg.max_num_seqs + 8))
+                                       limits=httpx.Limits(max_connections=cfg.max_num_seqs + cfg.server_backlog + 8))
         self._served_model = cfg.served_model
         self._max_model_len = 0
         self._load = vllm_metrics.VllmServerLoad()
@@ -185,12 +185,13 @@ class VllmServerBackend:
                 self.front.wake.set()
 
     def _has_room(self, req: EngineRequest) -> bool:
-        """hetflow keeps at most ``max_num_seqs`` of its requests in the server; the server's KV report
+        """hetflow keeps at most ``max_num_seqs`` (plus ``server_backlog``) of its requests in the server; the
+        server's KV report
         lags by up to ``metrics_interval_s``, so blocks hetflow's own requests released since the last
         report are taken off it (else each finish would wait for the next read to admit the next)."""
         load = self._load
         freed = self._freed_blocks_since_read / max(1, load.num_gpu_blocks)
-        return has_room(req, (r for r, _ in self._running.values()), self.cfg.max_num_seqs,
+        return has_room(req, (r for r, _ in self._running.values()), self.cfg.max_num_seqs + self.cfg.server_backlog,
                         max(0.0, load.kv_cache_usage - freed), load.num_gpu_blocks, load.block_size)
 
     async def _admit_forever(self) -> None:
@@ -215,25 +216,8 @@ class VllmServerBackend:
         return payload
 
     async def _run(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
-        first, reason = True, "abort"
         try:
-            async with self._http.stream("POST", "/v1/completions", json=self._payload(req, token_ids, call),
-                                         headers={"x-request-id": req.request_id}) as reply:
-                if reply.status_code != 200:
-                    raise _server_error(reply.status_code, await reply.aread())
-                async for events in _event_batches(reply.aiter_bytes()):
-                    delta: OutputDelta | None = None
-                    for event in events:  # what arrived together goes on as one delta
-                        latest = self._delta(req, event, first)
-                        if latest is not None:
-                            first = False
-                            delta = latest if delta is None else merge(delta, latest)
-                    if delta is None:
-                        continue
-                    self.front.put(req.request_id, delta)
-                    if delta.finished:
-                        return
-            self.front.finish(req, reason)  # ended without a finish reason
+            await self._stream_retrying(req, token_ids, call)
         except asyncio.CancelledError:
             self.front.finish(req, "abort")
         except (InvalidArgument, Unavailable) as exc:
@@ -246,6 +230,38 @@ class VllmServerBackend:
             self._running.pop(req.request_id, None)
             self._freed_blocks_since_read += blocks_for(req.prompt_tokens + req.output_tokens, self._load.block_size)
             self.front.wake.set()
+
+    async def _stream_retrying(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
+        """The request's stream, sent again (``connection_retries``) when its connection fails before
+        any token came."""
+        for attempt in range(self.cfg.connection_retries + 1):
+            try:
+                return await self._stream(req, token_ids, call)
+            except httpx.TransportError as exc:
+                timed_out = isinstance(exc, httpx.TimeoutException)
+                if timed_out or req.output_tokens or attempt == self.cfg.connection_retries:
+                    raise
+                log.info("vllm_server_request_retried", request_id=req.request_id, error=type(exc).__name__)
+
+    async def _stream(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
+        first, reason = True, "abort"
+        async with self._http.stream("POST", "/v1/completions", json=self._payload(req, token_ids, call),
+                                     headers={"x-request-id": req.request_id}) as reply:
+            if reply.status_code != 200:
+                raise _server_error(reply.status_code, await reply.aread())
+            async for events in _event_batches(reply.aiter_bytes()):
+                delta: OutputDelta | None = None
+                for event in events:  # what arrived together goes on as one delta
+                    latest = self._delta(req, event, first)
+                    if latest is not None:
+                        first = False
+                        delta = latest if delta is None else merge(delta, latest)
+                if delta is None:
+                    continue
+                self.front.put(req.request_id, delta)
+                if delta.finished:
+                    return
+        self.front.finish(req, reason)  # ended without a finish reason
 
     @staticmethod
     def _delta(req: EngineRequest, event: dict[str, Any], first: bool) -> OutputDelta | None:

@@ -78,7 +78,7 @@ def start_vllm_server(port: int, max_num_seqs: int, stream_interval: int, log: P
     return proc
 
 
-def stack_for_server(server_url: str, max_num_seqs: int, stream_interval: int) -> dict[str, Any]:
+def stack_for_server(server_url: str, max_num_seqs: int, stream_interval: int, backlog: int = 0) -> dict[str, Any]:
     return {
         "stack": {"name": "gateway-cost", "host": "127.0.0.1"},
         "monitor": {"port": free_port()},
@@ -88,7 +88,8 @@ def stack_for_server(server_url: str, max_num_seqs: int, stream_interval: int) -
         "gateway": {"port": free_port()},
         "engines": [{"name": "served-0", "port": free_port(), "backend": "vllm-server",
                      "profile": "tiny-llama-cpu.yaml", "stream_interval_tokens": stream_interval,
-                     "vllm_server": {"base_url": server_url, "max_num_seqs": max_num_seqs}}],
+                     "vllm_server": {"base_url": server_url, "max_num_seqs": max_num_seqs,
+                                     "server_backlog": backlog}}],
     }
 
 
@@ -155,7 +156,7 @@ def run_vllm(args: argparse.Namespace, dataset: Path, out_dir: Path) -> dict[str
     if rest_cpus:
         os.sched_setaffinity(0, rest_cpus)
     config = out_dir / "stack.yaml"
-    raw = stack_for_server(f"http://127.0.0.1:{port}", args.max_num_seqs, args.stream_interval)
+    raw = stack_for_server(f"http://127.0.0.1:{port}", args.max_num_seqs, args.stream_interval, args.server_backlog)
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
     gateway_url = f"http://127.0.0.1:{raw['gateway']['port']}"
     rows: list[dict[str, Any]] = []
@@ -213,6 +214,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--stream-interval", type=int, default=1,
                    help="vllm mode: tokens per streamed chunk, the server's --stream-interval and the engine's "
                         "stream_interval_tokens alike")
+    p.add_argument("--server-backlog", type=int, default=0,
+                   help="vllm mode: requests the engine lets wait inside the server beyond --max-num-seqs")
     p.add_argument("--server-cpus", default="",
                    help="vllm mode: cores for the vLLM server alone (e.g. 0); the stack and the client get the rest, "
                         "as on a GPU host where the engine does not share the control plane's CPU")

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hetflow.core.errors import InvalidArgument
 from hetflow.core.tokens import count_tokens
+
+MAX_STAGES = 10_000
+"""No workflow has more stages: a stage count above it is an error, not a loop over billions of stages."""
+
+
+def check_stages(stage_index: int, stage_count: int, where: str = "workflow") -> None:
+    """``stage_index`` in 0..``stage_count`` (0: unknown) and ``stage_count`` at most ``MAX_STAGES``."""
+    if stage_count > MAX_STAGES:
+        raise InvalidArgument(f"{where}.stage_count must be at most {MAX_STAGES}, got {stage_count}")
+    if stage_count and stage_index > stage_count:
+        raise InvalidArgument(f"{where}.stage_index must be in 1..stage_count ({stage_count}), got {stage_index}")
 
 
 @dataclass(frozen=True)

@@ -113,10 +113,6 @@ class SecurityConfig:
     def service_token(self) -> str:
         return self.path(self.service_token_file).read_text(encoding="utf-8").strip() if self.service_token_file else ""
 
-    def as_identity(self, identity: str) -> SecurityConfig:
-        """The same stack's security as another identity (the CLI acts as ``operator``)."""
-        return SecurityConfig(identity, self.tls, self.api_keys, self.service_token_file)
-
 
 @dataclass(frozen=True)
 class Caller:

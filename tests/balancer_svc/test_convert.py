@@ -47,3 +47,25 @@ def test_a_call_carries_its_prompts_block_hashes_so_shared_prefixes_match():
     first = call_from_proto(build_request(prompt=shared + "Task A", max_tokens=4), 1024, now_unix_s=0.0)
     second = call_from_proto(build_request(prompt=shared + "Task B, longer", max_tokens=4), 1024, now_unix_s=0.0)
     assert len(first.prefix_blocks) == 4 and first.prefix_blocks == second.prefix_blocks[:4]
+
+
+def test_a_stage_count_past_the_limit_is_an_invalid_argument_not_a_loop_over_its_stages():
+    from hetflow.core.call import MAX_STAGES
+    from hetflow.core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="stage_count"):
+        call_from_proto(build_request(prompt="hi", max_tokens=4, stage_index=1, stage_count=MAX_STAGES + 1), 100, 0.0)
+
+
+def test_a_tenants_call_is_scoped_to_its_tenant_and_may_not_name_another():
+    from balancer_svc.convert import scoped_to_caller
+    from hetflow.runtime.security import ANYONE, Caller, PermissionDenied
+
+    call = call_from_proto(build_request(prompt="hi", max_tokens=4, program_id="p1", request_id="r1"), 100, 0.0)
+    scoped = scoped_to_caller(call, Caller("tenant", "team-a"))
+    assert (scoped.request_id, scoped.workflow.program_id, scoped.workflow.tenant) == ("team-a/r1", "team-a/p1",
+                                                                                       "team-a")
+    assert scoped_to_caller(call, ANYONE) is call
+    claims = call_from_proto(build_request(prompt="hi", max_tokens=4, tenant="team-b"), 100, 0.0)
+    with pytest.raises(PermissionDenied):
+        scoped_to_caller(claims, Caller("tenant", "team-a"))

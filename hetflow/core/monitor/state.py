@@ -35,6 +35,9 @@ class InFlightEntry:
     upstream_agent: str = ""
     inherited_service_s: float = 0.0
     """The program's critical-path service when the call was admitted (Autellix's ATLAS, eq. 2)."""
+    final_stage: bool = False
+    """The call is of its program's last stage (``stage_index == stage_count``): once it and its siblings
+    finish, the program has no next call to bring its context back."""
 
 
 @dataclass
@@ -59,6 +62,8 @@ class ProgramRecord:
     context_tokens: int = 0
     """Its last call's prompt tokens plus the output tokens released since: the context its next call
     brings back (an agent's next prompt repeats it)."""
+    ended: bool = False
+    """Its last stage finished: no next call will bring its context back."""
 
 
 @dataclass(frozen=True)
@@ -194,7 +199,8 @@ class MonitorState:
               now_s: float, workflow: str = "", deadline_unix_s: float = 0.0,
               predicted_cost_s: float = 0.0, agent: str = "", upstream_agent: str = "",
               memory_plan: MemoryPlan | None = None, stage_index: int = 0, mean_cost_s: float = 0.0,
-              prefix_blocks: Sequence[int] = (), prompt_tokens: int = 0, reregister: bool = False) -> ProgramRecord:
+              prefix_blocks: Sequence[int] = (), prompt_tokens: int = 0, reregister: bool = False,
+              stage_count: int = 0) -> ProgramRecord:
         """Add the call's entry. ``reregister``: a running call told again after this monitor restarted
         (its balancer saw a new ``epoch``); one already known is left as it is."""
         if not request_id:
@@ -215,14 +221,15 @@ class MonitorState:
             program = ProgramRecord(program_id, model, workflow, deadline_unix_s, first_seen_s=now_s)
             if program_id:
                 self.programs[program_id] = program
-        program.last_seen_s = now_s
+        program.last_seen_s, program.ended = now_s, False
         program.in_flight.add(request_id)
         if program_id:
             self._move_resident(program, engine_id)
         program.dispatches.append((engine_id, prompt_tokens))
         program.context_tokens = prompt_tokens
         entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s,
-                              agent, upstream_agent, program.critical_service_s)
+                              agent, upstream_agent, program.critical_service_s,
+                              final_stage=0 < stage_count == stage_index)
         self.entries[request_id] = entry
         engine = self.engines[engine_id]
         engine.in_flight[request_id] = predicted_tokens
@@ -268,6 +275,7 @@ class MonitorState:
             program.output_tokens += output_tokens
             program.context_tokens += output_tokens
             program.completed += int(completed)
+            program.ended = entry.final_stage and not program.in_flight
         return True
 
     def _move_resident(self, program: ProgramRecord, engine_id: str) -> None:
@@ -280,12 +288,13 @@ class MonitorState:
     def resident_tokens(self, record: EngineRecord, now_s: float) -> int:
         """The context tokens of the active programs whose last call went to the engine: what their next
         calls will ask it to hold again. A program is active while it has a call in flight and for
-        ``program_idle_after_s`` after its last one (its tool gap); idle ones are dropped here."""
+        ``program_idle_after_s`` after its last one (its tool gap), unless that call was of its last stage;
+        idle and ended ones are dropped here."""
         total, idle = 0, []
         for program_id in record.resident_programs:
             program = self.programs.get(program_id)
-            if program is None or (not program.in_flight
-                                   and now_s - program.last_seen_s > self.limits.program_idle_after_s):
+            if program is None or (not program.in_flight and (
+                    program.ended or now_s - program.last_seen_s > self.limits.program_idle_after_s)):
                 idle.append(program_id)
                 continue
             total += program.context_tokens

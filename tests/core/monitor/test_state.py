@@ -150,3 +150,12 @@ def test_an_absurd_report_is_refused_and_leaves_the_engine_as_it_was(state):
     with pytest.raises(ValueError, match="kv_cache_usage"):
         state.report(EngineStatus(engine_id="e0", model="m", kv_cache_usage=7.0), now_s=1)
     assert state.engines["e0"].status.kv_cache_usage == 0.0 and state.engines["e0"].received_s == 0
+
+
+def test_a_program_whose_last_stage_finished_holds_no_context_on_its_engine(state):
+    state.admit("r1", "one-call", "m", "e0", 10.0, now_s=1, prompt_tokens=500, stage_index=1, stage_count=1)
+    state.admit("r2", "two-stage", "m", "e0", 10.0, now_s=1, prompt_tokens=300, stage_index=1, stage_count=2)
+    assert state.resident_tokens(state.engines["e0"], now_s=1) == 800
+    state.release("r1", now_s=2, output_tokens=20)
+    state.release("r2", now_s=2, output_tokens=20)
+    assert state.resident_tokens(state.engines["e0"], now_s=2.1) == 320  # the one-call program ended

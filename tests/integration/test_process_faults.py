@@ -1,0 +1,27 @@
+"""Faults injected into a stack of real processes, as the reliability benchmark injects them, at small
+scale: no call is lost that had not started streaming (issue 14; hetflow/bench/reliability.py)."""
+
+from pathlib import Path
+
+import pytest
+
+from hetflow import stackctl
+from hetflow.bench import reliability
+
+pytestmark = pytest.mark.slow
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local-sim.yaml"
+
+
+@pytest.mark.parametrize("scenario", ["engine-kill", "engine-stop", "monitor-kill"])
+def test_no_call_that_had_not_started_streaming_is_lost(scenario, tmp_path):
+    config = reliability.write_stack(EXAMPLE, scenario, max_waiting=32, out_dir=tmp_path)
+    assert stackctl.up(config, 240) == 0
+    try:
+        result = reliability.run_fault(scenario, config, rate=6.0, duration_s=15.0, seed=0, stop_s=6.0)
+    finally:
+        stackctl.down(config)
+    assert result["calls"] > 40
+    assert result["lost_before_first_token"] == 0, result["codes"]
+    assert result["ok"] + result["failed_after_first_token"] == result["calls"]
+    if scenario == "engine-stop":
+        assert result["marked_unhealthy_after_s"] is not None  # the monitor noticed the hung engine
