@@ -43,3 +43,12 @@ make bench-vllm-tokens | tee bench_out/vllm_tokens.md
   | tee bench_out/gateway_cost_vllm.md
 "$PY" -m hetflow.bench.gateway_cost --mode sim --num-prompts 200 --request-rate 4 --rounds 3 \
   | tee bench_out/gateway_cost_sim.md
+for knobs in "--stream-interval 16 --server-cpus 0" "--stream-interval 1 --server-cpus 0" "--stream-interval 16" \
+    "--stream-interval 16 --server-backlog 8"; do
+  # shellcheck disable=SC2086
+  "$PY" -m hetflow.bench.gateway_cost --mode vllm --num-prompts 100 --request-rate inf --rounds 3 $knobs \
+    | tee -a bench_out/gateway_cost_vllm_knobs.md
+done
+# docs/reliability.md: faults, 3x overload and the 10-minute soak on the example stack as processes.
+"$PY" -m hetflow.bench.reliability --scenario engine-kill,engine-stop,monitor-kill,overload | tee bench_out/reliability.md
+"$PY" -m hetflow.bench.reliability --scenario soak --duration 600 | tee -a bench_out/reliability.md
