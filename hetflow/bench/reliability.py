@@ -73,15 +73,17 @@ class Outcome:
         return self.code not in ("OK", "RESOURCE_EXHAUSTED") and self.first_token_s is None
 
 
-def write_stack(base: Path, scenario: str, max_waiting: int, out_dir: Path = OUT_DIR / "reliability") -> Path:
-    """``base`` with fresh ports, its own name, and bounded engine queues, written to ``out_dir``."""
+def write_stack(base: Path, scenario: str, max_waiting: int, out_dir: Path = OUT_DIR / "reliability",
+                stream_interval: int = 1) -> Path:
+    """``base`` with fresh ports, its own name, bounded engine queues and a chunk per ``stream_interval``
+    tokens, written to ``out_dir``."""
     raw = load_stack(base, environ={})
     raw["stack"]["name"] = f"reliability-{scenario}"
     for name in ("monitor", "router", "predictor", "balancer", "gateway"):
         if name in raw:
             raw[name].update(port=free_port(), metrics_port=0)
-    raw["engines"] = [{**e, "port": free_port(), "metrics_port": 0, "max_waiting": max_waiting}
-                      for e in raw["engines"]]
+    raw["engines"] = [{**e, "port": free_port(), "metrics_port": 0, "max_waiting": max_waiting,
+                       "stream_interval_tokens": stream_interval} for e in raw["engines"]]
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{scenario}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -288,7 +290,7 @@ def run_soak(config: Path, rate: float, duration_s: float, seed: int) -> dict[st
 
 
 def _on_stack(scenario: str, args: argparse.Namespace, body: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
-    config = write_stack(args.config, scenario, args.max_waiting)
+    config = write_stack(args.config, scenario, args.max_waiting, stream_interval=args.stream_interval)
     if stackctl.up(config, 240) != 0:
         raise SystemExit(f"{scenario}: the stack did not come up")
     try:
@@ -317,6 +319,7 @@ def main() -> None:
     parser.add_argument("--stop-s", type=float, default=10.0, help="how long engine-stop keeps the engine stopped")
     parser.add_argument("--saturate-rate", type=float, default=60.0, help="calls per second to measure capacity")
     parser.add_argument("--max-waiting", type=int, default=32, help="each engine's bound on waiting requests")
+    parser.add_argument("--stream-interval", type=int, default=1, help="engines' tokens per streamed chunk")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     for scenario in args.scenario.split(","):
@@ -332,7 +335,7 @@ def main() -> None:
 def _command(scenario: str, args: argparse.Namespace) -> str:
     return (f"python -m hetflow.bench.reliability --scenario {scenario} -c {args.config} --rate {args.rate:g} "
             f"--duration {args.duration:g} --stop-s {args.stop_s:g} --saturate-rate {args.saturate_rate:g} "
-            f"--max-waiting {args.max_waiting} --seed {args.seed}")
+            f"--max-waiting {args.max_waiting} --stream-interval {args.stream_interval} --seed {args.seed}")
 
 
 if __name__ == "__main__":
