@@ -11,8 +11,9 @@ the call's first token.
 - ``engine-kill``: SIGKILL engine ``small-0`` a third of the way in (the supervisor restarts it);
 - ``engine-stop``: SIGSTOP it for ``--stop-s``, then SIGCONT (a hung engine);
 - ``monitor-kill``: SIGKILL the monitor (the supervisor restarts it, empty);
-- ``overload``: first the stack's saturated throughput C (calls offered at ``--saturate-rate`` for 20 s,
-  completions per second), then a fresh stack offered 3 C for ``--duration``;
+- ``overload``: first the stack's saturated throughput C (completions per second while calls are
+  offered for 20 s at ``--saturate-rate``, doubled until the stack completes at most 80% of what is
+  offered), then a fresh stack offered 3 C for ``--duration``;
 - ``soak``: ``--rate`` for ``--duration`` with every service's resident memory sampled every 10 s.
 
 Per fault: calls lost (failed before their first token: the target is 0), calls failed after it,
@@ -219,13 +220,18 @@ def run_fault(scenario: str, config: Path, rate: float, duration_s: float, seed:
     return {"rate_per_s": rate, "duration_s": duration_s, "fault_at_s": fault_s, **summary}
 
 
-def saturated_throughput(config: Path, rate: float, seed: int) -> float:
-    """Completions per second while calls are offered far faster than the stack serves them (20 s)."""
+def saturated_throughput(config: Path, rate: float, seed: int, max_rate: float = 2000.0) -> float:
+    """Completions per second while calls are offered faster than the stack serves them (20 s each):
+    offered at ``rate``, doubled while the stack completes more than 80% of what is offered (it was not
+    saturated), up to ``max_rate``."""
     raw = load_stack(config)
-    outcomes = asyncio.run(drive(f"127.0.0.1:{raw['balancer']['port']}", rate, 20.0, seed))
-    ends = sorted(o.end_s for o in outcomes if o.code == "OK")
-    window = [t for t in ends if 5.0 <= t <= 20.0]  # after the queues fill, while calls still arrive
-    return len(window) / 15.0
+    while True:
+        outcomes = asyncio.run(drive(f"127.0.0.1:{raw['balancer']['port']}", rate, 20.0, seed))
+        ends = sorted(o.end_s for o in outcomes if o.code == "OK")
+        completed_per_s = len([t for t in ends if 5.0 <= t <= 20.0]) / 15.0  # once queues fill, while calls come
+        if completed_per_s <= 0.8 * rate or 2 * rate > max_rate:
+            return completed_per_s
+        rate *= 2
 
 
 def run_overload(config: Path, capacity_per_s: float, duration_s: float, seed: int) -> dict[str, Any]:
