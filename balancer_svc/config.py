@@ -70,8 +70,8 @@ class BalancerConfig:
 
 
 def from_stack(raw: Mapping[str, Any]) -> BalancerConfig:
-    host = raw.get("stack", {}).get("host", "127.0.0.1")
     defaults = stack_defaults(raw, "balancer")
+    host = defaults["host"]
     for name in ("monitor", "router", "predictor"):
         section = raw.get(name, {})
         if "port" in section:

@@ -33,10 +33,7 @@ def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, no
     if missed and past_deadline != "best-effort":
         raise DeadlineExceeded(f"workflow.deadline_unix_s {wf.deadline_unix_s:.3f} is already past "
                                f"(now {now_unix_s:.3f})")
-    if wf.HasField("stage_index") and wf.HasField("stage_count") and not 1 <= wf.stage_index <= wf.stage_count:
-        raise InvalidArgument(f"workflow.stage_index must be in 1..stage_count ({wf.stage_count}), "
-                              f"got {wf.stage_index}")
-    check_stages(wf.stage_index, wf.stage_count)
+    check_stages(wf.stage_index, wf.stage_count, both_set=wf.HasField("stage_index") and wf.HasField("stage_count"))
     return LlmCall(
         request_id=msg.request_id or uuid.uuid4().hex,
         prompt=msg.prompt, messages=messages,

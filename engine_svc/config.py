@@ -100,9 +100,9 @@ class EngineConfig:
 
 
 def from_stack(raw: Mapping[str, Any], name: str) -> EngineConfig:
-    host = raw.get("stack", {}).get("host", "127.0.0.1")
     monitor = raw.get("monitor", {})
     defaults = stack_defaults(raw, "engine")
+    host = defaults["host"]
     if "port" in monitor:
         defaults["monitor_address"] = f"{monitor.get('host', host)}:{monitor['port']}"
     section = engine_section(raw, name)

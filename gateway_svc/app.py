@@ -42,8 +42,7 @@ class Gateway:
         self._models_read_s = -float("inf")
 
     def _open(self, address: str) -> grpc.aio.Channel:
-        cfg = self.cfg
-        channel = open_channel(address, cfg.serve.security)
+        channel = open_channel(address, self.cfg.serve.security)
         self._channels.append(channel)
         return channel
 

@@ -38,8 +38,8 @@ class GatewayConfig:
 
 
 def from_stack(raw: Mapping[str, Any]) -> GatewayConfig:
-    host = raw.get("stack", {}).get("host", "127.0.0.1")
     defaults = {**stack_defaults(raw, "gateway"), "port": DEFAULT_PORT}
+    host = defaults["host"]
     for name in ("balancer", "monitor"):
         section = raw.get(name, {})
         if "port" in section:

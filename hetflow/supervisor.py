@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from hetflow.runtime.config import load_stack
+from hetflow.runtime.security import stack_security
 
 RUN_DIR = Path(os.environ.get("HETFLOW_CACHE", Path.home() / ".cache" / "hetflow")) / "run"
 RESTART_WINDOW_S = 60.0
@@ -72,7 +73,7 @@ def plan(raw: Mapping[str, Any]) -> list[ServiceProcess]:
                                        ["--name", engine["name"]]))
     services.append(ServiceProcess("balancer", "balancer", address(raw["balancer"])))
     if "gateway" in raw:
-        scheme = "https" if (raw.get("security") or {}).get("tls") else "http"
+        scheme = "https" if stack_security(raw, "gateway").tls is not None else "http"
         services.append(ServiceProcess("gateway", "gateway", f"{scheme}://{address(raw['gateway'])}"))
     return services
 

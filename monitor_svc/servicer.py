@@ -8,7 +8,6 @@ import grpc
 from prometheus_client import Gauge
 
 from hetflow import wire
-from hetflow.core.call import check_stages
 from hetflow.core.errors import InvalidArgument, NotFound
 from hetflow.core.monitor.memory_ledger import MemoryPlan
 from hetflow.core.monitor.snapshot import cluster_snapshot
@@ -30,7 +29,6 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
     async def Admit(self, request: monitor_pb2.AdmitRequest,
                     context: grpc.aio.ServicerContext) -> monitor_pb2.AdmitReply:
         bind_ids(request.request_id, request.program_id)
-        check_stages(request.workflow.stage_index, request.workflow.stage_count)
         try:
             program = self.state.admit(
                 request.request_id, request.program_id, request.model, request.engine_id, request.predicted_tokens,
@@ -73,7 +71,6 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
 
     async def Snapshot(self, request: monitor_pb2.SnapshotRequest,
                        context: grpc.aio.ServicerContext) -> monitor_pb2.MonitorSnapshot:
-        check_stages(request.stage_index, request.stage_count, "snapshot")
         snapshot = cluster_snapshot(self.state, time.time(), request.program_id, request.agent, request.workflow,
                                     request.stage_index, request.stage_count, tuple(request.prefix_blocks))
         reply = wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq)

@@ -185,10 +185,10 @@ class VllmServerBackend:
                 self.front.wake.set()
 
     def _has_room(self, req: EngineRequest) -> bool:
-        """hetflow keeps at most ``max_num_seqs`` (plus ``server_backlog``) of its requests in the server; the
-        server's KV report
-        lags by up to ``metrics_interval_s``, so blocks hetflow's own requests released since the last
-        report are taken off it (else each finish would wait for the next read to admit the next)."""
+        """hetflow keeps at most ``max_num_seqs`` (plus ``server_backlog``) of its requests in the server;
+        the server's KV report lags by up to ``metrics_interval_s``, so blocks hetflow's own requests
+        released since the last report are taken off it (else each finish would wait for the next read to
+        admit the next)."""
         load = self._load
         freed = self._freed_blocks_since_read / max(1, load.num_gpu_blocks)
         return has_room(req, (r for r, _ in self._running.values()), self.cfg.max_num_seqs + self.cfg.server_backlog,

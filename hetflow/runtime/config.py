@@ -131,10 +131,9 @@ SERVE_KEYS = ("host", "port", "metrics_port", "grace_s", "not_serving_s", "log_l
 def stack_defaults(raw: Mapping[str, Any], identity: str) -> dict[str, Any]:
     """What every service takes from the stack as a whole: its host, and the stack's ``security``
     section as this service (``identity``) uses it."""
-    defaults: dict[str, Any] = {"host": raw.get("stack", {}).get("host", "127.0.0.1")}
-    if raw.get("security"):
-        defaults["security"] = {**raw["security"], "identity": identity}
-    return defaults
+    from hetflow.runtime.security import stack_security  # security builds its config with this module
+
+    return {"host": raw.get("stack", {}).get("host", "127.0.0.1"), "security": stack_security(raw, identity)}
 
 
 def service_config(cls: type[T], section: Mapping[str, Any] | None, where: str,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable, Sequence
 
+from hetflow.core.call import check_stages
 from hetflow.core.monitor.state import EngineRecord, MonitorState
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 from hetflow.core.stats import percentile
@@ -65,6 +66,7 @@ def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", ag
     """The cluster at ``now_s`` for a call of ``program_id`` by ``agent`` at stage ``stage_index`` of
     ``stage_count`` of ``workflow``, whose prompt has ``prefix_blocks``. Each engine's memory ledger
     is carried up to its last occupied slot (nothing for engines no packing decision has used)."""
+    check_stages(stage_index, stage_count, "snapshot")
     engines = engine_views(state, now_s)
     if prefix_blocks:
         engines = tuple(_with_prefix_match(view, state.engines[view.engine_id], prefix_blocks) for view in engines)

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from hetflow.core.call import check_stages
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.monitor.agent_latency import AgentStats
 from hetflow.core.monitor.memory_ledger import MemoryLedger, MemoryPlan
@@ -212,6 +213,7 @@ class MonitorState:
         if engine_id not in self.engines:
             raise KeyError(f"engine {engine_id!r} has never reported to the monitor")
         check_admit(predicted_tokens, prompt_tokens, predicted_cost_s, mean_cost_s, memory_plan)
+        check_stages(stage_index, stage_count)
         profile = self.engines[engine_id].status.profile
         if profile is not None and profile.kv_capacity_tokens and prompt_tokens > profile.kv_capacity_tokens:
             raise ValueError(f"prompt_tokens {prompt_tokens} exceed engine {engine_id!r}'s KV capacity "
