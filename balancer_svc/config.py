@@ -45,10 +45,11 @@ class BalancerConfig:
     max_calls: int = 4096
     """Calls in the balancer at once (deciding, held or streaming); past it RESOURCE_EXHAUSTED with a retry
     hint (0 = no cap)."""
-    max_loop_lag_s: float = 0.5
+    max_loop_lag_s: float = 0.005
     """New calls are refused (RESOURCE_EXHAUSTED, retry hint) while the balancer's event loop runs later
-    than this (averaged over ~0.25 s): short of CPU, it would otherwise leave calls unaccepted in gRPC's
-    transport until gRPC cancels them (0 = never on lag)."""
+    than this (median of the last 0.5 s of probes): its turns are then long, and gRPC, which accepts one
+    call per turn, leaves calls unaccepted until it cancels them at 30 s (0 = never on lag; measured in
+    docs/reliability.md: 0.1 ms at light load, 4-10 ms at 3x saturation)."""
     redispatch_attempts: int = 2
     """How many more engines a call is sent to when its engine fails before the first token."""
     unreachable_skip_s: float = 5.0

@@ -33,7 +33,7 @@ from hetflow.core.call import LlmCall
 from hetflow.core.errors import DeadlineExceeded, ResourceExhausted, Unavailable
 from hetflow.core.features import feature_row
 from hetflow.core.hold_queue import HoldQueue
-from hetflow.core.load_shedding import LoadShedder
+from hetflow.core.load_shedding import LoadShedder, LoopLag
 from hetflow.core.pipeline import Decision, Pipeline
 from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import EngineView
@@ -61,7 +61,8 @@ STALE_DECISIONS = Counter("hetflow_balancer_stale_snapshot_decisions_total",
                           "Decisions taken on the last snapshot while the monitor did not answer")
 REDISPATCHED = Counter("hetflow_balancer_redispatched_total",
                        "Calls sent to another engine after theirs failed before the first token")
-LOOP_LAG_S = Gauge("hetflow_balancer_loop_lag_seconds", "How late the balancer's event loop last ran a timer")
+LOOP_LAG_S = Gauge("hetflow_balancer_loop_lag_seconds",
+                   "How late the balancer's event loop runs timers (median of the last 10 probes, 50 ms apart)")
 LATE_ENGINE_DECISIONS = Counter("hetflow_balancer_late_engine_decisions_total",
                                 "Decisions that used engines whose reports were late, none being on time")
 MONITOR_AWAY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
@@ -116,8 +117,8 @@ class Dispatcher:
         self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
         self.tenants = TenantLimiter.from_mapping(cfg.tenant_limits)
         self.shedder = LoadShedder(cfg.max_calls, cfg.max_loop_lag_s)
-        self.loop_lag_s = 0.0
-        """How late the event loop runs timers, smoothed (``_measure_loop_lag``)."""
+        self.loop_lag = LoopLag()
+        """How late the event loop runs timers (``_measure_loop_lag``)."""
         self._lag_probe: asyncio.Task[None] | None = None
         self.registrations = Registrations()
         """Running calls and whether the monitor knows them (told again after it restarts)."""
@@ -150,16 +151,13 @@ class Dispatcher:
         self._watcher = asyncio.get_running_loop().create_task(self._watch_monitor())
         self._lag_probe = asyncio.get_running_loop().create_task(self._measure_loop_lag())
 
-    async def _measure_loop_lag(self, interval_s: float = 0.05, weight: float = 0.2) -> None:
-        """Every ``interval_s``: how much later than asked the loop woke this task (0 when it has CPU),
-        averaged with weight ``weight`` on the newest, so one slow step does not refuse calls."""
+    async def _measure_loop_lag(self, interval_s: float = 0.05) -> None:
+        """Every ``interval_s``: how much later than asked the loop woke this task (0 when it has CPU)."""
         loop = asyncio.get_running_loop()
         while True:
             asked_s = loop.time()
             await asyncio.sleep(interval_s)
-            late_s = max(0.0, loop.time() - asked_s - interval_s)
-            self.loop_lag_s += weight * (late_s - self.loop_lag_s)
-            LOOP_LAG_S.set(self.loop_lag_s)
+            LOOP_LAG_S.set(self.loop_lag.add(loop.time() - asked_s - interval_s))
 
     async def _watch_monitor(self) -> None:
         """Without calls to carry them, a snapshot every ``monitor_probe_s`` keeps the fallback snapshot
@@ -197,7 +195,7 @@ class Dispatcher:
         deadline_s = time.monotonic() + time_remaining_s if time_remaining_s is not None else None
         failures: list[NeverReached] = []
         tenant = call.workflow.tenant
-        self.shedder.enter(self.loop_lag_s)
+        self.shedder.enter(self.loop_lag.lag_s)
         try:
             self.tenants.enter(tenant, time.monotonic())
         except ResourceExhausted:

@@ -173,7 +173,7 @@ def _health(args: argparse.Namespace) -> int:
     from hetflow.runtime.security import stack_security
     from hetflow.stackctl import health
 
-    security = stack_security(load_stack(args.config), "operator") if args.config else None
+    security = stack_security(load_stack(args.config), args.identity) if args.config else None
     state = asyncio.run(health(args.address, args.timeout, security))
     print(state)
     return 0 if state == "SERVING" else 1
@@ -274,7 +274,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("health", help="exit 0 when the service at ADDRESS serves (compose and probes run this)")
     p.add_argument("address", help="host:port of a gRPC service, or http://host:port of the gateway")
     p.add_argument("--timeout", type=float, default=2.0, help="seconds")
-    p.add_argument("-c", "--config", type=Path, help="the stack's config, for its TLS (the operator's certificate)")
+    p.add_argument("-c", "--config", type=Path, help="the stack's config, for its TLS")
+    p.add_argument("--identity", default="operator",
+                   help="whose certificate to present (a container's health check: its own service's)")
     p.set_defaults(fn=_health)
 
     p = sub.add_parser("compose", help="write the compose file that runs a stack config, one container per service")

@@ -310,7 +310,8 @@ def run(scenario: str, args: argparse.Namespace) -> dict[str, Any]:
         return _on_stack(scenario, args, lambda c: run_fault(scenario, c, args.rate, args.duration, args.seed,
                                                              args.stop_s))
     if scenario == "overload":
-        capacity = _on_stack("saturate", args, lambda c: {"c": saturated_throughput(c, args.saturate_rate, args.seed)})
+        capacity = ({"c": args.capacity} if args.capacity else _on_stack(
+            "saturate", args, lambda c: {"c": saturated_throughput(c, args.saturate_rate, args.seed)}))
         return _on_stack(scenario, args, lambda c: run_overload(c, capacity["c"], args.duration, args.seed))
     return _on_stack(scenario, args, lambda c: run_soak(c, args.rate, args.duration, args.seed))
 
@@ -324,6 +325,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=45.0, help="seconds of arrivals per run")
     parser.add_argument("--stop-s", type=float, default=10.0, help="how long engine-stop keeps the engine stopped")
     parser.add_argument("--saturate-rate", type=float, default=60.0, help="calls per second to measure capacity")
+    parser.add_argument("--capacity", type=float, default=0.0,
+                        help="overload: the saturated throughput (calls/s) measured before; 0 = measure it first")
     parser.add_argument("--max-waiting", type=int, default=32, help="each engine's bound on waiting requests")
     parser.add_argument("--stream-interval", type=int, default=1, help="engines' tokens per streamed chunk")
     parser.add_argument("--seed", type=int, default=0)
@@ -341,7 +344,8 @@ def main() -> None:
 def _command(scenario: str, args: argparse.Namespace) -> str:
     return (f"python -m hetflow.bench.reliability --scenario {scenario} -c {args.config} --rate {args.rate:g} "
             f"--duration {args.duration:g} --stop-s {args.stop_s:g} --saturate-rate {args.saturate_rate:g} "
-            f"--max-waiting {args.max_waiting} --stream-interval {args.stream_interval} --seed {args.seed}")
+            + (f"--capacity {args.capacity:g} " if args.capacity else "")
+            + f"--max-waiting {args.max_waiting} --stream-interval {args.stream_interval} --seed {args.seed}")
 
 
 if __name__ == "__main__":

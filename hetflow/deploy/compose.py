@@ -6,6 +6,11 @@ gateway's ``/health``) through ``hetflow health``; ``depends_on`` waits for ``se
 balancer starts once the monitor, router, predictor and every engine serve, and the gateway once the
 balancer does. Engines with ``backend: vllm`` run the engine image (vLLM's official image with hetflow)
 on one GPU each, in config order; every other service runs the control-plane image.
+
+With a ``security`` section, each container gets the files its own identity reads (the CA, its
+certificate and key, the service token; ``hetflow certs`` writes them), read-only, at the path the
+config names (a relative path under the image's working directory), and its health check presents
+its own certificate: no container holds another service's key.
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ from typing import Any, Mapping
 import yaml
 
 from hetflow.runtime.config import engine_section
+from hetflow.runtime.security import stack_security
 from hetflow.supervisor import ServiceProcess, plan
 
 CONTROL_PLANE_IMAGE = "hetflow:latest"
 ENGINE_IMAGE = "hetflow-engine:latest"
 STACK_IN_CONTAINER = "/etc/hetflow/stack.yaml"
+WORKDIR_IN_CONTAINER = "/app"
+"""The images' working directory (Dockerfile), where a relative path in the stack config points."""
 LOOPBACK = ("127.0.0.1", "0.0.0.0", "localhost", "::", "::1", "")
 START_PERIOD_S = {"vllm": 900, "default": 30}
 """How long a container may take to become healthy before failed checks count (vLLM loads weights)."""
@@ -38,8 +46,25 @@ def service_host(raw: Mapping[str, Any], svc: ServiceProcess) -> str:
     return host
 
 
-def _healthcheck(address: str, start_period_s: int) -> dict[str, Any]:
-    return {"test": ["CMD", "hetflow", "health", address], "interval": "5s", "timeout": "3s", "retries": 5,
+def secured(raw: Mapping[str, Any]) -> bool:
+    return bool(raw.get("security"))
+
+
+def security_files(raw: Mapping[str, Any], identity: str) -> dict[str, tuple[str, str]]:
+    """Role -> (path on the host, path in the container) of each file ``identity`` reads."""
+    files = stack_security(raw, identity).files() if secured(raw) else {}
+    return {role: (str(p) if p.is_absolute() else f"./{p}",
+                   str(p) if p.is_absolute() else f"{WORKDIR_IN_CONTAINER}/{p}") for role, p in files.items()}
+
+
+def health_command(raw: Mapping[str, Any], svc: ServiceProcess) -> list[str]:
+    """``hetflow health`` of the service, over the stack's TLS as the service itself when it has one."""
+    secure = ["-c", STACK_IN_CONTAINER, "--identity", svc.service] if secured(raw) else []
+    return ["hetflow", "health", svc.address, *secure]
+
+
+def _healthcheck(raw: Mapping[str, Any], svc: ServiceProcess, start_period_s: int) -> dict[str, Any]:
+    return {"test": ["CMD", *health_command(raw, svc)], "interval": "5s", "timeout": "3s", "retries": 5,
             "start_period": f"{start_period_s}s"}
 
 
@@ -59,8 +84,9 @@ def compose_file(raw: Mapping[str, Any], stack_file: str) -> dict[str, Any]:
             "image": ENGINE_IMAGE if backend == "vllm" else CONTROL_PLANE_IMAGE,
             "build": {"context": ".", "target": "engine" if backend == "vllm" else "control-plane"},
             "command": command,
-            "volumes": [f"{stack_file}:{STACK_IN_CONTAINER}:ro"],
-            "healthcheck": _healthcheck(svc.address, START_PERIOD_S["vllm" if backend == "vllm" else "default"]),
+            "volumes": [f"{stack_file}:{STACK_IN_CONTAINER}:ro",
+                        *(f"{host}:{inside}:ro" for host, inside in security_files(raw, svc.service).values())],
+            "healthcheck": _healthcheck(raw, svc, START_PERIOD_S["vllm" if backend == "vllm" else "default"]),
             "restart": "unless-stopped",
             "stop_grace_period": "30s",
         }

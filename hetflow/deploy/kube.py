@@ -8,30 +8,59 @@ changed config rolls the pods. Probes ask gRPC health (the gateway's ``/health``
 Prometheus scrape annotations of their metrics port; engines with ``backend: vllm`` ask one GPU. One
 Deployment per configured engine: the monitor tracks engines by name, so more replicas of a model are
 more engine entries in the stack config.
+
+With a ``security`` section, each identity's files (the CA, its certificate and key, the service
+token) become a Secret of its own from kustomize's ``secretGenerator`` (copied under ``DIR/secrets/``,
+which holds a ``.gitignore`` so the keys are not committed by accident), mounted read-only at the
+paths the config names; only that identity's pods mount it. The kubelet's gRPC probe speaks no TLS,
+so probes then run ``hetflow health`` in the pod as the service itself, and the gateway's are HTTPS.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
-from hetflow.deploy.compose import CONTROL_PLANE_IMAGE, ENGINE_IMAGE, STACK_IN_CONTAINER, service_host, service_section
+from hetflow.deploy.compose import (
+    CONTROL_PLANE_IMAGE,
+    ENGINE_IMAGE,
+    STACK_IN_CONTAINER,
+    health_command,
+    secured,
+    security_files,
+    service_host,
+    service_section,
+)
 from hetflow.runtime.config import env_key
 from hetflow.supervisor import ServiceProcess, plan
 
 CONFIG_MAP = "hetflow-stack"
 LABEL = "app.kubernetes.io/name"
+SECRETS_DIR = "secrets"
+
+
+def secret_name(identity: str) -> str:
+    return f"hetflow-{identity}-security"
 
 
 def _env_section(svc: ServiceProcess) -> str:
     return f"ENGINES__{env_key(svc.extra_args[-1])}" if svc.service == "engine" else svc.service.upper()
 
 
-def _probes(svc: ServiceProcess, port: int, initial_delay_s: int) -> dict[str, Any]:
-    check: dict[str, Any] = ({"httpGet": {"path": "/health", "port": port}} if svc.service == "gateway"
-                             else {"grpc": {"port": port}})
+def _check(raw: Mapping[str, Any], svc: ServiceProcess, port: int) -> dict[str, Any]:
+    tls = bool((raw.get("security") or {}).get("tls"))
+    if svc.service == "gateway":
+        return {"httpGet": {"path": "/health", "port": port, **({"scheme": "HTTPS"} if tls else {})}}
+    if secured(raw):
+        return {"exec": {"command": health_command(raw, svc)}, "timeoutSeconds": 3}
+    return {"grpc": {"port": port}}
+
+
+def _probes(raw: Mapping[str, Any], svc: ServiceProcess, port: int, initial_delay_s: int) -> dict[str, Any]:
+    check = _check(raw, svc, port)
     return {"readinessProbe": {**check, "periodSeconds": 5, "failureThreshold": 3},
             "livenessProbe": {**check, "periodSeconds": 10, "failureThreshold": 6},
             "startupProbe": {**check, "periodSeconds": 5, "failureThreshold": max(1, initial_delay_s // 5)}}
@@ -45,7 +74,8 @@ def _env(name: str, svc: ServiceProcess, port: int) -> list[dict[str, str]]:
     return env
 
 
-def _container(name: str, svc: ServiceProcess, section: Mapping[str, Any], vllm: bool) -> dict[str, Any]:
+def _container(raw: Mapping[str, Any], name: str, svc: ServiceProcess, section: Mapping[str, Any],
+               vllm: bool) -> dict[str, Any]:
     port = int(section["port"])
     ports = [{"name": "http" if svc.service == "gateway" else "grpc", "containerPort": port}]
     if section.get("metrics_port"):
@@ -56,20 +86,26 @@ def _container(name: str, svc: ServiceProcess, section: Mapping[str, Any], vllm:
         "args": [svc.service, "-c", STACK_IN_CONTAINER, *svc.extra_args],
         "env": _env(name, svc, port),
         "ports": ports,
-        "volumeMounts": [{"name": "stack", "mountPath": str(Path(STACK_IN_CONTAINER).parent), "readOnly": True}],
-        **_probes(svc, port, 900 if vllm else 60),
+        "volumeMounts": [{"name": "stack", "mountPath": str(Path(STACK_IN_CONTAINER).parent), "readOnly": True},
+                         *({"name": "security", "mountPath": inside, "subPath": role, "readOnly": True}
+                           for role, (_, inside) in security_files(raw, svc.service).items())],
+        **_probes(raw, svc, port, 900 if vllm else 60),
     }
     if vllm:
         container["resources"] = {"limits": {"nvidia.com/gpu": 1}}
     return container
 
 
-def _deployment(name: str, svc: ServiceProcess, section: Mapping[str, Any], vllm: bool) -> dict[str, Any]:
+def _deployment(raw: Mapping[str, Any], name: str, svc: ServiceProcess, section: Mapping[str, Any],
+                vllm: bool) -> dict[str, Any]:
     annotations = ({"prometheus.io/scrape": "true", "prometheus.io/port": str(section["metrics_port"]),
                     "prometheus.io/path": "/metrics"} if section.get("metrics_port")
                    else {"prometheus.io/scrape": "true", "prometheus.io/port": str(section["port"]),
                          "prometheus.io/path": "/metrics"} if svc.service == "gateway" else {})
     labels = {LABEL: name, "app.kubernetes.io/part-of": "hetflow", "app.kubernetes.io/component": svc.service}
+    volumes: list[dict[str, Any]] = [{"name": "stack", "configMap": {"name": CONFIG_MAP}}]
+    if security_files(raw, svc.service):
+        volumes.append({"name": "security", "secret": {"secretName": secret_name(svc.service), "defaultMode": 0o400}})
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "labels": labels},
@@ -78,9 +114,9 @@ def _deployment(name: str, svc: ServiceProcess, section: Mapping[str, Any], vllm
             "selector": {"matchLabels": {LABEL: name}},
             "template": {
                 "metadata": {"labels": labels, "annotations": annotations},
-                "spec": {"containers": [_container(name, svc, section, vllm)],
+                "spec": {"containers": [_container(raw, name, svc, section, vllm)],
                          "terminationGracePeriodSeconds": 30,
-                         "volumes": [{"name": "stack", "configMap": {"name": CONFIG_MAP}}]},
+                         "volumes": volumes},
             },
         },
     }
@@ -100,15 +136,41 @@ def manifests(raw: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
         section = service_section(raw, svc)
         name = service_host(raw, svc)
         vllm = svc.service == "engine" and section.get("backend", "sim") == "vllm"
-        files[f"{name}.yaml"] = [_deployment(name, svc, section, vllm), _service(name, svc, section)]
+        files[f"{name}.yaml"] = [_deployment(raw, name, svc, section, vllm), _service(name, svc, section)]
     return files
 
 
-def kustomization(files: list[str]) -> dict[str, Any]:
-    return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-            "labels": [{"pairs": {"app.kubernetes.io/part-of": "hetflow"}}],
-            "resources": files,
-            "configMapGenerator": [{"name": CONFIG_MAP, "files": ["stack.yaml"]}]}
+def secret_files(raw: Mapping[str, Any]) -> dict[str, dict[str, Path]]:
+    """Identity -> role -> the file on this machine, for each identity the stack's pods run as."""
+    identities = sorted({svc.service for svc in plan(raw)})
+    return {identity: {role: Path(host) for role, (host, _) in files.items()}
+            for identity in identities if (files := security_files(raw, identity))}
+
+
+def kustomization(files: list[str], secrets: Mapping[str, Mapping[str, Path]] | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "labels": [{"pairs": {"app.kubernetes.io/part-of": "hetflow"}}],
+        "resources": files,
+        "configMapGenerator": [{"name": CONFIG_MAP, "files": ["stack.yaml"]}]}
+    if secrets:
+        doc["secretGenerator"] = [{"name": secret_name(identity),
+                                   "files": [f"{role}={SECRETS_DIR}/{identity}/{role}" for role in roles]}
+                                  for identity, roles in secrets.items()]
+    return doc
+
+
+def _copy_secrets(secrets: Mapping[str, Mapping[str, Path]], out_dir: Path) -> None:
+    for identity, roles in secrets.items():
+        for role, source in roles.items():
+            if not source.is_file():
+                raise ValueError(f"{source} ({identity}'s {role}) does not exist: write the stack's certificates "
+                                 "first (`hetflow certs -c STACK -o DIR`)")
+            target = out_dir / SECRETS_DIR / identity / role
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            target.chmod(0o600)
+    (out_dir / SECRETS_DIR / ".gitignore").write_text("# private keys: never commit them\n*\n")
 
 
 HEADER = "# Written by `hetflow kube -c {stack_file}`; edit the stack config and write it again.\n"
@@ -124,6 +186,9 @@ def write(raw: Mapping[str, Any], stack_text: str, stack_file: str, out_dir: Pat
         path.write_text(HEADER.format(stack_file=stack_file) + yaml.safe_dump_all(resources, sort_keys=False))
         written.append(path)
     (out_dir / "stack.yaml").write_text(stack_text)
+    secrets = secret_files(raw)
+    if secrets:
+        _copy_secrets(secrets, out_dir)
     (out_dir / "kustomization.yaml").write_text(
-        HEADER.format(stack_file=stack_file) + yaml.safe_dump(kustomization(sorted(files)), sort_keys=False))
+        HEADER.format(stack_file=stack_file) + yaml.safe_dump(kustomization(sorted(files), secrets), sort_keys=False))
     return [*written, out_dir / "stack.yaml", out_dir / "kustomization.yaml"]

@@ -110,6 +110,14 @@ class SecurityConfig:
     def path(self, template: str) -> Path:
         return Path(template.format(identity=self.identity)).expanduser()
 
+    def files(self) -> dict[str, Path]:
+        """The files this identity reads, by role (``ca``, ``cert``, ``key``, ``token``): what a
+        container or pod must be given (``hetflow compose``, ``hetflow kube``)."""
+        named = {"token": self.service_token_file}
+        if self.tls is not None:
+            named |= {"ca": self.tls.ca_file, "cert": self.tls.cert_file, "key": self.tls.key_file}
+        return {role: self.path(template) for role, template in named.items() if template}
+
     def service_token(self) -> str:
         return self.path(self.service_token_file).read_text(encoding="utf-8").strip() if self.service_token_file else ""
 

@@ -3,7 +3,7 @@
 import pytest
 
 from hetflow.core.errors import ResourceExhausted
-from hetflow.core.load_shedding import LoadShedder
+from hetflow.core.load_shedding import LoadShedder, LoopLag
 
 
 def test_calls_past_the_cap_are_refused_with_a_retry_hint_and_room_comes_back_as_calls_leave():
@@ -24,3 +24,24 @@ def test_a_late_event_loop_refuses_new_calls_and_an_unset_limit_never_does():
     for _ in range(100):
         unlimited.enter(10.0)
     assert unlimited.calls == 100
+
+
+def test_loop_lag_is_the_median_of_recent_probes_so_one_pause_does_not_refuse_calls():
+    lag = LoopLag(window=5)
+    for late_s in (0.0001, 0.0002, 0.0001, 0.0002):
+        lag.add(late_s)
+    assert lag.add(0.25) == pytest.approx(0.0002)  # one 250 ms garbage-collection pause
+    LoadShedder(max_loop_lag_s=0.005).enter(lag.lag_s)
+    for _ in range(3):
+        lag.add(0.008)  # turns stay long: most recent probes late
+    assert lag.lag_s == pytest.approx(0.008)
+    with pytest.raises(ResourceExhausted, match="8.0 ms late"):
+        LoadShedder(max_loop_lag_s=0.005).enter(lag.lag_s)
+
+
+def test_loop_lag_counts_an_early_wake_as_on_time_and_forgets_old_probes():
+    lag = LoopLag(window=3)
+    assert lag.lag_s == 0.0
+    for late_s in (0.5, 0.5, -0.001, 0.0, 0.0):
+        lag.add(late_s)
+    assert lag.lag_s == 0.0 and list(lag.samples_s) == [0.0, 0.0, 0.0]

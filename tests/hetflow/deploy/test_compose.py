@@ -79,3 +79,32 @@ def test_every_image_target_the_compose_file_builds_is_a_dockerfile_stage():
               if line.startswith("FROM ") and " AS " in line}
     targets = {s["build"]["target"] for s in compose_file(raw_stack(), "./stack.yaml")["services"].values()}
     assert targets == {"control-plane", "engine"} and targets <= stages
+
+
+def secured_stack() -> dict:
+    raw = raw_stack()
+    raw["security"] = {"tls": {"ca_file": "certs/ca.crt", "cert_file": "certs/{identity}.crt",
+                               "key_file": "/etc/keys/{identity}.key"}}
+    return raw
+
+
+def test_with_tls_each_container_gets_only_its_own_identity_files_and_checks_health_as_itself():
+    raw = secured_stack()
+    services = compose_file(raw, "./stack.yaml")["services"]
+    SCHEMA.validate(compose_file(raw, "./stack.yaml"))
+    assert services["monitor"]["volumes"] == ["./stack.yaml:/etc/hetflow/stack.yaml:ro",
+                                              "./certs/ca.crt:/app/certs/ca.crt:ro",
+                                              "./certs/monitor.crt:/app/certs/monitor.crt:ro",
+                                              "/etc/keys/monitor.key:/etc/keys/monitor.key:ro"]
+    engine_volumes = " ".join(services["engine-small-0"]["volumes"])
+    assert "engine.key" in engine_volumes and "monitor" not in engine_volumes
+    for svc in plan(raw):
+        test = services[svc.address.removeprefix("http://").removeprefix("https://").rsplit(":", 1)[0]]
+        assert test["healthcheck"]["test"][-4:] == ["-c", "/etc/hetflow/stack.yaml", "--identity", svc.service]
+
+
+def test_a_service_token_is_mounted_into_every_container():
+    raw = raw_stack()
+    raw["security"] = {"service_token_file": "secrets/token"}
+    for entry in compose_file(raw, "./stack.yaml")["services"].values():
+        assert "./secrets/token:/app/secrets/token:ro" in entry["volumes"]

@@ -81,3 +81,42 @@ def test_the_kustomization_lists_every_file_and_generates_the_config_map():
     kustomization = yaml.safe_load((REPO / "deploy" / "k8s" / "kustomization.yaml").read_text())
     for name in kustomization["resources"] + kustomization["configMapGenerator"][0]["files"]:
         assert (REPO / "deploy" / "k8s" / name).exists()
+
+
+def test_with_mutual_tls_each_identity_has_a_secret_of_its_own_and_probes_speak_tls(tmp_path):
+    from hetflow.deploy.certs import security_section, write_certs
+
+    raw = raw_stack()
+    write_certs(raw, tmp_path / "certs")
+    raw["security"] = security_section(tmp_path / "certs")
+    out = tmp_path / "k8s"
+    write(raw, STACK.read_text(), "stack.yaml", out)
+    kustomization = yaml.safe_load((out / "kustomization.yaml").read_text())
+    secrets = {g["name"]: g["files"] for g in kustomization["secretGenerator"]}
+    assert set(secrets) == {f"hetflow-{i}-security" for i in ("monitor", "router", "predictor", "balancer",
+                                                                 "gateway", "engine")}
+    for files in secrets.values():
+        assert all((out / f.split("=", 1)[1]).is_file() for f in files)
+    assert (out / "secrets" / "engine" / "key").read_bytes() == (tmp_path / "certs" / "engine.key").read_bytes()
+    assert (out / "secrets" / ".gitignore").read_text().endswith("*\n")
+
+    pods = {r["metadata"]["name"]: r for rs in manifests(raw).values() for r in rs if r["kind"] == "Deployment"}
+    monitor = pods["monitor"]["spec"]["template"]["spec"]
+    assert monitor["volumes"][1]["secret"]["secretName"] == "hetflow-monitor-security"
+    mounts = {m["mountPath"]: m["subPath"] for m in monitor["containers"][0]["volumeMounts"] if m["name"] == "security"}
+    assert mounts == {str(tmp_path / "certs" / "ca.crt"): "ca", str(tmp_path / "certs" / "monitor.crt"): "cert",
+                      str(tmp_path / "certs" / "monitor.key"): "key"}
+    probe = monitor["containers"][0]["readinessProbe"]
+    assert probe["exec"]["command"][-2:] == ["--identity", "monitor"] and "grpc" not in probe
+    gateway = pods["gateway"]["spec"]["template"]["spec"]["containers"][0]
+    assert gateway["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    for pod in pods.values():
+        kubernetes_validate.validate(pod, KUBERNETES_VERSION, strict=True)
+
+
+def test_a_missing_certificate_is_an_error_that_says_how_to_make_it(tmp_path):
+    raw = raw_stack()
+    raw["security"] = {"tls": {"ca_file": str(tmp_path / "nope.crt"), "cert_file": str(tmp_path / "{identity}.crt"),
+                               "key_file": str(tmp_path / "{identity}.key")}}
+    with pytest.raises(ValueError, match="hetflow certs"):
+        write(raw, STACK.read_text(), "stack.yaml", tmp_path / "k8s")
