@@ -179,6 +179,12 @@ def _health(args: argparse.Namespace) -> int:
     return 0 if state == "SERVING" else 1
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from hetflow.planner.cli import main
+
+    return main(args.config, args.out)
+
+
 def _compose(args: argparse.Namespace) -> int:
     from hetflow.deploy.compose import render
     from hetflow.runtime.config import load_stack
@@ -293,6 +299,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("api-key", help="a new API key for a tenant, and the line the stack config needs")
     p.add_argument("--tenant", required=True)
     p.set_defaults(fn=_api_key)
+
+    p = sub.add_parser("plan", help="Cascadia's cascade plan: thresholds, GPU allocation and parallelism (issue 15)")
+    p.add_argument("-c", "--config", required=True, type=Path, help="plan YAML (examples/plan-cascade.yaml)")
+    p.add_argument("-o", "--out", type=Path, help="write the whole plan as JSON here")
+    p.set_defaults(fn=_plan)
 
     p = sub.add_parser("kube", help="write kustomize manifests that run a stack config on Kubernetes")
     p.add_argument("-c", "--config", required=True, type=Path, help="stack YAML (each section's host: its Service)")

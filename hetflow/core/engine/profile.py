@@ -109,6 +109,8 @@ class Architecture:
     kv_heads: int
     head_dim: int
     max_model_len: int
+    hidden_size: int = 0
+    """The residual stream's width: what tensor-parallel all-reduces and pipeline hops carry per token."""
     dtype_bytes: int = 2
 
     @property
@@ -126,6 +128,8 @@ class Gpu:
     memory_gib: float
     hbm_gb_s: float
     bf16_tflops: float
+    link_gb_s: float = 0.0
+    """One direction of the GPU-to-GPU link within a server (NVLink, else PCIe)."""
 
 
 def derive(model: str, gpu_name: str, arch: Architecture, gpu: Gpu, **overrides: Any) -> EngineProfile:
@@ -173,9 +177,22 @@ def load_profile(spec: str, **overrides: Any) -> EngineProfile:
     cat = _catalog()
     if model not in cat["architectures"] or gpu_name not in cat["gpus"]:
         raise ValueError(f"unknown profile {spec!r}; built-in: {', '.join(catalog_names())}")
-    arch: dict[str, Any] = {k: float(v) if k == "params" else int(v) for k, v in cat["architectures"][model].items()}
-    gpu = {k: float(v) for k, v in cat["gpus"][gpu_name].items()}  # YAML 1.1 reads "1.5e9" as a string
-    return derive(model, gpu_name, Architecture(**arch), Gpu(**gpu), **overrides)
+    return derive(model, gpu_name, catalog_architecture(model), catalog_gpu(gpu_name), **overrides)
+
+
+def catalog_architecture(model: str) -> Architecture:
+    values = _catalog()["architectures"].get(model)
+    if values is None:
+        raise ValueError(f"unknown architecture {model!r}; built-in: {', '.join(_catalog()['architectures'])}")
+    fields: dict[str, Any] = {k: float(v) if k == "params" else int(v) for k, v in values.items()}  # YAML 1.1
+    return Architecture(**fields)  # reads "1.5e9" as a string
+
+
+def catalog_gpu(name: str) -> Gpu:
+    values = _catalog()["gpus"].get(name)
+    if values is None:
+        raise ValueError(f"unknown GPU {name!r}; built-in: {', '.join(_catalog()['gpus'])}")
+    return Gpu(**{k: float(v) for k, v in values.items()})
 
 
 @dataclass(frozen=True)

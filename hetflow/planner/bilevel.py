@@ -1,0 +1,176 @@
+"""Cascadia's bi-level scheduling loop (Algorithm 1, appendix D): derive each model type's workload and
+the system quality from the thresholds, solve the deployment for it, move the thresholds by the
+Chebyshev-guided objective, and stop once the best J has not changed for K iterations.
+
+The routing solver's search (Cascadia 3.3 leaves it open: "iteratively searches for the next theta")
+is a descent over the threshold levels: from the current theta, every threshold moved one level and
+``wide_step`` levels either way; each candidate's L comes from the deployment solver, and the
+candidate with the lowest J becomes theta (Algorithm 1 line 7). The best J so far unchanged for K
+iterations ends the loop (lines 9-10).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from hetflow.planner.deployment import Allocation, Infeasible, LatencyTable, ModelType, Workload, check_fits, solve
+from hetflow.planner.latency import LengthSample
+from hetflow.planner.routing import (
+    SampledRequest,
+    chebyshev_objective,
+    proportional_start,
+    quality,
+    reach,
+    threshold_levels,
+    utopia_nadir,
+)
+
+
+class PlanError(ValueError):
+    """The planning problem cannot be solved as posed; the message names the constraint."""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    q_min: float
+    """The quality requirement (the judge's scale)."""
+    mu: float = 100.0
+    """Penalty weight on the normalised quality shortfall (Cascadia 3.3's example uses 100)."""
+    stable_iterations: int = 3
+    """K: consecutive iterations with the best J unchanged that end the loop."""
+    max_iterations: int = 50
+    wide_step: int = 4
+
+
+@dataclass
+class Plan:
+    thresholds: list[float]
+    """h_1 .. h_{C-1}."""
+    processed_share: list[float]
+    """Share of all requests each model type processes (Cascadia 4.3's "processing ratios")."""
+    allocations: list[Allocation]
+    p95_s: float
+    """L: the largest model type's p95 latency."""
+    quality: float
+    objective: float
+    utopia: float
+    nadir: float
+    iterations: int
+    evaluated: int
+    """Routing strategies whose deployment was solved."""
+    runtime_s: float
+    history: list[float] = field(default_factory=list)
+    """Best J after each iteration."""
+
+
+@dataclass
+class _Evaluation:
+    latency_s: float
+    quality: float
+    objective: float
+    allocations: list[Allocation]
+
+
+def plan(models: Sequence[ModelType], sample: Sequence[SampledRequest], rate_per_s: float, table: LatencyTable,
+         requirement: Requirement) -> Plan:
+    """Algorithm 1 of Cascadia for a cascade ``models`` (smallest first) serving ``rate_per_s``
+    requests per second like ``sample``."""
+    started = time.perf_counter()
+    names = [m.name for m in models]
+    _check(names, sample, rate_per_s)
+    utopia, nadir = utopia_nadir(sample, names)
+    if requirement.q_min > utopia:
+        raise PlanError(f"q_min {requirement.q_min:g} is above the utopia point z1* = {utopia:.4g} (every request "
+                        f"on {names[-1]}): no routing reaches it")
+    if utopia <= nadir:
+        raise PlanError(f"the largest model type scores no higher than the smallest on the sample (z1* = "
+                        f"{utopia:.4g}, z2* = {nadir:.4g}): there is no quality to trade for latency")
+    _check_fits(models, table)
+    levels = [threshold_levels(sample, name) for name in names[:-1]]
+    cache: dict[tuple[int, ...], _Evaluation] = {}
+    failures: list[str] = []
+
+    def evaluate(theta: tuple[int, ...]) -> _Evaluation:
+        if theta not in cache:
+            thresholds = [levels[i][k] for i, k in enumerate(theta)]
+            workloads = _workloads(models, sample, rate_per_s, thresholds)  # Algorithm 1 line 3
+            try:
+                latency_s, allocations = solve(models, workloads, table)  # line 5
+            except Infeasible as exc:
+                latency_s, allocations = math.inf, []
+                failures.append(str(exc))
+            q = quality(sample, names, thresholds)
+            cache[theta] = _Evaluation(latency_s, q, chebyshev_objective(latency_s, q, requirement.q_min, utopia,
+                                                                         nadir, requirement.mu), allocations)
+        return cache[theta]
+
+    theta = proportional_start(sample, names, levels)  # line 1
+    best = theta
+    history: list[float] = []
+    stable = 0
+    iterations = 0
+    while iterations < requirement.max_iterations:  # line 2
+        iterations += 1
+        candidates = [theta, *_neighbours(theta, levels, requirement.wide_step)]
+        theta = min(candidates, key=lambda c: (evaluate(c).objective, c))  # line 7
+        if evaluate(theta).objective < evaluate(best).objective:
+            best, stable = theta, 0
+        else:
+            stable += 1
+        history.append(evaluate(best).objective)
+        if stable >= requirement.stable_iterations:  # line 9
+            break
+    chosen = evaluate(best)
+    if not chosen.allocations:
+        raise PlanError(f"no routing has a deployment within the budget: {failures[-1]}")
+    thresholds = [levels[i][k] for i, k in enumerate(best)]
+    reached = reach(sample, names, thresholds)
+    return Plan(thresholds=thresholds, processed_share=[len(r) / len(sample) for r in reached],
+                allocations=chosen.allocations, p95_s=chosen.latency_s, quality=chosen.quality,
+                objective=chosen.objective, utopia=utopia, nadir=nadir, iterations=iterations,
+                evaluated=len(cache), runtime_s=time.perf_counter() - started, history=history)
+
+
+def _check(names: Sequence[str], sample: Sequence[SampledRequest], rate_per_s: float) -> None:
+    if len(names) < 2:
+        raise PlanError("a cascade needs at least two model types")
+    if not sample:
+        raise PlanError("the workload sample is empty: the planner needs requests answered by every model type")
+    if not rate_per_s > 0:
+        raise PlanError(f"the arrival rate must be positive, got {rate_per_s}")
+    for k, r in enumerate(sample):
+        missing = [n for n in names if n not in r.score or n not in r.output_tokens or n not in r.input_tokens]
+        if missing:
+            raise PlanError(f"sampled request {k} has no score or lengths for {', '.join(missing)}")
+
+
+def _workloads(models: Sequence[ModelType], sample: Sequence[SampledRequest], rate_per_s: float,
+               thresholds: Sequence[float]) -> list[Workload]:
+    """W from (theta, the sample): each model type's share of the rate and its requests' lengths
+    (Algorithm 1 line 3, footnote 1)."""
+    reached = reach(sample, [m.name for m in models], thresholds)
+    return [Workload(rate_per_s * len(ks) / len(sample),
+                     tuple(LengthSample(sample[k].input_tokens[m.name], sample[k].output_tokens[m.name]) for k in ks))
+            for m, ks in zip(models, reached)]
+
+
+def _neighbours(theta: tuple[int, ...], levels: Sequence[Sequence[float]], wide_step: int) -> list[tuple[int, ...]]:
+    out = []
+    for i, k in enumerate(theta):
+        for step in (-wide_step, -1, 1, wide_step):
+            if 0 <= k + step < len(levels[i]):
+                out.append((*theta[:i], k + step, *theta[i + 1:]))
+    return out
+
+
+def _check_fits(models: Sequence[ModelType], table: LatencyTable) -> None:
+    """Every model type must fit some allocation: the smallest sees every request, the largest those
+    no other accepts."""
+    for m in models:
+        try:
+            check_fits(m, table)
+        except Infeasible as exc:
+            raise PlanError(str(exc)) from None

@@ -1,0 +1,111 @@
+"""``hetflow plan -c PLAN.yaml``: Cascadia's bi-level plan for a cascade, a GPU budget, a workload and
+a quality requirement (issue 15; examples/plan-cascade.yaml shows every setting).
+
+    cascade: [qwen2.5-1.5b-instruct, qwen2.5-7b-instruct, qwen2.5-14b-instruct]   # smallest first
+    gpus: {h100-80g: 8}                     # the budget per GPU type (the profile catalog's names)
+    workload: {family: code, programs: 400, seed: 0, sample: 200, rate_per_s: 8}   # or trace: PATH.jsonl
+    requirement: {q_min: 70, mu: 100, stable_iterations: 3}
+    simulation: {requests: 200, seed: 0}    # Sim(w_i, f_i): requests per simulated replica
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from hetflow.core.engine.profile import catalog_architecture, catalog_gpu
+from hetflow.core.trace import read_jsonl
+from hetflow.planner.bilevel import Plan, PlanError, Requirement, plan
+from hetflow.planner.deployment import LatencyTable, ModelType
+from hetflow.planner.parallelism import Parallelism
+from hetflow.planner.sample import JUDGE_AGREEMENT, sample_from_trace
+from hetflow.runtime.config import build
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    family: str = "code"
+    programs: int = 400
+    seed: int = 0
+    trace: str = ""
+    """A trace JSONL to sample from instead of generating ``family``."""
+    sample: int = 200
+    """Calls profiled on every model (Cascadia 4.4 samples 50 every 5 minutes)."""
+    rate_per_s: float = 0.0
+    """Calls per second the plan must serve."""
+    judge_agreement: float = JUDGE_AGREEMENT
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    requests: int = 200
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PlanConfig:
+    cascade: list[str] = field(default_factory=list)
+    gpus: Mapping[str, int] = field(default_factory=dict)
+    workload: WorkloadConfig = WorkloadConfig()
+    requirement: Mapping[str, Any] = field(default_factory=dict)
+    simulation: SimulationConfig = SimulationConfig()
+
+
+def load(path: Path) -> PlanConfig:
+    raw = yaml.safe_load(path.read_text()) or {}
+    cfg = build(PlanConfig, raw, path.name)
+    if not cfg.gpus or any(int(n) < 1 for n in cfg.gpus.values()):
+        raise PlanError("gpus: give the budget as {gpu type: count >= 1}")
+    if cfg.workload.rate_per_s <= 0:
+        raise PlanError("workload.rate_per_s: the arrival rate must be positive")
+    return cfg
+
+
+def run(cfg: PlanConfig) -> Plan:
+    models = [ModelType(name, catalog_architecture(name)) for name in cfg.cascade]
+    table = LatencyTable({g: catalog_gpu(g) for g in cfg.gpus}, {g: int(n) for g, n in cfg.gpus.items()},
+                         sim_requests=cfg.simulation.requests, seed=cfg.simulation.seed)
+    sample = sample_from_trace(_records(cfg.workload, cfg.cascade), cfg.cascade, cfg.workload.sample,
+                               cfg.workload.seed, cfg.workload.judge_agreement)
+    return plan(models, sample, cfg.workload.rate_per_s, table, build(Requirement, cfg.requirement, "requirement"))
+
+
+def _records(w: WorkloadConfig, models: list[str]) -> list[Any]:
+    if w.trace:
+        return list(read_jsonl(Path(w.trace)))
+    from hetflow.workloads.generate import generate
+
+    return generate(w.family, w.programs, w.seed, models=models)
+
+
+def to_dict(result: Plan) -> dict[str, Any]:
+    out = dataclasses.asdict(result)
+    for a in out["allocations"]:
+        a["parallelism"] = str(Parallelism(**a["parallelism"])) if a["parallelism"] else None
+    return out
+
+
+def main(config: Path, out: Path | None) -> int:
+    result = run(load(config))
+    text = json.dumps(to_dict(result), indent=2)
+    if out:
+        out.write_text(text + "\n")
+    print(summary(result))
+    return 0
+
+
+def summary(result: Plan) -> str:
+    lines = [f"quality {result.quality:.2f} (utopia {result.utopia:.2f}, nadir {result.nadir:.2f}); "
+             f"p95 {result.p95_s:.2f} s; {result.iterations} iterations, {result.evaluated} routings, "
+             f"{result.runtime_s:.1f} s"]
+    thresholds = [*result.thresholds, None]
+    for a, share, h in zip(result.allocations, result.processed_share, thresholds):
+        where = f"{a.gpus} x {a.gpu} ({a.parallelism})" if a.gpus else "no GPUs"
+        accept = f", accepts at score >= {h:.1f}" if h is not None else ""
+        lines.append(f"  {a.model}: {share:.0%} of requests{accept}; {where}; p95 {a.p95_s:.2f} s")
+    return "\n".join(lines)
