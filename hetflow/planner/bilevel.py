@@ -3,14 +3,16 @@ the system quality from the thresholds, solve the deployment for it, move the th
 Chebyshev-guided objective, and stop once the best J has not changed for K iterations.
 
 The routing solver's search (Cascadia 3.3 leaves it open: "iteratively searches for the next theta")
-is a descent over the threshold levels: from the current theta, every threshold moved one level and
-``wide_step`` levels either way; each candidate's L comes from the deployment solver, and the
-candidate with the lowest J becomes theta (Algorithm 1 line 7). The best J so far unchanged for K
-iterations ends the loop (lines 9-10).
+is a pattern search over the threshold levels: from the current theta, every threshold moved r and
+``wide_step`` * r levels either way; each candidate's L comes from the deployment solver, and the
+candidate with the lowest J becomes theta (Algorithm 1 line 7). r is 1 after an improvement and
+doubles with each iteration that finds none, so every iteration of the K that end the loop (best J
+unchanged, lines 9-10) looks further than the one before instead of repeating it.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -74,64 +76,93 @@ class _Evaluation:
     allocations: list[Allocation]
 
 
+class _Problem:
+    """One planning problem: the checks, the threshold levels and J(theta) with the deployment solved
+    for it (Algorithm 1 lines 3-5), memoised by theta."""
+
+    def __init__(self, models: Sequence[ModelType], sample: Sequence[SampledRequest], rate_per_s: float,
+                 table: LatencyTable, requirement: Requirement) -> None:
+        self.models, self.sample, self.rate_per_s, self.table, self.requirement = (models, sample, rate_per_s, table,
+                                                                                   requirement)
+        self.names = [m.name for m in models]
+        _check(self.names, sample, rate_per_s)
+        self.utopia, self.nadir = utopia_nadir(sample, self.names)
+        if requirement.q_min > self.utopia:
+            raise PlanError(f"q_min {requirement.q_min:g} is above the utopia point z1* = {self.utopia:.4g} (every "
+                            f"request on {self.names[-1]}): no routing reaches it")
+        if self.utopia <= self.nadir:
+            raise PlanError(f"the largest model type scores no higher than the smallest on the sample (z1* = "
+                            f"{self.utopia:.4g}, z2* = {self.nadir:.4g}): there is no quality to trade for latency")
+        _check_fits(models, table)
+        self.levels = [threshold_levels(sample, name) for name in self.names[:-1]]
+        self.cache: dict[tuple[int, ...], _Evaluation] = {}
+        self.failures: list[str] = []
+
+    def thresholds(self, theta: tuple[int, ...]) -> list[float]:
+        return [self.levels[i][k] for i, k in enumerate(theta)]
+
+    def evaluate(self, theta: tuple[int, ...]) -> _Evaluation:
+        if theta not in self.cache:
+            thresholds = self.thresholds(theta)
+            workloads = _workloads(self.models, self.sample, self.rate_per_s, thresholds)  # Algorithm 1 line 3
+            try:
+                latency_s, allocations = solve(self.models, workloads, self.table)  # line 5
+            except Infeasible as exc:
+                latency_s, allocations = math.inf, []
+                self.failures.append(str(exc))
+            q = quality(self.sample, self.names, thresholds)
+            self.cache[theta] = _Evaluation(latency_s, q, chebyshev_objective(
+                latency_s, q, self.requirement.q_min, self.utopia, self.nadir, self.requirement.mu), allocations)
+        return self.cache[theta]
+
+    def result(self, best: tuple[int, ...], iterations: int, started: float, history: list[float]) -> Plan:
+        chosen = self.evaluate(best)
+        if not chosen.allocations:
+            raise PlanError(f"no routing has a deployment within the budget: {self.failures[-1]}")
+        thresholds = self.thresholds(best)
+        reached = reach(self.sample, self.names, thresholds)
+        return Plan(thresholds=thresholds, processed_share=[len(r) / len(self.sample) for r in reached],
+                    allocations=chosen.allocations, p95_s=chosen.latency_s, quality=chosen.quality,
+                    objective=chosen.objective, utopia=self.utopia, nadir=self.nadir, iterations=iterations,
+                    evaluated=len(self.cache), runtime_s=time.perf_counter() - started, history=history)
+
+
 def plan(models: Sequence[ModelType], sample: Sequence[SampledRequest], rate_per_s: float, table: LatencyTable,
          requirement: Requirement) -> Plan:
     """Algorithm 1 of Cascadia for a cascade ``models`` (smallest first) serving ``rate_per_s``
     requests per second like ``sample``."""
     started = time.perf_counter()
-    names = [m.name for m in models]
-    _check(names, sample, rate_per_s)
-    utopia, nadir = utopia_nadir(sample, names)
-    if requirement.q_min > utopia:
-        raise PlanError(f"q_min {requirement.q_min:g} is above the utopia point z1* = {utopia:.4g} (every request "
-                        f"on {names[-1]}): no routing reaches it")
-    if utopia <= nadir:
-        raise PlanError(f"the largest model type scores no higher than the smallest on the sample (z1* = "
-                        f"{utopia:.4g}, z2* = {nadir:.4g}): there is no quality to trade for latency")
-    _check_fits(models, table)
-    levels = [threshold_levels(sample, name) for name in names[:-1]]
-    cache: dict[tuple[int, ...], _Evaluation] = {}
-    failures: list[str] = []
-
-    def evaluate(theta: tuple[int, ...]) -> _Evaluation:
-        if theta not in cache:
-            thresholds = [levels[i][k] for i, k in enumerate(theta)]
-            workloads = _workloads(models, sample, rate_per_s, thresholds)  # Algorithm 1 line 3
-            try:
-                latency_s, allocations = solve(models, workloads, table)  # line 5
-            except Infeasible as exc:
-                latency_s, allocations = math.inf, []
-                failures.append(str(exc))
-            q = quality(sample, names, thresholds)
-            cache[theta] = _Evaluation(latency_s, q, chebyshev_objective(latency_s, q, requirement.q_min, utopia,
-                                                                         nadir, requirement.mu), allocations)
-        return cache[theta]
-
-    theta = proportional_start(sample, names, levels)  # line 1
+    problem = _Problem(models, sample, rate_per_s, table, requirement)
+    theta = proportional_start(sample, problem.names, problem.levels)  # line 1
     best = theta
     history: list[float] = []
     stable = 0
     iterations = 0
     while iterations < requirement.max_iterations:  # line 2
         iterations += 1
-        candidates = [theta, *_neighbours(theta, levels, requirement.wide_step)]
-        theta = min(candidates, key=lambda c: (evaluate(c).objective, c))  # line 7
-        if evaluate(theta).objective < evaluate(best).objective:
+        reach_steps = 2 ** stable  # no better neighbour: look twice as far (module docstring)
+        candidates = [theta, *_neighbours(theta, problem.levels, (reach_steps, requirement.wide_step * reach_steps))]
+        theta = min(candidates, key=lambda c: (problem.evaluate(c).objective, c))  # line 7
+        if problem.evaluate(theta).objective < problem.evaluate(best).objective:
             best, stable = theta, 0
         else:
             stable += 1
-        history.append(evaluate(best).objective)
+        history.append(problem.evaluate(best).objective)
         if stable >= requirement.stable_iterations:  # line 9
             break
-    chosen = evaluate(best)
-    if not chosen.allocations:
-        raise PlanError(f"no routing has a deployment within the budget: {failures[-1]}")
-    thresholds = [levels[i][k] for i, k in enumerate(best)]
-    reached = reach(sample, names, thresholds)
-    return Plan(thresholds=thresholds, processed_share=[len(r) / len(sample) for r in reached],
-                allocations=chosen.allocations, p95_s=chosen.latency_s, quality=chosen.quality,
-                objective=chosen.objective, utopia=utopia, nadir=nadir, iterations=iterations,
-                evaluated=len(cache), runtime_s=time.perf_counter() - started, history=history)
+    return problem.result(best, iterations, started, history)
+
+
+def exhaustive(models: Sequence[ModelType], sample: Sequence[SampledRequest], rate_per_s: float,
+               table: LatencyTable, requirement: Requirement) -> Plan:
+    """The empirical optimum of Cascadia appendix J: every routing of the threshold levels, each with
+    its optimal deployment (the MILP over the whole latency table is exact for a routing), the lowest J
+    kept. Exponential in the number of thresholds; for measuring the bi-level loop's gap."""
+    started = time.perf_counter()
+    problem = _Problem(models, sample, rate_per_s, table, requirement)
+    best = min(itertools.product(*(range(len(levels)) for levels in problem.levels)),
+               key=lambda theta: (problem.evaluate(theta).objective, theta))
+    return problem.result(best, 1, started, [problem.evaluate(best).objective])
 
 
 def _check(names: Sequence[str], sample: Sequence[SampledRequest], rate_per_s: float) -> None:
@@ -157,10 +188,11 @@ def _workloads(models: Sequence[ModelType], sample: Sequence[SampledRequest], ra
             for m, ks in zip(models, reached)]
 
 
-def _neighbours(theta: tuple[int, ...], levels: Sequence[Sequence[float]], wide_step: int) -> list[tuple[int, ...]]:
+def _neighbours(theta: tuple[int, ...], levels: Sequence[Sequence[float]],
+                steps: tuple[int, int]) -> list[tuple[int, ...]]:
     out = []
     for i, k in enumerate(theta):
-        for step in (-wide_step, -1, 1, wide_step):
+        for step in (-steps[1], -steps[0], steps[0], steps[1]):
             if 0 <= k + step < len(levels[i]):
                 out.append((*theta[:i], k + step, *theta[i + 1:]))
     return out

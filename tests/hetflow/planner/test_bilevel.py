@@ -62,3 +62,15 @@ def test_a_model_that_fits_no_allocation_is_named():
                                {big[0].name: 40.0, big[1].name: 90.0})]
     with pytest.raises(PlanError, match=r"qwen2.5-72b-instruct \(135 GiB of weights\) fits no allocation"):
         plan(big, requests, 1.0, table(1), Requirement(q_min=50.0))
+
+
+def test_exhaustive_search_is_never_beaten_and_the_bi_level_loop_comes_within_a_tenth_of_it():
+    from hetflow.planner.bilevel import exhaustive
+    from hetflow.planner.routing import threshold_levels
+
+    requests = sample(n=30, seed=3)
+    requirement = Requirement(q_min=60.0, stable_iterations=2, max_iterations=8)
+    best = exhaustive(MODELS, requests, 4.0, table(2), requirement)
+    found = plan(MODELS, requests, 4.0, table(2), requirement)
+    assert best.evaluated == len(threshold_levels(requests, NAMES[0]))  # every level of h_1
+    assert best.objective <= found.objective <= 1.1 * best.objective
