@@ -65,6 +65,10 @@ def stack_config(engines: list[dict[str, Any]] | None = None, **balancer: Any) -
     engines = engines if engines is not None else [
         {"name": "small-0", "profile": f"{SMALL}@a6000"}, {"name": "large-0", "profile": f"{LARGE}@a6000"}]
     quick = {"not_serving_s": 0.0}  # teardown need not wait for health watchers
+    # Every service of an in-process stack shares one event loop with the test's clients, so its lag says
+    # nothing about a balancer process of its own: no shedding on it here (tests/core/test_load_shedding.py
+    # tests the rule; the reliability bench measures it on real processes).
+    balancer = {"max_loop_lag_s": 0.0, **balancer}
     return {
         "stack": {"name": "test", "host": "127.0.0.1"},
         "monitor": {"port": free_port(), "engine_stale_after_s": 1.0, **quick},

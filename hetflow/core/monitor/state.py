@@ -139,6 +139,8 @@ def check_admit(predicted_tokens: float, prompt_tokens: int, predicted_cost_s: f
 
 
 def check_status(status: EngineStatus) -> None:
+    if not status.engine_id.strip() or not status.model.strip():
+        raise ValueError("an engine report must name its engine_id and the model it serves")
     _within("kv_cache_usage", status.kv_cache_usage, 1.0)
     _within("pending_prefill_tokens", status.pending_prefill_tokens, MAX_TOKENS)
     p = status.profile

@@ -109,9 +109,9 @@ def test_in_flight_cost_is_summed_per_engine_and_released(state):
 
 
 def test_an_engine_reporting_new_preemptions_is_suspended_until_a_clean_report(state):
-    state.report(EngineStatus(engine_id="e0", serving=True, preemptions_total=3), 1.0)
+    state.report(EngineStatus(engine_id="e0", model="m", serving=True, preemptions_total=3), 1.0)
     assert state.engines["e0"].suspended
-    state.report(EngineStatus(engine_id="e0", serving=True, preemptions_total=3), 1.5)
+    state.report(EngineStatus(engine_id="e0", model="m", serving=True, preemptions_total=3), 1.5)
     assert not state.engines["e0"].suspended
 
 
@@ -159,3 +159,13 @@ def test_a_program_whose_last_stage_finished_holds_no_context_on_its_engine(stat
     state.release("r1", now_s=2, output_tokens=20)
     state.release("r2", now_s=2, output_tokens=20)
     assert state.resident_tokens(state.engines["e0"], now_s=2.1) == 320  # the one-call program ended
+
+
+@pytest.mark.parametrize("engine_id, model", [("", "m"), ("e9", ""), ("e9", "  ")])
+def test_a_report_that_names_no_engine_or_no_model_is_refused(engine_id, model):
+    """The fuzzer's find: a report with model "" registered an engine that later broke every decision."""
+    from hetflow.core.monitor.state import check_status
+
+    with pytest.raises(ValueError, match="engine_id and the model"):
+        check_status(EngineStatus(engine_id=engine_id, model=model, serving=True))
+    check_status(EngineStatus(engine_id="e9", model="m", serving=True))
