@@ -61,8 +61,6 @@ def load(path: Path) -> PlanConfig:
     cfg = build(PlanConfig, raw, path.name)
     if not cfg.gpus or any(int(n) < 1 for n in cfg.gpus.values()):
         raise PlanError("gpus: give the budget as {gpu type: count >= 1}")
-    if cfg.workload.rate_per_s <= 0:
-        raise PlanError("workload.rate_per_s: the arrival rate must be positive")
     return cfg
 
 

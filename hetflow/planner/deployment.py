@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 import highspy
 
 from hetflow.core.engine.profile import Architecture, EngineProfile, Gpu
-from hetflow.planner.latency import LengthSample, p95_latency_s
+from hetflow.planner.latency import LengthSample, p95_latency_s, p95_s
 from hetflow.planner.parallelism import Parallelism, fits, strategies, virtual_engine_profile
 
 TIE_BREAK = 1e-6
@@ -97,8 +97,8 @@ class LatencyTable:
         key = (model.name, gpu_name, tp, pp, workload.lengths)
         if key not in self._bounds:
             profile = self._profile(model, gpu_name, tp, pp)
-            alone = sorted(profile.isolated_request_s(s.input_tokens, s.output_tokens) for s in workload.lengths)
-            self._bounds[key] = alone[min(len(alone) - 1, math.ceil(0.95 * len(alone)) - 1)]
+            self._bounds[key] = p95_s([profile.isolated_request_s(s.input_tokens, s.output_tokens)
+                                       for s in workload.lengths])
         return self._bounds[key]
 
     def _simulate(self, model: ModelType, gpu_name: str, s: Parallelism, workload: Workload) -> float:

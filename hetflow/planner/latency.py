@@ -90,5 +90,10 @@ def p95_latency_s(profile: EngineProfile, dp: int, pp: int, lengths: Sequence[Le
     loop.run()
     if overflow or len(latencies) < requests:
         return UNSTABLE_S
-    latencies.sort()
-    return latencies[min(len(latencies) - 1, math.ceil(0.95 * len(latencies)) - 1)]
+    return p95_s(latencies)
+
+
+def p95_s(latencies_s: Sequence[float]) -> float:
+    """The nearest-rank 95th percentile: the smallest latency at least 95% of them do not exceed."""
+    ordered = sorted(latencies_s)
+    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
