@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from hetflow.core.cascade.config import CascadeConfig
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.runtime.config import service_config, stack_defaults
 from hetflow.runtime.server import ServeConfig
@@ -63,6 +64,9 @@ class BalancerConfig:
     has heard from every engine that snapshot showed healthy, at most this long after it."""
     monitor_probe_s: float = 1.0
     """How often the balancer asks the monitor for a snapshot when no call has (to notice a restart)."""
+    cascade: CascadeConfig | None = None
+    """Serve every call without a model pin through a threshold cascade (Cascadia 3.3; ``hetflow plan``
+    writes this section); None: no cascade."""
     serve: ServeConfig = field(default_factory=ServeConfig)
 
     def __post_init__(self) -> None:
@@ -82,4 +86,6 @@ def from_stack(raw: Mapping[str, Any]) -> BalancerConfig:
         section["quantiles"] = tuple(section["quantiles"])
     if "policy" in section:
         section["policy"] = PolicyConfig.from_mapping(section["policy"])
+    if "cascade" in section:
+        section["cascade"] = CascadeConfig.from_mapping(section["cascade"]) if section["cascade"] else None
     return service_config(BalancerConfig, section, "balancer", defaults)

@@ -12,10 +12,11 @@ picture, so the call fails UNAVAILABLE.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import AsyncIterator, Iterator
 
 import grpc
 from google.protobuf.json_format import MessageToDict
@@ -187,6 +188,29 @@ class Dispatcher:
 
     # -- serve ---------------------------------------------------------------------------
     async def serve(self, call: LlmCall, time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
+        """Admit the call (``admission``), then decide and stream it (``serve_admitted``)."""
+        with self.admission(call.workflow.tenant):
+            async for chunk in self.serve_admitted(call, time_remaining_s):
+                yield chunk
+
+    @contextlib.contextmanager
+    def admission(self, tenant: str) -> Iterator[None]:
+        """The balancer's own limits (calls at once, event-loop lag) and the tenant's, entered once per
+        client call (a cascade's stages and judge calls run inside one): RESOURCE_EXHAUSTED past them."""
+        self.shedder.enter(self.loop_lag.lag_s)
+        try:
+            self.tenants.enter(tenant, time.monotonic())
+        except ResourceExhausted:
+            self.shedder.leave()
+            raise
+        try:
+            yield
+        finally:
+            self.tenants.leave(tenant)
+            self.shedder.leave()
+
+    async def serve_admitted(self, call: LlmCall, time_remaining_s: float | None
+                             ) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         """Decide and stream. A call whose engine fails before its first token is decided again without
         that engine, up to ``redispatch_attempts`` times: a dead, stopped or unreachable engine is
         skipped by every call (and the monitor told); one that refused this call for room
@@ -194,13 +218,6 @@ class Dispatcher:
         UNAVAILABLE. With no engine left, the call ends with its last engine's error."""
         deadline_s = time.monotonic() + time_remaining_s if time_remaining_s is not None else None
         failures: list[NeverReached] = []
-        tenant = call.workflow.tenant
-        self.shedder.enter(self.loop_lag.lag_s)
-        try:
-            self.tenants.enter(tenant, time.monotonic())
-        except ResourceExhausted:
-            self.shedder.leave()
-            raise
         try:
             while True:
                 try:
@@ -219,8 +236,6 @@ class Dispatcher:
                     await self._redispatching(call, exc, failures)
         finally:
             self._excluded.pop(call.request_id, None)
-            self.tenants.leave(tenant)
-            self.shedder.leave()
 
     async def _redispatching(self, call: LlmCall, failure: NeverReached, failures: list[NeverReached]) -> None:
         """Exclude the failed engine (for everyone when it is the engine's fault), or give up."""

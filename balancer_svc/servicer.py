@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 import grpc
 
@@ -14,26 +14,30 @@ from hetflow.runtime.logs import bind_ids
 from hetflow.runtime.security import CURRENT_CALLER
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc
 
+Serve = Callable[[LlmCall, "float | None"], AsyncIterator[balancer_pb2.GenerateChunk]]
+"""Decide and stream a call: the dispatcher's ``serve``, or a cascade's in front of it."""
+
 
 class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    def __init__(self, dispatcher: Dispatcher, serve: Serve | None = None) -> None:
         self.dispatcher = dispatcher
+        self.serve = serve or dispatcher.serve
 
     def _call(self, request: balancer_pb2.GenerateRequest) -> LlmCall:
-        call = convert.call_from_proto(request, self.dispatcher.cfg.max_tokens_limit, time.time(),
-                                       self.dispatcher.cfg.past_deadline)
+        cfg = self.dispatcher.cfg
+        call = convert.call_from_proto(request, cfg.max_tokens_limit, time.time(), cfg.past_deadline)
         return convert.scoped_to_caller(call, CURRENT_CALLER.get())
 
     async def Generate(self, request: balancer_pb2.GenerateRequest,
                        context: grpc.aio.ServicerContext) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         call = self._call(request)
         bind_ids(call.request_id, call.workflow.program_id)
-        async for chunk in self.dispatcher.serve(call, context.time_remaining()):
+        async for chunk in self.serve(call, context.time_remaining()):
             yield chunk
 
     async def Complete(self, request: balancer_pb2.GenerateRequest,
                        context: grpc.aio.ServicerContext) -> balancer_pb2.CompletionReply:
         call = self._call(request)
         bind_ids(call.request_id, call.workflow.program_id)
-        chunks = [chunk async for chunk in self.dispatcher.serve(call, context.time_remaining())]
+        chunks = [chunk async for chunk in self.serve(call, context.time_remaining())]
         return convert.completion_reply(call.request_id, chunks)

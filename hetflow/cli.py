@@ -133,6 +133,26 @@ def _train_predictor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_judge(args: argparse.Namespace) -> int:
+    from balancer_svc import judge_artifact
+    from hetflow.core.cascade.learned_scorer import train
+    from hetflow.core.trace import trace_sha256
+
+    models = args.models.split(",")
+    records = _training_records(args, models)
+    sha = trace_sha256(records)
+    out = Path(args.out) if args.out else ARTIFACTS / f"judge-{sha[:12]}"
+    scorer, metrics = train(records, models, seed=args.seed)
+    judge_artifact.save(scorer, out, sha, metrics)
+    print(f"{'model':<28} {'held-out':>8} {'judge agr.':>10} {'truth agr.':>10} {'AUC':>6}")
+    for model, v in metrics.items():
+        print(f"{model:<28} {v['answers']:>8.0f} {v['judge_agreement']:>10.3f} {v['truth_agreement']:>10.3f} "
+              f"{v['auc_vs_judge']:>6.3f}")
+    print("agreement of the scorer's verdict (grade >= 50) with the modelled LLM judge's and with the ground "
+          f"truth on 30% held-out programs (Cascadia appendix N)\nartifact: {out}")
+    return 0
+
+
 def _train_router(args: argparse.Namespace) -> int:
     from hetflow.core.trace import trace_sha256
     from router_svc.training import train
@@ -365,6 +385,12 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--out", help=f"artifact directory; default {ARTIFACTS}/predictor-<data hash>")
     p.set_defaults(fn=_train_predictor)
+
+    p = train.add_parser("judge", help="Cascadia's learned judge (appendix N) for cascade serving")
+    training_data_args(p)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--out", help=f"artifact directory; default {ARTIFACTS}/judge-<data hash>")
+    p.set_defaults(fn=_train_judge)
 
     p = train.add_parser("router", help="Chimera's semantic router (3.3), exported to ONNX")
     training_data_args(p)

@@ -18,12 +18,13 @@ from typing import Any, Mapping
 
 import yaml
 
+from hetflow.core.cascade.modelled_judge import JUDGE_AGREEMENT
 from hetflow.core.engine.profile import catalog_architecture, catalog_gpu
 from hetflow.core.trace import read_jsonl
 from hetflow.planner.bilevel import Plan, PlanError, Requirement, plan
 from hetflow.planner.deployment import LatencyTable, ModelType
 from hetflow.planner.parallelism import Parallelism
-from hetflow.planner.sample import JUDGE_AGREEMENT, sample_from_trace
+from hetflow.planner.sample import sample_from_trace
 from hetflow.runtime.config import build
 
 

@@ -2,37 +2,18 @@
 answer it, with the judge's grade (Cascadia 3.3 footnote 3: "profiling a subsample of the input
 workload across all cascade models to obtain per-model quality score distributions").
 
-Traces carry each model's lengths for every call and whether the model solves the call's program
-(``StageRecord.correct``, from the item-response model of ``hetflow.workloads.correctness``); a call is
-graded as its program's outcome on that model. The judge is modelled, not run: it agrees with that
-outcome with probability ``judge_agreement`` (0.85, GPT-4's agreement with human experts on MT-Bench,
-Zheng et al. 2023, the LLM-as-a-judge paper Cascadia 4.1 cites) and grades 0-100, an answer it takes
-as right in [60, 100], else in [0, 40). Grades are a deterministic hash of the call, the model and
-the seed, so a sample is the same in every process.
+A call is graded as its program's outcome on that model, by the modelled judge
+(``hetflow.core.cascade.modelled_judge``), the same that grades answers in the simulator.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 from typing import Sequence
 
+from hetflow.core.cascade.modelled_judge import JUDGE_AGREEMENT, judge_grade
 from hetflow.core.trace import StageRecord
 from hetflow.planner.routing import SampledRequest
-
-JUDGE_AGREEMENT = 0.85
-
-
-def _uniforms(*key: object) -> tuple[float, float]:
-    digest = hashlib.sha256(repr(key).encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64, int.from_bytes(digest[8:16], "big") / 2**64
-
-
-def judge_grade(correct: bool, *key: object, judge_agreement: float = JUDGE_AGREEMENT) -> float:
-    """The judge's 0-100 grade of an answer whose ground truth is ``correct`` (module docstring)."""
-    agree, spread = _uniforms(*key)
-    judged_right = correct if agree < judge_agreement else not correct
-    return 60.0 + 40.0 * spread if judged_right else 40.0 * spread
 
 
 def sample_from_trace(records: Sequence[StageRecord], models: Sequence[str], size: int, seed: int = 0,

@@ -133,7 +133,7 @@ class EngineScores(_message.Message):
     def __init__(self, per_engine: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class Receipt(_message.Message):
-    __slots__ = ("request_id", "program_id", "model", "engine_id", "priority", "predicted_tokens", "stages", "decision_ms", "snapshot_unix_s", "priority_tiebreak", "stale_snapshot_s", "redispatched_from")
+    __slots__ = ("request_id", "program_id", "model", "engine_id", "priority", "predicted_tokens", "stages", "decision_ms", "snapshot_unix_s", "priority_tiebreak", "stale_snapshot_s", "redispatched_from", "cascade")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +146,7 @@ class Receipt(_message.Message):
     PRIORITY_TIEBREAK_FIELD_NUMBER: _ClassVar[int]
     STALE_SNAPSHOT_S_FIELD_NUMBER: _ClassVar[int]
     REDISPATCHED_FROM_FIELD_NUMBER: _ClassVar[int]
+    CASCADE_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     program_id: str
     model: str
@@ -158,4 +159,31 @@ class Receipt(_message.Message):
     priority_tiebreak: float
     stale_snapshot_s: float
     redispatched_from: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., priority: _Optional[float] = ..., predicted_tokens: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageDecision, _Mapping]]] = ..., decision_ms: _Optional[float] = ..., snapshot_unix_s: _Optional[float] = ..., priority_tiebreak: _Optional[float] = ..., stale_snapshot_s: _Optional[float] = ..., redispatched_from: _Optional[_Iterable[str]] = ...) -> None: ...
+    cascade: _containers.RepeatedCompositeFieldContainer[CascadeStage]
+    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., priority: _Optional[float] = ..., predicted_tokens: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageDecision, _Mapping]]] = ..., decision_ms: _Optional[float] = ..., snapshot_unix_s: _Optional[float] = ..., priority_tiebreak: _Optional[float] = ..., stale_snapshot_s: _Optional[float] = ..., redispatched_from: _Optional[_Iterable[str]] = ..., cascade: _Optional[_Iterable[_Union[CascadeStage, _Mapping]]] = ...) -> None: ...
+
+class CascadeStage(_message.Message):
+    __slots__ = ("model", "engine_id", "request_id", "outcome", "score", "threshold", "why", "judge", "judge_ms", "stage_ms", "output_tokens")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_MS_FIELD_NUMBER: _ClassVar[int]
+    STAGE_MS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    engine_id: str
+    request_id: str
+    outcome: str
+    score: float
+    threshold: float
+    why: str
+    judge: str
+    judge_ms: float
+    stage_ms: float
+    output_tokens: int
+    def __init__(self, model: _Optional[str] = ..., engine_id: _Optional[str] = ..., request_id: _Optional[str] = ..., outcome: _Optional[str] = ..., score: _Optional[float] = ..., threshold: _Optional[float] = ..., why: _Optional[str] = ..., judge: _Optional[str] = ..., judge_ms: _Optional[float] = ..., stage_ms: _Optional[float] = ..., output_tokens: _Optional[int] = ...) -> None: ...

@@ -2,18 +2,10 @@
 
 import pytest
 
-from hetflow.planner.sample import judge_grade, sample_from_trace
+from hetflow.planner.sample import sample_from_trace
 from hetflow.workloads.generate import generate
 
 MODELS = ["qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"]
-
-
-def test_the_judge_agrees_with_the_ground_truth_as_often_as_configured_and_grades_the_same_everywhere():
-    grades = [judge_grade(True, "call", k) for k in range(2000)]
-    assert 0.82 < sum(g >= 60 for g in grades) / len(grades) < 0.88
-    assert all(0 <= g <= 100 and not 40 <= g < 60 for g in grades)
-    assert judge_grade(False, "call", 7) == judge_grade(False, "call", 7)
-    assert sum(judge_grade(False, "call", k, judge_agreement=1.0) for k in range(50)) < 40 * 50
 
 
 def test_the_sample_grades_the_stronger_model_higher_on_average():
