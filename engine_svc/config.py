@@ -30,6 +30,18 @@ class VllmConfig:
     enable_prefix_caching: bool = True
     """vLLM's automatic prefix caching. ``hetflow profile`` turns it off: the engine model does not
     model cache hits, so measuring with them would make prefill look free."""
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    """The replica's parallelism (vLLM's engine arguments); it runs on tensor x pipeline GPUs, which
+    ``hetflow compose`` and ``hetflow kube`` reserve (``hetflow plan`` chooses them, Cascadia 3.2)."""
+
+    def __post_init__(self) -> None:
+        if self.tensor_parallel_size < 1 or self.pipeline_parallel_size < 1:
+            raise ValueError("vllm.tensor_parallel_size and vllm.pipeline_parallel_size must be >= 1")
+
+    @property
+    def gpus(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
 
 @dataclass(frozen=True)
@@ -76,8 +88,9 @@ class EngineConfig:
     backend: str = "sim"
     """``sim`` (engine model in real time), ``vllm`` (vLLM in process) or ``vllm-server`` (a running
     ``vllm serve``)."""
-    profile: str = "qwen2.5-1.5b-instruct@a100-80g"
-    """Catalog name ``<model>@<gpu>`` or a profile YAML path (``hetflow profile`` writes those)."""
+    profile: str | Mapping[str, Any] = "qwen2.5-1.5b-instruct@a100-80g"
+    """Catalog name ``<model>@<gpu>``, a profile YAML path (``hetflow profile`` writes those) or the
+    profile's fields inline (``hetflow plan`` writes those for tensor- and pipeline-parallel replicas)."""
     advertise_address: str = ""
     """host:port the balancer dials; defaults to serve.host:serve.port."""
     monitor_address: str = ""

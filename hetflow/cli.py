@@ -202,7 +202,7 @@ def _health(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from hetflow.planner.cli import main
 
-    return main(args.config, args.out)
+    return main(args.config, args.out, args.stack_dir)
 
 
 def _compose(args: argparse.Namespace) -> int:
@@ -323,6 +323,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="Cascadia's cascade plan: thresholds, GPU allocation and parallelism (issue 15)")
     p.add_argument("-c", "--config", required=True, type=Path, help="plan YAML (examples/plan-cascade.yaml)")
     p.add_argument("-o", "--out", type=Path, help="write the whole plan as JSON here")
+    p.add_argument("--stack-dir", type=Path, help="write the stack config serving the plan and its compose file here")
     p.set_defaults(fn=_plan)
 
     p = sub.add_parser("kube", help="write kustomize manifests that run a stack config on Kubernetes")

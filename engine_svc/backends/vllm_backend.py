@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from dataclasses import replace
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Mapping
 
 from engine_svc.backends.admission import has_room
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta
@@ -46,7 +46,8 @@ def vllm_priority(req: EngineRequest) -> int:
 class VllmBackend:
     backend_name = "vllm"
 
-    def __init__(self, model: str, cfg: VllmConfig, queue: AgingPriorityQueue, profile_spec: str) -> None:
+    def __init__(self, model: str, cfg: VllmConfig, queue: AgingPriorityQueue,
+                 profile_spec: str | Mapping[str, Any]) -> None:
         self.cfg, self.front = cfg, FrontQueue(queue)
         self.prefix_cache_queries = 0
         """Prompt tokens vLLM looked up in its prefix cache (its ``prefix_cache_stats``)."""
@@ -77,7 +78,8 @@ class VllmBackend:
             max_model_len=self.cfg.max_model_len, max_num_seqs=self.cfg.max_num_seqs,
             enforce_eager=self.cfg.enforce_eager, scheduling_policy="priority", seed=self.cfg.seed,
             gpu_memory_utilization=self.cfg.gpu_memory_utilization, disable_log_stats=False,
-            enable_prefix_caching=self.cfg.enable_prefix_caching)
+            enable_prefix_caching=self.cfg.enable_prefix_caching,
+            tensor_parallel_size=self.cfg.tensor_parallel_size, pipeline_parallel_size=self.cfg.pipeline_parallel_size)
         if current_platform.is_cpu():
             # On CPU gpu_memory_utilization is a share of host memory; size the KV cache explicitly.
             args.gpu_memory_utilization = min(self.cfg.gpu_memory_utilization, 0.1)

@@ -16,7 +16,7 @@ import asyncio
 import json
 import time
 from dataclasses import replace
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Mapping
 
 import httpx
 
@@ -72,7 +72,8 @@ def _event(block: bytes) -> dict[str, Any] | None:
 class VllmServerBackend:
     backend_name = "vllm-server"
 
-    def __init__(self, model: str, cfg: VllmServerConfig, queue: AgingPriorityQueue, profile_spec: str) -> None:
+    def __init__(self, model: str, cfg: VllmServerConfig, queue: AgingPriorityQueue,
+                 profile_spec: str | Mapping[str, Any]) -> None:
         if not cfg.base_url:
             raise ValueError("vllm_server.base_url is required for backend vllm-server (e.g. http://127.0.0.1:8001)")
         self.cfg, self.front, self.model = cfg, FrontQueue(queue), model

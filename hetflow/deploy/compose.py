@@ -5,7 +5,8 @@ host is its container's name (the service key here). Health checks ask each serv
 gateway's ``/health``) through ``hetflow health``; ``depends_on`` waits for ``service_healthy``, so the
 balancer starts once the monitor, router, predictor and every engine serve, and the gateway once the
 balancer does. Engines with ``backend: vllm`` run the engine image (vLLM's official image with hetflow)
-on one GPU each, in config order; every other service runs the control-plane image.
+on tensor x pipeline parallel size GPUs each (one by default), numbered in config order; every other
+service runs the control-plane image.
 
 With a ``security`` section, each container gets the files its own identity reads (the CA, its
 certificate and key, the service token; ``hetflow certs`` writes them), read-only, at the path the
@@ -44,6 +45,12 @@ def service_host(raw: Mapping[str, Any], svc: ServiceProcess) -> str:
         raise ValueError(f"{where}.host is {host!r}: in compose each section's host must be its container's "
                          "name, which the other services dial (see examples/compose-gpu.yaml)")
     return host
+
+
+def engine_gpus(section: Mapping[str, Any]) -> int:
+    """GPUs a vLLM engine's replica runs on: tensor x pipeline parallel size (default one)."""
+    vllm = section.get("vllm") or {}
+    return int(vllm.get("tensor_parallel_size", 1)) * int(vllm.get("pipeline_parallel_size", 1))
 
 
 def secured(raw: Mapping[str, Any]) -> bool:
@@ -93,9 +100,10 @@ def compose_file(raw: Mapping[str, Any], stack_file: str) -> dict[str, Any]:
         if backend == "vllm":
             entry["volumes"].append("${HF_HOME:-~/.cache/huggingface}:/root/.cache/huggingface")
             entry["shm_size"] = "8g"
+            device_ids = [str(g) for g in range(gpu, gpu + engine_gpus(service_section(raw, svc)))]
             entry["deploy"] = {"resources": {"reservations": {"devices": [
-                {"driver": "nvidia", "device_ids": [str(gpu)], "capabilities": ["gpu"]}]}}}
-            gpu += 1
+                {"driver": "nvidia", "device_ids": device_ids, "capabilities": ["gpu"]}]}}}
+            gpu += len(device_ids)
         services[name] = entry
     _wire_dependencies(raw, services, names)
     return {"name": str(raw.get("stack", {}).get("name", "hetflow")), "services": services}

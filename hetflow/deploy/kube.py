@@ -28,6 +28,7 @@ from hetflow.deploy.compose import (
     CONTROL_PLANE_IMAGE,
     ENGINE_IMAGE,
     STACK_IN_CONTAINER,
+    engine_gpus,
     health_command,
     secured,
     security_files,
@@ -92,7 +93,7 @@ def _container(raw: Mapping[str, Any], name: str, svc: ServiceProcess, section: 
         **_probes(raw, svc, port, 900 if vllm else 60),
     }
     if vllm:
-        container["resources"] = {"limits": {"nvidia.com/gpu": 1}}
+        container["resources"] = {"limits": {"nvidia.com/gpu": engine_gpus(section)}}
     return container
 
 

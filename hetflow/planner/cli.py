@@ -6,6 +6,10 @@ a quality requirement (issue 15; examples/plan-cascade.yaml shows every setting)
     workload: {family: code, programs: 400, seed: 0, sample: 200, rate_per_s: 8}   # or trace: PATH.jsonl
     requirement: {q_min: 70, mu: 100, stable_iterations: 3}
     simulation: {requests: 200, seed: 0}    # Sim(w_i, f_i): requests per simulated replica
+    stack: {name: cascade, backend: vllm, model_dirs: {MODEL: HF repo or directory}}   # --stack-dir's output
+
+With ``--stack-dir DIR`` it writes DIR/stack.yaml, the stack that serves the plan
+(``hetflow.planner.stack``), and DIR/compose.yaml, its compose file (``hetflow compose``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from hetflow.core.trace import read_jsonl
 from hetflow.planner.bilevel import Plan, PlanError, Requirement, plan
 from hetflow.planner.deployment import LatencyTable, ModelType
 from hetflow.planner.parallelism import Parallelism
+from hetflow.planner.routing import SampledRequest
 from hetflow.planner.sample import sample_from_trace
+from hetflow.planner.stack import StackSettings, stack_config
 from hetflow.runtime.config import build
 
 
@@ -55,6 +61,7 @@ class PlanConfig:
     workload: WorkloadConfig = WorkloadConfig()
     requirement: Mapping[str, Any] = field(default_factory=dict)
     simulation: SimulationConfig = SimulationConfig()
+    stack: StackSettings = StackSettings()
 
 
 def load(path: Path) -> PlanConfig:
@@ -65,13 +72,15 @@ def load(path: Path) -> PlanConfig:
     return cfg
 
 
-def run(cfg: PlanConfig) -> Plan:
+def run(cfg: PlanConfig) -> tuple[Plan, list[SampledRequest]]:
+    """The plan and the profiled sample it was made for."""
     models = [ModelType(name, catalog_architecture(name)) for name in cfg.cascade]
     table = LatencyTable({g: catalog_gpu(g) for g in cfg.gpus}, {g: int(n) for g, n in cfg.gpus.items()},
                          sim_requests=cfg.simulation.requests, seed=cfg.simulation.seed)
     sample = sample_from_trace(_records(cfg.workload, cfg.cascade), cfg.cascade, cfg.workload.sample,
                                cfg.workload.seed, cfg.workload.judge_agreement)
-    return plan(models, sample, cfg.workload.rate_per_s, table, build(Requirement, cfg.requirement, "requirement"))
+    requirement = build(Requirement, cfg.requirement, "requirement")
+    return plan(models, sample, cfg.workload.rate_per_s, table, requirement), sample
 
 
 def _records(w: WorkloadConfig, models: list[str]) -> list[Any]:
@@ -89,13 +98,33 @@ def to_dict(result: Plan) -> dict[str, Any]:
     return out
 
 
-def main(config: Path, out: Path | None) -> int:
-    result = run(load(config))
+def main(config: Path, out: Path | None, stack_dir: Path | None = None) -> int:
+    cfg = load(config)
+    result, sample = run(cfg)
+    if stack_dir is not None:  # checked before anything is written
+        stack = stack_config(result, cfg.stack, mean_quality(sample))
     text = json.dumps(to_dict(result), indent=2)
     if out:
         out.write_text(text + "\n")
     print(summary(result))
+    if stack_dir is not None:
+        write_stack(stack, stack_dir)
     return 0
+
+
+def mean_quality(sample: list[SampledRequest]) -> dict[str, float]:
+    """Each model type's mean grade over the sample, 0-1."""
+    return {m: sum(r.score[m] for r in sample) / len(sample) / 100.0 for m in sample[0].score}
+
+
+def write_stack(stack: dict[str, Any], stack_dir: Path) -> None:
+    from hetflow.deploy.compose import render
+
+    stack_dir.mkdir(parents=True, exist_ok=True)
+    header = "# Written by `hetflow plan --stack-dir`: the stack serving the plan (Cascadia 3.2-3.3).\n"
+    (stack_dir / "stack.yaml").write_text(header + yaml.safe_dump(stack, sort_keys=False, width=110))
+    (stack_dir / "compose.yaml").write_text(render(stack, "./stack.yaml"))
+    print(f"wrote {stack_dir / 'stack.yaml'} and {stack_dir / 'compose.yaml'}")
 
 
 def summary(result: Plan) -> str:

@@ -163,9 +163,15 @@ def catalog_names() -> list[str]:
     return [f"{m}@{g}" for m in cat["architectures"] for g in cat["gpus"]]
 
 
-def load_profile(spec: str, **overrides: Any) -> EngineProfile:
-    """``<model>@<gpu>`` from the catalog, or a profile YAML: a path, or the name of one in
-    hetflow/core/engine/profiles."""
+def load_profile(spec: str | Mapping[str, Any], **overrides: Any) -> EngineProfile:
+    """``<model>@<gpu>`` from the catalog, a profile YAML (a path, or the name of one in
+    hetflow/core/engine/profiles), or the profile's fields themselves (a stack config written by
+    ``hetflow plan``, whose tensor- and pipeline-parallel replicas have no catalog entry)."""
+    if isinstance(spec, Mapping):
+        try:
+            return EngineProfile.from_dict({**spec, **overrides})
+        except TypeError as exc:
+            raise ValueError(f"an inline profile needs exactly EngineProfile's fields: {exc}") from exc
     if spec.endswith((".yaml", ".yml")):
         path = Path(spec)
         if not path.exists() and (CATALOG_PATH.parent / path.name).exists():

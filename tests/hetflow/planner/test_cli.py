@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from hetflow.cli import main
+from hetflow.runtime.config import load_stack
 
 SMALL = {
     "cascade": ["qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"],
@@ -22,13 +23,24 @@ def write(tmp_path, cfg):
     return path
 
 
-def test_a_plan_keeps_to_the_budget_and_writes_its_json(tmp_path, capsys):
-    out = tmp_path / "plan.json"
-    assert main(["plan", "-c", str(write(tmp_path, SMALL)), "-o", str(out)]) == 0
+def test_a_plan_keeps_to_the_budget_and_writes_its_json_stack_and_compose_file(tmp_path, capsys):
+    out, stack_dir = tmp_path / "plan.json", tmp_path / "stack"
+    cfg = {**SMALL, "stack": {"backend": "sim"}}
+    assert main(["plan", "-c", str(write(tmp_path, cfg)), "-o", str(out), "--stack-dir", str(stack_dir)]) == 0
     plan = json.loads(out.read_text())
     assert sum(a["gpus"] for a in plan["allocations"]) <= 2
     assert plan["processed_share"][0] == 1.0 and len(plan["thresholds"]) == 1
     assert "qwen2.5-1.5b-instruct: 100% of requests" in capsys.readouterr().out
+    stack = load_stack(stack_dir / "stack.yaml", environ={})
+    served = [a["model"] for a in plan["allocations"] if a["gpus"]]
+    assert sorted({e["model"] for e in stack["engines"]}) == sorted(served)
+    assert "services" in yaml.safe_load((stack_dir / "compose.yaml").read_text())
+
+
+def test_a_vllm_stack_without_the_models_weights_is_refused_before_anything_is_written(tmp_path, capsys):
+    cfg = {**SMALL, "stack": {"backend": "vllm"}}
+    assert main(["plan", "-c", str(write(tmp_path, cfg)), "--stack-dir", str(tmp_path / "stack")]) == 2
+    assert "stack.model_dirs" in capsys.readouterr().err and not (tmp_path / "stack").exists()
 
 
 @pytest.mark.parametrize("change, message", [
