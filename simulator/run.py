@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
+from hetflow.core.cascade.verdict import ESCALATED, verdict
 from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.engine.request import EngineRequest
@@ -20,12 +21,13 @@ from hetflow.core.hold_queue import HoldQueue
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.pipeline import Pipeline
-from hetflow.core.policies import Priority, WaitForCapacity
+from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches
 from hetflow.core.snapshot import ClusterSnapshot
 from hetflow.core.stats import union_length_s
 from hetflow.core.trace import StageRecord, ancestors, programs, prompt_parts
+from simulator.cascade import SimCascade
 from simulator.clock import EventLoop
 from simulator.engine import VirtualEngine
 from simulator.signals import Signals
@@ -94,8 +96,20 @@ class ProgramResult:
 class Simulation:
     def __init__(self, engines: Sequence[EngineSpec], policy: PolicyConfig, signals: Signals,
                  queue: QueueConfig | None = None, slo_scales: Mapping[str, float] | None = None,
-                 agent_priority_interval_s: float = 10.0) -> None:
+                 agent_priority_interval_s: float = 10.0, cascade: SimCascade | None = None,
+                 reference_engines: Sequence[EngineSpec] | None = None) -> None:
         self.loop = EventLoop()
+        self.cascade = cascade
+        """Serve every call through a threshold cascade (Cascadia 3.3), as balancer_svc's cascade does."""
+        self.reference_engines = list(reference_engines) if reference_engines else None
+        """The engines a program's exclusive latency is measured on (default: the cluster's); systems on
+        different clusters compare SLO scales against the same base."""
+        self._cascade_stage: dict[str, int] = {}
+        """Per call (program/stage): the cascade stage it is at, 1-based."""
+        self._requests: dict[str, tuple[str, int, str]] = {}
+        """Engine request id -> (program, stage, "answer" or "judge")."""
+        self.cascade_stages: list[tuple[str, str, float | None, str]] = []
+        """Each graded or last cascade stage: (call, model, grade, outcome)."""
         self.slo_scales = dict(slo_scales or {})
         """Tenant -> SLO scale ("*" for any other): a program's deadline is its arrival plus the scale
         times its reference latency (HexGen-Flow 5.1); tenants without a scale have no deadline."""
@@ -139,7 +153,7 @@ class Simulation:
         """Play the trace to the end. ``deadlines_s`` (program -> deadline in trace time) overrides the
         tenants' SLO scales: the live tuner replays the deadlines its programs carried."""
         self._programs = programs(records)
-        specs = [EngineSpec(eid, e.model, e.profile) for eid, e in self.engines.items()]
+        specs = self.reference_engines or [EngineSpec(eid, e.model, e.profile) for eid, e in self.engines.items()]
         for pid, program in self._programs.items():
             self.results[pid] = ProgramResult(pid, program[0].workflow, program[0].arrival_s, tenant=program[0].tenant)
             result = self.results[pid]
@@ -208,27 +222,30 @@ class Simulation:
         """The call's prompt length, its blocks and its parts, its ancestors' outputs as the models
         that served them wrote them (fixed once they finished, so a held call keeps them); (0, None, [])
         for a record without prompt parts (its length depends on the model)."""
-        request_id = f"{program_id}/{record.stage_index}"
-        if request_id not in self._prompts:
+        key = f"{program_id}/{record.stage_index}"
+        if key not in self._prompts:
             if not record.prompt_parts:
                 return 0, None, []
             producers = {s: self.engines[c.engine_id].model for s, c in self.results[program_id].calls.items()}
             parts = prompt_parts(self._programs[program_id], record, producers)
-            self._prompts[request_id] = (sum(p.tokens for p in parts),
+            self._prompts[key] = (sum(p.tokens for p in parts),
                                          BlockHasher(PREFIX_BLOCK_TOKENS).extend(parts), parts)
-        return self._prompts[request_id]
+        return self._prompts[key]
 
     def _dispatch(self, program_id: str, record: StageRecord) -> None:
         program, now = self._programs[program_id], self.loop.now
+        key = f"{program_id}/{record.stage_index}"
         prompt_tokens, hasher, parts = self._prompt(program_id, record)
         blocks = tuple(hasher.hashes) if hasher else ()
-        call = LlmCall(request_id=f"{program_id}/{record.stage_index}", prompt=record.user_prompt, messages=(),
-                       sampling=SamplingSpec(max_tokens=max(record.output_tokens.values())),
+        cascade_stage = self._cascade_stage.setdefault(key, 1) if self.cascade else 0
+        call = LlmCall(request_id=f"{key}/c{cascade_stage}" if self.cascade else key, prompt=record.user_prompt,
+                       messages=(), sampling=SamplingSpec(max_tokens=max(record.output_tokens.values())),
                        workflow=WorkflowInfo(program_id, record.workflow, record.agent, record.stage_index,
                                              record.stage_count, record.upstream_agent, record.tenant,
                                              self._deadlines.get(program_id, 0.0)),
                        received_unix_s=now, known_input_tokens=prompt_tokens or max(record.input_tokens.values()),
-                       prefix_blocks=blocks)
+                       prefix_blocks=blocks,
+                       model_pin=self.cascade.config.models[cascade_stage - 1] if self.cascade else "")
         snapshot = cluster_snapshot(self.monitor, now, program_id, record.agent, record.workflow, record.stage_index,
                                     record.stage_count, blocks if self.pipeline.engine_picker.reads_prefix else ())
         candidates = self.pipeline.candidate_models(call, snapshot)
@@ -243,12 +260,12 @@ class Simulation:
                 self._count_router_change(call, snapshot, candidates, outcome.model)
         except ResourceExhausted as exc:  # no engine could ever hold it: the live balancer's RESOURCE_EXHAUSTED
             self.rejected.append((call.request_id, str(exc)))
-            self._leave_hold(call.request_id)
+            self._leave_hold(key)
             return
         except WaitForCapacity as wait:  # held in the balancer's hold queue until its turn and room (Kairos 6)
             self.held += 1
-            self.hold_queue.hold(call.request_id, wait.priority or Priority(0.0), now)
-            self._held_records[call.request_id] = (program_id, record)
+            self.hold_queue.hold(key, wait.priority or Priority(0.0), now)
+            self._held_records[key] = (program_id, record)
             if not self._round_pending:
                 self._round_pending = True
                 self.loop.at(now + wait.retry_after_s, self._release_round)
@@ -267,9 +284,10 @@ class Simulation:
             self.engines[outcome.engine_id].submit(req)
         except (ValueError, MemoryError) as exc:  # the live engine answers INVALID_ARGUMENT / RESOURCE_EXHAUSTED
             self.rejected.append((call.request_id, str(exc)))
-            self._leave_hold(call.request_id)
+            self._leave_hold(key)
             return
-        self._prompts.pop(call.request_id, None)
+        self._requests[call.request_id] = (program_id, record.stage_index, "answer")
+        self._prompts.pop(key, None)
         self.monitor.admit(call.request_id, program_id, outcome.model, outcome.engine_id,
                            outcome.prediction.median_tokens, now, workflow=record.workflow,
                            predicted_cost_s=outcome.predicted_cost_s, agent=record.agent,
@@ -279,8 +297,13 @@ class Simulation:
         result = self.results[program_id]
         if record.stage_index == record.stage_count:  # the final answer's model decides correctness
             result.model = outcome.model
-        held_since = self._leave_hold(call.request_id) or now  # a call held for room was dispatched when first held
+        held_since = self._leave_hold(key) or now  # a call held for room was dispatched when first held
         held = [(held_since, now)] if now > held_since else []
+        escalated = result.calls.get(record.stage_index)
+        if escalated is not None:  # a cascade's next stage: the call's timeline goes on
+            escalated.engine_id = outcome.engine_id
+            escalated.queued_intervals_s += held
+            return
         result.calls[record.stage_index] = SimulatedCall(record.stage_index, outcome.engine_id, held_since, 0.0, 0.0,
                                                          0, 0, queued_intervals_s=held)
 
@@ -290,21 +313,94 @@ class Simulation:
 
     def _finished(self, req: EngineRequest) -> None:
         now = self.loop.now
-        program_id, stage = req.program_id, int(req.request_id.rsplit("/", 1)[1])
+        program_id, stage, kind = self._requests.pop(req.request_id)
         self.monitor.release(req.request_id, now, req.output_tokens, started_s=req.first_scheduled_s or 0.0)
-        result = self.results[program_id]
-        call = result.calls[stage]
-        call.first_scheduled_s, call.finished_s = req.first_scheduled_s or now, now
-        call.output_tokens, call.preemptions = req.output_tokens, req.preemptions
+        call = self.results[program_id].calls[stage]
         call.queued_intervals_s += req.queued_intervals_s  # after any time held in the balancer for KV room
+        call.preemptions += req.preemptions
+        record = self._record(program_id, stage)
+        if kind == "judge" and self.cascade is not None:
+            model = self._answering_model(record)
+            self._graded(program_id, record, model, self.cascade.judge_grade(record, model))
+            return
+        call.first_scheduled_s = call.first_scheduled_s or req.first_scheduled_s or now
+        call.output_tokens = req.output_tokens
+        if self.cascade is None or self._cascade_stage[f"{program_id}/{stage}"] == len(self.cascade.config.models):
+            self._graded(program_id, record, self._answering_model(record), None)
+        elif self.cascade.config.judge.kind == "learned":
+            self._graded(program_id, record, self._answering_model(record),
+                         self.cascade.learned_grade(record, self._answering_model(record), req.output_tokens))
+        else:
+            self._dispatch_judge(program_id, record, req.prompt_tokens + req.output_tokens)
+
+    def _record(self, program_id: str, stage: int) -> StageRecord:
+        return next(r for r in self._programs[program_id] if r.stage_index == stage)
+
+    def _answering_model(self, record: StageRecord) -> str:
+        call = self.results[record.program_id].calls[record.stage_index]
+        return self.engines[call.engine_id].model
+
+    def _dispatch_judge(self, program_id: str, record: StageRecord, question_answer_tokens: int) -> None:
+        """The LLM judge's call (Cascadia footnote 4: 1-2 output tokens) on an engine of the judge's model,
+        decided by the same pipeline; a judge that cannot be placed grades nothing (the call is forwarded)."""
+        assert self.cascade is not None
+        now, spec = self.loop.now, self.cascade.config.judge
+        key = f"{program_id}/{record.stage_index}"
+        request_id = f"{key}/j{self._cascade_stage[key]}"
+        prompt_tokens = question_answer_tokens + self.cascade.judge_prompt_tokens
+        call = LlmCall(request_id=request_id, prompt="", messages=(), sampling=SamplingSpec(max_tokens=spec.max_tokens),
+                       workflow=WorkflowInfo(program_id, record.workflow, "cascade-judge", record.stage_index,
+                                             record.stage_count, record.agent, record.tenant,
+                                             self._deadlines.get(program_id, 0.0)),
+                       received_unix_s=now, known_input_tokens=prompt_tokens, model_pin=spec.model)
+        snapshot = cluster_snapshot(self.monitor, now, program_id, "cascade-judge", record.workflow,
+                                    record.stage_index, record.stage_count, ())
+        predictions = {spec.model: (Prediction(float(spec.max_tokens)), "")}
+        try:
+            outcome = self.pipeline.decide(call, snapshot, {}, predictions, False)
+        except WaitForCapacity as wait:
+            self.loop.at(now + wait.retry_after_s, self._dispatch_judge, program_id, record, question_answer_tokens)
+            return
+        except ResourceExhausted:
+            self._graded(program_id, record, self._answering_model(record), None)
+            return
+        req = EngineRequest(request_id=request_id, prompt_tokens=prompt_tokens, max_tokens=spec.max_tokens,
+                            priority=outcome.priority.key, priority_tiebreak=outcome.priority.tiebreak, arrival_s=now,
+                            program_id=program_id, target_output_tokens=spec.max_tokens)
+        self.engines[outcome.engine_id].submit(req)
+        self._requests[request_id] = (program_id, record.stage_index, "judge")
+        self.monitor.admit(request_id, program_id, outcome.model, outcome.engine_id, float(spec.max_tokens), now,
+                           workflow=record.workflow, predicted_cost_s=outcome.predicted_cost_s,
+                           agent="cascade-judge", upstream_agent=record.agent, memory_plan=outcome.memory_plan,
+                           stage_index=record.stage_index, stage_count=record.stage_count,
+                           mean_cost_s=outcome.mean_cost_s, prompt_tokens=prompt_tokens)
+
+    def _graded(self, program_id: str, record: StageRecord, model: str, grade: float | None) -> None:
+        """The call's answer is final (no cascade, the last model type, or a grade at or above h_i) or is
+        forwarded to the next model type (Cascadia 3.3, figure 4; ``hetflow.core.cascade.verdict``)."""
+        key = f"{program_id}/{record.stage_index}"
+        if self.cascade is not None:
+            stage = self._cascade_stage[key]
+            decided = verdict(stage, grade, self.cascade.config.thresholds, "judge not placed")
+            self.cascade_stages.append((key, model, grade, decided.outcome))
+            if decided.outcome == ESCALATED:
+                self._cascade_stage[key] = stage + 1
+                self._dispatch(program_id, record)
+                return
+        self._call_done(program_id, record.stage_index)
+
+    def _call_done(self, program_id: str, stage: int) -> None:
+        now = self.loop.now
+        result = self.results[program_id]
+        result.calls[stage].finished_s = now
         program = self._programs[program_id]
         done = {s for s, c in result.calls.items() if c.finished_s}
         for record in program:
-            request_id = f"{program_id}/{record.stage_index}"
+            key = f"{program_id}/{record.stage_index}"
             if (record.stage_index not in result.calls and set(record.depends_on) <= done
-                    and request_id not in self.hold_queue and request_id not in self._in_tool):
+                    and key not in self.hold_queue and key not in self._in_tool):
                 if record.tool_s > 0:  # the agent's tool runs first, with nothing of the program in flight
-                    self._in_tool.add(request_id)
+                    self._in_tool.add(key)
                     self.loop.at(now + record.tool_s, self._after_tool, program_id, record)
                 else:
                     self._dispatch(program_id, record)
