@@ -64,6 +64,10 @@ class BalancerConfig:
     has heard from every engine that snapshot showed healthy, at most this long after it."""
     monitor_probe_s: float = 1.0
     """How often the balancer asks the monitor for a snapshot when no call has (to notice a restart)."""
+    workload_window_s: float = 300.0
+    workload_sample: int = 50
+    """The live workload the re-planner reads (``Workload``; Cascadia 4.4 samples 50 calls every 5
+    minutes): the window and the calls sampled from it."""
     cascade: CascadeConfig | None = None
     """Serve every call without a model pin through a threshold cascade (Cascadia 3.3; ``hetflow plan``
     writes this section); None: no cascade."""

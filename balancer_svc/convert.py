@@ -10,6 +10,7 @@ from hetflow.core.call import LlmCall, WorkflowInfo, check_stages
 from hetflow.core.errors import DeadlineExceeded, InvalidArgument, Unavailable
 from hetflow.core.policies import Choice, Priority
 from hetflow.core.prefix import text_block_hashes
+from hetflow.core.workload_window import SampledCall
 from hetflow.runtime.security import Caller, PermissionDenied
 from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2
 
@@ -89,3 +90,13 @@ def stage_to_proto(stage: str, plugin: str, choice: Choice, elapsed_ms: float) -
                                       params=dict(choice.params), elapsed_ms=elapsed_ms,
                                       scorers={name: balancer_pb2.EngineScores(per_engine=dict(values))
                                                for name, values in choice.scorers.items()})
+
+
+def workload_reply(window_s: float, rate_per_s: float, sample: list[SampledCall]) -> balancer_pb2.WorkloadReply:
+    reply = balancer_pb2.WorkloadReply(window_s=window_s, rate_per_s=rate_per_s)
+    for c in sample:
+        msg = reply.samples.add(received_unix_s=c.received_unix_s, prompt=c.prompt, input_tokens=c.input_tokens,
+                                output_tokens=c.output_tokens)
+        if c.first_grade is not None:
+            msg.first_grade = c.first_grade
+    return reply

@@ -38,6 +38,7 @@ from hetflow.core.load_shedding import LoadShedder, LoopLag
 from hetflow.core.pipeline import Decision, Pipeline
 from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import EngineView
+from hetflow.core.workload_window import WorkloadWindow
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.interceptors import RETRY_PUSHBACK_KEY
 from hetflow.runtime.logs import get_logger
@@ -121,6 +122,8 @@ class Dispatcher:
         self.loop_lag = LoopLag()
         """How late the event loop runs timers (``_measure_loop_lag``)."""
         self._lag_probe: asyncio.Task[None] | None = None
+        self.workload = WorkloadWindow(cfg.workload_window_s, cfg.workload_sample)
+        """The live workload the re-planner reads (Cascadia 4.4)."""
         self.registrations = Registrations()
         """Running calls and whether the monitor knows them (told again after it restarts)."""
         self._reregistering: asyncio.Task[None] | None = None
@@ -190,7 +193,9 @@ class Dispatcher:
     async def serve(self, call: LlmCall, time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         """Admit the call (``admission``), then decide and stream it (``serve_admitted``)."""
         with self.admission(call.workflow.tenant):
+            sampled = self.workload.record(call.received_unix_s, call.full_input, call.input_tokens)
             async for chunk in self.serve_admitted(call, time_remaining_s):
+                sampled.output_tokens = chunk.output_tokens
                 yield chunk
 
     @contextlib.contextmanager

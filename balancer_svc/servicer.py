@@ -35,6 +35,11 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
         async for chunk in self.serve(call, context.time_remaining()):
             yield chunk
 
+    async def Workload(self, request: balancer_pb2.WorkloadRequest,
+                       context: grpc.aio.ServicerContext) -> balancer_pb2.WorkloadReply:
+        workload, now_s = self.dispatcher.workload, time.time()
+        return convert.workload_reply(workload.window_s, workload.rate_per_s(now_s), workload.sample(now_s))
+
     async def Complete(self, request: balancer_pb2.GenerateRequest,
                        context: grpc.aio.ServicerContext) -> balancer_pb2.CompletionReply:
         call = self._call(request)

@@ -6,12 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hetflow.core.cascade.config import CascadeConfig
+from hetflow.core.cascade.judge_prompt import JUDGE_PROMPT_TOKENS
 from hetflow.core.cascade.learned_scorer import LearnedScorer
 from hetflow.core.cascade.modelled_judge import JUDGE_AGREEMENT, judge_grade
 from hetflow.core.trace import StageRecord
-
-JUDGE_PROMPT_TOKENS = 80
-"""The scoring prompt's own tokens beside the question and the answer (hetflow.core.cascade.judge_prompt)."""
 
 
 @dataclass(frozen=True)
@@ -22,6 +20,10 @@ class SimCascade:
     judge_prompt_tokens: int = JUDGE_PROMPT_TOKENS
     scorer: LearnedScorer | None = None
     """The learned judge (``config.judge.kind == "learned"``)."""
+    outside_judge_s: float | None = None
+    """An LLM judge outside the cluster, as Cascadia's GPT-4o (4.1; 0.27 s a grade on average, footnote 4):
+    its grade comes this long after the answer and loads no engine. None: the judge's call runs on an
+    engine of ``config.judge.model``."""
 
     def __post_init__(self) -> None:
         if self.config.judge.kind == "learned" and self.scorer is None:

@@ -330,6 +330,10 @@ class Simulation:
         elif self.cascade.config.judge.kind == "learned":
             self._graded(program_id, record, self._answering_model(record),
                          self.cascade.learned_grade(record, self._answering_model(record), req.output_tokens))
+        elif self.cascade.outside_judge_s is not None:
+            model = self._answering_model(record)
+            self.loop.at(now + self.cascade.outside_judge_s, self._graded, program_id, record, model,
+                         self.cascade.judge_grade(record, model))
         else:
             self._dispatch_judge(program_id, record, req.prompt_tokens + req.output_tokens)
 

@@ -14,8 +14,11 @@ The rule, fixed before any system runs:
 - Stand-alone: the smallest model whose sample quality reaches q_min, on every GPU, its replicas and
   parallelism from the deployment solver (Cascadia's "stand-alone serving").
 - Cascade (Cascadia): ``hetflow plan``'s thresholds and allocation for q_min at the planning rate; every
-  call starts on c_1; the LLM judge's call (1-2 tokens) runs on an engine of the largest model type
-  with GPUs, its time part of the latency.
+  call starts on c_1; the LLM judge is outside the cluster as Cascadia's GPT-4o is, each grade taking
+  0.27 s (Cascadia footnote 4's average).
+- Cascade, judge on the pool: the same, but the judge's call (the question, the answer and the scoring
+  prompt in, 2 tokens out) runs on the largest model type's engines and the plan counts that load; planned
+  at the planning rate, or the largest of its halvings the budget can serve.
 - Chimera: the cascade's engines (same GPUs and models), Chimera's routing (learned router and QRF,
   latency slack, program affinity; ``hetflow.learned`` trains them once).
 
@@ -43,7 +46,7 @@ from hetflow.core.engine.profile import EngineSpec, catalog_architecture, catalo
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.presets import resolve
 from hetflow.core.trace import StageRecord
-from hetflow.planner.bilevel import Plan, Requirement, plan
+from hetflow.planner.bilevel import JudgeLoad, Plan, PlanError, Requirement, plan
 from hetflow.planner.deployment import Allocation, LatencyTable, ModelType, Workload, solve
 from hetflow.planner.latency import LengthSample, capacity_per_s
 from hetflow.planner.routing import SampledRequest, utopia_nadir
@@ -63,10 +66,14 @@ SIM_REQUESTS = 150
 PLANNING_LOAD = 0.7
 """The planning rate: this share of the stand-alone GPUs' fluid capacity."""
 JUDGE_SEED = 7
+JUDGE_MODEL = CASCADE[-1]
+"""The LLM judge runs on the largest model type's engines; the planner counts its calls there."""
 ENGINE_POLICY = "hetflow"
 """Engine choice and priorities of the stand-alone model and the cascade (the model is fixed for them:
 one model, or the cascade's stage)."""
-SYSTEMS = ("stand-alone", "cascade", "chimera")
+SYSTEMS = ("stand-alone", "cascade", "cascade-judge-on-pool", "chimera")
+OUTSIDE_JUDGE_S = 0.27
+"""Cascadia footnote 4: "on average 0.27s for a single judge"."""
 MIN_PROGRAMS = 200
 
 
@@ -85,6 +92,10 @@ class Setup:
     standalone: list[EngineSpec]
     cascade_plan: Plan
     cascade: list[EngineSpec]
+    pool_judge_plan: Plan | None
+    """None when no halving of the planning rate has a plan with the judge on the pool."""
+    pool_judge: list[EngineSpec]
+    pool_judge_rate_calls_per_s: float
     learned: LearnedSignals
     duration_s: float
 
@@ -124,8 +135,22 @@ def setup(seed: int, gpus: int, records: list[StageRecord], q_share: float, lear
     alone = model_types[CASCADE.index(standalone_model)]
     _, standalone_alloc = solve([alone], [Workload(rate, _lengths(sample, standalone_model))], table)
     cascade_plan = plan(model_types, sample, rate, table, Requirement(q_min=q_min))
+    pool_judge_plan, pool_rate = _plan_with_judge(model_types, sample, rate, table, q_min)
     return Setup(seed, records, q_min, utopia, nadir, rate, len(records) / programs, standalone_model,
-                 _engines(standalone_alloc), cascade_plan, _engines(cascade_plan.allocations), learned, duration_s)
+                 _engines(standalone_alloc), cascade_plan, _engines(cascade_plan.allocations), pool_judge_plan,
+                 _engines(pool_judge_plan.allocations) if pool_judge_plan else [], pool_rate, learned, duration_s)
+
+
+def _plan_with_judge(model_types: list[ModelType], sample: list[SampledRequest], rate: float, table: LatencyTable,
+                     q_min: float, halvings: int = 4) -> tuple[Plan | None, float]:
+    """The plan with the judge's load at the highest of rate, rate/2, ... the budget serves, and that rate."""
+    for k in range(halvings + 1):
+        try:
+            return plan(model_types, sample, rate / 2**k, table, Requirement(q_min=q_min),
+                        JudgeLoad(JUDGE_MODEL)), rate / 2**k
+        except PlanError:
+            continue
+    return None, 0.0
 
 
 def _quality(results: Sequence[ProgramResult], records: Sequence[StageRecord], sim: Simulation) -> float:
@@ -138,6 +163,16 @@ def _quality(results: Sequence[ProgramResult], records: Sequence[StageRecord], s
             record = by_call[(result.program_id, stage)]
             grades.append(judge_grade(record.correct[model], record.program_id, stage, model, JUDGE_SEED))
     return statistics.mean(grades)
+
+
+def _sim_cascade(chosen: Plan, outside_judge_s: float | None) -> SimCascade | None:
+    """The plan's cascade: its model types with GPUs, each but the last with its threshold."""
+    models = tuple(a.model for a in chosen.allocations if a.gpus)
+    thresholds = tuple(h for a, h in zip(chosen.allocations, chosen.thresholds) if a.gpus)[:len(models) - 1]
+    if len(models) < 2:
+        return None
+    judge = JudgeSpec(kind="llm", model=JUDGE_MODEL)
+    return SimCascade(CascadeConfig(models, thresholds, judge), judge_seed=JUDGE_SEED, outside_judge_s=outside_judge_s)
 
 
 def replayed(s: Setup, rate_programs_per_s: float) -> list[StageRecord]:
@@ -157,14 +192,13 @@ def simulate(s: Setup, system: str, rate_programs_per_s: float, slo_scale: float
                          reference_engines=s.standalone)
     else:
         preset = resolve(ENGINE_POLICY)
-        cascade = None
-        if system == "cascade":
-            models = [a.model for a in s.cascade_plan.allocations if a.gpus]
-            thresholds = [h for a, h in zip(s.cascade_plan.allocations, s.cascade_plan.thresholds) if a.gpus]
-            cascade = SimCascade(CascadeConfig(tuple(models), tuple(thresholds[:len(models) - 1]),
-                                               JudgeSpec(kind="llm", model=models[-1])), judge_seed=JUDGE_SEED) \
-                if len(models) > 1 else None
-        engines = s.standalone if system == "stand-alone" else s.cascade
+        cascade, engines = None, s.standalone
+        if system.startswith("cascade"):
+            on_pool = system == "cascade-judge-on-pool"
+            chosen = s.pool_judge_plan if on_pool else s.cascade_plan
+            assert chosen is not None
+            engines = s.pool_judge if on_pool else s.cascade
+            cascade = _sim_cascade(chosen, None if on_pool else OUTSIDE_JUDGE_S)
         sim = Simulation(engines, preset.policy, Signals("prior", "oracle"),
                          QueueConfig(discipline=preset.queue_discipline), cascade=cascade,
                          reference_engines=s.standalone)
@@ -241,11 +275,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         setups.append(setup(seed, args.gpus, records, args.q_share,
                             _learned(records) if "chimera" in systems else LearnedSignals(), args.duration))
         s = setups[-1]
+        onpool = s.pool_judge_plan
         print(f"seed {seed}: q_min {s.q_min:.2f} (nadir {s.nadir:.2f}, utopia {s.utopia:.2f}); stand-alone "
-              f"{s.standalone_model} on {len(s.standalone)} engines; cascade thresholds {s.cascade_plan.thresholds} "
-              f"on {[a.gpus for a in s.cascade_plan.allocations]} GPUs; planning rate "
-              f"{s.planning_rate_calls_per_s:.1f} calls/s", flush=True)
-    tasks = [(s, system, rule) for s in setups for system in args.systems.split(",")]
+              f"{s.standalone_model} on {len(s.standalone)} engines; planning rate {s.planning_rate_calls_per_s:.1f} "
+              f"calls/s; cascade: thresholds {[round(h, 1) for h in s.cascade_plan.thresholds]}, GPUs "
+              f"{[a.gpus for a in s.cascade_plan.allocations]}, planned quality {s.cascade_plan.quality:.2f}; judge "
+              f"on the pool: " + (f"at {s.pool_judge_rate_calls_per_s:.1f} calls/s, thresholds "
+                                  f"{[round(h, 1) for h in onpool.thresholds]}, GPUs "
+                                  f"{[a.gpus for a in onpool.allocations]}, planned quality {onpool.quality:.2f}"
+                                  if onpool else "no plan"), flush=True)
+    tasks = [(s, system, rule) for s in setups for system in args.systems.split(",")
+             if system != "cascade-judge-on-pool" or s.pool_judge_plan is not None]
     with Pool(args.workers) as pool:
         runs = []
         for run in pool.imap_unordered(_task, tasks):
@@ -258,8 +298,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "cascade": CASCADE, "planning_load": PLANNING_LOAD},
               "setups": [{"seed": s.seed, "q_min": s.q_min, "utopia": s.utopia, "nadir": s.nadir,
                           "standalone_model": s.standalone_model, "standalone_engines": len(s.standalone),
-                          "thresholds": s.cascade_plan.thresholds,
+                          "thresholds": s.cascade_plan.thresholds, "planned_quality": s.cascade_plan.quality,
                           "cascade_gpus": {a.model: [a.gpus, str(a.parallelism)] for a in s.cascade_plan.allocations},
+                          "pool_judge": {"rate_calls_per_s": s.pool_judge_rate_calls_per_s,
+                                         "thresholds": s.pool_judge_plan.thresholds,
+                                         "planned_quality": s.pool_judge_plan.quality,
+                                         "gpus": {a.model: [a.gpus, str(a.parallelism)]
+                                                  for a in s.pool_judge_plan.allocations}}
+                          if s.pool_judge_plan else None,
                           "planning_rate_calls_per_s": s.planning_rate_calls_per_s} for s in setups],
               "runs": sorted(runs, key=lambda r: (r["system"], r["seed"])), "summary": summary(runs)}
     write(args.out, report)

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from hetflow.core.cascade.judge_prompt import JUDGE_PROMPT_TOKENS
 from hetflow.planner.deployment import Allocation, Infeasible, LatencyTable, ModelType, Workload, check_fits, solve
 from hetflow.planner.latency import LengthSample
 from hetflow.planner.routing import (
@@ -29,6 +30,15 @@ from hetflow.planner.routing import (
     threshold_levels,
     utopia_nadir,
 )
+
+
+@dataclass(frozen=True)
+class JudgeLoad:
+    """The LLM judge's calls as load on a model type of the cascade (Cascadia footnote 4: 1-2 tokens)."""
+
+    model: str
+    prompt_tokens: int = JUDGE_PROMPT_TOKENS
+    output_tokens: int = 2
 
 
 class PlanError(ValueError):
@@ -81,10 +91,13 @@ class _Problem:
     for it (Algorithm 1 lines 3-5), memoised by theta."""
 
     def __init__(self, models: Sequence[ModelType], sample: Sequence[SampledRequest], rate_per_s: float,
-                 table: LatencyTable, requirement: Requirement) -> None:
+                 table: LatencyTable, requirement: Requirement, judge: JudgeLoad | None) -> None:
         self.models, self.sample, self.rate_per_s, self.table, self.requirement = (models, sample, rate_per_s, table,
                                                                                    requirement)
         self.names = [m.name for m in models]
+        if judge is not None and judge.model not in self.names:
+            raise PlanError(f"the judge's model {judge.model!r} is not a model type of the cascade {self.names}")
+        self.judge = judge
         _check(self.names, sample, rate_per_s)
         self.utopia, self.nadir = utopia_nadir(sample, self.names)
         if requirement.q_min > self.utopia:
@@ -104,7 +117,7 @@ class _Problem:
     def evaluate(self, theta: tuple[int, ...]) -> _Evaluation:
         if theta not in self.cache:
             thresholds = self.thresholds(theta)
-            workloads = _workloads(self.models, self.sample, self.rate_per_s, thresholds)  # Algorithm 1 line 3
+            workloads = _workloads(self.models, self.sample, self.rate_per_s, thresholds, self.judge)  # line 3
             try:
                 latency_s, allocations = solve(self.models, workloads, self.table)  # line 5
             except Infeasible as exc:
@@ -128,11 +141,12 @@ class _Problem:
 
 
 def plan(models: Sequence[ModelType], sample: Sequence[SampledRequest], rate_per_s: float, table: LatencyTable,
-         requirement: Requirement) -> Plan:
+         requirement: Requirement, judge: JudgeLoad | None = None) -> Plan:
     """Algorithm 1 of Cascadia for a cascade ``models`` (smallest first) serving ``rate_per_s``
-    requests per second like ``sample``."""
+    requests per second like ``sample``; ``judge``: the LLM judge's calls run on that model type's
+    GPUs (Cascadia's judge is an outside service; hetflow's shares the budget)."""
     started = time.perf_counter()
-    problem = _Problem(models, sample, rate_per_s, table, requirement)
+    problem = _Problem(models, sample, rate_per_s, table, requirement, judge)
     theta = proportional_start(sample, problem.names, problem.levels)  # line 1
     best = theta
     history: list[float] = []
@@ -154,12 +168,12 @@ def plan(models: Sequence[ModelType], sample: Sequence[SampledRequest], rate_per
 
 
 def exhaustive(models: Sequence[ModelType], sample: Sequence[SampledRequest], rate_per_s: float,
-               table: LatencyTable, requirement: Requirement) -> Plan:
+               table: LatencyTable, requirement: Requirement, judge: JudgeLoad | None = None) -> Plan:
     """The empirical optimum of Cascadia appendix J: every routing of the threshold levels, each with
     its optimal deployment (the MILP over the whole latency table is exact for a routing), the lowest J
     kept. Exponential in the number of thresholds; for measuring the bi-level loop's gap."""
     started = time.perf_counter()
-    problem = _Problem(models, sample, rate_per_s, table, requirement)
+    problem = _Problem(models, sample, rate_per_s, table, requirement, judge)
     best = min(itertools.product(*(range(len(levels)) for levels in problem.levels)),
                key=lambda theta: (problem.evaluate(theta).objective, theta))
     return problem.result(best, 1, started, [problem.evaluate(best).objective])
@@ -179,13 +193,19 @@ def _check(names: Sequence[str], sample: Sequence[SampledRequest], rate_per_s: f
 
 
 def _workloads(models: Sequence[ModelType], sample: Sequence[SampledRequest], rate_per_s: float,
-               thresholds: Sequence[float]) -> list[Workload]:
+               thresholds: Sequence[float], judge: JudgeLoad | None = None) -> list[Workload]:
     """W from (theta, the sample): each model type's share of the rate and its requests' lengths
-    (Algorithm 1 line 3, footnote 1)."""
-    reached = reach(sample, [m.name for m in models], thresholds)
-    return [Workload(rate_per_s * len(ks) / len(sample),
-                     tuple(LengthSample(sample[k].input_tokens[m.name], sample[k].output_tokens[m.name]) for k in ks))
-            for m, ks in zip(models, reached)]
+    (Algorithm 1 line 3, footnote 1); with a ``judge``, its model type also serves a judge call for every
+    answer of c_1 .. c_{C-1} (the question, the answer and the scoring prompt in, ``output_tokens`` out)."""
+    names = [m.name for m in models]
+    reached = reach(sample, names, thresholds)
+    lengths = [[LengthSample(sample[k].input_tokens[m], sample[k].output_tokens[m]) for k in ks]
+               for m, ks in zip(names, reached)]
+    if judge is not None:
+        lengths[names.index(judge.model)] += [
+            LengthSample(sample[k].input_tokens[m] + sample[k].output_tokens[m] + judge.prompt_tokens,
+                         judge.output_tokens) for m, ks in zip(names[:-1], reached[:-1]) for k in ks]
+    return [Workload(rate_per_s * len(ls) / len(sample), tuple(ls)) for ls in lengths]
 
 
 def _neighbours(theta: tuple[int, ...], levels: Sequence[Sequence[float]],

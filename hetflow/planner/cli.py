@@ -6,6 +6,7 @@ a quality requirement (issue 15; examples/plan-cascade.yaml shows every setting)
     workload: {family: code, programs: 400, seed: 0, sample: 200, rate_per_s: 8}   # or trace: PATH.jsonl
     requirement: {q_min: 70, mu: 100, stable_iterations: 3}
     simulation: {requests: 200, seed: 0}    # Sim(w_i, f_i): requests per simulated replica
+    judge: {kind: llm, model: qwen2.5-14b-instruct}   # the cascade's judge; an LLM judge's calls load its model
     stack: {name: cascade, backend: vllm, model_dirs: {MODEL: HF repo or directory}}   # --stack-dir's output
 
 With ``--stack-dir DIR`` it writes DIR/stack.yaml, the stack that serves the plan
@@ -22,10 +23,11 @@ from typing import Any, Mapping
 
 import yaml
 
+from hetflow.core.cascade.config import JudgeSpec
 from hetflow.core.cascade.modelled_judge import JUDGE_AGREEMENT
 from hetflow.core.engine.profile import catalog_architecture, catalog_gpu
 from hetflow.core.trace import read_jsonl
-from hetflow.planner.bilevel import Plan, PlanError, Requirement, plan
+from hetflow.planner.bilevel import JudgeLoad, Plan, PlanError, Requirement, plan
 from hetflow.planner.deployment import LatencyTable, ModelType
 from hetflow.planner.parallelism import Parallelism
 from hetflow.planner.routing import SampledRequest
@@ -61,7 +63,14 @@ class PlanConfig:
     workload: WorkloadConfig = WorkloadConfig()
     requirement: Mapping[str, Any] = field(default_factory=dict)
     simulation: SimulationConfig = SimulationConfig()
+    judge: Mapping[str, Any] = field(default_factory=dict)
+    """``balancer.cascade.judge`` of the stack; default an LLM judge on the last model type. An LLM judge's
+    calls are planned as load on its model type (``JudgeLoad``)."""
     stack: StackSettings = StackSettings()
+
+    @property
+    def judge_spec(self) -> JudgeSpec:
+        return JudgeSpec(**{"kind": "llm", "model": self.cascade[-1] if self.cascade else "", **self.judge})
 
 
 def load(path: Path) -> PlanConfig:
@@ -80,7 +89,9 @@ def run(cfg: PlanConfig) -> tuple[Plan, list[SampledRequest]]:
     sample = sample_from_trace(_records(cfg.workload, cfg.cascade), cfg.cascade, cfg.workload.sample,
                                cfg.workload.seed, cfg.workload.judge_agreement)
     requirement = build(Requirement, cfg.requirement, "requirement")
-    return plan(models, sample, cfg.workload.rate_per_s, table, requirement), sample
+    judge = cfg.judge_spec
+    load = JudgeLoad(judge.model, output_tokens=judge.max_tokens) if judge.kind == "llm" else None
+    return plan(models, sample, cfg.workload.rate_per_s, table, requirement, load), sample
 
 
 def _records(w: WorkloadConfig, models: list[str]) -> list[Any]:
@@ -102,7 +113,7 @@ def main(config: Path, out: Path | None, stack_dir: Path | None = None) -> int:
     cfg = load(config)
     result, sample = run(cfg)
     if stack_dir is not None:  # checked before anything is written
-        stack = stack_config(result, cfg.stack, mean_quality(sample))
+        stack = stack_config(result, cfg.stack, mean_quality(sample), dataclasses.asdict(cfg.judge_spec))
     text = json.dumps(to_dict(result), indent=2)
     if out:
         out.write_text(text + "\n")

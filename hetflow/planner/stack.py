@@ -32,9 +32,6 @@ class StackSettings:
     model_dirs: Mapping[str, str] = field(default_factory=dict)
     """Model type -> Hugging Face repository or local directory (``backend: vllm``)."""
     max_model_len: int = 8192
-    judge: Mapping[str, Any] = field(default_factory=dict)
-    """The cascade's judge (``balancer.cascade.judge``); default: an LLM judge on the largest model type
-    with GPUs."""
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -47,9 +44,11 @@ def replica_profile(model: str, gpu: str, tp: int, pp: int) -> EngineProfile:
     return replace(one, kv_capacity_tokens=one.kv_capacity_tokens * pp, max_num_seqs=one.max_num_seqs * pp)
 
 
-def stack_config(result: Plan, settings: StackSettings, priors: Mapping[str, float]) -> dict[str, Any]:
+def stack_config(result: Plan, settings: StackSettings, priors: Mapping[str, float],
+                 judge: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The stack config serving ``result``; ``priors``: each model type's mean quality (0-1), the router's
-    fixed priors for calls pinned outside the cascade."""
+    fixed priors for calls pinned outside the cascade; ``judge``: the cascade's (``balancer.cascade.judge``),
+    by default an LLM judge on the largest model type with GPUs."""
     served = [(a.model, a.gpu, a.parallelism, h) for a, h in zip(result.allocations, [*result.thresholds, None])
               if a.gpus and a.parallelism]
     if not served:
@@ -67,7 +66,7 @@ def stack_config(result: Plan, settings: StackSettings, priors: Mapping[str, flo
     balancer: dict[str, Any] = {"host": "balancer", "port": 50110, "metrics_port": 9110}
     if len(models) > 1:
         balancer["cascade"] = {"models": models, "thresholds": thresholds,
-                               "judge": dict(settings.judge) or {"kind": "llm", "model": models[-1]}}
+                               "judge": dict(judge or {}) or {"kind": "llm", "model": models[-1]}}
     return {
         "stack": {"name": settings.name, "host": "0.0.0.0"},
         "monitor": {"host": "monitor", "port": 50100, "metrics_port": 9100},

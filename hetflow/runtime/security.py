@@ -42,6 +42,7 @@ OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerRefl
 ACCESS: Mapping[str, frozenset[str]] = {
     "/hetflow.v1.Balancer/Generate": frozenset({"tenant", "anonymous", "gateway", "operator"}),
     "/hetflow.v1.Balancer/Complete": frozenset({"tenant", "anonymous", "gateway", "operator"}),
+    "/hetflow.v1.Balancer/Workload": frozenset({"operator"}),  # it reads sampled prompts
     "/hetflow.v1.Engine/Generate": frozenset({"balancer"}),
     "/hetflow.v1.Engine/Abort": frozenset({"balancer"}),
     "/hetflow.v1.Engine/Status": frozenset({"balancer", "monitor", "operator"}),

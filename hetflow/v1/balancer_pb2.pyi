@@ -7,6 +7,34 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class WorkloadRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WorkloadReply(_message.Message):
+    __slots__ = ("window_s", "rate_per_s", "samples")
+    WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    window_s: float
+    rate_per_s: float
+    samples: _containers.RepeatedCompositeFieldContainer[WorkloadSample]
+    def __init__(self, window_s: _Optional[float] = ..., rate_per_s: _Optional[float] = ..., samples: _Optional[_Iterable[_Union[WorkloadSample, _Mapping]]] = ...) -> None: ...
+
+class WorkloadSample(_message.Message):
+    __slots__ = ("received_unix_s", "prompt", "input_tokens", "output_tokens", "first_grade")
+    RECEIVED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_GRADE_FIELD_NUMBER: _ClassVar[int]
+    received_unix_s: float
+    prompt: str
+    input_tokens: int
+    output_tokens: int
+    first_grade: float
+    def __init__(self, received_unix_s: _Optional[float] = ..., prompt: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., first_grade: _Optional[float] = ...) -> None: ...
+
 class GenerateRequest(_message.Message):
     __slots__ = ("request_id", "messages", "prompt", "sampling", "workflow", "model_pin", "want_receipt")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]

@@ -44,6 +44,11 @@ class BalancerStub:
                 request_serializer=hetflow_dot_v1_dot_balancer__pb2.GenerateRequest.SerializeToString,
                 response_deserializer=hetflow_dot_v1_dot_balancer__pb2.CompletionReply.FromString,
                 _registered_method=True)
+        self.Workload = channel.unary_unary(
+                '/hetflow.v1.Balancer/Workload',
+                request_serializer=hetflow_dot_v1_dot_balancer__pb2.WorkloadRequest.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_balancer__pb2.WorkloadReply.FromString,
+                _registered_method=True)
 
 
 class BalancerServicer:
@@ -61,6 +66,13 @@ class BalancerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Workload(self, request, context):
+        """The live workload this balancer saw (Cascadia 4.4): what the re-planner reads. Operators only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BalancerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -73,6 +85,11 @@ def add_BalancerServicer_to_server(servicer, server):
                     servicer.Complete,
                     request_deserializer=hetflow_dot_v1_dot_balancer__pb2.GenerateRequest.FromString,
                     response_serializer=hetflow_dot_v1_dot_balancer__pb2.CompletionReply.SerializeToString,
+            ),
+            'Workload': grpc.unary_unary_rpc_method_handler(
+                    servicer.Workload,
+                    request_deserializer=hetflow_dot_v1_dot_balancer__pb2.WorkloadRequest.FromString,
+                    response_serializer=hetflow_dot_v1_dot_balancer__pb2.WorkloadReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -129,6 +146,33 @@ class Balancer:
             '/hetflow.v1.Balancer/Complete',
             hetflow_dot_v1_dot_balancer__pb2.GenerateRequest.SerializeToString,
             hetflow_dot_v1_dot_balancer__pb2.CompletionReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Workload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hetflow.v1.Balancer/Workload',
+            hetflow_dot_v1_dot_balancer__pb2.WorkloadRequest.SerializeToString,
+            hetflow_dot_v1_dot_balancer__pb2.WorkloadReply.FromString,
             options,
             channel_credentials,
             insecure,

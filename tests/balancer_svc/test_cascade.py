@@ -9,6 +9,7 @@ from balancer_svc.cascade import CascadeServing
 from balancer_svc.judges import Grade
 from hetflow.core.cascade.config import CascadeConfig, JudgeSpec
 from hetflow.core.errors import ResourceExhausted, Unavailable
+from hetflow.core.workload_window import WorkloadWindow
 from hetflow.v1 import balancer_pb2
 from tests.factories import call
 
@@ -22,6 +23,7 @@ class FakeDispatcher:
         self.fail = fail or {}
         self.served: list[tuple[str, str]] = []
         self.admitted = 0
+        self.workload = WorkloadWindow()
 
     @contextlib.contextmanager
     def admission(self, tenant):
@@ -81,6 +83,8 @@ async def test_a_grade_below_the_threshold_escalates_and_one_above_stops_the_cas
     assert stages[0].score == 69.0 and stages[0].threshold == 70.0 and stages[1].threshold == 60.0
     assert stages[0].request_id == f"{the_call.request_id}/c1" and stages[0].judge_ms == 1.5
     assert chunks[0].receipt.request_id == the_call.request_id and dispatcher.admitted == 1
+    [sampled] = dispatcher.workload.sample(1.0)  # the re-planner's view: c_1's length and grade
+    assert sampled.first_grade == 69.0 and sampled.output_tokens == 3 and sampled.prompt == the_call.prompt
 
 
 async def test_the_last_model_answers_ungraded_after_every_earlier_stage_fell_short():

@@ -5,6 +5,7 @@ import pytest
 from balancer_svc import judge_artifact
 from hetflow.client import HetflowClient, build_request
 from hetflow.core.cascade.learned_scorer import train
+from hetflow.v1 import balancer_pb2
 from hetflow.workloads.generate import generate
 from tests.integration.harness import LARGE, SMALL, stack_config, start_stack, wait_until_idle
 
@@ -18,6 +19,10 @@ async def test_an_llm_judge_that_gives_no_rating_sends_every_call_to_the_large_m
         async with HetflowClient(stack.address("balancer")) as client:
             result = await client.complete(build_request(prompt="Reverse a string.", max_tokens=24, program_id="p1",
                                                          want_receipt=True, request_id="r1"))
+            workload = await client.stub.Workload(balancer_pb2.WorkloadRequest())
+        [sampled] = workload.samples  # what the re-planner reads: no grade when the judge gave none
+        assert sampled.prompt == "Reverse a string." and not sampled.HasField("first_grade")
+        assert workload.rate_per_s > 0 and workload.window_s == 300
         assert result.model == LARGE and result.request_id == "r1" and result.text
         small, large = result.receipt.cascade
         assert (small.model, small.outcome, large.model, large.outcome) == (SMALL, "escalated", LARGE, "last-model")
@@ -39,11 +44,12 @@ async def test_a_learned_judge_keeps_some_calls_on_the_small_model_and_a_pinned_
     try:
         async with HetflowClient(stack.address("balancer")) as client:
             kept = await client.complete(build_request(prompt="What is 3 + 4?", max_tokens=16, want_receipt=True))
+            workload = await client.stub.Workload(balancer_pb2.WorkloadRequest())
             pinned = await client.complete(build_request(prompt="What is 3 + 4?", max_tokens=16, model_pin=LARGE,
                                                          want_receipt=True))
         [stage] = kept.receipt.cascade  # h_1 = 0: any grade is accepted
         assert kept.model == SMALL and stage.outcome == "accepted" and stage.judge == "learned"
-        assert 0 <= stage.score <= 100
+        assert 0 <= stage.score <= 100 and workload.samples[0].first_grade == stage.score
         assert pinned.model == LARGE and not pinned.receipt.cascade
     finally:
         await stack.close()

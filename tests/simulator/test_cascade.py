@@ -65,3 +65,14 @@ def test_a_learned_judge_grades_without_a_call(trace):
     graded = [grade for _, model, grade, _ in sim.cascade_stages if model == SMALL]
     assert graded and all(g is not None and 0 <= g <= 100 for g in graded)
     assert not any("/j" in rid for rid, _ in sim.rejected)
+
+
+def test_an_outside_judge_adds_its_delay_and_loads_no_engine():
+    one = generate("math", 1, seed=2, models=(SMALL, LARGE), rate_per_s=1.0)[:1]
+    one[0].depends_on, one[0].stage_count = [], 1
+    cascade = SimCascade(CascadeConfig((SMALL, LARGE), (0.0,), LLM_JUDGE), outside_judge_s=0.27)
+    sim = Simulation(ENGINES, resolve("hetflow").policy, Signals("prior", "oracle"), cascade=cascade)
+    [result] = sim.run(one)
+    alone = ENGINES[0].profile.isolated_request_s(one[0].input_tokens[SMALL], one[0].output_tokens[SMALL])
+    assert result.model == SMALL and result.latency_s == pytest.approx(alone + 0.27, rel=0.05)
+    assert sim.engines["large-0"].scheduler.prefix_query_tokens == 0  # no judge call reached it

@@ -12,6 +12,9 @@ import re
 from hetflow.core.cascade.config import SCORE_MAX
 
 RATING_MAX = 10
+JUDGE_PROMPT_TOKENS = 80
+"""The scoring prompt's own tokens beside the question and the answer (``judge_messages``'s text): what
+the planner and the simulator add to each judge call's prompt."""
 JUDGE_SYSTEM = ("You are an impartial judge of answers written by an AI assistant. Rate how well the answer "
                 "solves the user's request: correctness first, then helpfulness and detail. Use a scale of 1 "
                 "(wrong or useless) to 10 (correct and complete). Reply with the number only.")

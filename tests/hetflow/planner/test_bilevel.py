@@ -74,3 +74,20 @@ def test_exhaustive_search_is_never_beaten_and_the_bi_level_loop_comes_within_a_
     found = plan(MODELS, requests, 4.0, table(2), requirement)
     assert best.evaluated == len(threshold_levels(requests, NAMES[0]))  # every level of h_1
     assert best.objective <= found.objective <= 1.1 * best.objective
+
+
+def test_an_llm_judge_on_the_pool_loads_its_model_type_with_a_call_per_graded_answer():
+    from hetflow.planner.bilevel import JudgeLoad, _workloads
+    from hetflow.planner.deployment import ModelType
+    from hetflow.planner.routing import SampledRequest
+
+    names = ["s", "l"]
+    models = [ModelType(n, None) for n in names]  # type: ignore[arg-type]
+    sample = [SampledRequest({n: 100 for n in names}, {n: 50 for n in names}, {"s": g, "l": 90.0})
+              for g in (10.0, 80.0)]
+    without = _workloads(models, sample, 4.0, [50.0])
+    with_judge = _workloads(models, sample, 4.0, [50.0], JudgeLoad("l", prompt_tokens=80))
+    assert [w.rate_per_s for w in without] == [4.0, 2.0]  # one of two forwarded
+    assert [w.rate_per_s for w in with_judge] == [4.0, 6.0]  # and both of c_1's answers judged on l
+    judged = [x for x in with_judge[1].lengths if x.output_tokens == 2]
+    assert len(judged) == 2 and all(x.input_tokens == 100 + 50 + 80 for x in judged)
