@@ -193,7 +193,8 @@ class Dispatcher:
     async def serve(self, call: LlmCall, time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         """Admit the call (``admission``), then decide and stream it (``serve_admitted``)."""
         with self.admission(call.workflow.tenant):
-            sampled = self.workload.record(call.received_unix_s, call.full_input, call.input_tokens)
+            sampled = self.workload.record(call.received_unix_s, call.full_input, call.input_tokens,
+                                           call.workflow.workflow)
             async for chunk in self.serve_admitted(call, time_remaining_s):
                 sampled.output_tokens = chunk.output_tokens
                 yield chunk

@@ -205,6 +205,12 @@ def _plan(args: argparse.Namespace) -> int:
     return main(args.config, args.out, args.stack_dir)
 
 
+def _replan(args: argparse.Namespace) -> int:
+    from hetflow.planner.live import main
+
+    return main(args.config, args.stack, args.balancer, args.stack_dir, args.force)
+
+
 def _compose(args: argparse.Namespace) -> int:
     from hetflow.deploy.compose import render
     from hetflow.runtime.config import load_stack
@@ -325,6 +331,14 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out", type=Path, help="write the whole plan as JSON here")
     p.add_argument("--stack-dir", type=Path, help="write the stack config serving the plan and its compose file here")
     p.set_defaults(fn=_plan)
+
+    p = sub.add_parser("replan", help="Cascadia 4.4: re-plan a running cascade when its live workload shifted")
+    p.add_argument("-c", "--config", required=True, type=Path, help="the plan YAML the stack was planned with")
+    p.add_argument("--stack", required=True, type=Path, help="the running stack's config")
+    p.add_argument("--balancer", required=True, help="host:port of a balancer of the stack")
+    p.add_argument("--stack-dir", type=Path, help="write the new stack config and its compose file here")
+    p.add_argument("--force", action="store_true", help="re-plan even without a shift")
+    p.set_defaults(fn=_replan)
 
     p = sub.add_parser("kube", help="write kustomize manifests that run a stack config on Kubernetes")
     p.add_argument("-c", "--config", required=True, type=Path, help="stack YAML (each section's host: its Service)")

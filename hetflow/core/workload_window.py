@@ -10,6 +10,9 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
+PROFILING_WORKFLOW = "hetflow-replan"
+"""The workflow of the re-planner's own profiling calls (``hetflow replan``): not part of the workload."""
+
 
 @dataclass
 class SampledCall:
@@ -36,9 +39,12 @@ class WorkloadWindow:
         self._previous: list[SampledCall] = []
         """The last complete window's sample: what is reported while the current one is young."""
 
-    def record(self, received_unix_s: float, prompt: str, input_tokens: int) -> SampledCall:
+    def record(self, received_unix_s: float, prompt: str, input_tokens: int, workflow: str = "") -> SampledCall:
         """Count the call; it enters the sample with probability sample_size / calls seen this window.
-        Returns its record (filled in when its answer is graded), sampled or not."""
+        Returns its record (filled in when its answer is graded), sampled or not. The re-planner's
+        profiling calls are neither counted nor sampled."""
+        if workflow == PROFILING_WORKFLOW:
+            return SampledCall(received_unix_s, prompt, input_tokens)
         self._roll(received_unix_s)
         self._arrivals.append(received_unix_s)
         call = SampledCall(received_unix_s, prompt, input_tokens)

@@ -81,13 +81,18 @@ def load(path: Path) -> PlanConfig:
     return cfg
 
 
-def run(cfg: PlanConfig) -> tuple[Plan, list[SampledRequest]]:
-    """The plan and the profiled sample it was made for."""
+def profiled_sample(cfg: PlanConfig) -> list[SampledRequest]:
+    """The workload's calls as every model type answers them, graded (``hetflow.planner.sample``)."""
+    return sample_from_trace(_records(cfg.workload, cfg.cascade), cfg.cascade, cfg.workload.sample,
+                             cfg.workload.seed, cfg.workload.judge_agreement)
+
+
+def run(cfg: PlanConfig, sample: list[SampledRequest] | None = None) -> tuple[Plan, list[SampledRequest]]:
+    """The plan and the profiled sample it was made for (``sample``, or the workload's)."""
     models = [ModelType(name, catalog_architecture(name)) for name in cfg.cascade]
     table = LatencyTable({g: catalog_gpu(g) for g in cfg.gpus}, {g: int(n) for g, n in cfg.gpus.items()},
                          sim_requests=cfg.simulation.requests, seed=cfg.simulation.seed)
-    sample = sample_from_trace(_records(cfg.workload, cfg.cascade), cfg.cascade, cfg.workload.sample,
-                               cfg.workload.seed, cfg.workload.judge_agreement)
+    sample = sample if sample is not None else profiled_sample(cfg)
     requirement = build(Requirement, cfg.requirement, "requirement")
     judge = cfg.judge_spec
     load = JudgeLoad(judge.model, output_tokens=judge.max_tokens) if judge.kind == "llm" else None
