@@ -76,6 +76,13 @@ class Plan:
     runtime_s: float
     history: list[float] = field(default_factory=list)
     """Best J after each iteration."""
+    q_min: float = 0.0
+    """The requirement; J's penalty lets the best plan fall short of it when no routing the budget serves
+    reaches it (``meets_q_min``)."""
+
+    @property
+    def meets_q_min(self) -> bool:
+        return self.quality >= self.q_min
 
 
 @dataclass
@@ -137,7 +144,8 @@ class _Problem:
         return Plan(thresholds=thresholds, processed_share=[len(r) / len(self.sample) for r in reached],
                     allocations=chosen.allocations, p95_s=chosen.latency_s, quality=chosen.quality,
                     objective=chosen.objective, utopia=self.utopia, nadir=self.nadir, iterations=iterations,
-                    evaluated=len(self.cache), runtime_s=time.perf_counter() - started, history=history)
+                    evaluated=len(self.cache), runtime_s=time.perf_counter() - started, history=history,
+                    q_min=self.requirement.q_min)
 
 
 def plan(models: Sequence[ModelType], sample: Sequence[SampledRequest], rate_per_s: float, table: LatencyTable,

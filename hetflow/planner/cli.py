@@ -147,6 +147,9 @@ def summary(result: Plan) -> str:
     lines = [f"quality {result.quality:.2f} (utopia {result.utopia:.2f}, nadir {result.nadir:.2f}); "
              f"p95 {result.p95_s:.2f} s; {result.iterations} iterations, {result.evaluated} routings, "
              f"{result.runtime_s:.1f} s"]
+    if not result.meets_q_min:
+        lines.append(f"  WARNING: quality {result.quality:.2f} falls short of q_min {result.q_min:g}: no routing the "
+                     "budget serves reaches it (more GPUs, a lower rate or an outside judge would)")
     thresholds = [*result.thresholds, None]
     for a, share, h in zip(result.allocations, result.processed_share, thresholds):
         where = f"{a.gpus} x {a.gpu} ({a.parallelism})" if a.gpus else "no GPUs"

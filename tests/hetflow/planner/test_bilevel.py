@@ -32,7 +32,7 @@ def table(gpus=3):
 def test_the_plan_meets_the_quality_requirement_within_the_budget_and_escalates_only_some_requests():
     requests = sample()
     result = plan(MODELS, requests, 4.0, table(), Requirement(q_min=62.0, stable_iterations=2, max_iterations=8))
-    assert result.quality >= 62.0 and result.nadir < 62.0 <= result.utopia
+    assert result.quality >= 62.0 and result.nadir < 62.0 <= result.utopia and result.meets_q_min
     assert sum(a.gpus for a in result.allocations) <= 3
     assert result.processed_share[0] == 1.0 and 0 < result.processed_share[1] < 1
     assert math.isfinite(result.p95_s) and result.p95_s == max(a.p95_s for a in result.allocations)
@@ -91,3 +91,13 @@ def test_an_llm_judge_on_the_pool_loads_its_model_type_with_a_call_per_graded_an
     assert [w.rate_per_s for w in with_judge] == [4.0, 6.0]  # and both of c_1's answers judged on l
     judged = [x for x in with_judge[1].lengths if x.output_tokens == 2]
     assert len(judged) == 2 and all(x.input_tokens == 100 + 50 + 80 for x in judged)
+
+
+def test_a_judge_whose_load_the_budget_cannot_carry_makes_a_plan_that_says_it_falls_short():
+    from hetflow.planner.bilevel import JudgeLoad
+    from hetflow.planner.cli import summary
+
+    requests = sample()
+    squeezed = plan(MODELS, requests, 30.0, table(2), Requirement(q_min=64.0, stable_iterations=2, max_iterations=6),
+                    JudgeLoad(NAMES[-1]))
+    assert not squeezed.meets_q_min and "falls short of q_min 64" in summary(squeezed)
