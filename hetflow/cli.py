@@ -208,7 +208,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _replan(args: argparse.Namespace) -> int:
     from hetflow.planner.live import main
 
-    return main(args.config, args.stack, args.balancer, args.stack_dir, args.force)
+    return main(args.config, args.stack, args.balancer, args.stack_dir, args.force, args.apply)
 
 
 def _compose(args: argparse.Namespace) -> int:
@@ -338,6 +338,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--balancer", required=True, help="host:port of a balancer of the stack")
     p.add_argument("--stack-dir", type=Path, help="write the new stack config and its compose file here")
     p.add_argument("--force", action="store_true", help="re-plan even without a shift")
+    p.add_argument("--apply", action="store_true",
+                   help="carry the rollout out on the stack `hetflow up` runs from --stack, one engine at a time")
     p.set_defaults(fn=_replan)
 
     p = sub.add_parser("kube", help="write kustomize manifests that run a stack config on Kubernetes")

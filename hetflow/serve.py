@@ -52,13 +52,14 @@ def _predictor(raw: Mapping[str, Any], name: str | None) -> BuiltService:
     return BuiltService("predictor", cfg.serve, build(cfg))
 
 
-def _balancer(raw: Mapping[str, Any], name: str | None) -> BuiltService:
+def _balancer(raw: Mapping[str, Any], name: str | None, config: str = "") -> BuiltService:
     from balancer_svc.app import build
     from balancer_svc.config import from_stack
     from simulator.tuning import replay_best_alpha
 
     cfg = from_stack(raw)
-    return BuiltService("balancer", cfg.serve, build(cfg, alpha_replay=replay_best_alpha))
+    reload = (lambda: from_stack(load_stack(config))) if config else None
+    return BuiltService("balancer", cfg.serve, build(cfg, alpha_replay=replay_best_alpha, reload=reload))
 
 
 def _engine(raw: Mapping[str, Any], name: str | None) -> BuiltService:
@@ -89,9 +90,12 @@ SERVICES: dict[str, tuple[str, Callable[[Mapping[str, Any], str | None], BuiltSe
 }
 
 
-def build_service(service: str, raw: Mapping[str, Any], name: str | None = None) -> BuiltService:
+def build_service(service: str, raw: Mapping[str, Any], name: str | None = None, config: str = "") -> BuiltService:
+    """``config``: the stack file ``raw`` came from, which the balancer reads again on SIGHUP."""
     if service not in SERVICES:
         raise ValueError(f"unknown service {service!r}; known: {', '.join(SERVICES)}")
+    if service == "balancer":
+        return _balancer(raw, name, config)
     return SERVICES[service][1](raw, name)
 
 
@@ -105,7 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    built = build_service(args.service, load_stack(args.config), args.name)
+    built = build_service(args.service, load_stack(args.config), args.name, args.config)
     if args.check:
         print(f"{built.log_name}: builds; would serve on {built.serve.host}:{built.serve.port}")
         return 0

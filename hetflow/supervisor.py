@@ -7,7 +7,10 @@ the service's own log (the cause: a port in use, a bad setting), and the state f
 ``hetflow up`` and ``hetflow status``.
 
 ``hetflow up`` starts this detached and returns once every service reports SERVING; ``hetflow down``
-sends it SIGTERM. Order: monitor, router, predictor, engines, balancer, gateway (dependencies first); stop
+sends it SIGTERM. SIGHUP re-reads the config (``hetflow replan --apply`` sends it after each step): engines
+it names anew start, engines it no longer names stop (drained as at ``down``), and the balancer is told
+(SIGHUP) to take its new cascade; other changes need a restart, and the supervisor says so.
+Order: monitor, router, predictor, engines, balancer, gateway (dependencies first); stop
 runs in reverse so the balancer drains before the engines go.
 """
 
@@ -86,15 +89,20 @@ class Supervisor:
         self.log_dir = RUN_DIR / self.name
         self.services = plan(self.raw)
         self._stopping = False
+        self._reload = False
 
     def run(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         signal.signal(signal.SIGTERM, lambda *_: self._request_stop())
         signal.signal(signal.SIGINT, lambda *_: self._request_stop())
+        signal.signal(signal.SIGHUP, lambda *_: setattr(self, "_reload", True))
         for svc in self.services:
             self._spawn(svc)
         self._write_state()
         while not self._stopping:
+            if self._reload:
+                self._reload = False
+                self._reload_config()
             now_s = time.monotonic()
             for svc in self.services:
                 if svc.start_at_s is None and svc.process is not None and svc.process.poll() is not None:
@@ -109,6 +117,31 @@ class Supervisor:
 
     def _request_stop(self) -> None:
         self._stopping = True
+
+    def _reload_config(self) -> None:
+        """Start the engines the config names anew, stop those it no longer names, pass the balancer its
+        new section (module docstring)."""
+        try:
+            raw = load_stack(self.config_path)
+        except ValueError as exc:
+            print(f"reload refused, the config is not valid: {exc}", file=sys.stderr, flush=True)
+            return
+        wanted = {svc.name: svc for svc in plan(raw)}
+        current = {svc.name: svc for svc in self.services}
+        for name in [n for n in current if n not in wanted]:
+            self._stop(current[name])
+        for name, svc in wanted.items():
+            if name not in current:
+                self._spawn(svc)
+        changed = [k for k in raw if k not in ("engines", "balancer") and raw.get(k) != self.raw.get(k)]
+        if changed:
+            print(f"reload: {changed} changed and need a restart (hetflow down, then up)", file=sys.stderr, flush=True)
+        balancer = current.get("balancer")
+        if raw.get("balancer") != self.raw.get("balancer") and balancer and balancer.process:
+            balancer.process.send_signal(signal.SIGHUP)
+        self.services = [current.get(name, svc) for name, svc in wanted.items()]
+        self.raw = raw
+        self._write_state()
 
     def _spawn(self, svc: ServiceProcess) -> None:
         log = open(self._log_file(svc), "ab")
@@ -132,13 +165,18 @@ class Supervisor:
 
     def _stop_all(self) -> None:
         for svc in reversed(self.services):
-            if svc.process is not None and svc.process.poll() is None:
-                svc.process.send_signal(signal.SIGTERM)
-                try:
-                    svc.process.wait(timeout=STOP_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    svc.process.kill()
-                    svc.process.wait()
+            self._stop(svc)
+
+    @staticmethod
+    def _stop(svc: ServiceProcess) -> None:
+        """SIGTERM (the service drains), then SIGKILL after ``STOP_GRACE_S``."""
+        if svc.process is not None and svc.process.poll() is None:
+            svc.process.send_signal(signal.SIGTERM)
+            try:
+                svc.process.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                svc.process.kill()
+                svc.process.wait()
 
     def _write_state(self) -> None:
         state = {

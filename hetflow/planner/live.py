@@ -100,9 +100,9 @@ def plan_rollout(running_stack: Mapping[str, Any], new_stack: Mapping[str, Any],
 
 
 async def replan(cfg: PlanConfig, running_stack: Mapping[str, Any], balancer: str, scorer: LearnedScorer | None,
-                 force: bool = False) -> dict[str, Any]:
+                 force: bool = False) -> tuple[dict[str, Any], Rollout | None]:
     """What ``hetflow replan`` reports (module docstring): the shift, and on one the new plan, its stack
-    and the rollout."""
+    and the rollout (None without a shift)."""
     cascade = CascadeConfig.from_mapping(running_stack["balancer"]["cascade"])
     planned_sample = profiled_sample(cfg)
     async with HetflowClient(balancer) as client:
@@ -113,7 +113,7 @@ async def replan(cfg: PlanConfig, running_stack: Mapping[str, Any], balancer: st
         report: dict[str, Any] = {"planned": dataclasses.asdict(planned), "live": dataclasses.asdict(live),
                                   "shift": reasons}
         if not reasons and not force:
-            return report
+            return report, None
         sample = await profile_prompts(client, [s.prompt for s in reply.samples], cascade, scorer)
     if not sample:
         raise ValueError("no sampled call could be profiled on every model type and graded")
@@ -123,10 +123,10 @@ async def replan(cfg: PlanConfig, running_stack: Mapping[str, Any], balancer: st
     steps = plan_rollout(running_stack, new_stack, sum(int(n) for n in cfg.gpus.values()))
     report.update(profiled=len(sample), plan=summary(result), stack=new_stack,
                   rollout=[dataclasses.asdict(s) for s in steps.steps], blocked=steps.blocked)
-    return report
+    return report, steps
 
 
-def main(config: Path, stack: Path, balancer: str, stack_dir: Path | None, force: bool) -> int:
+def main(config: Path, stack: Path, balancer: str, stack_dir: Path | None, force: bool, apply: bool = False) -> int:
     cfg = load(config)
     running = load_stack(stack, environ={})
     scorer = None
@@ -134,8 +134,14 @@ def main(config: Path, stack: Path, balancer: str, stack_dir: Path | None, force
         from balancer_svc import judge_artifact
 
         scorer = judge_artifact.load(cfg.judge_spec.artifact, cfg.cascade)
-    report = asyncio.run(replan(cfg, running, balancer, scorer, force))
+    report, steps = asyncio.run(replan(cfg, running, balancer, scorer, force))
     print(json.dumps({k: v for k, v in report.items() if k != "stack"}, indent=2, default=str))
     if "stack" in report and stack_dir is not None:
         write_stack(report["stack"], stack_dir)
+    if apply and steps is not None:
+        if steps.blocked:
+            raise ValueError(f"the rollout is blocked, nothing applied: {'; '.join(steps.blocked)}")
+        from hetflow.planner.apply import apply as apply_steps
+
+        asyncio.run(apply_steps(stack, report["stack"], steps.steps))
     return 0

@@ -131,7 +131,8 @@ def rollout(running: Mapping[str, Replica], target: Sequence[Replica], gpu_budge
         if add is not None:
             to_add.remove(add)
             counter += 1
-            name = f"{add.model.replace('.', '')}-new{counter}"
+            while (name := f"{add.model.replace('.', '')}-new{counter}") in running:
+                counter += 1
             engines[name] = add
             out.steps.append(Step(ADD, name, add, f"{free} GPUs free"))
             continue

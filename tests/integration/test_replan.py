@@ -34,7 +34,7 @@ async def test_a_shifted_workload_is_profiled_replanned_and_rolled_out_one_engin
         async with HetflowClient(stack.address("balancer")) as client:
             for record in [r for r in records if r.stage_index == 1][:24]:
                 await client.complete(build_request(prompt=record.user_prompt, max_tokens=32))
-        report = await replan(cfg, raw, stack.address("balancer"), scorer)
+        report, _ = await replan(cfg, raw, stack.address("balancer"), scorer)
     finally:
         await stack.close()
     assert any(reason.startswith("arrival rate 50 ->") for reason in report["shift"])  # 24 calls, not 50/s

@@ -1,0 +1,101 @@
+"""``hetflow replan --apply``: carry out a rollout on a stack ``hetflow up`` runs, one step at a time
+(Cascadia 4.4), while it serves.
+
+Each step rewrites the stack's config file (the first time keeping the original beside it, as
+``<config>.before-replan``) and sends the supervisor SIGHUP: an added engine starts on a free local port
+and the step waits until the monitor reports it healthy, so calls can reach it before anything is taken
+away; a removed engine drains and the step waits until the monitor no longer counts it healthy; the
+cascade switch reaches the balancer (SIGHUP), after which new calls take the new cascade. The rollout's
+order (``hetflow.planner.replan.rollout``) keeps an engine of every served model at every step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import yaml
+
+from hetflow.planner.replan import ADD, REMOVE, SWITCH, Step
+from hetflow.runtime.channels import open_channel
+from hetflow.runtime.ports import free_port
+from hetflow.runtime.security import stack_security
+from hetflow.stackctl import read_state
+from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
+
+STEP_TIMEOUT_S = 300.0
+"""Longest wait for one step to show in the monitor (a vLLM engine loads its weights first)."""
+
+
+def after_step(raw: Mapping[str, Any], step: Step, new_stack: Mapping[str, Any]) -> dict[str, Any]:
+    """The stack config once ``step`` is done: an added engine as the new stack names its model (backend,
+    profile, vLLM settings) on this stack's host and free ports; the switch takes the new cascade."""
+    out = copy.deepcopy(dict(raw))
+    if step.action == ADD:
+        assert step.replica is not None
+        template = next(e for e in new_stack["engines"] if e["model"] == step.replica.model)
+        engine = {k: v for k, v in copy.deepcopy(template).items() if k not in ("host", "port", "metrics_port")}
+        engine.update(name=step.engine, port=free_port(), metrics_port=free_port())
+        out["engines"] = [*out.get("engines", []), engine]
+    elif step.action == REMOVE:
+        out["engines"] = [e for e in out["engines"] if e["name"] != step.engine]
+    elif step.action == SWITCH:
+        balancer = dict(out["balancer"])
+        cascade = new_stack.get("balancer", {}).get("cascade")
+        if cascade:
+            balancer["cascade"] = copy.deepcopy(cascade)
+        else:
+            balancer.pop("cascade", None)
+        out["balancer"] = balancer
+    return out
+
+
+def write_config(path: Path, raw: Mapping[str, Any]) -> None:
+    backup = path.with_name(path.name + ".before-replan")
+    if not backup.exists():
+        backup.write_text(path.read_text())
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("# Rewritten by `hetflow replan --apply`; the original is beside it (.before-replan).\n"
+                   + yaml.safe_dump(dict(raw), sort_keys=False, width=110))
+    tmp.replace(path)
+
+
+async def healthy_engines(raw: Mapping[str, Any]) -> set[str]:
+    monitor = raw["monitor"]
+    address = f"{monitor.get('host', raw.get('stack', {}).get('host', '127.0.0.1'))}:{monitor['port']}"
+    async with open_channel(address, stack_security(raw, "operator")) as channel:
+        snapshot = await monitor_pb2_grpc.MonitorStub(channel).Snapshot(monitor_pb2.SnapshotRequest(), timeout=2)
+    return {e.status.engine_id for e in snapshot.engines if e.healthy}
+
+
+async def _until(engine: str, healthy: bool, raw: Mapping[str, Any], timeout_s: float) -> None:
+    """Until the monitor counts ``engine`` healthy (or, ``healthy`` False, no longer does)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (engine in await healthy_engines(raw)) == healthy:
+            return
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"engine {engine} {'up' if healthy else 'gone'}: not seen in the monitor within "
+                       f"{timeout_s:g} s")
+
+
+async def apply(config: Path, new_stack: Mapping[str, Any], steps: Sequence[Step],
+                progress: Callable[[str], None] = print, step_timeout_s: float = STEP_TIMEOUT_S) -> None:
+    """Carry out ``steps`` on the stack ``hetflow up`` runs from ``config`` (module docstring)."""
+    raw = yaml.safe_load(config.read_text())
+    state = read_state(raw)
+    if state is None:
+        raise ValueError(f"no stack started by `hetflow up -c {config}` is running")
+    supervisor = int(state["supervisor_pid"])
+    for n, step in enumerate(steps, 1):
+        raw = after_step(raw, step, new_stack)
+        write_config(config, raw)
+        os.kill(supervisor, signal.SIGHUP)
+        if step.action in (ADD, REMOVE):
+            await _until(step.engine, step.action == ADD, raw, step_timeout_s)
+        progress(f"step {n}/{len(steps)}: {step.action} {step.engine} ({step.why})")
