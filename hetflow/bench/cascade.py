@@ -5,10 +5,10 @@ Cascadia 4.2), in hetflow's simulator.
 
 The rule, fixed before any system runs:
 
-- Cascade 1.5B -> 7B -> 14B (Qwen2.5) on ``--gpus`` H100s; workload: generated math and code programs
-  (each seed its own trace); the planner's sample comes from another trace (seed + 1000), never the
-  evaluated one. Quality is the modelled LLM judge's mean grade of the answers (Cascadia's Q), with
-  the ground-truth accuracy of the programs' final answers beside it.
+- Cascade 1.5B -> 7B -> 14B (Qwen2.5) on ``--gpus`` H100s; workload: generated programs of
+  ``--families`` (math and code by default; each seed its own trace); the planner's sample comes from
+  another trace (seed + 1000), never the evaluated one. Quality is the modelled LLM judge's mean grade
+  of the answers (Cascadia's Q), with the ground-truth accuracy of the programs' final answers beside it.
 - q_min = nadir + ``--q-share`` x (utopia - nadir) on the planning sample; the planning rate is 70% of
   what the stand-alone model's GPUs serve by the fluid bound (``capacity_per_s``).
 - Stand-alone: the smallest model whose sample quality reaches q_min, on every GPU, its replicas and
@@ -100,10 +100,10 @@ class Setup:
     duration_s: float
 
 
-def trace(seed: int, programs: int) -> list[StageRecord]:
+def trace(seed: int, programs: int, families: Sequence[str] = FAMILIES) -> list[StageRecord]:
     """The families' programs interleaved, one program per second in all (``at_rate`` scales it)."""
-    return [r for f in FAMILIES for r in generate(f, programs // len(FAMILIES), seed, models=list(CASCADE),
-                                                   rate_per_s=1.0 / len(FAMILIES))]
+    return [r for f in families for r in generate(f, programs // len(families), seed, models=list(CASCADE),
+                                                   rate_per_s=1.0 / len(families))]
 
 
 def _lengths(sample: Sequence[SampledRequest], model: str) -> tuple[LengthSample, ...]:
@@ -121,9 +121,9 @@ def _engines(allocations: Sequence[Allocation]) -> list[EngineSpec]:
 
 
 def setup(seed: int, gpus: int, records: list[StageRecord], q_share: float, learned: LearnedSignals,
-          duration_s: float) -> Setup:
+          duration_s: float, families: Sequence[str] = FAMILIES) -> Setup:
     programs = len({r.program_id for r in records})
-    sample = sample_from_trace(trace(seed + 1000, programs), list(CASCADE), PLAN_SAMPLE, seed)
+    sample = sample_from_trace(trace(seed + 1000, programs, families), list(CASCADE), PLAN_SAMPLE, seed)
     utopia, nadir = utopia_nadir(sample, list(CASCADE))
     q_min = nadir + q_share * (utopia - nadir)
     quality = {m: statistics.mean(r.score[m] for r in sample) for m in CASCADE}
@@ -264,16 +264,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--q-share", type=float, default=0.5, help="q_min between nadir (0) and utopia (1)")
     parser.add_argument("--slo-scale", type=float, default=5.0)
     parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--families", default=",".join(FAMILIES), help="workload families (hetflow.workloads)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", default="cascade", help="report name: bench_out/<name>.json")
     args = parser.parse_args(argv)
     rule = SloRule(slo_scale=args.slo_scale)
     setups = []
     for seed in (int(x) for x in args.seeds.split(",")):
-        records = trace(seed, args.programs)
+        families = args.families.split(",")
+        records = trace(seed, args.programs, families)
         systems = args.systems.split(",")
         setups.append(setup(seed, args.gpus, records, args.q_share,
-                            _learned(records) if "chimera" in systems else LearnedSignals(), args.duration))
+                            _learned(records) if "chimera" in systems else LearnedSignals(), args.duration, families))
         s = setups[-1]
         onpool = s.pool_judge_plan
         print(f"seed {seed}: q_min {s.q_min:.2f} (nadir {s.nadir:.2f}, utopia {s.utopia:.2f}); stand-alone "
@@ -294,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"at planning rate {run['at_planning_rate']}", flush=True)
     report: dict[str, Any] = {"rule": {"gpus": args.gpus, "programs": args.programs, "duration_s": args.duration,
                                        "q_share": args.q_share,
-                       "slo_scale": args.slo_scale, "attainment": rule.attainment, "families": FAMILIES,
+                       "slo_scale": args.slo_scale, "attainment": rule.attainment, "families": args.families.split(","),
                        "cascade": CASCADE, "planning_load": PLANNING_LOAD},
               "setups": [{"seed": s.seed, "q_min": s.q_min, "utopia": s.utopia, "nadir": s.nadir,
                           "standalone_model": s.standalone_model, "standalone_engines": len(s.standalone),
