@@ -65,3 +65,41 @@ def test_a_learned_judge_for_other_models_is_refused_at_start(tmp_path):
                                 "judge": {"kind": "learned", "artifact": str(tmp_path / "judge")}})
     with pytest.raises(ValueError, match=f"missing \\['{SMALL}'\\]"):
         app.build(from_stack(raw))
+
+
+async def test_the_gateway_serves_a_cascade_unchanged_and_its_receipt_lists_the_stages():
+    import asyncio
+
+    import openai
+    import uvicorn
+
+    from gateway_svc.app import build
+    from gateway_svc.config import from_stack
+    from tests.factories import free_port
+
+    raw = stack_config(cascade={"models": [SMALL, LARGE], "thresholds": [60],
+                                "judge": {"kind": "llm", "model": LARGE, "max_tokens": 2}})
+    raw["gateway"] = {"port": free_port()}
+    stack = await start_stack(raw)
+    server = uvicorn.Server(uvicorn.Config(build(from_stack(raw)), host="127.0.0.1", port=raw["gateway"]["port"],
+                                           loop="none", lifespan="on", log_config=None))
+    serving = asyncio.ensure_future(server.serve())
+    try:
+        while not server.started:
+            assert not serving.done(), "the gateway did not start"
+            await asyncio.sleep(0.02)
+        base_url = f"http://127.0.0.1:{raw['gateway']['port']}/v1"
+        async with openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0) as client:
+            reply = await client.chat.completions.create(
+                model="hetflow", messages=[{"role": "user", "content": "Sort a list."}], max_tokens=8,
+                extra_body={"hetflow": {"receipt": True}})
+            stream = await client.chat.completions.create(
+                model="hetflow", messages=[{"role": "user", "content": "Sort a list."}], max_tokens=8, stream=True)
+            streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        stages = reply.model_extra["hetflow"]["receipt"]["cascade"]
+        assert [(s["model"], s["outcome"]) for s in stages] == [(SMALL, "escalated"), (LARGE, "last-model")]
+        assert reply.model == LARGE and reply.choices[0].message.content and streamed
+    finally:
+        server.should_exit = True
+        await serving
+        await stack.close()
