@@ -56,11 +56,14 @@ def build_request(messages: Sequence[tuple[str, str]] = (), prompt: str = "", *,
 
 
 class HetflowClient:
-    def __init__(self, address: str, api_key: str = "", ca_file: str = "") -> None:
+    def __init__(self, address: str, api_key: str = "", ca_file: str = "",
+                 security: SecurityConfig | None = None) -> None:
         """``api_key``: the tenant's key when the stack checks them; ``ca_file``: the CA to verify the
-        balancer's certificate with when it serves TLS."""
+        balancer's certificate with when it serves TLS; ``security``: a service identity's instead (the
+        operator's, for ``hetflow replan``)."""
         self.address = address
-        security = SecurityConfig(tls=TlsConfig(ca_file=ca_file, mutual=False)) if ca_file else None
+        if security is None and ca_file:
+            security = SecurityConfig(tls=TlsConfig(ca_file=ca_file, mutual=False))
         self._channel = open_channel(address, security, api_key)
         self.stub = balancer_pb2_grpc.BalancerStub(self._channel)
 

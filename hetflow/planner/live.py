@@ -31,6 +31,7 @@ from hetflow.planner.replan import Replica, Rollout, WorkloadProfile, rollout, s
 from hetflow.planner.routing import SampledRequest
 from hetflow.planner.stack import stack_config
 from hetflow.runtime.config import load_stack
+from hetflow.runtime.security import stack_security
 from hetflow.v1 import balancer_pb2
 
 PROFILE_MAX_TOKENS = 512
@@ -105,7 +106,7 @@ async def replan(cfg: PlanConfig, running_stack: Mapping[str, Any], balancer: st
     and the rollout (None without a shift)."""
     cascade = CascadeConfig.from_mapping(running_stack["balancer"]["cascade"])
     planned_sample = profiled_sample(cfg)
-    async with HetflowClient(balancer) as client:
+    async with HetflowClient(balancer, security=stack_security(running_stack, "operator")) as client:
         reply = await client.stub.Workload(balancer_pb2.WorkloadRequest())
         live = live_profile(reply)
         planned = planned_profile(cfg.workload.rate_per_s, planned_sample, cfg.cascade[0])

@@ -15,8 +15,15 @@ import pytest
 from hetflow.client import HetflowClient, build_request
 from hetflow.deploy.certs import security_section, write_certs
 from hetflow.runtime.channels import open_channel
-from hetflow.runtime.security import SERVICE_IDENTITY_KEY, SERVICE_TOKEN_KEY, SecurityConfig, TlsConfig, key_digest
-from hetflow.v1 import common_pb2, engine_pb2, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc
+from hetflow.runtime.security import (
+    SERVICE_IDENTITY_KEY,
+    SERVICE_TOKEN_KEY,
+    SecurityConfig,
+    TlsConfig,
+    key_digest,
+    stack_security,
+)
+from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc
 from tests.integration.harness import SMALL, Stack, stack_config, start_stack, wait_until_idle
 
 pytestmark = pytest.mark.slow
@@ -188,3 +195,21 @@ async def test_the_gateway_serves_https_to_holders_of_an_api_key_and_answers_401
         server.should_exit = True
         await serving
     await wait_until_idle(stack)
+
+
+async def test_the_live_workload_with_its_prompts_is_for_operators_only(tmp_path):
+    token = tmp_path / "service-token"
+    token.write_text("a secret of this stack's\n")
+    raw = _one_engine()
+    raw["security"] = {"service_token_file": str(token), "api_keys": API_KEYS}
+    stack = await start_stack(raw)
+    try:
+        async with HetflowClient(stack.address("balancer"), api_key=KEY_A) as tenant:
+            await tenant.complete(build_request(prompt="a private prompt", max_tokens=2))
+            assert await _code(tenant.stub.Workload(balancer_pb2.WorkloadRequest(), timeout=5)) == \
+                grpc.StatusCode.PERMISSION_DENIED
+        async with HetflowClient(stack.address("balancer"), security=stack_security(raw, "operator")) as operator:
+            workload = await operator.stub.Workload(balancer_pb2.WorkloadRequest(), timeout=5)
+        assert [s.prompt for s in workload.samples] == ["a private prompt"]
+    finally:
+        await stack.close()
