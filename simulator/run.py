@@ -371,7 +371,11 @@ class Simulation:
         req = EngineRequest(request_id=request_id, prompt_tokens=prompt_tokens, max_tokens=spec.max_tokens,
                             priority=outcome.priority.key, priority_tiebreak=outcome.priority.tiebreak, arrival_s=now,
                             program_id=program_id, target_output_tokens=spec.max_tokens)
-        self.engines[outcome.engine_id].submit(req)
+        try:
+            self.engines[outcome.engine_id].submit(req)
+        except (ValueError, MemoryError):  # the question and the answer overflow the judge's context
+            self._graded(program_id, record, self._answering_model(record), None)
+            return
         self._requests[request_id] = (program_id, record.stage_index, "judge")
         self.monitor.admit(request_id, program_id, outcome.model, outcome.engine_id, float(spec.max_tokens), now,
                            workflow=record.workflow, predicted_cost_s=outcome.predicted_cost_s,

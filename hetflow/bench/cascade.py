@@ -39,7 +39,7 @@ from typing import Any, Mapping, Sequence
 
 from hetflow.bench.capacity import Probe, SloRule, find_capacity
 from hetflow.bench.common import write
-from hetflow.bench.sweep import at_rate, signals_for
+from hetflow.bench.sweep import at_rate, servable, signals_for
 from hetflow.core.cascade.config import CascadeConfig, JudgeSpec
 from hetflow.core.cascade.modelled_judge import judge_grade
 from hetflow.core.engine.profile import EngineSpec, catalog_architecture, catalog_gpu, load_profile
@@ -98,6 +98,8 @@ class Setup:
     pool_judge_rate_calls_per_s: float
     learned: LearnedSignals
     duration_s: float
+    dropped_programs: int
+    """Programs with a call no engine of some system could ever hold (``hetflow.bench.sweep.servable``)."""
 
 
 def trace(seed: int, programs: int, families: Sequence[str] = FAMILIES) -> list[StageRecord]:
@@ -136,9 +138,12 @@ def setup(seed: int, gpus: int, records: list[StageRecord], q_share: float, lear
     _, standalone_alloc = solve([alone], [Workload(rate, _lengths(sample, standalone_model))], table)
     cascade_plan = plan(model_types, sample, rate, table, Requirement(q_min=q_min))
     pool_judge_plan, pool_rate = _plan_with_judge(model_types, sample, rate, table, q_min)
-    return Setup(seed, records, q_min, utopia, nadir, rate, len(records) / programs, standalone_model,
-                 _engines(standalone_alloc), cascade_plan, _engines(cascade_plan.allocations), pool_judge_plan,
-                 _engines(pool_judge_plan.allocations) if pool_judge_plan else [], pool_rate, learned, duration_s)
+    engines = {"stand-alone": _engines(standalone_alloc), "cascade": _engines(cascade_plan.allocations),
+               "pool": _engines(pool_judge_plan.allocations) if pool_judge_plan else []}
+    kept, dropped = servable(records, [e for es in engines.values() for e in es])  # every system can hold them
+    return Setup(seed, kept, q_min, utopia, nadir, rate, len(records) / programs, standalone_model,
+                 engines["stand-alone"], cascade_plan, engines["cascade"], pool_judge_plan, engines["pool"], pool_rate,
+                 learned, duration_s, len(dropped))
 
 
 def _plan_with_judge(model_types: list[ModelType], sample: list[SampledRequest], rate: float, table: LatencyTable,
@@ -308,7 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          "gpus": {a.model: [a.gpus, str(a.parallelism)]
                                                   for a in s.pool_judge_plan.allocations}}
                           if s.pool_judge_plan else None,
-                          "planning_rate_calls_per_s": s.planning_rate_calls_per_s} for s in setups],
+                          "planning_rate_calls_per_s": s.planning_rate_calls_per_s,
+                          "dropped_programs": s.dropped_programs} for s in setups],
               "runs": sorted(runs, key=lambda r: (r["system"], r["seed"])), "summary": summary(runs)}
     write(args.out, report)
     for system, v in report["summary"].items():
