@@ -67,6 +67,7 @@ def main() -> None:
     parser.add_argument("--runtime", default="16,32,48,64,80", help="GPU budgets to time (empty: none)")
     parser.add_argument("--gap", type=int, default=8, help="GPUs of the optimality-gap case (0: none)")
     parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--out", default="planner", help="report name: bench_out/<name>.json")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     result: dict[str, Any] = {"command": f"python -m hetflow.bench.planner --runtime {args.runtime} --gap {args.gap} "
@@ -81,7 +82,7 @@ def main() -> None:
         gaps = [gap(args.gap, seed) for seed in seeds]
         result["gap"] = gaps
         print("gap: " + ", ".join(f"seed {g['seed']}: {g['gap']:.1%}" for g in gaps))
-    print(f"-> {write('planner', result)}")
+    print(f"-> {write(args.out, result)}")
 
 
 if __name__ == "__main__":
