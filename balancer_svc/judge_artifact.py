@@ -3,12 +3,11 @@ format, models, data hash, held-out metrics)."""
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 from typing import Any, Sequence
 
 from hetflow.core.cascade.learned_scorer import LearnedScorer
-from hetflow.runtime.artifacts import ArtifactError, read_meta, write_meta
+from hetflow.runtime.artifacts import ArtifactError, load_pickled, read_meta, save_pickled, write_meta
 
 KIND = "learned-judge"
 FORMAT = 1
@@ -16,9 +15,7 @@ FORMAT = 1
 
 def save(scorer: LearnedScorer, out_dir: Path, data_sha256: str, metrics: dict[str, Any]) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / "scorer.pkl.tmp", "wb") as f:
-        pickle.dump(scorer, f, protocol=pickle.HIGHEST_PROTOCOL)
-    (out_dir / "scorer.pkl.tmp").replace(out_dir / "scorer.pkl")
+    save_pickled(scorer, out_dir / "scorer.pkl")
     write_meta(out_dir, KIND, FORMAT, models=list(scorer.models), trained_on_sha256=data_sha256, metrics=metrics)
     return out_dir
 
@@ -33,11 +30,4 @@ def load(path: str | Path, cascade_models: Sequence[str]) -> LearnedScorer:
     if missing:
         raise ArtifactError(f"{path}: the learned judge was trained for {meta.get('models')}, but the cascade "
                             f"grades answers of {graded} (missing {missing})")
-    try:
-        with open(path / "scorer.pkl", "rb") as f:
-            scorer = pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
-        raise ArtifactError(f"{path / 'scorer.pkl'}: cannot load: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(scorer, LearnedScorer):
-        raise ArtifactError(f"{path / 'scorer.pkl'}: holds a {type(scorer).__name__}, not a LearnedScorer")
-    return scorer
+    return load_pickled(path / "scorer.pkl", LearnedScorer)

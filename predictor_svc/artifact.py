@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 from typing import Any
 
-from hetflow.runtime.artifacts import ArtifactError, read_meta, write_meta
+from hetflow.runtime.artifacts import ArtifactError, load_pickled, read_meta, save_pickled, write_meta
 from predictor_svc.qrf import QuantileLengthModel
 
 KIND = "qrf"
@@ -16,9 +15,7 @@ __all__ = ["ArtifactError", "load", "save"]
 
 def save(model: QuantileLengthModel, out_dir: Path, data_sha256: str, metrics: dict[str, Any]) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / "model.pkl.tmp", "wb") as f:
-        pickle.dump(model, f, protocol=pickle.HIGHEST_PROTOCOL)
-    (out_dir / "model.pkl.tmp").replace(out_dir / "model.pkl")
+    save_pickled(model, out_dir / "model.pkl")
     write_meta(out_dir, KIND, FORMAT, models=list(model.models), per_model=model.per_model,
                trained_on_sha256=data_sha256, metrics=metrics)
     return out_dir
@@ -32,11 +29,4 @@ def load(path: Path, expected_models: list[str] | None = None) -> tuple[Quantile
         if missing:
             raise ArtifactError(f"{path}: trained for models {meta['models']}, but the service is configured "
                                 f"for {sorted(expected_models)} (missing {missing})")
-    try:
-        with open(path / "model.pkl", "rb") as f:
-            model = pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
-        raise ArtifactError(f"{path / 'model.pkl'}: cannot load: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(model, QuantileLengthModel):
-        raise ArtifactError(f"{path / 'model.pkl'}: holds a {type(model).__name__}, not a QuantileLengthModel")
-    return model, meta
+    return load_pickled(path / "model.pkl", QuantileLengthModel), meta

@@ -4,9 +4,12 @@ means the artifact is complete. Shared by the router's and the predictor's artif
 from __future__ import annotations
 
 import json
+import pickle
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class ArtifactError(ValueError):
@@ -31,3 +34,24 @@ def read_meta(path: Path, kind: str, fmt: int, train_command: str) -> dict[str, 
     if meta.get("kind") != kind or meta.get("format") != fmt:
         raise ArtifactError(f"{meta_path}: kind/format {meta.get('kind')}/{meta.get('format')}, expected {kind}/{fmt}")
     return meta
+
+
+def save_pickled(obj: object, path: Path) -> None:
+    """Write ``obj`` to ``path`` whole or not at all (a temporary file, then a rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)
+
+
+def load_pickled(path: Path, expected: type[T]) -> T:
+    """The ``expected`` object pickled at ``path``; ArtifactError naming the file when it cannot be read
+    or holds something else."""
+    try:
+        with open(path, "rb") as f:
+            obj = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
+        raise ArtifactError(f"{path}: cannot load: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(obj, expected):
+        raise ArtifactError(f"{path}: holds a {type(obj).__name__}, not a {expected.__name__}")
+    return obj
