@@ -46,7 +46,7 @@ class CascadeServing:
         deadline_s = time.monotonic() + time_remaining_s if time_remaining_s is not None else None
         with self.dispatcher.admission(call.workflow.tenant):
             sampled = self.dispatcher.workload.record(call.received_unix_s, call.full_input, call.input_tokens,
-                                                        call.workflow.workflow)
+                                                      call.workflow.workflow)
             answer, stages = await self._run(call, deadline_s)
         first = stages[0]
         sampled.output_tokens = first.output_tokens
