@@ -196,6 +196,7 @@ def _register_builtins() -> None:
         attained_service,
         cache_aware,
         chimera_slack,
+        dedicated_small_large,
         engine_first,
         fcfs,
         filters,
@@ -203,7 +204,9 @@ def _register_builtins() -> None:
         kv_overlap_cost,
         least_inflight_tokens,
         least_load,
+        max_capacity,
         memory_packer,
+        min_min,
         predicted_call_tokens,
         predicted_total_tokens,
         program_locality,
@@ -211,6 +214,7 @@ def _register_builtins() -> None:
         scored,
         scorers,
         urgency,
+        work_left_tokens,
         workload_balanced,
     )
 
