@@ -153,6 +153,23 @@ def _train_judge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_buckets(args: argparse.Namespace) -> int:
+    from hetflow.core.rl_router.decode_bucket import DQN_BUCKETS, Buckets, train
+
+    records = _training_records(args, [args.model])
+    buckets = Buckets.at_rate(args.rate) if args.rate else DQN_BUCKETS
+    _, _, metrics = train(records, args.model, buckets, seed=args.seed)
+    print(f"buckets (decode tokens): edges {list(buckets.edges_tokens)}; held-out 20% of the programs (C.7)")
+    names = [k for k in next(iter(metrics.values())) if k.startswith("bucket_") and not k.endswith("_share")]
+    print(f"{'predictor':<34} {'overall':>7} {'majority':>8} " + " ".join(f"{n:>9}" for n in names))
+    for name, m in metrics.items():
+        print(f"{name:<34} {m['overall']:>7.3f} {m['majority_share']:>8.3f} "
+              + " ".join(f"{m[n]:>9.3f}" for n in names))
+    shares = next(iter(metrics.values()))
+    print("share of held-out calls per bucket: " + ", ".join(f"{shares[n + '_share']:.3f}" for n in names))
+    return 0
+
+
 def _train_router(args: argparse.Namespace) -> int:
     from hetflow.core.trace import trace_sha256
     from router_svc.training import train
@@ -408,6 +425,14 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--out", help=f"artifact directory; default {ARTIFACTS}/judge-<data hash>")
     p.set_defaults(fn=_train_judge)
+
+    p = train.add_parser("buckets", help="the load-balancer paper's decode-length bucket predictors (4.1, C.12)")
+    training_data_args(p)
+    p.add_argument("--model", default=DEFAULT_MODELS[-1], help="the model whose output lengths are bucketed")
+    p.add_argument("--rate", type=float, default=0.0,
+                   help="decode tokens/s for 4.1's time buckets (0: C.10's 0-256, 256-2048, 2048 up)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(fn=_train_buckets)
 
     p = train.add_parser("router", help="Chimera's semantic router (3.3), exported to ONNX")
     training_data_args(p)
