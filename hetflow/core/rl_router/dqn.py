@@ -1,0 +1,102 @@
+"""Double DQN (load-balancer paper, C.10.3; van Hasselt et al. 2016) for the RL router: a network of layers
+(state, 64), (64, 64), (64, actions) with ReLU after the first two, trained from a replay buffer in batches
+of 512 with a target network; the online network picks the next action, the target network values it.
+Actions are the instances and, last, "no action" (4.3). The discount is the guided one of the episode
+(``hetflow.core.rl_router.reward.guided_discount``)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class DqnConfig:
+    hidden: int = 64
+    batch_size: int = 512
+    learning_rate: float = 1e-3
+    buffer_size: int = 100_000
+    target_sync_updates: int = 200
+    """Updates between copies of the online network into the target network."""
+
+
+class QNetwork(nn.Module):
+    def __init__(self, state_dim: int, actions: int, hidden: int = 64) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(state_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                                    nn.Linear(hidden, actions))
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        return self.layers(states)
+
+
+class ReplayBuffer:
+    def __init__(self, state_dim: int, size: int) -> None:
+        self.states = np.zeros((size, state_dim), dtype=np.float32)
+        self.next_states = np.zeros((size, state_dim), dtype=np.float32)
+        self.actions = np.zeros(size, dtype=np.int64)
+        self.rewards = np.zeros(size, dtype=np.float32)
+        self.done = np.zeros(size, dtype=np.float32)
+        self.size, self.count, self._next = size, 0, 0
+
+    def add(self, state: Sequence[float], action: int, reward: float, next_state: Sequence[float], done: bool) -> None:
+        i = self._next
+        self.states[i], self.actions[i], self.rewards[i] = state, action, reward
+        self.next_states[i], self.done[i] = next_state, float(done)
+        self._next = (i + 1) % self.size
+        self.count = min(self.count + 1, self.size)
+
+    def sample(self, n: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
+        idx = rng.integers(0, self.count, size=min(n, self.count))
+        return (torch.from_numpy(self.states[idx]), torch.from_numpy(self.actions[idx]),
+                torch.from_numpy(self.rewards[idx]), torch.from_numpy(self.next_states[idx]),
+                torch.from_numpy(self.done[idx]))
+
+
+class DoubleDqn:
+    def __init__(self, state_dim: int, actions: int, cfg: DqnConfig = DqnConfig(), seed: int = 0) -> None:
+        torch.manual_seed(seed)
+        self.cfg, self.state_dim, self.actions = cfg, state_dim, actions
+        self.online = QNetwork(state_dim, actions, cfg.hidden)
+        self.target = QNetwork(state_dim, actions, cfg.hidden)
+        self.target.load_state_dict(self.online.state_dict())
+        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.learning_rate)
+        self.buffer = ReplayBuffer(state_dim, cfg.buffer_size)
+        self._rng = np.random.default_rng(seed)
+        self._random = random.Random(seed)
+        self.updates = 0
+
+    def q_values(self, state: Sequence[float]) -> list[float]:
+        with torch.no_grad():
+            return [float(q) for q in self.online(torch.tensor([state], dtype=torch.float32))[0]]
+
+    def act(self, state: Sequence[float], epsilon: float = 0.0) -> int:
+        """Epsilon-greedy: a random action with probability ``epsilon``, else the highest Q."""
+        if self._random.random() < epsilon:
+            return self._random.randrange(self.actions)
+        q = self.q_values(state)
+        return max(range(self.actions), key=lambda a: q[a])
+
+    def learn(self, gamma: float) -> float:
+        """One update on a batch from the buffer; the loss (0 before there is anything to learn from)."""
+        if self.buffer.count == 0:
+            return 0.0
+        states, actions, rewards, next_states, done = self.buffer.sample(self.cfg.batch_size, self._rng)
+        with torch.no_grad():
+            next_actions = self.online(next_states).argmax(dim=1, keepdim=True)  # the online net chooses
+            next_q = self.target(next_states).gather(1, next_actions).squeeze(1)  # the target net values
+            target = rewards + gamma * (1.0 - done) * next_q
+        q = self.online(states).gather(1, actions.unsqueeze(1)).squeeze(1)
+        loss = nn.functional.smooth_l1_loss(q, target)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.updates += 1
+        if self.updates % self.cfg.target_sync_updates == 0:
+            self.target.load_state_dict(self.online.state_dict())
+        return float(loss.detach())
