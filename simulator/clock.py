@@ -27,6 +27,21 @@ class EventLoop:
 
         self._push(self.now + interval_s, True, tick, ())
 
+    def run_until(self, time_s: float) -> None:
+        """Run every event due by ``time_s`` (timers included), then stand at ``time_s``: a caller that
+        acts at fixed steps (the RL router's environment) advances the loop one step at a time."""
+        while self._events and self._events[0][0] <= time_s:
+            self.now, _, background, fn, args = heapq.heappop(self._events)
+            if not background:
+                self._work -= 1
+            fn(*args)
+        self.now = max(self.now, time_s)
+
+    @property
+    def idle(self) -> bool:
+        """No work left (only background timers, if any)."""
+        return self._work == 0
+
     def run(self) -> None:
         while self._work:
             self.now, _, background, fn, args = heapq.heappop(self._events)
