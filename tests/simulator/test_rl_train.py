@@ -1,0 +1,45 @@
+"""The RL router's training loop: exploration fades as configured, every step is remembered and learned
+from, and a greedy evaluation episode learns nothing. (Whether training improves the routing is the
+benchmark's question, not a test's: issue 16's next step.)"""
+
+from hetflow.core.engine.profile import EngineSpec, load_profile
+from hetflow.core.rl_router.dqn import DqnConfig
+from simulator.rl_env import RoutedRequest, RoutingEnv
+from simulator.rl_train import TrainConfig, epsilon, run_episode, train
+
+PROFILE = load_profile("qwen2.5-1.5b-instruct@a6000")
+ENGINES = [EngineSpec(f"e{i}", PROFILE.model, PROFILE) for i in range(2)]
+REQUESTS = [RoutedRequest(f"r{i}", 0.02 * i, 50 + 300 * (i % 2), 10 + 40 * (i % 3), 10 + 40 * (i % 3))
+            for i in range(10)]
+
+
+def test_exploration_fades_linearly_then_stops():
+    cfg = TrainConfig(epsilon_start=1.0, epsilon_end=0.0, explore_episodes=4)
+    assert [epsilon(k, cfg) for k in range(6)] == [1.0, 0.75, 0.5, 0.25, 0.0, 0.0]
+
+
+def test_every_step_is_remembered_and_learned_from_and_evaluation_learns_nothing():
+    env = RoutingEnv(ENGINES, REQUESTS)
+    cfg = TrainConfig(episodes=2, explore_episodes=1, dqn=DqnConfig(batch_size=32))
+    agent, episodes = train(env, cfg, seed=0)
+    steps = sum(e.steps for e in episodes)
+    assert agent.buffer.count == steps and agent.updates == steps
+    assert all(e.finished == len(REQUESTS) for e in episodes)
+    evaluation = run_episode(env, agent, k=cfg.episodes, cfg=cfg, learn=False)
+    assert agent.buffer.count == steps and evaluation.steps > 0
+
+
+def test_an_agent_that_only_waits_is_stopped_at_max_steps():
+    env = RoutingEnv(ENGINES, REQUESTS)
+    cfg = TrainConfig(episodes=1, max_steps=50)
+    agent, _ = train(env, TrainConfig(episodes=0), seed=0)
+
+    class Waiter:
+        buffer, learn = agent.buffer, agent.learn
+
+        @staticmethod
+        def act(state, eps):
+            return env.actions - 1
+
+    stopped = run_episode(env, Waiter(), k=0, cfg=cfg, learn=False)  # type: ignore[arg-type]
+    assert stopped.steps == 50 and stopped.finished == 0
