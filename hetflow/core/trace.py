@@ -14,9 +14,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 from hetflow.core.prefix import PromptPart
 
@@ -89,6 +90,23 @@ def programs(records: Iterable[StageRecord]) -> dict[str, list[StageRecord]]:
     for group in out.values():
         group.sort(key=lambda r: r.stage_index)
     return out
+
+
+class _OfAProgram(Protocol):
+    @property
+    def program_id(self) -> str: ...
+
+
+P = TypeVar("P", bound=_OfAProgram)
+
+
+def split_by_program(items: Sequence[P], holdout: float, seed: int) -> tuple[list[P], list[P]]:
+    """(fitted, held out): ``holdout`` of the programs (at least one), drawn by ``seed``, held out whole, so
+    no program's calls are on both sides (they share its question and its difficulty)."""
+    program_ids = sorted({item.program_id for item in items})
+    random.Random(seed).shuffle(program_ids)
+    held = set(program_ids[:max(1, int(len(program_ids) * holdout))])
+    return [i for i in items if i.program_id not in held], [i for i in items if i.program_id in held]
 
 
 def trace_sha256(records: Iterable[StageRecord]) -> str:

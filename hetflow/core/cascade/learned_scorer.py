@@ -11,7 +11,6 @@ cheap judge appendix N weighs against the LLM judge: no model call, no added lat
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -24,7 +23,7 @@ from sklearn.metrics import roc_auc_score
 
 from hetflow.core.cascade.config import SCORE_MAX
 from hetflow.core.cascade.modelled_judge import JUDGE_AGREEMENT, JUDGED_RIGHT_MIN, judge_grade
-from hetflow.core.trace import StageRecord
+from hetflow.core.trace import StageRecord, split_by_program
 
 HOLDOUT = 0.3
 """Appendix N: 70% of the traces to train on, 30% held out."""
@@ -88,15 +87,6 @@ def graded_answers(records: Sequence[StageRecord], models: Sequence[str], seed: 
                          judge_grade(r.correct[m], r.program_id, r.stage_index, m, seed,
                                      judge_agreement=judge_agreement), r.correct[m], r.program_id)
             for r in records for m in models if m in r.correct and m in r.output_tokens]
-
-
-def split_by_program(answers: Sequence[GradedAnswer], holdout: float, seed: int
-                     ) -> tuple[list[GradedAnswer], list[GradedAnswer]]:
-    """Held-out programs, never a program on both sides (its calls share the question's difficulty)."""
-    program_ids = sorted({a.program_id for a in answers})
-    random.Random(seed).shuffle(program_ids)
-    held = set(program_ids[:max(1, int(len(program_ids) * holdout))])
-    return [a for a in answers if a.program_id not in held], [a for a in answers if a.program_id in held]
 
 
 def fit(answers: Sequence[GradedAnswer], models: Sequence[str], seed: int = 0) -> LearnedScorer:

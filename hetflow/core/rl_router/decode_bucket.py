@@ -16,7 +16,6 @@ Both are trained on a trace's calls for one model (the one whose lengths they pr
 from __future__ import annotations
 
 import bisect
-import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -25,7 +24,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
-from hetflow.core.trace import StageRecord
+from hetflow.core.trace import StageRecord, split_by_program
 
 COMPLETION_EDGES_S = (0.5, 2.0, 4.0)
 """4.1's bucket boundaries in seconds of decoding."""
@@ -67,14 +66,6 @@ class Example:
 def examples(records: Sequence[StageRecord], model: str, buckets: Buckets) -> list[Example]:
     return [Example(r.user_prompt, r.workflow, r.input_tokens[model], buckets.of(r.output_tokens[model]), r.program_id)
             for r in records if model in r.output_tokens]
-
-
-def split(data: Sequence[Example], seed: int) -> tuple[list[Example], list[Example]]:
-    """By program, so no program's calls are on both sides."""
-    ids = sorted({e.program_id for e in data})
-    random.Random(seed).shuffle(ids)
-    held = set(ids[:max(1, int(len(ids) * HOLDOUT))])
-    return [e for e in data if e.program_id not in held], [e for e in data if e.program_id in held]
 
 
 class TextBucketPredictor:
@@ -131,7 +122,7 @@ def train(records: Sequence[StageRecord], model: str, buckets: Buckets, seed: in
     data = examples(records, model, buckets)
     if not data:
         raise ValueError(f"the trace has no call answered by {model!r}")
-    fitted, held = split(data, seed)
+    fitted, held = split_by_program(data, HOLDOUT, seed)
     text, length = TextBucketPredictor(seed).fit(fitted), LengthBucketPredictor(seed).fit(fitted)
     truth = [e.bucket for e in held]
     return text, length, {

@@ -9,9 +9,9 @@ from hetflow.core.rl_router.decode_bucket import (
     LengthBucketPredictor,
     TextBucketPredictor,
     accuracy,
-    split,
     train,
 )
+from hetflow.core.trace import split_by_program
 from hetflow.workloads.generate import generate
 
 
@@ -33,7 +33,7 @@ def data(n=200):
 
 
 def test_both_predictors_learn_the_task_hint():
-    fitted, held = split(data(), seed=0)
+    fitted, held = split_by_program(data(), 0.2, seed=0)
     text = TextBucketPredictor().fit(fitted)
     length = LengthBucketPredictor().fit(fitted)
     truth = [e.bucket for e in held]
