@@ -43,6 +43,10 @@ class RoutingEnv:
                  epsilon_s: float = HEAVY_PROMPT_S) -> None:
         self.specs, self.requests = list(engines), sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
         self.buckets, self.step_s, self.alpha = buckets, step_s, alpha
+        self._ideal_s = {r.request_id: self.specs[0].profile.isolated_request_s(r.prompt_tokens,
+                                                                               int(r.predicted_decode_tokens))
+                         for r in self.requests}
+        """T-hat_j (eq. 3): each request alone on an instance (they are homogeneous, 4.3)."""
         self.epsilon_s = epsilon_s
         """Eq. 1's epsilon (the paper gives no value): by default a heavy prompt's prefill time (section 3),
         so a prompt phase that would take longer than that is penalised."""
@@ -125,12 +129,9 @@ class RoutingEnv:
         return self.state(), self._reward(h, gamma, guided_gamma), self.done
 
     def _reward(self, h: float, gamma: float, guided_gamma: float) -> float:
-        profile = self.engines[0].profile
-        progress = [Progress(profile.isolated_request_s(r.prompt_tokens, int(r.predicted_decode_tokens)),
-                             req.output_tokens / max(1.0, r.predicted_decode_tokens))
+        progress = [Progress(self._ideal_s[rid], req.output_tokens / max(1.0, r.predicted_decode_tokens))
                     for rid, (r, req) in self._routed.items() if rid not in self.finished]
-        progress += [Progress(profile.isolated_request_s(r.prompt_tokens, int(r.predicted_decode_tokens)), 0.0)
-                     for r in self.queue]
+        progress += [Progress(self._ideal_s[r.request_id], 0.0) for r in self.queue]
         return reward(progress, self._completed_now, COMPLETION_REWARD, h, gamma, guided_gamma)
 
     def latencies_s(self) -> dict[str, float]:

@@ -10,14 +10,17 @@ from __future__ import annotations
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
 from hetflow.core.policies import Choice, EnginePicker, PolicyStore, Prediction, healthy_or_unavailable
+from hetflow.core.rl_router.request_class import ClassThresholds, decode_s
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
-HEAVY_DECODE_S = 5.0
+HEAVY_DECODE_S = ClassThresholds.heavy_decode_s
 
 
 def heavy_decode(engine: EngineView, decode_tokens: float, heavy_decode_s: float) -> bool:
-    ms_per_token = engine.profile.decode_ms_per_token if engine.profile is not None else engine.decode_ms_per_token
-    return decode_tokens * ms_per_token / 1e3 >= heavy_decode_s
+    """Section 3's heavy decode on the engine's profile (its reported iteration time without one)."""
+    seconds = (decode_s(int(decode_tokens), engine.profile) if engine.profile is not None
+               else decode_tokens * engine.decode_ms_per_token / 1e3)
+    return seconds >= heavy_decode_s
 
 
 @plugin("engine-picker", "dedicated-small-large")
