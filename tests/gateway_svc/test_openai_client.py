@@ -6,12 +6,9 @@ import asyncio
 import httpx
 import openai
 import pytest
-import uvicorn
 
-from gateway_svc.app import build
-from gateway_svc.config import from_stack
 from tests.factories import free_port
-from tests.integration.harness import LARGE, SMALL, stack_config, start_stack, wait_until_idle
+from tests.integration.harness import LARGE, SMALL, serving_gateway, stack_config, start_stack, wait_until_idle
 
 pytestmark = pytest.mark.slow
 
@@ -21,16 +18,9 @@ async def stack():
     raw = stack_config()
     raw["gateway"] = {"port": free_port(), "max_body_bytes": 4096}
     s = await start_stack(raw)
-    server = uvicorn.Server(uvicorn.Config(build(from_stack(raw)), host="127.0.0.1", port=raw["gateway"]["port"],
-                                           loop="none", lifespan="on", log_config=None))
-    serving = asyncio.ensure_future(server.serve())
-    while not server.started:
-        assert not serving.done(), "the gateway did not start"
-        await asyncio.sleep(0.02)
-    s.base_url = f"http://127.0.0.1:{raw['gateway']['port']}/v1"
-    yield s
-    server.should_exit = True
-    await serving
+    async with serving_gateway(raw) as base_url:
+        s.base_url = base_url
+        yield s
     await s.close()
 
 

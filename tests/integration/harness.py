@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, AsyncIterator
 
 import grpc
 
@@ -119,3 +120,26 @@ async def wait_until_idle(stack: Stack, timeout_s: float = 10.0) -> monitor_pb2.
             return snap
         await asyncio.sleep(0.05)
     return snap
+
+
+@contextlib.asynccontextmanager
+async def serving_gateway(raw: dict[str, Any], **tls: str) -> AsyncIterator[str]:
+    """The stack's gateway (``raw["gateway"]``) in the test's event loop; yields its base URL (``/v1``).
+    ``tls``: uvicorn's ``ssl_certfile`` and ``ssl_keyfile`` for HTTPS."""
+    import uvicorn
+
+    from gateway_svc.app import build
+    from gateway_svc.config import from_stack
+
+    port = raw["gateway"]["port"]
+    server = uvicorn.Server(uvicorn.Config(build(from_stack(raw)), host="127.0.0.1", port=port, loop="none",
+                                           lifespan="on", log_config=None, **tls))
+    serving = asyncio.ensure_future(server.serve())
+    try:
+        while not server.started:
+            assert not serving.done(), "the gateway did not start"
+            await asyncio.sleep(0.02)
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{port}/v1"
+    finally:
+        server.should_exit = True
+        await serving

@@ -7,7 +7,7 @@ from hetflow.client import HetflowClient, build_request
 from hetflow.core.cascade.learned_scorer import train
 from hetflow.v1 import balancer_pb2
 from hetflow.workloads.generate import generate
-from tests.integration.harness import LARGE, SMALL, stack_config, start_stack, wait_until_idle
+from tests.integration.harness import LARGE, SMALL, serving_gateway, stack_config, start_stack, wait_until_idle
 
 
 async def test_an_llm_judge_that_gives_no_rating_sends_every_call_to_the_large_model_and_is_timed():
@@ -68,28 +68,17 @@ def test_a_learned_judge_for_other_models_is_refused_at_start(tmp_path):
 
 
 async def test_the_gateway_serves_a_cascade_unchanged_and_its_receipt_lists_the_stages():
-    import asyncio
-
     import openai
-    import uvicorn
 
-    from gateway_svc.app import build
-    from gateway_svc.config import from_stack
     from tests.factories import free_port
 
     raw = stack_config(cascade={"models": [SMALL, LARGE], "thresholds": [60],
                                 "judge": {"kind": "llm", "model": LARGE, "max_tokens": 2}})
     raw["gateway"] = {"port": free_port()}
     stack = await start_stack(raw)
-    server = uvicorn.Server(uvicorn.Config(build(from_stack(raw)), host="127.0.0.1", port=raw["gateway"]["port"],
-                                           loop="none", lifespan="on", log_config=None))
-    serving = asyncio.ensure_future(server.serve())
     try:
-        while not server.started:
-            assert not serving.done(), "the gateway did not start"
-            await asyncio.sleep(0.02)
-        base_url = f"http://127.0.0.1:{raw['gateway']['port']}/v1"
-        async with openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0) as client:
+        async with serving_gateway(raw) as base_url, \
+                openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0) as client:
             reply = await client.chat.completions.create(
                 model="hetflow", messages=[{"role": "user", "content": "Sort a list."}], max_tokens=8,
                 extra_body={"hetflow": {"receipt": True}})
@@ -100,6 +89,4 @@ async def test_the_gateway_serves_a_cascade_unchanged_and_its_receipt_lists_the_
         assert [(s["model"], s["outcome"]) for s in stages] == [(SMALL, "escalated"), (LARGE, "last-model")]
         assert reply.model == LARGE and reply.choices[0].message.content and streamed
     finally:
-        server.should_exit = True
-        await serving
         await stack.close()

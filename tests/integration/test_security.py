@@ -4,7 +4,6 @@ neither joins nor claims another tenant's program; without TLS the service token
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -24,7 +23,7 @@ from hetflow.runtime.security import (
     stack_security,
 )
 from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc
-from tests.integration.harness import SMALL, Stack, stack_config, start_stack, wait_until_idle
+from tests.integration.harness import SMALL, Stack, serving_gateway, stack_config, start_stack, wait_until_idle
 
 pytestmark = pytest.mark.slow
 KEY_A, KEY_B = "key-of-team-a", "key-of-team-b"
@@ -154,23 +153,12 @@ async def test_without_tls_the_service_token_names_hetflows_services(tmp_path):
 async def test_the_gateway_serves_https_to_holders_of_an_api_key_and_answers_401_to_others(stack, certs):
     import httpx
     import openai
-    import uvicorn
 
-    from gateway_svc.app import build
-    from gateway_svc.config import from_stack
     from tests.factories import free_port
 
     raw = {**stack.raw, "gateway": {"port": free_port()}}
-    server = uvicorn.Server(uvicorn.Config(build(from_stack(raw)), host="127.0.0.1", port=raw["gateway"]["port"],
-                                           loop="none", lifespan="on", log_config=None,
-                                           ssl_certfile=str(certs / "gateway.crt"),
-                                           ssl_keyfile=str(certs / "gateway.key")))
-    serving = asyncio.ensure_future(server.serve())
-    try:
-        while not server.started:
-            assert not serving.done(), "the gateway did not start"
-            await asyncio.sleep(0.02)
-        base_url = f"https://127.0.0.1:{raw['gateway']['port']}/v1"
+    async with serving_gateway(raw, ssl_certfile=str(certs / "gateway.crt"),
+                               ssl_keyfile=str(certs / "gateway.key")) as base_url:
         ca = ssl.create_default_context(cafile=str(certs / "ca.crt"))
 
         def client(key: str) -> openai.AsyncOpenAI:
@@ -191,9 +179,6 @@ async def test_the_gateway_serves_https_to_holders_of_an_api_key_and_answers_401
             program = await monitor_pb2_grpc.MonitorStub(channel).GetProgram(
                 monitor_pb2.GetProgramRequest(program_id="team-b/gw-1"), timeout=5)
         assert program.completed_requests == 1  # the gateway's caller is the key's tenant
-    finally:
-        server.should_exit = True
-        await serving
     await wait_until_idle(stack)
 
 
