@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from hetflow.core.cascade.config import CascadeConfig
@@ -90,6 +91,23 @@ def from_stack(raw: Mapping[str, Any]) -> BalancerConfig:
         section["quantiles"] = tuple(section["quantiles"])
     if "policy" in section:
         section["policy"] = PolicyConfig.from_mapping(section["policy"])
+        check_rl_policy(section["policy"], raw)
     if "cascade" in section:
         section["cascade"] = CascadeConfig.from_mapping(section["cascade"]) if section["cascade"] else None
     return service_config(BalancerConfig, section, "balancer", defaults)
+
+
+def check_rl_policy(policy: PolicyConfig, raw: Mapping[str, Any]) -> None:
+    """Refuse at start an ``rl-router`` policy file trained for engines this stack lacks (its state's rows
+    and actions are instances, load-balancer paper 4.3); the picker itself refuses a damaged file."""
+    if policy.engine.type != "rl-router" or not raw.get("engines"):
+        return
+    from hetflow.core.engine.profile import load_profile
+    from hetflow.core.rl_router.policy_file import check_engines, load
+
+    path = str(policy.engine.params.get("policy", ""))
+    if not path:
+        raise ValueError("balancer.policy: engine 'rl-router' needs engine_params.policy, a hetflow train rl file")
+    models = {e["name"]: e.get("model") or load_profile(e["profile"]).model
+              for e in raw["engines"] if "name" in e and (e.get("model") or e.get("profile"))}
+    check_engines(load(Path(path)), models, path)

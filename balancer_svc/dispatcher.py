@@ -379,10 +379,11 @@ class Dispatcher:
 
         # From here to the pending entry: no await, so no other decision interleaves.
         view = self.pending.apply(snapshot, snapshot_msg.admit_seq, time.monotonic())
+        self.pipeline.store.held_calls = len(self.held)
         decision = self.pipeline.decide(call, view, confidence, predictions, router_asked, truncated)
         engine = next(e for e in view.engines if e.engine_id == decision.engine_id)
         self.pending.add(call.request_id, engine.engine_id, decision.prediction.median_tokens,
-                         decision.predicted_cost_s, decision.memory_plan)
+                         decision.predicted_cost_s, decision.memory_plan, call.input_tokens, time.time())
 
         admitted = asyncio.get_running_loop().create_task(self._admit(call, decision))
         receipt = balancer_pb2.Receipt(

@@ -20,7 +20,7 @@ from typing import Sequence, cast
 import numpy as np
 
 from hetflow.core.monitor.memory_ledger import MemoryPlan
-from hetflow.core.snapshot import ClusterSnapshot
+from hetflow.core.snapshot import ClusterSnapshot, EngineView, InFlightCall
 
 REORDER_SLACK = 64  # how far out of sequence order an acknowledgement may be processed
 
@@ -34,6 +34,12 @@ class PendingAdmit:
     admit_seq: int | None = None
     """None until the monitor acknowledged the admit."""
     acked_at_s: float = 0.0
+    prompt_tokens: int = 0
+    admitted_unix_s: float = 0.0
+    """When this balancer decided it (the monitor stamps its own entry on arrival)."""
+
+    def in_flight_call(self) -> InFlightCall:
+        return InFlightCall(self.prompt_tokens, self.predicted_tokens, self.admitted_unix_s)
 
 
 class PendingAdmits:
@@ -47,8 +53,9 @@ class PendingAdmits:
         return len(self._entries)
 
     def add(self, request_id: str, engine_id: str, predicted_tokens: float, predicted_cost_s: float = 0.0,
-            memory_plan: MemoryPlan | None = None) -> None:
-        self._entries[request_id] = PendingAdmit(engine_id, predicted_tokens, predicted_cost_s, memory_plan)
+            memory_plan: MemoryPlan | None = None, prompt_tokens: int = 0, admitted_unix_s: float = 0.0) -> None:
+        self._entries[request_id] = PendingAdmit(engine_id, predicted_tokens, predicted_cost_s, memory_plan,
+                                                 prompt_tokens=prompt_tokens, admitted_unix_s=admitted_unix_s)
 
     def acked(self, request_id: str, admit_seq: int, now_s: float) -> None:
         entry = self._entries.get(request_id)
@@ -69,33 +76,21 @@ class PendingAdmits:
     def apply(self, snapshot: ClusterSnapshot, snapshot_admit_seq: int, now_s: float) -> ClusterSnapshot:
         """``snapshot`` with the load of entries it cannot contain added to their engines."""
         self._prune(now_s)
-        extra: dict[str, tuple[float, int, float]] = {}
-        plans: dict[str, list[MemoryPlan]] = {}
-
-        def count(entry: PendingAdmit) -> None:
-            tokens, n, cost_s = extra.get(entry.engine_id, (0.0, 0, 0.0))
-            extra[entry.engine_id] = (tokens + entry.predicted_tokens, n + 1, cost_s + entry.predicted_cost_s)
-            if entry.memory_plan is not None:
-                plans.setdefault(entry.engine_id, []).append(entry.memory_plan)
-
+        missing: dict[str, list[PendingAdmit]] = {}
         entry: PendingAdmit | None
         for entry in self._entries.values():
             if entry.admit_seq is None:
-                count(entry)
+                missing.setdefault(entry.engine_id, []).append(entry)
         for seq, request_id in reversed(self._acked):
             if seq <= snapshot_admit_seq - REORDER_SLACK:
                 break
             entry = self._entries.get(request_id)
             if seq > snapshot_admit_seq and entry is not None and entry.admit_seq == seq:
-                count(entry)
-        if not extra:
+                missing.setdefault(entry.engine_id, []).append(entry)
+        if not missing:
             return snapshot
-        engines = tuple(
-            replace(e, in_flight_tokens=e.in_flight_tokens + extra[e.engine_id][0],
-                    in_flight_requests=e.in_flight_requests + extra[e.engine_id][1],
-                    in_flight_cost_s=e.in_flight_cost_s + extra[e.engine_id][2],
-                    kv_ledger_tokens=_with_plans(e.kv_ledger_tokens, plans.get(e.engine_id, [])))
-            if e.engine_id in extra else e for e in snapshot.engines)
+        engines = tuple(_with_admits(e, missing[e.engine_id]) if e.engine_id in missing else e
+                        for e in snapshot.engines)
         return replace(snapshot, engines=engines)
 
     def _prune(self, now_s: float) -> None:
@@ -107,6 +102,18 @@ class PendingAdmits:
             self._acked.popleft()
             if entry is not None and entry.admit_seq is not None:
                 del self._entries[request_id]
+
+
+def _with_admits(view: EngineView, admits: list[PendingAdmit]) -> EngineView:
+    """The engine's view with ``admits`` counted in: their tokens, costs, memory plans and calls (merged
+    by admit time, so the calls stay oldest first)."""
+    calls = sorted((*view.in_flight_calls, *(a.in_flight_call() for a in admits)), key=lambda c: c.admitted_s)
+    return replace(view, in_flight_tokens=view.in_flight_tokens + sum(a.predicted_tokens for a in admits),
+                   in_flight_requests=view.in_flight_requests + len(admits),
+                   in_flight_cost_s=view.in_flight_cost_s + sum(a.predicted_cost_s for a in admits),
+                   kv_ledger_tokens=_with_plans(view.kv_ledger_tokens,
+                                                [a.memory_plan for a in admits if a.memory_plan is not None]),
+                   in_flight_calls=tuple(calls))
 
 
 def _with_plans(ledger: Sequence[float], plans: list[MemoryPlan]) -> Sequence[float]:

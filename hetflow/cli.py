@@ -170,6 +170,54 @@ def _train_buckets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_rl(args: argparse.Namespace) -> int:
+    from hetflow.bench.cluster import cluster_from_stack
+    from hetflow.core.rl_router.dqn import DqnConfig
+    from hetflow.core.rl_router.policy_file import save
+    from hetflow.runtime.config import load_stack
+    from hetflow.workloads.requests import independent_requests
+    from simulator.rl_env import RoutingEnv
+    from simulator.rl_train import (
+        TrainConfig,
+        epsilon,
+        round_robin_episode,
+        routed_requests,
+        run_episode,
+        to_policy,
+        train,
+    )
+
+    engines = [e for e in cluster_from_stack(load_stack(Path(args.config))) if not args.model or e.model == args.model]
+    models = sorted({e.model for e in engines})
+    if len(models) != 1:
+        raise ValueError(f"the RL router routes among instances of one model; the stack has {models}: pass --model")
+    families = args.families.split(",")
+
+    def env_for(seed: int) -> RoutingEnv:
+        records = independent_requests(args.requests, seed, args.rate, families, models)
+        fits = min(e.profile.kv_capacity_tokens for e in engines)
+        return RoutingEnv(engines, [r for r in routed_requests(records, models[0])
+                                    if r.prompt_tokens + r.output_tokens <= fits])
+
+    cfg = TrainConfig(episodes=args.episodes, explore_episodes=args.explore_episodes,
+                      dqn=DqnConfig(hidden=args.hidden, batch_size=args.batch_size))
+    env = env_for(args.seed)
+    agent, episodes = train(env, cfg, seed=args.seed)
+    print(f"{'episode':>7} {'epsilon':>7} {'reward':>10} {'decisions':>9} {'mean latency s':>14}")
+    for k, e in enumerate(episodes):
+        print(f"{k:>7} {epsilon(k, cfg):>7.2f} {e.reward:>10.0f} "
+              f"{e.decisions:>9} {e.mean_latency_s:>14.3f}")
+    held_out = env_for(args.seed + 1)
+    greedy, rr = run_episode(held_out, agent, cfg.episodes, cfg, learn=False), round_robin_episode(held_out)
+    print(f"held-out requests (seed {args.seed + 1}): mean latency {greedy.mean_latency_s:.3f} s greedy policy, "
+          f"{rr.mean_latency_s:.3f} s round robin ({greedy.finished}/{len(held_out.requests)} finished)")
+    trained_on = {"families": families, "requests": args.requests, "rate_per_s": args.rate,
+                  "episodes": args.episodes, "seed": args.seed, "stack": args.config}
+    save(to_policy(agent, env, trained_on), Path(args.out))
+    print(f"policy: {args.out} (engines {[e.engine_id for e in engines]}, step {env.step_s * 1e3:.1f} ms)")
+    return 0
+
+
 def _train_router(args: argparse.Namespace) -> int:
     from hetflow.core.trace import trace_sha256
     from router_svc.training import train
@@ -433,6 +481,20 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="decode tokens/s for 4.1's time buckets (0: C.10's 0-256, 256-2048, 2048 up)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(fn=_train_buckets)
+
+    p = train.add_parser("rl", help="the load-balancer paper's RL router (4.3) in the simulator, as a policy file")
+    p.add_argument("-c", "--config", required=True, help="stack config whose engines the policy routes among")
+    p.add_argument("--model", default="", help="the model whose engines it routes among (when the stack has several)")
+    p.add_argument("--families", default="chat,code,math,sql,kairos-qa", help="the request mix (one-call programs)")
+    p.add_argument("--requests", type=int, default=600, help="requests per episode")
+    p.add_argument("--rate", type=float, default=20.0, help="Poisson arrivals, requests/s")
+    p.add_argument("--episodes", type=int, default=30)
+    p.add_argument("--explore-episodes", type=int, default=20, help="C.10.2: no exploration after these")
+    p.add_argument("--hidden", type=int, default=64, help="C.10.3: (state, 64), (64, 64), (64, actions)")
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--out", required=True, help="the policy file (balancer.policy engine_params.policy)")
+    p.set_defaults(fn=_train_rl)
 
     p = train.add_parser("router", help="Chimera's semantic router (3.3), exported to ONNX")
     training_data_args(p)

@@ -13,7 +13,7 @@ from hetflow.core.errors import InvalidArgument
 from hetflow.core.features import FeatureRow
 from hetflow.core.monitor.state import EngineRecord, EngineStatus
 from hetflow.core.policies import Prediction
-from hetflow.core.snapshot import ClusterSnapshot, EngineView
+from hetflow.core.snapshot import ClusterSnapshot, EngineView, InFlightCall
 from hetflow.v1 import common_pb2, monitor_pb2, predictor_pb2
 
 MAX_STOP_STRINGS = 64
@@ -99,6 +99,16 @@ def workflow_to_proto(wf: WorkflowInfo) -> common_pb2.WorkflowMeta:
     return msg
 
 
+def in_flight_call_to_proto(c: InFlightCall) -> monitor_pb2.InFlightCall:
+    return monitor_pb2.InFlightCall(prompt_tokens=c.prompt_tokens, predicted_tokens=c.predicted_tokens,
+                                    admitted_unix_s=c.admitted_s)
+
+
+def in_flight_call_from_proto(msg: monitor_pb2.InFlightCall) -> InFlightCall:
+    return InFlightCall(prompt_tokens=msg.prompt_tokens, predicted_tokens=msg.predicted_tokens,
+                        admitted_s=msg.admitted_unix_s)
+
+
 def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRecord], admit_seq: int
                       ) -> monitor_pb2.MonitorSnapshot:
     """The monitor's answer: each engine's report as it came, with the snapshot's accounting of it."""
@@ -116,7 +126,8 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
             kv_ledger_tokens=e.kv_ledger_tokens, in_flight_requests=e.in_flight_requests, healthy=e.healthy,
             status_age_s=now_s - records[e.engine_id].received_s, dispatched_since_report=e.dispatched_since_report,
             prefix_match_blocks=e.prefix_match_blocks, prefix_index_blocks=e.prefix_index_blocks,
-            pending_prefill_tokens=e.pending_prefill_tokens, resident_tokens=e.resident_tokens)
+            pending_prefill_tokens=e.pending_prefill_tokens, resident_tokens=e.resident_tokens,
+            in_flight_calls=[in_flight_call_to_proto(c) for c in e.in_flight_calls])
             for e in snapshot.engines])
     if snapshot.agent_anchor_distance_s is not None:
         msg.agent_anchor_distance_s = snapshot.agent_anchor_distance_s
@@ -147,7 +158,8 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
             kv_ledger_tokens=tuple(e.kv_ledger_tokens), suspended=e.suspended,
             dispatched_since_report=e.dispatched_since_report, prefix_match_blocks=e.prefix_match_blocks,
             prefix_index_blocks=e.prefix_index_blocks, pending_prefill_tokens=e.pending_prefill_tokens,
-            resident_tokens=e.resident_tokens)
+            resident_tokens=e.resident_tokens,
+            in_flight_calls=tuple(in_flight_call_from_proto(c) for c in e.in_flight_calls))
             for e in msg.engines))
 
 

@@ -1,9 +1,11 @@
 """The RL router's environment (load-balancer paper, 4.3): requests queue at the router and are routed one
 at a time; every ``step_s`` (the paper's 0.02 s, its shortest decode iteration) the agent sends the head of
 the queue to an instance or takes no action, and the engines (hetflow's engine model, FCFS as vLLM's
-default: the priority queue keyed by arrival) run until the next step. The reward is eq. 3 with the
-guidance of eq. 4 (``hetflow.core.rl_router``); the state is ``state_vector``. Baselines act through the
-same ``step``."""
+default: the priority queue keyed by arrival) run until the next step. The engines report to a monitor
+every 0.5 s as live ones do, and the state is computed from the monitor's cluster snapshot by the code the
+balancer's ``rl-router`` runs (``hetflow.core.rl_router.state``), so a policy trained here reads in
+service what it read in training. The reward is eq. 3 with the guidance of eq. 4 (``hetflow.core.rl_router``).
+Baselines act through the same ``step``."""
 
 from __future__ import annotations
 
@@ -13,18 +15,26 @@ from typing import Sequence
 from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.engine.request import EngineRequest
+from hetflow.core.monitor.snapshot import cluster_snapshot
+from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.rl_router.decode_bucket import DQN_BUCKETS, Buckets
 from hetflow.core.rl_router.impact import Gradients, Running, guidance, mixing_reward
 from hetflow.core.rl_router.request_class import ClassThresholds
 from hetflow.core.rl_router.reward import Progress, reward
-from hetflow.core.rl_router.state import InFlight, InstanceView, NextRequest, state_vector
+from hetflow.core.rl_router.state import NextRequest, state_vector
 from simulator.clock import EventLoop
 from simulator.engine import VirtualEngine
+from simulator.run import ENGINE_REPORT_INTERVAL_S
 
-STEP_S = 0.02
 HEAVY_PROMPT_S = ClassThresholds.heavy_prompt_s
 COMPLETION_REWARD = 60.0
 """r_w (C.10.3)."""
+
+
+def shortest_iteration_s(engines: Sequence[EngineSpec]) -> float:
+    """Section 5: "we take actions every 0.02 seconds, which is the minimum decode batch execution time":
+    one sequence's decode iteration on the fastest engine, from its profile."""
+    return min(e.profile.step_ms(0, 1, 0) for e in engines) / 1e3
 
 
 @dataclass(frozen=True)
@@ -39,10 +49,12 @@ class RoutedRequest:
 
 class RoutingEnv:
     def __init__(self, engines: Sequence[EngineSpec], requests: Sequence[RoutedRequest],
-                 buckets: Buckets = DQN_BUCKETS, step_s: float = STEP_S, alpha: float = 0.5,
+                 buckets: Buckets = DQN_BUCKETS, step_s: float | None = None, alpha: float = 0.5,
                  epsilon_s: float = HEAVY_PROMPT_S) -> None:
         self.specs, self.requests = list(engines), sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
-        self.buckets, self.step_s, self.alpha = buckets, step_s, alpha
+        self.buckets, self.alpha = buckets, alpha
+        self.step_s = step_s or shortest_iteration_s(self.specs)
+        self.max_model_len = max(s.profile.max_model_len for s in self.specs)
         self._ideal_s = {r.request_id: self.specs[0].profile.isolated_request_s(r.prompt_tokens,
                                                                                int(r.predicted_decode_tokens))
                          for r in self.requests}
@@ -57,44 +69,50 @@ class RoutingEnv:
         """Each instance, then no action (4.3)."""
         return len(self.specs) + 1
 
+    @property
+    def no_action(self) -> int:
+        return len(self.specs)
+
     def reset(self) -> list[float]:
         self.loop = EventLoop()
         self.engines = [VirtualEngine(s.engine_id, s.model, s.profile, QueueConfig("priority"), self.loop, self._done)
                         for s in self.specs]
+        self.monitor = MonitorState(MonitorLimits(engine_stale_after_s=float("inf"),
+                                                  engine_failed_after_s=float("inf"),
+                                                  orphan_grace_s=float("inf"), program_ttl_s=float("inf")))
+        self._report()
+        self.loop.every(ENGINE_REPORT_INTERVAL_S, self._report)
         self.queue: list[RoutedRequest] = []
         self._arriving = list(self.requests)
-        self._routed: dict[str, tuple[RoutedRequest, EngineRequest]] = {}
+        self._active: dict[str, tuple[RoutedRequest, EngineRequest]] = {}
+        """Routed requests not finished yet."""
         self.finished: dict[str, float] = {}
+        self.first_token_s: dict[str, float] = {}
         self._completed_now = 0
         self._admit_arrivals()
         return self.state()
 
+    def _report(self) -> None:
+        for engine in self.engines:
+            self.monitor.report(engine.status(), self.loop.now)
+
     def _done(self, req: EngineRequest) -> None:
+        self._active.pop(req.request_id)
         self.finished[req.request_id] = self.loop.now
+        self.first_token_s[req.request_id] = req.first_token_s or self.loop.now
+        self.monitor.release(req.request_id, self.loop.now, req.output_tokens)
         self._completed_now += 1
 
     def _admit_arrivals(self) -> None:
         while self._arriving and self._arriving[0].arrival_s <= self.loop.now:
             self.queue.append(self._arriving.pop(0))
 
-    def instance_views(self) -> list[InstanceView]:
-        views = []
-        for engine in self.engines:
-            s = engine.scheduler
-            in_flight = tuple(InFlight(r.prompt_tokens, min(r.num_computed_tokens, r.prompt_tokens), r.output_tokens,
-                                       self._predicted(r.request_id)) for r in s.running)
-            views.append(InstanceView(in_flight, engine.profile.max_num_seqs, 1.0 - s.kv.usage,
-                                      engine.profile.decode_ms_per_token / 1e3))
-        return views
-
-    def _predicted(self, request_id: str) -> float:
-        return self._routed[request_id][0].predicted_decode_tokens
-
     def state(self) -> list[float]:
         head = self.queue[0] if self.queue else None
-        nxt = NextRequest(head.prompt_tokens, self.buckets.of(int(head.predicted_decode_tokens))) if head else None
-        return state_vector(len(self.queue), nxt, self.instance_views(), self.buckets,
-                            max(e.profile.max_model_len for e in self.engines))
+        views = {e.engine_id: e for e in cluster_snapshot(self.monitor, self.loop.now).engines}
+        return state_vector(len(self.queue), NextRequest(head.prompt_tokens, head.predicted_decode_tokens) if head
+                            else None, [views[s.engine_id] for s in self.specs], self.loop.now, self.buckets,
+                            self.max_model_len)
 
     def mixing(self, request: RoutedRequest) -> list[float]:
         """r_mixing of sending ``request`` to each instance now (4.2)."""
@@ -115,22 +133,28 @@ class RoutingEnv:
         queue), run the engines one step, and return (s_{t+1}, r_t, done)."""
         h = 0.0
         if action < len(self.engines) and self.queue:
-            head = self.queue.pop(0)
-            mixes = self.mixing(head)
-            h = guidance(mixes[action], mixes)
-            req = EngineRequest(request_id=head.request_id, prompt_tokens=head.prompt_tokens,
-                                max_tokens=head.output_tokens, priority=self.loop.now, arrival_s=self.loop.now,
-                                target_output_tokens=head.output_tokens)
-            self._routed[head.request_id] = (head, req)
-            self.engines[action].submit(req)
+            h = self._route(self.queue.pop(0), action)
         self._completed_now = 0
         self.loop.run_until(self.loop.now + self.step_s)
         self._admit_arrivals()
         return self.state(), self._reward(h, gamma, guided_gamma), self.done
 
+    def _route(self, head: RoutedRequest, action: int) -> float:
+        """Send ``head`` to instance ``action``, tell the monitor; eq. 4's h of the choice."""
+        mixes = self.mixing(head)
+        engine, now = self.engines[action], self.loop.now
+        req = EngineRequest(request_id=head.request_id, prompt_tokens=head.prompt_tokens,
+                            max_tokens=head.output_tokens, priority=now, arrival_s=now,
+                            target_output_tokens=head.output_tokens)
+        self._active[head.request_id] = (head, req)
+        self.monitor.admit(head.request_id, "", engine.model, engine.engine_id, head.predicted_decode_tokens, now,
+                           prompt_tokens=head.prompt_tokens)
+        engine.submit(req)
+        return guidance(mixes[action], mixes)
+
     def _reward(self, h: float, gamma: float, guided_gamma: float) -> float:
         progress = [Progress(self._ideal_s[rid], req.output_tokens / max(1.0, r.predicted_decode_tokens))
-                    for rid, (r, req) in self._routed.items() if rid not in self.finished]
+                    for rid, (r, req) in self._active.items()]
         progress += [Progress(self._ideal_s[r.request_id], 0.0) for r in self.queue]
         return reward(progress, self._completed_now, COMPLETION_REWARD, h, gamma, guided_gamma)
 

@@ -1,15 +1,27 @@
 """Training the RL router in the simulator (load-balancer paper, 4.3, 5, C.10): episodes of the routing
 environment, epsilon-greedy exploration that ends after ``explore_episodes`` (C.10.2: "after episode 20,
 we no longer explore"), the guided discount of each episode (section 5: (1 - exp(-beta_d k)) gamma, the
-guidance weight in eq. 3 fading with it), and a Double DQN update every step."""
+guidance weight in eq. 3 fading with it), and a Double DQN update after every decision.
+
+The agent decides when a request is at the head of the queue; steps with an empty queue have one possible
+action (none), so they are not decisions: their rewards are added, discounted, to the decision before them,
+whose successor state is the next decision's (a semi-Markov step of ``steps`` environment steps). Rewards
+are multiplied by ``reward_scale``, which leaves the best policy unchanged and keeps the Q-values near 1
+(eq. 3's waiting term sums over every request in the system at every 0.02 s step).
+"""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 from hetflow.core.rl_router.dqn import DoubleDqn, DqnConfig
+from hetflow.core.rl_router.policy_file import RlPolicy
 from hetflow.core.rl_router.reward import guided_discount
-from simulator.rl_env import RoutingEnv
+from hetflow.core.rl_router.state import permute_instances
+from hetflow.core.trace import StageRecord
+from simulator.rl_env import RoutedRequest, RoutingEnv
 
 
 @dataclass(frozen=True)
@@ -20,6 +32,10 @@ class TrainConfig:
     epsilon_start: float = 1.0
     epsilon_end: float = 0.0
     explore_episodes: int = 20
+    reward_scale: float = 0.01
+    relabelled_copies: int = 3
+    """Each transition is also remembered this many times with its instances relabelled (a random
+    permutation of the state's rows and the action), the same situation on homogeneous instances (4.3)."""
     max_steps: int = 20_000
     """An episode ends here even with requests left (an agent that only waits would never end one)."""
     dqn: DqnConfig = field(default_factory=DqnConfig)
@@ -28,7 +44,9 @@ class TrainConfig:
 @dataclass
 class Episode:
     reward: float
+    """Eq. 3's reward summed over the episode's steps, unscaled."""
     steps: int
+    decisions: int
     finished: int
     mean_latency_s: float
 
@@ -40,21 +58,95 @@ def epsilon(episode: int, cfg: TrainConfig) -> float:
     return cfg.epsilon_start + (cfg.epsilon_end - cfg.epsilon_start) * episode / cfg.explore_episodes
 
 
+@dataclass
+class _Pending:
+    """A decision whose successor state is not known yet: its reward accumulates, discounted."""
+
+    state: list[float]
+    action: int
+    reward: float = 0.0
+    steps: int = 0
+
+
 def run_episode(env: RoutingEnv, agent: DoubleDqn, k: int, cfg: TrainConfig, learn: bool = True) -> Episode:
     guided = guided_discount(k, cfg.gamma, cfg.beta_d)
     eps = epsilon(k, cfg) if learn else 0.0
-    state, total, steps, done = env.reset(), 0.0, 0, False
+    state, total, steps, decisions, done = env.reset(), 0.0, 0, 0, False
+    pending: _Pending | None = None
     while not done and steps < cfg.max_steps:
-        action = agent.act(state, eps)
-        next_state, r, done = env.step(action, cfg.gamma, guided)
-        if learn:
-            agent.buffer.add(state, action, r, next_state, done)
-            agent.learn(guided)
-        state, total, steps = next_state, total + r, steps + 1
+        action = env.no_action
+        if env.queue:
+            if pending is not None and learn:
+                _remember(agent, env, pending, state, False, cfg, guided)
+            action = agent.act(state, eps)
+            pending, decisions = _Pending(state, action), decisions + 1
+        state, r, done = env.step(action, cfg.gamma, guided)
+        if pending is not None:
+            pending.reward += guided ** pending.steps * r * cfg.reward_scale
+            pending.steps += 1
+        total, steps = total + r, steps + 1
+    if pending is not None and learn:
+        _remember(agent, env, pending, state, done, cfg, guided)
     latencies = env.latencies_s()
-    return Episode(total, steps, len(latencies), sum(latencies.values()) / len(latencies) if latencies else 0.0)
+    return Episode(total, steps, decisions, len(latencies),
+                   sum(latencies.values()) / len(latencies) if latencies else 0.0)
+
+
+def _remember(agent: DoubleDqn, env: RoutingEnv, pending: _Pending, next_state: list[float], done: bool,
+              cfg: TrainConfig, gamma: float) -> None:
+    agent.buffer.add(pending.state, pending.action, pending.reward, next_state, done, pending.steps)
+    instances = env.no_action
+    for _ in range(cfg.relabelled_copies):
+        order = agent.random.sample(range(instances), instances)  # row j of the copy is instance order[j]
+        action = order.index(pending.action) if pending.action < instances else pending.action
+        agent.buffer.add(permute_instances(pending.state, order, env.buckets), action, pending.reward,
+                         permute_instances(next_state, order, env.buckets), done, pending.steps)
+    agent.learn(gamma)
 
 
 def train(env: RoutingEnv, cfg: TrainConfig = TrainConfig(), seed: int = 0) -> tuple[DoubleDqn, list[Episode]]:
+    """The agent after ``cfg.episodes`` episodes, its online network set to the one it started the best
+    exploiting episode with (lowest mean latency with every request finished; the last network when no
+    exploiting episode finished them all): learning goes on in every episode and does not only improve
+    (C.10.2's figure 9 too shows rewards falling back), so the policy kept is the best one seen."""
     agent = DoubleDqn(len(env.reset()), env.actions, cfg.dqn, seed)
-    return agent, [run_episode(env, agent, k, cfg) for k in range(cfg.episodes)]
+    episodes: list[Episode] = []
+    best_latency_s, best_weights = float("inf"), None
+    for k in range(cfg.episodes):
+        weights = copy.deepcopy(agent.online.state_dict())
+        episodes.append(run_episode(env, agent, k, cfg))
+        done = episodes[-1]
+        if epsilon(k, cfg) == 0.0 and done.finished == len(env.requests) and done.mean_latency_s < best_latency_s:
+            best_latency_s, best_weights = done.mean_latency_s, weights
+    if best_weights is not None:
+        agent.online.load_state_dict(best_weights)
+    return agent, episodes
+
+
+def routed_requests(records: Sequence[StageRecord], model: str) -> list[RoutedRequest]:
+    """The environment's requests from one-call programs (``hetflow.workloads.requests``), with the true
+    decode length as the router's estimate (the oracle every policy of the benchmark is given)."""
+    return [RoutedRequest(r.program_id, r.arrival_s, r.input_tokens[model], r.output_tokens[model],
+                          float(r.output_tokens[model])) for r in records]
+
+
+def to_policy(agent: DoubleDqn, env: RoutingEnv, trained_on: Mapping[str, Any]) -> RlPolicy:
+    """The agent's online network as a policy file for the balancer's ``rl-router``."""
+    models = {s.model for s in env.specs}
+    if len(models) != 1:
+        raise ValueError(f"the RL router routes among instances of one model, got {sorted(models)}")
+    return RlPolicy(tuple(s.engine_id for s in env.specs), models.pop(), env.buckets, env.step_s, env.max_model_len,
+                    agent.cfg.hidden, agent.online.state_dict(), dict(trained_on))
+
+
+def round_robin_episode(env: RoutingEnv) -> Episode:
+    """The paper's baseline in the same environment: the head of the queue to the next instance in turn."""
+    state, total, steps, decisions, done = env.reset(), 0.0, 0, 0, False
+    while not done:
+        action = env.no_action
+        if env.queue:
+            action, decisions = decisions % env.no_action, decisions + 1
+        state, r, done = env.step(action)
+        total, steps = total + r, steps + 1
+    latencies = env.latencies_s()
+    return Episode(total, steps, decisions, len(latencies), sum(latencies.values()) / len(latencies))

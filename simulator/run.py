@@ -53,6 +53,8 @@ class SimulatedCall:
     queued_intervals_s: list[tuple[float, float]] = field(default_factory=list)
     """Each wait as (from, to): held in the balancer for KV room, in the engine's queue, and after every
     preemption."""
+    first_token_s: float = 0.0
+    """When the answering engine produced its first token (TTFT's end)."""
 
     @property
     def queued_s(self) -> float:
@@ -235,6 +237,7 @@ class Simulation:
     def _dispatch(self, program_id: str, record: StageRecord) -> None:
         program, now = self._programs[program_id], self.loop.now
         key = f"{program_id}/{record.stage_index}"
+        held_since_s = self.hold_queue.held_since_s(key)
         prompt_tokens, hasher, parts = self._prompt(program_id, record)
         blocks = tuple(hasher.hashes) if hasher else ()
         cascade_stage = self._cascade_stage.setdefault(key, 1) if self.cascade else 0
@@ -243,7 +246,8 @@ class Simulation:
                        workflow=WorkflowInfo(program_id, record.workflow, record.agent, record.stage_index,
                                              record.stage_count, record.upstream_agent, record.tenant,
                                              self._deadlines.get(program_id, 0.0)),
-                       received_unix_s=now, known_input_tokens=prompt_tokens or max(record.input_tokens.values()),
+                       received_unix_s=now if held_since_s is None else held_since_s,
+                       known_input_tokens=prompt_tokens or max(record.input_tokens.values()),
                        prefix_blocks=blocks,
                        model_pin=self.cascade.config.models[cascade_stage - 1] if self.cascade else "")
         snapshot = cluster_snapshot(self.monitor, now, program_id, record.agent, record.workflow, record.stage_index,
@@ -253,6 +257,7 @@ class Simulation:
         confidence = self.signals.confidence_for(record, candidates) if router_asked else {}
         target = self.pipeline.priority_rule.prediction_target
         predictions = {m: (self.signals.prediction_for(program, record, m, target), "") for m in candidates}
+        self.pipeline.store.held_calls = len(self.hold_queue)
         started = time.perf_counter()
         try:
             outcome = self.pipeline.decide(call, snapshot, confidence, predictions, router_asked)
@@ -324,6 +329,7 @@ class Simulation:
             self._graded(program_id, record, model, self.cascade.judge_grade(record, model))
             return
         call.first_scheduled_s = call.first_scheduled_s or req.first_scheduled_s or now
+        call.first_token_s = req.first_token_s or now
         call.output_tokens = req.output_tokens
         if self.cascade is None or self._cascade_stage[f"{program_id}/{stage}"] == len(self.cascade.config.models):
             self._graded(program_id, record, self._answering_model(record), None)

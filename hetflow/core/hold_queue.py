@@ -41,6 +41,11 @@ class HoldQueue:
             held = self._held[request_id] = HeldCall(priority, now_s, next(self._seq), request_id)
         return held
 
+    def held_since_s(self, request_id: str) -> float | None:
+        """When the call was first held; None when it is not held."""
+        held = self._held.get(request_id)
+        return held.held_since_s if held is not None else None
+
     def release(self, request_id: str) -> HeldCall | None:
         return self._held.pop(request_id, None)
 

@@ -9,6 +9,17 @@ from hetflow.core.engine.profile import EngineProfile
 
 
 @dataclass(frozen=True)
+class InFlightCall:
+    """One call in flight at an engine as the monitor accounts it: what the load-balancer paper's RL router
+    reads for its per-instance prompt and decode rows (4.3)."""
+
+    prompt_tokens: int
+    predicted_tokens: float
+    """The prediction the call was admitted with (Chimera I[m]'s entry)."""
+    admitted_s: float
+
+
+@dataclass(frozen=True)
 class EngineView:
     engine_id: str
     model: str
@@ -43,6 +54,8 @@ class EngineView:
     resident_tokens: int = 0
     """Context tokens of the active programs whose last call went to the engine: the KV their next
     calls will ask it to hold again (``MonitorState.resident_tokens``)."""
+    in_flight_calls: tuple[InFlightCall, ...] = ()
+    """The engine's in-flight calls, oldest admit first."""
 
 
 @dataclass(frozen=True)

@@ -39,3 +39,32 @@ def test_unknown_settings_and_parameters_are_named():
         PolicyConfig.from_mapping({"modle": "chimera-slack"})
     with pytest.raises(ValueError, match="latency_slak"):
         Pipeline(PolicyConfig.from_mapping({"model_params": {"latency_slak": 1.0}}))
+
+
+def _stack_with_rl_policy(policy_path, engine_names=("large-0", "large-1")):
+    return {"balancer": {"policy": {"engine": "rl-router", "engine_params": {"policy": str(policy_path)}}},
+            "engines": [{"name": n, "profile": "qwen2.5-7b-instruct@l4"} for n in engine_names]}
+
+
+def _rl_policy_file(tmp_path, engines):
+    from hetflow.core.rl_router.decode_bucket import DQN_BUCKETS
+    from hetflow.core.rl_router.dqn import QNetwork
+    from hetflow.core.rl_router.policy_file import RlPolicy, save
+    from hetflow.core.rl_router.state import state_dim
+
+    net = QNetwork(state_dim(len(engines), DQN_BUCKETS), len(engines) + 1, 8)
+    save(RlPolicy(tuple(engines), "qwen2.5-7b-instruct", DQN_BUCKETS, 0.07, 32768, 8, net.state_dict()),
+         tmp_path / "rl.pt")
+    return tmp_path / "rl.pt"
+
+
+def test_an_rl_router_policy_for_the_stacks_engines_is_taken_and_one_for_other_engines_is_refused_at_start(tmp_path):
+    from balancer_svc.config import from_stack
+
+    path = _rl_policy_file(tmp_path, ["large-0", "large-1"])
+    assert from_stack(_stack_with_rl_policy(path)).policy.engine.params == {"policy": str(path)}
+    with pytest.raises(ValueError, match="large-1 is not in the stack"):
+        from_stack(_stack_with_rl_policy(path, ("large-0", "large-9")))
+    (tmp_path / "rl.pt").write_bytes(b"corrupted")
+    with pytest.raises(ValueError, match="cannot be read"):
+        from_stack(_stack_with_rl_policy(path))

@@ -1,6 +1,9 @@
 """The overlay of this balancer's own admits on top of a monitor snapshot."""
 
+from dataclasses import replace
+
 from balancer_svc.pending import PendingAdmits
+from hetflow.core.snapshot import InFlightCall
 from tests.factories import engine, snapshot
 
 
@@ -36,3 +39,16 @@ def test_many_old_acknowledged_entries_are_skipped_not_counted():
         pending.add(f"r{i}", "a", 1.0)
         pending.acked(f"r{i}", admit_seq=i + 1, now_s=0)
     assert loads(pending.apply(snap, snapshot_admit_seq=990, now_s=1)) == {"a": (10, 10)}
+
+
+def test_a_pending_admit_adds_its_call_after_the_snapshots_older_ones():
+    pending = PendingAdmits(horizon_s=10)
+    known = InFlightCall(prompt_tokens=100, predicted_tokens=40.0, admitted_s=5.0)
+    snap = snapshot(replace(engine("a", "m", 40, in_flight_requests=1), in_flight_calls=(known,)), engine("b", "m"))
+    pending.add("r2", "a", 30, prompt_tokens=700, admitted_unix_s=7.0)
+    pending.add("r1", "a", 20, prompt_tokens=300, admitted_unix_s=6.0)
+    pending.acked("r1", admit_seq=4, now_s=0)
+    calls = {e.engine_id: e.in_flight_calls for e in pending.apply(snap, snapshot_admit_seq=3, now_s=1).engines}
+    assert calls == {"a": (known, InFlightCall(300, 20.0, 6.0), InFlightCall(700, 30.0, 7.0)), "b": ()}
+    calls = {e.engine_id: e.in_flight_calls for e in pending.apply(snap, snapshot_admit_seq=4, now_s=1).engines}
+    assert calls["a"] == (known, InFlightCall(700, 30.0, 7.0))  # r1 is in the snapshot already

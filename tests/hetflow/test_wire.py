@@ -8,6 +8,7 @@ from hetflow.core.errors import InvalidArgument
 from hetflow.core.monitor.memory_ledger import MemoryPlan
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
+from hetflow.core.snapshot import InFlightCall
 from hetflow.v1 import common_pb2
 from tests.factories import profile
 
@@ -24,13 +25,14 @@ def test_the_monitor_snapshot_round_trips():
     sent = cluster_snapshot(state, 0.2, "p1", "a", prefix_blocks=(7, 8, 5))
     assert sent.program_dispatches == (("e0", 3000), ("e0", 48)) and sent.program_service_s > 0
     assert sent.engines[0].prefix_match_blocks == 2 and sent.engines[0].resident_tokens == 48  # p1's context
+    assert sent.engines[0].in_flight_calls == (InFlightCall(48, 64.0, 0.1),)
     received = wire.snapshot_from_proto(wire.snapshot_to_proto(sent, state.engines, state.admit_seq))
     assert received.engines[0].kv_ledger_tokens == pytest.approx(sent.engines[0].kv_ledger_tokens)
     assert received == sent.__class__(**{**sent.__dict__, "engines": received.engines})
     for field in ("engine_id", "model", "address", "waiting", "running", "kv_cache_usage", "in_flight_tokens",
                   "in_flight_requests", "in_flight_cost_s", "dispatched_since_report", "max_batch_size",
                   "kv_capacity_tokens", "profile", "healthy", "suspended", "prefix_match_blocks",
-                  "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens"):
+                  "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens", "in_flight_calls"):
         assert getattr(received.engines[0], field) == getattr(sent.engines[0], field), field
 
 

@@ -1,6 +1,6 @@
-"""The RL router's training loop: exploration fades as configured, every step is remembered and learned
-from, and a greedy evaluation episode learns nothing. (Whether training improves the routing is the
-benchmark's question, not a test's: issue 16's next step.)"""
+"""The RL router's training loop: exploration fades as configured, every decision is remembered and
+learned from, steps with nothing to route are not decisions, and a greedy evaluation episode learns
+nothing."""
 
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.rl_router.dqn import DqnConfig
@@ -18,15 +18,17 @@ def test_exploration_fades_linearly_then_stops():
     assert [epsilon(k, cfg) for k in range(6)] == [1.0, 0.75, 0.5, 0.25, 0.0, 0.0]
 
 
-def test_every_step_is_remembered_and_learned_from_and_evaluation_learns_nothing():
+def test_every_decision_is_remembered_and_learned_from_and_evaluation_learns_nothing():
     env = RoutingEnv(ENGINES, REQUESTS)
     cfg = TrainConfig(episodes=2, explore_episodes=1, dqn=DqnConfig(batch_size=32))
     agent, episodes = train(env, cfg, seed=0)
-    steps = sum(e.steps for e in episodes)
-    assert agent.buffer.count == steps and agent.updates == steps
+    decisions = sum(e.decisions for e in episodes)
+    assert decisions >= 2 * len(REQUESTS) and all(e.steps > e.decisions for e in episodes)  # idle steps: no decision
+    copies = 1 + cfg.relabelled_copies  # each transition, and it with its instances relabelled
+    assert agent.buffer.count == copies * decisions and agent.updates == decisions
     assert all(e.finished == len(REQUESTS) for e in episodes)
     evaluation = run_episode(env, agent, k=cfg.episodes, cfg=cfg, learn=False)
-    assert agent.buffer.count == steps and evaluation.steps > 0
+    assert agent.buffer.count == copies * decisions and evaluation.steps > 0
 
 
 def test_an_agent_that_only_waits_is_stopped_at_max_steps():

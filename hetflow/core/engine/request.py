@@ -55,6 +55,8 @@ class EngineRequest:
     """Iterations run while promoted; demoted after the running quantum Q."""
     preemptions: int = 0
     first_scheduled_s: float | None = None
+    first_token_s: float | None = None
+    """When its first output token was produced (the end of its last prefill iteration)."""
     queued_since_s: float | None = None
     """When the request last entered the queue; None while it runs."""
     queued_intervals_s: list[tuple[float, float]] = field(default_factory=list)

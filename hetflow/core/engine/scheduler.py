@@ -147,6 +147,8 @@ class BatchScheduler:
             if req.num_computed_tokens < req.seq_len:
                 continue  # a prefill chunk that is not the last
             req.output_tokens += 1
+            if req.first_token_s is None:
+                req.first_token_s = now_s
             finished = req.output_tokens >= req.output_limit
             if finished:
                 self._finish(req, now_s)

@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 from hetflow.core.call import check_stages
 from hetflow.core.monitor.state import EngineRecord, MonitorState
-from hetflow.core.snapshot import ClusterSnapshot, EngineView
+from hetflow.core.snapshot import ClusterSnapshot, EngineView, InFlightCall
 from hetflow.core.stats import percentile
 
 
@@ -22,8 +22,15 @@ def _median(values: Iterable[float]) -> float | None:
     return percentile(ordered, 0.5) if ordered else None
 
 
+def _in_flight_calls(state: MonitorState, record: EngineRecord) -> tuple[InFlightCall, ...]:
+    """The engine's entries, oldest admit first: read through its own map (in admit order), so all engines'
+    lists together cost O(entries); the sort only fixes the order after a wall-clock step back."""
+    entries = sorted((state.entries[request_id] for request_id in record.in_flight), key=lambda e: e.admitted_s)
+    return tuple(InFlightCall(e.prompt_tokens, e.predicted_tokens, e.admitted_s) for e in entries)
+
+
 def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[float, ...],
-                resident_tokens: int = 0) -> EngineView:
+                resident_tokens: int = 0, in_flight_calls: tuple[InFlightCall, ...] = ()) -> EngineView:
     """One engine's report joined with the monitor's accounting of it."""
     status, profile, index = record.status, record.status.profile, record.prefix_index
     return EngineView(
@@ -36,7 +43,8 @@ def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[flo
         in_flight_cost_s=record.in_flight_cost_s, profile=profile, kv_ledger_tokens=kv_ledger_tokens,
         suspended=record.suspended, dispatched_since_report=record.dispatched_since_report,
         pending_prefill_tokens=status.pending_prefill_tokens + record.dispatched_prompt_tokens_since_report,
-        prefix_index_blocks=len(index) if index is not None else 0, resident_tokens=resident_tokens)
+        prefix_index_blocks=len(index) if index is not None else 0, resident_tokens=resident_tokens,
+        in_flight_calls=in_flight_calls)
 
 
 def engine_views(state: MonitorState, now_s: float) -> tuple[EngineView, ...]:
@@ -49,7 +57,7 @@ def engine_views(state: MonitorState, now_s: float) -> tuple[EngineView, ...]:
     horizon = state.limits.ledger_horizon_slots
     views = tuple(engine_view(record, state.is_healthy(record, now_s),
                               tuple(record.ledger.occupied_window(now_s, horizon).tolist()),
-                              state.resident_tokens(record, now_s))
+                              state.resident_tokens(record, now_s), _in_flight_calls(state, record))
                   for record in state.engines.values())
     state.views_cache = (key, views)
     return views

@@ -39,6 +39,7 @@ class InFlightEntry:
     final_stage: bool = False
     """The call is of its program's last stage (``stage_index == stage_count``): once it and its siblings
     finish, the program has no next call to bring its context back."""
+    prompt_tokens: int = 0
 
 
 @dataclass
@@ -233,7 +234,7 @@ class MonitorState:
         program.context_tokens = prompt_tokens
         entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s,
                               agent, upstream_agent, program.critical_service_s,
-                              final_stage=0 < stage_count == stage_index)
+                              final_stage=0 < stage_count == stage_index, prompt_tokens=prompt_tokens)
         self.entries[request_id] = entry
         engine = self.engines[engine_id]
         engine.in_flight[request_id] = predicted_tokens

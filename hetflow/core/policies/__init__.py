@@ -58,6 +58,9 @@ class PolicyStore:
     tuner (4.3) sets; None when the engine stage has none."""
     turns: dict[str, int] = field(default_factory=dict)
     """Decisions taken so far per rotation (round robin's turn, vLLM's rotating scan start)."""
+    held_calls: int = 0
+    """Calls waiting in the balancer's hold queue now, set by the caller before each decision (the RL
+    router's queue length w_q, load-balancer paper 4.3)."""
 
     def next_turn(self, rotation: str) -> int:
         """This decision's turn of ``rotation`` (0, 1, 2, ...)."""
@@ -191,6 +194,7 @@ def healthy_or_unavailable(snapshot: ClusterSnapshot, model: str | None = None) 
 
 def _register_builtins() -> None:
     """Import every built-in policy module, which registers it with ``hetflow.core.plugins``."""
+    from hetflow.core.plugins import declare
     from hetflow.core.policies import (  # noqa: F401
         agent_priority,
         attained_service,
@@ -217,6 +221,8 @@ def _register_builtins() -> None:
         work_left_tokens,
         workload_balanced,
     )
+
+    declare("engine-picker", "rl-router", "hetflow.core.policies.rl_router:RlRouter")  # torch: imported when built
 
 
 _register_builtins()

@@ -42,12 +42,17 @@ class ReplayBuffer:
         self.actions = np.zeros(size, dtype=np.int64)
         self.rewards = np.zeros(size, dtype=np.float32)
         self.done = np.zeros(size, dtype=np.float32)
+        self.steps = np.ones(size, dtype=np.float32)
         self.size, self.count, self._next = size, 0, 0
 
-    def add(self, state: Sequence[float], action: int, reward: float, next_state: Sequence[float], done: bool) -> None:
+    def add(self, state: Sequence[float], action: int, reward: float, next_state: Sequence[float], done: bool,
+            steps: int = 1) -> None:
+        """One transition; ``steps``: the environment steps it spans (a decision whose successor came
+        ``steps`` steps later, its ``reward`` already discounted over them), so the next state's value is
+        discounted by gamma ** steps."""
         i = self._next
         self.states[i], self.actions[i], self.rewards[i] = state, action, reward
-        self.next_states[i], self.done[i] = next_state, float(done)
+        self.next_states[i], self.done[i], self.steps[i] = next_state, float(done), steps
         self._next = (i + 1) % self.size
         self.count = min(self.count + 1, self.size)
 
@@ -55,7 +60,7 @@ class ReplayBuffer:
         idx = rng.integers(0, self.count, size=min(n, self.count))
         return (torch.from_numpy(self.states[idx]), torch.from_numpy(self.actions[idx]),
                 torch.from_numpy(self.rewards[idx]), torch.from_numpy(self.next_states[idx]),
-                torch.from_numpy(self.done[idx]))
+                torch.from_numpy(self.done[idx]), torch.from_numpy(self.steps[idx]))
 
 
 class DoubleDqn:
@@ -68,7 +73,7 @@ class DoubleDqn:
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.learning_rate)
         self.buffer = ReplayBuffer(state_dim, cfg.buffer_size)
         self._rng = np.random.default_rng(seed)
-        self._random = random.Random(seed)
+        self.random = random.Random(seed)
         self.updates = 0
 
     def q_values(self, state: Sequence[float]) -> list[float]:
@@ -77,8 +82,8 @@ class DoubleDqn:
 
     def act(self, state: Sequence[float], epsilon: float = 0.0) -> int:
         """Epsilon-greedy: a random action with probability ``epsilon``, else the highest Q."""
-        if self._random.random() < epsilon:
-            return self._random.randrange(self.actions)
+        if self.random.random() < epsilon:
+            return self.random.randrange(self.actions)
         q = self.q_values(state)
         return max(range(self.actions), key=lambda a: q[a])
 
@@ -86,11 +91,11 @@ class DoubleDqn:
         """One update on a batch from the buffer; the loss (0 before there is anything to learn from)."""
         if self.buffer.count == 0:
             return 0.0
-        states, actions, rewards, next_states, done = self.buffer.sample(self.cfg.batch_size, self._rng)
+        states, actions, rewards, next_states, done, steps = self.buffer.sample(self.cfg.batch_size, self._rng)
         with torch.no_grad():
             next_actions = self.online(next_states).argmax(dim=1, keepdim=True)  # the online net chooses
             next_q = self.target(next_states).gather(1, next_actions).squeeze(1)  # the target net values
-            target = rewards + gamma * (1.0 - done) * next_q
+            target = rewards + gamma ** steps * (1.0 - done) * next_q
         q = self.online(states).gather(1, actions.unsqueeze(1)).squeeze(1)
         loss = nn.functional.smooth_l1_loss(q, target)
         self.optimizer.zero_grad()

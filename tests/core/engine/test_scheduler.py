@@ -140,3 +140,22 @@ def test_sim_backend_queue_deltas_sum_to_the_request_queue_time():
             if event.request is bad:
                 reported += _queued_delta_s(bad, event.finished)
     assert bad.preemptions > 0 and reported == pytest.approx(bad.queued_s)
+
+
+def test_the_first_token_comes_at_the_end_of_the_last_prefill_chunk_and_is_kept_through_preemptions():
+    s = make(max_num_batched_tokens=64, kv_capacity_tokens=256, block_size=16, max_num_seqs=8)
+    long_prompt = request(prompt_tokens=150, output_tokens=40, priority=10)  # 3 chunks of <= 64 tokens; the victim
+    s.add(long_prompt)
+    now, ends = 0.0, []
+    while long_prompt.first_token_s is None:
+        plan = s.schedule(now)
+        now += plan.duration_s
+        s.update_from_step(plan, now)
+        ends.append(now)
+    assert len(ends) == 3 and long_prompt.first_token_s == ends[-1]
+    contenders = [request(prompt_tokens=40, output_tokens=60, priority=i) for i in range(4)]
+    for r in contenders:
+        s.add(r)
+    run_to_completion(s)
+    assert long_prompt.preemptions > 0 and long_prompt.first_token_s == ends[-1]
+    assert all(r.first_token_s is not None and r.first_token_s <= r.finished_s for r in contenders)

@@ -3,6 +3,7 @@
 from hetflow.core.monitor.memory_ledger import MemoryPlan
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
+from hetflow.core.snapshot import InFlightCall
 from tests.factories import profile
 
 
@@ -63,3 +64,15 @@ def test_views_are_reused_at_one_instant_while_nothing_changes_and_rebuilt_after
     after = cluster_snapshot(state, 1.0).engines
     assert after is not first and next(e for e in after if e.engine_id == "e0").in_flight_requests == 1
     assert cluster_snapshot(state, 1.5).engines is not after                # another instant
+
+
+def test_a_view_lists_the_engines_calls_in_flight_oldest_first_and_drops_a_released_one():
+    state = _state()
+    state.admit("r1", "p1", "m", "e0", 40.0, 0.1, prompt_tokens=300)
+    state.admit("r2", "p2", "m", "e1", 10.0, 0.2, prompt_tokens=20)
+    state.admit("r3", "p3", "m", "e0", 25.5, 0.3, prompt_tokens=700)
+    state.admit("r4", "p4", "m", "e0", 5.0, 0.4, prompt_tokens=50)
+    state.release("r3", 0.5)
+    calls = {e.engine_id: e.in_flight_calls for e in cluster_snapshot(state, 0.6).engines}
+    assert calls == {"e0": (InFlightCall(300, 40.0, 0.1), InFlightCall(50, 5.0, 0.4)),
+                     "e1": (InFlightCall(20, 10.0, 0.2),)}

@@ -1,0 +1,83 @@
+"""The load-balancer paper's RL router (4.3) as an engine picker: the trained Double DQN (C.10.3, a policy
+file of ``hetflow train rl``) reads the state of ``hetflow.core.rl_router.state`` from the snapshot and
+sends the call to the instance of highest Q, or takes no action: the call is held and decided again one
+step (the policy's 0.02 s) later, the paper's delayed routing. A call is held at most ``max_hold_s``
+from its arrival, then goes to its best instance, so a policy can delay calls but never starve one.
+
+The network's rows and actions are its engines. When the model's healthy engines are not exactly
+those (an engine added, removed or down), or the call is for another model, the decision falls back to
+the default engine choice (``PolicyConfig().engine``) and the receipt's rule says so. The receipt's
+scores are the Q-values of every action.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from hetflow.core import plugins
+from hetflow.core.call import LlmCall
+from hetflow.core.cost import call_output_tokens
+from hetflow.core.policies import (
+    Choice,
+    EnginePicker,
+    PolicyStore,
+    Prediction,
+    WaitForCapacity,
+    healthy_or_unavailable,
+)
+from hetflow.core.policy_config import PolicyConfig
+from hetflow.core.rl_router.policy_file import load
+from hetflow.core.rl_router.state import NextRequest, state_vector
+from hetflow.core.snapshot import ClusterSnapshot
+
+NO_ACTION = "no-action"
+
+
+class RlRouter(EnginePicker):
+    """Engine picker ``rl-router`` (declared in ``hetflow.core.policies``; torch is imported when built)."""
+
+    def __init__(self, policy: str = "", max_hold_s: float = 1.0) -> None:
+        if not policy:
+            raise ValueError("engine picker 'rl-router' needs 'policy': the file hetflow train rl wrote")
+        if max_hold_s < 0:
+            raise ValueError(f"max_hold_s must be >= 0, got {max_hold_s}")
+        self.path, self.max_hold_s = policy, max_hold_s
+        self.policy = load(Path(policy))
+        self.network = self.policy.network()
+        default = PolicyConfig().engine
+        self.fallback: EnginePicker = plugins.build("engine-picker", default.type, default.params)
+        self.reads_prefix = self.fallback.reads_prefix
+
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction,
+             store: PolicyStore) -> Choice:
+        engines = {e.engine_id: e for e in healthy_or_unavailable(snapshot, model)}
+        mismatch = self._mismatch(model, sorted(engines))
+        if mismatch:
+            choice = self.fallback.pick(call, snapshot, model, prediction, store)
+            return replace(choice, rule=f"rl-router:fallback ({mismatch}):{choice.rule}")
+        now_s = snapshot.taken_unix_s
+        ordered = [engines[e] for e in self.policy.engine_ids]
+        state = state_vector(store.held_calls, NextRequest(call.input_tokens, call_output_tokens(call, prediction)),
+                             ordered, now_s, self.policy.buckets, self.policy.max_model_len)
+        with torch.no_grad():
+            q = [float(v) for v in self.network(torch.tensor([state], dtype=torch.float32))[0]]
+        scores = {**dict(zip(self.policy.engine_ids, q)), NO_ACTION: q[-1]}
+        best = max(range(len(ordered)), key=lambda a: (q[a], -a))
+        held_s = now_s - call.received_unix_s
+        if q[-1] > q[best] and held_s < self.max_hold_s:
+            raise WaitForCapacity(f"rl-router: no action (Q {q[-1]:.3f} > {q[best]:.3f} of "
+                                  f"{self.policy.engine_ids[best]}), held {held_s:.2f} s", self.policy.step_s)
+        rule = "rl-router:q-max" if q[-1] <= q[best] else "rl-router:q-max-after-max-hold"
+        return Choice(self.policy.engine_ids[best], rule, scores=scores,
+                      loads={e.engine_id: e.in_flight_tokens for e in ordered},
+                      params={"queue_length": float(store.held_calls), "max_hold_s": self.max_hold_s})
+
+    def _mismatch(self, model: str, engine_ids: list[str]) -> str:
+        if model != self.policy.model:
+            return f"trained for {self.policy.model}, not {model}"
+        if engine_ids != sorted(self.policy.engine_ids):
+            return f"engines now {engine_ids}, trained for {sorted(self.policy.engine_ids)}"
+        return ""
