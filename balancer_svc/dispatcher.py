@@ -442,7 +442,8 @@ class Dispatcher:
             msg = await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(
                 program_id=wf.program_id, agent=wf.agent, workflow=wf.workflow, stage_index=wf.stage_index,
                 stage_count=wf.stage_count,
-                prefix_blocks=call.prefix_blocks if self.pipeline.engine_picker.reads_prefix else ()),
+                prefix_blocks=call.prefix_blocks if self.pipeline.engine_picker.reads_prefix else (),
+                in_flight_calls=self.pipeline.engine_picker.reads_in_flight_calls),
                 timeout=self.cfg.dependency_timeout_s)
         except grpc.aio.AioRpcError as exc:
             if exc.code() not in MONITOR_AWAY:

@@ -199,14 +199,14 @@ def _train_rl(args: argparse.Namespace) -> int:
         return RoutingEnv(engines, [r for r in routed_requests(records, models[0])
                                     if r.prompt_tokens + r.output_tokens <= fits])
 
-    cfg = TrainConfig(episodes=args.episodes, explore_episodes=args.explore_episodes,
-                      dqn=DqnConfig(hidden=args.hidden, batch_size=args.batch_size))
+    given = {k: v for k, v in (("relabelled_copies", args.relabelled_copies),) if v is not None}
+    dqn = DqnConfig(hidden=args.hidden, batch_size=args.batch_size,
+                    **({"learning_rate": args.learning_rate} if args.learning_rate is not None else {}))
+    cfg = TrainConfig(episodes=args.episodes, explore_episodes=args.explore_episodes, dqn=dqn, **given)
     env = env_for(args.seed)
-    agent, episodes = train(env, cfg, seed=args.seed)
-    print(f"{'episode':>7} {'epsilon':>7} {'reward':>10} {'decisions':>9} {'mean latency s':>14}")
-    for k, e in enumerate(episodes):
-        print(f"{k:>7} {epsilon(k, cfg):>7.2f} {e.reward:>10.0f} "
-              f"{e.decisions:>9} {e.mean_latency_s:>14.3f}")
+    print(f"{'episode':>7} {'epsilon':>7} {'reward':>10} {'decisions':>9} {'mean latency s':>14}", flush=True)
+    agent, _ = train(env, cfg, seed=args.seed, on_episode=lambda k, e: print(
+        f"{k:>7} {epsilon(k, cfg):>7.2f} {e.reward:>10.0f} {e.decisions:>9} {e.mean_latency_s:>14.3f}", flush=True))
     held_out = env_for(args.seed + 1)
     greedy, rr = run_episode(held_out, agent, cfg.episodes, cfg, learn=False), round_robin_episode(held_out)
     print(f"held-out requests (seed {args.seed + 1}): mean latency {greedy.mean_latency_s:.3f} s greedy policy, "
@@ -492,6 +492,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explore-episodes", type=int, default=20, help="C.10.2: no exploration after these")
     p.add_argument("--hidden", type=int, default=64, help="C.10.3: (state, 64), (64, 64), (64, actions)")
     p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--learning-rate", type=float, help="Adam's (default: DqnConfig's)")
+    p.add_argument("--relabelled-copies", type=int,
+                   help="each transition again with its instances permuted, this many times (default: TrainConfig's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--out", required=True, help="the policy file (balancer.policy engine_params.policy)")
     p.set_defaults(fn=_train_rl)

@@ -1,11 +1,15 @@
 """The RL router's environment (load-balancer paper, 4.3): requests queue at the router and are routed one
-at a time; every ``step_s`` (the paper's 0.02 s, its shortest decode iteration) the agent sends the head of
-the queue to an instance or takes no action, and the engines (hetflow's engine model, FCFS as vLLM's
-default: the priority queue keyed by arrival) run until the next step. The engines report to a monitor
-every 0.5 s as live ones do, and the state is computed from the monitor's cluster snapshot by the code the
-balancer's ``rl-router`` runs (``hetflow.core.rl_router.state``), so a policy trained here reads in
-service what it read in training. The reward is eq. 3 with the guidance of eq. 4 (``hetflow.core.rl_router``).
-Baselines act through the same ``step``."""
+at a time. The agent sends the request at the head of the queue to an instance, and the next one is decided
+at once, as the balancer decides each call when it comes; or it takes no action, and the engines
+(hetflow's engine model, FCFS as vLLM's default: the priority queue keyed by arrival) run one step of
+``step_s`` before it decides again (by default the engines' shortest decode iteration, as the paper's
+0.02 s is its V100's: ``shortest_iteration_s``). Read as one routing per step, a step of 74 ms (Qwen2.5-7B
+on an L4) would cap the router at 13.5 requests/s, below the paper's 5 per instance.
+
+The engines report to a monitor every 0.5 s as live ones do, and the state is computed from the monitor's
+cluster snapshot by the code the balancer's ``rl-router`` runs (``hetflow.core.rl_router.state``), so a
+policy trained here reads in service what it read in training. The reward is eq. 3 with the guidance of
+eq. 4 (``hetflow.core.rl_router``). Baselines act through the same ``step``."""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from hetflow.core.engine.request import EngineRequest
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.rl_router.decode_bucket import DQN_BUCKETS, Buckets
-from hetflow.core.rl_router.impact import Gradients, Running, guidance, mixing_reward
+from hetflow.core.rl_router.impact import Gradients, Running, guidance, held_guidance, mixing_reward
 from hetflow.core.rl_router.request_class import ClassThresholds
 from hetflow.core.rl_router.reward import Progress, reward
 from hetflow.core.rl_router.state import NextRequest, state_vector
@@ -89,6 +93,8 @@ class RoutingEnv:
         self.finished: dict[str, float] = {}
         self.first_token_s: dict[str, float] = {}
         self._completed_now = 0
+        self.advanced_steps = 0
+        """Steps the engines ran in the last ``step``: 1, or 0 when the next request was decided at once."""
         self._admit_arrivals()
         return self.state()
 
@@ -124,16 +130,28 @@ class RoutingEnv:
                                      Gradients.of(engine.profile), self.epsilon_s, self.alpha))
         return out
 
+    def head_waited_s(self) -> float:
+        """How long the request at the head of the queue has waited since it arrived (0 for none)."""
+        return self.loop.now - self.queue[0].arrival_s if self.queue else 0.0
+
     @property
     def done(self) -> bool:
         return len(self.finished) == len(self.requests)
 
     def step(self, action: int, gamma: float = 0.99, guided_gamma: float = 0.99) -> tuple[list[float], float, bool]:
         """Route the head of the queue to instance ``action`` (no action: ``actions - 1``, or an empty
-        queue), run the engines one step, and return (s_{t+1}, r_t, done)."""
+        queue) and return (s_{t+1}, r_t, done). After a request is routed the next one in the queue is
+        decided at once, as the balancer decides each call when it comes (``advanced_steps`` 0, the reward
+        eq. 3's guidance term alone); otherwise the engines run one step."""
         h = 0.0
         if action < len(self.engines) and self.queue:
             h = self._route(self.queue.pop(0), action)
+            if self.queue:
+                self.advanced_steps = 0
+                return self.state(), reward([], 0, COMPLETION_REWARD, h, gamma, guided_gamma), self.done
+        elif self.queue:
+            h = held_guidance(self.mixing(self.queue[0]))
+        self.advanced_steps = 1
         self._completed_now = 0
         self.loop.run_until(self.loop.now + self.step_s)
         self._admit_arrivals()

@@ -5,7 +5,8 @@ guidance weight in eq. 3 fading with it), and a Double DQN update after every de
 
 The agent decides when a request is at the head of the queue; steps with an empty queue have one possible
 action (none), so they are not decisions: their rewards are added, discounted, to the decision before them,
-whose successor state is the next decision's (a semi-Markov step of ``steps`` environment steps). Rewards
+whose successor state is the next decision's (a semi-Markov step of ``steps`` environment steps; 0 when the
+next request was decided at once, its value then undiscounted). Rewards
 are multiplied by ``reward_scale``, which leaves the best policy unchanged and keeps the Q-values near 1
 (eq. 3's waiting term sums over every request in the system at every 0.02 s step).
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from hetflow.core.rl_router.dqn import DoubleDqn, DqnConfig
 from hetflow.core.rl_router.policy_file import RlPolicy
@@ -33,7 +34,10 @@ class TrainConfig:
     epsilon_end: float = 0.0
     explore_episodes: int = 20
     reward_scale: float = 0.01
-    relabelled_copies: int = 3
+    max_hold_s: float = 1.0
+    """The longest a request waits at the head of the queue before it must be routed: the balancer's
+    ``rl-router`` bound (``max_hold_s``), kept in training so that the policy learns what it will do."""
+    relabelled_copies: int = 7
     """Each transition is also remembered this many times with its instances relabelled (a random
     permutation of the state's rows and the action), the same situation on homogeneous instances (4.3)."""
     max_steps: int = 20_000
@@ -78,13 +82,13 @@ def run_episode(env: RoutingEnv, agent: DoubleDqn, k: int, cfg: TrainConfig, lea
         if env.queue:
             if pending is not None and learn:
                 _remember(agent, env, pending, state, False, cfg, guided)
-            action = agent.act(state, eps)
+            action = agent.act(state, eps, may_wait=env.head_waited_s() < cfg.max_hold_s)
             pending, decisions = _Pending(state, action), decisions + 1
         state, r, done = env.step(action, cfg.gamma, guided)
         if pending is not None:
             pending.reward += guided ** pending.steps * r * cfg.reward_scale
-            pending.steps += 1
-        total, steps = total + r, steps + 1
+            pending.steps += env.advanced_steps
+        total, steps = total + r, steps + env.advanced_steps
     if pending is not None and learn:
         _remember(agent, env, pending, state, done, cfg, guided)
     latencies = env.latencies_s()
@@ -104,7 +108,8 @@ def _remember(agent: DoubleDqn, env: RoutingEnv, pending: _Pending, next_state: 
     agent.learn(gamma)
 
 
-def train(env: RoutingEnv, cfg: TrainConfig = TrainConfig(), seed: int = 0) -> tuple[DoubleDqn, list[Episode]]:
+def train(env: RoutingEnv, cfg: TrainConfig = TrainConfig(), seed: int = 0,
+          on_episode: Callable[[int, Episode], None] = lambda k, e: None) -> tuple[DoubleDqn, list[Episode]]:
     """The agent after ``cfg.episodes`` episodes, its online network set to the one it started the best
     exploiting episode with (lowest mean latency with every request finished; the last network when no
     exploiting episode finished them all): learning goes on in every episode and does not only improve
@@ -116,6 +121,7 @@ def train(env: RoutingEnv, cfg: TrainConfig = TrainConfig(), seed: int = 0) -> t
         weights = copy.deepcopy(agent.online.state_dict())
         episodes.append(run_episode(env, agent, k, cfg))
         done = episodes[-1]
+        on_episode(k, done)
         if epsilon(k, cfg) == 0.0 and done.finished == len(env.requests) and done.mean_latency_s < best_latency_s:
             best_latency_s, best_weights = done.mean_latency_s, weights
     if best_weights is not None:
@@ -147,6 +153,6 @@ def round_robin_episode(env: RoutingEnv) -> Episode:
         if env.queue:
             action, decisions = decisions % env.no_action, decisions + 1
         state, r, done = env.step(action)
-        total, steps = total + r, steps + 1
+        total, steps = total + r, steps + env.advanced_steps
     latencies = env.latencies_s()
     return Episode(total, steps, decisions, len(latencies), sum(latencies.values()) / len(latencies))

@@ -80,20 +80,22 @@ class EngineFailure(_message.Message):
     def __init__(self, engine_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
-    __slots__ = ("program_id", "agent", "workflow", "stage_index", "stage_count", "prefix_blocks")
+    __slots__ = ("program_id", "agent", "workflow", "stage_index", "stage_count", "prefix_blocks", "in_flight_calls")
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     STAGE_INDEX_FIELD_NUMBER: _ClassVar[int]
     STAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     PREFIX_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_CALLS_FIELD_NUMBER: _ClassVar[int]
     program_id: str
     agent: str
     workflow: str
     stage_index: int
     stage_count: int
     prefix_blocks: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, program_id: _Optional[str] = ..., agent: _Optional[str] = ..., workflow: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., prefix_blocks: _Optional[_Iterable[int]] = ...) -> None: ...
+    in_flight_calls: bool
+    def __init__(self, program_id: _Optional[str] = ..., agent: _Optional[str] = ..., workflow: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., in_flight_calls: _Optional[bool] = ...) -> None: ...
 
 class EngineLoad(_message.Message):
     __slots__ = ("status", "in_flight_tokens", "in_flight_requests", "healthy", "status_age_s", "in_flight_cost_s", "kv_ledger_tokens", "suspended", "dispatched_since_report", "prefix_match_blocks", "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens", "in_flight_calls")

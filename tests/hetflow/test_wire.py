@@ -34,6 +34,8 @@ def test_the_monitor_snapshot_round_trips():
                   "kv_capacity_tokens", "profile", "healthy", "suspended", "prefix_match_blocks",
                   "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens", "in_flight_calls"):
         assert getattr(received.engines[0], field) == getattr(sent.engines[0], field), field
+    unasked = wire.snapshot_from_proto(wire.snapshot_to_proto(sent, state.engines, state.admit_seq, False))
+    assert unasked.engines[0].in_flight_calls == ()  # sent only to the policies that read them
 
 
 def test_an_engine_status_round_trips_and_needs_an_id():

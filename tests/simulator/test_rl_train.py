@@ -2,6 +2,8 @@
 learned from, steps with nothing to route are not decisions, and a greedy evaluation episode learns
 nothing."""
 
+from dataclasses import replace
+
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.rl_router.dqn import DqnConfig
 from simulator.rl_env import RoutedRequest, RoutingEnv
@@ -40,8 +42,23 @@ def test_an_agent_that_only_waits_is_stopped_at_max_steps():
         buffer, learn = agent.buffer, agent.learn
 
         @staticmethod
-        def act(state, eps):
+        def act(state, eps, may_wait=True):
             return env.actions - 1
 
     stopped = run_episode(env, Waiter(), k=0, cfg=cfg, learn=False)  # type: ignore[arg-type]
     assert stopped.steps == 50 and stopped.finished == 0
+
+
+
+def test_training_on_a_tiny_workload_improves_the_reward_of_the_network_it_starts_from():
+    tight = replace(PROFILE, kv_capacity_tokens=2048, max_num_seqs=8)  # routing and holding decide queueing
+    env = RoutingEnv([EngineSpec(f"e{i}", tight.model, tight) for i in range(2)],
+                     [RoutedRequest(f"r{i}", 0.01 * i, 100 + 100 * (i % 3), 20 + 30 * (i % 4), 20 + 30 * (i % 4))
+                      for i in range(30)])
+    cfg = TrainConfig(episodes=10, explore_episodes=5, dqn=DqnConfig(batch_size=64))
+    untrained, _ = train(env, TrainConfig(episodes=0), seed=1)
+    before = run_episode(env, untrained, k=cfg.episodes, cfg=cfg, learn=False)  # greedy, as it starts
+    agent, _ = train(env, cfg, seed=1)
+    after = run_episode(env, agent, k=cfg.episodes, cfg=cfg, learn=False)
+    assert after.finished == before.finished == 30
+    assert after.reward > before.reward and after.mean_latency_s < before.mean_latency_s

@@ -149,6 +149,9 @@ class EngineScorer:
 
 class EnginePicker:
     type_name: str
+    reads_in_flight_calls = False
+    """Whether it reads each engine's in-flight calls (``EngineView.in_flight_calls``): the monitor sends
+    them only then."""
     reads_prefix = False
     """Whether it reads how much of the call's prompt each engine holds (``prefix_match_blocks``): the
     snapshot matches the call's blocks against every engine's index only then."""

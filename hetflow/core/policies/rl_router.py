@@ -39,6 +39,8 @@ NO_ACTION = "no-action"
 class RlRouter(EnginePicker):
     """Engine picker ``rl-router`` (declared in ``hetflow.core.policies``; torch is imported when built)."""
 
+    reads_in_flight_calls = True
+
     def __init__(self, policy: str = "", max_hold_s: float = 1.0) -> None:
         if not policy:
             raise ValueError("engine picker 'rl-router' needs 'policy': the file hetflow train rl wrote")
