@@ -18,6 +18,7 @@ setup) and the same model stage (one model). Two loads, both fixed before any po
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 from concurrent.futures import ProcessPoolExecutor
@@ -73,10 +74,13 @@ def policy_for(engine: StageConfig) -> PolicyConfig:
     return PolicyConfig(model=StageConfig("least-load"), engine=engine, priority=StageConfig("fcfs"))
 
 
-def trace(engines: Sequence[EngineSpec], requests: int, seed: int, families: Sequence[str]) -> list[StageRecord]:
-    """The seed's requests at unit rate, without those no engine could hold (as every sweep drops them)."""
-    model = engines[0].model
-    return servable(independent_requests(requests, seed, 1.0, families, [model]), engines)[0]
+@functools.lru_cache(maxsize=4)
+def cluster_and_trace(cluster: str, requests: int, seed: int, families: tuple[str, ...]
+                      ) -> tuple[list[EngineSpec], list[StageRecord]]:
+    """The cluster, and the seed's requests at unit rate without those no engine could hold (as every
+    sweep drops them); made once per worker process."""
+    engines = cluster_from_stack(load_stack(Path(cluster)))
+    return engines, servable(independent_requests(requests, seed, 1.0, families, [engines[0].model]), engines)[0]
 
 
 def token_times(results: Sequence[ProgramResult]) -> dict[str, float]:
@@ -90,7 +94,7 @@ def token_times(results: Sequence[ProgramResult]) -> dict[str, float]:
 
 def run_once(engines: Sequence[EngineSpec], engine_choice: StageConfig, records: Sequence[StageRecord],
              rate_per_s: float) -> dict[str, Any]:
-    sim = Simulation(engines, policy_for(engine_choice), Signals(prediction="oracle"), QueueConfig("fcfs"))
+    sim = Simulation(engines, policy_for(engine_choice), Signals(prediction="oracle"), QueueConfig())
     results = sim.run(at_rate(records, rate_per_s))
     summary = summarize(results, sim.decision_ms, SloRule().slo_scale)
     return {"rate_per_s": rate_per_s, "requests": summary["programs"], "rejected": len(sim.rejected),
@@ -105,8 +109,7 @@ def run_task(task: Task) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    engines = cluster_from_stack(load_stack(Path(task.cluster)))
-    records = trace(engines, task.requests, task.seed, task.families)
+    engines, records = cluster_and_trace(task.cluster, task.requests, task.seed, task.families)
     out = {"policy": task.policy, "seed": task.seed}
     fixed = run_once(engines, task.engine, records, task.rate_per_s)
     out["fixed_rate"] = {k: v for k, v in fixed.items() if k != "_summary"}
@@ -133,7 +136,7 @@ def report(rows: Sequence[dict[str, Any]]) -> str:
     for row in rows:
         by_policy.setdefault(row["policy"], []).append(row)
     rr = {r["seed"]: r["fixed_rate"]["e2e_mean_s"] for r in by_policy.get("round-robin", [])}
-    lines = [f"{'policy':<22} {'E2E mean s':>18} {'vs RR':>16} {'TTFT s':>8} {'TBT ms':>7} {'queue':>6} "
+    lines = [f"{'policy':<22} {'E2E mean s':>18} {'E2E cut vs RR':>16} {'TTFT s':>8} {'TBT ms':>7} {'queue':>6} "
              f"{'preempt':>7} {'stable':>6} {'capacity/s':>20}"]
 
     def spread(values: list[float], fmt: str) -> str:
@@ -156,8 +159,9 @@ def report(rows: Sequence[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m hetflow.bench.rl_router", description=__doc__.split("\n\n")[0])
-    p.add_argument("-c", "--cluster", required=True, help="stack config of one model's engines")
-    p.add_argument("--policy-file", required=True, help="hetflow train rl's policy for these engines")
+    p.add_argument("--report", nargs="+", help="print the table of runs saved by --out, and run nothing")
+    p.add_argument("-c", "--cluster", help="stack config of one model's engines")
+    p.add_argument("--policy-file", help="hetflow train rl's policy for these engines (for rl-router)")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--requests", type=int, default=1000)
     p.add_argument("--families", default=",".join(MIXED_FAMILIES))
@@ -166,9 +170,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", help="write every run as JSON here")
     args = p.parse_args(argv)
+    if args.report:
+        print(report([row for path in args.report for row in json.loads(Path(path).read_text())]))
+        return
+    if not args.cluster:
+        p.error("--cluster is required to run")
     engines = cluster_from_stack(load_stack(Path(args.cluster)))
     choices = {**ENGINE_CHOICES, "rl-router": StageConfig("rl-router", {"policy": args.policy_file})}
     names = args.policies.split(",") if args.policies else list(choices)
+    if "rl-router" in names and not args.policy_file:
+        p.error("rl-router needs --policy-file")
     rate = RATE_PER_INSTANCE_PER_S * len(engines)
     tasks = [Task(n, choices[n], int(s), args.cluster, args.requests, tuple(args.families.split(",")), rate,
                   not args.no_capacity) for n in names for s in args.seeds.split(",")]
