@@ -5,8 +5,7 @@ guidance weight in eq. 3 fading with it), and a Double DQN update after every de
 
 The agent decides when a request is at the head of the queue; steps with an empty queue have one possible
 action (none), so they are not decisions: their rewards are added, discounted, to the decision before them,
-whose successor state is the next decision's (a semi-Markov step of ``steps`` environment steps; 0 when the
-next request was decided at once, its value then undiscounted). Rewards
+whose successor state is the next decision's (a semi-Markov step of ``steps`` environment steps). Rewards
 are multiplied by ``reward_scale``, which leaves the best policy unchanged and keeps the Q-values near 1
 (eq. 3's waiting term sums over every request in the system at every 0.02 s step).
 """
@@ -87,8 +86,8 @@ def run_episode(env: RoutingEnv, agent: DoubleDqn, k: int, cfg: TrainConfig, lea
         state, r, done = env.step(action, cfg.gamma, guided)
         if pending is not None:
             pending.reward += guided ** pending.steps * r * cfg.reward_scale
-            pending.steps += env.advanced_steps
-        total, steps = total + r, steps + env.advanced_steps
+            pending.steps += 1
+        total, steps = total + r, steps + 1
     if pending is not None and learn:
         _remember(agent, env, pending, state, done, cfg, guided)
     latencies = env.latencies_s()
@@ -153,6 +152,6 @@ def round_robin_episode(env: RoutingEnv) -> Episode:
         if env.queue:
             action, decisions = decisions % env.no_action, decisions + 1
         state, r, done = env.step(action)
-        total, steps = total + r, steps + env.advanced_steps
+        total, steps = total + r, steps + 1
     latencies = env.latencies_s()
     return Episode(total, steps, decisions, len(latencies), sum(latencies.values()) / len(latencies))
