@@ -109,11 +109,9 @@ def in_flight_call_from_proto(msg: monitor_pb2.InFlightCall) -> InFlightCall:
                         admitted_s=msg.admitted_unix_s)
 
 
-def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRecord], admit_seq: int,
-                      in_flight_calls: bool = True) -> monitor_pb2.MonitorSnapshot:
-    """The monitor's answer: each engine's report as it came, with the snapshot's accounting of it; its
-    in-flight calls only when ``in_flight_calls`` (a message per call: asked for by the policies that read
-    them)."""
+def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRecord], admit_seq: int
+                      ) -> monitor_pb2.MonitorSnapshot:
+    """The monitor's answer: each engine's report as it came, with the snapshot's accounting of it."""
     now_s = snapshot.taken_unix_s
     msg = monitor_pb2.MonitorSnapshot(
         taken_unix_s=now_s, admit_seq=admit_seq, program_model=snapshot.program_model,
@@ -129,7 +127,7 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
             status_age_s=now_s - records[e.engine_id].received_s, dispatched_since_report=e.dispatched_since_report,
             prefix_match_blocks=e.prefix_match_blocks, prefix_index_blocks=e.prefix_index_blocks,
             pending_prefill_tokens=e.pending_prefill_tokens, resident_tokens=e.resident_tokens,
-            in_flight_calls=[in_flight_call_to_proto(c) for c in e.in_flight_calls] if in_flight_calls else [])
+            in_flight_calls=[in_flight_call_to_proto(c) for c in e.in_flight_calls])
             for e in snapshot.engines])
     if snapshot.agent_anchor_distance_s is not None:
         msg.agent_anchor_distance_s = snapshot.agent_anchor_distance_s

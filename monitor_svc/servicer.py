@@ -72,8 +72,9 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
     async def Snapshot(self, request: monitor_pb2.SnapshotRequest,
                        context: grpc.aio.ServicerContext) -> monitor_pb2.MonitorSnapshot:
         snapshot = cluster_snapshot(self.state, time.time(), request.program_id, request.agent, request.workflow,
-                                    request.stage_index, request.stage_count, tuple(request.prefix_blocks))
-        reply = wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq, request.in_flight_calls)
+                                    request.stage_index, request.stage_count, tuple(request.prefix_blocks),
+                                    request.in_flight_calls)
+        reply = wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq)
         reply.monitor_epoch = self.state.epoch
         return reply
 

@@ -111,7 +111,7 @@ class RoutingEnv:
 
     def state(self) -> list[float]:
         head = self.queue[0] if self.queue else None
-        views = {e.engine_id: e for e in cluster_snapshot(self.monitor, self.loop.now).engines}
+        views = {e.engine_id: e for e in cluster_snapshot(self.monitor, self.loop.now, in_flight_calls=True).engines}
         return state_vector(len(self.queue), NextRequest(head.prompt_tokens, head.predicted_decode_tokens) if head
                             else None, [views[s.engine_id] for s in self.specs], self.loop.now, self.buckets,
                             self.max_model_len)

@@ -251,7 +251,8 @@ class Simulation:
                        prefix_blocks=blocks,
                        model_pin=self.cascade.config.models[cascade_stage - 1] if self.cascade else "")
         snapshot = cluster_snapshot(self.monitor, now, program_id, record.agent, record.workflow, record.stage_index,
-                                    record.stage_count, blocks if self.pipeline.engine_picker.reads_prefix else ())
+                                    record.stage_count, blocks if self.pipeline.engine_picker.reads_prefix else (),
+                                    self.pipeline.engine_picker.reads_in_flight_calls)
         candidates = self.pipeline.candidate_models(call, snapshot)
         router_asked = self.pipeline.needs_router(call, candidates)
         confidence = self.signals.confidence_for(record, candidates) if router_asked else {}

@@ -22,7 +22,7 @@ def test_the_monitor_snapshot_round_trips():
     state.admit("r1", "p1", "m", "e0", 64.0, 0.1, predicted_cost_s=0.5, memory_plan=MemoryPlan(10, 100.0, 1.0),
                 prefix_blocks=(7, 8, 9), prompt_tokens=48)
     state.agent_stats.anchor_distance_s["a"] = 2.5
-    sent = cluster_snapshot(state, 0.2, "p1", "a", prefix_blocks=(7, 8, 5))
+    sent = cluster_snapshot(state, 0.2, "p1", "a", prefix_blocks=(7, 8, 5), in_flight_calls=True)
     assert sent.program_dispatches == (("e0", 3000), ("e0", 48)) and sent.program_service_s > 0
     assert sent.engines[0].prefix_match_blocks == 2 and sent.engines[0].resident_tokens == 48  # p1's context
     assert sent.engines[0].in_flight_calls == (InFlightCall(48, 64.0, 0.1),)
@@ -34,7 +34,8 @@ def test_the_monitor_snapshot_round_trips():
                   "kv_capacity_tokens", "profile", "healthy", "suspended", "prefix_match_blocks",
                   "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens", "in_flight_calls"):
         assert getattr(received.engines[0], field) == getattr(sent.engines[0], field), field
-    unasked = wire.snapshot_from_proto(wire.snapshot_to_proto(sent, state.engines, state.admit_seq, False))
+    unasked = wire.snapshot_from_proto(wire.snapshot_to_proto(cluster_snapshot(state, 0.2, "p1", "a"), state.engines,
+                                                              state.admit_seq))
     assert unasked.engines[0].in_flight_calls == ()  # sent only to the policies that read them
 
 

@@ -30,7 +30,7 @@ def _in_flight_calls(state: MonitorState, record: EngineRecord) -> tuple[InFligh
 
 
 def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[float, ...],
-                resident_tokens: int = 0, in_flight_calls: tuple[InFlightCall, ...] = ()) -> EngineView:
+                resident_tokens: int = 0) -> EngineView:
     """One engine's report joined with the monitor's accounting of it."""
     status, profile, index = record.status, record.status.profile, record.prefix_index
     return EngineView(
@@ -43,8 +43,7 @@ def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[flo
         in_flight_cost_s=record.in_flight_cost_s, profile=profile, kv_ledger_tokens=kv_ledger_tokens,
         suspended=record.suspended, dispatched_since_report=record.dispatched_since_report,
         pending_prefill_tokens=status.pending_prefill_tokens + record.dispatched_prompt_tokens_since_report,
-        prefix_index_blocks=len(index) if index is not None else 0, resident_tokens=resident_tokens,
-        in_flight_calls=in_flight_calls)
+        prefix_index_blocks=len(index) if index is not None else 0, resident_tokens=resident_tokens)
 
 
 def engine_views(state: MonitorState, now_s: float) -> tuple[EngineView, ...]:
@@ -57,7 +56,7 @@ def engine_views(state: MonitorState, now_s: float) -> tuple[EngineView, ...]:
     horizon = state.limits.ledger_horizon_slots
     views = tuple(engine_view(record, state.is_healthy(record, now_s),
                               tuple(record.ledger.occupied_window(now_s, horizon).tolist()),
-                              state.resident_tokens(record, now_s), _in_flight_calls(state, record))
+                              state.resident_tokens(record, now_s))
                   for record in state.engines.values())
     state.views_cache = (key, views)
     return views
@@ -69,15 +68,20 @@ def _with_prefix_match(view: EngineView, record: EngineRecord, prefix_blocks: Se
 
 
 def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", agent: str = "", workflow: str = "",
-                     stage_index: int = 0, stage_count: int = 0, prefix_blocks: Sequence[int] = ()
-                     ) -> ClusterSnapshot:
+                     stage_index: int = 0, stage_count: int = 0, prefix_blocks: Sequence[int] = (),
+                     in_flight_calls: bool = False) -> ClusterSnapshot:
     """The cluster at ``now_s`` for a call of ``program_id`` by ``agent`` at stage ``stage_index`` of
-    ``stage_count`` of ``workflow``, whose prompt has ``prefix_blocks``. Each engine's memory ledger
-    is carried up to its last occupied slot (nothing for engines no packing decision has used)."""
+    ``stage_count`` of ``workflow``, whose prompt has ``prefix_blocks``; each engine's in-flight calls
+    only when ``in_flight_calls`` (a policy that reads them asked: the others do not pay for the list).
+    Each engine's memory ledger is carried up to its last occupied slot (nothing for engines no packing
+    decision has used)."""
     check_stages(stage_index, stage_count, "snapshot")
     engines = engine_views(state, now_s)
     if prefix_blocks:
         engines = tuple(_with_prefix_match(view, state.engines[view.engine_id], prefix_blocks) for view in engines)
+    if in_flight_calls:
+        engines = tuple(replace(view, in_flight_calls=_in_flight_calls(state, state.engines[view.engine_id]))
+                        for view in engines)
     stats, program = state.agent_stats, state.programs.get(program_id)
     return ClusterSnapshot(taken_unix_s=now_s, engines=engines, program_model=state.program_model(program_id),
                            program_start_s=state.program_start_s(program_id),

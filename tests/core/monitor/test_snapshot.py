@@ -73,6 +73,6 @@ def test_a_view_lists_the_engines_calls_in_flight_oldest_first_and_drops_a_relea
     state.admit("r3", "p3", "m", "e0", 25.5, 0.3, prompt_tokens=700)
     state.admit("r4", "p4", "m", "e0", 5.0, 0.4, prompt_tokens=50)
     state.release("r3", 0.5)
-    calls = {e.engine_id: e.in_flight_calls for e in cluster_snapshot(state, 0.6).engines}
+    calls = {e.engine_id: e.in_flight_calls for e in cluster_snapshot(state, 0.6, in_flight_calls=True).engines}
     assert calls == {"e0": (InFlightCall(300, 40.0, 0.1), InFlightCall(50, 5.0, 0.4)),
                      "e1": (InFlightCall(20, 10.0, 0.2),)}
