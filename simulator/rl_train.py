@@ -16,6 +16,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from hetflow.core.policies.rl_router import MAX_HOLD_S
 from hetflow.core.rl_router.dqn import DoubleDqn, DqnConfig
 from hetflow.core.rl_router.policy_file import RlPolicy
 from hetflow.core.rl_router.reward import guided_discount
@@ -33,7 +34,7 @@ class TrainConfig:
     epsilon_end: float = 0.0
     explore_episodes: int = 20
     reward_scale: float = 0.01
-    max_hold_s: float = 1.0
+    max_hold_s: float = MAX_HOLD_S
     """The longest a request waits at the head of the queue before it must be routed: the balancer's
     ``rl-router`` bound (``max_hold_s``), kept in training so that the policy learns what it will do."""
     relabelled_copies: int = 7

@@ -34,6 +34,8 @@ from hetflow.core.rl_router.state import NextRequest, state_vector
 from hetflow.core.snapshot import ClusterSnapshot
 
 NO_ACTION = "no-action"
+MAX_HOLD_S = 1.0
+"""The longest a call is held by no action, from its arrival; training keeps the same bound."""
 
 
 class RlRouter(EnginePicker):
@@ -41,7 +43,7 @@ class RlRouter(EnginePicker):
 
     reads_in_flight_calls = True
 
-    def __init__(self, policy: str = "", max_hold_s: float = 1.0) -> None:
+    def __init__(self, policy: str = "", max_hold_s: float = MAX_HOLD_S) -> None:
         if not policy:
             raise ValueError("engine picker 'rl-router' needs 'policy': the file hetflow train rl wrote")
         if max_hold_s < 0:
