@@ -172,12 +172,14 @@ def _train_buckets(args: argparse.Namespace) -> int:
 
 def _train_rl(args: argparse.Namespace) -> int:
     from hetflow.bench.cluster import cluster_from_stack
+    from hetflow.bench.sweep import servable
     from hetflow.core.rl_router.dqn import DqnConfig
     from hetflow.core.rl_router.policy_file import save
     from hetflow.runtime.config import load_stack
     from hetflow.workloads.requests import independent_requests
     from simulator.rl_env import RoutingEnv
     from simulator.rl_train import (
+        Episode,
         TrainConfig,
         epsilon,
         round_robin_episode,
@@ -194,22 +196,29 @@ def _train_rl(args: argparse.Namespace) -> int:
     families = args.families.split(",")
 
     def env_for(seed: int) -> RoutingEnv:
-        records = independent_requests(args.requests, seed, args.rate, families, models)
-        fits = min(e.profile.kv_capacity_tokens for e in engines)
-        return RoutingEnv(engines, [r for r in routed_requests(records, models[0])
-                                    if r.prompt_tokens + r.output_tokens <= fits])
+        records = servable(independent_requests(args.requests, seed, args.rate, families, models), engines)[0]
+        return RoutingEnv(engines, routed_requests(records, models[0]))
 
     given = {k: v for k, v in (("relabelled_copies", args.relabelled_copies),) if v is not None}
-    dqn = DqnConfig(hidden=args.hidden, batch_size=args.batch_size,
+    dqn = DqnConfig(hidden=args.hidden, batch_size=args.batch_size, architecture=args.network,
                     **({"learning_rate": args.learning_rate} if args.learning_rate is not None else {}))
-    cfg = TrainConfig(episodes=args.episodes, explore_episodes=args.explore_episodes, dqn=dqn, **given)
-    env = env_for(args.seed)
-    print(f"{'episode':>7} {'epsilon':>7} {'reward':>10} {'decisions':>9} {'mean latency s':>14}", flush=True)
-    agent, _ = train(env, cfg, seed=args.seed, on_episode=lambda k, e: print(
-        f"{k:>7} {epsilon(k, cfg):>7.2f} {e.reward:>10.0f} {e.decisions:>9} {e.mean_latency_s:>14.3f}", flush=True))
-    held_out = env_for(args.seed + 1)
+    cfg = TrainConfig(episodes=args.episodes, explore_episodes=args.explore_episodes, dqn=dqn,
+                      validate_every=args.validate_every, **given)
+    env, validation, held_out = env_for(args.seed), env_for(args.seed + 1), env_for(args.seed + 2)
+    print(f"{'episode':>7} {'epsilon':>7} {'reward':>10} {'decisions':>9} {'mean latency s':>14} "
+          f"{'greedy on validation s':>22}", flush=True)
+
+    def show(k: int, e: Episode, checked: Episode | None) -> None:
+        greedy = f"{checked.mean_latency_s:.3f}" if checked else ""
+        print(f"{k:>7} {epsilon(k, cfg):>7.2f} {e.reward:>10.0f} {e.decisions:>9} {e.mean_latency_s:>14.3f} "
+              f"{greedy:>22}", flush=True)
+
+    print(f"round robin: {round_robin_episode(env).mean_latency_s:.3f} s on the training requests, "
+          f"{round_robin_episode(validation).mean_latency_s:.3f} s on the validation ones (seed {args.seed + 1})",
+          flush=True)
+    agent, _ = train(env, cfg, seed=args.seed, validation=validation, on_episode=show)
     greedy, rr = run_episode(held_out, agent, cfg.episodes, cfg, learn=False), round_robin_episode(held_out)
-    print(f"held-out requests (seed {args.seed + 1}): mean latency {greedy.mean_latency_s:.3f} s greedy policy, "
+    print(f"held-out requests (seed {args.seed + 2}): mean latency {greedy.mean_latency_s:.3f} s greedy policy, "
           f"{rr.mean_latency_s:.3f} s round robin ({greedy.finished}/{len(held_out.requests)} finished)")
     trained_on = {"families": families, "requests": args.requests, "rate_per_s": args.rate,
                   "episodes": args.episodes, "seed": args.seed, "stack": args.config}
@@ -491,6 +500,10 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=30)
     p.add_argument("--explore-episodes", type=int, default=20, help="C.10.2: no exploration after these")
     p.add_argument("--hidden", type=int, default=64, help="C.10.3: (state, 64), (64, 64), (64, actions)")
+    p.add_argument("--network", choices=["shared", "mlp"], default="shared",
+                   help="shared: one network scores every instance; mlp: C.10.3's as printed")
+    p.add_argument("--validate-every", type=int, default=1,
+                   help="episodes between greedy runs on the validation requests, where the kept network is chosen")
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--learning-rate", type=float, help="Adam's (default: DqnConfig's)")
     p.add_argument("--relabelled-copies", type=int,

@@ -24,6 +24,7 @@ from hetflow.core.engine.request import EngineRequest
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.rl_router.decode_bucket import DQN_BUCKETS, Buckets
+from hetflow.core.rl_router.hold import may_hold
 from hetflow.core.rl_router.impact import Gradients, Running, guidance, held_guidance, mixing_reward
 from hetflow.core.rl_router.request_class import ClassThresholds
 from hetflow.core.rl_router.reward import Progress, reward
@@ -110,11 +111,20 @@ class RoutingEnv:
             self.queue.append(self._arriving.pop(0))
 
     def state(self) -> list[float]:
-        head = self.queue[0] if self.queue else None
         views = {e.engine_id: e for e in cluster_snapshot(self.monitor, self.loop.now, in_flight_calls=True).engines}
-        return state_vector(len(self.queue), NextRequest(head.prompt_tokens, head.predicted_decode_tokens) if head
-                            else None, [views[s.engine_id] for s in self.specs], self.loop.now, self.buckets,
+        self._views = [views[s.engine_id] for s in self.specs]
+        return state_vector(len(self.queue), self._head(), self._views, self.loop.now, self.buckets,
                             self.max_model_len)
+
+    def _head(self) -> NextRequest | None:
+        head = self.queue[0] if self.queue else None
+        return NextRequest(head.prompt_tokens, head.predicted_decode_tokens) if head else None
+
+    def may_hold(self, max_hold_s: float) -> bool:
+        """Whether no action is offered for the head of the queue now (``hetflow.core.rl_router.hold``,
+        the balancer's rule), from the snapshot the last state was computed from."""
+        head = self._head()
+        return head is not None and may_hold(self._views, head, self.head_waited_s(), max_hold_s)
 
     def mixing(self, request: RoutedRequest) -> list[float]:
         """r_mixing of sending ``request`` to each instance now (4.2)."""
@@ -133,6 +143,18 @@ class RoutingEnv:
     @property
     def done(self) -> bool:
         return len(self.finished) == len(self.requests)
+
+    @property
+    def routing_left(self) -> bool:
+        """Requests queued or still to arrive: decisions to come."""
+        return bool(self.queue or self._arriving)
+
+    def run_to_end(self) -> None:
+        """Run the engines until every routed request is finished, without steps (nothing is left to
+        route, so there is nothing to decide: a request of 16k decode tokens alone would take 60k steps)."""
+        if self.routing_left:
+            raise RuntimeError("requests are left to route; step the environment")
+        self.loop.run()
 
     def step(self, action: int, gamma: float = 0.99, guided_gamma: float = 0.99) -> tuple[list[float], float, bool]:
         """Route the head of the queue to instance ``action`` (no action: ``actions - 1``, or an empty

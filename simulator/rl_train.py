@@ -37,11 +37,15 @@ class TrainConfig:
     max_hold_s: float = MAX_HOLD_S
     """The longest a request waits at the head of the queue before it must be routed: the balancer's
     ``rl-router`` bound (``max_hold_s``), kept in training so that the policy learns what it will do."""
-    relabelled_copies: int = 7
+    relabelled_copies: int = 0
     """Each transition is also remembered this many times with its instances relabelled (a random
-    permutation of the state's rows and the action), the same situation on homogeneous instances (4.3)."""
-    max_steps: int = 20_000
-    """An episode ends here even with requests left (an agent that only waits would never end one)."""
+    permutation of the state's rows and the action), the same situation on homogeneous instances (4.3):
+    for the paper's ``mlp`` network; the ``shared`` one gives relabelled states relabelled Q-values."""
+    validate_every: int = 1
+    """Episodes between greedy, frozen runs on the validation requests (the network kept is chosen there)."""
+    tail_steps: int = 300
+    """Once every request is routed, the last decision's rewards are counted this many steps more
+    (gamma ** 300 is 0.05), then the engines run to the end uncounted."""
     dqn: DqnConfig = field(default_factory=DqnConfig)
 
 
@@ -77,12 +81,16 @@ def run_episode(env: RoutingEnv, agent: DoubleDqn, k: int, cfg: TrainConfig, lea
     eps = epsilon(k, cfg) if learn else 0.0
     state, total, steps, decisions, done = env.reset(), 0.0, 0, 0, False
     pending: _Pending | None = None
-    while not done and steps < cfg.max_steps:
+    while not done:
+        if not env.routing_left and (pending is None or pending.steps >= cfg.tail_steps):
+            env.run_to_end()
+            done = True
+            break
         action = env.no_action
         if env.queue:
             if pending is not None and learn:
                 _remember(agent, env, pending, state, False, cfg, guided)
-            action = agent.act(state, eps, may_wait=env.head_waited_s() < cfg.max_hold_s)
+            action = agent.act(state, eps, may_wait=env.may_hold(cfg.max_hold_s))
             pending, decisions = _Pending(state, action), decisions + 1
         state, r, done = env.step(action, cfg.gamma, guided)
         if pending is not None:
@@ -108,22 +116,28 @@ def _remember(agent: DoubleDqn, env: RoutingEnv, pending: _Pending, next_state: 
     agent.learn(gamma)
 
 
-def train(env: RoutingEnv, cfg: TrainConfig = TrainConfig(), seed: int = 0,
-          on_episode: Callable[[int, Episode], None] = lambda k, e: None) -> tuple[DoubleDqn, list[Episode]]:
-    """The agent after ``cfg.episodes`` episodes, its online network set to the one it started the best
-    exploiting episode with (lowest mean latency with every request finished; the last network when no
-    exploiting episode finished them all): learning goes on in every episode and does not only improve
-    (C.10.2's figure 9 too shows rewards falling back), so the policy kept is the best one seen."""
+def train(env: RoutingEnv, cfg: TrainConfig = TrainConfig(), seed: int = 0, validation: RoutingEnv | None = None,
+          on_episode: Callable[[int, Episode, Episode | None], None] = lambda k, e, v: None,
+          ) -> tuple[DoubleDqn, list[Episode]]:
+    """The agent after ``cfg.episodes`` episodes, its online network set to the one that served the
+    ``validation`` requests (by default the training ones) best: every ``validate_every`` episodes the
+    network runs them greedily and frozen, as the balancer serves it, and the lowest mean latency with
+    every request finished is kept (the last network when no run finished them all). Learning goes on
+    in every episode and does not only improve (C.10.2's figure 9 too shows rewards falling back), and
+    an exploring episode's latency says little of the greedy policy's, so the kept network is chosen on
+    how it will be used."""
     agent = DoubleDqn(len(env.reset()), env.actions, cfg.dqn, seed)
+    validation = validation or env
     episodes: list[Episode] = []
     best_latency_s, best_weights = float("inf"), None
     for k in range(cfg.episodes):
-        weights = copy.deepcopy(agent.online.state_dict())
         episodes.append(run_episode(env, agent, k, cfg))
-        done = episodes[-1]
-        on_episode(k, done)
-        if epsilon(k, cfg) == 0.0 and done.finished == len(env.requests) and done.mean_latency_s < best_latency_s:
-            best_latency_s, best_weights = done.mean_latency_s, weights
+        checked = None
+        if (k + 1) % cfg.validate_every == 0 or k == cfg.episodes - 1:
+            checked = run_episode(validation, agent, k, cfg, learn=False)
+            if checked.finished == len(validation.requests) and checked.mean_latency_s < best_latency_s:
+                best_latency_s, best_weights = checked.mean_latency_s, copy.deepcopy(agent.online.state_dict())
+        on_episode(k, episodes[-1], checked)
     if best_weights is not None:
         agent.online.load_state_dict(best_weights)
     return agent, episodes
@@ -142,13 +156,16 @@ def to_policy(agent: DoubleDqn, env: RoutingEnv, trained_on: Mapping[str, Any]) 
     if len(models) != 1:
         raise ValueError(f"the RL router routes among instances of one model, got {sorted(models)}")
     return RlPolicy(tuple(s.engine_id for s in env.specs), models.pop(), env.buckets, env.step_s, env.max_model_len,
-                    agent.cfg.hidden, agent.online.state_dict(), dict(trained_on))
+                    agent.cfg.hidden, agent.online.state_dict(), dict(trained_on), agent.cfg.architecture)
 
 
 def round_robin_episode(env: RoutingEnv) -> Episode:
     """The paper's baseline in the same environment: the head of the queue to the next instance in turn."""
     state, total, steps, decisions, done = env.reset(), 0.0, 0, 0, False
     while not done:
+        if not env.routing_left:
+            env.run_to_end()
+            break
         action = env.no_action
         if env.queue:
             action, decisions = decisions % env.no_action, decisions + 1

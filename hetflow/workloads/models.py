@@ -43,3 +43,8 @@ QWEN = (
 )
 MODELS = {m.name: m for m in QWEN}
 DEFAULT_MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct")
+
+STAND_INS = {"llama-2-7b-hf": "qwen2.5-7b-instruct"}
+"""Served models the traces are not written for, and the trace model whose token counts and answers
+their requests take: the load-balancer paper's Llama-2-7B (section 5) as Qwen2.5-7B, the same size class
+(its tokenizer counts somewhat differently; the requests' lengths are Qwen's)."""

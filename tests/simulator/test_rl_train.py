@@ -33,21 +33,44 @@ def test_every_decision_is_remembered_and_learned_from_and_evaluation_learns_not
     assert agent.buffer.count == copies * decisions and evaluation.steps > 0
 
 
-def test_an_agent_that_only_waits_is_stopped_at_max_steps():
-    env = RoutingEnv(ENGINES, REQUESTS)
-    cfg = TrainConfig(episodes=1, max_steps=50)
+class Waiter:
+    """Takes no action whenever it is offered, and counts the offers; routes in turn otherwise."""
+
+    def __init__(self, env: RoutingEnv) -> None:
+        self.env, self.offers, self.routed = env, 0, 0
+
+    def act(self, state, eps, may_wait=True):
+        self.offers += may_wait
+        if may_wait:
+            return self.env.no_action
+        self.routed += 1
+        return (self.routed - 1) % self.env.no_action
+
+
+def test_no_action_is_offered_only_while_no_instance_has_room_and_never_past_the_max_hold():
+    roomy = RoutingEnv(ENGINES, REQUESTS)
+    waiter = Waiter(roomy)
+    assert run_episode(roomy, waiter, k=0, cfg=TrainConfig(), learn=False).finished == len(REQUESTS)  # type: ignore[arg-type]
+    assert waiter.offers == 0
+
+    tight = replace(PROFILE, kv_capacity_tokens=512, max_num_seqs=8)  # one request at a time per instance
+    full = RoutingEnv([EngineSpec(f"e{i}", tight.model, tight) for i in range(2)],
+                      [RoutedRequest(f"r{i}", 0.0, 300, 100, 100.0) for i in range(6)])
+    waiter, cfg = Waiter(full), TrainConfig(max_hold_s=0.2)
+    assert run_episode(full, waiter, k=0, cfg=cfg, learn=False).finished == 6  # type: ignore[arg-type]
+    assert waiter.offers > 0
+    started_late = sorted(full.first_token_s.values())[2:]  # two went at once; the others waited
+    assert all(t >= cfg.max_hold_s for t in started_late)
+
+
+def test_the_engines_finish_without_steps_once_nothing_is_left_to_route():
+    long = RoutedRequest("long", 0.0, 50, 4000, 4000.0)  # minutes of decoding after the last decision
+    env = RoutingEnv(ENGINES, [*REQUESTS, long])
+    cfg = TrainConfig(tail_steps=10)
     agent, _ = train(env, TrainConfig(episodes=0), seed=0)
-
-    class Waiter:
-        buffer, learn = agent.buffer, agent.learn
-
-        @staticmethod
-        def act(state, eps, may_wait=True):
-            return env.actions - 1
-
-    stopped = run_episode(env, Waiter(), k=0, cfg=cfg, learn=False)  # type: ignore[arg-type]
-    assert stopped.steps == 50 and stopped.finished == 0
-
+    episode = run_episode(env, agent, k=0, cfg=cfg, learn=False)
+    assert episode.finished == len(REQUESTS) + 1
+    assert episode.steps * env.step_s < env.latencies_s()["long"]
 
 
 def test_training_on_a_tiny_workload_improves_the_reward_of_the_network_it_starts_from():

@@ -2,7 +2,15 @@
 (state, 64), (64, 64), (64, actions) with ReLU after the first two, trained from a replay buffer in batches
 of 512 with a target network; the online network picks the next action, the target network values it.
 Actions are the instances and, last, "no action" (4.3). The discount is the guided one of the episode
-(``hetflow.core.rl_router.reward.guided_discount``)."""
+(``hetflow.core.rl_router.reward.guided_discount``).
+
+Two networks: ``mlp``, C.10.3's as printed, and ``shared`` (the default), one small network that scores
+every instance from the queue's values, that instance's row and the mean of all rows, and a second that
+scores no action from the queue's values and the rows' mean and minimum. The paper's instances are
+homogeneous (4.3); the shared network makes that an identity (relabelling the instances relabels the
+Q-values, nothing else), and each instance's transitions teach the others'. On the paper's MLP the
+greedy agent favoured some instances over others after training (docs/rl-router.md).
+"""
 
 from __future__ import annotations
 
@@ -14,10 +22,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from hetflow.core.rl_router.state import QUEUE_VALUES
+
 
 @dataclass(frozen=True)
 class DqnConfig:
     hidden: int = 64
+    architecture: str = "shared"
+    """``mlp`` (C.10.3) or ``shared`` (module docstring)."""
     batch_size: int = 512
     learning_rate: float = 3e-4
     """Not in the paper; 3e-4 trained steadier than 1e-3 on the training requests (docs/rl-router.md)."""
@@ -34,6 +46,46 @@ class QNetwork(nn.Module):
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         return self.layers(states)
+
+
+class SharedInstanceQNetwork(nn.Module):
+    """Q(s, instance i) = f(queue, row_i, mean of rows); Q(s, none) = g(queue, mean of rows, min of rows);
+    f and g have C.10.3's layers, (inputs, hidden), (hidden, hidden), (hidden, 1)."""
+
+    def __init__(self, state_dim: int, actions: int, hidden: int = 64) -> None:
+        super().__init__()
+        self.instances = actions - 1
+        self.width = (state_dim - QUEUE_VALUES) // max(1, self.instances)
+        if self.instances < 1 or self.width < 1 or QUEUE_VALUES + self.instances * self.width != state_dim:
+            raise ValueError(f"a state of {state_dim} values does not split into {QUEUE_VALUES} queue values "
+                             f"and {self.instances} instance rows")
+        self.instance = _mlp(QUEUE_VALUES + 2 * self.width, hidden)
+        self.none = _mlp(QUEUE_VALUES + 2 * self.width, hidden)
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        queue = states[:, :QUEUE_VALUES]
+        rows = states[:, QUEUE_VALUES:].reshape(len(states), self.instances, self.width)
+        mean = rows.mean(dim=1)
+        per_instance = torch.cat([queue.unsqueeze(1).expand(-1, self.instances, -1), rows,
+                                  mean.unsqueeze(1).expand(-1, self.instances, -1)], dim=2)
+        q_instances = self.instance(per_instance).squeeze(2)
+        q_none = self.none(torch.cat([queue, mean, rows.min(dim=1).values], dim=1))
+        return torch.cat([q_instances, q_none], dim=1)
+
+
+def _mlp(inputs: int, hidden: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(inputs, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                         nn.Linear(hidden, 1))
+
+
+ARCHITECTURES = {"mlp": QNetwork, "shared": SharedInstanceQNetwork}
+
+
+def q_network(architecture: str, state_dim: int, actions: int, hidden: int) -> nn.Module:
+    """The Q-network ``architecture`` names (module docstring); ValueError for an unknown one."""
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"unknown Q-network architecture {architecture!r}; known: {sorted(ARCHITECTURES)}")
+    return ARCHITECTURES[architecture](state_dim, actions, hidden)
 
 
 class ReplayBuffer:
@@ -68,8 +120,8 @@ class DoubleDqn:
     def __init__(self, state_dim: int, actions: int, cfg: DqnConfig = DqnConfig(), seed: int = 0) -> None:
         torch.manual_seed(seed)
         self.cfg, self.state_dim, self.actions = cfg, state_dim, actions
-        self.online = QNetwork(state_dim, actions, cfg.hidden)
-        self.target = QNetwork(state_dim, actions, cfg.hidden)
+        self.online = q_network(cfg.architecture, state_dim, actions, cfg.hidden)
+        self.target = q_network(cfg.architecture, state_dim, actions, cfg.hidden)
         self.target.load_state_dict(self.online.state_dict())
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.learning_rate)
         self.buffer = ReplayBuffer(state_dim, cfg.buffer_size)

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import torch
+from torch import nn
 
 from hetflow.core.rl_router.decode_bucket import Buckets
-from hetflow.core.rl_router.dqn import QNetwork
+from hetflow.core.rl_router.dqn import q_network
 from hetflow.core.rl_router.state import state_dim
 
 FORMAT = "hetflow-rl-router/1"
@@ -36,13 +37,15 @@ class RlPolicy:
     weights: Mapping[str, torch.Tensor]
     trained_on: Mapping[str, Any] = field(default_factory=dict)
     """What it was trained on (workload, rate, episodes, seed), for the operator."""
+    architecture: str = "mlp"
+    """The Q-network (``hetflow.core.rl_router.dqn.ARCHITECTURES``); files without one hold C.10.3's."""
 
     @property
     def actions(self) -> int:
         return len(self.engine_ids) + 1
 
-    def network(self) -> QNetwork:
-        net = QNetwork(state_dim(len(self.engine_ids), self.buckets), self.actions, self.hidden)
+    def network(self) -> nn.Module:
+        net = q_network(self.architecture, state_dim(len(self.engine_ids), self.buckets), self.actions, self.hidden)
         net.load_state_dict(dict(self.weights))
         return net.eval()
 
@@ -52,6 +55,7 @@ def save(policy: RlPolicy, path: Path) -> None:
     torch.save({"format": FORMAT, "engine_ids": list(policy.engine_ids), "model": policy.model,
                 "bucket_edges_tokens": list(policy.buckets.edges_tokens), "step_s": policy.step_s,
                 "max_model_len": policy.max_model_len, "hidden": policy.hidden,
+                "architecture": policy.architecture,
                 "weights": {k: v.detach().clone() for k, v in policy.weights.items()},
                 "trained_on": dict(policy.trained_on)}, path)
 
@@ -70,7 +74,8 @@ def load(path: Path) -> RlPolicy:
     try:
         policy = RlPolicy(tuple(str(e) for e in raw["engine_ids"]), str(raw["model"]),
                           Buckets(tuple(int(b) for b in raw["bucket_edges_tokens"])), float(raw["step_s"]),
-                          int(raw["max_model_len"]), int(raw["hidden"]), raw["weights"], raw.get("trained_on", {}))
+                          int(raw["max_model_len"]), int(raw["hidden"]), raw["weights"], raw.get("trained_on", {}),
+                          str(raw.get("architecture", "mlp")))
         policy.network()
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ValueError(f"RL policy file {path} is damaged: {exc}") from exc

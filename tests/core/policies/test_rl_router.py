@@ -1,6 +1,7 @@
 """The RL router as an engine picker (load-balancer paper, 4.3): the instance of highest Q, no action
-holds the call for one step but never past max_hold_s, the receipt's scores are the Q-values, and a pool
-that is not the policy's engines falls back to the default engine choice, saying so."""
+holds the call for one step, only while no instance has room for it and never past max_hold_s, the
+receipt's scores are the Q-values, and a pool that is not the policy's engines falls back to the default
+engine choice, saying so."""
 
 from dataclasses import replace
 
@@ -30,8 +31,9 @@ def policy_with_q(tmp_path, q_values) -> str:
     return str(path)
 
 
-def pool(*engine_ids):
-    return snapshot(*(replace(engine(e, "m", engine_profile=profile())) for e in engine_ids), taken_unix_s=10.0)
+def pool(*engine_ids, kv_cache_usage=0.0):
+    return snapshot(*(replace(engine(e, "m", engine_profile=profile()), kv_cache_usage=kv_cache_usage)
+                      for e in engine_ids), taken_unix_s=10.0)
 
 
 def pick(path, cluster, received_unix_s=10.0, model="m", **params):
@@ -47,13 +49,19 @@ def test_the_instance_of_highest_q_is_chosen_and_the_receipt_names_every_q_value
     assert choice.params["queue_length"] == 3
 
 
-def test_no_action_holds_the_call_one_step_then_max_hold_releases_it(tmp_path):
+def test_no_action_holds_the_call_one_step_while_no_instance_has_room_then_max_hold_releases_it(tmp_path):
     path = policy_with_q(tmp_path, [0.1, 0.7, 0.3, 2.0])
+    full = pool(*ENGINES, kv_cache_usage=0.9995)  # 50 free KV tokens of 100,000: not the call's 150
     with pytest.raises(WaitForCapacity) as wait:
-        pick(path, pool(*ENGINES), received_unix_s=9.5)
+        pick(path, full, received_unix_s=9.5)
     assert wait.value.retry_after_s == 0.05 and "no action" in str(wait.value)
-    late = pick(path, pool(*ENGINES), received_unix_s=8.0, max_hold_s=1.0)  # held 2 s already
-    assert late.chosen == "e1" and late.rule == "rl-router:q-max-after-max-hold"
+    late = pick(path, full, received_unix_s=8.0, max_hold_s=1.0)  # held 2 s already
+    assert late.chosen == "e1" and late.params["no_action_offered"] == 0.0
+
+
+def test_no_action_is_not_offered_while_an_instance_has_room(tmp_path):
+    choice = pick(policy_with_q(tmp_path, [0.1, 0.7, 0.3, 2.0]), pool(*ENGINES), received_unix_s=9.9)
+    assert choice.chosen == "e1" and choice.rule == "rl-router:q-max" and choice.params["no_action_offered"] == 0.0
 
 
 @pytest.mark.parametrize("engine_ids, model, note", [

@@ -1,10 +1,17 @@
-"""Double DQN learns values: on a two-state chain it prefers the rewarded action and values the future."""
+"""Double DQN learns values: on a two-state chain it prefers the rewarded action and values the future;
+the shared network scores instances alike whatever their order."""
 
-from hetflow.core.rl_router.dqn import DoubleDqn, DqnConfig
+import pytest
+import torch
+
+from hetflow.core.rl_router.decode_bucket import DQN_BUCKETS
+from hetflow.core.rl_router.dqn import DoubleDqn, DqnConfig, q_network
+from hetflow.core.rl_router.state import permute_instances, state_dim
 
 
 def test_it_learns_to_prefer_the_action_that_pays_and_to_discount_the_future():
-    agent = DoubleDqn(state_dim=2, actions=3, cfg=DqnConfig(batch_size=64, target_sync_updates=20), seed=0)
+    agent = DoubleDqn(state_dim=2, actions=3, cfg=DqnConfig(batch_size=64, target_sync_updates=20, architecture="mlp"),
+                      seed=0)
     start, end = [1.0, 0.0], [0.0, 1.0]
     for _ in range(200):  # from start: action 1 pays 1 and ends; action 0 moves to "end", which pays 2 and ends
         agent.buffer.add(start, 1, 1.0, end, True)
@@ -23,5 +30,22 @@ def test_it_learns_to_prefer_the_action_that_pays_and_to_discount_the_future():
 
 
 def test_epsilon_one_acts_at_random_over_every_action():
-    agent = DoubleDqn(state_dim=2, actions=5, seed=1)
+    agent = DoubleDqn(state_dim=2, actions=5, cfg=DqnConfig(architecture="mlp"), seed=1)
     assert {agent.act([0.0, 0.0], epsilon=1.0) for _ in range(200)} == set(range(5))
+
+
+def test_the_shared_network_relabels_its_q_values_with_the_instances():
+    net = q_network("shared", state_dim(4, DQN_BUCKETS), 5, hidden=8)
+    state = torch.rand(state_dim(4, DQN_BUCKETS)).tolist()
+    order = [2, 0, 3, 1]
+    with torch.no_grad():
+        q = net(torch.tensor([state]))[0]
+        relabelled = net(torch.tensor([permute_instances(state, order, DQN_BUCKETS)]))[0]
+    assert torch.allclose(relabelled, q[order + [4]], atol=1e-6)
+
+
+def test_a_state_without_instance_rows_or_an_unknown_network_is_refused():
+    with pytest.raises(ValueError, match="does not split"):
+        q_network("shared", 2, 3, hidden=8)
+    with pytest.raises(ValueError, match="unknown Q-network"):
+        q_network("transformer", state_dim(2, DQN_BUCKETS), 3, hidden=8)

@@ -5,24 +5,25 @@ import pytest
 import torch
 
 from hetflow.core.rl_router.decode_bucket import DQN_BUCKETS
-from hetflow.core.rl_router.dqn import QNetwork
+from hetflow.core.rl_router.dqn import q_network
 from hetflow.core.rl_router.policy_file import RlPolicy, check_engines, load, save
 from hetflow.core.rl_router.state import state_dim
 
 ENGINES = ("e0", "e1")
 
 
-def policy(engines=ENGINES, hidden=8) -> RlPolicy:
-    net = QNetwork(state_dim(len(engines), DQN_BUCKETS), len(engines) + 1, hidden)
-    return RlPolicy(engines, "m", DQN_BUCKETS, 0.02, 4096, hidden, net.state_dict(), {"episodes": 3})
+def policy(engines=ENGINES, hidden=8, architecture="mlp") -> RlPolicy:
+    net = q_network(architecture, state_dim(len(engines), DQN_BUCKETS), len(engines) + 1, hidden)
+    return RlPolicy(engines, "m", DQN_BUCKETS, 0.02, 4096, hidden, net.state_dict(), {"episodes": 3}, architecture)
 
 
-def test_a_policy_is_read_back_as_written(tmp_path):
-    written = policy()
+@pytest.mark.parametrize("architecture", ["mlp", "shared"])
+def test_a_policy_is_read_back_as_written(tmp_path, architecture):
+    written = policy(architecture=architecture)
     save(written, tmp_path / "p.pt")
     read = load(tmp_path / "p.pt")
-    assert (read.engine_ids, read.model, read.buckets, read.step_s, read.trained_on) == \
-        (ENGINES, "m", DQN_BUCKETS, 0.02, {"episodes": 3})
+    assert (read.engine_ids, read.model, read.buckets, read.step_s, read.trained_on, read.architecture) == \
+        (ENGINES, "m", DQN_BUCKETS, 0.02, {"episodes": 3}, architecture)
     state = torch.rand(1, state_dim(2, DQN_BUCKETS))
     assert torch.equal(read.network()(state), written.network()(state))
 

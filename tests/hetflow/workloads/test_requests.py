@@ -21,3 +21,11 @@ def test_the_same_arguments_give_the_same_requests():
     first = independent_requests(20, seed=1, families=("code", "sql"), models=[MODEL])
     assert first == independent_requests(20, seed=1, families=("code", "sql"), models=[MODEL])
     assert first != independent_requests(20, seed=2, families=("code", "sql"), models=[MODEL])
+
+
+def test_a_model_the_traces_are_not_written_for_takes_its_stand_ins_lengths():
+    qwen = independent_requests(20, seed=4, families=("chat", "code"), models=[MODEL])
+    llama = independent_requests(20, seed=4, families=("chat", "code"), models=["llama-2-7b-hf"])
+    assert [(r.input_tokens, r.output_tokens, r.arrival_s) for r in llama] == \
+        [({"llama-2-7b-hf": r.input_tokens[MODEL]}, {"llama-2-7b-hf": r.output_tokens[MODEL]}, r.arrival_s)
+         for r in qwen]

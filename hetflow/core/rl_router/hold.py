@@ -1,0 +1,30 @@
+"""When the RL router may take no action (load-balancer paper, 4.3). The paper offers no action at every
+step and gives its reason in the reward's design: the router should keep requests from "being queued at
+each model instance due to a lack of memory". Offered always, it was learned for another reason: eq. 3
+counts a held request's wait the same as a routed one's, while the prefill a routing adds slows every
+request at that instance at once, so with a discount of 0.99 per 20 ms step a routing's cost fell by
+40% for each second it was put off, and the trained agent held more requests every episode
+(docs/rl-router.md). So no action is offered only for the reason the paper gives: while no instance has
+a free batch slot and free KV for the request (its prompt and predicted decode tokens, maximum capacity
+usage's test, C.3.2), and then at most ``max_hold_s`` from its arrival. Training and the balancer's
+``rl-router`` apply this same rule."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from hetflow.core.rl_router.state import NextRequest
+from hetflow.core.snapshot import EngineView
+
+
+def has_room(engine: EngineView, request: NextRequest) -> bool:
+    """A free batch slot and free KV (capacity less what is in use and what was dispatched but not yet
+    prefilled) for the request's prompt and predicted decode tokens."""
+    free_kv_tokens = engine.kv_capacity_tokens * (1.0 - engine.kv_cache_usage) - engine.pending_prefill_tokens
+    return (engine.in_flight_requests < engine.max_batch_size
+            and free_kv_tokens >= request.prompt_tokens + request.predicted_decode_tokens)
+
+
+def may_hold(engines: Sequence[EngineView], request: NextRequest, held_s: float, max_hold_s: float) -> bool:
+    """Whether no action is offered for ``request``, held ``held_s`` so far (module docstring)."""
+    return held_s < max_hold_s and not any(has_room(e, request) for e in engines)

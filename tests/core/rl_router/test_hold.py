@@ -1,0 +1,28 @@
+"""When the RL router may take no action: only while no instance has a free batch slot and free KV for the
+request, and never past the max hold."""
+
+from dataclasses import replace
+
+from hetflow.core.rl_router.hold import has_room, may_hold
+from hetflow.core.rl_router.state import NextRequest
+from tests.factories import engine
+
+REQUEST = NextRequest(prompt_tokens=600, predicted_decode_tokens=400.0)  # needs 1,000 KV tokens
+
+
+def test_room_needs_a_free_slot_and_kv_for_the_prompt_and_the_predicted_decode():
+    roomy = replace(engine("a", "m", max_batch_size=4, in_flight_requests=3), kv_cache_usage=0.5)
+    assert has_room(roomy, REQUEST)
+    assert not has_room(replace(roomy, in_flight_requests=4), REQUEST)  # every batch slot taken
+    assert not has_room(replace(roomy, kv_cache_usage=0.9995), REQUEST)  # 50 tokens free
+    assert has_room(replace(roomy, kv_cache_usage=0.99), REQUEST)  # exactly 1,000 free
+    dispatched = replace(roomy, kv_cache_usage=0.99, pending_prefill_tokens=1)  # one token not yet prefilled
+    assert not has_room(dispatched, REQUEST)
+
+
+def test_no_action_is_offered_only_while_every_instance_is_full_and_until_the_max_hold():
+    full = replace(engine("a", "m"), kv_cache_usage=1.0)
+    roomy = engine("b", "m")
+    assert may_hold([full, full], REQUEST, held_s=0.5, max_hold_s=1.0)
+    assert not may_hold([full, roomy], REQUEST, held_s=0.5, max_hold_s=1.0)
+    assert not may_hold([full, full], REQUEST, held_s=1.0, max_hold_s=1.0)
