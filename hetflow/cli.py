@@ -199,7 +199,8 @@ def _train_rl(args: argparse.Namespace) -> int:
         records = servable(independent_requests(args.requests, seed, args.rate, families, models), engines)[0]
         return RoutingEnv(engines, routed_requests(records, models[0]))
 
-    given = {k: v for k, v in (("relabelled_copies", args.relabelled_copies),) if v is not None}
+    given = {k: v for k, v in (("relabelled_copies", args.relabelled_copies), ("gamma", args.gamma),
+                               ("reward_scale", args.reward_scale)) if v is not None}
     dqn = DqnConfig(hidden=args.hidden, batch_size=args.batch_size, architecture=args.network,
                     **({"learning_rate": args.learning_rate} if args.learning_rate is not None else {}))
     cfg = TrainConfig(episodes=args.episodes, explore_episodes=args.explore_episodes, dqn=dqn,
@@ -500,6 +501,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=30)
     p.add_argument("--explore-episodes", type=int, default=20, help="C.10.2: no exploration after these")
     p.add_argument("--hidden", type=int, default=64, help="C.10.3: (state, 64), (64, 64), (64, actions)")
+    p.add_argument("--gamma", type=float, help="the discount per step (default: TrainConfig's 0.99)")
+    p.add_argument("--reward-scale", type=float, help="rewards are multiplied by this (default: TrainConfig's)")
     p.add_argument("--network", choices=["shared", "mlp"], default="shared",
                    help="shared: one network scores every instance; mlp: C.10.3's as printed")
     p.add_argument("--validate-every", type=int, default=1,
