@@ -25,7 +25,7 @@ from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.rl_router.decode_bucket import DQN_BUCKETS, Buckets
 from hetflow.core.rl_router.hold import may_hold
-from hetflow.core.rl_router.impact import Gradients, Running, guidance, held_guidance, mixing_reward
+from hetflow.core.rl_router.impact import Gradients, Running, guidance, mixing_reward
 from hetflow.core.rl_router.request_class import ClassThresholds
 from hetflow.core.rl_router.reward import Progress, reward
 from hetflow.core.rl_router.state import NextRequest, state_vector
@@ -159,11 +159,10 @@ class RoutingEnv:
     def step(self, action: int, gamma: float = 0.99, guided_gamma: float = 0.99) -> tuple[list[float], float, bool]:
         """Route the head of the queue to instance ``action`` (no action: ``actions - 1``, or an empty
         queue), run the engines one step, and return (s_{t+1}, r_t, done)."""
-        h = 0.0
+        h = 0.0  # no action: offered only while no instance has room, where every routing would queue the
+        # request for lack of memory, which the guidance is meant to prevent (4.3, reward (c)): not charged
         if action < len(self.engines) and self.queue:
             h = self._route(self.queue.pop(0), action)
-        elif self.queue:
-            h = held_guidance(self.mixing(self.queue[0]))
         self._completed_now = 0
         self.loop.run_until(self.loop.now + self.step_s)
         self._admit_arrivals()

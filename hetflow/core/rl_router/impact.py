@@ -62,11 +62,3 @@ def guidance(chosen: float, alternatives: Sequence[float]) -> float:
     """Eq. 4: h = r_mixing(s_t, s_{t+1}) - max_l r_mixing(s_t, s_{t+1}^l): 0 when the request went to the
     instance it disturbs least, negative otherwise."""
     return chosen - max(alternatives)
-
-
-def held_guidance(alternatives: Sequence[float]) -> float:
-    """Eq. 4 for no action, which the paper leaves open: the heuristic the guidance stands for always
-    routes the request to its least-disturbed instance, so holding it is charged as the worst routing,
-    min_l r_mixing - max_l r_mixing. Read as 0, the guidance would favour holding over any routing but the
-    best (eq. 1's p_i^2 makes r_mixing differ by tens between instances), and the agent learns to wait."""
-    return min(alternatives) - max(alternatives)
