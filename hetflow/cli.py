@@ -200,18 +200,20 @@ def _train_rl(args: argparse.Namespace) -> int:
         return RoutingEnv(engines, routed_requests(records, models[0]))
 
     given = {k: v for k, v in (("relabelled_copies", args.relabelled_copies), ("gamma", args.gamma),
-                               ("reward_scale", args.reward_scale)) if v is not None}
+                               ("reward_scale", args.reward_scale), ("epsilon_start", args.epsilon_start))
+             if v is not None}
     dqn = DqnConfig(hidden=args.hidden, batch_size=args.batch_size, architecture=args.network,
                     **({"learning_rate": args.learning_rate} if args.learning_rate is not None else {}))
     cfg = TrainConfig(episodes=args.episodes, explore_episodes=args.explore_episodes, dqn=dqn,
-                      validate_every=args.validate_every, **given)
+                      validate_every=args.validate_every, demonstration_episodes=args.demonstrations, **given)
     env, validation, held_out = env_for(args.seed), env_for(args.seed + 1), env_for(args.seed + 2)
     print(f"{'episode':>7} {'epsilon':>7} {'reward':>10} {'decisions':>9} {'mean latency s':>14} "
           f"{'greedy on validation s':>22}", flush=True)
 
     def show(k: int, e: Episode, checked: Episode | None) -> None:
         greedy = f"{checked.mean_latency_s:.3f}" if checked else ""
-        print(f"{k:>7} {epsilon(k, cfg):>7.2f} {e.reward:>10.0f} {e.decisions:>9} {e.mean_latency_s:>14.3f} "
+        explore = "teacher" if k < cfg.demonstration_episodes else f"{epsilon(k, cfg):.2f}"
+        print(f"{k:>7} {explore:>7} {e.reward:>10.0f} {e.decisions:>9} {e.mean_latency_s:>14.3f} "
               f"{greedy:>22}", flush=True)
 
     print(f"round robin: {round_robin_episode(env).mean_latency_s:.3f} s on the training requests, "
@@ -503,6 +505,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden", type=int, default=64, help="C.10.3: (state, 64), (64, 64), (64, actions)")
     p.add_argument("--gamma", type=float, help="the discount per step (default: TrainConfig's 0.99)")
     p.add_argument("--reward-scale", type=float, help="rewards are multiplied by this (default: TrainConfig's)")
+    p.add_argument("--epsilon-start", type=float, help="exploration at episode 0 (default: TrainConfig's 1.0)")
+    p.add_argument("--demonstrations", type=int, default=0,
+                   help="the first episodes are maximum capacity usage's, learned from as demonstrations (DQfD)")
     p.add_argument("--network", choices=["shared", "mlp"], default="shared",
                    help="shared: one network scores every instance; mlp: C.10.3's as printed")
     p.add_argument("--validate-every", type=int, default=1,

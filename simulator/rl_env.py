@@ -24,7 +24,7 @@ from hetflow.core.engine.request import EngineRequest
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.rl_router.decode_bucket import DQN_BUCKETS, Buckets
-from hetflow.core.rl_router.hold import may_hold
+from hetflow.core.rl_router.hold import free_kv_tokens, has_room, may_hold
 from hetflow.core.rl_router.impact import Gradients, Running, guidance, mixing_reward
 from hetflow.core.rl_router.request_class import ClassThresholds
 from hetflow.core.rl_router.reward import Progress, reward
@@ -139,6 +139,18 @@ class RoutingEnv:
     def head_waited_s(self) -> float:
         """How long the request at the head of the queue has waited since it arrived (0 for none)."""
         return self.loop.now - self.queue[0].arrival_s if self.queue else 0.0
+
+    def max_capacity_action(self, max_hold_s: float) -> int:
+        """Maximum capacity usage (C.3.2) in this environment's actions, the teacher of demonstrations:
+        the head of the queue to the instance with the most free KV among those with room for it; no
+        action while none has room (and no action is offered); otherwise the most free KV."""
+        head = self._head()
+        if head is None:
+            return self.no_action
+        roomy = [i for i, view in enumerate(self._views) if has_room(view, head)]
+        if not roomy and self.may_hold(max_hold_s):
+            return self.no_action
+        return max(roomy or range(len(self._views)), key=lambda i: free_kv_tokens(self._views[i]))
 
     @property
     def done(self) -> bool:

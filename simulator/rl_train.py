@@ -41,6 +41,11 @@ class TrainConfig:
     """Each transition is also remembered this many times with its instances relabelled (a random
     permutation of the state's rows and the action), the same situation on homogeneous instances (4.3):
     for the paper's ``mlp`` network; the ``shared`` one gives relabelled states relabelled Q-values."""
+    demonstration_episodes: int = 0
+    """The first episodes are maximum capacity usage's (C.3.2), remembered as demonstrations and learned
+    from with DQfD's large-margin loss (Hester et al. 2018), a warm start from a heuristic as the paper
+    puts guidance ("heuristics should only be employed as a warm start"); exploration and the guided
+    discount count on from there."""
     validate_every: int = 1
     """Episodes between greedy, frozen runs on the validation requests (the network kept is chosen there)."""
     tail_steps: int = 300
@@ -72,13 +77,17 @@ class _Pending:
 
     state: list[float]
     action: int
+    expert: bool
     reward: float = 0.0
     steps: int = 0
 
 
 def run_episode(env: RoutingEnv, agent: DoubleDqn, k: int, cfg: TrainConfig, learn: bool = True) -> Episode:
+    """Episode ``k``: the teacher's while ``k < cfg.demonstration_episodes`` and learning, else the agent's
+    (epsilon-greedy while learning, greedy otherwise)."""
     guided = guided_discount(k, cfg.gamma, cfg.beta_d)
     eps = epsilon(k, cfg) if learn else 0.0
+    teaching = learn and k < cfg.demonstration_episodes
     state, total, steps, decisions, done = env.reset(), 0.0, 0, 0, False
     pending: _Pending | None = None
     while not done:
@@ -90,8 +99,9 @@ def run_episode(env: RoutingEnv, agent: DoubleDqn, k: int, cfg: TrainConfig, lea
         if env.queue:
             if pending is not None and learn:
                 _remember(agent, env, pending, state, False, cfg, guided)
-            action = agent.act(state, eps, may_wait=env.may_hold(cfg.max_hold_s))
-            pending, decisions = _Pending(state, action), decisions + 1
+            action = (env.max_capacity_action(cfg.max_hold_s) if teaching
+                      else agent.act(state, eps, may_wait=env.may_hold(cfg.max_hold_s)))
+            pending, decisions = _Pending(state, action, teaching), decisions + 1
         state, r, done = env.step(action, cfg.gamma, guided)
         if pending is not None:
             pending.reward += guided ** pending.steps * r * cfg.reward_scale
@@ -106,13 +116,13 @@ def run_episode(env: RoutingEnv, agent: DoubleDqn, k: int, cfg: TrainConfig, lea
 
 def _remember(agent: DoubleDqn, env: RoutingEnv, pending: _Pending, next_state: list[float], done: bool,
               cfg: TrainConfig, gamma: float) -> None:
-    agent.buffer.add(pending.state, pending.action, pending.reward, next_state, done, pending.steps)
+    agent.buffer.add(pending.state, pending.action, pending.reward, next_state, done, pending.steps, pending.expert)
     instances = env.no_action
     for _ in range(cfg.relabelled_copies):
         order = agent.random.sample(range(instances), instances)  # row j of the copy is instance order[j]
         action = order.index(pending.action) if pending.action < instances else pending.action
         agent.buffer.add(permute_instances(pending.state, order, env.buckets), action, pending.reward,
-                         permute_instances(next_state, order, env.buckets), done, pending.steps)
+                         permute_instances(next_state, order, env.buckets), done, pending.steps, pending.expert)
     agent.learn(gamma)
 
 

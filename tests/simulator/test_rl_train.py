@@ -85,3 +85,23 @@ def test_training_on_a_tiny_workload_improves_the_reward_of_the_network_it_start
     after = run_episode(env, agent, k=cfg.episodes, cfg=cfg, learn=False)
     assert after.finished == before.finished == 30
     assert after.reward > before.reward and after.mean_latency_s < before.mean_latency_s
+
+
+def test_demonstration_episodes_are_maximum_capacity_usages_and_remembered_as_expert():
+    tight = replace(PROFILE, kv_capacity_tokens=512, max_num_seqs=8)
+    env = RoutingEnv([EngineSpec(f"e{i}", tight.model, tight) for i in range(2)],
+                     [RoutedRequest(f"r{i}", 0.0, 300, 100, 100.0) for i in range(6)])
+    cfg = TrainConfig(episodes=1, demonstration_episodes=1, dqn=DqnConfig(batch_size=32))
+    agent, (taught,) = train(env, cfg, seed=0)
+    assert taught.finished == 6 and taught.decisions > 6  # no action while neither instance had room
+    assert agent.buffer.expert[:agent.buffer.count].sum() == agent.buffer.count == taught.decisions
+
+
+def test_the_teacher_sends_the_head_to_the_most_free_kv_with_room_and_holds_while_none_has_room():
+    tight = replace(PROFILE, kv_capacity_tokens=512, max_num_seqs=8)
+    env = RoutingEnv([EngineSpec(f"e{i}", tight.model, tight) for i in range(2)],
+                     [RoutedRequest(f"r{i}", 0.0, 300, 100, 100.0) for i in range(3)])
+    env.step(1)  # r0 to e1: e0 has the more free KV now
+    assert env.max_capacity_action(max_hold_s=1.0) == 0
+    env.step(0)  # r1 to e0: neither has room for 400 tokens
+    assert env.max_capacity_action(max_hold_s=1.0) == env.no_action

@@ -36,6 +36,11 @@ class DqnConfig:
     buffer_size: int = 100_000
     target_sync_updates: int = 200
     """Updates between copies of the online network into the target network."""
+    expert_margin: float = 0.8
+    """Demonstrations' large-margin loss (DQfD, Hester et al. 2018, eq. 2): every other action's Q is
+    pushed this far below the demonstrated one's."""
+    expert_weight: float = 1.0
+    """lambda_2 of DQfD's loss: the margin loss's weight beside the TD loss."""
 
 
 class QNetwork(nn.Module):
@@ -96,16 +101,18 @@ class ReplayBuffer:
         self.rewards = np.zeros(size, dtype=np.float32)
         self.done = np.zeros(size, dtype=np.float32)
         self.steps = np.ones(size, dtype=np.float32)
+        self.expert = np.zeros(size, dtype=np.float32)
         self.size, self.count, self._next = size, 0, 0
 
     def add(self, state: Sequence[float], action: int, reward: float, next_state: Sequence[float], done: bool,
-            steps: int = 1) -> None:
+            steps: int = 1, expert: bool = False) -> None:
         """One transition; ``steps``: the environment steps it spans (a decision whose successor came
         ``steps`` steps later, its ``reward`` already discounted over them), so the next state's value is
-        discounted by gamma ** steps."""
+        discounted by gamma ** steps; ``expert``: a demonstration's (its action taught with a margin)."""
         i = self._next
         self.states[i], self.actions[i], self.rewards[i] = state, action, reward
         self.next_states[i], self.done[i], self.steps[i] = next_state, float(done), steps
+        self.expert[i] = float(expert)
         self._next = (i + 1) % self.size
         self.count = min(self.count + 1, self.size)
 
@@ -113,7 +120,7 @@ class ReplayBuffer:
         idx = rng.integers(0, self.count, size=min(n, self.count))
         return (torch.from_numpy(self.states[idx]), torch.from_numpy(self.actions[idx]),
                 torch.from_numpy(self.rewards[idx]), torch.from_numpy(self.next_states[idx]),
-                torch.from_numpy(self.done[idx]), torch.from_numpy(self.steps[idx]))
+                torch.from_numpy(self.done[idx]), torch.from_numpy(self.steps[idx]), torch.from_numpy(self.expert[idx]))
 
 
 class DoubleDqn:
@@ -146,13 +153,18 @@ class DoubleDqn:
         """One update on a batch from the buffer; the loss (0 before there is anything to learn from)."""
         if self.buffer.count == 0:
             return 0.0
-        states, actions, rewards, next_states, done, steps = self.buffer.sample(self.cfg.batch_size, self._rng)
+        states, actions, rewards, next_states, done, steps, expert = self.buffer.sample(self.cfg.batch_size, self._rng)
         with torch.no_grad():
             next_actions = self.online(next_states).argmax(dim=1, keepdim=True)  # the online net chooses
             next_q = self.target(next_states).gather(1, next_actions).squeeze(1)  # the target net values
             target = rewards + gamma ** steps * (1.0 - done) * next_q
-        q = self.online(states).gather(1, actions.unsqueeze(1)).squeeze(1)
+        all_q = self.online(states)
+        q = all_q.gather(1, actions.unsqueeze(1)).squeeze(1)
         loss = nn.functional.smooth_l1_loss(q, target)
+        if expert.any():  # DQfD's eq. 2: max_a [Q(s, a) + margin (a != a_E)] - Q(s, a_E), on demonstrations
+            margins = torch.full_like(all_q, self.cfg.expert_margin).scatter(1, actions.unsqueeze(1), 0.0)
+            large_margin = ((all_q + margins).max(dim=1).values - q) * expert
+            loss = loss + self.cfg.expert_weight * large_margin.sum() / expert.sum()
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()

@@ -17,12 +17,15 @@ from hetflow.core.rl_router.state import NextRequest
 from hetflow.core.snapshot import EngineView
 
 
+def free_kv_tokens(engine: EngineView) -> float:
+    """KV capacity less what is in use and what was dispatched but not yet prefilled."""
+    return engine.kv_capacity_tokens * (1.0 - engine.kv_cache_usage) - engine.pending_prefill_tokens
+
+
 def has_room(engine: EngineView, request: NextRequest) -> bool:
-    """A free batch slot and free KV (capacity less what is in use and what was dispatched but not yet
-    prefilled) for the request's prompt and predicted decode tokens."""
-    free_kv_tokens = engine.kv_capacity_tokens * (1.0 - engine.kv_cache_usage) - engine.pending_prefill_tokens
+    """A free batch slot and free KV for the request's prompt and predicted decode tokens."""
     return (engine.in_flight_requests < engine.max_batch_size
-            and free_kv_tokens >= request.prompt_tokens + request.predicted_decode_tokens)
+            and free_kv_tokens(engine) >= request.prompt_tokens + request.predicted_decode_tokens)
 
 
 def may_hold(engines: Sequence[EngineView], request: NextRequest, held_s: float, max_hold_s: float) -> bool:

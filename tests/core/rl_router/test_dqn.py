@@ -49,3 +49,16 @@ def test_a_state_without_instance_rows_or_an_unknown_network_is_refused():
         q_network("shared", 2, 3, hidden=8)
     with pytest.raises(ValueError, match="unknown Q-network"):
         q_network("transformer", state_dim(2, DQN_BUCKETS), 3, hidden=8)
+
+
+def test_demonstrations_teach_their_action_with_a_margin_where_rewards_do_not_tell():
+    agent = DoubleDqn(state_dim=2, actions=3, cfg=DqnConfig(batch_size=64, architecture="mlp"), seed=0)
+    state = [1.0, 0.0]
+    for _ in range(100):  # every action pays the same: only the demonstrations say which to take
+        agent.buffer.add(state, 2, 0.0, state, True, expert=True)
+        agent.buffer.add(state, 0, 0.0, state, True)
+        agent.buffer.add(state, 1, 0.0, state, True)
+    for _ in range(300):
+        agent.learn(gamma=0.9)
+    q = agent.q_values(state)
+    assert agent.act(state) == 2 and q[2] - max(q[0], q[1]) > 0.5
