@@ -22,6 +22,8 @@ def test_no_call_that_had_not_started_streaming_is_lost(scenario, tmp_path):
         stackctl.down(config)
     assert result["calls"] > 40
     assert result["lost_before_first_token"] == 0, result["codes"]
-    assert result["ok"] + result["failed_after_first_token"] == result["calls"]
+    refused = result["codes"].get("RESOURCE_EXHAUSTED", 0)  # refused with a retry hint while an engine was gone:
+    # the caller is told when to come back, nothing is lost (reliability.Outcome.lost); anything else is
+    assert result["ok"] + result["failed_after_first_token"] + refused == result["calls"], result["codes"]
     if scenario == "engine-stop":
         assert result["marked_unhealthy_after_s"] is not None  # the monitor noticed the hung engine

@@ -10,6 +10,9 @@ scores no action from the queue's values and the rows' mean and minimum. The pap
 homogeneous (4.3); the shared network makes that an identity (relabelling the instances relabels the
 Q-values, nothing else), and each instance's transitions teach the others'. On the paper's MLP the
 greedy agent favoured some instances over others after training (docs/rl-router.md).
+
+Transitions marked as demonstrations (a heuristic's, ``simulator.rl_train``) add DQfD's large-margin loss
+(Hester et al. 2018, eq. 2) to the TD loss.
 """
 
 from __future__ import annotations
