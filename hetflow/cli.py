@@ -205,7 +205,8 @@ def _train_rl(args: argparse.Namespace) -> int:
     dqn = DqnConfig(hidden=args.hidden, batch_size=args.batch_size, architecture=args.network,
                     **({"learning_rate": args.learning_rate} if args.learning_rate is not None else {}))
     cfg = TrainConfig(episodes=args.episodes, explore_episodes=args.explore_episodes, dqn=dqn,
-                      validate_every=args.validate_every, demonstration_episodes=args.demonstrations, **given)
+                      validate_every=args.validate_every, demonstration_episodes=args.demonstrations,
+                      teacher_labels=args.teacher_labels, **given)
     env, validation, held_out = env_for(args.seed), env_for(args.seed + 1), env_for(args.seed + 2)
     print(f"{'episode':>7} {'epsilon':>7} {'reward':>10} {'decisions':>9} {'mean latency s':>14} "
           f"{'greedy on validation s':>22}", flush=True)
@@ -508,6 +509,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epsilon-start", type=float, help="exploration at episode 0 (default: TrainConfig's 1.0)")
     p.add_argument("--demonstrations", type=int, default=0,
                    help="the first episodes are maximum capacity usage's, learned from as demonstrations (DQfD)")
+    p.add_argument("--teacher-labels", action="store_true",
+                   help="after the demonstrations, the teacher's action at the agent's own states too (DAgger)")
     p.add_argument("--network", choices=["shared", "mlp"], default="shared",
                    help="shared: one network scores every instance; mlp: C.10.3's as printed")
     p.add_argument("--validate-every", type=int, default=1,

@@ -46,6 +46,10 @@ class TrainConfig:
     from with DQfD's large-margin loss (Hester et al. 2018), a warm start from a heuristic as the paper
     puts guidance ("heuristics should only be employed as a warm start"); exploration and the guided
     discount count on from there."""
+    teacher_labels: bool = False
+    """After the demonstrations, the teacher's action at every state the agent decides in is remembered
+    too, as a label its margin loss teaches (DAgger, Ross et al. 2011): once the agent strays from the
+    teacher (a call sent to a full engine), it meets states the demonstrations never showed."""
     validate_every: int = 1
     """Episodes between greedy, frozen runs on the validation requests (the network kept is chosen there)."""
     tail_steps: int = 300
@@ -101,6 +105,9 @@ def run_episode(env: RoutingEnv, agent: DoubleDqn, k: int, cfg: TrainConfig, lea
                 _remember(agent, env, pending, state, False, cfg, guided)
             action = (env.max_capacity_action(cfg.max_hold_s) if teaching
                       else agent.act(state, eps, may_wait=env.may_hold(cfg.max_hold_s)))
+            if learn and cfg.teacher_labels and not teaching:
+                agent.buffer.add(state, env.max_capacity_action(cfg.max_hold_s), 0.0, state, True, 1,
+                                 expert=True, label_only=True)
             pending, decisions = _Pending(state, action, teaching), decisions + 1
         state, r, done = env.step(action, cfg.gamma, guided)
         if pending is not None:

@@ -105,3 +105,15 @@ def test_the_teacher_sends_the_head_to_the_most_free_kv_with_room_and_holds_whil
     assert env.max_capacity_action(max_hold_s=1.0) == 0
     env.step(0)  # r1 to e0: neither has room for 400 tokens
     assert env.max_capacity_action(max_hold_s=1.0) == env.no_action
+
+
+def test_teacher_labels_mark_the_teachers_action_at_the_agents_own_states_for_the_margin_alone():
+    tight = replace(PROFILE, kv_capacity_tokens=512, max_num_seqs=8)
+    env = RoutingEnv([EngineSpec(f"e{i}", tight.model, tight) for i in range(2)],
+                     [RoutedRequest(f"r{i}", 0.0, 300, 100, 100.0) for i in range(6)])
+    cfg = TrainConfig(episodes=2, demonstration_episodes=1, teacher_labels=True, dqn=DqnConfig(batch_size=32))
+    agent, (taught, own) = train(env, cfg, seed=0)
+    count = agent.buffer.count
+    labels = (agent.buffer.td[:count] == 0.0).sum()
+    assert labels == own.decisions  # one label per decision of the agent's episode, none in the teacher's
+    assert agent.buffer.expert[:count].sum() == taught.decisions + own.decisions

@@ -105,17 +105,20 @@ class ReplayBuffer:
         self.done = np.zeros(size, dtype=np.float32)
         self.steps = np.ones(size, dtype=np.float32)
         self.expert = np.zeros(size, dtype=np.float32)
+        self.td = np.ones(size, dtype=np.float32)
         self.size, self.count, self._next = size, 0, 0
 
     def add(self, state: Sequence[float], action: int, reward: float, next_state: Sequence[float], done: bool,
-            steps: int = 1, expert: bool = False) -> None:
+            steps: int = 1, expert: bool = False, label_only: bool = False) -> None:
         """One transition; ``steps``: the environment steps it spans (a decision whose successor came
         ``steps`` steps later, its ``reward`` already discounted over them), so the next state's value is
-        discounted by gamma ** steps; ``expert``: a demonstration's (its action taught with a margin)."""
+        discounted by gamma ** steps; ``expert``: a demonstration's (its action taught with a margin);
+        ``label_only``: a teacher's action at a state the agent visited, taught by the margin alone (its
+        reward and next state are those of the agent's own action, so the TD loss skips it)."""
         i = self._next
         self.states[i], self.actions[i], self.rewards[i] = state, action, reward
         self.next_states[i], self.done[i], self.steps[i] = next_state, float(done), steps
-        self.expert[i] = float(expert)
+        self.expert[i], self.td[i] = float(expert), float(not label_only)
         self._next = (i + 1) % self.size
         self.count = min(self.count + 1, self.size)
 
@@ -123,7 +126,8 @@ class ReplayBuffer:
         idx = rng.integers(0, self.count, size=min(n, self.count))
         return (torch.from_numpy(self.states[idx]), torch.from_numpy(self.actions[idx]),
                 torch.from_numpy(self.rewards[idx]), torch.from_numpy(self.next_states[idx]),
-                torch.from_numpy(self.done[idx]), torch.from_numpy(self.steps[idx]), torch.from_numpy(self.expert[idx]))
+                torch.from_numpy(self.done[idx]), torch.from_numpy(self.steps[idx]), torch.from_numpy(self.expert[idx]),
+                torch.from_numpy(self.td[idx]))
 
 
 class DoubleDqn:
@@ -156,14 +160,15 @@ class DoubleDqn:
         """One update on a batch from the buffer; the loss (0 before there is anything to learn from)."""
         if self.buffer.count == 0:
             return 0.0
-        states, actions, rewards, next_states, done, steps, expert = self.buffer.sample(self.cfg.batch_size, self._rng)
+        states, actions, rewards, next_states, done, steps, expert, td = self.buffer.sample(self.cfg.batch_size,
+                                                                                            self._rng)
         with torch.no_grad():
             next_actions = self.online(next_states).argmax(dim=1, keepdim=True)  # the online net chooses
             next_q = self.target(next_states).gather(1, next_actions).squeeze(1)  # the target net values
             target = rewards + gamma ** steps * (1.0 - done) * next_q
         all_q = self.online(states)
         q = all_q.gather(1, actions.unsqueeze(1)).squeeze(1)
-        loss = nn.functional.smooth_l1_loss(q, target)
+        loss = (nn.functional.smooth_l1_loss(q, target, reduction="none") * td).sum() / td.sum().clamp(min=1.0)
         if expert.any():  # DQfD's eq. 2: max_a [Q(s, a) + margin (a != a_E)] - Q(s, a_E), on demonstrations
             margins = torch.full_like(all_q, self.cfg.expert_margin).scatter(1, actions.unsqueeze(1), 0.0)
             large_margin = ((all_q + margins).max(dim=1).values - q) * expert

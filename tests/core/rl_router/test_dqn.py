@@ -62,3 +62,16 @@ def test_demonstrations_teach_their_action_with_a_margin_where_rewards_do_not_te
         agent.learn(gamma=0.9)
     q = agent.q_values(state)
     assert agent.act(state) == 2 and q[2] - max(q[0], q[1]) > 0.5
+
+
+def test_a_label_teaches_by_the_margin_and_leaves_the_values_to_the_agents_own_transitions():
+    agent = DoubleDqn(state_dim=2, actions=3, cfg=DqnConfig(batch_size=64, architecture="mlp"), seed=0)
+    state = [1.0, 0.0]
+    for _ in range(100):
+        agent.buffer.add(state, 0, 1.0, state, True)  # what the agent did and earned
+        agent.buffer.add(state, 1, 0.0, state, True, expert=True, label_only=True)  # what the teacher would do
+    for _ in range(300):
+        agent.learn(gamma=0.9)
+    q = agent.q_values(state)
+    assert abs(q[0] - 1.0) < 0.2  # the value is the agent's reward, not the label's made-up 0
+    assert agent.act(state) == 1 and q[1] >= q[0]  # the label's action is pushed up to the margin
