@@ -16,13 +16,10 @@ from hetflow.core.policies import (
     WaitForCapacity,
     healthy_or_unavailable,
 )
-from hetflow.core.snapshot import ClusterSnapshot, EngineView
+from hetflow.core.rl_router.hold import free_kv_tokens
+from hetflow.core.snapshot import ClusterSnapshot
 
 RETRY_S = 1.0
-
-
-def free_kv_tokens(engine: EngineView) -> float:
-    return engine.kv_capacity_tokens * (1.0 - engine.kv_cache_usage) - engine.pending_prefill_tokens
 
 
 @plugin("engine-picker", "max-capacity")
