@@ -379,7 +379,8 @@ class Dispatcher:
 
         # From here to the pending entry: no await, so no other decision interleaves.
         view = self.pending.apply(snapshot, snapshot_msg.admit_seq, time.monotonic())
-        self.pipeline.store.held_calls = len(self.held)
+        self.pipeline.store.waiting_calls = self.held.waiting_with(call.request_id)
+        self.pipeline.store.call_is_held = call.request_id in self.held
         decision = self.pipeline.decide(call, view, confidence, predictions, router_asked, truncated)
         engine = next(e for e in view.engines if e.engine_id == decision.engine_id)
         self.pending.add(call.request_id, engine.engine_id, decision.prediction.median_tokens,

@@ -3,9 +3,10 @@ environment, epsilon-greedy exploration that ends after ``explore_episodes`` (C.
 we no longer explore"), the guided discount of each episode (section 5: (1 - exp(-beta_d k)) gamma, the
 guidance weight in eq. 3 fading with it), and a Double DQN update after every decision.
 
-The agent decides when a request is at the head of the queue; steps with an empty queue have one possible
-action (none), so they are not decisions: their rewards are added, discounted, to the decision before them,
-whose successor state is the next decision's (a semi-Markov step of ``steps`` environment steps). Rewards
+The agent decides each request as it arrives and each held one at every round (``simulator.rl_env``); a
+decision's successor is the next decision's state, and the steps between them (none for two decisions at
+one instant) add their rewards, discounted, to it (a semi-Markov step of ``steps`` environment steps, so
+the next state's value is discounted by time, not by how many decisions came between). Rewards
 are multiplied by ``reward_scale``, which leaves the best policy unchanged and keeps the Q-values near 1
 (eq. 3's waiting term sums over every request in the system at every 0.02 s step).
 """
@@ -16,7 +17,6 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from hetflow.core.policies.rl_router import MAX_HOLD_S
 from hetflow.core.rl_router.dqn import DoubleDqn, DqnConfig
 from hetflow.core.rl_router.policy_file import RlPolicy
 from hetflow.core.rl_router.reward import guided_discount
@@ -34,9 +34,6 @@ class TrainConfig:
     epsilon_end: float = 0.0
     explore_episodes: int = 20
     reward_scale: float = 0.01
-    max_hold_s: float = MAX_HOLD_S
-    """The longest a request waits at the head of the queue before it must be routed: the balancer's
-    ``rl-router`` bound (``max_hold_s``), kept in training so that the policy learns what it will do."""
     relabelled_copies: int = 0
     """Each transition is also remembered this many times with its instances relabelled (a random
     permutation of the state's rows and the action), the same situation on homogeneous instances (4.3):
@@ -92,30 +89,32 @@ def run_episode(env: RoutingEnv, agent: DoubleDqn, k: int, cfg: TrainConfig, lea
     guided = guided_discount(k, cfg.gamma, cfg.beta_d)
     eps = epsilon(k, cfg) if learn else 0.0
     teaching = learn and k < cfg.demonstration_episodes
-    state, total, steps, decisions, done = env.reset(), 0.0, 0, 0, False
+    state, total, steps, decisions = env.reset(), 0.0, 0, 0
     pending: _Pending | None = None
-    while not done:
-        if not env.routing_left and (pending is None or pending.steps >= cfg.tail_steps):
-            env.run_to_end()
-            done = True
-            break
-        action = env.no_action
-        if env.queue:
-            if pending is not None and learn:
-                _remember(agent, env, pending, state, False, cfg, guided)
-            action = (env.max_capacity_action(cfg.max_hold_s) if teaching
-                      else agent.act(state, eps, may_wait=env.may_hold(cfg.max_hold_s)))
-            if learn and cfg.teacher_labels and not teaching:
-                agent.buffer.add(state, env.max_capacity_action(cfg.max_hold_s), 0.0, state, True, 1,
-                                 expert=True, label_only=True)
-            pending, decisions = _Pending(state, action, teaching), decisions + 1
-        state, r, done = env.step(action, cfg.gamma, guided)
-        if pending is not None:
-            pending.reward += guided ** pending.steps * r * cfg.reward_scale
-            pending.steps += 1
-        total, steps = total + r, steps + 1
+    while True:
+        if env.deciding is None:
+            if env.done or (not env.routing_left and (pending is None or pending.steps >= cfg.tail_steps)):
+                env.run_to_end()
+                break
+            state, r, _ = env.advance()
+            if pending is not None:
+                pending.reward += guided ** pending.steps * r * cfg.reward_scale
+                pending.steps += 1
+            total, steps = total + r, steps + 1
+            continue
+        if pending is not None and learn:
+            _remember(agent, env, pending, state, False, cfg, guided)
+        action = (env.max_capacity_action() if teaching
+                  else agent.act(state, eps, may_wait=env.may_hold()))
+        if learn and cfg.teacher_labels and not teaching:
+            agent.buffer.add(state, env.max_capacity_action(), 0.0, state, True, 1,
+                             expert=True, label_only=True)
+        pending, decisions = _Pending(state, action, teaching), decisions + 1
+        state, r = env.decide(action, cfg.gamma, guided)
+        pending.reward += r * cfg.reward_scale
+        total += r
     if pending is not None and learn:
-        _remember(agent, env, pending, state, done, cfg, guided)
+        _remember(agent, env, pending, state, True, cfg, guided)
     latencies = env.latencies_s()
     return Episode(total, steps, decisions, len(latencies),
                    sum(latencies.values()) / len(latencies) if latencies else 0.0)
@@ -177,16 +176,18 @@ def to_policy(agent: DoubleDqn, env: RoutingEnv, trained_on: Mapping[str, Any]) 
 
 
 def round_robin_episode(env: RoutingEnv) -> Episode:
-    """The paper's baseline in the same environment: the head of the queue to the next instance in turn."""
-    state, total, steps, decisions, done = env.reset(), 0.0, 0, 0, False
-    while not done:
-        if not env.routing_left:
+    """The paper's baseline in the same environment: each request, as it arrives, to the next instance in
+    turn."""
+    env.reset()
+    total, steps, decisions = 0.0, 0, 0
+    while not env.done:
+        if env.deciding is not None:
+            env.decide(decisions % env.no_action)
+            decisions += 1
+        elif env.routing_left:
+            _, r, _ = env.advance()
+            total, steps = total + r, steps + 1
+        else:
             env.run_to_end()
-            break
-        action = env.no_action
-        if env.queue:
-            action, decisions = decisions % env.no_action, decisions + 1
-        state, r, done = env.step(action)
-        total, steps = total + r, steps + 1
     latencies = env.latencies_s()
     return Episode(total, steps, decisions, len(latencies), sum(latencies.values()) / len(latencies))

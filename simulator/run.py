@@ -258,7 +258,8 @@ class Simulation:
         confidence = self.signals.confidence_for(record, candidates) if router_asked else {}
         target = self.pipeline.priority_rule.prediction_target
         predictions = {m: (self.signals.prediction_for(program, record, m, target), "") for m in candidates}
-        self.pipeline.store.held_calls = len(self.hold_queue)
+        self.pipeline.store.waiting_calls = self.hold_queue.waiting_with(key)
+        self.pipeline.store.call_is_held = key in self.hold_queue
         started = time.perf_counter()
         try:
             outcome = self.pipeline.decide(call, snapshot, confidence, predictions, router_asked)

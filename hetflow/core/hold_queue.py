@@ -41,6 +41,11 @@ class HoldQueue:
             held = self._held[request_id] = HeldCall(priority, now_s, next(self._seq), request_id)
         return held
 
+    def waiting_with(self, request_id: str) -> int:
+        """Calls waiting for a decision while ``request_id`` is decided: the held ones, and it if it is
+        not held (a new call); ``PolicyStore.waiting_calls``."""
+        return len(self._held) + (request_id not in self._held)
+
     def held_since_s(self, request_id: str) -> float | None:
         """When the call was first held; None when it is not held."""
         held = self._held.get(request_id)

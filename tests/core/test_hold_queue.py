@@ -20,3 +20,11 @@ def test_a_call_held_again_keeps_its_place_and_when_it_was_first_held():
     first = q.hold("x", Priority(3.0), now_s=1.0)
     assert q.hold("x", Priority(0.0), now_s=9.0) is first and first.held_since_s == 1.0
     assert "x" in q and q.release("nope") is None
+
+
+def test_a_new_call_waits_with_the_held_ones_and_a_held_call_is_counted_once():
+    q = HoldQueue()
+    assert q.waiting_with("new") == 1
+    q.hold("a", Priority(1.0), now_s=1.0)
+    q.hold("b", Priority(1.0), now_s=2.0)
+    assert q.waiting_with("new") == 3 and q.waiting_with("a") == 2

@@ -55,12 +55,12 @@ def test_no_action_is_offered_only_while_no_instance_has_room_and_never_past_the
 
     tight = replace(PROFILE, kv_capacity_tokens=512, max_num_seqs=8)  # one request at a time per instance
     full = RoutingEnv([EngineSpec(f"e{i}", tight.model, tight) for i in range(2)],
-                      [RoutedRequest(f"r{i}", 0.0, 300, 100, 100.0) for i in range(6)])
-    waiter, cfg = Waiter(full), TrainConfig(max_hold_s=0.2)
-    assert run_episode(full, waiter, k=0, cfg=cfg, learn=False).finished == 6  # type: ignore[arg-type]
-    assert waiter.offers > 0
+                      [RoutedRequest(f"r{i}", 0.0, 300, 100, 100.0) for i in range(6)], max_hold_s=0.2)
+    waiter = Waiter(full)
+    assert run_episode(full, waiter, k=0, cfg=TrainConfig(), learn=False).finished == 6  # type: ignore[arg-type]
+    assert waiter.offers == 4  # each of the four that found both instances full, once: then it waits for room
     started_late = sorted(full.first_token_s.values())[2:]  # two went at once; the others waited
-    assert all(t >= cfg.max_hold_s for t in started_late)
+    assert all(t >= full.max_hold_s for t in started_late)
 
 
 def test_the_engines_finish_without_steps_once_nothing_is_left_to_route():
@@ -97,14 +97,14 @@ def test_demonstration_episodes_are_maximum_capacity_usages_and_remembered_as_ex
     assert agent.buffer.expert[:agent.buffer.count].sum() == agent.buffer.count == taught.decisions
 
 
-def test_the_teacher_sends_the_head_to_the_most_free_kv_with_room_and_holds_while_none_has_room():
+def test_the_teacher_sends_the_request_to_the_most_free_kv_with_room_and_holds_while_none_has_room():
     tight = replace(PROFILE, kv_capacity_tokens=512, max_num_seqs=8)
     env = RoutingEnv([EngineSpec(f"e{i}", tight.model, tight) for i in range(2)],
                      [RoutedRequest(f"r{i}", 0.0, 300, 100, 100.0) for i in range(3)])
-    env.step(1)  # r0 to e1: e0 has the more free KV now
-    assert env.max_capacity_action(max_hold_s=1.0) == 0
-    env.step(0)  # r1 to e0: neither has room for 400 tokens
-    assert env.max_capacity_action(max_hold_s=1.0) == env.no_action
+    env.decide(1)  # r0 to e1: e0 has the more free KV now
+    assert env.max_capacity_action() == 0
+    env.decide(0)  # r1 to e0: neither has room for 400 tokens
+    assert env.max_capacity_action() == env.no_action
 
 
 def test_teacher_labels_mark_the_teachers_action_at_the_agents_own_states_for_the_margin_alone():

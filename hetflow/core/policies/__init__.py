@@ -58,9 +58,14 @@ class PolicyStore:
     tuner (4.3) sets; None when the engine stage has none."""
     turns: dict[str, int] = field(default_factory=dict)
     """Decisions taken so far per rotation (round robin's turn, vLLM's rotating scan start)."""
-    held_calls: int = 0
-    """Calls waiting in the balancer's hold queue now, set by the caller before each decision (the RL
-    router's queue length w_q, load-balancer paper 4.3)."""
+    waiting_calls: int = 0
+    """Calls waiting at the balancer for a decision now, the one being decided included: the hold
+    queue, and the call if it is not held (a new one). Set by the caller before each decision; the RL
+    router's queue length w_q (load-balancer paper 4.3), which in training counts the request being
+    routed too."""
+    call_is_held: bool = False
+    """Whether the call being decided is one the hold queue holds (decided again in a round), set with
+    ``waiting_calls``: the RL router lets a call it held wait for room undecided."""
 
     def next_turn(self, rotation: str) -> int:
         """This decision's turn of ``rotation`` (0, 1, 2, ...)."""

@@ -1,10 +1,11 @@
 """The load-balancer paper's RL router (4.3) as an engine picker: the trained Double DQN (C.10.3, a policy
 file of ``hetflow train rl``) reads the state of ``hetflow.core.rl_router.state`` from the snapshot and
-sends the call to the instance of highest Q, or takes no action: the call is held and decided again one
-step (the policy's 0.02 s) later, the paper's delayed routing. No action is offered only while no
-instance has room for the call (``hetflow.core.rl_router.hold``, the rule training applies), and then at
-most ``max_hold_s`` from its arrival if one is set: a held call goes as soon as an instance has room, so
-a policy can delay calls but never starve one.
+sends the call to the instance of highest Q, or takes no action: the call is held, the paper's delayed
+routing. No action is offered only while no instance has room for the call
+(``hetflow.core.rl_router.hold``, the rule training applies), and then at most ``max_hold_s`` from its
+arrival if one is set. A held call waits, undecided, until an instance has room for it (or its max hold
+passes): each round (a step, the policy's 0.02 s, later) checks, then the network chooses its instance;
+a policy can delay calls but never starve one (``simulator.rl_env`` trains it so).
 
 The network's rows and actions are its engines. When the model's healthy engines are not exactly
 those (an engine added, removed or down), or the call is for another model, the decision falls back to
@@ -71,19 +72,22 @@ class RlRouter(EnginePicker):
         now_s = snapshot.taken_unix_s
         ordered = [engines[e] for e in self.policy.engine_ids]
         request = NextRequest(call.input_tokens, call_output_tokens(call, prediction))
-        state = state_vector(store.held_calls, request, ordered, now_s, self.policy.buckets, self.policy.max_model_len)
+        state = state_vector(store.waiting_calls, request, ordered, now_s, self.policy.buckets,
+                             self.policy.max_model_len)
         with torch.no_grad():
             q = [float(v) for v in self.network(torch.tensor([state], dtype=torch.float32))[0]]
         scores = {**dict(zip(self.policy.engine_ids, q)), NO_ACTION: q[-1]}
         best = max(range(len(ordered)), key=lambda a: (q[a], -a))
         held_s = now_s - call.received_unix_s
         hold_offered = may_hold(ordered, request, held_s, self.max_hold_s)
+        if hold_offered and store.call_is_held:
+            raise WaitForCapacity(f"rl-router: held {held_s:.2f} s, waits for room", self.policy.step_s)
         if hold_offered and q[-1] > q[best]:
             raise WaitForCapacity(f"rl-router: no action (Q {q[-1]:.3f} > {q[best]:.3f} of "
                                   f"{self.policy.engine_ids[best]}), held {held_s:.2f} s", self.policy.step_s)
         return Choice(self.policy.engine_ids[best], "rl-router:q-max", scores=scores,
                       loads={e.engine_id: e.in_flight_tokens for e in ordered},
-                      params={"queue_length": float(store.held_calls), "max_hold_s": self.max_hold_s,
+                      params={"queue_length": float(store.waiting_calls), "max_hold_s": self.max_hold_s,
                               "held_s": held_s, "no_action_offered": float(hold_offered)})
 
     def _mismatch(self, model: str, engine_ids: list[str]) -> str:

@@ -36,10 +36,10 @@ def pool(*engine_ids, kv_cache_usage=0.0):
                       for e in engine_ids), taken_unix_s=10.0)
 
 
-def pick(path, cluster, received_unix_s=10.0, model="m", **params):
+def pick(path, cluster, received_unix_s=10.0, model="m", held=False, **params):
     picker = plugins.build("engine-picker", "rl-router", {"policy": path, **params})
     return picker.pick(call(received_unix_s=received_unix_s, input_tokens=100), cluster, model, Prediction(50),
-                       PolicyStore(held_calls=3))
+                       PolicyStore(waiting_calls=3, call_is_held=held))
 
 
 def test_the_instance_of_highest_q_is_chosen_and_the_receipt_names_every_q_value(tmp_path):
@@ -57,6 +57,14 @@ def test_no_action_holds_the_call_one_step_while_no_instance_has_room_then_max_h
     assert wait.value.retry_after_s == 0.05 and "no action" in str(wait.value)
     late = pick(path, full, received_unix_s=8.0, max_hold_s=1.0)  # held 2 s already
     assert late.chosen == "e1" and late.params["no_action_offered"] == 0.0
+
+
+def test_a_held_call_waits_for_room_undecided_then_goes_where_q_is_highest(tmp_path):
+    path = policy_with_q(tmp_path, [0.1, 0.7, 0.3, -1.0])  # no action valued least
+    with pytest.raises(WaitForCapacity, match="waits for room"):
+        pick(path, pool(*ENGINES, kv_cache_usage=0.9995), received_unix_s=9.5, held=True)
+    assert pick(path, pool(*ENGINES, kv_cache_usage=0.9995), received_unix_s=9.5).chosen == "e1"  # a new call
+    assert pick(path, pool(*ENGINES), received_unix_s=9.5, held=True).chosen == "e1"
 
 
 def test_no_action_is_not_offered_while_an_instance_has_room(tmp_path):
