@@ -185,11 +185,16 @@ def main(argv: list[str] | None = None) -> None:
                   not args.no_capacity) for n in names for s in args.seeds.split(",")]
     print(f"{len(engines)} engines of {engines[0].model} ({engines[0].profile.name}); {args.requests} requests per "
           f"seed, {rate:g}/s fixed rate; seeds {args.seeds}", flush=True)
+    rows = []
     with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
-        rows = list(pool.map(run_task, tasks))
+        for row in pool.map(run_task, tasks):  # in the tasks' order, each shown and saved once done
+            rows.append(row)
+            fixed = row["fixed_rate"]
+            print(f"{row['policy']} seed {row['seed']}: E2E {fixed['e2e_mean_s']:.2f} s, queueing share "
+                  f"{fixed['queueing_share']:.3f}, stable {fixed['stable']}", flush=True)
+            if args.out:
+                Path(args.out).write_text(json.dumps(rows, indent=1))
     print(report(rows))
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

@@ -72,16 +72,16 @@ class RlRouter(EnginePicker):
         now_s = snapshot.taken_unix_s
         ordered = [engines[e] for e in self.policy.engine_ids]
         request = NextRequest(call.input_tokens, call_output_tokens(call, prediction))
+        held_s = now_s - call.received_unix_s
+        hold_offered = may_hold(ordered, request, held_s, self.max_hold_s)
+        if hold_offered and store.call_is_held:
+            raise WaitForCapacity(f"rl-router: held {held_s:.2f} s, waits for room", self.policy.step_s)
         state = state_vector(store.waiting_calls, request, ordered, now_s, self.policy.buckets,
                              self.policy.max_model_len)
         with torch.no_grad():
             q = [float(v) for v in self.network(torch.tensor([state], dtype=torch.float32))[0]]
         scores = {**dict(zip(self.policy.engine_ids, q)), NO_ACTION: q[-1]}
         best = max(range(len(ordered)), key=lambda a: (q[a], -a))
-        held_s = now_s - call.received_unix_s
-        hold_offered = may_hold(ordered, request, held_s, self.max_hold_s)
-        if hold_offered and store.call_is_held:
-            raise WaitForCapacity(f"rl-router: held {held_s:.2f} s, waits for room", self.policy.step_s)
         if hold_offered and q[-1] > q[best]:
             raise WaitForCapacity(f"rl-router: no action (Q {q[-1]:.3f} > {q[best]:.3f} of "
                                   f"{self.policy.engine_ids[best]}), held {held_s:.2f} s", self.policy.step_s)
