@@ -46,10 +46,10 @@ def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[flo
         prefix_index_blocks=len(index) if index is not None else 0, resident_tokens=resident_tokens)
 
 
-def engine_views(state: MonitorState, now_s: float) -> tuple[EngineView, ...]:
-    """Every engine's view at ``now_s``; the same views again while nothing changed (a simulator's round
-    of held calls decides many calls at one instant)."""
-    key = (state.version, now_s)
+def engine_views(state: MonitorState, now_s: float, in_flight_calls: bool = False) -> tuple[EngineView, ...]:
+    """Every engine's view at ``now_s``, with its in-flight calls if asked; the same views again while
+    nothing changed (a simulator's round of held calls decides many calls at one instant)."""
+    key = (state.version, now_s, in_flight_calls)
     cached = state.views_cache
     if cached is not None and cached[0] == key:
         return cached[1]
@@ -58,6 +58,9 @@ def engine_views(state: MonitorState, now_s: float) -> tuple[EngineView, ...]:
                               tuple(record.ledger.occupied_window(now_s, horizon).tolist()),
                               state.resident_tokens(record, now_s))
                   for record in state.engines.values())
+    if in_flight_calls:
+        views = tuple(replace(view, in_flight_calls=_in_flight_calls(state, state.engines[view.engine_id]))
+                      for view in views)
     state.views_cache = (key, views)
     return views
 
@@ -76,12 +79,9 @@ def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", ag
     Each engine's memory ledger is carried up to its last occupied slot (nothing for engines no packing
     decision has used)."""
     check_stages(stage_index, stage_count, "snapshot")
-    engines = engine_views(state, now_s)
+    engines = engine_views(state, now_s, in_flight_calls)
     if prefix_blocks:
         engines = tuple(_with_prefix_match(view, state.engines[view.engine_id], prefix_blocks) for view in engines)
-    if in_flight_calls:
-        engines = tuple(replace(view, in_flight_calls=_in_flight_calls(state, state.engines[view.engine_id]))
-                        for view in engines)
     stats, program = state.agent_stats, state.programs.get(program_id)
     return ClusterSnapshot(taken_unix_s=now_s, engines=engines, program_model=state.program_model(program_id),
                            program_start_s=state.program_start_s(program_id),

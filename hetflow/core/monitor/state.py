@@ -191,8 +191,8 @@ class MonitorState:
         """Each workflow stage's mean cost (HexGen-Flow eq. 5-6), learned from the calls admitted to it."""
         self.version = 0
         """Bumped by every change to what an engine view shows (admit, release, report, sweep)."""
-        self.views_cache: tuple[tuple[int, float], tuple[EngineView, ...]] | None = None
-        """The engine views last built, with the (version, time) they were built at."""
+        self.views_cache: tuple[tuple[int, float, bool], tuple[EngineView, ...]] | None = None
+        """The engine views last built, with the (version, time, with in-flight calls) they were built at."""
         self.admit_seq = 0
         """Admits applied so far; the n-th admit is included in every snapshot with admit_seq >= n."""
         self.epoch = uuid.uuid4().hex

@@ -76,3 +76,14 @@ def test_a_view_lists_the_engines_calls_in_flight_oldest_first_and_drops_a_relea
     calls = {e.engine_id: e.in_flight_calls for e in cluster_snapshot(state, 0.6, in_flight_calls=True).engines}
     assert calls == {"e0": (InFlightCall(300, 40.0, 0.1), InFlightCall(50, 5.0, 0.4)),
                      "e1": (InFlightCall(20, 10.0, 0.2),)}
+
+
+def test_views_are_built_once_an_instant_and_again_after_a_change_with_or_without_calls():
+    state = _state()
+    state.admit("r1", "p1", "m", "e0", 10.0, 0.1, prompt_tokens=50)
+    with_calls = cluster_snapshot(state, 0.3, in_flight_calls=True).engines
+    assert cluster_snapshot(state, 0.3, in_flight_calls=True).engines is with_calls  # nothing changed
+    assert cluster_snapshot(state, 0.3).engines[0].in_flight_calls == ()  # not asked for: not given
+    state.admit("r2", "p2", "m", "e0", 20.0, 0.3, prompt_tokens=70)
+    e0 = cluster_snapshot(state, 0.3, in_flight_calls=True).engines[0]
+    assert [c.prompt_tokens for c in e0.in_flight_calls] == [50, 70]
