@@ -175,6 +175,7 @@ async def test_the_gateway_serves_https_to_holders_of_an_api_key_and_answers_401
             reply = await tenant.chat.completions.create(model="hetflow", messages=[{"role": "user", "content": "hi"}],
                                                          max_tokens=4, extra_body={"hetflow": {"program_id": "gw-1"}})
         assert reply.usage.completion_tokens == 4
+        await wait_until_idle(stack)  # the balancer tells the monitor of the finish after the reply
         async with open_channel(stack.address("monitor"), _as(certs, "operator")) as channel:
             program = await monitor_pb2_grpc.MonitorStub(channel).GetProgram(
                 monitor_pb2.GetProgramRequest(program_id="team-b/gw-1"), timeout=5)
