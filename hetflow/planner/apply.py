@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import grpc
 import yaml
 
 from hetflow.planner.replan import ADD, REMOVE, SWITCH, Step
@@ -74,14 +75,21 @@ async def healthy_engines(raw: Mapping[str, Any]) -> set[str]:
 
 
 async def _until(engine: str, healthy: bool, raw: Mapping[str, Any], timeout_s: float) -> None:
-    """Until the monitor counts ``engine`` healthy (or, ``healthy`` False, no longer does)."""
-    deadline = time.monotonic() + timeout_s
+    """Until the monitor counts ``engine`` healthy (or, ``healthy`` False, no longer does); a poll the
+    monitor does not answer (UNAVAILABLE, DEADLINE_EXCEEDED: busy or restarting) is tried again until
+    ``timeout_s``, whose error then names the last such failure."""
+    deadline, unanswered = time.monotonic() + timeout_s, ""
     while time.monotonic() < deadline:
-        if (engine in await healthy_engines(raw)) == healthy:
-            return
+        try:
+            if (engine in await healthy_engines(raw)) == healthy:
+                return
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise
+            unanswered = f" (the monitor last answered {exc.code().name}: {exc.details()})"
         await asyncio.sleep(0.2)
     raise TimeoutError(f"engine {engine} {'up' if healthy else 'gone'}: not seen in the monitor within "
-                       f"{timeout_s:g} s")
+                       f"{timeout_s:g} s{unanswered}")
 
 
 async def apply(config: Path, new_stack: Mapping[str, Any], steps: Sequence[Step],
