@@ -102,22 +102,21 @@ class RoutingEnv:
         self.loop.every(ENGINE_REPORT_INTERVAL_S, self._report)
         self.held = HoldQueue()
         """Requests held by no action, decided again each round (the balancer's hold queue)."""
-        self._to_decide: list[RoutedRequest] = []
-        """This instant's decisions still to take, the current one first."""
         self._arriving = list(self.requests)
         self._active: dict[str, tuple[RoutedRequest, EngineRequest]] = {}
         """Routed requests not finished yet."""
         self.finished: dict[str, float] = {}
         self.first_token_s: dict[str, float] = {}
         self._completed_now = 0
-        self._views: list[EngineView] | None = None
+        self._views: tuple[tuple[int, float], list[EngineView]] | None = None
+        """The instances' views with the monitor's (version, time) they were read at."""
         self._to_decide = self._arrivals()
+        """This instant's decisions still to take, the current one first."""
         return self._settle()
 
     def _report(self) -> None:
         for engine in self.engines:
             self.monitor.report(engine.status(), self.loop.now)
-        self._views = None
 
     def _done(self, req: EngineRequest) -> None:
         self._active.pop(req.request_id)
@@ -125,7 +124,6 @@ class RoutingEnv:
         self.first_token_s[req.request_id] = req.first_token_s or self.loop.now
         self.monitor.release(req.request_id, self.loop.now, req.output_tokens)
         self._completed_now += 1
-        self._views = None
 
     def _arrivals(self) -> list[RoutedRequest]:
         arrived = []
@@ -139,13 +137,14 @@ class RoutingEnv:
         return self._to_decide[0] if self._to_decide else None
 
     def views(self) -> list[EngineView]:
-        """The instances in the monitor's cluster snapshot now (kept until a routing, a completion or a
-        report changes it)."""
-        if self._views is None:
+        """The instances in the monitor's cluster snapshot now (read again once the monitor changed or
+        time moved on)."""
+        key = (self.monitor.version, self.loop.now)
+        if self._views is None or self._views[0] != key:
             views = {e.engine_id: e for e in cluster_snapshot(self.monitor, self.loop.now,
                                                               in_flight_calls=True).engines}
-            self._views = [views[s.engine_id] for s in self.specs]
-        return self._views
+            self._views = (key, [views[s.engine_id] for s in self.specs])
+        return self._views[1]
 
     def state(self) -> list[float]:
         """s_t of the request decided now (of none between decisions)."""
@@ -227,7 +226,7 @@ class RoutingEnv:
             h = self._route(current, action)
         else:
             self.held.hold(current.request_id, Priority(0.0), self.loop.now)  # FCFS: in the order held
-        return self._settle(), (gamma - guided_gamma) * h
+        return self._settle(), reward([], 0, COMPLETION_REWARD, h, gamma, guided_gamma)
 
     def advance(self) -> tuple[list[float], float, bool]:
         """Run the engines one step once this instant's decisions are taken; the arrivals of the step are
@@ -237,7 +236,6 @@ class RoutingEnv:
             raise RuntimeError("requests are still to decide at this instant")
         self._completed_now = 0
         self.loop.run_until(self.loop.now + self.step_s)
-        self._views = None
         self._to_decide = self._arrivals() + [self._by_id[h.request_id] for h in self.held.in_order()]
         return self._settle(), self._reward(), self.done
 
@@ -252,7 +250,6 @@ class RoutingEnv:
         self.monitor.admit(request.request_id, "", engine.model, engine.engine_id, request.predicted_decode_tokens,
                            now, prompt_tokens=request.prompt_tokens)
         engine.submit(req)
-        self._views = None
         return guidance(mixes[action], mixes)
 
     def _reward(self) -> float:
