@@ -218,3 +218,23 @@ def test_the_router_changed_share_counts_decisions_the_priors_would_have_made_ot
     prior = Signals("prior", "oracle", priors={SMALL: 0.6, LARGE: 0.7})
     sim, _ = simulate(sql_trace, tau=4.0, signals=prior)
     assert sim.router_asked > 0 and sim.router_changed_share == 0.0        # the priors are the counterfactual
+
+
+def test_each_decision_tells_the_policies_how_many_calls_wait_and_whether_this_one_is_held(sql_trace):
+    sim = Simulation(engines(kv_tokens=3000), resolve("kairos").policy, ORACLE)
+    picker, seen = sim.pipeline.engine_picker, []
+    pick = picker.pick
+
+    def recording_pick(call, snapshot, model, prediction, store):
+        seen.append((call.request_id, store.call_is_held, store.waiting_calls, len(sim.hold_queue)))
+        return pick(call, snapshot, model, prediction, store)
+
+    picker.pick = recording_pick
+    sim.run(sql_trace)
+    assert sim.held > 0
+    first_seen = set()
+    for request_id, is_held, waiting, held_now in seen:
+        assert is_held == (request_id in first_seen)  # only a call held before is decided again
+        assert waiting == held_now + (not is_held)   # the held calls, and a new call itself
+        first_seen.add(request_id)
+    assert any(is_held for _, is_held, _, _ in seen)
