@@ -35,7 +35,7 @@ from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.policies import Priority
 from hetflow.core.policies.rl_router import MAX_HOLD_S
 from hetflow.core.rl_router.decode_bucket import DQN_BUCKETS, Buckets
-from hetflow.core.rl_router.hold import free_kv_tokens, has_room, may_hold
+from hetflow.core.rl_router.hold import free_kv_tokens, may_hold, offered_actions
 from hetflow.core.rl_router.impact import Gradients, Running, guidance, mixing_reward
 from hetflow.core.rl_router.request_class import ClassThresholds
 from hetflow.core.rl_router.reward import Progress, reward
@@ -162,6 +162,14 @@ class RoutingEnv:
         current = self._next_request()
         return current is not None and may_hold(self.views(), current, self.waited_s(), self.max_hold_s)
 
+    def offered(self) -> list[int]:
+        """The actions offered for the request decided now (``hetflow.core.rl_router.hold``, the
+        balancer's rule): the instances with room for it when one has; all actions when none is decided."""
+        current = self._next_request()
+        if current is None:
+            return list(range(self.actions))
+        return offered_actions(self.views(), current, self.waited_s(), self.max_hold_s)
+
     def _settle(self) -> list[float]:
         """Pass over the held requests no instance has room for yet (they wait on, undecided); the state
         of the first request to decide, or of none."""
@@ -187,13 +195,12 @@ class RoutingEnv:
         """Maximum capacity usage (C.3.2) in this environment's actions, the teacher of demonstrations:
         the request decided now to the instance with the most free KV among those with room for it; no
         action while none has room (and no action is offered); otherwise the most free KV."""
-        current, views = self._next_request(), self.views()
-        if current is None:
+        if self._next_request() is None:
             return self.no_action
-        roomy = [i for i, view in enumerate(views) if has_room(view, current)]
-        if not roomy and self.may_hold():
+        offered, views = self.offered(), self.views()
+        if self.no_action in offered:
             return self.no_action
-        return max(roomy or range(len(views)), key=lambda i: free_kv_tokens(views[i]))
+        return max(offered, key=lambda i: free_kv_tokens(views[i]))
 
     @property
     def done(self) -> bool:

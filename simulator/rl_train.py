@@ -105,7 +105,7 @@ def run_episode(env: RoutingEnv, agent: DoubleDqn, k: int, cfg: TrainConfig, lea
         if pending is not None and learn:
             _remember(agent, env, pending, state, False, cfg, guided)
         action = (env.max_capacity_action() if teaching
-                  else agent.act(state, eps, may_wait=env.may_hold()))
+                  else agent.act(state, eps, env.offered()))
         if learn and cfg.teacher_labels and not teaching:
             agent.buffer.add(state, env.max_capacity_action(), 0.0, state, True, 1,
                              expert=True, label_only=True)
@@ -122,13 +122,18 @@ def run_episode(env: RoutingEnv, agent: DoubleDqn, k: int, cfg: TrainConfig, lea
 
 def _remember(agent: DoubleDqn, env: RoutingEnv, pending: _Pending, next_state: list[float], done: bool,
               cfg: TrainConfig, gamma: float) -> None:
-    agent.buffer.add(pending.state, pending.action, pending.reward, next_state, done, pending.steps, pending.expert)
+    """Remember ``pending`` with its successor, ``next_state``, the state of the decision now (the actions
+    offered there are the environment's now)."""
+    offered = env.offered()
+    agent.buffer.add(pending.state, pending.action, pending.reward, next_state, done, pending.steps, pending.expert,
+                     next_offered=offered)
     instances = env.no_action
     for _ in range(cfg.relabelled_copies):
         order = agent.random.sample(range(instances), instances)  # row j of the copy is instance order[j]
-        action = order.index(pending.action) if pending.action < instances else pending.action
-        agent.buffer.add(permute_instances(pending.state, order, env.buckets), action, pending.reward,
-                         permute_instances(next_state, order, env.buckets), done, pending.steps, pending.expert)
+        relabel = [order.index(a) if a < instances else a for a in [pending.action, *offered]]
+        agent.buffer.add(permute_instances(pending.state, order, env.buckets), relabel[0], pending.reward,
+                         permute_instances(next_state, order, env.buckets), done, pending.steps, pending.expert,
+                         next_offered=relabel[1:])
     agent.learn(gamma)
 
 

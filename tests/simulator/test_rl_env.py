@@ -42,10 +42,10 @@ def test_a_held_request_waits_for_room_undecided_and_a_small_one_passes_it():
     env.decide(0)
     env.decide(1)
     assert queue_length() == 1  # the request decided counts (not held yet)
-    assert env.may_hold()  # "large": neither instance has 400 tokens free
+    assert env.may_hold() and env.offered() == [0, 1, 2]  # "large": neither instance has 400 tokens free
     env.decide(env.no_action)
     assert env.deciding.request_id == "small" and queue_length() == 2  # "small", and "large" held
-    assert not env.may_hold()  # 30 tokens fit
+    assert not env.may_hold() and env.offered() == [0, 1]  # 30 tokens fit
     env.decide(env.no_action)  # held all the same: the environment takes the action it is given
     env.advance()
     assert env.deciding.request_id == "small" and "large" in env.held  # passed over: still no room for it

@@ -39,12 +39,12 @@ class Waiter:
     def __init__(self, env: RoutingEnv) -> None:
         self.env, self.offers, self.routed = env, 0, 0
 
-    def act(self, state, eps, may_wait=True):
-        self.offers += may_wait
-        if may_wait:
+    def act(self, state, eps, offered):
+        if self.env.no_action in offered:
+            self.offers += 1
             return self.env.no_action
         self.routed += 1
-        return (self.routed - 1) % self.env.no_action
+        return offered[(self.routed - 1) % len(offered)]
 
 
 def test_no_action_is_offered_only_while_no_instance_has_room_and_never_past_the_max_hold():

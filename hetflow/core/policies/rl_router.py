@@ -1,9 +1,9 @@
 """The load-balancer paper's RL router (4.3) as an engine picker: the trained Double DQN (C.10.3, a policy
 file of ``hetflow train rl``) reads the state of ``hetflow.core.rl_router.state`` from the snapshot and
 sends the call to the instance of highest Q, or takes no action: the call is held, the paper's delayed
-routing. No action is offered only while no instance has room for the call
-(``hetflow.core.rl_router.hold``, the rule training applies), and then at most ``max_hold_s`` from its
-arrival if one is set. A held call waits, undecided, until an instance has room for it (or its max hold
+routing. While some instance has room for the call, only those are offered; no action is offered only
+while none has (``hetflow.core.rl_router.hold``, the rules training applies), and then at most
+``max_hold_s`` from its arrival if one is set. A held call waits, undecided, until an instance has room for it (or its max hold
 passes): each round (a step, the policy's 0.02 s, later) checks, then the network chooses its instance;
 a policy can delay calls but never starve one (``simulator.rl_env`` trains it so).
 
@@ -32,7 +32,7 @@ from hetflow.core.policies import (
     healthy_or_unavailable,
 )
 from hetflow.core.policy_config import PolicyConfig
-from hetflow.core.rl_router.hold import may_hold
+from hetflow.core.rl_router.hold import offered_actions
 from hetflow.core.rl_router.policy_file import load
 from hetflow.core.rl_router.state import NextRequest, state_vector
 from hetflow.core.snapshot import ClusterSnapshot
@@ -73,7 +73,8 @@ class RlRouter(EnginePicker):
         ordered = [engines[e] for e in self.policy.engine_ids]
         request = NextRequest(call.input_tokens, call_output_tokens(call, prediction))
         held_s = now_s - call.received_unix_s
-        hold_offered = may_hold(ordered, request, held_s, self.max_hold_s)
+        offered = offered_actions(ordered, request, held_s, self.max_hold_s)
+        hold_offered = len(ordered) in offered
         if hold_offered and store.call_is_held:
             raise WaitForCapacity(f"rl-router: held {held_s:.2f} s, waits for room", self.policy.step_s)
         state = state_vector(store.waiting_calls, request, ordered, now_s, self.policy.buckets,
@@ -81,14 +82,15 @@ class RlRouter(EnginePicker):
         with torch.no_grad():
             q = [float(v) for v in self.network(torch.tensor([state], dtype=torch.float32))[0]]
         scores = {**dict(zip(self.policy.engine_ids, q)), NO_ACTION: q[-1]}
-        best = max(range(len(ordered)), key=lambda a: (q[a], -a))
+        best = max((a for a in offered if a < len(ordered)), key=lambda a: (q[a], -a))
         if hold_offered and q[-1] > q[best]:
             raise WaitForCapacity(f"rl-router: no action (Q {q[-1]:.3f} > {q[best]:.3f} of "
                                   f"{self.policy.engine_ids[best]}), held {held_s:.2f} s", self.policy.step_s)
         return Choice(self.policy.engine_ids[best], "rl-router:q-max", scores=scores,
                       loads={e.engine_id: e.in_flight_tokens for e in ordered},
                       params={"queue_length": float(store.waiting_calls), "max_hold_s": self.max_hold_s,
-                              "held_s": held_s, "no_action_offered": float(hold_offered)})
+                              "held_s": held_s, "no_action_offered": float(hold_offered),
+                              "instances_offered": float(len(offered) - hold_offered)})
 
     def _mismatch(self, model: str, engine_ids: list[str]) -> str:
         if model != self.policy.model:

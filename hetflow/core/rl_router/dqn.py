@@ -11,6 +11,9 @@ homogeneous (4.3); the shared network makes that an identity (relabelling the in
 Q-values, nothing else), and each instance's transitions teach the others'. On the paper's MLP the
 greedy agent favoured some instances over others after training (docs/rl-router.md).
 
+The agent chooses among the actions offered (``hetflow.core.rl_router.hold.offered_actions``), and the
+target's next action is the online network's best among those offered at the next state.
+
 Transitions marked as demonstrations (a heuristic's, ``simulator.rl_train``) add DQfD's large-margin loss
 (Hester et al. 2018, eq. 2) to the TD loss.
 """
@@ -97,9 +100,10 @@ def q_network(architecture: str, state_dim: int, actions: int, hidden: int) -> n
 
 
 class ReplayBuffer:
-    def __init__(self, state_dim: int, size: int) -> None:
+    def __init__(self, state_dim: int, actions: int, size: int) -> None:
         self.states = np.zeros((size, state_dim), dtype=np.float32)
         self.next_states = np.zeros((size, state_dim), dtype=np.float32)
+        self.next_offered = np.ones((size, actions), dtype=bool)
         self.actions = np.zeros(size, dtype=np.int64)
         self.rewards = np.zeros(size, dtype=np.float32)
         self.done = np.zeros(size, dtype=np.float32)
@@ -109,13 +113,18 @@ class ReplayBuffer:
         self.size, self.count, self._next = size, 0, 0
 
     def add(self, state: Sequence[float], action: int, reward: float, next_state: Sequence[float], done: bool,
-            steps: int = 1, expert: bool = False, label_only: bool = False) -> None:
+            steps: int = 1, expert: bool = False, label_only: bool = False,
+            next_offered: Sequence[int] | None = None) -> None:
         """One transition; ``steps``: the environment steps it spans (a decision whose successor came
         ``steps`` steps later, its ``reward`` already discounted over them), so the next state's value is
         discounted by gamma ** steps; ``expert``: a demonstration's (its action taught with a margin);
         ``label_only``: a teacher's action at a state the agent visited, taught by the margin alone (its
-        reward and next state are those of the agent's own action, so the TD loss skips it)."""
+        reward and next state are those of the agent's own action, so the TD loss skips it);
+        ``next_offered``: the actions offered at the next state (all by default)."""
         i = self._next
+        self.next_offered[i] = next_offered is None
+        if next_offered is not None:
+            self.next_offered[i, list(next_offered)] = True
         self.states[i], self.actions[i], self.rewards[i] = state, action, reward
         self.next_states[i], self.done[i], self.steps[i] = next_state, float(done), steps
         self.expert[i], self.td[i] = float(expert), float(not label_only)
@@ -127,7 +136,7 @@ class ReplayBuffer:
         return (torch.from_numpy(self.states[idx]), torch.from_numpy(self.actions[idx]),
                 torch.from_numpy(self.rewards[idx]), torch.from_numpy(self.next_states[idx]),
                 torch.from_numpy(self.done[idx]), torch.from_numpy(self.steps[idx]), torch.from_numpy(self.expert[idx]),
-                torch.from_numpy(self.td[idx]))
+                torch.from_numpy(self.td[idx]), torch.from_numpy(self.next_offered[idx]))
 
 
 class DoubleDqn:
@@ -138,7 +147,7 @@ class DoubleDqn:
         self.target = q_network(cfg.architecture, state_dim, actions, cfg.hidden)
         self.target.load_state_dict(self.online.state_dict())
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.learning_rate)
-        self.buffer = ReplayBuffer(state_dim, cfg.buffer_size)
+        self.buffer = ReplayBuffer(state_dim, actions, cfg.buffer_size)
         self._rng = np.random.default_rng(seed)
         self.random = random.Random(seed)
         self.updates = 0
@@ -147,24 +156,24 @@ class DoubleDqn:
         with torch.no_grad():
             return [float(q) for q in self.online(torch.tensor([state], dtype=torch.float32))[0]]
 
-    def act(self, state: Sequence[float], epsilon: float = 0.0, may_wait: bool = True) -> int:
-        """Epsilon-greedy: a random action with probability ``epsilon``, else the highest Q; the last
-        action (none, 4.3) only when ``may_wait``."""
-        allowed = self.actions if may_wait else self.actions - 1
+    def act(self, state: Sequence[float], epsilon: float = 0.0, offered: Sequence[int] | None = None) -> int:
+        """Epsilon-greedy among the ``offered`` actions (all by default; the last is none, 4.3): a random
+        one with probability ``epsilon``, else the highest Q."""
+        offered = list(range(self.actions)) if offered is None else list(offered)
         if self.random.random() < epsilon:
-            return self.random.randrange(allowed)
+            return self.random.choice(offered)
         q = self.q_values(state)
-        return max(range(allowed), key=lambda a: q[a])
+        return max(offered, key=lambda a: q[a])
 
     def learn(self, gamma: float) -> float:
         """One update on a batch from the buffer; the loss (0 before there is anything to learn from)."""
         if self.buffer.count == 0:
             return 0.0
-        states, actions, rewards, next_states, done, steps, expert, td = self.buffer.sample(self.cfg.batch_size,
-                                                                                            self._rng)
-        with torch.no_grad():
-            next_actions = self.online(next_states).argmax(dim=1, keepdim=True)  # the online net chooses
-            next_q = self.target(next_states).gather(1, next_actions).squeeze(1)  # the target net values
+        (states, actions, rewards, next_states, done, steps, expert, td,
+         next_offered) = self.buffer.sample(self.cfg.batch_size, self._rng)
+        with torch.no_grad():  # the online net chooses among the actions offered, the target net values it
+            next_actions = self.online(next_states).masked_fill(~next_offered, -torch.inf).argmax(dim=1, keepdim=True)
+            next_q = self.target(next_states).gather(1, next_actions).squeeze(1)
             target = rewards + gamma ** steps * (1.0 - done) * next_q
         all_q = self.online(states)
         q = all_q.gather(1, actions.unsqueeze(1)).squeeze(1)

@@ -7,7 +7,13 @@ request at that instance at once, so with a discount of 0.99 per 20 ms step a ro
 (docs/rl-router.md). So no action is offered only for the reason the paper gives: while no instance has
 a free batch slot and free KV for the request (its prompt and predicted decode tokens, maximum capacity
 usage's test, C.3.2), and then at most ``max_hold_s`` from its arrival. Training and the balancer's
-``rl-router`` apply this same rule."""
+``rl-router`` apply this same rule.
+
+hetflow also filters the instances before the Q-values score them (``offered_actions``), as the Gateway
+API Inference Extension's endpoint picker filters before it scores: while some instance has room for the
+request, only those are offered. The paper offers every instance; trained so, the router sent 13% of its
+routings to an instance without room while another had it (docs/rl-router.md), each a request queued
+for lack of memory, the outcome the paper's guidance term is there to prevent."""
 
 from __future__ import annotations
 
@@ -31,3 +37,14 @@ def has_room(engine: EngineView, request: NextRequest) -> bool:
 def may_hold(engines: Sequence[EngineView], request: NextRequest, held_s: float, max_hold_s: float) -> bool:
     """Whether no action is offered for ``request``, held ``held_s`` so far (module docstring)."""
     return held_s < max_hold_s and not any(has_room(e, request) for e in engines)
+
+
+def offered_actions(engines: Sequence[EngineView], request: NextRequest, held_s: float,
+                    max_hold_s: float) -> list[int]:
+    """The actions offered for ``request``, as indices of ``engines`` (``len(engines)``: no action): the
+    instances with room for it when one has; otherwise every instance, and no action while
+    ``may_hold``."""
+    roomy = [i for i, engine in enumerate(engines) if has_room(engine, request)]
+    if roomy:
+        return roomy
+    return list(range(len(engines))) + ([len(engines)] if held_s < max_hold_s else [])

@@ -1,5 +1,6 @@
 """The RL router as an engine picker (load-balancer paper, 4.3): the instance of highest Q, no action
-holds the call for one step, only while no instance has room for it and never past max_hold_s, the
+holds the call for one step, only while no instance has room for it and never past max_hold_s, only the
+instances with room are offered while one has, the
 receipt's scores are the Q-values, and a pool that is not the policy's engines falls back to the default
 engine choice, saying so."""
 
@@ -70,6 +71,14 @@ def test_a_held_call_waits_for_room_undecided_then_goes_where_q_is_highest(tmp_p
 def test_no_action_is_not_offered_while_an_instance_has_room(tmp_path):
     choice = pick(policy_with_q(tmp_path, [0.1, 0.7, 0.3, 2.0]), pool(*ENGINES), received_unix_s=9.9)
     assert choice.chosen == "e1" and choice.rule == "rl-router:q-max" and choice.params["no_action_offered"] == 0.0
+
+
+def test_while_an_instance_has_room_only_those_with_room_are_offered(tmp_path):
+    cluster = snapshot(*(replace(engine(e, "m", engine_profile=profile()), kv_cache_usage=usage)
+                         for e, usage in zip(ENGINES, (0.0, 0.9995, 0.0))), taken_unix_s=10.0)
+    choice = pick(policy_with_q(tmp_path, [0.1, 0.7, 0.3, 2.0]), cluster)  # e1, of highest Q, is full
+    assert choice.chosen == "e2" and choice.params["instances_offered"] == 2
+    assert choice.scores["e1"] == pytest.approx(0.7)  # its Q is still in the receipt
 
 
 @pytest.mark.parametrize("engine_ids, model, note", [

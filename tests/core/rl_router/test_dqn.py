@@ -1,5 +1,5 @@
-"""Double DQN learns values: on a two-state chain it prefers the rewarded action and values the future;
-the shared network scores instances alike whatever their order."""
+"""Double DQN learns values: on a two-state chain it prefers the rewarded action and values the future by
+the actions offered there; the shared network scores instances alike whatever their order."""
 
 import pytest
 import torch
@@ -29,9 +29,26 @@ def test_it_learns_to_prefer_the_action_that_pays_and_to_discount_the_future():
     assert q_start != before
 
 
-def test_epsilon_one_acts_at_random_over_every_action():
+def test_the_next_state_is_valued_by_its_best_offered_action_not_its_best_action():
+    agent = DoubleDqn(state_dim=2, actions=3, cfg=DqnConfig(batch_size=64, target_sync_updates=20, architecture="mlp"),
+                      seed=0)
+    start, end = [1.0, 0.0], [0.0, 1.0]
+    for _ in range(200):  # at "end", action 0 pays 2 but only action 1 (paying 0) is offered after "start"
+        agent.buffer.add(start, 0, 0.0, end, False, next_offered=[1])
+        agent.buffer.add(start, 1, 0.5, end, True)
+        agent.buffer.add(end, 0, 2.0, start, True)
+        agent.buffer.add(end, 1, 0.0, start, True)
+    for _ in range(600):
+        agent.learn(gamma=0.9)
+    q_start, q_end = agent.q_values(start), agent.q_values(end)
+    assert abs(q_start[0]) < 0.3 and agent.act(start, offered=[0, 1]) == 1  # not 0.9 x 2 = 1.8
+    assert agent.act(end) == 0 and agent.act(end, offered=[1, 2]) in (1, 2)
+
+
+def test_epsilon_one_acts_at_random_over_the_actions_offered():
     agent = DoubleDqn(state_dim=2, actions=5, cfg=DqnConfig(architecture="mlp"), seed=1)
     assert {agent.act([0.0, 0.0], epsilon=1.0) for _ in range(200)} == set(range(5))
+    assert {agent.act([0.0, 0.0], epsilon=1.0, offered=[1, 4]) for _ in range(100)} == {1, 4}
 
 
 def test_the_shared_network_relabels_its_q_values_with_the_instances():

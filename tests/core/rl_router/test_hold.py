@@ -1,9 +1,9 @@
 """When the RL router may take no action: only while no instance has a free batch slot and free KV for the
-request, and never past the max hold."""
+request, and never past the max hold; while some instance has room, only those are offered."""
 
 from dataclasses import replace
 
-from hetflow.core.rl_router.hold import has_room, may_hold
+from hetflow.core.rl_router.hold import has_room, may_hold, offered_actions
 from hetflow.core.rl_router.state import NextRequest
 from tests.factories import engine
 
@@ -26,3 +26,11 @@ def test_no_action_is_offered_only_while_every_instance_is_full_and_until_the_ma
     assert may_hold([full, full], REQUEST, held_s=0.5, max_hold_s=1.0)
     assert not may_hold([full, roomy], REQUEST, held_s=0.5, max_hold_s=1.0)
     assert not may_hold([full, full], REQUEST, held_s=1.0, max_hold_s=1.0)
+
+
+def test_the_instances_with_room_are_offered_when_one_has_and_every_action_otherwise():
+    full = replace(engine("a", "m"), kv_cache_usage=1.0)
+    roomy = engine("b", "m")
+    assert offered_actions([full, roomy, full, roomy], REQUEST, held_s=0.5, max_hold_s=1.0) == [1, 3]
+    assert offered_actions([full, full], REQUEST, held_s=0.5, max_hold_s=1.0) == [0, 1, 2]  # 2: no action
+    assert offered_actions([full, full], REQUEST, held_s=1.0, max_hold_s=1.0) == [0, 1]  # held too long
