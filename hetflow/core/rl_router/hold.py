@@ -5,8 +5,12 @@ counts a held request's wait the same as a routed one's, while the prefill a rou
 request at that instance at once, so with a discount of 0.99 per 20 ms step a routing's cost fell by
 40% for each second it was put off, and the trained agent held more requests every episode
 (docs/rl-router.md). So no action is offered only for the reason the paper gives: while no instance has
-a free batch slot and free KV for the request (its prompt and predicted decode tokens, maximum capacity
-usage's test, C.3.2), and then at most ``max_hold_s`` from its arrival. Training and the balancer's
+a free batch slot and KV room for the request (its prompt and predicted decode tokens, as maximum
+capacity usage asks, C.3.2), and then at most ``max_hold_s`` from its arrival. Room is counted against
+what the in-flight calls will hold at their end (prompt and predicted decode, the monitor's account),
+or what they hold now where that is more: against the KV free now, routed calls grew into memory that
+held ones had been let into, and engines preempted; in the paper's setting the RL router made 668
+preemptions against 207 (docs/rl-router.md). Training and the balancer's
 ``rl-router`` apply this same rule.
 
 hetflow also filters the instances before the Q-values score them (``offered_actions``), as the Gateway
@@ -28,10 +32,19 @@ def free_kv_tokens(engine: EngineView) -> float:
     return engine.kv_capacity_tokens * (1.0 - engine.kv_cache_usage) - engine.pending_prefill_tokens
 
 
+def reserved_kv_tokens(engine: EngineView) -> float:
+    """KV the in-flight calls will hold at their end (prompt and predicted decode tokens, from the view's
+    ``in_flight_calls``), or the KV in use and dispatched now where that is more."""
+    at_end = sum(c.prompt_tokens + c.predicted_tokens for c in engine.in_flight_calls)
+    return max(at_end, engine.kv_capacity_tokens - free_kv_tokens(engine))
+
+
 def has_room(engine: EngineView, request: NextRequest) -> bool:
-    """A free batch slot and free KV for the request's prompt and predicted decode tokens."""
+    """A free batch slot, and KV for the request's prompt and predicted decode tokens beside what is
+    reserved (``reserved_kv_tokens``)."""
     return (engine.in_flight_requests < engine.max_batch_size
-            and free_kv_tokens(engine) >= request.prompt_tokens + request.predicted_decode_tokens)
+            and engine.kv_capacity_tokens - reserved_kv_tokens(engine)
+            >= request.prompt_tokens + request.predicted_decode_tokens)
 
 
 def may_hold(engines: Sequence[EngineView], request: NextRequest, held_s: float, max_hold_s: float) -> bool:

@@ -5,6 +5,7 @@ from dataclasses import replace
 
 from hetflow.core.rl_router.hold import has_room, may_hold, offered_actions
 from hetflow.core.rl_router.state import NextRequest
+from hetflow.core.snapshot import InFlightCall
 from tests.factories import engine
 
 REQUEST = NextRequest(prompt_tokens=600, predicted_decode_tokens=400.0)  # needs 1,000 KV tokens
@@ -18,6 +19,15 @@ def test_room_needs_a_free_slot_and_kv_for_the_prompt_and_the_predicted_decode()
     assert has_room(replace(roomy, kv_cache_usage=0.99), REQUEST)  # exactly 1,000 free
     dispatched = replace(roomy, kv_cache_usage=0.99, pending_prefill_tokens=1)  # one token not yet prefilled
     assert not has_room(dispatched, REQUEST)
+
+
+def test_room_counts_what_the_in_flight_calls_will_hold_at_their_end():
+    roomy = replace(engine("a", "m", max_batch_size=4, in_flight_requests=1), kv_cache_usage=0.5)  # 50,000 free
+    growing = replace(roomy, in_flight_calls=(InFlightCall(20_000, 79_500.0, 0.0),))  # 99,500 of 100,000 at its end
+    assert has_room(roomy, REQUEST) and not has_room(growing, REQUEST)  # 1,000 needed
+    assert has_room(replace(growing, in_flight_calls=(InFlightCall(20_000, 79_000.0, 0.0),)), REQUEST)  # fits
+    small = replace(roomy, in_flight_calls=(InFlightCall(100, 100.0, 0.0),))
+    assert not has_room(replace(small, kv_cache_usage=0.995), REQUEST)  # holding more now than predicted
 
 
 def test_no_action_is_offered_only_while_every_instance_is_full_and_until_the_max_hold():
