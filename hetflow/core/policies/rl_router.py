@@ -3,9 +3,10 @@ file of ``hetflow train rl``) reads the state of ``hetflow.core.rl_router.state`
 sends the call to the instance of highest Q, or takes no action: the call is held, the paper's delayed
 routing. While some instance has room for the call, only those are offered; no action is offered only
 while none has (``hetflow.core.rl_router.hold``, the rules training applies), and then at most
-``max_hold_s`` from its arrival if one is set. A held call waits, undecided, until an instance has room for it (or its max hold
-passes): each round (a step, the policy's 0.02 s, later) checks, then the network chooses its instance;
-a policy can delay calls but never starve one (``simulator.rl_env`` trains it so).
+``max_hold_s`` from its arrival if one is set. A held call waits, undecided, until an instance has room
+for it (or its max hold passes): each round (a step, the policy's 0.02 s, later) checks, then the
+network chooses its instance; a policy can delay calls but never starve one (``simulator.rl_env``
+trains it so).
 
 The network's rows and actions are its engines. When the model's healthy engines are not exactly
 those (an engine added, removed or down), or the call is for another model, the decision falls back to
