@@ -47,6 +47,7 @@ ENGINE_CHOICES: dict[str, StageConfig] = {
     "round-robin": StageConfig("round-robin"),
     "join-shortest-queue": StageConfig("join-shortest-queue"),
     "max-capacity": StageConfig("max-capacity"),
+    "max-capacity-reserved": StageConfig("max-capacity", {"room": "reserved", "retry_s": 0.02}),
     "min-min": StageConfig("min-min"),
     "least-work-left": StageConfig("work-left-tokens"),
     "decode-balancer": StageConfig("least-inflight-tokens"),
@@ -55,7 +56,8 @@ ENGINE_CHOICES: dict[str, StageConfig] = {
     "hetflow-default": PolicyConfig().engine,
 }
 """The engine choices compared with the RL router: round robin and the paper's heuristics (C.2.4, C.2.6,
-C.3.1-C.3.3, JSQ in 5.1), vLLM 0.32's data-parallel balancer and hetflow's default engine stage."""
+C.3.1-C.3.3, JSQ in 5.1), maximum capacity usage with the RL router's room rule and step (the heuristic
+it learns from), vLLM 0.32's data-parallel balancer and hetflow's default engine stage."""
 
 
 @dataclass(frozen=True)

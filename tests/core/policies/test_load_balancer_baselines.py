@@ -10,6 +10,7 @@ from hetflow.core.policies.dedicated_small_large import DedicatedSmallLarge
 from hetflow.core.policies.max_capacity import MaxCapacity
 from hetflow.core.policies.min_min import MinMin
 from hetflow.core.policies.work_left_tokens import WorkLeftTokens
+from hetflow.core.snapshot import InFlightCall
 from tests.factories import call, engine, snapshot
 
 PROFILE = load_profile("qwen2.5-7b-instruct@a6000")
@@ -30,6 +31,21 @@ def test_max_capacity_takes_the_engine_with_most_free_kv_that_holds_the_request_
     with pytest.raises(WaitForCapacity) as wait:
         MaxCapacity().pick(the_call, snapshot(roomy, fuller), "m", Prediction(4500), PolicyStore())
     assert wait.value.retry_after_s == 1.0
+
+
+def test_max_capacity_with_reserved_room_counts_what_in_flight_calls_will_hold_at_their_end():
+    growing = (InFlightCall(1000, 3000.0, 0.0),)  # 1,000 KV tokens held now, 4,000 at its end
+    roomy = replace(engine("a", "m"), kv_capacity_tokens=10_000, kv_cache_usage=0.1, in_flight_calls=growing)
+    fuller = replace(engine("b", "m"), kv_capacity_tokens=10_000, kv_cache_usage=0.3)  # 7,000 free, no calls known
+    reserved = MaxCapacity(room="reserved", retry_s=0.02)
+    assert reserved.reads_in_flight_calls and not MaxCapacity().reads_in_flight_calls
+    choice = reserved.pick(call(input_tokens=1000), snapshot(roomy, fuller), "m", Prediction(500), PolicyStore())
+    assert choice.chosen == "b" and choice.loads == {"a": 6000.0, "b": 7000.0}  # "a" is 9,000 free now
+    with pytest.raises(WaitForCapacity) as wait:
+        reserved.pick(call(input_tokens=1000), snapshot(roomy, fuller), "m", Prediction(6500), PolicyStore())
+    assert wait.value.retry_after_s == 0.02
+    with pytest.raises(ValueError, match="room must be one of"):
+        MaxCapacity(room="later")
 
 
 def test_min_min_adds_queued_work_to_the_calls_own_time_at_its_decode_upper_bound():
