@@ -9,9 +9,9 @@ a free batch slot and KV room for the request (its prompt and predicted decode t
 capacity usage asks, C.3.2), and then at most ``max_hold_s`` from its arrival. Room is counted against
 what the in-flight calls will hold at their end (prompt and predicted decode, the monitor's account),
 or what they hold now where that is more: against the KV free now, routed calls grew into memory that
-held ones had been let into, and engines preempted; in the paper's setting the RL router made 668
-preemptions against 207 (docs/rl-router.md). Training and the balancer's
-``rl-router`` apply this same rule.
+held ones had been let into, and engines preempted: in the paper's setting one trained network made
+668 preemptions a run on seed 0 with the KV free now, 207 with this (docs/rl-router.md). Training and
+the balancer's ``rl-router`` apply this same rule.
 
 hetflow also filters the instances before the Q-values score them (``offered_actions``), as the Gateway
 API Inference Extension's endpoint picker filters before it scores: while some instance has room for the
