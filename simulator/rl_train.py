@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 from hetflow.core.rl_router.dqn import DoubleDqn, DqnConfig
 from hetflow.core.rl_router.policy_file import RlPolicy
 from hetflow.core.rl_router.reward import guided_discount
-from hetflow.core.rl_router.state import permute_instances
+from hetflow.core.rl_router.state import permute_actions, permute_instances
 from hetflow.core.trace import StageRecord
 from simulator.rl_env import RoutedRequest, RoutingEnv
 
@@ -130,10 +130,10 @@ def _remember(agent: DoubleDqn, env: RoutingEnv, pending: _Pending, next_state: 
     instances = env.no_action
     for _ in range(cfg.relabelled_copies):
         order = agent.random.sample(range(instances), instances)  # row j of the copy is instance order[j]
-        relabel = [order.index(a) if a < instances else a for a in [pending.action, *offered]]
-        agent.buffer.add(permute_instances(pending.state, order, env.buckets), relabel[0], pending.reward,
+        action, *next_offered = permute_actions([pending.action, *offered], order)
+        agent.buffer.add(permute_instances(pending.state, order, env.buckets), action, pending.reward,
                          permute_instances(next_state, order, env.buckets), done, pending.steps, pending.expert,
-                         next_offered=relabel[1:])
+                         next_offered=next_offered)
     agent.learn(gamma)
 
 

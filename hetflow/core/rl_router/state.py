@@ -99,3 +99,9 @@ def permute_instances(state: Sequence[float], order: Sequence[int], buckets: Buc
     width = VALUES_PER_INSTANCE_BESIDES_BUCKETS + buckets.count
     rows = [state[QUEUE_VALUES + i * width: QUEUE_VALUES + (i + 1) * width] for i in range(len(order))]
     return list(state[:QUEUE_VALUES]) + [x for i in order for x in rows[i]]
+
+
+def permute_actions(actions: Sequence[int], order: Sequence[int]) -> list[int]:
+    """``actions`` in the state ``permute_instances`` relabels by ``order``: instance ``order[j]`` is
+    action ``j`` there; no action (past the instances) stays."""
+    return [order.index(a) if a < len(order) else a for a in actions]

@@ -9,6 +9,7 @@ from hetflow.core.rl_router.state import (
     NextRequest,
     instance_features,
     iteration_s,
+    permute_actions,
     permute_instances,
     phases,
     state_dim,
@@ -64,3 +65,4 @@ def test_the_state_is_the_queue_then_each_instance_with_six_values_each():
 def test_relabelling_the_instances_moves_their_rows_and_keeps_the_queue():
     state = [0.1, 1.0, 0.2, 0.5] + [1.0] * 6 + [2.0] * 6 + [3.0] * 6
     assert permute_instances(state, [2, 0, 1], DQN_BUCKETS) == [0.1, 1.0, 0.2, 0.5] + [3.0] * 6 + [1.0] * 6 + [2.0] * 6
+    assert permute_actions([2, 0, 3], [2, 0, 1]) == [0, 1, 3]  # instance 2 is row 0 now; 3 is no action
