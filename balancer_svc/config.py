@@ -62,7 +62,8 @@ class BalancerConfig:
     old are still used."""
     rebuild_wait_s: float = 5.0
     """After the monitor restarts, calls are decided on its predecessor's last snapshot until the new one
-    has heard from every engine that snapshot showed healthy, at most this long after it."""
+    has heard from every engine that snapshot showed healthy, at most this long after the new monitor's
+    first answer (the restart itself may take longer on a loaded host)."""
     monitor_probe_s: float = 1.0
     """How often the balancer asks the monitor for a snapshot when no call has (to notice a restart)."""
     workload_window_s: float = 300.0

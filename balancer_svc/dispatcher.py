@@ -128,7 +128,10 @@ class Dispatcher:
         """Running calls and whether the monitor knows them (told again after it restarts)."""
         self._reregistering: asyncio.Task[None] | None = None
         self._last_snapshot: tuple[monitor_pb2.MonitorSnapshot, float] | None = None
-        """The monitor's last snapshot and when it came (monotonic s): decided on while it is away."""
+        """The monitor's last snapshot and when it came (monotonic s): decided on while it is away, and
+        while a restarted monitor rebuilds (``_monitor_answer``)."""
+        self._rebuild_started: tuple[str, float] | None = None
+        """A restarted monitor's epoch and when it first answered (monotonic s): ``_rebuilding``'s window."""
         self._watcher: asyncio.Task[None] | None = None
         self._unreachable: dict[str, float] = {}
         """Engines this balancer failed to reach, until when (monotonic s) it skips them; the monitor is
@@ -175,8 +178,7 @@ class Dispatcher:
                 msg = await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(), timeout=self.cfg.dependency_timeout_s)
             except grpc.aio.AioRpcError:
                 continue
-            self._last_snapshot = (msg, time.monotonic())
-            self._monitor_answered(msg.monitor_epoch)
+            self._monitor_answer(msg)
 
     async def close(self) -> None:
         for task in (self._releaser, self._reregistering, self._watcher, self._lag_probe):
@@ -450,21 +452,35 @@ class Dispatcher:
             if exc.code() not in MONITOR_AWAY:
                 raise Unavailable(f"monitor failed the snapshot: {exc.code().name} {exc.details()}") from exc
             return self._stale_snapshot(call, f"{exc.code().name} {exc.details()}")
-        if self._rebuilding(msg):
-            self._monitor_answered(msg.monitor_epoch)
+        if not self._monitor_answer(msg):
             return self._stale_snapshot(call, "restarted, rebuilding from engine reports")
-        self._last_snapshot = (msg, time.monotonic())
-        self._monitor_answered(msg.monitor_epoch)
         return self._decision_view(msg, call.request_id), 0.0
+
+    def _monitor_answer(self, msg: monitor_pb2.MonitorSnapshot) -> bool:
+        """Take a snapshot the monitor answered, to a call or to the probe: the one place a snapshot
+        becomes the fallback that calls are decided on while the monitor is away. A rebuilding
+        monitor's is not taken (False), so calls keep deciding on its predecessor's last one."""
+        rebuilding = self._rebuilding(msg)
+        if not rebuilding:
+            self._last_snapshot = (msg, time.monotonic())
+        self._monitor_answered(msg.monitor_epoch)
+        return not rebuilding
 
     def _rebuilding(self, msg: monitor_pb2.MonitorSnapshot) -> bool:
         """A restarted monitor (a new epoch) that has not yet heard from every engine its predecessor's
-        last snapshot showed healthy, within ``rebuild_wait_s`` of that snapshot: deciding on what it
-        knows would find no engine for calls whose engines simply have not reported yet."""
+        last snapshot showed healthy, within ``rebuild_wait_s`` of its own first answer: deciding on
+        what it knows would find no engine for calls whose engines simply have not reported yet. The
+        window runs from the new monitor's first answer, not from its predecessor's last: on a loaded
+        host the restart alone can take longer than the window (issue 31, docs/reliability.md)."""
         if self._last_snapshot is None:
             return False
-        last, seen_s = self._last_snapshot
-        if msg.monitor_epoch == last.monitor_epoch or time.monotonic() - seen_s > self.cfg.rebuild_wait_s:
+        last, _ = self._last_snapshot
+        if msg.monitor_epoch == last.monitor_epoch:
+            return False
+        now_s = time.monotonic()
+        if self._rebuild_started is None or self._rebuild_started[0] != msg.monitor_epoch:
+            self._rebuild_started = (msg.monitor_epoch, now_s)
+        if now_s - self._rebuild_started[1] > self.cfg.rebuild_wait_s:
             return False
         heard = {e.status.engine_id for e in msg.engines if e.healthy}
         return any(e.healthy and e.status.engine_id not in heard for e in last.engines)
