@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
+from typing import Any
+
+import yaml
 
 from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
 from hetflow.core.engine.profile import EngineProfile
@@ -10,9 +14,24 @@ from hetflow.core.engine.request import EngineRequest
 from hetflow.core.policies import Prediction, PriorityContext
 from hetflow.core.prefix import BlockHasher, PromptPart
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
-from hetflow.runtime.ports import free_port  # noqa: F401 - re-exported for tests
+from hetflow.runtime.config import load_stack
+from hetflow.runtime.ports import free_port
 
 _ids = itertools.count()
+
+
+def stack_on_free_ports(config: Path, out_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """``config`` written to ``out_dir`` with every service's and engine's ports chosen free now, and the
+    stack it holds: the example's fixed ports (8000, 50100-50122, 9100-9122) may be taken on the host
+    by anything else, another test run included."""
+    raw = load_stack(config, environ={})
+    for section in [raw[name] for name in ("monitor", "router", "predictor", "balancer", "gateway") if name in raw]:
+        section.update({key: free_port() for key in ("port", "metrics_port") if key in section})
+    for engine in raw["engines"]:
+        engine.update({key: free_port() for key in ("port", "metrics_port") if key in engine})
+    path = out_dir / config.name
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path, raw
 
 
 def profile(**overrides) -> EngineProfile:

@@ -15,6 +15,7 @@ import pytest
 
 from hetflow.runtime.config import load_stack
 from hetflow.serve import SERVICES
+from tests.factories import stack_on_free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "examples" / "local-sim.yaml"
@@ -74,13 +75,14 @@ def test_the_installed_wheel_starts_the_example_stack_and_serves_an_openai_call(
         return subprocess.run([str(installed), "-m", "hetflow.cli", *args], cwd=installed.parent, env=env,
                               capture_output=True, text=True, timeout=300)
 
-    up = hetflow("up", "-c", str(CONFIG))
+    config, raw = stack_on_free_ports(CONFIG, tmp_path)
+    up = hetflow("up", "-c", str(config))
     try:
         assert up.returncode == 0, up.stderr[-2000:]
         import json
         import urllib.request
 
-        request = urllib.request.Request("http://127.0.0.1:8000/v1/completions", json.dumps(
+        request = urllib.request.Request(f"http://127.0.0.1:{raw['gateway']['port']}/v1/completions", json.dumps(
             {"model": "hetflow", "prompt": "hello", "max_tokens": 2, "ignore_eos": True}).encode(),
             {"content-type": "application/json"})
         with urllib.request.urlopen(request, timeout=60) as reply:
@@ -88,4 +90,4 @@ def test_the_installed_wheel_starts_the_example_stack_and_serves_an_openai_call(
         state = json.loads((tmp_path / "run" / "local-sim.json").read_text())
         assert len(state["services"]) == 8 and all(s["restarts"] == 0 for s in state["services"].values())
     finally:
-        assert hetflow("down", "-c", str(CONFIG)).returncode == 0
+        assert hetflow("down", "-c", str(config)).returncode == 0

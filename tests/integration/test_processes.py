@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.factories import free_port
+from tests.factories import free_port, stack_on_free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ def hetflow(*args: str, env: dict | None = None, timeout: float = 240) -> subpro
 
 def test_example_sim_stack_up_run_status_down(tmp_path):
     env = {"HETFLOW_CACHE": str(tmp_path)}
-    config = REPO / "examples" / "local-sim.yaml"
+    config, raw = stack_on_free_ports(REPO / "examples" / "local-sim.yaml", tmp_path)
     up = hetflow("up", "-c", str(config), env=env)
     try:
         assert up.returncode == 0, up.stderr
@@ -32,7 +32,7 @@ def test_example_sim_stack_up_run_status_down(tmp_path):
         run = hetflow("run-workflow", "-c", str(config), "--count", "4", "--rate", "20", env=env)
         assert run.returncode == 0, run.stderr
         assert "4 workflows" in run.stdout and "program-affinity" in run.stdout
-        chat = _post_json("http://127.0.0.1:8000/v1/chat/completions", {
+        chat = _post_json(f"http://127.0.0.1:{raw['gateway']['port']}/v1/chat/completions", {
             "model": "hetflow", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "ignore_eos": True})
         assert chat["usage"]["completion_tokens"] == 3 and chat["hetflow"]["engine_id"]
         status = hetflow("status", "-c", str(config), env=env)
