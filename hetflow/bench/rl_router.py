@@ -33,6 +33,7 @@ from hetflow.bench.sweep import at_rate, servable
 from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.policy_config import PolicyConfig, StageConfig
+from hetflow.core.presets import PRESETS
 from hetflow.core.stats import percentile
 from hetflow.core.trace import StageRecord
 from hetflow.runtime.config import load_stack
@@ -43,21 +44,27 @@ from simulator.signals import Signals
 
 RATE_PER_INSTANCE_PER_S = 5.0
 """Section 5: 20 requests/s on 4 instances; C.11: 40/s on 8."""
-ENGINE_CHOICES: dict[str, StageConfig] = {
-    "round-robin": StageConfig("round-robin"),
-    "join-shortest-queue": StageConfig("join-shortest-queue"),
-    "max-capacity": StageConfig("max-capacity"),
-    "max-capacity-reserved": StageConfig("max-capacity", {"room": "reserved", "retry_s": 0.02}),
-    "min-min": StageConfig("min-min"),
-    "least-work-left": StageConfig("work-left-tokens"),
-    "decode-balancer": StageConfig("least-inflight-tokens"),
-    "dedicated-small-large": StageConfig("dedicated-small-large"),
-    "vllm-least-load": StageConfig("least-load"),
-    "hetflow-default": PolicyConfig().engine,
-}
-"""The engine choices compared with the RL router: round robin and the paper's heuristics (C.2.4, C.2.6,
-C.3.1-C.3.3, JSQ in 5.1), maximum capacity usage with the RL router's room rule and step (the heuristic
-it learns from), vLLM 0.32's data-parallel balancer and hetflow's default engine stage."""
+BASELINES = ("round-robin", "jsq", "max-capacity", "max-capacity-reserved", "min-min", "least-work-left",
+             "decode-balancer", "dedicated-small-large", "least-load", "hetflow")
+"""The engine choices compared with the RL router, by their preset names (``hetflow.core.presets``, the
+names ``hetflow bench`` and ``hetflow simulate`` take): round robin and the paper's heuristics (C.2.4,
+C.2.6, C.3.1-C.3.3, JSQ in 5.1), maximum capacity usage with the RL router's room rule and step (the
+heuristic it learns from), vLLM 0.32's data-parallel balancer and hetflow's default. Each runs as its
+preset's engine stage; the model choice and FCFS are the paper's for every one (``policy_for``)."""
+
+
+def engine_choices(names: Sequence[str], policy_file: str | None) -> dict[str, StageConfig]:
+    """Each named policy's engine stage; ``rl-router`` is the trained router of ``policy_file``. An unknown
+    name is a ValueError that lists the known ones."""
+    known = [*BASELINES, "rl-router"]
+    unknown = [n for n in names if n not in known and n not in PRESETS]
+    if unknown:
+        raise ValueError(f"unknown policy {', '.join(map(repr, unknown))}; known: {', '.join(known)} "
+                         f"(or any of hetflow's presets: {', '.join(p for p in PRESETS if p not in known)})")
+    if "rl-router" in names and not policy_file:
+        raise ValueError("rl-router needs --policy-file")
+    return {n: StageConfig("rl-router", {"policy": policy_file}) if n == "rl-router" else PRESETS[n].policy.engine
+            for n in names}
 
 
 @dataclass(frozen=True)
@@ -167,7 +174,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--requests", type=int, default=1000)
     p.add_argument("--families", default=",".join(MIXED_FAMILIES))
-    p.add_argument("--policies", default="", help="comma-separated subset (default: all and rl-router)")
+    p.add_argument("--policies", default="",
+                   help="comma-separated policy names, as hetflow bench takes them (default: baselines, rl-router)")
     p.add_argument("--no-capacity", action="store_true", help="only the paper's fixed rate")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", help="write every run as JSON here")
@@ -177,11 +185,12 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not args.cluster:
         p.error("--cluster is required to run")
+    names = args.policies.split(",") if args.policies else [*BASELINES, "rl-router"]
+    try:
+        choices = engine_choices(names, args.policy_file)
+    except ValueError as exc:
+        raise SystemExit(f"{p.prog}: {exc}") from None
     engines = cluster_from_stack(load_stack(Path(args.cluster)))
-    choices = {**ENGINE_CHOICES, "rl-router": StageConfig("rl-router", {"policy": args.policy_file})}
-    names = args.policies.split(",") if args.policies else list(choices)
-    if "rl-router" in names and not args.policy_file:
-        p.error("rl-router needs --policy-file")
     rate = RATE_PER_INSTANCE_PER_S * len(engines)
     tasks = [Task(n, choices[n], int(s), args.cluster, args.requests, tuple(args.families.split(",")), rate,
                   not args.no_capacity) for n in names for s in args.seeds.split(",")]

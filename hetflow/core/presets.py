@@ -42,6 +42,12 @@ def _baseline(name: str, source: str, picker: str, priority: str = "fcfs", **kw:
     return Preset(name, source, _policy(picker, picker, priority), **kw)
 
 
+def _load_balancer(name: str, source: str, engine: str | StageConfig) -> Preset:
+    """One of the load-balancer paper's engine choices, among replicas of one model (its setting): the
+    model by vLLM's least load, FCFS."""
+    return Preset(name, "load-balancer paper " + source, _policy("least-load", engine, "fcfs"))
+
+
 def _chimera(name: str, confidence: str) -> Preset:
     return Preset(name,
                   "Chimera 3 (Algorithm 1, 3.6-3.7)" + ("; ablation without router" if confidence == "prior" else ""),
@@ -77,6 +83,18 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
               "least-load", priority="predicted-call-tokens", prediction="oracle"),
     _baseline("vllm-stjf", "Chimera 4.2's oracle: STJF on the true remaining tokens", "least-load",
               priority="predicted-total-tokens", prediction="oracle"),
+    _load_balancer("max-capacity", "C.3.2: maximum capacity usage, the engine with the most free KV that can take "
+                   "the request, retried each second while none can", "max-capacity"),
+    _load_balancer("max-capacity-reserved", "C.3.2 with the RL router's room rule (room counted against what the "
+                   "in-flight calls will hold at their end) and its 0.02 s step: the heuristic the RL router learns "
+                   "from", StageConfig("max-capacity", {"room": "reserved", "retry_s": 0.02})),
+    _load_balancer("min-min", "C.3.3: min-min, the engine where the request would finish first", "min-min"),
+    _load_balancer("least-work-left", "C.3.1: the engine with the fewest prompt and decode tokens yet to process",
+                   "work-left-tokens"),
+    _load_balancer("decode-balancer", "C.2.6: the engine with the fewest in-flight decode tokens",
+                   "least-inflight-tokens"),
+    _load_balancer("dedicated-small-large", "C.2.4: heavy-decode requests on half the engines, light ones on the "
+                   "other half", "dedicated-small-large"),
     _chimera("chimera", "router"),
     _chimera("chimera-no-router", "prior"),
     _hexgen("hexgen", "HexGen-Flow 4.1-4.2: workload-balanced dispatch (eq. 2-4) and urgency (eq. 5-8); "

@@ -1,8 +1,11 @@
 """Issue 16's benchmark harness: a run reports E2E, TTFT and TBT from the engines' token times, and the
 table compares each policy with round robin seed by seed."""
 
-from hetflow.bench.rl_router import ENGINE_CHOICES, report, run_once
+import pytest
+
+from hetflow.bench.rl_router import BASELINES, engine_choices, main, report, run_once
 from hetflow.core.engine.profile import EngineSpec, load_profile
+from hetflow.core.presets import PRESETS
 from hetflow.workloads.requests import independent_requests
 
 PROFILE = load_profile("qwen2.5-1.5b-instruct@a6000")
@@ -11,7 +14,7 @@ PROFILE = load_profile("qwen2.5-1.5b-instruct@a6000")
 def test_a_run_reports_latency_first_token_and_time_between_tokens():
     engines = [EngineSpec(f"e{i}", PROFILE.model, PROFILE) for i in range(2)]
     records = independent_requests(30, seed=0, families=("math",), models=[PROFILE.model])
-    run = run_once(engines, ENGINE_CHOICES["round-robin"], records, rate_per_s=5.0)
+    run = run_once(engines, engine_choices(["round-robin"], None)["round-robin"], records, rate_per_s=5.0)
     assert run["requests"] == 30 and run["rejected"] == 0
     assert 0 < run["ttft_mean_s"] < run["e2e_mean_s"] and run["tbt_mean_ms"] > 0
     assert run["ttft_p95_s"] >= run["ttft_mean_s"] * 0.5
@@ -30,3 +33,22 @@ def test_the_table_gives_each_policys_cut_against_round_robin_per_seed():
     assert "+7.5 (+5.0-+10.0)%" in rl and "2/2" in rl  # 10% and 5% lower, both runs stable
     alone = next(line for line in report(rows[2:]).splitlines() if line.startswith("rl-router"))
     assert "%" not in alone  # no round robin runs: no cut to give
+
+
+def test_policies_have_the_names_every_harness_gives_them():
+    """One vocabulary (issue 32): the benchmark's baselines are hetflow's presets, run as their engine stage."""
+    choices = engine_choices([*BASELINES, "llm-d", "rl-router"], "rl.pt")
+    assert all(choices[name] == PRESETS[name].policy.engine for name in (*BASELINES, "llm-d"))
+    assert choices["least-load"].type == "least-load" and choices["jsq"].type == "join-shortest-queue"
+    assert choices["max-capacity-reserved"].params == {"room": "reserved", "retry_s": 0.02}
+    assert choices["rl-router"].params == {"policy": "rl.pt"}
+
+
+def test_an_unknown_policy_name_is_one_line_that_lists_the_known_ones(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["-c", "bench/clusters/paper-v100.yaml", "--policies", "least-load,vllm-least-load"])
+    message = str(exit_.value)
+    assert "unknown policy 'vllm-least-load'" in message and "least-load, hetflow" in message
+    assert "\n" not in message
+    with pytest.raises(ValueError, match="rl-router needs --policy-file"):
+        engine_choices(["rl-router"], None)
