@@ -33,7 +33,7 @@ def build(cfg: BalancerConfig, alpha_replay: AlphaReplay | None = None,
         front = Front(dispatcher, cfg.cascade)
         if reload is not None:
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, front.reload, reload)
-        servicer = BalancerServicer(dispatcher, front.serve)
+        servicer = BalancerServicer(dispatcher, front.serve, front.cascade_config)
         return ([Registration(balancer_pb2_grpc.add_BalancerServicer_to_server, servicer, SERVICE_NAME)],
                 dispatcher.close)
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from hetflow import wire
 from hetflow.core.call import LlmCall, WorkflowInfo, check_stages
+from hetflow.core.cascade.config import CascadeConfig
 from hetflow.core.errors import DeadlineExceeded, InvalidArgument, Unavailable
 from hetflow.core.policies import Choice, Priority
 from hetflow.core.prefix import text_block_hashes
@@ -92,8 +93,12 @@ def stage_to_proto(stage: str, plugin: str, choice: Choice, elapsed_ms: float) -
                                                for name, values in choice.scorers.items()})
 
 
-def workload_reply(window_s: float, rate_per_s: float, sample: list[SampledCall]) -> balancer_pb2.WorkloadReply:
+def workload_reply(window_s: float, rate_per_s: float, sample: list[SampledCall],
+                   cascade: CascadeConfig | None = None) -> balancer_pb2.WorkloadReply:
     reply = balancer_pb2.WorkloadReply(window_s=window_s, rate_per_s=rate_per_s)
+    if cascade is not None:
+        reply.cascade_models.extend(cascade.models)
+        reply.cascade_thresholds.extend(cascade.thresholds)
     for c in sample:
         msg = reply.samples.add(received_unix_s=c.received_unix_s, prompt=c.prompt, input_tokens=c.input_tokens,
                                 output_tokens=c.output_tokens)

@@ -34,6 +34,11 @@ class Front:
                         else LlmJudge(cfg.judge, self.dispatcher.serve_admitted))
         return CascadeServing(self.dispatcher, cfg, judge)
 
+    def cascade_config(self) -> CascadeConfig | None:
+        """The cascade new calls take (None: none): what ``Balancer.Workload`` tells the re-planner, so a
+        rollout knows when a switch has reached the balancer."""
+        return self.cascade.cfg if self.cascade is not None else None
+
     async def serve(self, call: LlmCall, time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         cascade = self.cascade  # the one the call started with, whatever a reload does meanwhile
         stream = cascade.serve(call, time_remaining_s) if cascade else self.dispatcher.serve(call, time_remaining_s)

@@ -10,6 +10,7 @@ import grpc
 from balancer_svc import convert
 from balancer_svc.dispatcher import Dispatcher
 from hetflow.core.call import LlmCall
+from hetflow.core.cascade.config import CascadeConfig
 from hetflow.runtime.logs import bind_ids
 from hetflow.runtime.security import CURRENT_CALLER
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc
@@ -19,9 +20,12 @@ Serve = Callable[[LlmCall, "float | None"], AsyncIterator[balancer_pb2.GenerateC
 
 
 class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
-    def __init__(self, dispatcher: Dispatcher, serve: Serve | None = None) -> None:
+    def __init__(self, dispatcher: Dispatcher, serve: Serve | None = None,
+                 cascade: Callable[[], CascadeConfig | None] = lambda: None) -> None:
+        """``cascade``: the cascade new calls take (``Front.cascade_config``)."""
         self.dispatcher = dispatcher
         self.serve = serve or dispatcher.serve
+        self.cascade = cascade
 
     def _call(self, request: balancer_pb2.GenerateRequest) -> LlmCall:
         cfg = self.dispatcher.cfg
@@ -38,7 +42,8 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
     async def Workload(self, request: balancer_pb2.WorkloadRequest,
                        context: grpc.aio.ServicerContext) -> balancer_pb2.WorkloadReply:
         workload, now_s = self.dispatcher.workload, time.time()
-        return convert.workload_reply(workload.window_s, workload.rate_per_s(now_s), workload.sample(now_s))
+        return convert.workload_reply(workload.window_s, workload.rate_per_s(now_s), workload.sample(now_s),
+                                      self.cascade())
 
     async def Complete(self, request: balancer_pb2.GenerateRequest,
                        context: grpc.aio.ServicerContext) -> balancer_pb2.CompletionReply:

@@ -7,6 +7,10 @@ and the step waits until the monitor reports it healthy, so calls can reach it b
 away; a removed engine drains and the step waits until the monitor no longer counts it healthy; the
 cascade switch reaches the balancer (SIGHUP), after which new calls take the new cascade. The rollout's
 order (``hetflow.planner.replan.rollout``) keeps an engine of every served model at every step.
+
+The cascade switch waits until the balancer says new calls take the new cascade (``Balancer.Workload``
+names the one in effect): SIGHUP reaches it through the supervisor, and on a loaded host that took long
+enough for the next step, and calls, to run before it (issue 31, docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import grpc
 import yaml
@@ -27,7 +31,7 @@ from hetflow.runtime.channels import open_channel
 from hetflow.runtime.ports import free_port
 from hetflow.runtime.security import stack_security
 from hetflow.stackctl import read_state
-from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
+from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, monitor_pb2, monitor_pb2_grpc
 
 STEP_TIMEOUT_S = 300.0
 """Longest wait for one step to show in the monitor (a vLLM engine loads its weights first)."""
@@ -74,22 +78,52 @@ async def healthy_engines(raw: Mapping[str, Any]) -> set[str]:
     return {e.status.engine_id for e in snapshot.engines if e.healthy}
 
 
-async def _until(engine: str, healthy: bool, raw: Mapping[str, Any], timeout_s: float) -> None:
-    """Until the monitor counts ``engine`` healthy (or, ``healthy`` False, no longer does); a poll the
-    monitor does not answer (UNAVAILABLE, DEADLINE_EXCEEDED: busy or restarting) is tried again until
-    ``timeout_s``, whose error then names the last such failure."""
+async def cascade_in_effect(raw: Mapping[str, Any]) -> tuple[list[str], list[float]]:
+    """The balancer's cascade for new calls: its models and thresholds (empty: none)."""
+    balancer = raw["balancer"]
+    address = f"{balancer.get('host', raw.get('stack', {}).get('host', '127.0.0.1'))}:{balancer['port']}"
+    async with open_channel(address, stack_security(raw, "operator")) as channel:
+        reply = await balancer_pb2_grpc.BalancerStub(channel).Workload(balancer_pb2.WorkloadRequest(), timeout=2)
+    return list(reply.cascade_models), list(reply.cascade_thresholds)
+
+
+def _expected_cascade(raw: Mapping[str, Any]) -> tuple[list[str], list[float]]:
+    cascade = raw["balancer"].get("cascade") or {}
+    return list(cascade.get("models", [])), [float(h) for h in cascade.get("thresholds", [])]
+
+
+async def _until(holds: Callable[[], Awaitable[bool]], what: str, service: str, timeout_s: float) -> None:
+    """Until ``holds()``; a poll the service does not answer (UNAVAILABLE, DEADLINE_EXCEEDED: busy or
+    restarting) is tried again until ``timeout_s``, whose error then names the last such failure."""
     deadline, unanswered = time.monotonic() + timeout_s, ""
     while time.monotonic() < deadline:
         try:
-            if (engine in await healthy_engines(raw)) == healthy:
+            if await holds():
                 return
         except grpc.aio.AioRpcError as exc:
             if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise
-            unanswered = f" (the monitor last answered {exc.code().name}: {exc.details()})"
+            unanswered = f" (the {service} last answered {exc.code().name}: {exc.details()})"
         await asyncio.sleep(0.2)
-    raise TimeoutError(f"engine {engine} {'up' if healthy else 'gone'}: not seen in the monitor within "
-                       f"{timeout_s:g} s{unanswered}")
+    raise TimeoutError(f"{what}: not seen in the {service} within {timeout_s:g} s{unanswered}")
+
+
+async def _until_engine(engine: str, healthy: bool, raw: Mapping[str, Any], timeout_s: float) -> None:
+    """Until the monitor counts ``engine`` healthy (or, ``healthy`` False, no longer does)."""
+    async def holds() -> bool:
+        return (engine in await healthy_engines(raw)) == healthy
+
+    await _until(holds, f"engine {engine} {'up' if healthy else 'gone'}", "monitor", timeout_s)
+
+
+async def _until_cascade(raw: Mapping[str, Any], timeout_s: float) -> None:
+    """Until the balancer takes the cascade ``raw`` names for new calls."""
+    expected = _expected_cascade(raw)
+
+    async def holds() -> bool:
+        return await cascade_in_effect(raw) == expected
+
+    await _until(holds, f"cascade {expected[0]} with thresholds {expected[1]}", "balancer", timeout_s)
 
 
 async def apply(config: Path, new_stack: Mapping[str, Any], steps: Sequence[Step],
@@ -105,5 +139,7 @@ async def apply(config: Path, new_stack: Mapping[str, Any], steps: Sequence[Step
         write_config(config, raw)
         os.kill(supervisor, signal.SIGHUP)
         if step.action in (ADD, REMOVE):
-            await _until(step.engine, step.action == ADD, raw, step_timeout_s)
+            await _until_engine(step.engine, step.action == ADD, raw, step_timeout_s)
+        else:
+            await _until_cascade(raw, step_timeout_s)
         progress(f"step {n}/{len(steps)}: {step.action} {step.engine} ({step.why})")

@@ -12,14 +12,18 @@ class WorkloadRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class WorkloadReply(_message.Message):
-    __slots__ = ("window_s", "rate_per_s", "samples")
+    __slots__ = ("window_s", "rate_per_s", "samples", "cascade_models", "cascade_thresholds")
     WINDOW_S_FIELD_NUMBER: _ClassVar[int]
     RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    CASCADE_MODELS_FIELD_NUMBER: _ClassVar[int]
+    CASCADE_THRESHOLDS_FIELD_NUMBER: _ClassVar[int]
     window_s: float
     rate_per_s: float
     samples: _containers.RepeatedCompositeFieldContainer[WorkloadSample]
-    def __init__(self, window_s: _Optional[float] = ..., rate_per_s: _Optional[float] = ..., samples: _Optional[_Iterable[_Union[WorkloadSample, _Mapping]]] = ...) -> None: ...
+    cascade_models: _containers.RepeatedScalarFieldContainer[str]
+    cascade_thresholds: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, window_s: _Optional[float] = ..., rate_per_s: _Optional[float] = ..., samples: _Optional[_Iterable[_Union[WorkloadSample, _Mapping]]] = ..., cascade_models: _Optional[_Iterable[str]] = ..., cascade_thresholds: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class WorkloadSample(_message.Message):
     __slots__ = ("received_unix_s", "prompt", "input_tokens", "output_tokens", "first_grade")
