@@ -1,7 +1,10 @@
 """One engine in virtual time: engine_svc.model's BatchScheduler, with each iteration an event.
 
 The real-time ``sim`` backend sleeps for ``plan.duration_s``; here the iteration's end is scheduled
-``plan.duration_s`` later instead. Same scheduler, same queue, same profile.
+``plan.duration_s`` later instead. Same scheduler, same queue, same profile. With ``decode_runs``, a run
+of pure decode iterations that stepping could not change is one event (``simulator.decode_jump``):
+anything that reads or changes the engine meanwhile (a call submitted, a status report) first brings
+the run to that instant, so the engine is where stepping would have it.
 """
 
 from __future__ import annotations
@@ -13,21 +16,29 @@ from hetflow.core.engine.queues import QueueConfig, make_queue
 from hetflow.core.engine.request import EngineRequest
 from hetflow.core.engine.scheduler import BatchScheduler, StepPlan
 from hetflow.core.monitor.state import EngineStatus
+from simulator import decode_jump
 from simulator.clock import EventLoop
 
 
 class VirtualEngine:
     def __init__(self, engine_id: str, model: str, profile: EngineProfile, queue: QueueConfig, loop: EventLoop,
-                 on_finish: Callable[[EngineRequest], None]) -> None:
+                 on_finish: Callable[[EngineRequest], None], decode_runs: bool = False) -> None:
         self.engine_id, self.model, self.profile = engine_id, model, profile
         self.scheduler = BatchScheduler(profile, make_queue(queue))
         self._loop, self._on_finish = loop, on_finish
         self._busy = False
         self.busy_s = 0.0
         self.max_used_blocks = 0
+        self.decode_runs = decode_runs
+        self._run: decode_jump.DecodeRun | None = None
+        self._run_id = 0
+        """The decode run in progress, and its number: a run settled early leaves its end event stale."""
+        self.iterations_in_runs = 0
+        """Iterations taken inside decode runs rather than one by one."""
 
     def submit(self, req: EngineRequest) -> None:
         """Queue ``req`` (ValueError / MemoryError when it can never run here, as on the live engine)."""
+        self._settle()
         self.scheduler.add(req)
         if not self._busy:
             self._step()
@@ -39,8 +50,44 @@ class VirtualEngine:
             self._busy = False
             return
         self._busy = True
+        run = decode_jump.start(self.scheduler, plan, self._loop.now) if self.decode_runs else None
+        if run is None:
+            self._schedule_end(plan)
+            return
+        self._run, self._run_id = run, self._run_id + 1
+        self._loop.at(run.end_s(run.iterations), self._end_run, self._run_id)
+
+    def _schedule_end(self, plan: StepPlan) -> None:
         self.busy_s += plan.duration_s
         self._loop.at(self._loop.now + plan.duration_s, self._end_step, plan)
+
+    def _end_run(self, run_id: int) -> None:
+        if run_id != self._run_id or self._run is None:
+            return  # settled before its end
+        run, self._run = self._run, None
+        self.busy_s += run.end_s(run.iterations) - run.start_s
+        decode_jump.advance(self.scheduler, run, run.iterations)
+        self.iterations_in_runs += run.iterations
+        self.max_used_blocks = max(self.max_used_blocks, self.scheduler.kv.used_blocks)  # the run's last
+        self._step()
+
+    def _settle(self) -> None:
+        """Bring a decode run in progress to now: the iterations that have ended applied, the one in
+        progress scheduled, its end an event as when stepping."""
+        if self._run is None:
+            return
+        run, self._run = self._run, None
+        self._run_id += 1
+        done = run.done_by(self._loop.now)
+        plan = decode_jump.advance(self.scheduler, run, done)
+        self.iterations_in_runs += done
+        self.max_used_blocks = max(self.max_used_blocks, self.scheduler.kv.used_blocks)
+        if plan is None:  # the run's last iteration ended at this very instant
+            self.busy_s += run.end_s(run.iterations) - run.start_s
+            self._step()
+            return
+        self.busy_s += run.end_s(done) - run.start_s + plan.duration_s
+        self._loop.at(run.end_s(done + 1), self._end_step, plan)
 
     def _end_step(self, plan: StepPlan) -> None:
         for event in self.scheduler.update_from_step(plan, self._loop.now):
@@ -50,6 +97,7 @@ class VirtualEngine:
 
     def status(self) -> EngineStatus:
         """What the engine reports to the monitor, as a live engine does every report interval."""
+        self._settle()
         s = self.scheduler
         return EngineStatus(engine_id=self.engine_id, model=self.model, serving=True, waiting=s.num_waiting,
                             running=len(s.running), kv_cache_usage=s.kv.usage,

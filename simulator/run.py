@@ -99,7 +99,9 @@ class Simulation:
     def __init__(self, engines: Sequence[EngineSpec], policy: PolicyConfig, signals: Signals,
                  queue: QueueConfig | None = None, slo_scales: Mapping[str, float] | None = None,
                  agent_priority_interval_s: float = 10.0, cascade: SimCascade | None = None,
-                 reference_engines: Sequence[EngineSpec] | None = None) -> None:
+                 reference_engines: Sequence[EngineSpec] | None = None, decode_runs: bool = False) -> None:
+        """``decode_runs``: engines take runs of pure decode iterations as one event
+        (``simulator.decode_jump``); False steps every iteration (the reference mode)."""
         self.loop = EventLoop()
         self.cascade = cascade
         """Serve every call through a threshold cascade (Cascadia 3.3), as balancer_svc's cascade does."""
@@ -123,7 +125,7 @@ class Simulation:
         self.monitor = MonitorState(MonitorLimits(engine_stale_after_s=float("inf"), engine_failed_after_s=float("inf"),
                                                   orphan_grace_s=float("inf"), program_ttl_s=float("inf")))
         self.engines = {e.engine_id: VirtualEngine(e.engine_id, e.model, e.profile, queue or QueueConfig(), self.loop,
-                                                   self._finished)
+                                                   self._finished, decode_runs)
                         for e in engines}
         self._report_engines()
         self._programs: dict[str, list[StageRecord]] = {}
