@@ -9,7 +9,8 @@ leaving it exactly as stepping iteration by iteration would have (``BatchSchedul
 ``update_from_step``): the same tokens, KV blocks (evictions and cached blocks included), iteration
 count, aging and preemption counts.
 
-A run is only taken where stepping could not do anything else: every request in the batch decodes,
+A run is only taken where stepping could not do anything else: every request in the batch decodes
+(a prefill's last chunk of one token looks like a decode, but it yields the first token: stepped),
 nobody was preempted, none finishes before the run's last iteration, the free KV blocks cover every
 block the run fills, and no waiting request could be admitted (the queue is empty, or the batch holds
 ``max_num_seqs``). With the batch full, waiting requests age as they would (promotion is a key change
@@ -64,6 +65,8 @@ def start(scheduler: BatchScheduler, plan: StepPlan, now_s: float) -> DecodeRun 
     requests = [c.request for c in plan.chunks]
     if len(requests) != len(scheduler.running) or any(c.is_prefill or c.num_tokens != 1 for c in plan.chunks):
         return None
+    if any(r.first_token_s is None for r in requests):
+        return None  # a prefill's last chunk of one token: it yields the first token, which stepping times
     if len(scheduler.queue) and len(scheduler.running) < scheduler.profile.max_num_seqs:
         return None  # a waiting request might be admitted at any iteration: step
     # The plan's own iteration produces token output_tokens + 1 of each request; none may finish

@@ -148,3 +148,18 @@ def test_a_run_ends_before_the_first_finish_and_before_the_kv_runs_out(kv_tokens
         assert run.iterations < shortest - 1  # this cache is what ends the run
     assert run.end_s(run.iterations) > run.end_s(run.iterations - 1) > run.start_s
     assert run.done_by(run.end_s(2)) == 2 and run.done_by(run.end_s(2) - 1e-9) == 1
+
+
+def test_a_prefill_whose_last_chunk_is_one_token_gives_its_first_token_as_stepping_does():
+    """A chunked prefill can end on a one-token chunk, which looks like a decode; its first token's time
+    is the end of that iteration."""
+    first_tokens = []
+    for decode_runs in (False, True):
+        loop = EventLoop()
+        profile = load_profile(f"{SMALL}@a6000", max_num_batched_tokens=16)
+        engine = VirtualEngine("e", SMALL, profile, QueueConfig(), loop, lambda r: None, decode_runs=decode_runs)
+        req = EngineRequest("r", prompt_tokens=17, max_tokens=40, priority=0.0, arrival_s=0.0)
+        engine.submit(req)
+        loop.run()
+        first_tokens.append((req.first_token_s, req.finished_s, req.output_tokens))
+    assert first_tokens[0][0] is not None and first_tokens[1] == pytest.approx(first_tokens[0], rel=1e-12)
