@@ -34,7 +34,7 @@ from hetflow.stackctl import read_state
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, monitor_pb2, monitor_pb2_grpc
 
 STEP_TIMEOUT_S = 300.0
-"""Longest wait for one step to show in the monitor (a vLLM engine loads its weights first)."""
+"""Longest wait for one step to show in the monitor or the balancer (a vLLM engine loads its weights first)."""
 
 
 def after_step(raw: Mapping[str, Any], step: Step, new_stack: Mapping[str, Any]) -> dict[str, Any]:
