@@ -1,5 +1,8 @@
 """Kairos 6: a request's expected KV use per 0.5 s slot, summed per engine, freed on early finish."""
 
+import random
+
+import numpy as np
 import pytest
 
 from hetflow.core.monitor.memory_ledger import MemoryLedger, MemoryPlan
@@ -44,3 +47,15 @@ def test_occupied_window_stops_at_the_last_occupied_slot():
     assert len(ledger.occupied_window(0.0, 240)) == 0
     ledger.add("a", MemoryPlan(10, 0.0, 1.0), now_s=0.0)
     assert list(ledger.occupied_window(0.0, 240)) == [10.0, 10.0]
+
+
+def test_the_occupied_window_is_the_window_without_its_trailing_zeros():
+    rng = random.Random(7)
+    ledger = MemoryLedger(horizon_slots=64)
+    for step in range(200):
+        now_s = step * 0.3
+        if rng.random() < 0.6:
+            ledger.add(f"r{step}", MemoryPlan(rng.randint(1, 500), rng.uniform(0, 50), rng.uniform(0.1, 20)), now_s)
+        else:
+            ledger.remove(f"r{rng.randrange(max(1, step))}", now_s)
+        assert list(ledger.occupied_window(now_s, 64)) == list(np.trim_zeros(ledger.window(now_s, 64), "b"))
