@@ -480,9 +480,11 @@ class Dispatcher:
         now_s = time.monotonic()
         if self._rebuild_started is None or self._rebuild_started[0] != msg.monitor_epoch:
             self._rebuild_started = (msg.monitor_epoch, now_s)
+        heard = {e.status.engine_id for e in msg.engines if e.healthy}
+        if not heard:  # no engine has reported yet: its view could only fail calls, however long it takes
+            return any(e.healthy for e in last.engines)  # (``stale_snapshot_max_s`` bounds the old one's use)
         if now_s - self._rebuild_started[1] > self.cfg.rebuild_wait_s:
             return False
-        heard = {e.status.engine_id for e in msg.engines if e.healthy}
         return any(e.healthy and e.status.engine_id not in heard for e in last.engines)
 
     def _stale_snapshot(self, call: LlmCall, why: str) -> tuple[monitor_pb2.MonitorSnapshot, float]:

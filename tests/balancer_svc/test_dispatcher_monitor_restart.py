@@ -152,3 +152,26 @@ def test_once_the_rebuild_window_has_passed_the_new_monitors_view_is_used_as_it_
     during, after = asyncio.run(scenario())
     assert during.receipt.stale_snapshot_s > 0
     assert after.receipt.stale_snapshot_s == 0 and after.engine.engine_id == "small-1"
+
+
+def test_a_new_monitor_no_engine_has_reported_to_is_not_decided_on_after_the_window_either():
+    """Engines starved past the window: an empty view could only fail calls, so the old one is used
+    (up to ``stale_snapshot_max_s``) until an engine reports."""
+    async def scenario():
+        monitor = _first_monitor()
+        dispatcher = _dispatcher(monitor, rebuild_wait_s=0.2)
+        try:
+            await dispatcher.decide(call(program_id="p-before"))
+            monitor.kill()
+            new = monitor.restart()
+            first = await dispatcher.decide(call(program_id="p-first"))
+            await asyncio.sleep(0.3)  # past the window, still no engine heard from
+            late = await dispatcher.decide(call(program_id="p-late"))
+            _report(new, "small-0")
+            return first, late, await dispatcher.decide(call(program_id="p-after"))
+        finally:
+            await dispatcher.close()
+
+    first, late, after = asyncio.run(scenario())
+    assert first.receipt.stale_snapshot_s > 0 and late.receipt.stale_snapshot_s > 0
+    assert after.receipt.stale_snapshot_s == 0 and after.engine.engine_id == "small-0"  # window passed: as it is
