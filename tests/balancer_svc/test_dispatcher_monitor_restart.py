@@ -84,6 +84,16 @@ def _first_monitor() -> StubMonitor:
     return StubMonitor(state)
 
 
+async def _decided_then_restarted(**cfg) -> tuple[MonitorState, Dispatcher]:
+    """A dispatcher that decided a call on the first monitor, since killed and restarted empty; the new
+    monitor's state."""
+    monitor = _first_monitor()
+    dispatcher = _dispatcher(monitor, **cfg)
+    await dispatcher.decide(call(program_id="p-before"))
+    monitor.kill()
+    return monitor.restart(), dispatcher
+
+
 def test_a_probe_answered_first_by_the_restarted_monitor_does_not_make_its_empty_view_the_one_decided_on():
     """The loss seen under load: the balancer's probe reached the new monitor before any engine had
     reported to it, and the next call was decided on that empty view ("no healthy engine serves any
@@ -136,12 +146,8 @@ def test_once_the_rebuild_window_has_passed_the_new_monitors_view_is_used_as_it_
     """An engine that died with the old monitor never reports to the new one: after ``rebuild_wait_s``
     from the new monitor's first answer its view is taken without it."""
     async def scenario():
-        monitor = _first_monitor()
-        dispatcher = _dispatcher(monitor, rebuild_wait_s=0.2)
+        new, dispatcher = await _decided_then_restarted(rebuild_wait_s=0.2)
         try:
-            await dispatcher.decide(call(program_id="p-before"))
-            monitor.kill()
-            new = monitor.restart()
             _report(new, "small-1")
             during = await dispatcher.decide(call(program_id="p-during"))
             await asyncio.sleep(0.3)  # past the window
@@ -158,12 +164,8 @@ def test_a_new_monitor_no_engine_has_reported_to_is_not_decided_on_after_the_win
     """Engines starved past the window: an empty view could only fail calls, so the old one is used
     (up to ``stale_snapshot_max_s``) until an engine reports."""
     async def scenario():
-        monitor = _first_monitor()
-        dispatcher = _dispatcher(monitor, rebuild_wait_s=0.2)
+        new, dispatcher = await _decided_then_restarted(rebuild_wait_s=0.2)
         try:
-            await dispatcher.decide(call(program_id="p-before"))
-            monitor.kill()
-            new = monitor.restart()
             first = await dispatcher.decide(call(program_id="p-first"))
             await asyncio.sleep(0.3)  # past the window, still no engine heard from
             late = await dispatcher.decide(call(program_id="p-late"))
