@@ -2,8 +2,9 @@
 
 Between two events (a call arriving, a call finishing, a report, a KV block that cannot be had) a batch
 of pure decodes does not change: each running request decodes one token per iteration, and an
-iteration's time is linear in the batch's context (``EngineProfile.step_ms``), so a run of ``n``
-iterations takes ``n`` step times plus an arithmetic series in closed form. ``DecodeRun`` holds such a
+iteration's time depends only on the batch's context, which grows by one token per request
+(``EngineProfile.decode_run_ms``: an arithmetic series in closed form for the linear profile, one
+array pass over the operator tables for a measured one). ``DecodeRun`` holds such a
 run and brings the scheduler's state to any of its iterations in one pass over the running requests,
 leaving it exactly as stepping iteration by iteration would have (``BatchScheduler.schedule`` and
 ``update_from_step``): the same tokens, KV blocks (evictions and cached blocks included), iteration
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.kv_cache import blocks_for
 from hetflow.core.engine.request import EngineRequest, RequestStatus
@@ -36,25 +39,16 @@ class DecodeRun:
     requests: list[EngineRequest]
     start_s: float
     iterations: int
-    first_ms: float
-    """The first iteration's time; each later one reads one more token per request."""
-    slope_ms: float
-    """Extra time per iteration: the batch's context grows by one token per request."""
+    ends_s: np.ndarray
+    """``ends_s[k]``: when the run's ``k``-th iteration ends (``ends_s[0]``: the run's start)."""
 
     def end_s(self, done: int) -> float:
         """When the run's ``done``-th iteration ends (0: the run's start)."""
-        return self.start_s + (done * self.first_ms + self.slope_ms * done * (done - 1) / 2) / 1e3
+        return float(self.ends_s[done])
 
     def done_by(self, now_s: float) -> int:
-        """Iterations of the run that have ended by ``now_s`` (binary search on ``end_s``)."""
-        low, high = 0, self.iterations
-        while low < high:
-            mid = (low + high + 1) // 2
-            if self.end_s(mid) <= now_s:
-                low = mid
-            else:
-                high = mid - 1
-        return low
+        """Iterations of the run that have ended by ``now_s``."""
+        return max(0, int(np.searchsorted(self.ends_s, now_s, side="right")) - 1)
 
 
 def start(scheduler: BatchScheduler, plan: StepPlan, now_s: float) -> DecodeRun | None:
@@ -77,10 +71,8 @@ def start(scheduler: BatchScheduler, plan: StepPlan, now_s: float) -> DecodeRun 
     iterations = _kv_covers(scheduler, requests, iterations)
     if iterations < 2:
         return None
-    profile, batch = scheduler.profile, len(requests)
-    return DecodeRun(plan, requests, now_s, iterations, first_ms=plan.duration_s * 1e3,
-                     slope_ms=profile.step_ms(0, batch, plan.decode_context_tokens + batch)
-                     - profile.step_ms(0, batch, plan.decode_context_tokens))
+    ends_ms = scheduler.profile.decode_run_ms(len(requests), plan.decode_context_tokens, iterations)
+    return DecodeRun(plan, requests, now_s, iterations, ends_s=now_s + ends_ms / 1e3)
 
 
 def _kv_covers(scheduler: BatchScheduler, requests: list[EngineRequest], most: int) -> int:

@@ -26,7 +26,6 @@ from hetflow.core.engine.profile import (
     GIB,
     GPU_MEMORY_UTILIZATION,
     HBM_EFFICIENCY,
-    ITERATION_OVERHEAD_MS,
     Architecture,
     EngineProfile,
     Gpu,
@@ -92,9 +91,10 @@ def virtual_engine_profile(model: str, gpu_name: str, arch: Architecture, gpu: G
         one_gpu,
         name=f"{model}@{gpu_name}:tp{tp}pp{pp}",
         # One micro-batch's iteration runs the pp stages in turn, each on 1/(tp pp) of the weights.
-        decode_base_ms=pp * (one_gpu.decode_base_ms - ITERATION_OVERHEAD_MS) + ITERATION_OVERHEAD_MS + fixed_ms,
+        decode_base_ms=pp * one_gpu.decode_base_ms + fixed_ms,  # the engine's overhead stays once per iteration
         prefill_ms_per_token=pp * one_gpu.prefill_ms_per_token + reduce_ms_per_token + hop_ms_per_token,
         decode_ms_per_seq=pp * one_gpu.decode_ms_per_seq + reduce_ms_per_token + hop_ms_per_token,
         decode_ms_per_batch_token=arch.kv_bytes_per_token / kv_heads_split / hbm_bytes_per_ms,
+        prefill_ms_per_context_pair=one_gpu.prefill_ms_per_context_pair / tp,  # heads split; stages in turn
         kv_capacity_tokens=replica_kv_tokens // pp,
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from hetflow.core.engine.profile import EngineProfile, catalog_architecture, catalog_gpu
+from hetflow.core.engine.profile import ROOFLINE_SUFFIX, EngineProfile, catalog_architecture, catalog_gpu
 from hetflow.planner.bilevel import Plan
 from hetflow.planner.parallelism import virtual_engine_profile
 
@@ -83,7 +83,8 @@ def _engine(model: str, gpu: str, tp: int, pp: int, index: int, settings: StackS
     name = f"{model.replace('.', '')}-{index}"
     engine: dict[str, Any] = {"name": name, "host": f"engine-{name}", "backend": settings.backend, "model": model}
     profile = replica_profile(model, gpu, tp, pp)
-    engine["profile"] = f"{model}@{gpu}" if tp == pp == 1 else profile.to_dict()
+    # The roofline the plan was made with, the measured GPUs' included (hetflow.planner.parallelism).
+    engine["profile"] = f"{model}@{gpu}{ROOFLINE_SUFFIX}" if tp == pp == 1 else profile.to_dict()
     if settings.backend == "vllm":
         engine["vllm"] = {"model_dir": settings.model_dirs[model], "load_format": "auto",
                           "max_model_len": settings.max_model_len, "max_num_seqs": profile.max_num_seqs,

@@ -4,6 +4,7 @@ import pytest
 
 from hetflow import wire
 from hetflow.core.call import SamplingSpec
+from hetflow.core.engine.profile import load_profile
 from hetflow.core.errors import InvalidArgument
 from hetflow.core.monitor.memory_ledger import MemoryPlan
 from hetflow.core.monitor.snapshot import cluster_snapshot
@@ -64,3 +65,14 @@ def test_sampling_values_outside_what_vllm_accepts_are_invalid_arguments_naming_
         setattr(msg, field, value)
     with pytest.raises(InvalidArgument, match=f"sampling.{field}"):
         wire.sampling_from_proto(msg, 100)
+
+
+@pytest.mark.parametrize("spec", ["qwen2.5-7b-instruct@a6000", "qwen2.5-7b-instruct@h100-80g"])
+def test_a_profile_crosses_the_wire_as_its_linear_form_with_the_overhead_folded_in(spec):
+    """The balancer estimates with the four coefficients; the engine's overhead is not lost on the way."""
+    sent = load_profile(spec)
+    received = wire.profile_from_proto(wire.profile_to_proto(sent))
+    assert received.decode_base_ms == pytest.approx(sent.decode_base_ms + sent.iteration_overhead_ms)
+    linear = (sent.iteration_overhead_ms + sent.decode_base_ms + 32 * sent.decode_ms_per_seq
+              + 32000 * sent.decode_ms_per_batch_token)
+    assert received.step_ms(0, 32, 32000) == pytest.approx(linear)

@@ -25,17 +25,17 @@ WALL_CLOCK = {"scheduler_overhead_ms"}
 """Figures of the simulator's own wall time, not of the simulated cluster."""
 
 
-def _engines(kv_tokens: int | None = None) -> list[EngineSpec]:
+def _engines(kv_tokens: int | None = None, gpu: str = "a6000") -> list[EngineSpec]:
     over = {"kv_capacity_tokens": kv_tokens} if kv_tokens else {}
-    return [EngineSpec("small-0", SMALL, load_profile(f"{SMALL}@a6000", **over)),
-            EngineSpec("small-1", SMALL, load_profile(f"{SMALL}@a6000", **over)),
-            EngineSpec("large-0", LARGE, load_profile(f"{LARGE}@a6000", **over))]
+    return [EngineSpec("small-0", SMALL, load_profile(f"{SMALL}@{gpu}", **over)),
+            EngineSpec("small-1", SMALL, load_profile(f"{SMALL}@{gpu}", **over)),
+            EngineSpec("large-0", LARGE, load_profile(f"{LARGE}@{gpu}", **over))]
 
 
 def _summary(records, policy: str, decode_runs: bool, kv_tokens: int | None = None,
-             queue: str = "priority") -> tuple[dict, Simulation]:
+             queue: str = "priority", gpu: str = "a6000") -> tuple[dict, Simulation]:
     preset = resolve(policy)
-    sim = Simulation(_engines(kv_tokens), preset.policy, Signals("oracle", "oracle"), QueueConfig(queue),
+    sim = Simulation(_engines(kv_tokens, gpu), preset.policy, Signals("oracle", "oracle"), QueueConfig(queue),
                      decode_runs=decode_runs)
     return summarize(sim.run(records), sim.decision_ms), sim
 
@@ -72,6 +72,17 @@ def test_decode_runs_give_the_reference_results(policy, family, rate_per_s, kv_t
     assert fast_sim.prefix_hit_rate == pytest.approx(ref_sim.prefix_hit_rate, rel=1e-3)
     assert [e.max_used_blocks for e in fast_sim.engines.values()] == \
         [e.max_used_blocks for e in ref_sim.engines.values()]
+
+
+@pytest.mark.parametrize("gpu", ["h100-80g", "h200"])
+def test_decode_runs_over_measured_operator_tables_give_the_reference_results(gpu):
+    """Measured profiles are not linear in the context: a run sums their per-iteration times instead."""
+    records = generate("agent", 60, seed=7, models=(SMALL, LARGE), rate_per_s=6.0)
+    reference, _ = _summary(records, "hetflow", decode_runs=False, kv_tokens=40000, gpu=gpu)
+    fast, fast_sim = _summary(records, "hetflow", decode_runs=True, kv_tokens=40000, gpu=gpu)
+    assert fast_sim.engines["large-0"].scheduler.profile.operator_tables is not None
+    assert _differences(reference, fast) == []
+    assert sum(e.iterations_in_runs for e in fast_sim.engines.values()) > 0
 
 
 def test_mlfq_engines_step_every_iteration():

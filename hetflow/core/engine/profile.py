@@ -5,11 +5,15 @@ with the prefill tokens in the batch (slope grad_1) and slowly with the tokens a
 (slope grad_2). We split the decode term in two, a per-sequence compute cost and a per-context-token
 KV read, and add a fixed cost for reading the weights once per iteration:
 
-    step_ms = decode_base_ms + prefill_ms_per_token * prefill_tokens
+    step_ms = iteration_overhead_ms + decode_base_ms + prefill_ms_per_token * prefill_tokens
+              + prefill_ms_per_context_pair * sum over prefill chunks (new tokens x tokens cached before them)
               + decode_ms_per_seq * decode_seqs + decode_ms_per_batch_token * decode_context_tokens
 
-Built-in profiles are derived from the architecture and the GPU by a roofline estimate
-(``derive``; docs/profiles.md); measured ones are written by ``hetflow profile`` as plain YAML.
+The pair term is the chunk's attention over a cached prefix (or its earlier chunks), which prefix
+caching does not skip (issue 32). Built-in profiles are derived from the architecture and the GPU by a
+roofline estimate (``derive``; docs/profiles.md), or, for the GPUs measured operator by operator
+(``profiles/measured/``), composed from those tables (``operator_tables``); measured ones are written
+by ``hetflow profile`` as plain YAML.
 """
 
 from __future__ import annotations
@@ -18,9 +22,18 @@ import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
+import numpy as np
 import yaml
+
+from hetflow.core.engine.operator_tables import (
+    ATTENTION_EFFICIENCY,
+    OperatorTables,
+    measured_file,
+    measured_models,
+    tables_from_json,
+)
 
 CATALOG_PATH = Path(__file__).resolve().parent / "profiles" / "catalog.yaml"
 GIB = 1024**3
@@ -28,7 +41,7 @@ GIB = 1024**3
 # Roofline efficiencies: the share of datasheet bandwidth and compute a tuned engine reaches.
 HBM_EFFICIENCY = 0.7          # decode streams weights and KV at ~70% of peak bandwidth
 COMPUTE_EFFICIENCY = 0.5      # prefill GEMMs at ~50% MFU
-ITERATION_OVERHEAD_MS = 1.5   # scheduler + sampling + launch cost per iteration (CUDA graphs on)
+ITERATION_OVERHEAD_MS = 1.5   # the engine's own scheduling + sampling + launch per iteration (CUDA graphs on)
 GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default share of GPU memory it may use
 ACTIVATION_RESERVE_GIB = 1.5  # activations / CUDA graphs kept out of the KV pool
 REPRESENTATIVE_CONTEXT = 1024 # context length used to quote decode_ms_per_token
@@ -45,7 +58,8 @@ class EngineProfile:
     prefill_ms_per_token: float
     """grad_1: added batch time per prefill token."""
     decode_base_ms: float
-    """Iteration time of an empty batch: weight reads plus fixed overhead."""
+    """GPU time of an iteration at an empty batch: the weight reads (profiles written before
+    ``iteration_overhead_ms`` existed fold the engine's overhead in here)."""
     decode_ms_per_seq: float
     """Added iteration time per decoding sequence (its share of compute)."""
     decode_ms_per_batch_token: float
@@ -61,7 +75,17 @@ class EngineProfile:
     max_model_len: int = 32768
     """Longest prompt + output a request may have."""
     source: str = "roofline"
-    """How the numbers were obtained: "roofline" estimate or "measured" by hetflow profile."""
+    """How the numbers were obtained: "roofline" estimate, "measured" by hetflow profile, or
+    "measured-operators" (composed from ``profiles/measured/``)."""
+    iteration_overhead_ms: float = 0.0
+    """The engine's own time per iteration beside the GPU's (scheduling, sampling, launch).
+    ``ITERATION_OVERHEAD_MS`` for built-in profiles; 0 for profiles that fold it into decode_base_ms."""
+    prefill_ms_per_context_pair: float = 0.0
+    """Attention of a prefill token over one token cached before its chunk (a prefix-cache hit or an
+    earlier chunk): per (new token, cached token) pair. 0 for profiles that predate it."""
+    operator_tables: OperatorTables | None = dataclasses.field(default=None, repr=False)
+    """Measured operator tables; when set they time an iteration instead of the linear coefficients,
+    which stay the engine's reported estimate (their least-squares fit to the tables)."""
 
     @property
     def num_kv_blocks(self) -> int:
@@ -73,33 +97,88 @@ class EngineProfile:
         return self.step_ms(prefill_tokens=0, decode_seqs=self.max_num_seqs,
                             decode_context_tokens=self.max_num_seqs * REPRESENTATIVE_CONTEXT)
 
-    def step_ms(self, prefill_tokens: int, decode_seqs: int, decode_context_tokens: int) -> float:
-        """Iteration time of one batch (load-balancer paper, section 3, split as in the module docstring)."""
-        return (self.decode_base_ms
+    def step_ms(self, prefill_tokens: int, decode_seqs: int, decode_context_tokens: int,
+                prefill_chunks: Sequence[tuple[int, int]] | None = None) -> float:
+        """Iteration time of one batch (load-balancer paper, section 3, split as in the module docstring).
+        ``prefill_chunks``: each prefill chunk's (new tokens, tokens cached before them); by default one
+        chunk of ``prefill_tokens`` with nothing cached."""
+        if prefill_chunks is None:
+            prefill_chunks = ((prefill_tokens, 0),) if prefill_tokens else ()
+        if self.operator_tables is not None:
+            return self.iteration_overhead_ms + self.operator_tables.step_ms(
+                prefill_chunks, decode_seqs, decode_context_tokens)
+        return (self.iteration_overhead_ms + self.decode_base_ms
                 + self.prefill_ms_per_token * prefill_tokens
+                + self.prefill_ms_per_context_pair * sum(new * cached for new, cached in prefill_chunks)
                 + self.decode_ms_per_seq * decode_seqs
                 + self.decode_ms_per_batch_token * decode_context_tokens)
+
+    def decode_run_ms(self, batch: int, context_tokens: int, iterations: int) -> np.ndarray:
+        """When each of ``iterations`` pure-decode iterations ends, in ms from the first's start: ``batch``
+        sequences whose context totals ``context_tokens`` at the first, growing by ``batch`` per
+        iteration. Entry ``k`` is the sum of the first ``k`` step times (entry 0 is 0)."""
+        done = np.arange(iterations + 1, dtype=float)
+        if self.operator_tables is None:  # the linear form: an arithmetic series
+            first_ms = self.step_ms(0, batch, context_tokens)
+            return done * first_ms + self.decode_ms_per_batch_token * batch * done * (done - 1) / 2
+        steps = self.operator_tables.decode_steps_ms(batch, context_tokens, iterations)
+        return np.concatenate(([0.0], np.cumsum(steps + self.iteration_overhead_ms)))
 
     def isolated_request_s(self, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
         """Latency of one request alone on this engine: the prefill iteration(s) of the prompt tokens not
         in the prefix cache, which yield the first token, then one decode iteration per further token
-        over a growing context (closed form of the sum of ``step_ms``). The reference for SLO scales
-        (HexGen-Flow 5.1)."""
+        over a growing context (the sum of ``step_ms``, in closed form for the linear profile). The
+        reference for SLO scales (HexGen-Flow 5.1)."""
         new_tokens = max(1, prompt_tokens - cached_tokens)
-        chunks = -(-new_tokens // self.max_num_batched_tokens)
-        prefill_ms = chunks * self.decode_base_ms + self.prefill_ms_per_token * new_tokens
         decodes = max(0, output_tokens - 1)
+        if self.operator_tables is not None:
+            return _tabulated_isolated_request_s(self, prompt_tokens, new_tokens, decodes)
+        chunks = -(-new_tokens // self.max_num_batched_tokens)
+        pairs = _chunked_pairs(new_tokens, prompt_tokens - new_tokens, self.max_num_batched_tokens)
+        prefill_ms = (chunks * (self.iteration_overhead_ms + self.decode_base_ms)
+                      + self.prefill_ms_per_token * new_tokens + self.prefill_ms_per_context_pair * pairs)
         context_sum = decodes * prompt_tokens + decodes * (decodes - 1) / 2  # decode k reads P + k - 1 tokens
-        decode_ms = (decodes * (self.decode_base_ms + self.decode_ms_per_seq)
+        decode_ms = (decodes * (self.iteration_overhead_ms + self.decode_base_ms + self.decode_ms_per_seq)
                      + self.decode_ms_per_batch_token * context_sum)
         return (prefill_ms + decode_ms) / 1e3
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain fields; measured operator tables by reference (``{gpu, model}`` of the vendored file)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        tables = values.pop("operator_tables")
+        if tables is not None:
+            values["operator_tables"] = {"gpu": tables.gpu, "model": tables.model}
+        return values
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> EngineProfile:
-        return cls(**dict(values))
+        values = dict(values)
+        ref = values.get("operator_tables")
+        if isinstance(ref, Mapping):
+            values["operator_tables"] = measured_tables(str(ref.get("gpu")), str(ref.get("model")))
+        return cls(**values)
+
+
+@lru_cache(maxsize=65536)
+def _tabulated_isolated_request_s(profile: EngineProfile, prompt_tokens: int, new_tokens: int, decodes: int) -> float:
+    """``isolated_request_s`` summed step by step over the operator tables (memoised: SLO references ask
+    for the same calls again)."""
+    budget, cached, prefill_ms = profile.max_num_batched_tokens, prompt_tokens - new_tokens, 0.0
+    while cached < prompt_tokens:
+        chunk = min(budget, prompt_tokens - cached)
+        prefill_ms += profile.step_ms(chunk, 0, 0, ((chunk, cached),))
+        cached += chunk
+    decode_ms = float(profile.decode_run_ms(1, prompt_tokens, decodes)[-1]) if decodes else 0.0
+    return (prefill_ms + decode_ms) / 1e3
+
+
+def _chunked_pairs(new_tokens: int, cached_tokens: int, budget: int) -> int:
+    """Sum over a prompt's prefill chunks of (chunk tokens x tokens cached before the chunk)."""
+    pairs, done, left = 0, cached_tokens, new_tokens
+    while left > 0:
+        chunk = min(budget, left)
+        pairs, done, left = pairs + chunk * done, done + chunk, left - chunk
+    return pairs
 
 
 @dataclass(frozen=True)
@@ -137,17 +216,60 @@ def derive(model: str, gpu_name: str, arch: Architecture, gpu: Gpu, **overrides:
     bandwidth = gpu.hbm_gb_s * 1e9 * HBM_EFFICIENCY
     flops = gpu.bf16_tflops * 1e12 * COMPUTE_EFFICIENCY
     ms_per_token_compute = 2 * arch.params / flops * 1e3
-    kv_bytes = (gpu.memory_gib * GPU_MEMORY_UTILIZATION - ACTIVATION_RESERVE_GIB) * GIB - arch.weight_bytes
-    if kv_bytes <= 0:
-        raise ValueError(f"{model} does not fit on {gpu_name}: weights {arch.weight_bytes / GIB:.1f} GiB")
+    # Attention over cached tokens: QK^T and PV, 2 FLOPs per multiply-add, over every query head
+    # (hidden_size wide), per layer; at the measured attention efficiency (operator_tables).
+    ms_per_context_pair = 4 * arch.hidden_size * arch.layers / (gpu.bf16_tflops * 1e12 * ATTENTION_EFFICIENCY) * 1e3
     values: dict[str, Any] = dict(
         name=f"{model}@{gpu_name}", model=model, gpu=gpu_name,
         prefill_ms_per_token=ms_per_token_compute,
-        decode_base_ms=arch.weight_bytes / bandwidth * 1e3 + ITERATION_OVERHEAD_MS,
+        decode_base_ms=arch.weight_bytes / bandwidth * 1e3,
+        iteration_overhead_ms=ITERATION_OVERHEAD_MS,
+        prefill_ms_per_context_pair=ms_per_context_pair,
         decode_ms_per_seq=ms_per_token_compute,
         decode_ms_per_batch_token=arch.kv_bytes_per_token / bandwidth * 1e3,
-        kv_capacity_tokens=int(kv_bytes // arch.kv_bytes_per_token),
+        kv_capacity_tokens=_kv_capacity_tokens(model, gpu_name, arch, gpu),
         max_model_len=arch.max_model_len,
+    )
+    values.update(overrides)
+    return EngineProfile(**values)
+
+
+def _kv_capacity_tokens(model: str, gpu_name: str, arch: Architecture, gpu: Gpu) -> int:
+    kv_bytes = (gpu.memory_gib * GPU_MEMORY_UTILIZATION - ACTIVATION_RESERVE_GIB) * GIB - arch.weight_bytes
+    if kv_bytes <= 0:
+        raise ValueError(f"{model} does not fit on {gpu_name}: weights {arch.weight_bytes / GIB:.1f} GiB")
+    return int(kv_bytes // arch.kv_bytes_per_token)
+
+
+def measured_tables(gpu_name: str, model: str) -> OperatorTables:
+    """The vendored operator tables of ``model`` on ``gpu_name`` (ValueError when not measured)."""
+    data = measured_file(gpu_name)
+    if data is None or model not in data["models"]:
+        raise ValueError(f"no measured operator tables for {model} on {gpu_name}")
+    return _tables(gpu_name, model)
+
+
+@lru_cache(maxsize=64)
+def _tables(gpu_name: str, model: str) -> OperatorTables:
+    data = measured_file(gpu_name)
+    assert data is not None
+    return tables_from_json(gpu_name, model, data["models"][model], catalog_gpu(gpu_name).bf16_tflops)
+
+
+def measured(model: str, gpu_name: str, **overrides: Any) -> EngineProfile:
+    """The profile composed from the measured operator tables (operator_tables), with the memory of
+    ``derive`` and, as its linear coefficients, the tables' least-squares fit (what the engine reports)."""
+    tables = measured_tables(gpu_name, model)
+    fit = measured_file(gpu_name)["models"][model]["linear_fit"]["coefficients"]  # type: ignore[index]
+    arch, gpu = catalog_architecture(model), catalog_gpu(gpu_name)
+    values: dict[str, Any] = dict(
+        name=f"{model}@{gpu_name}", model=model, gpu=gpu_name, source="measured-operators",
+        prefill_ms_per_token=fit["prefill_ms_per_token"], decode_base_ms=fit["decode_base_ms"],
+        decode_ms_per_seq=fit["decode_ms_per_seq"], decode_ms_per_batch_token=fit["decode_ms_per_batch_token"],
+        iteration_overhead_ms=ITERATION_OVERHEAD_MS,
+        prefill_ms_per_context_pair=tables.prefix_ms_per_token_pair_per_layer * tables.layers,
+        kv_capacity_tokens=_kv_capacity_tokens(model, gpu_name, arch, gpu),
+        max_model_len=arch.max_model_len, operator_tables=tables,
     )
     values.update(overrides)
     return EngineProfile(**values)
@@ -163,10 +285,15 @@ def catalog_names() -> list[str]:
     return [f"{m}@{g}" for m in cat["architectures"] for g in cat["gpus"]]
 
 
+ROOFLINE_SUFFIX = "/roofline"
+
+
 def load_profile(spec: str | Mapping[str, Any], **overrides: Any) -> EngineProfile:
-    """``<model>@<gpu>`` from the catalog, a profile YAML (a path, or the name of one in
-    hetflow/core/engine/profiles), or the profile's fields themselves (a stack config written by
-    ``hetflow plan``, whose tensor- and pipeline-parallel replicas have no catalog entry)."""
+    """``<model>@<gpu>`` from the catalog (composed from measured operator tables where the GPU was
+    measured for that model, else the roofline; ``<model>@<gpu>/roofline`` always the roofline), a
+    profile YAML (a path, or the name of one in hetflow/core/engine/profiles), or the profile's fields
+    themselves (a stack config written by ``hetflow plan``, whose tensor- and pipeline-parallel
+    replicas have no catalog entry)."""
     if isinstance(spec, Mapping):
         try:
             return EngineProfile.from_dict({**spec, **overrides})
@@ -179,10 +306,13 @@ def load_profile(spec: str | Mapping[str, Any], **overrides: Any) -> EngineProfi
         values = yaml.safe_load(path.read_text())
         values.update(overrides)
         return EngineProfile.from_dict(values)
-    model, _, gpu_name = spec.partition("@")
+    roofline = spec.endswith(ROOFLINE_SUFFIX)
+    model, _, gpu_name = spec.removesuffix(ROOFLINE_SUFFIX).partition("@")
     cat = _catalog()
     if model not in cat["architectures"] or gpu_name not in cat["gpus"]:
         raise ValueError(f"unknown profile {spec!r}; built-in: {', '.join(catalog_names())}")
+    if not roofline and model in measured_models(gpu_name):
+        return measured(model, gpu_name, **overrides)
     return derive(model, gpu_name, catalog_architecture(model), catalog_gpu(gpu_name), **overrides)
 
 

@@ -48,6 +48,11 @@ class StepPlan:
         return sum(1 for c in self.chunks if not c.is_prefill)
 
     @property
+    def prefill_chunks(self) -> tuple[tuple[int, int], ...]:
+        """Each prefill chunk's (tokens computed, tokens cached before them): what its attention reads."""
+        return tuple((c.num_tokens, c.context_tokens) for c in self.chunks if c.is_prefill)
+
+    @property
     def decode_context_tokens(self) -> int:
         return sum(c.context_tokens for c in self.chunks if not c.is_prefill)
 
@@ -131,8 +136,8 @@ class BatchScheduler:
         budget = self._schedule_running(plan, budget, now_s)
         if not plan.preempted:
             self._admit_waiting(plan, budget, now_s)
-        plan.duration_s = self.profile.step_ms(plan.prefill_tokens, plan.decode_seqs,
-                                               plan.decode_context_tokens) / 1e3 if plan.chunks else 0.0
+        plan.duration_s = self.profile.step_ms(plan.prefill_tokens, plan.decode_seqs, plan.decode_context_tokens,
+                                               plan.prefill_chunks) / 1e3 if plan.chunks else 0.0
         return plan
 
     def update_from_step(self, plan: StepPlan, now_s: float) -> list[TokenEvent]:

@@ -47,7 +47,8 @@ def test_the_stack_serves_the_planned_cascade_with_its_thresholds_and_replicas()
         (2, 1), (2, 2)]
     small, tp2 = load_profile(engines[0].profile), load_profile(engines[2].profile)
     assert small.name == f"{S}@h100-80g" and tp2.name == f"{M}@h100-80g:tp2pp1"
-    assert tp2.decode_base_ms < load_profile(f"{M}@h100-80g").decode_base_ms  # half the weights per GPU
+    assert tp2.decode_base_ms < load_profile(f"{M}@h100-80g/roofline").decode_base_ms  # half the weights per GPU
+    assert small.operator_tables is None  # the roofline the plan was made with
     assert len({e.serve.port for e in engines}) == 4
 
 
