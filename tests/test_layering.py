@@ -75,3 +75,16 @@ def test_the_rule_catches_a_service_importing_another(tmp_path: Path):
     [name] = imports_of(offender)
     assert name == "engine_svc.backends.sim"
     assert within(name, *FIRST_PARTY) and not within(name, "balancer_svc", "hetflow.core", "hetflow.runtime")
+
+
+def test_the_simulator_and_the_balancer_start_without_the_training_libraries():
+    """Training libraries load only where a model is trained or a test statistic computed: starting the
+    simulator, whose start-up every capacity probe and CLI run pays (issue 32), imports none of them."""
+    import subprocess
+    import sys
+
+    heavy = ("sklearn", "scipy.stats", "torch", "onnxruntime", "transformers", "quantile_forest")
+    code = ("import sys, simulator.run, hetflow.core.policies, hetflow.core.monitor.state; "
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

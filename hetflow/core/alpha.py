@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from hetflow.core.stats import percentile
 
@@ -56,6 +55,8 @@ def regression_test(reference_s: Sequence[float], new_s: Sequence[float]) -> Reg
         return RegressionTest(p95_ref, p95_new, 0.0 if p95_new > p95_ref else 1.0)
     t_stat = (p95_new - p95_ref) / np.sqrt(var_ref + var_new)
     dof = (var_ref + var_new) ** 2 / (var_ref ** 2 / (len(reference_s) - 1) + var_new ** 2 / (len(new_s) - 1))
+    from scipy.stats import t as student_t  # imported by the regression test alone (heavy)
+
     return RegressionTest(p95_ref, p95_new, float(student_t.sf(t_stat, dof)))
 
 

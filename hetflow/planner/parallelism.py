@@ -25,7 +25,8 @@ from hetflow.core.engine.profile import (
     ACTIVATION_RESERVE_GIB,
     GIB,
     GPU_MEMORY_UTILIZATION,
-    HBM_EFFICIENCY,
+    KV_READ_EFFICIENCY,
+    LAYER_LATENCY_MS,
     Architecture,
     EngineProfile,
     Gpu,
@@ -86,12 +87,14 @@ def virtual_engine_profile(model: str, gpu_name: str, arch: Architecture, gpu: G
     kv_heads_split = min(tp, arch.kv_heads)
     kv_per_token_per_gpu = arch.kv_bytes_per_token / (kv_heads_split * pp)
     replica_kv_tokens = int(_kv_bytes_per_gpu(arch, gpu, tp, pp) // kv_per_token_per_gpu)
-    hbm_bytes_per_ms = gpu.hbm_gb_s * 1e9 * HBM_EFFICIENCY / 1e3
+    hbm_bytes_per_ms = gpu.hbm_gb_s * 1e9 * KV_READ_EFFICIENCY / 1e3
+    layer_floor_ms = arch.layers * LAYER_LATENCY_MS
     return replace(
         one_gpu,
         name=f"{model}@{gpu_name}:tp{tp}pp{pp}",
         # One micro-batch's iteration runs the pp stages in turn, each on 1/(tp pp) of the weights.
-        decode_base_ms=pp * one_gpu.decode_base_ms + fixed_ms,  # the engine's overhead stays once per iteration
+        # Each stage reads its share of the weights; every layer's latency floor is paid once, on its stage.
+        decode_base_ms=pp * (one_gpu.decode_base_ms - layer_floor_ms) + layer_floor_ms + fixed_ms,
         prefill_ms_per_token=pp * one_gpu.prefill_ms_per_token + reduce_ms_per_token + hop_ms_per_token,
         decode_ms_per_seq=pp * one_gpu.decode_ms_per_seq + reduce_ms_per_token + hop_ms_per_token,
         decode_ms_per_batch_token=arch.kv_bytes_per_token / kv_heads_split / hbm_bytes_per_ms,

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-from scipy import sparse
-from sklearn.dummy import DummyClassifier
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import roc_auc_score
 
 from hetflow.core.cascade.config import SCORE_MAX
 from hetflow.core.cascade.modelled_judge import JUDGE_AGREEMENT, JUDGED_RIGHT_MIN, judge_grade
 from hetflow.core.trace import StageRecord, split_by_program
+
+if TYPE_CHECKING:  # sklearn and scipy load when a scorer is trained or grades, not with the balancer
+    from sklearn.feature_extraction.text import TfidfVectorizer
 
 HOLDOUT = 0.3
 """Appendix N: 70% of the traces to train on, 30% held out."""
@@ -69,6 +67,8 @@ class LearnedScorer:
 
 
 def _features(vectorizer: TfidfVectorizer, questions: Sequence[str], answer_tokens: Sequence[int]) -> Any:
+    from scipy import sparse
+
     lengths = np.array([[math.log1p(max(0, t)) / 10.0] for t in answer_tokens])
     return sparse.hstack([vectorizer.transform(questions), sparse.csr_matrix(lengths)]).tocsr()
 
@@ -90,6 +90,10 @@ def graded_answers(records: Sequence[StageRecord], models: Sequence[str], seed: 
 
 
 def fit(answers: Sequence[GradedAnswer], models: Sequence[str], seed: int = 0) -> LearnedScorer:
+    from sklearn.dummy import DummyClassifier
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, max_features=50_000)
     vectorizer.fit([a.question for a in answers])
     classifiers: dict[str, Any] = {}
@@ -108,6 +112,8 @@ def fit(answers: Sequence[GradedAnswer], models: Sequence[str], seed: int = 0) -
 def evaluate(scorer: LearnedScorer, held: Sequence[GradedAnswer]) -> dict[str, dict[str, float]]:
     """Per model on held-out answers: agreement of the scorer's verdict (grade >= 50) with the judge's
     (grade >= 60) and with the ground truth, and the AUC of its grade against the judge's verdict."""
+    from sklearn.metrics import roc_auc_score
+
     out: dict[str, dict[str, float]] = {}
     for model in scorer.models:
         mine = [a for a in held if a.model == model]

@@ -38,9 +38,17 @@ from hetflow.core.engine.operator_tables import (
 CATALOG_PATH = Path(__file__).resolve().parent / "profiles" / "catalog.yaml"
 GIB = 1024**3
 
-# Roofline efficiencies: the share of datasheet bandwidth and compute a tuned engine reaches.
-HBM_EFFICIENCY = 0.7          # decode streams weights and KV at ~70% of peak bandwidth
-COMPUTE_EFFICIENCY = 0.5      # prefill GEMMs at ~50% MFU
+# Roofline efficiencies: the share of datasheet bandwidth and compute an iteration's terms reach,
+# fitted to the H100's measured operator tables and checked on the H200's (hetflow.bench.roofline_check).
+# Before: 0.7 of bandwidth and 0.5 of throughput for every term (datasheet rules of thumb).
+HBM_EFFICIENCY = 0.92         # weight reads, once per iteration: the H100's measured read-only copy
+LAYER_LATENCY_MS = 0.052      # each layer's kernels: a latency floor however small the batch
+KV_READ_EFFICIENCY = 0.803    # each decoding sequence's KV reads
+COMPUTE_EFFICIENCY = 0.677    # a prefill token's GEMMs and elementwise work, 2 FLOPs per parameter
+# A decoding sequence's marginal cost as 2 FLOPs per parameter at this share of peak. Above 1: below the
+# knee (small batches) a decode batch's GEMMs hide behind the weight reads, so the fitted marginal cost
+# is half what full-rate compute would charge.
+DECODE_SEQ_EFFICIENCY = 2.003
 ITERATION_OVERHEAD_MS = 1.5   # the engine's own scheduling + sampling + launch per iteration (CUDA graphs on)
 GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default share of GPU memory it may use
 ACTIVATION_RESERVE_GIB = 1.5  # activations / CUDA graphs kept out of the KV pool
@@ -214,19 +222,20 @@ class Gpu:
 def derive(model: str, gpu_name: str, arch: Architecture, gpu: Gpu, **overrides: Any) -> EngineProfile:
     """Roofline profile of ``model`` on ``gpu`` (docs/profiles.md walks through one)."""
     bandwidth = gpu.hbm_gb_s * 1e9 * HBM_EFFICIENCY
-    flops = gpu.bf16_tflops * 1e12 * COMPUTE_EFFICIENCY
-    ms_per_token_compute = 2 * arch.params / flops * 1e3
+    kv_bandwidth = gpu.hbm_gb_s * 1e9 * KV_READ_EFFICIENCY
+    flops = gpu.bf16_tflops * 1e12
+    ms_per_token_compute = 2 * arch.params / (flops * COMPUTE_EFFICIENCY) * 1e3
     # Attention over cached tokens: QK^T and PV, 2 FLOPs per multiply-add, over every query head
     # (hidden_size wide), per layer; at the measured attention efficiency (operator_tables).
     ms_per_context_pair = 4 * arch.hidden_size * arch.layers / (gpu.bf16_tflops * 1e12 * ATTENTION_EFFICIENCY) * 1e3
     values: dict[str, Any] = dict(
         name=f"{model}@{gpu_name}", model=model, gpu=gpu_name,
         prefill_ms_per_token=ms_per_token_compute,
-        decode_base_ms=arch.weight_bytes / bandwidth * 1e3,
+        decode_base_ms=arch.weight_bytes / bandwidth * 1e3 + arch.layers * LAYER_LATENCY_MS,
         iteration_overhead_ms=ITERATION_OVERHEAD_MS,
         prefill_ms_per_context_pair=ms_per_context_pair,
-        decode_ms_per_seq=ms_per_token_compute,
-        decode_ms_per_batch_token=arch.kv_bytes_per_token / bandwidth * 1e3,
+        decode_ms_per_seq=2 * arch.params / (flops * DECODE_SEQ_EFFICIENCY) * 1e3,
+        decode_ms_per_batch_token=arch.kv_bytes_per_token / kv_bandwidth * 1e3,
         kv_capacity_tokens=_kv_capacity_tokens(model, gpu_name, arch, gpu),
         max_model_len=arch.max_model_len,
     )

@@ -20,9 +20,6 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.linear_model import LogisticRegression
 
 from hetflow.core.trace import StageRecord, split_by_program
 
@@ -70,6 +67,9 @@ def examples(records: Sequence[StageRecord], model: str, buckets: Buckets) -> li
 
 class TextBucketPredictor:
     def __init__(self, seed: int = 0) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer  # training only: the simulator and
+        from sklearn.linear_model import LogisticRegression  # the balancer import Buckets without sklearn
+
         self.vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, max_features=50_000)
         self.classifier: Any = LogisticRegression(max_iter=2000, random_state=seed)
 
@@ -89,6 +89,8 @@ class TextBucketPredictor:
 
 class LengthBucketPredictor:
     def __init__(self, seed: int = 0, trees: int = 100) -> None:
+        from sklearn.ensemble import RandomForestClassifier  # training only (TextBucketPredictor)
+
         self.tasks: dict[str, int] = {}
         self.forest = RandomForestClassifier(n_estimators=trees, random_state=seed, min_samples_leaf=2)
 

@@ -46,3 +46,17 @@ def test_past_the_cap_the_newest_samples_replace_the_oldest():
     for x in [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]:
         s.add(x)
     assert sorted(s.samples) == [3.0, 4.0, 5.0, 6.0]
+
+
+def test_the_wasserstein_distance_is_scipys():
+    """numpy's area between the two CDFs, so the monitor and the simulator start without scipy.stats."""
+    import numpy as np
+    from scipy.stats import wasserstein_distance as scipy_distance
+
+    from hetflow.core.monitor.agent_latency import wasserstein_distance
+
+    rng = np.random.default_rng(3)
+    for n, m in ((1, 1), (1, 40), (17, 5), (300, 256)):
+        u, v = rng.exponential(2.0, n), rng.gamma(2.0, 1.5, m)
+        assert wasserstein_distance(u, v) == pytest.approx(scipy_distance(u, v), rel=1e-12, abs=1e-15)
+    assert wasserstein_distance([1.0, 1.0, 3.0], [1.0, 3.0, 1.0]) == 0.0

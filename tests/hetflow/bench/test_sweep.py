@@ -1,13 +1,16 @@
 """A tiny sweep runs end to end (table, JSON, plots); loads are calibrated by queueing share."""
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
 
+from hetflow.bench.cluster import cluster_from_stack
 from hetflow.bench.sweep import Sweep, SweepSpec, aggregate, simulate
 from hetflow.cli import main
 from hetflow.core.presets import resolve
+from hetflow.runtime.config import load_stack
 from tests.factories import profile
 
 pytestmark = pytest.mark.slow  # runs whole simulations
@@ -121,3 +124,10 @@ def test_fraction_runs_need_least_loads_capacity_on_the_same_seed():
                   ("llm-d", 2): SimpleNamespace(rate_per_s=3.0)}   # a sweep narrowed with --policies on seed 2
     runs = Sweep.fraction_runs(SimpleNamespace(spec=spec), capacities)  # type: ignore[arg-type]
     assert [(r.policy, r.seed, r.rate_per_s) for r in runs] == [("llm-d", 1, 1.0)]
+
+
+@pytest.mark.parametrize("path", sorted(Path("bench/sweeps").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_sweep_and_its_cluster_load(path):
+    """A sweep names known policies and a cluster whose engines' profiles resolve (measured or roofline)."""
+    spec = SweepSpec.from_yaml(path)
+    assert cluster_from_stack(load_stack(Path(spec.cluster)))

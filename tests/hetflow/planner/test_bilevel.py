@@ -98,6 +98,6 @@ def test_a_judge_whose_load_the_budget_cannot_carry_makes_a_plan_that_says_it_fa
     from hetflow.planner.cli import summary
 
     requests = sample()
-    squeezed = plan(MODELS, requests, 30.0, table(2), Requirement(q_min=64.0, stable_iterations=2, max_iterations=6),
+    squeezed = plan(MODELS, requests, 45.0, table(2), Requirement(q_min=64.0, stable_iterations=2, max_iterations=6),
                     JudgeLoad(NAMES[-1]))
     assert not squeezed.meets_q_min and "falls short of q_min 64" in summary(squeezed)

@@ -29,7 +29,8 @@ def test_tensor_parallelism_speeds_an_iteration_less_than_linearly_and_less_over
         one, many = profile(QWEN7B, gpu, 1, 1, name), profile(QWEN7B, gpu, t, 1, name)
         return one.step_ms(0, 64, 64 * 1000) / many.step_ms(0, 64, 64 * 1000)
 
-    assert 1 < speed_up(H100, "h100-80g", 2) < 2 and 2 < speed_up(H100, "h100-80g", 4) < 4  # K(N) < N
+    two, four = speed_up(H100, "h100-80g", 2), speed_up(H100, "h100-80g", 4)
+    assert 1 < two < 2 and two < four < 4  # K(N) < N: all-reduces, and every layer's latency floor stays
     over_pcie = replace(H100, link_gb_s=32.0)
     assert speed_up(over_pcie, "h100-80g", 4) < speed_up(H100, "h100-80g", 4)  # all-reduces over PCIe cost more
 
