@@ -7,6 +7,10 @@ Three measurements on the engine as hetflow runs it (the ``vllm`` backend, hetfl
   decode   B requests together at a prompt length P, N output tokens each: the mean gap between
            tokens is one iteration, = decode_base_ms + decode_ms_per_seq * B
            + decode_ms_per_batch_token * B * context (least squares over the grid of B and P);
+  prefix   with prefix caching on, a prompt whose blocks are then cached, and the same prompt
+           extended by new tokens, one output token: the extension's time to first token beyond what
+           the prefill fit says its new tokens cost = prefill_ms_per_context_pair * new * cached
+           (least squares through zero): the new tokens' attention over the cached prefix (issue 32);
   KV       the blocks vLLM allocated times the block size.
 """
 
@@ -84,6 +88,38 @@ async def measure_decode(backend: VllmBackend, batch_sizes: Sequence[int], promp
     return out
 
 
+async def measure_prefix(backend: VllmBackend, pairs: Sequence[tuple[int, int]], repeats: int
+                         ) -> list[tuple[int, int, float]]:
+    """(new tokens, cached tokens, ms to first token) per (new, cached) pair of the grid, in tokens. Each
+    measurement's prompt is a word of its own repeated, so nothing but its own prefix is cached: a probe
+    of 16 words tells its tokens per word, a first prompt fills the cache, and the extension is timed."""
+    assert backend.profile is not None
+    block = backend.profile.block_size
+    out = []
+    for i, (new_tokens, cached_tokens) in enumerate(pairs):
+        for r in range(repeats):
+            word = f" w{i}x{r}"
+            probe = await timed_call(backend, f"prefix-{i}-{r}-probe", (word * 16).strip(), 1)
+            per_word = max(1e-9, probe.prompt_tokens / 16)
+            cached_words, new_words = (max(1, int(t / per_word)) for t in (cached_tokens, new_tokens))
+            first = await timed_call(backend, f"prefix-{i}-{r}-first", (word * cached_words).strip(), 1)
+            t = await timed_call(backend, f"prefix-{i}-{r}", (word * (cached_words + new_words)).strip(), 1)
+            cached = first.prompt_tokens // block * block  # the first prompt's whole blocks
+            out.append((t.prompt_tokens - cached, cached, t.first_token_s * 1e3))
+    return out
+
+
+def fit_context_pair(prefix: Sequence[tuple[int, int, float]], prefill_intercept_ms: float,
+                     prefill_ms_per_token: float) -> float:
+    """The pair term: what each prefix measurement took beyond the prefill fit's time for its new tokens,
+    over new x cached tokens (least squares through zero), clipped at zero."""
+    x = np.array([float(n * c) for n, c, _ in prefix])
+    y = np.array([ms - prefill_intercept_ms - prefill_ms_per_token * n for n, _, ms in prefix])
+    if not len(x) or not x.any():
+        return 0.0
+    return max(0.0, float(x @ y / (x @ x)))
+
+
 def fit(prefill: Sequence[tuple[int, float]], decode: Sequence[tuple[int, float, float]]) -> dict[str, float]:
     """Least squares for the profile's four coefficients, each clipped at zero."""
     a = np.array([[1.0, p] for p, _ in prefill])
@@ -98,10 +134,13 @@ def fit(prefill: Sequence[tuple[int, float]], decode: Sequence[tuple[int, float,
 
 async def profile_vllm(cfg: VllmConfig, model: str, base_profile: str, batch_sizes: Sequence[int] = (1, 2, 4, 8),
                        context_tokens: Sequence[int] = (32, 512, 1536), output_tokens: int = 64,
-                       prefill_tokens: Sequence[int] = (64, 256, 768, 1536), repeats: int = 3
+                       prefill_tokens: Sequence[int] = (64, 256, 768, 1536), repeats: int = 3,
+                       prefix_pairs: Sequence[tuple[int, int]] = ((64, 512), (64, 1408), (256, 512), (256, 1408))
                        ) -> tuple[EngineProfile, dict]:
     """Measure ``model`` behind hetflow's queue and fit its profile. The grids are in prompt tokens; a
-    warm-up call tells how many tokens a prompt word makes with the model's tokenizer."""
+    warm-up call tells how many tokens a prompt word makes with the model's tokenizer. The prefix
+    measurement runs on a second engine start with prefix caching on (none when ``prefix_pairs`` is
+    empty)."""
     backend = VllmBackend(model, cfg, make_queue(QueueConfig()), base_profile)
     await backend.start()
     try:
@@ -118,7 +157,22 @@ async def profile_vllm(cfg: VllmConfig, model: str, base_profile: str, batch_siz
         allocated = backend.profile
     finally:
         await backend.close()
+    prefix = await _measure_prefix_cached(cfg, model, base_profile, prefix_pairs, repeats)
     coefficients = fit(prefill, decode)
+    coefficients["prefill_ms_per_context_pair"] = fit_context_pair(
+        prefix, coefficients["prefill_intercept_ms"], coefficients["prefill_ms_per_token"])
     fitted: dict[str, Any] = {k: v for k, v in coefficients.items() if k != "prefill_intercept_ms"}
     measured = replace(allocated, name=f"{allocated.model}@{allocated.gpu}-measured", source="measured", **fitted)
-    return measured, {"prefill": prefill, "decode": decode, "fit": coefficients}
+    return measured, {"prefill": prefill, "decode": decode, "prefix": prefix, "fit": coefficients}
+
+
+async def _measure_prefix_cached(cfg: VllmConfig, model: str, base_profile: str, pairs: Sequence[tuple[int, int]],
+                                 repeats: int) -> list[tuple[int, int, float]]:
+    if not pairs:
+        return []
+    backend = VllmBackend(model, replace(cfg, enable_prefix_caching=True), make_queue(QueueConfig()), base_profile)
+    await backend.start()
+    try:
+        return await measure_prefix(backend, pairs, repeats)
+    finally:
+        await backend.close()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine_svc.profiling import fit
+from engine_svc.profiling import fit, fit_context_pair
 from tests.factories import profile
 
 
@@ -22,3 +22,13 @@ def test_negative_estimates_are_clipped_to_zero():
     decode = [(b, 100.0, 5.0 - 0.01 * b) for b in (1, 2, 4, 8)]   # noise: time falling with batch size
     got = fit([(10, 1.0), (20, 1.5)], decode)
     assert got["decode_ms_per_seq"] >= 0 and got["decode_ms_per_batch_token"] >= 0
+
+
+def test_the_pair_term_is_what_a_prefix_extension_took_beyond_its_new_tokens():
+    """Attention of the new tokens over the cached prefix (issue 32): recovered from extensions' times."""
+    intercept, per_token, pair = 2.0, 0.03, 4e-5
+    prefix = [(n, c, intercept + per_token * n + pair * n * c) for n in (64, 256) for c in (512, 1408)]
+    assert fit_context_pair(prefix, intercept, per_token) == pytest.approx(pair, rel=1e-9)
+    faster = [(n, c, intercept + per_token * n - 1.0) for n, c, _ in prefix]  # noise below the prefill fit
+    assert fit_context_pair(faster, intercept, per_token) == 0.0
+    assert fit_context_pair([], intercept, per_token) == 0.0
