@@ -29,8 +29,9 @@ def union_length_s(intervals: Iterable[tuple[float, float]]) -> float:
 
 
 def stability(latencies_in_arrival_order: Sequence[float], warmup_share: float = 0.0) -> dict[str, Any]:
-    """The first half of the run against the second, by mean and by median latency, after leaving out
-    the first ``warmup_share`` of it (programs that arrived at a system filling up from empty).
+    """The first half of the run against the second, by mean and by median latency (or slowdown: any
+    per-program figure a growing queue raises), after leaving out the first ``warmup_share`` of it
+    (programs that arrived at a system filling up from empty).
 
     A queue that keeps growing raises both; one heavy-tailed workflow raises only the mean, so a run
     is unstable when both ratios exceed ``UNSTABLE_HALF_RATIO``.

@@ -35,3 +35,21 @@ def test_slo_attainment_and_the_smallest_scale_for_95_percent():
 def test_unlabelled_programs_have_no_task_score():
     assert summarize([result(1.0, 1.0, correct=None),
                       result(2.0, 1.0, correct=None, arrival_s=1)])["task_score"] is None
+
+
+def test_long_workflows_arriving_late_are_not_a_growing_queue():
+    """The steady-state check reads slowdowns: large workflows late in the run raise their latencies,
+    not their slowdowns (the code family's verdicts flipped on this, issue 32)."""
+    small = [result(2.0, 1.0, arrival_s=i) for i in range(60)]
+    large = [result(200.0, 100.0, arrival_s=60 + i) if i % 3 else result(2.0, 1.0, arrival_s=60 + i)
+             for i in range(60)]
+    summary = summarize(small + large)
+    assert not summary["stability"]["stable"]  # by latency both halves' mean and median rose
+    assert summary["steady_stability"]["stable"]
+
+
+def test_a_queue_that_keeps_growing_is_unstable_in_slowdown_too():
+    growing = [result(1.0 + 0.1 * i, 1.0, arrival_s=i) for i in range(120)]
+    summary = summarize(growing)
+    assert not summary["steady_stability"]["stable"]
+    assert summary["steady_stability"]["median_ratio"] > 1.25
