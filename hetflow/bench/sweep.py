@@ -164,11 +164,12 @@ def signals_for(preset: Preset, signals: Signals) -> Signals:
 
 def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[StageRecord], signals: Signals,
              rate_per_s: float, slo_scales: Mapping[str, float] | None = None,
-             slo_scale: float = GOODPUT_SLO_SCALE) -> dict[str, Any]:
+             slo_scale: float = GOODPUT_SLO_SCALE, decode_runs: bool = False) -> dict[str, Any]:
     """One run of ``preset``; its summary (``slo_scale``: the X of its within-SLO share), with the
-    latencies kept for the CDF plot."""
+    latencies kept for the CDF plot. ``decode_runs``: the simulator's fast path (simulator.decode_jump)."""
     signals = signals_for(preset, signals)
-    sim = Simulation(engines, preset.policy, signals, QueueConfig(discipline=preset.queue_discipline), slo_scales)
+    sim = Simulation(engines, preset.policy, signals, QueueConfig(discipline=preset.queue_discipline), slo_scales,
+                     decode_runs=decode_runs)
     results = sim.run(at_rate(records, rate_per_s))
     summary = summarize(results, sim.decision_ms, slo_scale)
     summary["rejected_calls"] = len(sim.rejected)
@@ -180,8 +181,9 @@ def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[St
 
 class Sweep:
     def __init__(self, spec: SweepSpec, learned: Callable[[list[StageRecord], list[str]], LearnedSignals] | None = None,
-                 workers: int = 2) -> None:
+                 workers: int = 2, decode_runs: bool = False) -> None:
         self.spec = spec
+        self.decode_runs = decode_runs
         raw = load_stack(Path(spec.cluster))
         self.engines = cluster_from_stack(raw)
         self.models = models_of(self.engines)
@@ -243,7 +245,7 @@ class Sweep:
 
     def _run(self, run: RunSpec) -> dict[str, Any]:
         summary = simulate(self.engines, resolve(run.policy), self.traces[run.seed], self.signals[run.seed],
-                           run.rate_per_s, self.spec.slo_scales, self.spec.slo_rule.slo_scale)
+                           run.rate_per_s, self.spec.slo_scales, self.spec.slo_rule.slo_scale, self.decode_runs)
         return {"policy": run.policy, "seed": run.seed, "load": run.load_label, "rate_per_s": run.rate_per_s, **summary}
 
     def _capacity(self, task: tuple[str, int]) -> Capacity:
@@ -252,7 +254,7 @@ class Sweep:
 
         def probe(rate: float) -> Probe:
             summary = simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate,
-                               self.spec.slo_scales, rule.slo_scale)
+                               self.spec.slo_scales, rule.slo_scale, self.decode_runs)
             failures = rule.failures(summary)
             return Probe(rate, not failures, {k: v for k, v in summary.items() if k != "latencies_s"}, failures)
 
@@ -267,7 +269,7 @@ class Sweep:
 
         def share(rate: float) -> float:
             return simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate,
-                            self.spec.slo_scales)["queueing_share"]
+                            self.spec.slo_scales, decode_runs=self.decode_runs)["queueing_share"]
 
         lo, hi = 0.05, 0.1
         while share(hi) < target_share:

@@ -131,3 +131,20 @@ def test_every_shipped_sweep_and_its_cluster_load(path):
     """A sweep names known policies and a cluster whose engines' profiles resolve (measured or roofline)."""
     spec = SweepSpec.from_yaml(path)
     assert cluster_from_stack(load_stack(Path(spec.cluster)))
+
+
+def test_a_capacity_search_on_the_fast_path_takes_the_references_verdict_at_every_probe(tmp_path):
+    """Decode runs (issue 32) against stepping every iteration: the same probes, the same pass or fail."""
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(CLUSTER))
+    path = tmp_path / "capacity.yaml"
+    path.write_text(yaml.safe_dump({"name": "cap", "cluster": str(cluster), "trace": {"family": "agent", "programs": 30},
+                                    "loads": {"capacity_fractions": [0.5]}, "seeds": [1],
+                                    "capacity": {"rel_tol": 0.1}, "policies": ["least-load", "hetflow"]}))
+    spec = SweepSpec.from_yaml(path)
+    found = [Sweep(spec, workers=1, decode_runs=fast).capacities() for fast in (False, True)]
+    for key in found[0]:
+        reference, fast = (f[key] for f in found)
+        assert [(p.rate_per_s, p.passed, p.failures) for p in fast.probes] == \
+            [(p.rate_per_s, p.passed, p.failures) for p in reference.probes]
+        assert fast.rate_per_s == reference.rate_per_s
