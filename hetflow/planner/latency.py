@@ -53,11 +53,12 @@ def capacity_per_s(profile: EngineProfile, lengths: Sequence[LengthSample]) -> f
 
 
 def p95_latency_s(profile: EngineProfile, dp: int, pp: int, lengths: Sequence[LengthSample], rate_per_s: float,
-                  requests: int = 300, seed: int = 0, queue_limit: int = 512) -> float:
+                  requests: int = 300, seed: int = 0, queue_limit: int = 512, decode_runs: bool = True) -> float:
     """p95 of request latency (arrival to last token) on one of ``dp`` replicas of ``pp`` virtual
     engines, Poisson arrivals at ``rate_per_s / dp``, lengths drawn from ``lengths``. ``inf`` when the
     replica cannot keep up (more than ``queue_limit`` requests waiting: the queue grows without bound)
-    or a request can never fit it."""
+    or a request can never fit it. ``decode_runs``: the simulator's fast path (the same latencies;
+    False steps every iteration, the reference)."""
     if not lengths or rate_per_s <= 0:
         return 0.0
     if rate_per_s / (dp * pp) >= capacity_per_s(profile, lengths):
@@ -66,7 +67,8 @@ def p95_latency_s(profile: EngineProfile, dp: int, pp: int, lengths: Sequence[Le
     loop = EventLoop()
     latencies: list[float] = []
     engines = [VirtualEngine(f"v{k}", profile.model, profile, FCFS, loop,
-                             lambda req: latencies.append(loop.now - req.arrival_s)) for k in range(pp)]
+                             lambda req: latencies.append(loop.now - req.arrival_s), decode_runs=decode_runs)
+               for k in range(pp)]
     overflow = False
 
     def arrive(k: int, sample: LengthSample) -> None:

@@ -138,7 +138,8 @@ def test_a_capacity_search_on_the_fast_path_takes_the_references_verdict_at_ever
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(yaml.safe_dump(CLUSTER))
     path = tmp_path / "capacity.yaml"
-    path.write_text(yaml.safe_dump({"name": "cap", "cluster": str(cluster), "trace": {"family": "agent", "programs": 30},
+    path.write_text(yaml.safe_dump({"name": "cap", "cluster": str(cluster),
+                                    "trace": {"family": "agent", "programs": 30},
                                     "loads": {"capacity_fractions": [0.5]}, "seeds": [1],
                                     "capacity": {"rel_tol": 0.1}, "policies": ["least-load", "hetflow"]}))
     spec = SweepSpec.from_yaml(path)

@@ -2,6 +2,8 @@
 
 import math
 
+import pytest
+
 from hetflow.core.engine.profile import load_profile
 from hetflow.planner.latency import LengthSample, capacity_per_s, p95_latency_s
 
@@ -25,3 +27,12 @@ def test_a_rate_past_capacity_is_unstable_and_a_rate_of_zero_costs_nothing():
 
 def test_a_request_longer_than_the_model_allows_makes_the_allocation_unusable():
     assert p95_latency_s(PROFILE, 1, 1, [LengthSample(40000, 10)], 0.5, requests=5) == math.inf
+
+
+def test_the_fast_path_gives_the_references_p95():
+    """The planner simulates with decode runs (issue 32); stepping every iteration gives the same p95."""
+    lengths = [LengthSample(300 + 37 * i, 40 + 23 * i) for i in range(12)]
+    for rate in (20.0, 60.0):
+        fast = p95_latency_s(PROFILE, 1, 1, lengths, rate, requests=200)
+        assert fast == pytest.approx(p95_latency_s(PROFILE, 1, 1, lengths, rate, requests=200, decode_runs=False),
+                                     rel=1e-9)
