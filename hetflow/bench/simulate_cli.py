@@ -31,8 +31,15 @@ def run(args: argparse.Namespace) -> int:
     if args.router == "learned" or args.predictor == "learned":
         raise SystemExit("learned signals need artifacts: use `hetflow bench`, which computes and caches them")
     records = list(read_jsonl(Path(args.trace)))
+    if not records:
+        raise ValueError(f"{args.trace} holds no calls")
+    engines = cluster_from_stack(raw)
+    missing = sorted({e.model for e in engines} - set.intersection(*(set(r.output_tokens) for r in records)))
+    if missing:
+        raise ValueError(f"the trace has no lengths for {', '.join(missing)}, which {args.config} serves: generate "
+                         f"it for the cluster's models (hetflow workload generate --models ...)")
     started = time.perf_counter()
-    sim = Simulation(cluster_from_stack(raw), policy, signals, queue, decode_runs=args.decode_runs)
+    sim = Simulation(engines, policy, signals, queue, decode_runs=args.decode_runs)
     summary = summarize(sim.run(records), sim.decision_ms)
     summary["simulated_in_s"] = time.perf_counter() - started
     summary["rejected_calls"] = len(sim.rejected)
