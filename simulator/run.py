@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
 from hetflow.core.cascade.verdict import ESCALATED, verdict
-from hetflow.core.engine.profile import EngineSpec
+from hetflow.core.engine.profile import EngineProfile, EngineSpec
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.engine.request import EngineRequest
 from hetflow.core.errors import ResourceExhausted
@@ -152,16 +152,20 @@ class Simulation:
         self.router_changed = 0
         """Of those, decisions whose model differs from the one the fixed priors would have given."""
 
-    def run(self, records: Sequence[StageRecord], deadlines_s: Mapping[str, float] | None = None
-            ) -> list[ProgramResult]:
+    def run(self, records: Sequence[StageRecord], deadlines_s: Mapping[str, float] | None = None,
+            isolated_s: Mapping[str, float] | None = None) -> list[ProgramResult]:
         """Play the trace to the end. ``deadlines_s`` (program -> deadline in trace time) overrides the
-        tenants' SLO scales: the live tuner replays the deadlines its programs carried."""
+        tenants' SLO scales: the live tuner replays the deadlines its programs carried. ``isolated_s``:
+        each program's exclusive latency on these engines, computed once for a trace replayed at many
+        rates (``reference_latencies``; it does not depend on arrivals)."""
         self._programs = programs(records)
-        specs = self.reference_engines or [EngineSpec(eid, e.model, e.profile) for eid, e in self.engines.items()]
+        if isolated_s is None:
+            specs = self.reference_engines or [EngineSpec(eid, e.model, e.profile) for eid, e in self.engines.items()]
+            isolated_s = reference_latencies(self._programs.values(), specs)
         for pid, program in self._programs.items():
             self.results[pid] = ProgramResult(pid, program[0].workflow, program[0].arrival_s, tenant=program[0].tenant)
             result = self.results[pid]
-            result.isolated_s = reference_latency_s(program, specs)
+            result.isolated_s = isolated_s[pid]
             scale = self.slo_scales.get(program[0].tenant, self.slo_scales.get("*"))
             if deadlines_s is not None and deadlines_s.get(pid):
                 self._deadlines[pid] = result.deadline_s = deadlines_s[pid]
@@ -445,22 +449,34 @@ def _sequence_blocks(prompt: BlockHasher | None, record: StageRecord, model: str
     return tuple(prompt.copy().extend([own]).hashes)
 
 
+def reference_latencies(programs_: Iterable[list[StageRecord]], engines: Sequence[EngineSpec]) -> dict[str, float]:
+    """``reference_latency_s`` of every program, by program id."""
+    return {program[0].program_id: reference_latency_s(program, engines) for program in programs_}
+
+
 def reference_latency_s(program: list[StageRecord], engines: Sequence[EngineSpec]) -> float:
     """The program alone on the cluster, averaged over the engines (as HexGen-Flow eq. 6 averages a
     call's cost): per engine, the critical path of its model's isolated call latencies, each after its
     tool time, each prompt's prefix computed by its ancestors taken from the prefix cache, as it would
-    be alone. The base an SLO scale multiplies to set a deadline at arrival."""
-    alone = {(e.model, e.profile.block_size): _alone(program, e.model, e.profile.block_size) for e in engines}
-    paths = []
+    be alone. The base an SLO scale multiplies to set a deadline at arrival. Engines of one model and
+    profile share one path."""
+    alone: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
+    paths: dict[tuple[str, EngineProfile], float] = {}
     for engine in engines:
+        kind = (engine.model, engine.profile)
+        if kind in paths:
+            continue
+        blocks = (engine.model, engine.profile.block_size)
+        if blocks not in alone:
+            alone[blocks] = _alone(program, engine.model, engine.profile.block_size)
         done_at: dict[int, float] = {}
         for record in program:
             start = max((done_at[d] for d in record.depends_on), default=0.0) + record.tool_s
-            prompt, cached = alone[(engine.model, engine.profile.block_size)][record.stage_index]
+            prompt, cached = alone[blocks][record.stage_index]
             done_at[record.stage_index] = start + engine.profile.isolated_request_s(
                 prompt, record.output_tokens[engine.model], cached)
-        paths.append(max(done_at.values()))
-    return sum(paths) / len(paths)
+        paths[kind] = max(done_at.values())
+    return sum(paths[(e.model, e.profile)] for e in engines) / len(engines)
 
 
 def _alone(program: list[StageRecord], model: str, block_size: int) -> dict[int, tuple[int, int]]:

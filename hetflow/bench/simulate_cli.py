@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if not records:
         raise ValueError(f"{args.trace} holds no calls")
     engines = cluster_from_stack(raw)
-    missing = sorted({e.model for e in engines} - set.intersection(*(set(r.output_tokens) for r in records)))
+    missing = sorted({e.model for e in engines if any(e.model not in r.output_tokens for r in records)})
     if missing:
         raise ValueError(f"the trace has no lengths for {', '.join(missing)}, which {args.config} serves: generate "
                          f"it for the cluster's models (hetflow workload generate --models ...)")

@@ -43,7 +43,7 @@ from hetflow.core.presets import Preset, define, resolve
 from hetflow.core.trace import StageRecord, programs, read_jsonl
 from hetflow.runtime.config import load_stack
 from simulator.metrics import GOODPUT_SLO_SCALE, summarize
-from simulator.run import Simulation
+from simulator.run import Simulation, reference_latencies
 from simulator.signals import LearnedSignals, Signals
 
 CALIBRATION_POLICY = "least-load"
@@ -164,13 +164,15 @@ def signals_for(preset: Preset, signals: Signals) -> Signals:
 
 def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[StageRecord], signals: Signals,
              rate_per_s: float, slo_scales: Mapping[str, float] | None = None,
-             slo_scale: float = GOODPUT_SLO_SCALE, decode_runs: bool = False) -> dict[str, Any]:
+             slo_scale: float = GOODPUT_SLO_SCALE, decode_runs: bool = False,
+             isolated_s: Mapping[str, float] | None = None) -> dict[str, Any]:
     """One run of ``preset``; its summary (``slo_scale``: the X of its within-SLO share), with the
-    latencies kept for the CDF plot. ``decode_runs``: the simulator's fast path (simulator.decode_jump)."""
+    latencies kept for the CDF plot. ``decode_runs``: the simulator's fast path (simulator.decode_jump);
+    ``isolated_s``: the programs' exclusive latencies when already known (``Sweep.isolated_s``)."""
     signals = signals_for(preset, signals)
     sim = Simulation(engines, preset.policy, signals, QueueConfig(discipline=preset.queue_discipline), slo_scales,
                      decode_runs=decode_runs)
-    results = sim.run(at_rate(records, rate_per_s))
+    results = sim.run(at_rate(records, rate_per_s), isolated_s=isolated_s)
     summary = summarize(results, sim.decision_ms, slo_scale)
     summary["rejected_calls"] = len(sim.rejected)
     summary["prefix_hit_rate"] = sim.prefix_hit_rate
@@ -195,6 +197,14 @@ class Sweep:
                                       learned(self.traces[seed], self.models) if learned else LearnedSignals())
                         for seed in spec.seeds}
         self.workers = workers
+        self._isolated_s: dict[int, dict[str, float]] = {}
+
+    def isolated_s(self, seed: int) -> dict[str, float]:
+        """Each program's exclusive latency on this cluster (it does not depend on the rate), computed
+        once per seed in each worker process rather than in every probe."""
+        if seed not in self._isolated_s:
+            self._isolated_s[seed] = reference_latencies(programs(self.traces[seed]).values(), self.engines)
+        return self._isolated_s[seed]
 
     def rates(self, progress: Callable[[str], None] = lambda _: None) -> dict[str, float]:
         """Load label -> programs/s: given, or calibrated to the target queueing shares."""
@@ -245,7 +255,8 @@ class Sweep:
 
     def _run(self, run: RunSpec) -> dict[str, Any]:
         summary = simulate(self.engines, resolve(run.policy), self.traces[run.seed], self.signals[run.seed],
-                           run.rate_per_s, self.spec.slo_scales, self.spec.slo_rule.slo_scale, self.decode_runs)
+                           run.rate_per_s, self.spec.slo_scales, self.spec.slo_rule.slo_scale, self.decode_runs,
+                           self.isolated_s(run.seed))
         return {"policy": run.policy, "seed": run.seed, "load": run.load_label, "rate_per_s": run.rate_per_s, **summary}
 
     def _capacity(self, task: tuple[str, int]) -> Capacity:
@@ -254,7 +265,7 @@ class Sweep:
 
         def probe(rate: float) -> Probe:
             summary = simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate,
-                               self.spec.slo_scales, rule.slo_scale, self.decode_runs)
+                               self.spec.slo_scales, rule.slo_scale, self.decode_runs, self.isolated_s(seed))
             failures = rule.failures(summary)
             return Probe(rate, not failures, {k: v for k, v in summary.items() if k != "latencies_s"}, failures)
 
@@ -268,8 +279,8 @@ class Sweep:
         preset = resolve(CALIBRATION_POLICY)
 
         def share(rate: float) -> float:
-            return simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate,
-                            self.spec.slo_scales, decode_runs=self.decode_runs)["queueing_share"]
+            return simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate, self.spec.slo_scales,
+                            decode_runs=self.decode_runs, isolated_s=self.isolated_s(seed))["queueing_share"]
 
         lo, hi = 0.05, 0.1
         while share(hi) < target_share:

@@ -238,3 +238,11 @@ def test_each_decision_tells_the_policies_how_many_calls_wait_and_whether_this_o
         assert waiting == held_now + (not is_held)   # the held calls, and a new call itself
         first_seen.add(request_id)
     assert any(is_held for _, is_held, _, _ in seen)
+
+
+def test_the_exclusive_latency_averages_every_engine_and_engines_alike_share_a_path():
+    group = next(g for g in programs(generate("agent", 10, seed=2, models=(SMALL, LARGE))).values() if len(g) > 4)
+    small, large = engines()[0], engines()[-1]
+    assert small.model != large.model
+    each = [reference_latency_s(group, [e]) for e in (small, small, large)]
+    assert reference_latency_s(group, [small, small, large]) == pytest.approx(sum(each) / 3, rel=1e-12)
