@@ -9,6 +9,7 @@ import grpc
 import pytest
 
 from hetflow.client import HetflowClient, build_request
+from hetflow.core.engine.profile import load_profile
 from tests.integration.harness import SMALL, stack_config, start_stack, wait_until_idle
 
 
@@ -21,17 +22,21 @@ async def _outcomes(client: HetflowClient, requests) -> list:
 
 
 async def test_an_engine_past_max_waiting_refuses_and_the_caller_gets_the_hint():
-    stack = await start_stack(stack_config([{"name": "small-0", "profile": f"{SMALL}@a6000", "max_waiting": 2}]))
+    """An engine whose every iteration takes 2 s: a call waits that long for its first token, so of twelve
+    calls sent at once at least three wait together, whatever the host's load (an engine of the usual
+    speed gave each call its first token before a loaded host's balancer had sent the next one)."""
+    slow = load_profile(f"{SMALL}@a6000", iteration_overhead_ms=2000.0).to_dict()
+    stack = await start_stack(stack_config([{"name": "small-0", "profile": slow, "max_waiting": 2}]))
     try:
         async with HetflowClient(stack.address("balancer")) as client:
-            results = await _outcomes(client, [build_request(prompt=f"q{i}", max_tokens=64, ignore_eos=True)
+            results = await _outcomes(client, [build_request(prompt=f"q{i}", max_tokens=2, ignore_eos=True)
                                                for i in range(12)])
         refused = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
         served = [r for r in results if not isinstance(r, BaseException)]
         assert refused and served and len(refused) + len(served) == 12
         assert all(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_waiting" in e.details()
                    and _pushback_ms(e) == 1000 for e in refused)
-        assert all(r.output_tokens == 64 for r in served)
+        assert all(r.output_tokens == 2 for r in served)
         assert all(e.in_flight_requests == 0 for e in (await wait_until_idle(stack)).engines)
     finally:
         await stack.close()
