@@ -162,7 +162,9 @@ async def profile_vllm(cfg: VllmConfig, model: str, base_profile: str, batch_siz
     coefficients["prefill_ms_per_context_pair"] = fit_context_pair(
         prefix, coefficients["prefill_intercept_ms"], coefficients["prefill_ms_per_token"])
     fitted: dict[str, Any] = {k: v for k, v in coefficients.items() if k != "prefill_intercept_ms"}
-    measured = replace(allocated, name=f"{allocated.model}@{allocated.gpu}-measured", source="measured", **fitted)
+    # The fit is of end-to-end times: the engine's overhead is in its decode_base_ms, and no tables.
+    measured = replace(allocated, name=f"{allocated.model}@{allocated.gpu}-measured", source="measured",
+                       iteration_overhead_ms=0.0, operator_tables=None, **fitted)
     return measured, {"prefill": prefill, "decode": decode, "prefix": prefix, "fit": coefficients}
 
 

@@ -47,12 +47,12 @@ def sampling_to_proto(s: SamplingSpec) -> common_pb2.SamplingParams:
     return msg
 
 
-def profile_to_proto(p: EngineProfile) -> common_pb2.TimingProfile:
-    """The linear form the balancer estimates with; the engine's overhead folded into decode_base_ms."""
+def profile_to_proto(profile: EngineProfile) -> common_pb2.TimingProfile:
+    """The linear form the balancer estimates with (``EngineProfile.as_reported``)."""
+    p = profile.as_reported()
     return common_pb2.TimingProfile(
         name=p.name, model=p.model, gpu=p.gpu, prefill_ms_per_token=p.prefill_ms_per_token,
-        decode_base_ms=p.iteration_overhead_ms + p.decode_base_ms,
-        decode_ms_per_batch_token=p.decode_ms_per_batch_token,
+        decode_base_ms=p.decode_base_ms, decode_ms_per_batch_token=p.decode_ms_per_batch_token,
         decode_ms_per_token=p.decode_ms_per_token, max_batch_size=p.max_num_seqs,
         kv_capacity_tokens=p.kv_capacity_tokens, block_size=p.block_size, decode_ms_per_seq=p.decode_ms_per_seq,
         max_num_batched_tokens=p.max_num_batched_tokens, max_model_len=p.max_model_len)

@@ -24,6 +24,8 @@ class VirtualEngine:
     def __init__(self, engine_id: str, model: str, profile: EngineProfile, queue: QueueConfig, loop: EventLoop,
                  on_finish: Callable[[EngineRequest], None], decode_runs: bool = False) -> None:
         self.engine_id, self.model, self.profile = engine_id, model, profile
+        self.reported_profile = profile.as_reported()
+        """What it tells the monitor, as a live engine's report carries it (hetflow.wire)."""
         self.scheduler = BatchScheduler(profile, make_queue(queue))
         self._loop, self._on_finish = loop, on_finish
         self._busy = False
@@ -102,4 +104,4 @@ class VirtualEngine:
         return EngineStatus(engine_id=self.engine_id, model=self.model, serving=True, waiting=s.num_waiting,
                             running=len(s.running), kv_cache_usage=s.kv.usage,
                             pending_prefill_tokens=s.pending_prefill_tokens,
-                            preemptions_total=s.preemptions_total, profile=self.profile)
+                            preemptions_total=s.preemptions_total, profile=self.reported_profile)

@@ -26,10 +26,10 @@ def steady_stability(results_in_arrival_order: Sequence[ProgramResult]) -> dict:
     its latency. A queue that keeps growing slows every later workflow down; a few long workflows
     arriving late raise the later latencies without any queue (issue 32: on the code family, whose
     longest workflows take 200 s, they flipped verdicts between neighbouring rates)."""
-    slowdown = [r.latency_s / r.isolated_s for r in results_in_arrival_order if r.isolated_s > 0]
-    if len(slowdown) < 6:
-        return stability(slowdown or [r.latency_s for r in results_in_arrival_order])
-    return stability(slowdown, WARMUP_SHARE)
+    values = ([r.latency_s / r.isolated_s for r in results_in_arrival_order]
+              if all(r.isolated_s > 0 for r in results_in_arrival_order)
+              else [r.latency_s for r in results_in_arrival_order])  # no exclusive latency: latencies
+    return stability(values, WARMUP_SHARE) if len(values) >= 6 else stability(values)
 
 
 def slo_scale_for(results: Sequence[ProgramResult], attainment: float = TARGET_ATTAINMENT) -> float:

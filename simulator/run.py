@@ -157,7 +157,7 @@ class Simulation:
         """Play the trace to the end. ``deadlines_s`` (program -> deadline in trace time) overrides the
         tenants' SLO scales: the live tuner replays the deadlines its programs carried. ``isolated_s``:
         each program's exclusive latency on these engines, computed once for a trace replayed at many
-        rates (``reference_latencies``; it does not depend on arrivals)."""
+        rates (``reference_latencies`` on ``reference_engines`` when set; it does not depend on arrivals)."""
         self._programs = programs(records)
         if isolated_s is None:
             specs = self.reference_engines or [EngineSpec(eid, e.model, e.profile) for eid, e in self.engines.items()]

@@ -5,6 +5,7 @@ import pytest
 from hetflow import wire
 from hetflow.core.call import SamplingSpec
 from hetflow.core.engine.profile import load_profile
+from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.errors import InvalidArgument
 from hetflow.core.monitor.memory_ledger import MemoryPlan
 from hetflow.core.monitor.snapshot import cluster_snapshot
@@ -76,3 +77,17 @@ def test_a_profile_crosses_the_wire_as_its_linear_form_with_the_overhead_folded_
     linear = (sent.iteration_overhead_ms + sent.decode_base_ms + 32 * sent.decode_ms_per_seq
               + 32000 * sent.decode_ms_per_batch_token)
     assert received.step_ms(0, 32, 32000) == pytest.approx(linear)
+    assert received.step_ms(0, 32, 32000) == pytest.approx(sent.as_reported().step_ms(0, 32, 32000))
+
+
+def test_a_simulated_engine_reports_what_a_live_one_would():
+    """The simulator's balancer decides on the profile as it crosses the wire, as a live balancer does."""
+    from simulator.clock import EventLoop
+    from simulator.engine import VirtualEngine
+
+    profile = load_profile("qwen2.5-7b-instruct@h100-80g")
+    engine = VirtualEngine("e", profile.model, profile, QueueConfig(), EventLoop(), lambda _: None)
+    reported = engine.status().profile
+    assert reported.operator_tables is None and reported.iteration_overhead_ms == 0.0
+    assert reported.step_ms(300, 8, 8000) == pytest.approx(
+        wire.profile_from_proto(wire.profile_to_proto(profile)).step_ms(300, 8, 8000))

@@ -15,7 +15,8 @@ measured sizes a table is linear in log(size), as the composition was; below the
 holds the first value; above the largest it continues its last segment linearly in size (a GEMM
 past its knee grows with M, decode attention with the context it reads). A prefill chunk of N new
 tokens over a cached prefix of C tokens costs its own causal attention plus the attention of its N
-queries over the prefix: measured where the vendored data has it (H100, Qwen2.5-7B/14B), else a
+queries over the prefix (linear in their number between the measured chunk sizes): measured where
+the vendored data has it (H100, Qwen2.5-7B/14B), else a
 roofline term at ``ATTENTION_EFFICIENCY`` of the GPU's tensor throughput, calibrated on that table.
 """
 
@@ -121,7 +122,7 @@ class OperatorTables:
             return row.at(prefix_tokens) * new_tokens / n  # queries over a prefix: linear in their number
         j = bisect_right(sizes, new_tokens) - 1
         (n0, row0), (n1, row1) = rows[j], rows[j + 1]
-        t = math.log(new_tokens / n0) / math.log(n1 / n0)
+        t = (new_tokens - n0) / (n1 - n0)  # linear in the number of queries, as outside the rows
         low, high = row0.at(prefix_tokens), row1.at(prefix_tokens)
         return low + t * (high - low)
 

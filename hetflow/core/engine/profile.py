@@ -150,6 +150,13 @@ class EngineProfile:
                      + self.decode_ms_per_batch_token * context_sum)
         return (prefill_ms + decode_ms) / 1e3
 
+    def as_reported(self) -> EngineProfile:
+        """The profile as an engine reports it to the monitor (``hetflow.wire.profile_to_proto``): the
+        four coefficients alone, the overhead folded into ``decode_base_ms``, no pair term or tables.
+        The simulator's engines report this too, so its balancer decides on what a live one sees."""
+        return dataclasses.replace(self, decode_base_ms=self.decode_base_ms + self.iteration_overhead_ms,
+                                   iteration_overhead_ms=0.0, prefill_ms_per_context_pair=0.0, operator_tables=None)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain fields; measured operator tables by reference (``{gpu, model}`` of the vendored file)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -72,6 +72,12 @@ def test_attention_over_a_cached_prefix_is_charged_from_the_measured_table():
     assert over_16k == pytest.approx(12.84, rel=0.01) and over_16k > tables.layers * tables.gemm_per_layer.at(512)
 
 
+def test_between_measured_chunk_sizes_the_prefix_cost_is_linear_in_the_queries():
+    tables = load_profile(QWEN7B_H100).operator_tables
+    low, high = tables.prefix_extra(512, 16384), tables.prefix_extra(2048, 16384)
+    assert tables.prefix_extra(1280, 16384) == pytest.approx((low + high) / 2)
+
+
 def test_where_the_prefix_was_not_measured_a_roofline_term_charges_it():
     tables = load_profile("qwen2.5-7b-instruct@h200").operator_tables
     assert tables.prefix_extra_rows == ()
