@@ -5,6 +5,10 @@
   these pings (``hetflow.runtime.server``).
 - Reconnect backoff capped at 1 s (gRPC's default grows to 120 s): a restarted peer is used again
   within a second of coming back.
+- Each connection attempt gets 5 s: gRPC reads ``grpc.min_reconnect_backoff_ms`` as the shortest time
+  it gives one (``ParseArgsForBackoffValues`` in its subchannel.cc). It was 100 ms, and a handshake
+  slowed by a loaded host failed calls UNAVAILABLE before they were sent (issue 31); a peer that does
+  not answer at all still fails calls within 5 s.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ CHANNEL_OPTIONS = (
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 5000),  # the connection attempt's deadline, not the retry delay
     ("grpc.max_reconnect_backoff_ms", 1000),
 )
 SERVER_OPTIONS = (
