@@ -234,7 +234,7 @@ def derive(model: str, gpu_name: str, arch: Architecture, gpu: Gpu, **overrides:
     ms_per_token_compute = 2 * arch.params / (flops * COMPUTE_EFFICIENCY) * 1e3
     # Attention over cached tokens: QK^T and PV, 2 FLOPs per multiply-add, over every query head
     # (hidden_size wide), per layer; at the measured attention efficiency (operator_tables).
-    ms_per_context_pair = 4 * arch.hidden_size * arch.layers / (gpu.bf16_tflops * 1e12 * ATTENTION_EFFICIENCY) * 1e3
+    ms_per_context_pair = 4 * arch.hidden_size * arch.layers / (flops * ATTENTION_EFFICIENCY) * 1e3
     values: dict[str, Any] = dict(
         name=f"{model}@{gpu_name}", model=model, gpu=gpu_name,
         prefill_ms_per_token=ms_per_token_compute,
