@@ -12,10 +12,15 @@ count, aging and preemption counts.
 
 A run is only taken where stepping could not do anything else: every request in the batch decodes
 (a prefill's last chunk of one token looks like a decode, but it yields the first token: stepped),
-nobody was preempted, none finishes before the run's last iteration, the free KV blocks cover every
-block the run fills, and no waiting request could be admitted (the queue is empty, or the batch holds
-``max_num_seqs``). With the batch full, waiting requests age as they would (promotion is a key change
-only; it cannot admit them).
+nobody was preempted, none finishes before the run's last iteration (the run ends at the first
+finish, which ``finish`` applies), the free KV blocks cover every block the run fills, and no waiting
+request could be admitted (the queue is empty, or the batch holds ``max_num_seqs``). With the batch
+full, waiting requests age as they would (promotion is a key change only; it cannot admit them).
+
+While a run goes on, the engine is read and fed without bringing it to the present: a status report
+reads the one figure a run changes (KV blocks held, ``used_blocks``), and a request that arrives joins
+the queue at the iteration in progress (``queue_during``); unless the batch is full, the run then ends
+with that iteration, since the next one would admit it.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import numpy as np
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.kv_cache import blocks_for
 from hetflow.core.engine.request import EngineRequest, RequestStatus
-from hetflow.core.engine.scheduler import BatchScheduler, ScheduledChunk, StepPlan
+from hetflow.core.engine.scheduler import BatchScheduler, StepPlan
 
 
 @dataclass
@@ -41,6 +46,15 @@ class DecodeRun:
     iterations: int
     ends_s: np.ndarray
     """``ends_s[k]``: when the run's ``k``-th iteration ends (``ends_s[0]``: the run's start)."""
+    held_at_start: list[tuple[int, int]]
+    """Each request's (tokens computed, KV blocks held) as the run starts, its first iteration's blocks held."""
+    used_blocks_at_start: int
+
+    def used_blocks(self, done: int, block_size: int) -> int:
+        """The engine's KV blocks in use once ``done`` iterations have ended and the next one is scheduled
+        (``done`` < ``iterations``): a run only adds blocks, one per request at each block boundary."""
+        return self.used_blocks_at_start + sum(max(0, blocks_for(c + done + 1, block_size) - h)
+                                               for c, h in self.held_at_start)
 
     def end_s(self, done: int) -> float:
         """When the run's ``done``-th iteration ends (0: the run's start)."""
@@ -56,37 +70,44 @@ def start(scheduler: BatchScheduler, plan: StepPlan, now_s: float) -> DecodeRun 
     it is a single iteration (nothing to jump)."""
     if plan.preempted or type(scheduler.queue) is not AgingPriorityQueue:
         return None
-    requests = [c.request for c in plan.chunks]
-    if len(requests) != len(scheduler.running) or any(c.is_prefill or c.num_tokens != 1 for c in plan.chunks):
-        return None
-    if any(r.first_token_s is None for r in requests):
-        return None  # a prefill's last chunk of one token: it yields the first token, which stepping times
     if len(scheduler.queue) and len(scheduler.running) < scheduler.profile.max_num_seqs:
         return None  # a waiting request might be admitted at any iteration: step
-    # The plan's own iteration produces token output_tokens + 1 of each request; none may finish
-    # before the run's last iteration, so the run ends one iteration before the first finish.
-    iterations = min(r.output_limit - r.output_tokens for r in requests) - 1
+    if len(plan.chunks) != len(scheduler.running):
+        return None
+    requests, tokens_left = [], []
+    for chunk in plan.chunks:
+        req = chunk.request
+        if chunk.is_prefill or chunk.num_tokens != 1 or req.first_token_s is None:
+            return None  # a prefill's last chunk of one token yields the first token, which stepping times
+        requests.append(req)
+        tokens_left.append(req.output_limit - req.output_tokens)
+    # The plan's own iteration produces token output_tokens + 1 of each request; the run ends with the
+    # first request's last token.
+    iterations = min(tokens_left)
     if iterations < 2:
         return None
-    iterations = _kv_covers(scheduler, requests, iterations)
+    kv = scheduler.kv
+    held = [(r.num_computed_tokens, kv.held(r.request_id)) for r in requests]
+    iterations = _kv_covers(kv.free_blocks, kv.block_size, held, iterations)
     if iterations < 2:
         return None
     ends_ms = scheduler.profile.decode_run_ms(len(requests), plan.decode_context_tokens, iterations)
-    return DecodeRun(plan, requests, now_s, iterations, ends_s=now_s + ends_ms / 1e3)
+    return DecodeRun(plan, requests, now_s, iterations, ends_s=now_s + ends_ms / 1e3, held_at_start=held,
+                     used_blocks_at_start=kv.used_blocks)
 
 
-def _kv_covers(scheduler: BatchScheduler, requests: list[EngineRequest], most: int) -> int:
-    """How many iterations, the plan's included, the free blocks cover, up to ``most``: iteration ``j``
-    (1-based) grows each request to ``num_computed_tokens + j`` tokens (the plan already holds
-    iteration 1's blocks). The blocks needed grow with ``j``, so a binary search finds the last ``j``."""
-    kv = scheduler.kv
-    free, size = kv.free_blocks, kv.block_size
-    held = [(r.num_computed_tokens, kv.held(r.request_id)) for r in requests]
+def _kv_covers(free: int, size: int, held: list[tuple[int, int]], most: int) -> int:
+    """How many iterations, the plan's included, ``free`` blocks cover, up to ``most``: iteration ``j``
+    (1-based) grows each request to its computed tokens ``+ j`` (``held``: each request's computed tokens
+    and blocks; the plan already holds iteration 1's). The blocks needed grow with ``j``, so a binary
+    search finds the last ``j``."""
 
     def fits(j: int) -> bool:
         return sum(max(0, blocks_for(c + j, size) - h) for c, h in held) <= free
 
-    low, high = 1, most
+    if fits(most):
+        return most  # the common case: the run ends at a finish, not for want of blocks
+    low, high = 1, most - 1
     while low < high:
         mid = (low + high + 1) // 2
         if fits(mid):
@@ -96,33 +117,41 @@ def _kv_covers(scheduler: BatchScheduler, requests: list[EngineRequest], most: i
     return low
 
 
-def advance(scheduler: BatchScheduler, run: DecodeRun, done: int) -> StepPlan | None:
-    """Bring the scheduler to where stepping would be once ``done`` iterations of the run have ended:
-    with the next one scheduled and its plan returned when it is still the run's (``done`` <
-    ``run.iterations``), or, at the run's end, ready for ``schedule`` (None)."""
-    if done == 0:
-        return run.first
-    kv, queue = scheduler.kv, scheduler.queue
+def queue_during(scheduler: BatchScheduler, run: DecodeRun, done: int, req: EngineRequest) -> bool:
+    """Queue ``req`` while the run's iteration ``done + 1`` is in progress, as stepping would: its wait
+    starts at that iteration (ValueError / MemoryError as ``BatchScheduler.add``). Returns whether the
+    run must end with that iteration: the batch has room, so the next iteration admits it."""
+    scheduler.iteration = run.first.iteration + done  # the iteration in progress; ``advance`` sets it again
+    scheduler.add(req)
+    return len(scheduler.running) < scheduler.profile.max_num_seqs
+
+
+def advance(scheduler: BatchScheduler, run: DecodeRun) -> None:
+    """Bring the scheduler to where stepping would be once the run's last iteration has ended, ready for
+    ``schedule`` (the requests it finishes still running: ``finish``)."""
+    kv, queue, done = scheduler.kv, scheduler.queue, run.iterations
     assert isinstance(queue, AgingPriorityQueue)
-    for req in run.requests:
+    for req in run.requests:  # the blocks the run's iterations held, as each one's ``schedule`` grew them
         if req.status != RequestStatus.RUNNING:
             raise RuntimeError(f"{req.request_id} left the batch during a decode run")
         req.num_computed_tokens += done
         req.output_tokens += done
+        if not kv.try_grow(req.request_id, req.num_computed_tokens):
+            raise RuntimeError("a decode run ran out of KV blocks it had counted on")
+    for req in run.requests:  # then the blocks they filled, as each one's ``update_from_step`` registered them
         kv.register_full_blocks(req.request_id, req.block_hashes, req.num_computed_tokens)
         _note_running(queue, req, done)
-    in_run = done < run.iterations
-    for req in run.requests:  # the blocks the last scheduled iteration holds
-        if not kv.try_grow(req.request_id, req.num_computed_tokens + in_run):
-            raise RuntimeError("a decode run ran out of KV blocks it had counted on")
-    scheduler.iteration = run.first.iteration + done - (not in_run)
+    scheduler.iteration = run.first.iteration + done - 1
     queue.age(scheduler.iteration)
-    if not in_run:
-        return None
-    plan = StepPlan(iteration=scheduler.iteration,
-                    chunks=[ScheduledChunk(r, 1, False, r.num_computed_tokens) for r in run.requests])
-    plan.duration_s = scheduler.profile.step_ms(0, len(plan.chunks), plan.decode_context_tokens) / 1e3
-    return plan
+
+
+def finish(scheduler: BatchScheduler, run: DecodeRun, now_s: float) -> list[EngineRequest]:
+    """At the run's end (after ``advance`` to its last iteration): the requests whose last token it
+    produced finish there, in batch order, as ``update_from_step`` finishes them."""
+    finished = [req for req in run.requests if req.output_tokens >= req.output_limit]
+    for req in finished:
+        scheduler._finish(req, now_s)
+    return finished
 
 
 def _note_running(queue: AgingPriorityQueue, req: EngineRequest, iterations: int) -> None:

@@ -2,9 +2,10 @@
 
 The real-time ``sim`` backend sleeps for ``plan.duration_s``; here the iteration's end is scheduled
 ``plan.duration_s`` later instead. Same scheduler, same queue, same profile. With ``decode_runs``, a run
-of pure decode iterations that stepping could not change is one event (``simulator.decode_jump``):
-anything that reads or changes the engine meanwhile (a call submitted, a status report) first brings
-the run to that instant, so the engine is where stepping would have it.
+of pure decode iterations that stepping could not change is one event (``simulator.decode_jump``). A
+status report and a call submitted meanwhile see and leave the engine as stepping would without ending
+the run; the scheduler's running requests themselves are brought up to date at the run's end, so read
+the engine through ``status`` (the RL router's environment, which reads them, steps).
 """
 
 from __future__ import annotations
@@ -39,7 +40,17 @@ class VirtualEngine:
         """Iterations taken inside decode runs rather than one by one."""
 
     def submit(self, req: EngineRequest) -> None:
-        """Queue ``req`` (ValueError / MemoryError when it can never run here, as on the live engine)."""
+        """Queue ``req`` (ValueError / MemoryError when it can never run here, as on the live engine). A
+        decode run in progress goes on; it ends with the iteration in progress when the next would admit
+        ``req``."""
+        run = self._run
+        if run is not None:
+            done = run.done_by(self._loop.now)
+            if done < run.iterations:
+                if decode_jump.queue_during(self.scheduler, run, done, req) and done + 1 < run.iterations:
+                    run.iterations, self._run_id = done + 1, self._run_id + 1
+                    self._loop.at(run.end_s(run.iterations), self._end_run, self._run_id)
+                return
         self._settle()
         self.scheduler.add(req)
         if not self._busy:
@@ -68,28 +79,18 @@ class VirtualEngine:
             return  # settled before its end
         run, self._run = self._run, None
         self.busy_s += run.end_s(run.iterations) - run.start_s
-        decode_jump.advance(self.scheduler, run, run.iterations)
+        decode_jump.advance(self.scheduler, run)
         self.iterations_in_runs += run.iterations
         self.max_used_blocks = max(self.max_used_blocks, self.scheduler.kv.used_blocks)  # the run's last
+        for req in decode_jump.finish(self.scheduler, run, self._loop.now):
+            self._on_finish(req)
         self._step()
 
     def _settle(self) -> None:
-        """Bring a decode run in progress to now: the iterations that have ended applied, the one in
-        progress scheduled, its end an event as when stepping."""
-        if self._run is None:
-            return
-        run, self._run = self._run, None
-        self._run_id += 1
-        done = run.done_by(self._loop.now)
-        plan = decode_jump.advance(self.scheduler, run, done)
-        self.iterations_in_runs += done
-        self.max_used_blocks = max(self.max_used_blocks, self.scheduler.kv.used_blocks)
-        if plan is None:  # the run's last iteration ended at this very instant
-            self.busy_s += run.end_s(run.iterations) - run.start_s
-            self._step()
-            return
-        self.busy_s += run.end_s(done) - run.start_s + plan.duration_s
-        self._loop.at(run.end_s(done + 1), self._end_step, plan)
+        """A decode run whose last iteration ended at this very instant, its end event still to come: end
+        it now, so that what follows sees the engine as stepping would."""
+        if self._run is not None and self._run.done_by(self._loop.now) >= self._run.iterations:
+            self._end_run(self._run_id)
 
     def _end_step(self, plan: StepPlan) -> None:
         for event in self.scheduler.update_from_step(plan, self._loop.now):
@@ -98,10 +99,17 @@ class VirtualEngine:
         self._step()
 
     def status(self) -> EngineStatus:
-        """What the engine reports to the monitor, as a live engine does every report interval."""
-        self._settle()
-        s = self.scheduler
+        """What the engine reports to the monitor, as a live engine does every report interval. A decode
+        run in progress changes only the KV blocks held, which it reads without ending the run."""
+        s, run, used_blocks = self.scheduler, self._run, None
+        if run is not None:
+            done = run.done_by(self._loop.now)
+            if done < run.iterations:
+                used_blocks = run.used_blocks(done, s.kv.block_size)
+        if used_blocks is None:
+            self._settle()
+            used_blocks = s.kv.used_blocks
         return EngineStatus(engine_id=self.engine_id, model=self.model, serving=True, waiting=s.num_waiting,
-                            running=len(s.running), kv_cache_usage=s.kv.usage,
+                            running=len(s.running), kv_cache_usage=used_blocks / s.kv.num_blocks,
                             pending_prefill_tokens=s.pending_prefill_tokens,
                             preemptions_total=s.preemptions_total, profile=self.reported_profile)

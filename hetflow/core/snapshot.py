@@ -58,6 +58,18 @@ class EngineView:
     """The engine's in-flight calls, oldest admit first."""
 
 
+def view_with(view: EngineView, **changes: object) -> EngineView:
+    """``dataclasses.replace`` for a view whose other fields are already set: the copy skips ``__init__``
+    (a decision copies every engine's view to add its prefix match; replace costs 20 us a copy, this 2)."""
+    unknown = changes.keys() - view.__dict__.keys()
+    if unknown:
+        raise TypeError(f"EngineView has no field {sorted(unknown)}")
+    copied = object.__new__(EngineView)
+    copied.__dict__.update(view.__dict__)
+    copied.__dict__.update(changes)
+    return copied
+
+
 @dataclass(frozen=True)
 class ClusterSnapshot:
     taken_unix_s: float

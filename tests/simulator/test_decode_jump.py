@@ -142,7 +142,7 @@ def _blocks_needed(engine: VirtualEngine, run: decode_jump.DecodeRun, iterations
 
 
 @pytest.mark.parametrize("kv_tokens", [None, 16 * 30])
-def test_a_run_ends_before_the_first_finish_and_before_the_kv_runs_out(kv_tokens):
+def test_a_run_ends_with_the_first_finish_or_before_the_kv_runs_out(kv_tokens):
     loop = EventLoop()
     profile = load_profile(f"{SMALL}@a6000", **({"kv_capacity_tokens": kv_tokens} if kv_tokens else {}))
     engine = VirtualEngine("e", SMALL, profile, QueueConfig(), loop, lambda r: None, decode_runs=True)
@@ -151,12 +151,12 @@ def test_a_run_ends_before_the_first_finish_and_before_the_kv_runs_out(kv_tokens
                                     arrival_s=0.0))
     run = _first_run(loop, engine)
     shortest = min(r.output_limit - r.output_tokens for r in run.requests)
-    assert 2 <= run.iterations <= shortest - 1  # the finishing iteration is stepped
+    assert 2 <= run.iterations <= shortest  # the finishing iteration is the run's last
     free = engine.scheduler.kv.free_blocks
     assert _blocks_needed(engine, run, run.iterations) <= free
-    assert run.iterations == shortest - 1 or _blocks_needed(engine, run, run.iterations + 1) > free
+    assert run.iterations == shortest or _blocks_needed(engine, run, run.iterations + 1) > free
     if kv_tokens:
-        assert run.iterations < shortest - 1  # this cache is what ends the run
+        assert run.iterations < shortest  # this cache is what ends the run
     assert run.end_s(run.iterations) > run.end_s(run.iterations - 1) > run.start_s
     assert run.done_by(run.end_s(2)) == 2 and run.done_by(run.end_s(2) - 1e-9) == 1
 

@@ -64,6 +64,9 @@ class KVBlockPool:
 
     def try_grow(self, request_id: str, tokens: int) -> bool:
         """Hold enough blocks for ``tokens`` tokens; False (and nothing held) if they are not free."""
+        held = self._blocks.get(request_id)
+        if held is not None and tokens <= len(held) * self.block_size:
+            return True  # the blocks are held already: most decode iterations
         extra = self.extra_blocks_for(request_id, tokens)
         if extra > self.free_blocks:
             return False
@@ -96,16 +99,17 @@ class KVBlockPool:
     def register_full_blocks(self, request_id: str, block_hashes: Sequence[int], computed_tokens: int) -> None:
         """Cache the request's blocks that ``computed_tokens`` filled, under their hashes (a hash already
         cached keeps the block that has it; this one stays private)."""
-        if not self.prefix_caching:
-            return
+        registered = self._registered.get(request_id, 0)
+        if not self.prefix_caching or computed_tokens // self.block_size <= registered:
+            return  # no block filled since the last call: most decode iterations
         blocks = self._blocks.get(request_id, [])
         end = min(computed_tokens // self.block_size, len(block_hashes), len(blocks))
-        for i in range(self._registered.get(request_id, 0), end):
+        for i in range(registered, end):
             block_hash = block_hashes[i]
             if blocks[i] is None and block_hash not in self._holders and block_hash not in self._evictable:
                 blocks[i] = block_hash
                 self._holders[block_hash] = 1
-        self._registered[request_id] = max(end, self._registered.get(request_id, 0))
+        self._registered[request_id] = max(end, registered)
 
     def free(self, request_id: str) -> int:
         """Release the request's blocks, tail first; cached ones stay findable until evicted."""

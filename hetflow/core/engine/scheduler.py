@@ -136,21 +136,21 @@ class BatchScheduler:
         budget = self._schedule_running(plan, budget, now_s)
         if not plan.preempted:
             self._admit_waiting(plan, budget, now_s)
-        plan.duration_s = self.profile.step_ms(plan.prefill_tokens, plan.decode_seqs, plan.decode_context_tokens,
-                                               plan.prefill_chunks) / 1e3 if plan.chunks else 0.0
+        if plan.chunks:
+            plan.duration_s = self._step_ms(plan.chunks) / 1e3
         return plan
 
     def update_from_step(self, plan: StepPlan, now_s: float) -> list[TokenEvent]:
-        events = []
+        events, kv, queue = [], self.kv, self.queue
         for chunk in plan.chunks:
             req = chunk.request
             if req.status != RequestStatus.RUNNING:
                 continue  # aborted during the iteration
-            req.num_computed_tokens += chunk.num_tokens
-            self.kv.register_full_blocks(req.request_id, req.block_hashes, req.num_computed_tokens)
-            self.queue.note_running_iteration(req)
-            if req.num_computed_tokens < req.seq_len:
-                continue  # a prefill chunk that is not the last
+            computed = req.num_computed_tokens = req.num_computed_tokens + chunk.num_tokens
+            kv.register_full_blocks(req.request_id, req.block_hashes, computed)
+            queue.note_running_iteration(req)
+            if computed < req.prompt_tokens + req.output_tokens:
+                continue  # a prefill chunk that is not the last (seq_len)
             req.output_tokens += 1
             if req.first_token_s is None:
                 req.first_token_s = now_s
@@ -161,19 +161,35 @@ class BatchScheduler:
         return events
 
     # -- internals -----------------------------------------------------------------------
+    def _step_ms(self, chunks: list[ScheduledChunk]) -> float:
+        """The profile's time for the batch, its inputs gathered in one pass (``StepPlan``'s properties)."""
+        prefill_tokens = decode_seqs = decode_context_tokens = 0
+        prefill_chunks = []
+        for c in chunks:
+            if c.is_prefill:
+                prefill_tokens += c.num_tokens
+                prefill_chunks.append((c.num_tokens, c.context_tokens))
+            else:
+                decode_seqs += 1
+                decode_context_tokens += c.context_tokens
+        return self.profile.step_ms(prefill_tokens, decode_seqs, decode_context_tokens, tuple(prefill_chunks))
+
     def _schedule_running(self, plan: StepPlan, budget: int, now_s: float) -> int:
+        kv, chunks = self.kv, plan.chunks
         for req in list(self.running):
             if req.status != RequestStatus.RUNNING or budget <= 0:
                 continue
-            num_tokens = min(req.tokens_to_compute, budget)
-            while not self.kv.try_grow(req.request_id, req.num_computed_tokens + num_tokens):
+            to_compute = req.prompt_tokens + req.output_tokens - req.num_computed_tokens  # tokens_to_compute
+            num_tokens = min(to_compute, budget)
+            while not kv.try_grow(req.request_id, req.num_computed_tokens + num_tokens):
                 victim = max(self.running, key=lambda r: r.key)
                 budget += self._preempt(victim, plan, now_s)
+                chunks = plan.chunks  # the victim's chunk is gone
                 if victim is req:
                     break
             if req.status != RequestStatus.RUNNING:
                 continue
-            plan.chunks.append(ScheduledChunk(req, num_tokens, req.tokens_to_compute > 1, req.num_computed_tokens))
+            chunks.append(ScheduledChunk(req, num_tokens, to_compute > 1, req.num_computed_tokens))
             budget -= num_tokens
         return budget
 

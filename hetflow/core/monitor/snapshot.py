@@ -8,12 +8,11 @@ Kairos's memory ledger) and the program's and agent's statistics.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Iterable, Sequence
 
 from hetflow.core.call import check_stages
 from hetflow.core.monitor.state import EngineRecord, MonitorState
-from hetflow.core.snapshot import ClusterSnapshot, EngineView, InFlightCall
+from hetflow.core.snapshot import ClusterSnapshot, EngineView, InFlightCall, view_with
 from hetflow.core.stats import percentile
 
 
@@ -59,7 +58,7 @@ def engine_views(state: MonitorState, now_s: float, in_flight_calls: bool = Fals
                               state.resident_tokens(record, now_s))
                   for record in state.engines.values())
     if in_flight_calls:
-        views = tuple(replace(view, in_flight_calls=_in_flight_calls(state, state.engines[view.engine_id]))
+        views = tuple(view_with(view, in_flight_calls=_in_flight_calls(state, state.engines[view.engine_id]))
                       for view in views)
     state.views_cache = (key, views)
     return views
@@ -67,7 +66,7 @@ def engine_views(state: MonitorState, now_s: float, in_flight_calls: bool = Fals
 
 def _with_prefix_match(view: EngineView, record: EngineRecord, prefix_blocks: Sequence[int]) -> EngineView:
     index = record.prefix_index
-    return replace(view, prefix_match_blocks=index.matched_blocks(prefix_blocks)) if index is not None else view
+    return view_with(view, prefix_match_blocks=index.matched_blocks(prefix_blocks)) if index is not None else view
 
 
 def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", agent: str = "", workflow: str = "",
