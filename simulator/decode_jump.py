@@ -72,8 +72,8 @@ def start(scheduler: BatchScheduler, plan: StepPlan, now_s: float) -> DecodeRun 
         return None
     if len(scheduler.queue) and len(scheduler.running) < scheduler.profile.max_num_seqs:
         return None  # a waiting request might be admitted at any iteration: step
-    if len(plan.chunks) != len(scheduler.running):
-        return None
+    if len(plan.chunks) != len(scheduler.running) or plan.chunks[-1].is_prefill:
+        return None  # the last chunk is the one admitted last: most plans that change the batch end so
     requests, tokens_left = [], []
     for chunk in plan.chunks:
         req = chunk.request

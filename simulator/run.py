@@ -99,9 +99,11 @@ class Simulation:
     def __init__(self, engines: Sequence[EngineSpec], policy: PolicyConfig, signals: Signals,
                  queue: QueueConfig | None = None, slo_scales: Mapping[str, float] | None = None,
                  agent_priority_interval_s: float = 10.0, cascade: SimCascade | None = None,
-                 reference_engines: Sequence[EngineSpec] | None = None, decode_runs: bool = False) -> None:
+                 reference_engines: Sequence[EngineSpec] | None = None, decode_runs: bool = True) -> None:
         """``decode_runs``: engines take runs of pure decode iterations as one event
-        (``simulator.decode_jump``); False steps every iteration (the reference mode)."""
+        (``simulator.decode_jump``), the default; False steps every iteration, the reference mode they
+        are tested against (tests/simulator/test_decode_jump.py, the agent sweep's probes in
+        docs/simulator-speed.md)."""
         self.loop = EventLoop()
         self.cascade = cascade
         """Serve every call through a threshold cascade (Cascadia 3.3), as balancer_svc's cascade does."""

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"the trace has no lengths for {', '.join(missing)}, which {args.config} serves: generate "
                          f"it for the cluster's models (hetflow workload generate --models ...)")
     started = time.perf_counter()
-    sim = Simulation(engines, policy, signals, queue, decode_runs=args.decode_runs)
+    sim = Simulation(engines, policy, signals, queue, decode_runs=not args.reference)
     summary = summarize(sim.run(records), sim.decision_ms)
     summary["simulated_in_s"] = time.perf_counter() - started
     summary["rejected_calls"] = len(sim.rejected)
@@ -58,7 +58,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--predictor", choices=[s for s in PREDICTION_SOURCES if s != "learned"], default="oracle")
     p.add_argument("--policy", help=f"a named policy ({', '.join(PRESETS)}; e.g. chimera:latency_slack=1.0); "
                                     "default: the config's balancer policy")
-    p.add_argument("--decode-runs", action="store_true",
-                   help="take runs of pure decode iterations as one event (issue 32; the same results, checked "
-                        "against stepping in tests/simulator/test_decode_jump.py); default: step every iteration")
+    p.add_argument("--reference", action="store_true",
+                   help="step every engine iteration, the reference mode; by default runs of pure decode "
+                        "iterations are one event (issue 32; the same results, docs/simulator-speed.md)")
     p.set_defaults(fn=run)

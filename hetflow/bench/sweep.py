@@ -164,10 +164,11 @@ def signals_for(preset: Preset, signals: Signals) -> Signals:
 
 def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[StageRecord], signals: Signals,
              rate_per_s: float, slo_scales: Mapping[str, float] | None = None,
-             slo_scale: float = GOODPUT_SLO_SCALE, decode_runs: bool = False,
+             slo_scale: float = GOODPUT_SLO_SCALE, decode_runs: bool = True,
              isolated_s: Mapping[str, float] | None = None) -> dict[str, Any]:
     """One run of ``preset``; its summary (``slo_scale``: the X of its within-SLO share), with the
-    latencies kept for the CDF plot. ``decode_runs``: the simulator's fast path (simulator.decode_jump);
+    latencies kept for the CDF plot. ``decode_runs``: the simulator's fast path (simulator.decode_jump;
+    False: the reference mode);
     ``isolated_s``: the programs' exclusive latencies when already known (``Sweep.isolated_s``)."""
     signals = signals_for(preset, signals)
     sim = Simulation(engines, preset.policy, signals, QueueConfig(discipline=preset.queue_discipline), slo_scales,
@@ -183,7 +184,7 @@ def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[St
 
 class Sweep:
     def __init__(self, spec: SweepSpec, learned: Callable[[list[StageRecord], list[str]], LearnedSignals] | None = None,
-                 workers: int = 2, decode_runs: bool = False) -> None:
+                 workers: int = 2, decode_runs: bool = True) -> None:
         self.spec = spec
         self.decode_runs = decode_runs
         raw = load_stack(Path(spec.cluster))

@@ -71,7 +71,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         spec = replace(spec, loads={"capacity_fractions": tuple(float(f) for f in args.fractions.split(","))})
     out = Path(args.out) if args.out else OUT_DIR / spec.name
     started = time.perf_counter()
-    sweep = Sweep(spec, _learned_source(spec), workers=args.workers, decode_runs=args.decode_runs)
+    sweep = Sweep(spec, _learned_source(spec), workers=args.workers, decode_runs=not args.reference)
     if "capacity_fractions" in spec.loads:
         return _run_capacity(args, sweep, out, started)
     rates = sweep.rates(progress=lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -186,7 +186,7 @@ def _command(args: argparse.Namespace) -> str:
     overrides = (("programs", args.programs), ("seeds", args.seeds), ("policies", args.policies),
                  ("fractions", args.fractions))
     flags = [f"--sweep {args.sweep}"] + [f"--{k} {v}" for k, v in overrides if v]
-    return "hetflow bench " + " ".join(flags + (["--decode-runs"] if args.decode_runs else []))
+    return "hetflow bench " + " ".join(flags + (["--reference"] if args.reference else []))
 
 
 def _progress(done: int, total: int) -> None:
@@ -222,8 +222,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fractions", help="capacity sweeps: override the fractions of least load's capacity, "
                                         "comma-separated")
     p.add_argument("--workers", type=int, default=2, help="simulation processes")
-    p.add_argument("--decode-runs", action="store_true",
-                   help="the simulator's fast path: pure decode runs as one event (docs/simulator-speed.md)")
+    p.add_argument("--reference", action="store_true",
+                   help="step every engine iteration, the simulator's reference mode; by default pure decode "
+                        "runs are one event (docs/simulator-speed.md)")
     p.add_argument("-o", "--out", help="output folder (default bench_out/<sweep name>)")
     from hetflow.bench import live
 

@@ -84,12 +84,13 @@ class KVBlockPool:
         if not self.prefix_caching or self.held(request_id):
             return 0
         blocks = self._blocks.setdefault(request_id, [])
+        holders, evictable = self._holders, self._evictable
         for block_hash in block_hashes[:max(0, max_tokens) // self.block_size]:
-            if block_hash in self._holders:
-                self._holders[block_hash] += 1
-            elif block_hash in self._evictable:
-                del self._evictable[block_hash]
-                self._holders[block_hash] = 1
+            if block_hash in holders:
+                holders[block_hash] += 1
+            elif block_hash in evictable:
+                del evictable[block_hash]
+                holders[block_hash] = 1
                 self._used += 1
             else:
                 break
@@ -115,13 +116,17 @@ class KVBlockPool:
         """Release the request's blocks, tail first; cached ones stay findable until evicted."""
         blocks = self._blocks.pop(request_id, [])
         self._registered.pop(request_id, None)
+        holders, evictable, released = self._holders, self._evictable, 0
         for block_hash in reversed(blocks):
             if block_hash is None:
-                self._used -= 1
+                released += 1
                 continue
-            self._holders[block_hash] -= 1
-            if not self._holders[block_hash]:
-                del self._holders[block_hash]
-                self._used -= 1
-                self._evictable[block_hash] = None
+            holding = holders[block_hash] - 1
+            if holding:
+                holders[block_hash] = holding
+            else:
+                del holders[block_hash]
+                released += 1
+                evictable[block_hash] = None
+        self._used -= released
         return len(blocks)

@@ -21,7 +21,7 @@ def test_a_trace_replays_on_the_configs_cluster_and_the_fast_path_agrees(tmp_pat
     trace = tmp_path / "code.jsonl"
     write_jsonl(generate("code", 40, seed=2, models=("qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"),
                          rate_per_s=4.0), trace)
-    reference, fast = _simulate(trace, capsys), _simulate(trace, capsys, "--decode-runs")
+    reference, fast = _simulate(trace, capsys, "--reference"), _simulate(trace, capsys)
     assert reference["programs"] == fast["programs"] == 40 and reference["rejected_calls"] == 0
     assert fast["latency_s"]["mean"] == pytest.approx(reference["latency_s"]["mean"], rel=1e-9)
 
