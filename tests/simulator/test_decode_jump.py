@@ -93,9 +93,10 @@ def test_mlfq_engines_step_every_iteration():
     assert _differences(reference, fast) == []
 
 
-def _engine_with_batch(decode_runs: bool) -> tuple[EventLoop, VirtualEngine, list[EngineRequest]]:
+def _engine_with_batch(decode_runs: bool, max_num_seqs: int = 256) -> tuple[EventLoop, VirtualEngine,
+                                                                           list[EngineRequest]]:
     loop, done = EventLoop(), []
-    profile = load_profile(f"{SMALL}@a6000")
+    profile = load_profile(f"{SMALL}@a6000", max_num_seqs=max_num_seqs)
     engine = VirtualEngine("e", SMALL, profile, QueueConfig(), loop, done.append, decode_runs=decode_runs)
     requests = [EngineRequest(f"r{i}", prompt_tokens=40 + 7 * i, max_tokens=200 + 31 * i, priority=float(i),
                               arrival_s=0.0) for i in range(4)]
@@ -104,29 +105,37 @@ def _engine_with_batch(decode_runs: bool) -> tuple[EventLoop, VirtualEngine, lis
     return loop, engine, requests
 
 
-def test_a_run_read_and_fed_mid_way_is_where_stepping_would_be():
+@pytest.mark.parametrize("max_num_seqs, late_s, second_report_s", [(256, 1.7, 2.3), (4, 1.2, 1.3)])
+def test_a_run_read_and_fed_mid_way_is_where_stepping_would_be(max_num_seqs, late_s, second_report_s):
     """A status report and a new request in the middle of a run see and leave the engine exactly as
-    stepping does: every request's tokens, the KV blocks held, the iteration count, each finish time."""
-    states = []
+    stepping does: every request's tokens, the KV blocks held, the iteration count, each finish time.
+    With room in the batch the request ends the run at the iteration in progress; with the batch full
+    (4 sequences) the run goes on and the request waits for the first finish (at 1.48 s)."""
+    states, runs_taken = [], 0
     for decode_runs in (False, True):
-        loop, engine, requests = _engine_with_batch(decode_runs)
+        loop, engine, requests = _engine_with_batch(decode_runs, max_num_seqs)
         seen: list = []
 
         def report(engine: VirtualEngine = engine, seen: list = seen) -> None:
             seen.append(engine.status())
 
         loop.at(1.0, report)
-        late = EngineRequest("late", prompt_tokens=90, max_tokens=50, priority=0.5, arrival_s=1.7)
-        loop.at(1.7, engine.submit, late)
-        loop.at(2.3, report)
+        late = EngineRequest("late", prompt_tokens=90, max_tokens=50, priority=0.5, arrival_s=late_s)
+        loop.at(late_s, engine.submit, late)
+        loop.at(second_report_s, report)
         loop.run()
         states.append((seen, engine.scheduler.iteration, [(r.output_tokens, r.finished_s) for r in [*requests, late]],
                        engine.busy_s, engine.max_used_blocks))
+        runs_taken, late_first_token_s = engine.iterations_in_runs, late.first_token_s
     (ref_seen, ref_iter, ref_reqs, ref_busy, ref_blocks), (seen, iteration, reqs, busy, blocks) = states
     assert seen == ref_seen and iteration == ref_iter and ref_blocks == blocks
     assert [o for o, _ in reqs] == [o for o, _ in ref_reqs]
     assert [f for _, f in reqs] == pytest.approx([f for _, f in ref_reqs], rel=1e-12)
     assert busy == pytest.approx(ref_busy, rel=1e-12)
+    assert runs_taken > 0 and seen[0].running == min(4, max_num_seqs)
+    if max_num_seqs == 4:  # the late request waited while the batch was full
+        assert (seen[1].waiting, seen[1].running) == (1, 4)
+        assert late_first_token_s is not None and late_first_token_s > min(f for _, f in reqs[:4] if f is not None)
 
 
 def _first_run(loop: EventLoop, engine: VirtualEngine) -> decode_jump.DecodeRun:
