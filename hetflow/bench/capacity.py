@@ -2,8 +2,9 @@
 call, and finishes at least ``attainment`` of its workflows within ``slo_scale`` times their exclusive
 latency (the program alone on the cluster, ``simulator.run.reference_latency_s``).
 
-A run is stable when its latency is not growing once the system has filled up (the steady-state
-check: the later two thirds of its programs, first half against second), and sustained when its
+A run is stable when no queue keeps growing once the system has filled up (the steady-state check,
+``simulator.metrics.steady_stability``: the later two thirds of its programs, first half against
+second, on slowdowns and on the time their calls waited), and sustained when its
 trace arrives over at least ``span_latencies`` median latencies (a finite trace at a high enough rate
 arrives at once, a batch that can meet a loose SLO without saying anything about a rate).
 

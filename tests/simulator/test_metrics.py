@@ -6,7 +6,7 @@ from hetflow.core.engine.queues import QueueConfig
 from simulator.clock import EventLoop
 from simulator.engine import VirtualEngine
 from simulator.metrics import slo_scale_for, summarize
-from simulator.run import ProgramResult
+from simulator.run import ProgramResult, SimulatedCall
 from tests.factories import profile, request
 
 
@@ -20,8 +20,13 @@ def test_isolated_latency_equals_a_lone_request_on_the_engine_model(prompt_token
     assert done[0] == pytest.approx(prof.isolated_request_s(prompt_tokens, output_tokens))
 
 
-def result(latency_s, isolated_s, correct=True, arrival_s=0.0):
-    return ProgramResult("p", "w", arrival_s, "m", arrival_s + latency_s, correct, isolated_s)
+def result(latency_s, isolated_s, correct=True, arrival_s=0.0, queued_s=0.0):
+    """A finished program; ``queued_s`` of its latency spent waiting, at its start."""
+    program = ProgramResult("p", "w", arrival_s, "m", arrival_s + latency_s, correct, isolated_s)
+    if queued_s:
+        program.calls[1] = SimulatedCall(1, "e", arrival_s, arrival_s + queued_s, arrival_s + latency_s, 1, 0,
+                                         queued_intervals_s=[(arrival_s, arrival_s + queued_s)])
+    return program
 
 
 def test_slo_attainment_and_the_smallest_scale_for_95_percent():
@@ -48,8 +53,19 @@ def test_long_workflows_arriving_late_are_not_a_growing_queue():
     assert summary["steady_stability"]["stable"]
 
 
-def test_a_queue_that_keeps_growing_is_unstable_in_slowdown_too():
-    growing = [result(1.0 + 0.1 * i, 1.0, arrival_s=i) for i in range(120)]
-    summary = summarize(growing)
-    assert not summary["steady_stability"]["stable"]
-    assert summary["steady_stability"]["median_ratio"] > 1.25
+def test_a_queue_that_keeps_growing_is_unstable():
+    """Each program waits 0.1 s longer than the one before: the wait is what slows them down."""
+    growing = [result(1.0 + 0.1 * i, 1.0, arrival_s=i, queued_s=0.1 * i) for i in range(120)]
+    steady = summarize(growing)["steady_stability"]
+    assert not steady["stable"] and not steady["slowdown_stable"]
+    assert steady["median_ratio"] > 1.25 and steady["wait_ratio"] > 1.25
+
+
+@pytest.mark.parametrize("wait_share", [0.0, 0.005])
+def test_slowdowns_that_grow_without_a_material_wait_are_not_a_growing_queue(wait_share):
+    """Batches that keep filling while long workflows pile up slow every decode iteration: slowdowns
+    grow, but the calls barely wait (the code sweep's runs at 0.1% queueing, issue 32)."""
+    growing = [result(1.0 + 0.1 * i, 1.0, arrival_s=i, queued_s=wait_share * (1.0 + 0.1 * i)) for i in range(120)]
+    steady = summarize(growing)["steady_stability"]
+    assert not steady["slowdown_stable"] and steady["stable"]
+    assert steady["second_half_queueing_share"] < 0.02
