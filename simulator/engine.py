@@ -43,15 +43,14 @@ class VirtualEngine:
         """Queue ``req`` (ValueError / MemoryError when it can never run here, as on the live engine). A
         decode run in progress goes on; it ends with the iteration in progress when the next would admit
         ``req``."""
+        self._settle()
         run = self._run
         if run is not None:
             done = run.done_by(self._loop.now)
-            if done < run.iterations:
-                if decode_jump.queue_during(self.scheduler, run, done, req) and done + 1 < run.iterations:
-                    run.iterations, self._run_id = done + 1, self._run_id + 1
-                    self._loop.at(run.end_s(run.iterations), self._end_run, self._run_id)
-                return
-        self._settle()
+            if decode_jump.queue_during(self.scheduler, run, done, req) and done + 1 < run.iterations:
+                run.iterations, self._run_id = done + 1, self._run_id + 1
+                self._loop.at(run.end_s(run.iterations), self._end_run, self._run_id)
+            return
         self.scheduler.add(req)
         if not self._busy:
             self._step()
@@ -76,7 +75,7 @@ class VirtualEngine:
 
     def _end_run(self, run_id: int) -> None:
         if run_id != self._run_id or self._run is None:
-            return  # settled before its end
+            return  # a stale end: the run was cut short, or ended at its last instant by ``_settle``
         run, self._run = self._run, None
         self.busy_s += run.end_s(run.iterations) - run.start_s
         decode_jump.advance(self.scheduler, run)
@@ -88,7 +87,8 @@ class VirtualEngine:
 
     def _settle(self) -> None:
         """A decode run whose last iteration ended at this very instant, its end event still to come: end
-        it now, so that what follows sees the engine as stepping would."""
+        it now, so that what follows sees the engine as stepping would. After it, a run in progress has
+        its last iteration still to end (``done_by(now) < iterations``)."""
         if self._run is not None and self._run.done_by(self._loop.now) >= self._run.iterations:
             self._end_run(self._run_id)
 
@@ -101,14 +101,9 @@ class VirtualEngine:
     def status(self) -> EngineStatus:
         """What the engine reports to the monitor, as a live engine does every report interval. A decode
         run in progress changes only the KV blocks held, which it reads without ending the run."""
-        s, run, used_blocks = self.scheduler, self._run, None
-        if run is not None:
-            done = run.done_by(self._loop.now)
-            if done < run.iterations:
-                used_blocks = run.used_blocks(done, s.kv.block_size)
-        if used_blocks is None:
-            self._settle()
-            used_blocks = s.kv.used_blocks
+        self._settle()
+        s, run = self.scheduler, self._run
+        used_blocks = run.used_blocks(run.done_by(self._loop.now), s.kv.block_size) if run else s.kv.used_blocks
         return EngineStatus(engine_id=self.engine_id, model=self.model, serving=True, waiting=s.num_waiting,
                             running=len(s.running), kv_cache_usage=used_blocks / s.kv.num_blocks,
                             pending_prefill_tokens=s.pending_prefill_tokens,
