@@ -150,7 +150,7 @@ def finish(scheduler: BatchScheduler, run: DecodeRun, now_s: float) -> list[Engi
     produced finish there, in batch order, as ``update_from_step`` finishes them."""
     finished = [req for req in run.requests if req.output_tokens >= req.output_limit]
     for req in finished:
-        scheduler._finish(req, now_s)
+        scheduler.finish(req, now_s)
     return finished
 
 

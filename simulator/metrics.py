@@ -40,15 +40,13 @@ def steady_stability(results_in_arrival_order: Sequence[ProgramResult]) -> dict:
               else [r.latency_s for r in results])  # no exclusive latency: latencies
     warmup = WARMUP_SHARE if len(values) >= 6 else 0.0
     check = stability(values, warmup)
-    later = results[int(len(results) * warmup):]
-    first, second = later[:len(later) // 2], later[len(later) // 2:]
-    first_wait_s = statistics.mean(r.queued_s for r in first) if first else 0.0
-    second_wait_s = statistics.mean(r.queued_s for r in second)
-    second_share = sum(r.queued_s for r in second) / max(1e-12, sum(r.latency_s for r in second))
-    queue_grew = (second_wait_s > UNSTABLE_HALF_RATIO * first_wait_s and second_share >= MATERIAL_QUEUEING_SHARE)
-    return {**check, "slowdown_stable": check["stable"], "wait_ratio": second_wait_s / first_wait_s
-            if first_wait_s > 0 else None, "second_half_queueing_share": second_share,
-            "stable": check["stable"] or not queue_grew}
+    waits = stability([r.queued_s for r in results], warmup)  # the same halves, on the time spent waiting
+    second_share = waits["second_half_mean_s"] / max(1e-12, stability([r.latency_s for r in results], warmup)
+                                                     ["second_half_mean_s"])
+    queue_grew = waits["ratio"] > UNSTABLE_HALF_RATIO and second_share >= MATERIAL_QUEUEING_SHARE
+    return {**check, "slowdown_stable": check["stable"],
+            "wait_ratio": waits["ratio"] if waits["first_half_mean_s"] > 0 else None,
+            "second_half_queueing_share": second_share, "stable": check["stable"] or not queue_grew}
 
 
 def slo_scale_for(results: Sequence[ProgramResult], attainment: float = TARGET_ATTAINMENT) -> float:

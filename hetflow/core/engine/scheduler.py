@@ -60,6 +60,20 @@ class StepPlan:
     def is_empty(self) -> bool:
         return not self.chunks
 
+    def duration_ms(self, profile: EngineProfile) -> float:
+        """The profile's time for this batch: the properties above, gathered in one pass over the chunks
+        (the scheduler times every iteration)."""
+        prefill_tokens = decode_seqs = decode_context_tokens = 0
+        prefill_chunks = []
+        for c in self.chunks:
+            if c.is_prefill:
+                prefill_tokens += c.num_tokens
+                prefill_chunks.append((c.num_tokens, c.context_tokens))
+            else:
+                decode_seqs += 1
+                decode_context_tokens += c.context_tokens
+        return profile.step_ms(prefill_tokens, decode_seqs, decode_context_tokens, tuple(prefill_chunks))
+
 
 @dataclass
 class TokenEvent:
@@ -112,6 +126,14 @@ class BatchScheduler:
         req.status, req.finish_reason, req.finished_s = RequestStatus.ABORTED, "abort", now_s
         return req
 
+    def finish(self, req: EngineRequest, now_s: float) -> None:
+        """``req`` produced its last token at ``now_s``: out of the batch, its blocks freed."""
+        self.running.remove(req)
+        self.kv.free(req.request_id)
+        self.requests.pop(req.request_id, None)
+        req.status, req.finished_s = RequestStatus.FINISHED, now_s
+        req.finish_reason = "length" if req.output_tokens >= req.max_tokens else "stop"
+
     @property
     def has_work(self) -> bool:
         return bool(self.running) or len(self.queue) > 0
@@ -137,7 +159,7 @@ class BatchScheduler:
         if not plan.preempted:
             self._admit_waiting(plan, budget, now_s)
         if plan.chunks:
-            plan.duration_s = self._step_ms(plan.chunks) / 1e3
+            plan.duration_s = plan.duration_ms(self.profile) / 1e3
         return plan
 
     def update_from_step(self, plan: StepPlan, now_s: float) -> list[TokenEvent]:
@@ -149,37 +171,24 @@ class BatchScheduler:
             computed = req.num_computed_tokens = req.num_computed_tokens + chunk.num_tokens
             kv.register_full_blocks(req.request_id, req.block_hashes, computed)
             queue.note_running_iteration(req)
-            if computed < req.prompt_tokens + req.output_tokens:
-                continue  # a prefill chunk that is not the last (seq_len)
+            if computed < req.seq_len:
+                continue  # a prefill chunk that is not the last
             req.output_tokens += 1
             if req.first_token_s is None:
                 req.first_token_s = now_s
             finished = req.output_tokens >= req.output_limit
             if finished:
-                self._finish(req, now_s)
+                self.finish(req, now_s)
             events.append(TokenEvent(req, finished))
         return events
 
     # -- internals -----------------------------------------------------------------------
-    def _step_ms(self, chunks: list[ScheduledChunk]) -> float:
-        """The profile's time for the batch, its inputs gathered in one pass (``StepPlan``'s properties)."""
-        prefill_tokens = decode_seqs = decode_context_tokens = 0
-        prefill_chunks = []
-        for c in chunks:
-            if c.is_prefill:
-                prefill_tokens += c.num_tokens
-                prefill_chunks.append((c.num_tokens, c.context_tokens))
-            else:
-                decode_seqs += 1
-                decode_context_tokens += c.context_tokens
-        return self.profile.step_ms(prefill_tokens, decode_seqs, decode_context_tokens, tuple(prefill_chunks))
-
     def _schedule_running(self, plan: StepPlan, budget: int, now_s: float) -> int:
         kv, chunks = self.kv, plan.chunks
         for req in list(self.running):
             if req.status != RequestStatus.RUNNING or budget <= 0:
                 continue
-            to_compute = req.prompt_tokens + req.output_tokens - req.num_computed_tokens  # tokens_to_compute
+            to_compute = req.tokens_to_compute
             num_tokens = min(to_compute, budget)
             while not kv.try_grow(req.request_id, req.num_computed_tokens + num_tokens):
                 victim = max(self.running, key=lambda r: r.key)
@@ -232,10 +241,3 @@ class BatchScheduler:
         plan.preempted.append(req)
         self.queue.push(req, self.iteration)
         return refunded
-
-    def _finish(self, req: EngineRequest, now_s: float) -> None:
-        self.running.remove(req)
-        self.kv.free(req.request_id)
-        self.requests.pop(req.request_id, None)
-        req.status, req.finished_s = RequestStatus.FINISHED, now_s
-        req.finish_reason = "length" if req.output_tokens >= req.max_tokens else "stop"
