@@ -80,6 +80,16 @@ def _gateway(raw: Mapping[str, Any], name: str | None) -> BuiltService:
     return BuiltService("gateway", cfg.serve, asgi_app=build(cfg))
 
 
+def _vllm_sim(raw: Mapping[str, Any], name: str | None) -> BuiltService:
+    from engine_svc.vllm_sim.app import build
+    from engine_svc.vllm_sim.config import from_stack
+
+    if not name:
+        raise ValueError("a vllm-sim server needs --name: its entry in the config's vllm_sim list")
+    cfg = from_stack(raw, name)
+    return BuiltService(f"vllm-sim:{cfg.name}", cfg.serve, asgi_app=build(cfg)[1])
+
+
 SERVICES: dict[str, tuple[str, Callable[[Mapping[str, Any], str | None], BuiltService]]] = {
     "monitor": ("hetflow activity monitor (Chimera 3.5)", _monitor),
     "router": ("hetflow semantic router (Chimera 3.3)", _router),
@@ -87,6 +97,7 @@ SERVICES: dict[str, tuple[str, Callable[[Mapping[str, Any], str | None], BuiltSe
     "balancer": ("hetflow load balancer (Chimera 3.6, HexGen-Flow 4, Kairos 6)", _balancer),
     "engine": ("hetflow engine service: a backend behind hetflow's queue (Chimera 3.7)", _engine),
     "gateway": ("hetflow OpenAI-compatible HTTP gateway in front of the balancer", _gateway),
+    "vllm-sim": ("a simulated GPU engine behind vLLM 0.32's OpenAI server surface", _vllm_sim),
 }
 
 
@@ -102,7 +113,8 @@ def build_service(service: str, raw: Mapping[str, Any], name: str | None = None,
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("service", choices=sorted(SERVICES))
     parser.add_argument("-c", "--config", required=True, help="stack YAML")
-    parser.add_argument("--name", help="engine name in the config's engines list (engines only)")
+    parser.add_argument("--name", help="engine name in the config's engines list (engines), or server name in its "
+                        "vllm_sim list (vllm-sim)")
     parser.add_argument("--check", action="store_true",
                         help="build the service from the config (imports, configuration, plugins) and exit "
                              "without serving")

@@ -10,8 +10,9 @@ the service's own log (the cause: a port in use, a bad setting), and the state f
 sends it SIGTERM. SIGHUP re-reads the config (``hetflow replan --apply`` sends it after each step): engines
 it names anew start, engines it no longer names stop (drained as at ``down``), and the balancer is told
 (SIGHUP) to take its new cascade; other changes need a restart, and the supervisor says so.
-Order: monitor, router, predictor, engines, balancer, gateway (dependencies first); stop
-runs in reverse so the balancer drains before the engines go.
+Order: vLLM-compatible simulated servers (``vllm_sim``, what ``vllm-server`` engines front), monitor,
+router, predictor, engines, balancer, gateway (dependencies first); stop runs in reverse so the
+balancer drains before the engines go. A stack of ``vllm_sim`` servers alone is a pool for any router.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class ServiceProcess:
     service: str
     """The service ``hetflow.serve`` builds."""
     address: str
-    """host:port of a gRPC service; http://host:port of an HTTP one (the gateway)."""
+    """host:port of a gRPC service; http://host:port of an HTTP one (the gateway, vllm-sim servers)."""
     extra_args: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
     restarts: list[float] = field(default_factory=list)
@@ -67,14 +68,16 @@ def plan(raw: Mapping[str, Any]) -> list[ServiceProcess]:
     def address(section: Mapping[str, Any]) -> str:
         return f"{section.get('host', host)}:{section['port']}"
 
-    services = []
+    services = [ServiceProcess(f"vllm-sim:{server['name']}", "vllm-sim", f"http://{address(server)}",
+                               ["--name", server["name"]]) for server in raw.get("vllm_sim", [])]
     for name in ("monitor", "router", "predictor"):
         if name in raw:
             services.append(ServiceProcess(name, name, address(raw[name])))
     for engine in raw.get("engines", []):
         services.append(ServiceProcess(f"engine:{engine['name']}", "engine", address(engine),
                                        ["--name", engine["name"]]))
-    services.append(ServiceProcess("balancer", "balancer", address(raw["balancer"])))
+    if "balancer" in raw:
+        services.append(ServiceProcess("balancer", "balancer", address(raw["balancer"])))
     if "gateway" in raw:
         scheme = "https" if stack_security(raw, "gateway").tls is not None else "http"
         services.append(ServiceProcess("gateway", "gateway", f"{scheme}://{address(raw['gateway'])}"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from pathlib import Path
 from typing import Any
@@ -84,3 +85,20 @@ def context(now_s: float = 0.0, *engines: EngineView, for_call: LlmCall | None =
 def block_hashes_of(parts: list[PromptPart], block_size: int) -> tuple[int, ...]:
     """The chained hashes of the full blocks of a prompt made of ``parts``."""
     return tuple(BlockHasher(block_size).extend(parts).hashes)
+
+
+class MovedClock:
+    """An engine clock that moves only when the engine sleeps: to the wake-up it asked for, plus
+    ``oversleep_share`` of the sleep (a host that wakes late). What the last iteration emitted is read
+    before time moves on, so a reader sees each token at the instant its iteration ended."""
+
+    def __init__(self, oversleep_share: float = 0.0) -> None:
+        self.now_s, self.oversleep_share = 100.0, oversleep_share
+
+    def now(self) -> float:
+        return self.now_s
+
+    async def sleep_until(self, when_s: float) -> None:
+        await asyncio.sleep(0)
+        asked = max(0.0, when_s - self.now_s)
+        self.now_s += asked * (1.0 + self.oversleep_share)

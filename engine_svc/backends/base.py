@@ -20,6 +20,11 @@ class GenerateCall:
     priority: float
     program_id: str = ""
     priority_tiebreak: float = 0.0
+    prompt_token_ids: tuple[int, ...] = ()
+    """The prompt as token ids when the caller tokenized it (a simulated engine then hashes its blocks
+    for prefix caching); empty: the backend counts ``prompt`` itself."""
+    target_output_tokens: int | None = None
+    """A simulated engine's output length when the caller fixes it; None: the backend draws it."""
 
 
 @dataclass

@@ -1,9 +1,15 @@
 """The ``sim`` backend: the engine model (engine_svc.model) run in real time.
 
 Each iteration the batch scheduler picks a batch, the loop sleeps for the profile's iteration
-time, then applies the outcome and streams one token per decoding request. Output lengths are
-``max_tokens`` when ``ignore_eos`` is set (trace replay), else drawn from a log-normal around
-``output_median_tokens`` seeded by the request id, so a replay is reproducible.
+time (times ``time_scale``: a slower GPU that a small host can keep up with), then applies the outcome
+and streams one token per decoding request. Output lengths are ``max_tokens`` when ``ignore_eos`` is
+set (trace replay), else drawn from a log-normal around ``output_median_tokens`` seeded by the request
+id, so a replay is reproducible.
+
+Time comes from an ``EngineClock``: the host's monotonic clock in service, a clock the test moves in
+tests, so each iteration's intended end is checked without reading the wall clock. Every iteration
+records how late the loop woke against its intended end (``StepLag``): a host too slow for the profile
+shows there rather than as a silently slower GPU.
 """
 
 from __future__ import annotations
@@ -13,20 +19,57 @@ import hashlib
 import math
 import random
 import time
-from typing import AsyncIterator
+from dataclasses import dataclass
+from typing import AsyncIterator, Callable, Protocol
 
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
 from engine_svc.config import EngineConfig
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.profile import EngineProfile, load_profile
 from hetflow.core.engine.request import EngineRequest
-from hetflow.core.engine.scheduler import BatchScheduler
+from hetflow.core.engine.scheduler import BatchScheduler, StepPlan
 from hetflow.core.errors import InvalidArgument, ResourceExhausted
+from hetflow.core.prefix import token_block_hashes
 from hetflow.core.tokens import count_tokens, render_chat
 
 _WORDS = ("the", "model", "returns", "a", "value", "for", "each", "step", "of", "plan", "code", "test",
           "answer", "is", "def", "solve", "(", ")", ":", "return", "x", "+", "1", "\n")
 OUTPUT_SIGMA = 0.8  # log-normal spread of simulated output lengths
+CATCH_UP_S = 0.05
+"""How far behind its intended timeline the loop may run and still make the time up with the next
+iterations' sleeps; beyond it the timeline restarts from now (the steps' lag records the difference)."""
+
+
+class EngineClock(Protocol):
+    def now(self) -> float:
+        """Seconds on a monotonic clock."""
+        ...
+
+    async def sleep_until(self, when_s: float) -> None: ...
+
+
+class MonotonicClock:
+    """The host's monotonic clock (what the services run on)."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep_until(self, when_s: float) -> None:
+        await asyncio.sleep(max(0.0, when_s - time.monotonic()))
+
+
+@dataclass(frozen=True)
+class StepLag:
+    """One iteration as run: its intended length and how late the loop woke after its intended end
+    (seconds of the clock, so scaled by ``time_scale``)."""
+
+    duration_s: float
+    late_s: float
+
+    @property
+    def late_share(self) -> float:
+        """Lateness as a share of the iteration's intended length (0.05: 5% late)."""
+        return self.late_s / self.duration_s if self.duration_s > 0 else 0.0
 
 
 def simulated_output_tokens(request_id: str, median_tokens: int) -> int:
@@ -38,8 +81,16 @@ class SimBackend:
     backend_name = "sim"
 
     def __init__(self, model: str, profile: EngineProfile, queue: AgingPriorityQueue,
-                 output_median_tokens: int) -> None:
+                 output_median_tokens: int, clock: EngineClock | None = None, time_scale: float = 1.0,
+                 on_step: Callable[[StepPlan, StepLag], None] = lambda plan, lag: None) -> None:
+        """``time_scale``: each iteration takes the profile's time times this (2.0: a GPU half as fast);
+        ``on_step``: called after every iteration with its batch and lag (metrics)."""
+        if time_scale <= 0:
+            raise ValueError(f"time_scale must be > 0, got {time_scale}")
         self.model, self.profile = model, profile
+        self.clock = clock or MonotonicClock()
+        self.time_scale = time_scale
+        self._on_step = on_step
         self._scheduler = BatchScheduler(profile, queue)
         self._output_median_tokens = output_median_tokens
         self._streams: dict[str, asyncio.Queue[OutputDelta]] = {}
@@ -55,14 +106,19 @@ class SimBackend:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def generate(self, call: GenerateCall) -> AsyncIterator[OutputDelta]:
-        prompt = call.prompt or render_chat(list(call.messages))
-        target = (call.sampling.max_tokens if call.sampling.ignore_eos
-                  else simulated_output_tokens(call.request_id, self._output_median_tokens))
-        req = EngineRequest(request_id=call.request_id, prompt_tokens=count_tokens(prompt),
+        target = call.target_output_tokens or (
+            call.sampling.max_tokens if call.sampling.ignore_eos
+            else simulated_output_tokens(call.request_id, self._output_median_tokens))
+        if call.prompt_token_ids:  # tokenized by the caller: its full blocks can hit the prefix cache
+            prompt_tokens = len(call.prompt_token_ids)
+            blocks = token_block_hashes(call.prompt_token_ids, self.profile.block_size)
+        else:
+            prompt_tokens, blocks = count_tokens(call.prompt or render_chat(list(call.messages))), ()
+        req = EngineRequest(request_id=call.request_id, prompt_tokens=prompt_tokens,
                             max_tokens=call.sampling.max_tokens, priority=call.priority,
                             priority_tiebreak=call.priority_tiebreak,
-                            arrival_s=time.monotonic(), program_id=call.program_id,
-                            target_output_tokens=target)
+                            arrival_s=self.clock.now(), program_id=call.program_id,
+                            target_output_tokens=target, block_hashes=blocks)
         if call.request_id in self._streams:
             raise InvalidArgument(f"request_id {call.request_id!r} is already running on this engine")
         try:
@@ -83,10 +139,10 @@ class SimBackend:
         finally:
             self._streams.pop(call.request_id, None)
             if not finished:
-                self._scheduler.abort(call.request_id, time.monotonic())
+                self._scheduler.abort(call.request_id, self.clock.now())
 
     async def abort(self, request_id: str) -> bool:
-        req = self._scheduler.abort(request_id, time.monotonic())
+        req = self._scheduler.abort(request_id, self.clock.now())
         stream = self._streams.get(request_id)
         if req is not None and stream is not None:
             stream.put_nowait(OutputDelta(request_id, "", req.output_tokens, req.prompt_tokens,
@@ -99,22 +155,30 @@ class SimBackend:
                              preemptions_total=s.preemptions_total, active_request_ids=list(s.requests),
                              pending_prefill_tokens=s.pending_prefill_tokens)
 
+    @property
+    def scheduler(self) -> BatchScheduler:
+        """The engine model's state, read-only for metrics (prefix-cache counters, KV pool)."""
+        return self._scheduler
+
     async def _run_forever(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_step_at = loop.time()
+        clock = self.clock
+        next_step_at = clock.now()
         while True:
             if not self._scheduler.has_work:
                 self._wake.clear()
                 await self._wake.wait()
-                next_step_at = loop.time()
-            plan = self._scheduler.schedule(time.monotonic())
+                next_step_at = clock.now()
+            plan = self._scheduler.schedule(clock.now())
             if plan.is_empty:
-                await asyncio.sleep(0.001)
+                await clock.sleep_until(clock.now() + 0.001)
                 continue
-            next_step_at = max(next_step_at, loop.time() - 0.05) + plan.duration_s
-            await asyncio.sleep(max(0.0, next_step_at - loop.time()))
-            for event in self._scheduler.update_from_step(plan, time.monotonic()):
+            duration_s = plan.duration_s * self.time_scale
+            next_step_at = max(next_step_at, clock.now() - CATCH_UP_S) + duration_s
+            await clock.sleep_until(next_step_at)
+            now = clock.now()
+            for event in self._scheduler.update_from_step(plan, now):
                 self._emit(event.request, event.finished)
+            self._on_step(plan, StepLag(duration_s, max(0.0, now - next_step_at)))
 
     def _emit(self, req: EngineRequest, finished: bool) -> None:
         stream = self._streams.get(req.request_id)

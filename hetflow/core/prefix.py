@@ -7,10 +7,12 @@ blocks by these hashes, and the balancer's prefix-affinity scoring looks them up
 was sent recently, as the routers that approximate an engine's cache do (the Gateway API Inference
 Extension's prefix-cache scorer hashes fixed-size chunks of the prompt the same way).
 
-Two sources of blocks:
+Three sources of blocks:
 - a simulated prompt is a sequence of ``PromptPart``: pieces of content with an identity and a length
   (a system prompt's digest, an ancestor stage's output), whose tokens the trace does not spell out;
-- a live prompt is text, hashed in chunks of ``TEXT_BLOCK_CHARS`` characters.
+- a live prompt is text, hashed in chunks of ``TEXT_BLOCK_CHARS`` characters;
+- a tokenized prompt (the vLLM-compatible simulated server's) is hashed block by block of token ids,
+  as vLLM does.
 """
 
 from __future__ import annotations
@@ -85,6 +87,18 @@ def text_block_hashes(text: str, block_chars: int = TEXT_BLOCK_CHARS) -> tuple[i
         chunk = text[start:start + block_chars].encode("utf-8", errors="replace")
         parent = hashlib.blake2b(parent + chunk, digest_size=8).digest()
         hashes.append(int.from_bytes(parent, "big") >> 1)
+    return tuple(hashes)
+
+
+def token_block_hashes(token_ids: Sequence[int], block_size: int) -> tuple[int, ...]:
+    """Chained hashes of the full ``block_size``-token blocks of a tokenized prompt, each over its token
+    ids and the hash before it (``vllm/v1/core/kv_cache_utils.py``: ``hash_block_tokens``).
+    Process-local (Python's ``hash``): one engine compares them with its own cache."""
+    hashes: list[int] = []
+    parent = 0
+    for start in range(0, len(token_ids) // block_size * block_size, block_size):
+        parent = hash((parent, *token_ids[start:start + block_size]))
+        hashes.append(parent)
     return tuple(hashes)
 
 

@@ -21,7 +21,7 @@ ENV_PREFIX = "HETFLOW__"
 T = TypeVar("T")
 
 
-SECTIONS = ("stack", "security", "monitor", "router", "predictor", "balancer", "gateway", "engines")
+SECTIONS = ("stack", "security", "monitor", "router", "predictor", "balancer", "gateway", "engines", "vllm_sim")
 """The top-level sections a stack config may have."""
 
 

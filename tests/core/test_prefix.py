@@ -1,6 +1,6 @@
 """Prefix identity: chained block hashes of prompt parts and of text."""
 
-from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches, text_block_hashes
+from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches, text_block_hashes, token_block_hashes
 from tests.factories import block_hashes_of
 
 
@@ -42,3 +42,14 @@ def test_continuing_a_prompt_into_its_output_equals_hashing_the_whole_sequence()
     hasher = BlockHasher(16).extend(prompt)
     assert tuple(hasher.copy().extend([output]).hashes) == block_hashes_of([*prompt, output], 16)
     assert tuple(hasher.hashes) == block_hashes_of(prompt, 16)      # the copy left the prompt's alone
+
+
+def test_token_block_hashes_chain_over_token_ids_and_leave_the_open_tail():
+    ids = list(range(40))
+    hashes = token_block_hashes(ids, 16)
+    assert len(hashes) == 2  # 40 tokens: two full blocks, an open tail of 8
+    assert token_block_hashes(ids[:32] + [99] * 8, 16) == hashes  # the tail has no hash
+    assert token_block_hashes(ids[:20], 16) == hashes[:1]  # a shared first block, the same hash
+    changed = token_block_hashes([7] + ids[1:], 16)
+    assert changed[0] != hashes[0] and changed[1] != hashes[1]  # a change early moves every later block
+    assert token_block_hashes(ids[:15], 16) == ()

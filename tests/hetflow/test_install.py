@@ -19,6 +19,7 @@ from tests.factories import stack_on_free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "examples" / "local-sim.yaml"
+VLLM_SIM_CONFIG = REPO / "examples" / "vllm-sim-pool.yaml"
 pytestmark = pytest.mark.slow
 
 
@@ -55,8 +56,10 @@ def test_hetflow_comes_from_the_wheel_not_the_source_tree(installed):
 
 @pytest.mark.parametrize("service", sorted(SERVICES))
 def test_every_service_builds_from_the_installed_wheel(installed, service):
-    names = [e["name"] for e in load_stack(CONFIG, environ={})["engines"]][:1] if service == "engine" else []
-    out = run_outside(installed, "-m", "hetflow.serve", service, "-c", str(CONFIG), "--check",
+    config = VLLM_SIM_CONFIG if service == "vllm-sim" else CONFIG
+    named = {"engine": "engines", "vllm-sim": "vllm_sim"}.get(service)
+    names = [e["name"] for e in load_stack(config, environ={})[named]][:1] if named else []
+    out = run_outside(installed, "-m", "hetflow.serve", service, "-c", str(config), "--check",
                       *(["--name", names[0]] if names else []))
     assert out.returncode == 0, out.stderr[-2000:]
     assert "builds" in out.stdout

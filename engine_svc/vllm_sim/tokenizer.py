@@ -1,0 +1,39 @@
+"""The tokenizer the simulated server counts with: a Hugging Face tokenizer directory, the same one a
+client gives ``vllm bench serve --tokenizer``, applied as vLLM 0.32 applies it (a completion's text
+with special tokens; a chat rendered by the tokenizer's chat template, then tokenized without them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from hetflow.runtime import tinymodel
+
+
+class PromptTokenizer:
+    def __init__(self, directory: str = "") -> None:
+        """``directory``: empty takes the tiny local Llama's tokenizer, built offline if missing."""
+        from transformers import AutoTokenizer  # the server's start-up, not the core's imports
+
+        path = Path(directory) if directory else tinymodel.DEFAULT_DIR
+        if not directory and not (path / "tokenizer.json").exists():
+            tinymodel.build(path)
+        if not path.is_dir():
+            raise ValueError(f"tokenizer directory {path} does not exist")
+        self.name = str(path)
+        self._tokenizer: Any = AutoTokenizer.from_pretrained(str(path))
+        self.vocab_size = len(self._tokenizer)
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> tuple[int, ...]:
+        return tuple(self._tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
+
+    def chat(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> tuple[int, ...]:
+        text = self._tokenizer.apply_chat_template(list(messages), tokenize=False,
+                                                   add_generation_prompt=add_generation_prompt)
+        return self.encode(text, add_special_tokens=False)
+
+    def token_strings(self, ids: Sequence[int]) -> list[str]:
+        return list(self._tokenizer.convert_ids_to_tokens(list(ids)))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self._tokenizer.decode(list(ids)))

@@ -1,0 +1,59 @@
+"""The simulated server on a real socket and clock: a client that disconnects mid-stream leaves nothing
+running in the engine, and the server goes on serving."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+import uvicorn
+
+from engine_svc.vllm_sim.app import build
+from engine_svc.vllm_sim.config import VllmSimConfig
+from engine_svc.vllm_sim.tokenizer import PromptTokenizer
+from hetflow.runtime.ports import free_port
+
+pytestmark = pytest.mark.slow
+
+
+async def wait_until(condition, timeout_s: float = 30.0) -> None:
+    """Liveness only: fails if ``condition`` never holds, never on how soon it does."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not condition():
+        assert loop.time() < deadline, "condition never held"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_client_that_leaves_mid_stream_frees_its_request():
+    port = free_port()
+    # 1.5B on an A6000 slowed 20x: each decode iteration some 0.2 s, so the stream outlives the client.
+    server, app = build(VllmSimConfig("sim-0", profile="qwen2.5-1.5b-instruct@a6000", time_scale=20.0),
+                        PromptTokenizer())
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, loop="none", log_config=None,
+                                       lifespan="on"))
+    serving = asyncio.create_task(uv.serve())
+    await wait_until(lambda: uv.started)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            body = {"prompt": "write a long story", "max_tokens": 400, "ignore_eos": True, "stream": True}
+            async with client.stream("POST", "/v1/completions", json=body) as reply:
+                assert reply.status_code == 200
+                seen = 0
+                async for line in reply.aiter_lines():
+                    seen += line.startswith("data: ")
+                    if seen == 2:
+                        break  # the client leaves with the request running
+            await wait_until(lambda: not server.backend.scheduler.requests)
+            assert server.backend.scheduler.kv.used_blocks == 0
+            aborted = server.metrics.registry.get_sample_value(
+                "vllm:request_success_total", {"model_name": "qwen2.5-1.5b-instruct", "engine": "0",
+                                               "finished_reason": "abort"})
+            assert aborted == 1  # aborted, not run to its end
+            after = await client.post("/v1/completions", json={"prompt": "x", "max_tokens": 2, "ignore_eos": True})
+            assert after.status_code == 200 and after.json()["usage"]["completion_tokens"] == 2
+    finally:
+        uv.should_exit = True
+        await serving
