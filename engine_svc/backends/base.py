@@ -23,8 +23,10 @@ class GenerateCall:
     prompt_token_ids: tuple[int, ...] = ()
     """The prompt as token ids when the caller tokenized it (a simulated engine then hashes its blocks
     for prefix caching); empty: the backend counts ``prompt`` itself."""
-    target_output_tokens: int | None = None
-    """A simulated engine's output length when the caller fixes it; None: the backend draws it."""
+    output_token_ids: tuple[int, ...] = ()
+    """A simulated engine's output, when the caller fixes it (its length is the output length, and its
+    blocks join the prompt's in the prefix cache as they fill, so a next call that sends them back
+    reuses them); empty: the backend draws a length."""
 
 
 @dataclass

@@ -106,12 +106,12 @@ class SimBackend:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def generate(self, call: GenerateCall) -> AsyncIterator[OutputDelta]:
-        target = call.target_output_tokens or (
+        target = len(call.output_token_ids) or (
             call.sampling.max_tokens if call.sampling.ignore_eos
             else simulated_output_tokens(call.request_id, self._output_median_tokens))
-        if call.prompt_token_ids:  # tokenized by the caller: its full blocks can hit the prefix cache
+        if call.prompt_token_ids:  # tokenized by the caller: its full blocks (output's too) can hit the cache
             prompt_tokens = len(call.prompt_token_ids)
-            blocks = token_block_hashes(call.prompt_token_ids, self.profile.block_size)
+            blocks = token_block_hashes(call.prompt_token_ids + call.output_token_ids, self.profile.block_size)
         else:
             prompt_tokens, blocks = count_tokens(call.prompt or render_chat(list(call.messages))), ()
         req = EngineRequest(request_id=call.request_id, prompt_tokens=prompt_tokens,

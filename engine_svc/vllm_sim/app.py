@@ -65,7 +65,8 @@ class VllmSimServer:
         self._engine_ids = itertools.count()
 
     def check(self, body: dict[str, Any], headers: Any, chat: bool) -> tuple[GenerateRequest, int]:
-        """The request as the engine will run it, and its output length."""
+        """The request as the engine will run it, and its output length (``max_tokens`` with ``ignore_eos``;
+        else drawn, at least ``min_tokens``)."""
         model = protocol.served_model(body, self.served)
         common = protocol.common_fields(body)
         if chat:
@@ -96,13 +97,17 @@ class VllmSimServer:
         return req, output_tokens
 
     def engine_call(self, req: GenerateRequest, output_tokens: int) -> GenerateCall:
+        """The engine's call: its output fixed as filler tokens seeded by the request id, so a next call that
+        sends the text back finds its blocks cached, as it would on vLLM."""
         priority = req.priority if self.cfg.scheduling_policy == "priority" else 0
         return GenerateCall(f"{req.request_id}-{next(self._engine_ids)}", "", (),
                             SamplingSpec(max_tokens=req.max_tokens, ignore_eos=req.ignore_eos), float(priority),
-                            prompt_token_ids=req.prompt_token_ids, target_output_tokens=output_tokens)
+                            prompt_token_ids=req.prompt_token_ids,
+                            output_token_ids=self.tokenizer.filler(req.request_id, output_tokens))
 
     async def run(self, req: GenerateRequest, call: GenerateCall) -> AsyncIterator[OutputDelta]:
-        """The engine's deltas, metrics observed on the way; closing early aborts the request."""
+        """The engine's deltas with the text of their tokens, metrics observed on the way; closing early
+        aborts the request."""
         clock, arrived_s = self.backend.clock, self.backend.clock.now()
         last_s, tokens, queued_s, finished = arrived_s, 0, 0.0, False
         stream = cast(AsyncGenerator[OutputDelta, None], self.backend.generate(call))
@@ -113,6 +118,7 @@ class VllmSimServer:
                 new_tokens = delta.output_tokens - tokens
                 if new_tokens > 0:
                     self.metrics.observe_tokens(new_tokens, now_s - last_s, tokens == 0, len(req.prompt_token_ids))
+                delta.text = self.tokenizer.decode(call.output_token_ids[tokens:delta.output_tokens])
                 tokens, last_s, queued_s = delta.output_tokens, now_s, queued_s + delta.queued_s
                 if delta.finished:
                     self.metrics.observe_finished(len(req.prompt_token_ids), tokens, delta.finish_reason, queued_s,

@@ -4,10 +4,18 @@ with special tokens; a chat rendered by the tokenizer's chat template, then toke
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any, Sequence
 
 from hetflow.runtime import tinymodel
+
+FILLER_WORDS = (" the", " returns", " a", " value", " for", " each", " of", " code", " test", " is", " def",
+                " return", " x", " and", " 1", " self", " if", " in", " not", " None", " to", " with", " name",
+                " data", " file", " list", " import", " from", " as", " or", " else", " True", " object", " line")
+"""What a simulated engine says, from the words its tokenizer holds as one token each: text that encodes
+back to the very tokens that made it, so an answer sent back in the next prompt is the same tokens."""
+MIN_FILLER_WORDS = 8
 
 
 class PromptTokenizer:
@@ -23,6 +31,10 @@ class PromptTokenizer:
         self.name = str(path)
         self._tokenizer: Any = AutoTokenizer.from_pretrained(str(path))
         self.vocab_size = len(self._tokenizer)
+        words = [self.encode(word, add_special_tokens=False) for word in FILLER_WORDS]
+        self._filler = sorted({ids[0] for ids in words if len(ids) == 1})
+        if len(self._filler) < MIN_FILLER_WORDS:
+            raise ValueError(f"tokenizer {path} holds fewer than {MIN_FILLER_WORDS} of {FILLER_WORDS} as one token")
 
     def encode(self, text: str, add_special_tokens: bool = True) -> tuple[int, ...]:
         return tuple(self._tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
@@ -37,3 +49,8 @@ class PromptTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self._tokenizer.decode(list(ids)))
+
+    def filler(self, seed: str, tokens: int) -> tuple[int, ...]:
+        """A simulated output of ``tokens`` tokens, the same for the same ``seed`` (a request id)."""
+        rng = random.Random(seed)
+        return tuple(rng.choice(self._filler) for _ in range(tokens))

@@ -87,6 +87,20 @@ async def test_a_streamed_chat_opens_with_the_role_and_counts_usage_on_every_chu
     assert chunks[-2]["usage"]["completion_tokens"] == 3
 
 
+async def test_an_answer_sent_back_in_the_next_call_is_found_in_the_prefix_cache(served, tokenizer):
+    server, client = served
+    messages = [{"role": "system", "content": "You are a coding agent. " * 8}, {"role": "user", "content": "plan"}]
+    first = await client.post("/v1/chat/completions", json={"messages": messages, "max_tokens": 64, "ignore_eos": True})
+    answer = first.json()["choices"][0]["message"]["content"]
+    assert len(tokenizer.encode(answer, add_special_tokens=False)) == 64  # the text is the tokens it counted
+    first_prompt = len(tokenizer.chat(messages))
+    hits_before = server.backend.scheduler.prefix_hit_tokens
+    messages += [{"role": "assistant", "content": answer}, {"role": "user", "content": "now code it"}]
+    await client.post("/v1/chat/completions", json={"messages": messages, "max_tokens": 4, "ignore_eos": True})
+    reused = server.backend.scheduler.prefix_hit_tokens - hits_before
+    assert reused > first_prompt  # the first prompt's blocks and the answer's full blocks
+
+
 async def test_unknown_fields_and_vllm_xargs_are_accepted(served):
     _, client = served
     reply = await client.post("/v1/completions", json={
