@@ -129,14 +129,17 @@ def router_command(worker_urls: Sequence[str], port: int, prometheus_port: int, 
 
 
 def agentic_context(program_id: str, step_id: int, parent_program_id: str = "", expected_resume: bool = True,
-                    **request_scoped: Any) -> dict[str, str]:
+                    blocks_parent: bool = False, **fields: Any) -> dict[str, str]:
     """``vllm_xargs`` naming a call's program for vLLM's router. ``agentic_context`` travels as a JSON
     string: the router takes an object or a string, but vLLM's server checks ``vllm_xargs`` values as
-    strings, numbers or lists and refuses an object. A call without a parent must say it blocks none."""
-    context: dict[str, Any] = {"program_id": program_id, "step_id": step_id, "expected_resume": expected_resume}
+    strings, numbers or lists and refuses an object. ``blocks_parent`` is always said (the router refuses
+    a context without a parent that does not say it blocks none); ``fields``: the rest of the schema
+    (``task_id``, ``agent_id``, ``root_program_id``, request-scoped ``deadline_seconds``...)."""
+    if blocks_parent and not parent_program_id:
+        raise ValueError("a program that blocks its parent needs parent_program_id")
+    context: dict[str, Any] = {"program_id": program_id, "step_id": step_id, "expected_resume": expected_resume,
+                               "blocks_parent": blocks_parent}
     if parent_program_id:
-        context.update(parent_program_id=parent_program_id, blocks_parent=True)
-    else:
-        context["blocks_parent"] = False
-    context.update(request_scoped)
+        context["parent_program_id"] = parent_program_id
+    context.update(fields)
     return {"agentic_context": json.dumps(context, separators=(",", ":"))}

@@ -56,9 +56,11 @@ def test_the_documented_configuration_scales_every_time_constant_with_the_pool()
 def test_program_identity_travels_as_a_json_string_that_says_whether_it_blocks_a_parent():
     lead = json.loads(agentic_context("p1", 0)["agentic_context"])
     sub = json.loads(agentic_context("p1:coder", 2, parent_program_id="p1", expected_resume=False,
-                                     expected_output_length=64)["agentic_context"])
+                                     blocks_parent=True, expected_output_length=64)["agentic_context"])
     assert lead == {"program_id": "p1", "step_id": 0, "expected_resume": True, "blocks_parent": False}
     assert sub["blocks_parent"] is True and sub["parent_program_id"] == "p1" and sub["expected_output_length"] == 64
+    with pytest.raises(ValueError, match="parent_program_id"):
+        agentic_context("p1", 0, blocks_parent=True)
 
 
 def test_program_scheduling_flags_appear_only_with_a_configuration():

@@ -1,0 +1,434 @@
+"""Doors to one pool: the same trace, at the same arrival times, through each front door to the same
+simulated vLLM servers (``hetflow serve vllm-sim``), live (issue 33).
+
+    python -m hetflow.bench.doors --pool examples/vllm-sim-pool.yaml --family agent --programs 40 \\
+        --rate 0.2 --doors client-rr,vllm-router:round_robin,vllm-router:program,hetflow
+
+Doors, each configured as its own documentation tells an operator:
+- ``client-rr``: the client itself round-robins calls over the servers (no router);
+- ``vllm-router:<policy>``: vLLM's router with one of its HTTP policies;
+- ``vllm-router:program``: vLLM's router with Program scheduling (``hetflow.bench.vllm_router``);
+- ``hetflow``: hetflow's gateway, balancer and ``vllm-server`` engines in front of the servers, which
+  then run vLLM's ``--scheduling-policy priority`` as hetflow's docs ask (the vLLM doors keep vLLM's
+  default, ``fcfs``).
+
+Each door gets a fresh pool (empty caches), the same warm-up calls first (excluded: enough for vLLM's
+router's statistics to mature), then the trace. One client replays it in each door's dialect: the
+``hetflow`` body field for hetflow, ``vllm_xargs.agentic_context`` and ``x-session-id`` for the vLLM
+doors (docs/vllm-sim.md has the mapping). Prompts are built from the trace's parts with exactly their
+token counts in the servers' tokenizer (filler words it holds as one token, seeded by the part), with
+each ancestor's real answer in place of its output, so prefix reuse is the trace's.
+
+Every time constant is the trace's times ``time_scale`` (arrivals, tool gaps; the routers' are scaled
+by their configuration), and every reported time is divided by it. Each door's row says whether the
+host kept up: the share of engine iterations more than 5% late (``hetflow_sim:step_late_share``), a
+run with more than 1% of them flagged and not to be quoted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import httpx
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from hetflow import stackctl
+from hetflow.bench.common import OUT_DIR, machine
+from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_command
+from hetflow.core.engine.profile import EngineSpec, load_profile
+from hetflow.core.trace import StageRecord, programs
+from hetflow.runtime.config import load_stack
+from hetflow.runtime.ports import free_port
+from simulator.metrics import summarize
+from simulator.run import ProgramResult, SimulatedCall, reference_latency_s
+
+LATE_SHARE_LIMIT = 0.05
+LATE_ITERATIONS_LIMIT = 0.01
+"""A run with more than 1% of engine iterations over 5% late measured the host: flagged, not quoted."""
+WARMUP_CALLS = 120
+"""Warm-up calls before the trace: vLLM's router needs 100 completions (``stats_window_size``) before
+its growth reserve and automatic TTL switch on."""
+FILLER_WORDS = (" the", " returns", " a", " value", " for", " each", " of", " code", " test", " is", " def",
+                " return", " x", " and", " 1", " self", " if", " in", " not", " None", " to", " with")
+
+
+class PromptText:
+    """Prompt text with exact token counts in the pool's tokenizer: each part is filler words the
+    tokenizer holds as one token, seeded by the part's key, so equal parts are equal tokens."""
+
+    def __init__(self, tokenizer_dir: str = "") -> None:
+        from engine_svc.vllm_sim.tokenizer import PromptTokenizer  # the servers' tokenizer, as they load it
+
+        tokenizer = PromptTokenizer(tokenizer_dir)
+        self._words = [w for w in FILLER_WORDS if len(tokenizer.encode(w, add_special_tokens=False)) == 1]
+
+    def part(self, key: str, tokens: int) -> str:
+        rng = random.Random(key)
+        return "".join(rng.choice(self._words) for _ in range(tokens))
+
+
+@dataclass
+class Door:
+    """One front door: where calls go, in which dialect, and the processes it runs."""
+
+    name: str
+    pool_config: Path
+    urls: list[str]
+    dialect: str
+    """``hetflow`` or ``vllm``."""
+    stack_config: Path | None = None
+    router: subprocess.Popen[bytes] | None = None
+    _next: int = 0
+
+    def url_for_call(self) -> str:
+        url = self.urls[self._next % len(self.urls)]
+        self._next += 1
+        return url
+
+    def pids(self) -> list[int]:
+        """The door's own processes (its CPU time is charged per call)."""
+        if self.router is not None:
+            return [self.router.pid]
+        if self.stack_config is not None:
+            state = stackctl.read_state(load_stack(self.stack_config)) or {}
+            return [s["pid"] for name, s in state.get("services", {}).items()
+                    if s.get("pid") and not name.startswith("vllm-sim:")]
+        return []
+
+
+def pool_stack(pool: dict[str, Any], out: Path, door: str, scheduling_policy: str) -> tuple[Path, dict[str, Any]]:
+    """The pool's servers on free ports, as a stack of their own (or the base of hetflow's)."""
+    raw = json.loads(json.dumps(pool))
+    raw["stack"] = {**raw.get("stack", {}), "name": f"doors-{door.replace(':', '-')}"}
+    for server in raw["vllm_sim"]:
+        server.update(port=free_port(), scheduling_policy=scheduling_policy)
+    path = out / f"pool-{door.replace(':', '-')}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path, raw
+
+
+def hetflow_stack(raw: dict[str, Any]) -> dict[str, Any]:
+    """hetflow in front of the pool: each server an engine with the ``vllm-server`` backend, the
+    default policy, the gateway as the door."""
+    host = raw.get("stack", {}).get("host", "127.0.0.1")
+    engines = []
+    for server in raw["vllm_sim"]:
+        profile = load_profile(server["profile"])
+        engines.append({"name": server["name"], "port": free_port(), "metrics_port": free_port(),
+                        "backend": "vllm-server", "profile": server["profile"],
+                        "vllm_server": {"base_url": f"http://{host}:{server['port']}",
+                                        "served_model": server.get("served_model_name") or profile.model,
+                                        "max_num_seqs": profile.max_num_seqs}})
+    models = sorted({e["vllm_server"]["served_model"] for e in engines})
+    return {**raw, "monitor": {"port": free_port(), "metrics_port": free_port()},
+            "router": {"port": free_port(), "metrics_port": free_port(), "kind": "fixed-prior",
+                       "models": {m: 0.5 for m in models}},
+            "predictor": {"port": free_port(), "metrics_port": free_port(), "kind": "input-length"},
+            "balancer": {"port": free_port(), "metrics_port": free_port()},
+            "gateway": {"port": free_port()}, "engines": engines}
+
+
+def open_door(name: str, pool: dict[str, Any], time_scale: float, out: Path) -> Door:
+    if name == "hetflow":
+        path, raw = pool_stack(pool, out, name, "priority")
+        raw = hetflow_stack(raw)
+        path.write_text(yaml.safe_dump(raw, sort_keys=False))
+        if stackctl.up(path, 300) != 0:
+            raise SystemExit(f"{path}: hetflow's stack did not start")
+        host = raw["stack"].get("host", "127.0.0.1")
+        return Door(name, path, [f"http://{host}:{raw['gateway']['port']}"], "hetflow", stack_config=path)
+    path, raw = pool_stack(pool, out, name, "fcfs")
+    if stackctl.up(path, 300) != 0:
+        raise SystemExit(f"{path}: the pool did not start")
+    host = raw["stack"].get("host", "127.0.0.1")
+    urls = [f"http://{host}:{s['port']}" for s in raw["vllm_sim"]]
+    if name == "client-rr":
+        return Door(name, path, urls, "vllm")
+    kind, _, policy = name.partition(":")
+    if kind != "vllm-router" or not policy:
+        raise ValueError(f"unknown door {name!r}: client-rr, vllm-router:<policy>, vllm-router:program or hetflow")
+    port = free_port()
+    program = program_scheduling_config(load_profile(raw["vllm_sim"][0]["profile"]), time_scale) \
+        if policy == "program" else None
+    (out / f"{name.replace(':', '-')}-config.json").write_text(json.dumps(program or {}, indent=1))
+    log = open(out / f"{name.replace(':', '-')}.log", "wb")
+    router = subprocess.Popen(router_command(urls, port, free_port(), "consistent_hash" if program else policy,
+                                             program), stdout=log, stderr=subprocess.STDOUT)
+    return Door(name, path, [f"http://127.0.0.1:{port}"], "vllm", router=router)
+
+
+def close_door(door: Door) -> None:
+    if door.router is not None:
+        door.router.terminate()
+        door.router.wait(timeout=30)
+    stackctl.down(door.stack_config or door.pool_config)
+
+
+async def wait_serving(door: Door, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(timeout=5) as client:
+        for url in door.urls:
+            while True:
+                try:
+                    if (await client.get(f"{url}/health")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"{door.name}: {url} did not answer /health")
+                await asyncio.sleep(0.5)
+
+
+@dataclass
+class StageCall:
+    record: StageRecord
+    messages: list[dict[str, str]]
+    model: str
+    parent_agent: str = ""
+    """The agent whose answer this call continues, when another (vLLM's parent program)."""
+    root_agent: str = ""
+    agent_step: int = 0
+    """The agent's own count of calls before this one."""
+    resumes: bool = False
+    """The agent has a later call in the workflow."""
+
+
+def body_for(door: Door, call: StageCall, time_scale: float, deadline_unix_s: float) -> tuple[dict[str, Any],
+                                                                                              dict[str, str]]:
+    """The call in the door's dialect: its body and headers."""
+    record = call.record
+    body: dict[str, Any] = {"model": call.model, "messages": call.messages,
+                            "max_tokens": record.output_tokens[call.model], "ignore_eos": True, "stream": True,
+                            "stream_options": {"include_usage": True}}
+    if door.dialect == "hetflow":
+        body["hetflow"] = {"program_id": record.program_id, "workflow": record.workflow, "agent": record.agent,
+                           "stage_index": record.stage_index, "stage_count": record.stage_count,
+                           "upstream_agent": record.upstream_agent, "tenant": record.tenant}
+        if deadline_unix_s:
+            body["hetflow"]["deadline_unix_s"] = deadline_unix_s
+        return body, {}
+    scoped: dict[str, Any] = {"deadline_seconds": max(0.0, deadline_unix_s - time.time())} if deadline_unix_s else {}
+    parent = f"{record.program_id}:{call.parent_agent}" if call.parent_agent else ""
+    body["vllm_xargs"] = agentic_context(f"{record.program_id}:{record.agent}", call.agent_step, parent,
+                                         expected_resume=call.resumes, task_id=record.program_id,
+                                         agent_id=record.agent,
+                                         root_program_id=f"{record.program_id}:{call.root_agent or record.agent}",
+                                         **scoped)
+    return body, {"x-session-id": record.program_id}
+
+
+async def send(client: httpx.AsyncClient, door: Door, body: dict[str, Any], headers: dict[str, str]
+               ) -> tuple[str, float, float]:
+    """One streamed call: its answer text, and when its first and last token came (host seconds)."""
+    first_s, text = 0.0, []
+    async with client.stream("POST", f"{door.url_for_call()}/v1/chat/completions", json=body, headers=headers) as reply:
+        if reply.status_code != 200:
+            raise RuntimeError(f"HTTP {reply.status_code}: {(await reply.aread())[:300]!r}")
+        async for line in reply.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if "error" in chunk:
+                raise RuntimeError(f"stream error: {chunk['error']}")
+            for choice in chunk.get("choices", []):
+                piece = choice.get("delta", {}).get("content") or ""
+                if piece and not first_s:
+                    first_s = time.perf_counter()
+                text.append(piece)
+    return "".join(text), first_s, time.perf_counter()
+
+
+async def replay_program(client: httpx.AsyncClient, door: Door, program: list[StageRecord], text: PromptText,
+                         model: str, t0: float, time_scale: float, engines: Sequence[EngineSpec],
+                         slo_scale: float) -> ProgramResult:
+    first = program[0]
+    await asyncio.sleep(max(0.0, t0 + first.arrival_s * time_scale - time.perf_counter()))
+    arrived = time.perf_counter()
+    result = ProgramResult(first.program_id, first.workflow, (arrived - t0) / time_scale)
+    result.isolated_s = reference_latency_s(program, engines)
+    deadline = time.time() + slo_scale * result.isolated_s * time_scale if first.tenant != "default" else 0.0
+    answers: dict[int, asyncio.Future[str]] = {r.stage_index: asyncio.get_running_loop().create_future()
+                                               for r in program}
+    later_agents = {r.stage_index: {s.agent for s in program if s.stage_index > r.stage_index} for r in program}
+
+    async def stage(record: StageRecord) -> None:
+        for d in record.depends_on:
+            await answers[d]
+        await asyncio.sleep(record.tool_s * time_scale)
+        parts = [await answers[p["output_of"]] if "output_of" in p else text.part(p["text"], p["tokens"])
+                 for p in record.prompt_parts] or [text.part(f"{record.program_id}/{record.stage_index}",
+                                                             record.input_tokens[model])]
+        upstream = next((r.agent for r in program if r.stage_index in record.depends_on
+                         and r.agent != record.agent), "")
+        step = sum(1 for r in program if r.agent == record.agent and r.stage_index < record.stage_index)
+        call = StageCall(record, [{"role": "user", "content": "".join(parts)}], model, upstream, first.agent, step,
+                         record.agent in later_agents[record.stage_index])
+        body, headers = body_for(door, call, time_scale, deadline)
+        sent = time.perf_counter()
+        answer, first_s, done_s = await send(client, door, body, headers)
+        # Waiting, as the client can tell it: the first token's delay beyond the prompt's prefill alone.
+        alone_s = engines[0].profile.isolated_request_s(record.input_tokens[model], 1) * time_scale
+        waited_s = max(0.0, (first_s or done_s) - sent - alone_s)
+        sent_at, started_at = (sent - t0) / time_scale, (sent + waited_s - t0) / time_scale
+        result.calls[record.stage_index] = SimulatedCall(
+            record.stage_index, "", sent_at, started_at, (done_s - t0) / time_scale, record.output_tokens[model], 0,
+            queued_intervals_s=[(sent_at, started_at)] if waited_s else [],
+            first_token_s=((first_s or done_s) - t0) / time_scale)
+        answers[record.stage_index].set_result(answer)
+
+    await asyncio.gather(*(stage(r) for r in program))
+    result.finished_s = (time.perf_counter() - t0) / time_scale
+    result.model = model
+    result.correct = first.correct.get(model)
+    return result
+
+
+async def warm_up(door: Door, text: PromptText, model: str, calls: int) -> None:
+    """Independent two-call programs, excluded from the figures, so every door starts warm."""
+    async with httpx.AsyncClient(timeout=600) as client:
+        async def one(i: int) -> None:
+            record = StageRecord(f"warmup-{i}", "warmup", "warmup", 1, 1, "warmup", "", [], "", "",
+                                 {model: 256}, {model: 32}, {}, 0.0)
+            call = StageCall(record, [{"role": "user", "content": text.part(f"warmup-{i}", 256)}], model)
+            await send(client, door, *body_for(door, call, 1.0, 0.0))
+
+        for start in range(0, calls, 8):
+            await asyncio.gather(*(one(i) for i in range(start, min(calls, start + 8))))
+
+
+COUNTERS = {"vllm:prefix_cache_queries_total": "prefix_queries", "vllm:prefix_cache_hits_total": "prefix_hits",
+            "vllm:request_queue_time_seconds_sum": "queue_s", "vllm:e2e_request_latency_seconds_sum": "e2e_s",
+            "hetflow_sim:step_late_share_count": "iterations"}
+
+
+def counters_of(metrics_text: str) -> dict[str, float]:
+    """One server's ``/metrics``: prefix-cache queries and hits, queue and end-to-end seconds,
+    iterations, and iterations more than ``LATE_SHARE_LIMIT`` late."""
+    out = dict.fromkeys([*COUNTERS.values(), "late_iterations"], 0.0)
+    on_time = 0.0
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name in COUNTERS:
+                out[COUNTERS[sample.name]] += sample.value
+            elif (sample.name == "hetflow_sim:step_late_share_bucket"
+                  and float(sample.labels.get("le", "nan")) == LATE_SHARE_LIMIT):
+                on_time += sample.value
+    out["late_iterations"] = out["iterations"] - on_time
+    return out
+
+
+def server_counters(pool_path: Path) -> dict[str, float]:
+    """``counters_of`` summed over the pool's servers."""
+    raw = load_stack(pool_path)
+    host = raw.get("stack", {}).get("host", "127.0.0.1")
+    total: dict[str, float] = {}
+    for server in raw["vllm_sim"]:
+        for key, value in counters_of(httpx.get(f"http://{host}:{server['port']}/metrics", timeout=10).text).items():
+            total[key] = total.get(key, 0.0) + value
+    return total
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User plus system CPU of the processes, from /proc (0 where one is gone)."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def run_door(name: str, pool: dict[str, Any], records: Sequence[StageRecord], args: argparse.Namespace,
+             text: PromptText, engines: Sequence[EngineSpec], out: Path) -> dict[str, Any]:
+    door = open_door(name, pool, args.time_scale, out)
+    try:
+        return asyncio.run(measure(door, records, args, text, engines))
+    finally:
+        close_door(door)
+
+
+async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Namespace, text: PromptText,
+                  engines: Sequence[EngineSpec]) -> dict[str, Any]:
+    """Warm the door up, replay the trace through it, and read what the client and the servers saw."""
+    await wait_serving(door)
+    model = engines[0].model
+    await warm_up(door, text, model, args.warmup)
+    before, cpu_before = server_counters(door.pool_config), cpu_seconds(door.pids())
+    groups = list(programs(records).values())
+    async with httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None)) as client:
+        t0 = time.perf_counter()
+        tasks = [asyncio.create_task(replay_program(client, door, g, text, model, t0, args.time_scale, engines,
+                                                    args.slo_scale)) for g in groups]
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+    after, cpu_after = server_counters(door.pool_config), cpu_seconds(door.pids())
+    results = [r for r in done if isinstance(r, ProgramResult)]
+    errors = [f"{type(e).__name__}: {e}" for e in done if isinstance(e, BaseException)]
+    summary = summarize(results, (), args.slo_scale)
+    delta = {k: after[k] - before[k] for k in after}
+    calls = sum(len(r.calls) for r in results)
+    tokens = sum(c.output_tokens for r in results for c in r.calls.values())
+    late = delta["late_iterations"] / delta["iterations"] if delta["iterations"] else 0.0
+    return {"door": door.name, **summary, "failed_programs": len(errors), "first_errors": errors[:5],
+            "prefix_hit_rate": delta["prefix_hits"] / delta["prefix_queries"] if delta["prefix_queries"] else 0.0,
+            "server_queueing_share": delta["queue_s"] / delta["e2e_s"] if delta["e2e_s"] else 0.0,
+            "late_iteration_share": late, "host_kept_up": late <= LATE_ITERATIONS_LIMIT,
+            "door_cpu_ms_per_call": 1e3 * (cpu_after - cpu_before) / calls if calls else None,
+            "door_cpu_us_per_token": 1e6 * (cpu_after - cpu_before) / tokens if tokens else None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from hetflow.workloads.generate import generate
+
+    p = argparse.ArgumentParser(prog="python -m hetflow.bench.doors", description=__doc__.split("\n\n")[0])
+    p.add_argument("--pool", default="examples/vllm-sim-pool.yaml", help="stack config with the vllm_sim servers")
+    p.add_argument("--doors", default="client-rr,vllm-router:round_robin,vllm-router:program,hetflow")
+    p.add_argument("--family", default="agent")
+    p.add_argument("--programs", type=int, default=40)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--rate", type=float, default=0.2, help="programs per second of GPU time")
+    p.add_argument("--time-scale", type=float, default=None, help="default: the pool's")
+    p.add_argument("--slo-scale", type=float, default=5.0)
+    p.add_argument("--warmup", type=int, default=WARMUP_CALLS)
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    pool = load_stack(Path(args.pool))
+    scales = {float(s.get("time_scale", 1.0)) for s in pool["vllm_sim"]}
+    if len(scales) != 1:
+        raise SystemExit("the pool's servers must share one time_scale")
+    args.time_scale = args.time_scale or scales.pop()
+    engines = [EngineSpec(s["name"], s.get("served_model_name") or load_profile(s["profile"]).model,
+                          load_profile(s["profile"])) for s in pool["vllm_sim"]]
+    records = generate(args.family, args.programs, args.seed, [engines[0].model], rate_per_s=args.rate)
+    out = Path(args.out) if args.out else OUT_DIR / "doors"
+    out.mkdir(parents=True, exist_ok=True)
+    text = PromptText(pool["vllm_sim"][0].get("tokenizer", ""))
+    rows = [run_door(name, pool, records, args, text, engines, out) for name in args.doors.split(",")]
+    result = {"command": "python -m hetflow.bench.doors " + " ".join(sys.argv[1:] if argv is None else argv),
+              "machine": machine(), "time_scale": args.time_scale, "programs": args.programs, "rows": rows}
+    (out / "results.json").write_text(json.dumps(result, indent=1))
+    for r in rows:
+        lat = r.get("latency_s", {})
+        print(f"{r['door']:<26} {r.get('programs', 0):>4} programs  p50 {lat.get('p50', 0):7.2f} s  "
+              f"p95 {lat.get('p95', 0):7.2f} s  within {r.get('within_slo_share', 0):.0%}  "
+              f"hit {r['prefix_hit_rate']:.0%}  queue {r['server_queueing_share']:.1%}  "
+              f"late {r['late_iteration_share']:.1%}{'' if r['host_kept_up'] else ' (HOST BEHIND)'}  "
+              f"failed {r['failed_programs']}")
+    print(f"-> {out}/results.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

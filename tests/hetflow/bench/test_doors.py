@@ -1,0 +1,71 @@
+"""The live harness's pieces that need no process: prompts with the trace's token counts, each door's
+dialect, hetflow's stack in front of the pool, and what a server's metrics say about the host."""
+
+import json
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+
+from engine_svc.backends.sim import StepLag
+from engine_svc.vllm_sim.metrics import VllmSimMetrics
+from engine_svc.vllm_sim.tokenizer import PromptTokenizer
+from hetflow.bench.doors import Door, PromptText, StageCall, body_for, counters_of, hetflow_stack
+from hetflow.core.engine.scheduler import StepPlan
+from hetflow.core.trace import StageRecord
+
+
+@pytest.fixture(scope="module")
+def text() -> PromptText:
+    return PromptText()
+
+
+def record(stage: int = 2, agent: str = "coder") -> StageRecord:
+    return StageRecord("p7", "agent", "loop", stage, 4, agent, "planner", [1], "", "", {"m": 300}, {"m": 40}, {},
+                       0.0)
+
+
+def test_a_prompt_part_has_exactly_its_tokens_and_equal_keys_give_equal_text(text):
+    tokenizer = PromptTokenizer()
+    part = text.part("system/abc", 137)
+    assert len(tokenizer.encode(part, add_special_tokens=False)) == 137
+    assert text.part("system/abc", 137) == part and text.part("system/abd", 137) != part
+    joined = part + text.part("task/1", 50)  # parts joined stay each part's tokens
+    assert len(tokenizer.encode(joined, add_special_tokens=False)) == 187
+
+
+def test_each_door_speaks_its_own_dialect():
+    call = StageCall(record(), [{"role": "user", "content": "x"}], "m", parent_agent="planner", root_agent="planner",
+                     agent_step=1, resumes=True)
+    hetflow_body, hetflow_headers = body_for(Door("hetflow", Path("p"), ["u"], "hetflow"), call, 1.0, 0.0)
+    assert hetflow_body["hetflow"] == {"program_id": "p7", "workflow": "agent", "agent": "coder", "stage_index": 2,
+                                       "stage_count": 4, "upstream_agent": "planner", "tenant": "default"}
+    assert "vllm_xargs" not in hetflow_body and hetflow_headers == {}
+    vllm_body, vllm_headers = body_for(Door("vllm-router:program", Path("p"), ["u"], "vllm"), call, 1.0, 0.0)
+    context = json.loads(vllm_body["vllm_xargs"]["agentic_context"])
+    assert context == {"program_id": "p7:coder", "step_id": 1, "expected_resume": True, "blocks_parent": False,
+                       "parent_program_id": "p7:planner", "task_id": "p7", "agent_id": "coder",
+                       "root_program_id": "p7:planner"}
+    assert vllm_headers == {"x-session-id": "p7"} and "hetflow" not in vllm_body
+    for body in (hetflow_body, vllm_body):
+        assert body["max_tokens"] == 40 and body["ignore_eos"] and body["stream"]
+
+
+def test_hetflow_fronts_each_server_of_the_pool_with_a_vllm_server_engine():
+    pool = {"stack": {"name": "p", "host": "127.0.0.1"},
+            "vllm_sim": [{"name": "sim-0", "port": 8101, "profile": "qwen2.5-7b-instruct@h100-80g"},
+                         {"name": "sim-1", "port": 8102, "profile": "qwen2.5-7b-instruct@h100-80g"}]}
+    raw = hetflow_stack(pool)
+    assert [e["vllm_server"]["base_url"] for e in raw["engines"]] == ["http://127.0.0.1:8101", "http://127.0.0.1:8102"]
+    assert {e["backend"] for e in raw["engines"]} == {"vllm-server"}
+    assert {e["vllm_server"]["served_model"] for e in raw["engines"]} == {"qwen2.5-7b-instruct"}
+    assert raw["vllm_sim"] == pool["vllm_sim"] and {"monitor", "balancer", "gateway"} <= set(raw)
+
+
+def test_late_iterations_are_read_off_the_servers_lag_histogram():
+    metrics = VllmSimMetrics("m", 4096)
+    plan = StepPlan(1)
+    for late_share in (0.0, 0.01, 0.05, 0.2, 3.0):  # two more than 5% late
+        metrics.observe_step(plan, StepLag(1.0, late_share))
+    counters = counters_of(generate_latest(metrics.registry).decode())
+    assert counters["iterations"] == 5 and counters["late_iterations"] == 2
