@@ -20,7 +20,10 @@ force-resume timeouts), as every constant of the client's trace does.
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -115,12 +118,21 @@ def program_scheduling_config(profile: EngineProfile, time_scale: float = 1.0) -
             **calibrate(profile).config(time_scale)}
 
 
+def router_binary() -> str:
+    """The ``vllm-router`` installed with this interpreter (the ``bench`` extra), else the one on PATH."""
+    beside = Path(sys.executable).parent / "vllm-router"
+    found = str(beside) if beside.exists() else shutil.which("vllm-router")
+    if not found:
+        raise FileNotFoundError("vllm-router is not installed: scripts/setup.sh installs it (the bench extra)")
+    return found
+
+
 def router_command(worker_urls: Sequence[str], port: int, prometheus_port: int, policy: str = "consistent_hash",
-                   program_config: dict[str, Any] | None = None, binary: str = "vllm-router") -> list[str]:
+                   program_config: dict[str, Any] | None = None, binary: str = "") -> list[str]:
     """The router's command line: HTTP workers, its own Prometheus port (two routers on a host need
     two), and Program scheduling when ``program_config`` is given (the docs' launch, with
     ``consistent_hash`` for requests without program identity)."""
-    command = [binary, "--host", "127.0.0.1", "--port", str(port), "--worker-urls", *worker_urls,
+    command = [binary or router_binary(), "--host", "127.0.0.1", "--port", str(port), "--worker-urls", *worker_urls,
                "--policy", policy, "--prometheus-host", "127.0.0.1", "--prometheus-port", str(prometheus_port)]
     if program_config is not None:
         command += ["--enable-program-scheduling", "--program-scheduling-config-json",

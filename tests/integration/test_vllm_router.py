@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -51,14 +50,12 @@ async def pool():
 
 
 async def test_one_programs_streamed_calls_complete_through_vllms_router_on_its_engine(pool, tmp_path: Path):
-    binary = shutil.which("vllm-router")
-    assert binary, "vllm-router is missing: scripts/setup.sh installs the bench extra"
     profile = pool[0][0].profile
     config = {**program_scheduling_config(profile), "metrics_interval_seconds": 0.2}  # a short test: poll often
     port = free_port()
     log = open(tmp_path / "router.log", "wb")
-    router = subprocess.Popen(router_command([url for _, _, url in pool], port, free_port(), program_config=config,
-                                             binary=binary), stdout=log, stderr=subprocess.STDOUT)
+    command = router_command([url for _, _, url in pool], port, free_port(), program_config=config)
+    router = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(base_url=base, timeout=60) as client:

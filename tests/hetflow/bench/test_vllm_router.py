@@ -64,8 +64,9 @@ def test_program_identity_travels_as_a_json_string_that_says_whether_it_blocks_a
 
 
 def test_program_scheduling_flags_appear_only_with_a_configuration():
-    plain = router_command(["http://a:1"], 9000, 9001, policy="round_robin")
-    programs = router_command(["http://a:1", "http://b:2"], 9000, 9001, program_config={"global_queue": True})
+    plain = router_command(["http://a:1"], 9000, 9001, policy="round_robin", binary="vllm-router")
+    programs = router_command(["http://a:1", "http://b:2"], 9000, 9001, program_config={"global_queue": True},
+                              binary="vllm-router")
     assert "--enable-program-scheduling" not in plain and "round_robin" in plain
     assert programs[programs.index("--program-scheduling-config-json") + 1] == '{"global_queue":true}'
     assert programs[programs.index("--worker-urls") + 1:programs.index("--policy")] == ["http://a:1", "http://b:2"]
