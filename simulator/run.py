@@ -470,7 +470,7 @@ def reference_latency_s(program: list[StageRecord], engines: Sequence[EngineSpec
             continue
         blocks = (engine.model, engine.profile.block_size)
         if blocks not in alone:
-            alone[blocks] = _alone(program, engine.model, engine.profile.block_size)
+            alone[blocks] = prompts_alone(program, engine.model, engine.profile.block_size)
         done_at: dict[int, float] = {}
         for record in program:
             start = max((done_at[d] for d in record.depends_on), default=0.0) + record.tool_s
@@ -481,7 +481,7 @@ def reference_latency_s(program: list[StageRecord], engines: Sequence[EngineSpec
     return sum(paths[(e.model, e.profile)] for e in engines) / len(engines)
 
 
-def _alone(program: list[StageRecord], model: str, block_size: int) -> dict[int, tuple[int, int]]:
+def prompts_alone(program: list[StageRecord], model: str, block_size: int) -> dict[int, tuple[int, int]]:
     """Per stage, its prompt length and the tokens of it its ancestors left in the cache, every call
     served by ``model`` on an engine of ``block_size``-token KV blocks."""
     producers = {r.stage_index: model for r in program}

@@ -8,7 +8,7 @@ id, so a replay is reproducible.
 
 Time comes from an ``EngineClock``: the host's monotonic clock in service, a clock the test moves in
 tests, so each iteration's intended end is checked without reading the wall clock. Every iteration
-records how late the loop woke against its intended end (``StepLag``): a host too slow for the profile
+records how much longer than its intended length it took (``StepLag``): a host too slow for the profile
 shows there rather than as a silently slower GPU.
 """
 
@@ -37,7 +37,8 @@ _WORDS = ("the", "model", "returns", "a", "value", "for", "each", "step", "of", 
 OUTPUT_SIGMA = 0.8  # log-normal spread of simulated output lengths
 CATCH_UP_S = 0.05
 """How far behind its intended timeline the loop may run and still make the time up with the next
-iterations' sleeps; beyond it the timeline restarts from now (the steps' lag records the difference)."""
+iterations' sleeps; beyond it the timeline restarts from now. Each iteration that took longer than its
+intended length records the difference as its lag, whatever was made up after."""
 
 
 class EngineClock(Protocol):
@@ -60,8 +61,8 @@ class MonotonicClock:
 
 @dataclass(frozen=True)
 class StepLag:
-    """One iteration as run: its intended length and how late the loop woke after its intended end
-    (seconds of the clock, so scaled by ``time_scale``)."""
+    """One iteration as run: its intended length, and how much longer it took from the loop starting it
+    to its outcome (seconds of the clock, so scaled by ``time_scale``)."""
 
     duration_s: float
     late_s: float
@@ -168,7 +169,8 @@ class SimBackend:
                 self._wake.clear()
                 await self._wake.wait()
                 next_step_at = clock.now()
-            plan = self._scheduler.schedule(clock.now())
+            started_s = clock.now()
+            plan = self._scheduler.schedule(started_s)
             if plan.is_empty:
                 await clock.sleep_until(clock.now() + 0.001)
                 continue
@@ -178,7 +180,9 @@ class SimBackend:
             now = clock.now()
             for event in self._scheduler.update_from_step(plan, now):
                 self._emit(event.request, event.finished)
-            self._on_step(plan, StepLag(duration_s, max(0.0, now - next_step_at)))
+            # Late: the iteration, from the loop starting it to its outcome, took longer than the profile says
+            # (the loop's own work, and the last one's, included); an iteration that made time up is not late.
+            self._on_step(plan, StepLag(duration_s, max(0.0, now - started_s - duration_s)))
 
     def _emit(self, req: EngineRequest, finished: bool) -> None:
         stream = self._streams.get(req.request_id)

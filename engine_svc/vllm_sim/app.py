@@ -14,6 +14,7 @@ Thin handlers: checks and shapes are ``protocol``'s, the engine is ``SimBackend`
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
@@ -21,6 +22,7 @@ import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncGenerator, AsyncIterator, cast
 
+from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -39,6 +41,8 @@ from hetflow.core.call import SamplingSpec
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.profile import load_profile
 
+DISCONNECT_POLL_S = 0.5
+"""How often a whole (non-streamed) request checks that its client is still there."""
 NO_AGING_ITERATIONS = 2**62
 """vLLM's queues do not age: ``fcfs`` serves by arrival (every priority 0 here), ``priority`` by
 (priority, arrival), with no promotion of a request that waits."""
@@ -51,6 +55,10 @@ class VllmSimServer:
                  clock: EngineClock | None = None) -> None:
         """``tokenizer``: the configured one when not given (loaded after the profile is checked)."""
         profile = load_profile(cfg.profile)
+        if profile.kv_capacity_tokens < profile.max_model_len:  # vLLM refuses to start so (it could not hold
+            raise ValueError(  # one request of the whole context); every request then fits the engine
+                f"profile {profile.name}: max_model_len {profile.max_model_len} tokens is more than its KV cache "
+                f"holds ({profile.kv_capacity_tokens} tokens)")
         self.cfg, self.profile = cfg, profile
         self.tokenizer = tokenizer or PromptTokenizer(cfg.tokenizer)
         self.model_name = cfg.served_model_name or profile.model
@@ -66,7 +74,14 @@ class VllmSimServer:
 
     def check(self, body: dict[str, Any], headers: Any, chat: bool) -> tuple[GenerateRequest, int]:
         """The request as the engine will run it, and its output length (``max_tokens`` with ``ignore_eos``;
-        else drawn, at least ``min_tokens``)."""
+        else drawn, at least ``min_tokens``). A prompt the tokenizer or the chat template refuses is 400
+        ``BadRequestError``, as vLLM maps ValueError, TypeError and jinja's TemplateError."""
+        try:
+            return self._check(body, headers, chat)
+        except (ValueError, TypeError, TemplateError) as exc:
+            raise protocol.bad_request(str(exc)) from exc
+
+    def _check(self, body: dict[str, Any], headers: Any, chat: bool) -> tuple[GenerateRequest, int]:
         model = protocol.served_model(body, self.served)
         common = protocol.common_fields(body)
         if chat:
@@ -109,11 +124,10 @@ class VllmSimServer:
         """The engine's deltas with the text of their tokens, metrics observed on the way; closing early
         aborts the request."""
         clock, arrived_s = self.backend.clock, self.backend.clock.now()
-        last_s, tokens, queued_s, finished = arrived_s, 0, 0.0, False
+        last_s, tokens, queued_s = arrived_s, 0, 0.0
         stream = cast(AsyncGenerator[OutputDelta, None], self.backend.generate(call))
         try:
             async for delta in stream:
-                finished = delta.finished
                 now_s = clock.now()
                 new_tokens = delta.output_tokens - tokens
                 if new_tokens > 0:
@@ -125,9 +139,7 @@ class VllmSimServer:
                                                   now_s - arrived_s)
                 yield delta
         finally:
-            await stream.aclose()
-            if not finished:  # the client left: the engine aborted it, as vLLM counts it
-                self.metrics.success["abort"].inc()
+            await stream.aclose()  # a client that left: the engine aborts it (vLLM counts no success for it)
 
 
 def _error(exc: VllmHttpError) -> JSONResponse:
@@ -148,13 +160,31 @@ def _generate_route(server: VllmSimServer, chat: bool) -> Any:
         created = int(time.time())
         if req.stream:
             return StreamingResponse(_sse(server, req, call, created), media_type="text/event-stream")
-        text, finish_reason, completion_tokens = [], "", 0
-        async for delta in server.run(req, call):
-            text.append(delta.text)
-            finish_reason, completion_tokens = delta.finish_reason, delta.output_tokens
-        return JSONResponse(protocol.whole_response(req, created, "".join(text), finish_reason,
-                                                    len(req.prompt_token_ids), completion_tokens, server.fingerprint))
+        whole = asyncio.ensure_future(_whole(server, req, call, created))
+        while not whole.done():  # vLLM's with_cancellation: a client that leaves aborts its request
+            await asyncio.wait({whole}, timeout=DISCONNECT_POLL_S)
+            if not whole.done() and await request.is_disconnected():
+                whole.cancel()
+                return Response(status_code=499)
+        try:
+            return JSONResponse(whole.result())
+        except Exception as exc:  # noqa: BLE001 - vLLM's catch-all: 500 InternalServerError, nothing leaks
+            return _error(_engine_error(exc))
     return handle
+
+
+async def _whole(server: VllmSimServer, req: GenerateRequest, call: GenerateCall, created: int) -> dict[str, Any]:
+    text, finish_reason, completion_tokens = [], "", 0
+    async for delta in server.run(req, call):
+        text.append(delta.text)
+        finish_reason, completion_tokens = delta.finish_reason, delta.output_tokens
+    return protocol.whole_response(req, created, "".join(text), finish_reason, len(req.prompt_token_ids),
+                                   completion_tokens, server.fingerprint)
+
+
+def _engine_error(exc: Exception) -> VllmHttpError:
+    """An error the engine raised after the checks: 500 ``InternalServerError`` (vLLM's catch-all)."""
+    return VllmHttpError(500, "InternalServerError", f"{type(exc).__name__}: {exc}")
 
 
 async def _sse(server: VllmSimServer, req: GenerateRequest, call: GenerateCall, created: int) -> AsyncIterator[bytes]:
@@ -166,12 +196,17 @@ async def _sse(server: VllmSimServer, req: GenerateRequest, call: GenerateCall, 
     if req.chat:
         yield protocol.sse(protocol.stream_chunk(req, created, "", None, running(0), role=True))
     completion_tokens = 0
-    async for delta in server.run(req, call):
-        completion_tokens = delta.output_tokens
-        finish = delta.finish_reason if delta.finished else None
-        fingerprint = server.fingerprint if delta.finished and not req.include_usage else None
-        yield protocol.sse(protocol.stream_chunk(req, created, delta.text, finish, running(completion_tokens),
-                                                 fingerprint))
+    try:
+        async for delta in server.run(req, call):
+            completion_tokens = delta.output_tokens
+            finish = delta.finish_reason if delta.finished else None
+            fingerprint = server.fingerprint if delta.finished and not req.include_usage else None
+            yield protocol.sse(protocol.stream_chunk(req, created, delta.text, finish, running(completion_tokens),
+                                                     fingerprint))
+    except Exception as exc:  # noqa: BLE001 - after the 200, vLLM sends the error as a chunk, then [DONE]
+        yield protocol.sse(_engine_error(exc).body())
+        yield protocol.sse("[DONE]")
+        return
     if req.include_usage:
         yield protocol.sse(protocol.usage_chunk(req, created, prompt_tokens, completion_tokens, server.fingerprint))
     yield protocol.sse("[DONE]")

@@ -31,13 +31,12 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import IO, Any, Sequence
 
 import httpx
 import yaml
@@ -45,37 +44,35 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hetflow import stackctl
 from hetflow.bench.common import OUT_DIR, machine
-from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_command
+from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_binary, router_command
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.trace import StageRecord, programs
 from hetflow.runtime.config import load_stack
 from hetflow.runtime.ports import free_port
 from simulator.metrics import summarize
-from simulator.run import ProgramResult, SimulatedCall, reference_latency_s
+from simulator.run import ProgramResult, SimulatedCall, prompts_alone, reference_latency_s
 
 LATE_SHARE_LIMIT = 0.05
 LATE_ITERATIONS_LIMIT = 0.01
 """A run with more than 1% of engine iterations over 5% late measured the host: flagged, not quoted."""
-WARMUP_CALLS = 120
-"""Warm-up calls before the trace: vLLM's router needs 100 completions (``stats_window_size``) before
-its growth reserve and automatic TTL switch on."""
-FILLER_WORDS = (" the", " returns", " a", " value", " for", " each", " of", " code", " test", " is", " def",
-                " return", " x", " and", " 1", " self", " if", " in", " not", " None", " to", " with")
+ROUTER_REQUEST_TIMEOUT_S = 1800.0
+"""vLLM's router's ``--request-timeout-secs`` default, at GPU speed (scaled with the pool)."""
+WARMUP_PROGRAMS = 60
+"""Two-call warm-up programs before the trace, 120 calls: vLLM's router needs 100 completions
+(``stats_window_size``) before its growth reserve and automatic TTL switch on."""
 
 
 class PromptText:
-    """Prompt text with exact token counts in the pool's tokenizer: each part is filler words the
-    tokenizer holds as one token, seeded by the part's key, so equal parts are equal tokens."""
+    """Prompt text with exact token counts in the pool's tokenizer: each part is the servers' own filler
+    (words the tokenizer holds as one token), seeded by the part's key, so equal parts are equal tokens."""
 
     def __init__(self, tokenizer_dir: str = "") -> None:
         from engine_svc.vllm_sim.tokenizer import PromptTokenizer  # the servers' tokenizer, as they load it
 
-        tokenizer = PromptTokenizer(tokenizer_dir)
-        self._words = [w for w in FILLER_WORDS if len(tokenizer.encode(w, add_special_tokens=False)) == 1]
+        self._tokenizer = PromptTokenizer(tokenizer_dir)
 
     def part(self, key: str, tokens: int) -> str:
-        rng = random.Random(key)
-        return "".join(rng.choice(self._words) for _ in range(tokens))
+        return self._tokenizer.decode(self._tokenizer.filler(key, tokens))
 
 
 @dataclass
@@ -89,6 +86,7 @@ class Door:
     """``hetflow`` or ``vllm``."""
     stack_config: Path | None = None
     router: subprocess.Popen[bytes] | None = None
+    router_log: IO[bytes] | None = None
     _next: int = 0
 
     def url_for_call(self) -> str:
@@ -110,7 +108,7 @@ class Door:
 def pool_stack(pool: dict[str, Any], out: Path, door: str, scheduling_policy: str) -> tuple[Path, dict[str, Any]]:
     """The pool's servers on free ports, as a stack of their own (or the base of hetflow's)."""
     raw = json.loads(json.dumps(pool))
-    raw["stack"] = {**raw.get("stack", {}), "name": f"doors-{door.replace(':', '-')}"}
+    raw["stack"] = {**raw.get("stack", {}), "name": f"doors-{door.replace(':', '-')}-{os.getpid()}"}
     for server in raw["vllm_sim"]:
         server.update(port=free_port(), scheduling_policy=scheduling_policy)
     path = out / f"pool-{door.replace(':', '-')}.yaml"
@@ -140,39 +138,63 @@ def hetflow_stack(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def open_door(name: str, pool: dict[str, Any], time_scale: float, out: Path) -> Door:
+    """Start a fresh pool and the door in front of it; on any failure, nothing is left running."""
+    kind, _, policy = name.partition(":")
+    if name not in ("hetflow", "client-rr") and (kind != "vllm-router" or not policy):
+        raise ValueError(f"unknown door {name!r}: client-rr, vllm-router:<policy>, vllm-router:program or hetflow")
+    binary = router_binary() if kind == "vllm-router" else ""
+    path, raw = pool_stack(pool, out, name, "priority" if name == "hetflow" else "fcfs")
     if name == "hetflow":
-        path, raw = pool_stack(pool, out, name, "priority")
         raw = hetflow_stack(raw)
         path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    door = Door(name, path, [], "hetflow" if name == "hetflow" else "vllm",
+                stack_config=path if name == "hetflow" else None)
+    try:
         if stackctl.up(path, 300) != 0:
-            raise SystemExit(f"{path}: hetflow's stack did not start")
+            raise RuntimeError(f"{path}: the stack did not start")
         host = raw["stack"].get("host", "127.0.0.1")
-        return Door(name, path, [f"http://{host}:{raw['gateway']['port']}"], "hetflow", stack_config=path)
-    path, raw = pool_stack(pool, out, name, "fcfs")
-    if stackctl.up(path, 300) != 0:
-        raise SystemExit(f"{path}: the pool did not start")
-    host = raw["stack"].get("host", "127.0.0.1")
-    urls = [f"http://{host}:{s['port']}" for s in raw["vllm_sim"]]
-    if name == "client-rr":
-        return Door(name, path, urls, "vllm")
-    kind, _, policy = name.partition(":")
-    if kind != "vllm-router" or not policy:
-        raise ValueError(f"unknown door {name!r}: client-rr, vllm-router:<policy>, vllm-router:program or hetflow")
+        urls = [f"http://{host}:{s['port']}" for s in raw["vllm_sim"]]
+        if name == "hetflow":
+            door.urls = [f"http://{host}:{raw['gateway']['port']}"]
+        elif name == "client-rr":
+            door.urls = urls
+        else:
+            door.urls = [start_router(door, binary, urls, policy, raw, time_scale, out)]
+        return door
+    except BaseException:
+        close_door(door)
+        raise
+
+
+def start_router(door: Door, binary: str, urls: list[str], policy: str, raw: dict[str, Any], time_scale: float,
+                 out: Path) -> str:
+    """vLLM's router in front of ``urls``; its URL. Program scheduling as its docs configure it (the
+    calibration written beside the results), other policies as they are."""
     port = free_port()
     program = program_scheduling_config(load_profile(raw["vllm_sim"][0]["profile"]), time_scale) \
         if policy == "program" else None
-    (out / f"{name.replace(':', '-')}-config.json").write_text(json.dumps(program or {}, indent=1))
-    log = open(out / f"{name.replace(':', '-')}.log", "wb")
-    router = subprocess.Popen(router_command(urls, port, free_port(), "consistent_hash" if program else policy,
-                                             program), stdout=log, stderr=subprocess.STDOUT)
-    return Door(name, path, [f"http://127.0.0.1:{port}"], "vllm", router=router)
+    (out / f"vllm-router-{policy}-config.json").write_text(json.dumps(program or {}, indent=1))
+    door.router_log = open(out / f"vllm-router-{policy}.log", "wb")
+    command = router_command(urls, port, free_port(), "consistent_hash" if program else policy, program, binary,
+                             request_timeout_s=ROUTER_REQUEST_TIMEOUT_S * time_scale)
+    door.router = subprocess.Popen(command, stdout=door.router_log, stderr=subprocess.STDOUT)
+    return f"http://127.0.0.1:{port}"
 
 
 def close_door(door: Door) -> None:
-    if door.router is not None:
-        door.router.terminate()
-        door.router.wait(timeout=30)
-    stackctl.down(door.stack_config or door.pool_config)
+    """Stop the router (killed if it will not stop) and the stack, whatever fails on the way."""
+    try:
+        if door.router is not None:
+            door.router.terminate()
+            try:
+                door.router.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                door.router.kill()
+                door.router.wait(timeout=30)
+    finally:
+        if door.router_log is not None:
+            door.router_log.close()
+        stackctl.down(door.stack_config or door.pool_config)
 
 
 async def wait_serving(door: Door, timeout_s: float = 120.0) -> None:
@@ -186,7 +208,7 @@ async def wait_serving(door: Door, timeout_s: float = 120.0) -> None:
                 except httpx.TransportError:
                     pass
                 if time.monotonic() > deadline:
-                    raise SystemExit(f"{door.name}: {url} did not answer /health")
+                    raise RuntimeError(f"{door.name}: {url} did not answer /health")
                 await asyncio.sleep(0.5)
 
 
@@ -204,8 +226,7 @@ class StageCall:
     """The agent has a later call in the workflow."""
 
 
-def body_for(door: Door, call: StageCall, time_scale: float, deadline_unix_s: float) -> tuple[dict[str, Any],
-                                                                                              dict[str, str]]:
+def body_for(door: Door, call: StageCall, deadline_unix_s: float) -> tuple[dict[str, Any], dict[str, str]]:
     """The call in the door's dialect: its body and headers."""
     record = call.record
     body: dict[str, Any] = {"model": call.model, "messages": call.messages,
@@ -220,11 +241,11 @@ def body_for(door: Door, call: StageCall, time_scale: float, deadline_unix_s: fl
         return body, {}
     scoped: dict[str, Any] = {"deadline_seconds": max(0.0, deadline_unix_s - time.time())} if deadline_unix_s else {}
     parent = f"{record.program_id}:{call.parent_agent}" if call.parent_agent else ""
+    root = call.root_agent or record.agent
     body["vllm_xargs"] = agentic_context(f"{record.program_id}:{record.agent}", call.agent_step, parent,
                                          expected_resume=call.resumes, task_id=record.program_id,
-                                         agent_id=record.agent,
-                                         root_program_id=f"{record.program_id}:{call.root_agent or record.agent}",
-                                         **scoped)
+                                         agent_id=record.agent, root_program_id=f"{record.program_id}:{root}",
+                                         agent_role="lead" if record.agent == root else "subagent", **scoped)
     return body, {"x-session-id": record.program_id}
 
 
@@ -249,6 +270,24 @@ async def send(client: httpx.AsyncClient, door: Door, body: dict[str, Any], head
     return "".join(text), first_s, time.perf_counter()
 
 
+def conversation(record: StageRecord, answers: dict[int, str], text: PromptText, model: str) -> list[dict[str, str]]:
+    """The call's prompt as chat messages, in the trace's part order: each ancestor's answer an assistant
+    message, the text between them user messages. An agent's next call then starts with its last call's
+    prompt and answer, token for token, so both are prefix hits wherever they are still cached."""
+    messages: list[dict[str, str]] = []
+    for part in record.prompt_parts or [{"text": f"{record.program_id}/{record.stage_index}",
+                                         "tokens": record.input_tokens[model]}]:
+        role, content = (("assistant", answers[part["output_of"]]) if "output_of" in part
+                         else ("user", text.part(part["text"], part["tokens"])))
+        if messages and messages[-1]["role"] == role == "user":
+            messages[-1]["content"] += content
+        else:
+            messages.append({"role": role, "content": content})
+    if messages[-1]["role"] == "assistant":
+        messages.append({"role": "user", "content": ""})
+    return messages
+
+
 async def replay_program(client: httpx.AsyncClient, door: Door, program: list[StageRecord], text: PromptText,
                          model: str, t0: float, time_scale: float, engines: Sequence[EngineSpec],
                          slo_scale: float) -> ProgramResult:
@@ -258,53 +297,64 @@ async def replay_program(client: httpx.AsyncClient, door: Door, program: list[St
     result = ProgramResult(first.program_id, first.workflow, (arrived - t0) / time_scale)
     result.isolated_s = reference_latency_s(program, engines)
     deadline = time.time() + slo_scale * result.isolated_s * time_scale if first.tenant != "default" else 0.0
-    answers: dict[int, asyncio.Future[str]] = {r.stage_index: asyncio.get_running_loop().create_future()
-                                               for r in program}
+    if deadline:
+        result.deadline_s = result.arrival_s + slo_scale * result.isolated_s
+    profile = engines[0].profile
+    alone = prompts_alone(program, model, profile.block_size)
+    answers: dict[int, str] = {}
+    done = {r.stage_index: asyncio.Event() for r in program}
     later_agents = {r.stage_index: {s.agent for s in program if s.stage_index > r.stage_index} for r in program}
 
     async def stage(record: StageRecord) -> None:
         for d in record.depends_on:
-            await answers[d]
+            await done[d].wait()
         await asyncio.sleep(record.tool_s * time_scale)
-        parts = [await answers[p["output_of"]] if "output_of" in p else text.part(p["text"], p["tokens"])
-                 for p in record.prompt_parts] or [text.part(f"{record.program_id}/{record.stage_index}",
-                                                             record.input_tokens[model])]
         upstream = next((r.agent for r in program if r.stage_index in record.depends_on
                          and r.agent != record.agent), "")
         step = sum(1 for r in program if r.agent == record.agent and r.stage_index < record.stage_index)
-        call = StageCall(record, [{"role": "user", "content": "".join(parts)}], model, upstream, first.agent, step,
+        call = StageCall(record, conversation(record, answers, text, model), model, upstream, first.agent, step,
                          record.agent in later_agents[record.stage_index])
-        body, headers = body_for(door, call, time_scale, deadline)
+        body, headers = body_for(door, call, deadline)
         sent = time.perf_counter()
         answer, first_s, done_s = await send(client, door, body, headers)
-        # Waiting, as the client can tell it: the first token's delay beyond the prompt's prefill alone.
-        alone_s = engines[0].profile.isolated_request_s(record.input_tokens[model], 1) * time_scale
+        # Waiting, as the client can tell it: the first token's delay beyond the prefill the call would need
+        # alone (its ancestors' blocks cached, as exclusive latency counts them), the same for every door.
+        prompt_tokens, cached_tokens = alone[record.stage_index]
+        alone_s = profile.isolated_request_s(prompt_tokens, 1, cached_tokens) * time_scale
         waited_s = max(0.0, (first_s or done_s) - sent - alone_s)
         sent_at, started_at = (sent - t0) / time_scale, (sent + waited_s - t0) / time_scale
         result.calls[record.stage_index] = SimulatedCall(
             record.stage_index, "", sent_at, started_at, (done_s - t0) / time_scale, record.output_tokens[model], 0,
             queued_intervals_s=[(sent_at, started_at)] if waited_s else [],
             first_token_s=((first_s or done_s) - t0) / time_scale)
-        answers[record.stage_index].set_result(answer)
+        answers[record.stage_index] = answer
+        done[record.stage_index].set()
 
-    await asyncio.gather(*(stage(r) for r in program))
+    async with asyncio.TaskGroup() as stages:  # a failed call cancels its program's other calls
+        for record in program:
+            stages.create_task(stage(record))
     result.finished_s = (time.perf_counter() - t0) / time_scale
     result.model = model
     result.correct = first.correct.get(model)
     return result
 
 
-async def warm_up(door: Door, text: PromptText, model: str, calls: int) -> None:
-    """Independent two-call programs, excluded from the figures, so every door starts warm."""
+async def warm_up(door: Door, text: PromptText, model: str, programs_count: int) -> None:
+    """Independent two-call programs (the second resumes the first with its answer), excluded from the
+    figures, so every door starts warm and vLLM's router has seen programs resume."""
     async with httpx.AsyncClient(timeout=600) as client:
         async def one(i: int) -> None:
-            record = StageRecord(f"warmup-{i}", "warmup", "warmup", 1, 1, "warmup", "", [], "", "",
-                                 {model: 256}, {model: 32}, {}, 0.0)
-            call = StageCall(record, [{"role": "user", "content": text.part(f"warmup-{i}", 256)}], model)
-            await send(client, door, *body_for(door, call, 1.0, 0.0))
+            messages = [{"role": "user", "content": text.part(f"warmup-{i}", 256)}]
+            for step in range(2):
+                record = StageRecord(f"warmup-{i}", "warmup", "warmup", step + 1, 2, "lead", "", [], "", "",
+                                     {model: 256}, {model: 32}, {}, 0.0)
+                call = StageCall(record, messages, model, root_agent="lead", agent_step=step, resumes=step == 0)
+                answer, _, _ = await send(client, door, *body_for(door, call, 0.0))
+                messages = [*messages, {"role": "assistant", "content": answer},
+                            {"role": "user", "content": text.part(f"warmup-{i}/{step}", 64)}]
 
-        for start in range(0, calls, 8):
-            await asyncio.gather(*(one(i) for i in range(start, min(calls, start + 8))))
+        for start in range(0, programs_count, 8):
+            await asyncio.gather(*(one(i) for i in range(start, min(programs_count, start + 8))))
 
 
 COUNTERS = {"vllm:prefix_cache_queries_total": "prefix_queries", "vllm:prefix_cache_hits_total": "prefix_hits",
@@ -365,7 +415,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     """Warm the door up, replay the trace through it, and read what the client and the servers saw."""
     await wait_serving(door)
     model = engines[0].model
-    await warm_up(door, text, model, args.warmup)
+    await warm_up(door, text, model, args.warmup_programs)
     before, cpu_before = server_counters(door.pool_config), cpu_seconds(door.pids())
     groups = list(programs(records).values())
     async with httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None)) as client:
@@ -399,35 +449,45 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--programs", type=int, default=40)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--rate", type=float, default=0.2, help="programs per second of GPU time")
-    p.add_argument("--time-scale", type=float, default=None, help="default: the pool's")
     p.add_argument("--slo-scale", type=float, default=5.0)
-    p.add_argument("--warmup", type=int, default=WARMUP_CALLS)
+    p.add_argument("--warmup-programs", type=int, default=WARMUP_PROGRAMS)
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     pool = load_stack(Path(args.pool))
     scales = {float(s.get("time_scale", 1.0)) for s in pool["vllm_sim"]}
     if len(scales) != 1:
         raise SystemExit("the pool's servers must share one time_scale")
-    args.time_scale = args.time_scale or scales.pop()
+    args.time_scale = scales.pop()
     engines = [EngineSpec(s["name"], s.get("served_model_name") or load_profile(s["profile"]).model,
                           load_profile(s["profile"])) for s in pool["vllm_sim"]]
     records = generate(args.family, args.programs, args.seed, [engines[0].model], rate_per_s=args.rate)
     out = Path(args.out) if args.out else OUT_DIR / "doors"
     out.mkdir(parents=True, exist_ok=True)
     text = PromptText(pool["vllm_sim"][0].get("tokenizer", ""))
-    rows = [run_door(name, pool, records, args, text, engines, out) for name in args.doors.split(",")]
-    result = {"command": "python -m hetflow.bench.doors " + " ".join(sys.argv[1:] if argv is None else argv),
-              "machine": machine(), "time_scale": args.time_scale, "programs": args.programs, "rows": rows}
-    (out / "results.json").write_text(json.dumps(result, indent=1))
-    for r in rows:
-        lat = r.get("latency_s", {})
-        print(f"{r['door']:<26} {r.get('programs', 0):>4} programs  p50 {lat.get('p50', 0):7.2f} s  "
-              f"p95 {lat.get('p95', 0):7.2f} s  within {r.get('within_slo_share', 0):.0%}  "
-              f"hit {r['prefix_hit_rate']:.0%}  queue {r['server_queueing_share']:.1%}  "
-              f"late {r['late_iteration_share']:.1%}{'' if r['host_kept_up'] else ' (HOST BEHIND)'}  "
-              f"failed {r['failed_programs']}")
+    result: dict[str, Any] = {
+        "command": "python -m hetflow.bench.doors " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": machine(), "time_scale": args.time_scale, "programs": args.programs, "rows": []}
+    for name in args.doors.split(","):
+        try:
+            row = run_door(name, pool, records, args, text, engines, out)
+        except Exception as exc:  # noqa: BLE001 - one door's failure is its row; the others still run
+            row = {"door": name, "error": f"{type(exc).__name__}: {exc}"}
+        result["rows"].append(row)
+        (out / "results.json").write_text(json.dumps(result, indent=1))  # after every door: nothing lost
+        print(_line(row), flush=True)
     print(f"-> {out}/results.json")
-    return 0
+    return 0 if all("error" not in r for r in result["rows"]) else 1
+
+
+def _line(row: dict[str, Any]) -> str:
+    if "error" in row:
+        return f"{row['door']:<26} failed: {row['error']}"
+    lat = row.get("latency_s", {})
+    return (f"{row['door']:<26} {row.get('programs', 0):>4} programs  p50 {lat.get('p50', 0):7.2f} s  "
+            f"p95 {lat.get('p95', 0):7.2f} s  within {row.get('within_slo_share', 0):.0%}  "
+            f"hit {row['prefix_hit_rate']:.0%}  queue {row['server_queueing_share']:.1%}  "
+            f"late {row['late_iteration_share']:.1%}{'' if row['host_kept_up'] else ' (HOST BEHIND)'}  "
+            f"failed {row['failed_programs']}")
 
 
 if __name__ == "__main__":

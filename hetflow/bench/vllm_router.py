@@ -128,12 +128,15 @@ def router_binary() -> str:
 
 
 def router_command(worker_urls: Sequence[str], port: int, prometheus_port: int, policy: str = "consistent_hash",
-                   program_config: dict[str, Any] | None = None, binary: str = "") -> list[str]:
+                   program_config: dict[str, Any] | None = None, binary: str = "",
+                   request_timeout_s: float | None = None) -> list[str]:
     """The router's command line: HTTP workers, its own Prometheus port (two routers on a host need
     two), and Program scheduling when ``program_config`` is given (the docs' launch, with
     ``consistent_hash`` for requests without program identity)."""
     command = [binary or router_binary(), "--host", "127.0.0.1", "--port", str(port), "--worker-urls", *worker_urls,
                "--policy", policy, "--prometheus-host", "127.0.0.1", "--prometheus-port", str(prometheus_port)]
+    if request_timeout_s is not None:  # the router's own timeout, scaled with the pool like every other
+        command += ["--request-timeout-secs", str(max(1, round(request_timeout_s)))]
     if program_config is not None:
         command += ["--enable-program-scheduling", "--program-scheduling-config-json",
                     json.dumps(program_config, separators=(",", ":"))]

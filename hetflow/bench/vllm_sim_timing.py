@@ -42,13 +42,19 @@ async def measure(url: str, prompt_tokens: int, output_tokens: int, repeats: int
     async with httpx.AsyncClient(base_url=url, timeout=600) as client:
         for i in range(repeats):
             prompt = [3 + (i * 7919 + k) % 1500 for k in range(prompt_tokens)]  # new ids each request
-            body = {"prompt": prompt, "max_tokens": output_tokens, "ignore_eos": True, "stream": True}
-            sent, times = time.perf_counter(), []
+            body = {"prompt": prompt, "max_tokens": output_tokens, "ignore_eos": True, "stream": True,
+                    "stream_options": {"include_usage": True}}
+            sent, times, tokens = time.perf_counter(), [], 0
             async with client.stream("POST", "/v1/completions", json=body) as reply:
                 async for line in reply.aiter_lines():
-                    if line.startswith("data: {"):
+                    if not line.startswith("data: {"):
+                        continue
+                    chunk = json.loads(line[6:])
+                    if chunk["choices"]:
                         times.append(time.perf_counter())
-            out.append((times[0] - sent, (times[-1] - times[0]) / (len(times) - 1)))
+                    else:  # the usage chunk: how many tokens the chunks carried (several, when coalesced)
+                        tokens = chunk["usage"]["completion_tokens"]
+            out.append((times[0] - sent, (times[-1] - times[0]) / (tokens - 1)))
     return out
 
 

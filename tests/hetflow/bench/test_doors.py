@@ -10,7 +10,7 @@ from prometheus_client import generate_latest
 from engine_svc.backends.sim import StepLag
 from engine_svc.vllm_sim.metrics import VllmSimMetrics
 from engine_svc.vllm_sim.tokenizer import PromptTokenizer
-from hetflow.bench.doors import Door, PromptText, StageCall, body_for, counters_of, hetflow_stack
+from hetflow.bench.doors import Door, PromptText, StageCall, body_for, conversation, counters_of, hetflow_stack
 from hetflow.core.engine.scheduler import StepPlan
 from hetflow.core.trace import StageRecord
 
@@ -37,15 +37,15 @@ def test_a_prompt_part_has_exactly_its_tokens_and_equal_keys_give_equal_text(tex
 def test_each_door_speaks_its_own_dialect():
     call = StageCall(record(), [{"role": "user", "content": "x"}], "m", parent_agent="planner", root_agent="planner",
                      agent_step=1, resumes=True)
-    hetflow_body, hetflow_headers = body_for(Door("hetflow", Path("p"), ["u"], "hetflow"), call, 1.0, 0.0)
+    hetflow_body, hetflow_headers = body_for(Door("hetflow", Path("p"), ["u"], "hetflow"), call, 0.0)
     assert hetflow_body["hetflow"] == {"program_id": "p7", "workflow": "agent", "agent": "coder", "stage_index": 2,
                                        "stage_count": 4, "upstream_agent": "planner", "tenant": "default"}
     assert "vllm_xargs" not in hetflow_body and hetflow_headers == {}
-    vllm_body, vllm_headers = body_for(Door("vllm-router:program", Path("p"), ["u"], "vllm"), call, 1.0, 0.0)
+    vllm_body, vllm_headers = body_for(Door("vllm-router:program", Path("p"), ["u"], "vllm"), call, 0.0)
     context = json.loads(vllm_body["vllm_xargs"]["agentic_context"])
     assert context == {"program_id": "p7:coder", "step_id": 1, "expected_resume": True, "blocks_parent": False,
                        "parent_program_id": "p7:planner", "task_id": "p7", "agent_id": "coder",
-                       "root_program_id": "p7:planner"}
+                       "root_program_id": "p7:planner", "agent_role": "subagent"}
     assert vllm_headers == {"x-session-id": "p7"} and "hetflow" not in vllm_body
     for body in (hetflow_body, vllm_body):
         assert body["max_tokens"] == 40 and body["ignore_eos"] and body["stream"]
@@ -69,3 +69,16 @@ def test_late_iterations_are_read_off_the_servers_lag_histogram():
         metrics.observe_step(plan, StepLag(1.0, late_share))
     counters = counters_of(generate_latest(metrics.registry).decode())
     assert counters["iterations"] == 5 and counters["late_iterations"] == 2
+
+
+def test_a_calls_prompt_is_a_conversation_whose_answers_are_the_ancestors_own(text):
+    rec = record()
+    rec.prompt_parts = [{"text": "system", "tokens": 20}, {"text": "task", "tokens": 10}, {"output_of": 1},
+                        {"text": "review", "tokens": 5}]
+    messages = conversation(rec, {1: " the plan"}, text, "m")
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]  # adjacent text parts merged
+    assert messages[0]["content"] == text.part("system", 20) + text.part("task", 10)
+    assert messages[1]["content"] == " the plan"
+    ends_on_answer = record()
+    ends_on_answer.prompt_parts = [{"text": "system", "tokens": 20}, {"output_of": 1}]
+    assert conversation(ends_on_answer, {1: " x"}, text, "m")[-1] == {"role": "user", "content": ""}
