@@ -157,6 +157,12 @@ class SimBackend:
                              pending_prefill_tokens=s.pending_prefill_tokens)
 
     @property
+    def alive(self) -> bool:
+        """The engine loop runs (False once it has died: a server then answers /health 503, as vLLM's
+        does on EngineDeadError)."""
+        return self._task is not None and not self._task.done()
+
+    @property
     def scheduler(self) -> BatchScheduler:
         """The engine model's state, read-only for metrics (prefix-cache counters, KV pool)."""
         return self._scheduler

@@ -266,8 +266,10 @@ def _metrics(server: VllmSimServer) -> Any:
     return handle
 
 
-async def _empty_ok(request: Request) -> Response:
-    return Response(status_code=200)
+def _health(server: VllmSimServer) -> Any:
+    async def handle(request: Request) -> Response:
+        return Response(status_code=200 if server.backend.alive else 503)
+    return handle
 
 
 async def _version(request: Request) -> Response:
@@ -316,8 +318,8 @@ def build(cfg: VllmSimConfig, tokenizer: PromptTokenizer | None = None, clock: E
               Route("/tokenize", _tokenize(server), methods=["POST"]),
               Route("/detokenize", _detokenize(server), methods=["POST"]),
               Route("/metrics", _metrics(server), methods=["GET"]),
-              Route("/health", _empty_ok, methods=["GET"]),
-              Route("/ping", _empty_ok, methods=["GET", "POST"]),
+              Route("/health", _health(server), methods=["GET"]),
+              Route("/ping", _health(server), methods=["GET", "POST"]),
               Route("/version", _version, methods=["GET"]),
               Route("/load", _load, methods=["GET"]),
               Route("/kv_event_sources", _kv_event_sources, methods=["GET"]),

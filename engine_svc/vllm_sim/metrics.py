@@ -69,6 +69,8 @@ class _EngineState(Collector):
                  scheduler.prefix_query_tokens),
                 ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
                  scheduler.prefix_hit_tokens),
+                ("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local cache hits).",
+                 scheduler.prefix_hit_tokens),
                 ("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
                  scheduler.preemptions_total)):
             counter = CounterMetricFamily(name, doc, labels=LABELS)

@@ -177,6 +177,7 @@ async def test_metrics_carry_vllms_names_and_what_hetflows_vllm_server_backend_r
     assert samples["vllm:generation_tokens_total"].value == 12
     assert samples["vllm:prompt_tokens_total"].value == 2 * 97
     assert samples["vllm:prefix_cache_hits_total"].value > 0  # the second prompt found the first's blocks
+    assert samples["vllm:prompt_tokens_cached_total"].value == samples["vllm:prefix_cache_hits_total"].value
     assert samples["vllm:time_to_first_token_seconds_count"].value == 2
     assert samples["vllm:e2e_request_latency_seconds_count"].value == 2
     assert samples["hetflow_sim:step_late_share_count"].value > 0
@@ -198,3 +199,10 @@ def test_a_requests_priority_reaches_the_engine_queue_only_under_priority_schedu
 def test_a_profile_whose_kv_cannot_hold_its_context_is_refused_as_vllm_refuses_to_start(tokenizer):
     with pytest.raises(ValueError, match="more than its KV cache holds"):
         build(VllmSimConfig("sim-0", profile="llama-3.1-8b-instruct@l4"), tokenizer, MovedClock())
+
+
+async def test_health_fails_once_the_engine_loop_has_died(served):
+    server, client = served
+    assert (await client.get("/health")).status_code == 200
+    await server.backend.close()  # the loop gone, as after an engine crash
+    assert (await client.get("/health")).status_code == 503 and (await client.get("/ping")).status_code == 503
