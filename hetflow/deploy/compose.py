@@ -75,8 +75,17 @@ def _healthcheck(raw: Mapping[str, Any], svc: ServiceProcess, start_period_s: in
             "start_period": f"{start_period_s}s"}
 
 
+def refuse_vllm_sim(raw: Mapping[str, Any], tool: str) -> None:
+    """``vllm_sim`` servers are a benchmark pool run on one host (``hetflow up``); the deployment writers do
+    not place them."""
+    if raw.get("vllm_sim"):
+        raise ValueError(f"{tool}: the stack's vllm_sim servers are a benchmark pool for one host; start them with "
+                         "`hetflow up` (docs/vllm-sim.md), and deploy a stack without them")
+
+
 def compose_file(raw: Mapping[str, Any], stack_file: str) -> dict[str, Any]:
     """The compose document for the stack ``raw``, which the host holds at ``stack_file``."""
+    refuse_vllm_sim(raw, "hetflow compose")
     services: dict[str, dict[str, Any]] = {}
     names: dict[str, str] = {}
     gpu = 0

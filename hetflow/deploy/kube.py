@@ -30,6 +30,7 @@ from hetflow.deploy.compose import (
     STACK_IN_CONTAINER,
     engine_gpus,
     health_command,
+    refuse_vllm_sim,
     secured,
     security_files,
     service_host,
@@ -132,6 +133,7 @@ def _service(name: str, svc: ServiceProcess, section: Mapping[str, Any]) -> dict
 
 def manifests(raw: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """File name -> the resources it holds, one file per service."""
+    refuse_vllm_sim(raw, "hetflow kube")
     files: dict[str, list[dict[str, Any]]] = {}
     for svc in plan(raw):
         section = service_section(raw, svc)

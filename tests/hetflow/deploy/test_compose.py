@@ -108,3 +108,9 @@ def test_a_service_token_is_mounted_into_every_container():
     raw["security"] = {"service_token_file": "secrets/token"}
     for entry in compose_file(raw, "./stack.yaml")["services"].values():
         assert "./secrets/token:/app/secrets/token:ro" in entry["volumes"]
+
+
+def test_a_stack_with_a_vllm_sim_pool_is_refused_with_a_reason():
+    raw = load_stack(REPO / "examples" / "vllm-sim-pool.yaml", environ={})
+    with pytest.raises(ValueError, match="vllm_sim servers are a benchmark pool"):
+        compose_file(raw, "stack.yaml")

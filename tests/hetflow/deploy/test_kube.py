@@ -120,3 +120,9 @@ def test_a_missing_certificate_is_an_error_that_says_how_to_make_it(tmp_path):
                                "key_file": str(tmp_path / "{identity}.key")}}
     with pytest.raises(ValueError, match="hetflow certs"):
         write(raw, STACK.read_text(), "stack.yaml", tmp_path / "k8s")
+
+
+def test_a_stack_with_a_vllm_sim_pool_is_refused_with_a_reason():
+    raw = load_stack(REPO / "examples" / "vllm-sim-pool.yaml", environ={})
+    with pytest.raises(ValueError, match="vllm_sim servers are a benchmark pool"):
+        manifests(raw)
