@@ -43,6 +43,11 @@ async def pool():
                                            lifespan="on"))
         tasks.append(asyncio.create_task(uv.serve()))
         servers.append((server, uv, f"http://127.0.0.1:{port}"))
+
+    async def all_started() -> bool:
+        return all(uv.started for _, uv, _ in servers)
+
+    await wait_until(all_started)  # the servers listen before the router first checks them
     yield servers
     for _, uv, _ in servers:
         uv.should_exit = True
