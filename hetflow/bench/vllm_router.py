@@ -41,17 +41,6 @@ DECODE_FIT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DECODE_FIT_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384)
 
 
-def cold_prefill_s(profile: EngineProfile, tokens: int) -> float:
-    """A prompt of ``tokens`` with nothing cached, alone on the engine: its chunks of the iteration's
-    token budget, each attending to the chunks before it."""
-    budget, done, total_ms = profile.max_num_batched_tokens, 0, 0.0
-    while done < tokens:
-        chunk = min(budget, tokens - done)
-        total_ms += profile.step_ms(chunk, 0, 0, ((chunk, done),))
-        done += chunk
-    return total_ms / 1e3
-
-
 @dataclass(frozen=True)
 class Calibration:
     """The router's two cost models fitted to an engine profile, at GPU speed, with their fit errors."""
@@ -96,7 +85,8 @@ def _nonnegative_fit(features: np.ndarray, targets: np.ndarray) -> np.ndarray:
 def calibrate(profile: EngineProfile) -> Calibration:
     """Fit the router's cost models to ``profile`` on prompts and batches the engine can hold."""
     tokens = np.array([t for t in PREFILL_FIT_TOKENS if t < profile.max_model_len], dtype=float)
-    prefill_s = np.array([cold_prefill_s(profile, int(t)) for t in tokens])
+    # a cold prompt alone: its chunks of the iteration's token budget, each attending to those before it
+    prefill_s = np.array([profile.isolated_request_s(int(t), 1) for t in tokens])
     x = tokens / 1e3
     a, b, c = _nonnegative_fit(np.stack([np.ones_like(x), x, x * x], axis=1), prefill_s)
     points = [(batch, batch * context) for batch in DECODE_FIT_BATCHES for context in DECODE_FIT_CONTEXTS

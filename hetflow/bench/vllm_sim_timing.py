@@ -23,7 +23,6 @@ from typing import Any
 import httpx
 
 from hetflow.bench.common import machine
-from hetflow.bench.vllm_router import cold_prefill_s
 from hetflow.core.engine.profile import EngineProfile, load_profile
 from hetflow.runtime.ports import free_port
 
@@ -31,9 +30,9 @@ from hetflow.runtime.ports import free_port
 def expected_s(profile: EngineProfile, prompt_tokens: int, output_tokens: int, time_scale: float
                ) -> tuple[float, float]:
     """The profile's time to first token and mean inter-token time for one request alone."""
-    ttft = cold_prefill_s(profile, prompt_tokens) * time_scale
-    gaps = [profile.step_ms(0, 1, prompt_tokens + k) / 1e3 * time_scale for k in range(1, output_tokens)]
-    return ttft, statistics.mean(gaps)
+    ttft = profile.isolated_request_s(prompt_tokens, 1)
+    whole = profile.isolated_request_s(prompt_tokens, output_tokens)
+    return ttft * time_scale, (whole - ttft) / (output_tokens - 1) * time_scale
 
 
 async def measure(url: str, prompt_tokens: int, output_tokens: int, repeats: int) -> list[tuple[float, float]]:

@@ -9,7 +9,6 @@ from hetflow.bench.vllm_router import (
     DOCUMENTED_TIMES_S,
     agentic_context,
     calibrate,
-    cold_prefill_s,
     program_scheduling_config,
     router_command,
 )
@@ -27,11 +26,11 @@ def test_a_linear_profiles_decode_cost_is_recovered_exactly():
     assert fit.decode_max_error < 1e-9
 
 
-def test_a_cold_prefill_runs_in_chunks_of_the_token_budget_each_attending_to_the_earlier_ones():
+def test_the_prefill_the_router_is_fitted_to_runs_in_chunks_each_attending_to_the_earlier_ones():
     engine = profile(max_num_batched_tokens=512, prefill_ms_per_context_pair=1e-5)
-    assert cold_prefill_s(engine, 300) == pytest.approx(engine.step_ms(300, 0, 0) / 1e3)
+    assert engine.isolated_request_s(300, 1) == pytest.approx(engine.step_ms(300, 0, 0) / 1e3)
     two_chunks = engine.step_ms(512, 0, 0) + engine.step_ms(88, 0, 0, ((88, 512),))
-    assert cold_prefill_s(engine, 600) == pytest.approx(two_chunks / 1e3)
+    assert engine.isolated_request_s(600, 1) == pytest.approx(two_chunks / 1e3)
 
 
 def test_the_measured_h100_profile_fits_the_routers_forms_within_its_reported_error():
