@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import yaml
 
@@ -102,3 +103,15 @@ class MovedClock:
         await asyncio.sleep(0)
         asked = max(0.0, when_s - self.now_s)
         self.now_s += asked * (1.0 + self.oversleep_share)
+
+
+async def wait_until(condition: Callable[[], bool | Awaitable[bool]], timeout_s: float = 60.0) -> None:
+    """Liveness only: fails if ``condition`` (plain or async) never holds, never on how soon it does."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        held = condition()
+        if await held if inspect.isawaitable(held) else held:
+            return
+        assert loop.time() < deadline, "condition never held"
+        await asyncio.sleep(0.05)

@@ -18,18 +18,10 @@ from engine_svc.vllm_sim.config import VllmSimConfig
 from engine_svc.vllm_sim.tokenizer import PromptTokenizer
 from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_command
 from hetflow.runtime.ports import free_port
+from tests.factories import wait_until
 
 pytestmark = pytest.mark.slow
 MODEL = "qwen2.5-1.5b-instruct"
-
-
-async def wait_until(condition, timeout_s: float = 60.0) -> None:
-    """Liveness only: fails if ``condition`` never holds, never on how soon it does."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not await condition():
-        assert loop.time() < deadline, "condition never held"
-        await asyncio.sleep(0.1)
 
 
 @pytest.fixture

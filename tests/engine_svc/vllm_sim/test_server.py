@@ -13,17 +13,9 @@ from engine_svc.vllm_sim.app import build
 from engine_svc.vllm_sim.config import VllmSimConfig
 from engine_svc.vllm_sim.tokenizer import PromptTokenizer
 from hetflow.runtime.ports import free_port
+from tests.factories import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-async def wait_until(condition, timeout_s: float = 30.0) -> None:
-    """Liveness only: fails if ``condition`` never holds, never on how soon it does."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not condition():
-        assert loop.time() < deadline, "condition never held"
-        await asyncio.sleep(0.05)
 
 
 async def test_a_client_that_leaves_mid_stream_frees_its_request():
