@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 VLLM_VERSION = "0.32.0"
@@ -84,7 +84,6 @@ class GenerateRequest:
     stream: bool
     include_usage: bool
     continuous_usage: bool
-    vllm_xargs: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _typed(body: Mapping[str, Any], name: str, kind: type, default: Any) -> Any:
@@ -118,7 +117,9 @@ def _stream_options(body: Mapping[str, Any], stream: bool) -> tuple[bool, bool]:
     return include, include and bool(options.get("continuous_usage_stats", False))
 
 
-def _vllm_xargs(body: Mapping[str, Any]) -> dict[str, Any]:
+def _check_vllm_xargs(body: Mapping[str, Any]) -> None:
+    """``vllm_xargs`` as vLLM types it (strings, numbers or lists of them); accepted, then ignored, as by an
+    engine without a logits processor or plugin that reads it."""
     xargs = _typed(body, "vllm_xargs", dict, {})
     for key, value in xargs.items():
         items = value if isinstance(value, list) else [value]
@@ -126,7 +127,6 @@ def _vllm_xargs(body: Mapping[str, Any]) -> dict[str, Any]:
                                                for v in items):
             raise invalid_body("value_error", f"body.vllm_xargs.{key}",
                                "Input should be a string, an integer, a number or a list of them", value)
-    return xargs
 
 
 def max_tokens_for(requested: int | None, prompt_tokens: int, max_model_len: int, text_prompt: bool,
@@ -154,15 +154,15 @@ def request_id_of(body: Mapping[str, Any], header_request_id: str | None, chat: 
 
 
 def common_fields(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What completions and chat share: streaming, sampling extras, priority, vllm_xargs."""
+    """What completions and chat share: streaming, sampling extras, priority (``vllm_xargs`` checked)."""
+    _check_vllm_xargs(body)
     stream = bool(_typed(body, "stream", bool, False))
     include_usage, continuous = _stream_options(body, stream)
     if _typed(body, "n", int, 1) != 1:
         raise bad_request("hetflow's vllm-sim serves n=1 only.", "n", body.get("n"))
     return {"stream": stream, "include_usage": include_usage, "continuous_usage": continuous,
             "ignore_eos": bool(_typed(body, "ignore_eos", bool, False)),
-            "min_tokens": _typed(body, "min_tokens", int, 0), "priority": _typed(body, "priority", int, 0),
-            "vllm_xargs": _vllm_xargs(body)}
+            "min_tokens": _typed(body, "min_tokens", int, 0), "priority": _typed(body, "priority", int, 0)}
 
 
 def completion_prompt(body: Mapping[str, Any]) -> str | tuple[int, ...]:

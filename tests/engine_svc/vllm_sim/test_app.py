@@ -125,6 +125,8 @@ async def test_unknown_fields_and_vllm_xargs_are_accepted(served):
     ("/v1/completions", {"prompt": [10**7]}, 400, "BadRequestError", None, "Token id 10000000 is out of vocabulary"),
     ("/v1/completions", {"prompt": ["a", "b"]}, 400, "BadRequestError", "prompt", "one prompt per request"),
     ("/v1/chat/completions", {"model": MODEL}, 400, "Bad Request", "body.messages", "'msg': 'Field required'"),
+    ("/v1/completions", {"prompt": "x", "vllm_xargs": {"agentic_context": {"program_id": "p"}}}, 400, "Bad Request",
+     "body.vllm_xargs.agentic_context", "a string, an integer, a number or a list"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"text": 5}]}]}, 400, "BadRequestError",
      None, ""),
     ("/v1/completions", {"prompt": "x", "max_tokens": 2, "min_tokens": 5}, 400, "BadRequestError", "min_tokens",
