@@ -21,7 +21,7 @@ from hetflow.core.hold_queue import HoldQueue
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.pipeline import Pipeline
-from hetflow.core.policies import Prediction, Priority, WaitForCapacity
+from hetflow.core.policies import FinishedCall, Prediction, Priority, WaitForCapacity
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches
 from hetflow.core.snapshot import ClusterSnapshot
@@ -122,7 +122,7 @@ class Simulation:
         self._deadlines: dict[str, float] = {}
         self.agent_priority_interval_s = agent_priority_interval_s
         """How often the monitor's Kairos agent priorities are recomputed, in virtual time."""
-        self.pipeline = Pipeline(policy)
+        self.pipeline = Pipeline(policy, tells_completions=True)
         self.signals = signals
         self.monitor = MonitorState(MonitorLimits(engine_stale_after_s=float("inf"), engine_failed_after_s=float("inf"),
                                                   orphan_grace_s=float("inf"), program_ttl_s=float("inf")))
@@ -334,6 +334,8 @@ class Simulation:
         call.queued_intervals_s += req.queued_intervals_s  # after any time held in the balancer for KV room
         call.preemptions += req.preemptions
         record = self._record(program_id, stage)
+        if self.pipeline.engine_picker.follows_completions and kind == "answer":
+            self._tell_finished(record, call.engine_id, req)
         if kind == "judge" and self.cascade is not None:
             model = self._answering_model(record)
             self._graded(program_id, record, model, self.cascade.judge_grade(record, model))
@@ -352,6 +354,16 @@ class Simulation:
                          self.cascade.judge_grade(record, model))
         else:
             self._dispatch_judge(program_id, record, req.prompt_tokens + req.output_tokens)
+
+    def _tell_finished(self, record: StageRecord, engine_id: str, req: EngineRequest) -> None:
+        """What a router in front of the engines sees of a finished call: its usage, and whether its agent
+        comes back later in the workflow (the ``expected_resume`` the live harness sends vLLM's router)."""
+        resumes = any(r.agent == record.agent and r.stage_index > record.stage_index
+                      for r in self._programs[record.program_id])
+        workflow = WorkflowInfo(record.program_id, record.workflow, record.agent, record.stage_index,
+                                record.stage_count, record.upstream_agent, record.tenant)
+        self.pipeline.finished(FinishedCall(workflow, engine_id, self.loop.now, req.prompt_tokens,
+                                            req.output_tokens, req.prefix_hit_tokens, resumes))
 
     def _record(self, program_id: str, stage: int) -> StageRecord:
         return next(r for r in self._programs[program_id] if r.stage_index == stage)

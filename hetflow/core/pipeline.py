@@ -19,6 +19,7 @@ from hetflow.core.monitor.memory_ledger import MemoryPlan
 from hetflow.core.policies import (
     Choice,
     EnginePicker,
+    FinishedCall,
     ModelPicker,
     PolicyStore,
     Prediction,
@@ -79,9 +80,14 @@ def models_able_to_hold(call: LlmCall, snapshot: ClusterSnapshot, models: list[s
 
 
 class Pipeline:
-    def __init__(self, policy: PolicyConfig) -> None:
+    def __init__(self, policy: PolicyConfig, tells_completions: bool = False) -> None:
+        """``tells_completions``: the caller calls ``finished`` for every call it placed (the simulator); an
+        engine picker that learns from completions runs only then."""
         self.model_picker: ModelPicker = plugins.build("model-picker", policy.model.type, policy.model.params)
         self.engine_picker: EnginePicker = plugins.build("engine-picker", policy.engine.type, policy.engine.params)
+        if self.engine_picker.follows_completions and not tells_completions:
+            raise ValueError(f"engine picker {policy.engine.type!r} learns from finished calls, which only the "
+                             "simulator tells it: it runs in the simulator only")
         self.priority_rule: PriorityRule = plugins.build("priority-rule", policy.priority.type,
                                                          policy.priority.params)
         self.store = PolicyStore(alpha=self.engine_picker.initial_alpha)
@@ -102,6 +108,11 @@ class Pipeline:
         if self.model_picker.program_affinity and snapshot.program_model in able:
             return [snapshot.program_model]
         return able
+
+    def finished(self, call: FinishedCall) -> None:
+        """A call this pipeline placed has finished: the engine picker learns from it if it follows them."""
+        if self.engine_picker.follows_completions:
+            self.engine_picker.finished(call, self.store)
 
     def needs_router(self, call: LlmCall, candidates: list[str]) -> bool:
         return not call.model_pin and len(candidates) > 1 and self.model_picker.needs_router

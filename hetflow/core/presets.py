@@ -128,6 +128,11 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("autellix", "Autellix 4.2-4.3: ATLAS (program-level attained service on the critical path, eq. 2) and "
            "its data-locality balancer (Algorithm 2, long prompts over 2048 tokens stay on the program's engine)",
            _policy("engine-first", "program-locality", "attained-service")),
+    Preset("vllm-router-program", "vLLM's router 0.1.17 with Program scheduling as its docs recommend (global "
+           "queue, token capacity = the engines' KV, cost models fitted to their profile): programs admitted by KV "
+           "tokens with a growth reserve, KV kept across tool calls for a fitted TTL, resume on the program's rank "
+           "(vllm-project/router src/program_scheduling, docs/program_scheduling.md); FCFS engines; simulator only",
+           _policy("engine-first", "program-admission", "fcfs")),
     Preset("autellix-plas", "Autellix 4.2.1: PLAS (program-level attained service, eq. 1) and its data-locality "
            "balancer", _policy("engine-first", "program-locality", StageConfig("attained-service",
                                                                                {"variant": "plas"}))),
@@ -213,6 +218,9 @@ def apply_to_stack(raw: Mapping[str, Any], preset: Preset) -> dict[str, Any]:
     """A copy of the stack config whose balancer and engines run ``preset``."""
     if preset.prediction == "oracle":
         raise ValueError(f"policy {preset.name!r} needs the true lengths: it runs in the simulator only")
+    if plugins.plugin_class("engine-picker", preset.policy.engine.type).follows_completions:
+        raise ValueError(f"policy {preset.name!r} learns from finished calls: it runs in the simulator only (live, "
+                         "run the rival itself: python -m hetflow.bench.doors)")
     out = copy.deepcopy(dict(raw))
     out.setdefault("balancer", {})["policy"] = preset.policy.to_mapping()
     for engine in out.get("engines", []):

@@ -10,7 +10,7 @@ STACK = {"balancer": {"port": 1}, "engines": [{"name": "a"}, {"name": "b", "queu
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_every_preset_builds_a_pipeline(name):
-    pipeline = Pipeline(resolve(name).policy)
+    pipeline = Pipeline(resolve(name).policy, tells_completions=True)  # as the simulator builds it
     assert pipeline.priority_rule.prediction_target in ("workflow", "call")
 
 

@@ -16,9 +16,9 @@ lives in the ``PolicyStore`` the pipeline hands them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
-from hetflow.core.call import LlmCall
+from hetflow.core.call import LlmCall, WorkflowInfo
 from hetflow.core.errors import Unavailable
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
@@ -49,6 +49,20 @@ class Prediction:
     quantile_tokens: Mapping[float, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class FinishedCall:
+    """A finished call as a router in front of the engines sees it in the response's usage."""
+
+    workflow: WorkflowInfo
+    engine_id: str
+    finished_s: float
+    prompt_tokens: int
+    output_tokens: int
+    cached_prompt_tokens: int
+    agent_resumes: bool
+    """Whether the call's agent has a later call in its workflow (vLLM's ``expected_resume``)."""
+
+
 @dataclass
 class PolicyStore:
     """What persists between decisions; one per pipeline, handed to every stage."""
@@ -66,6 +80,9 @@ class PolicyStore:
     call_is_held: bool = False
     """Whether the call being decided is one the hold queue holds (decided again in a round), set with
     ``waiting_calls``: the RL router lets a call it held wait for room undecided."""
+    program_ledger: Any = None
+    """vLLM's router's own program state, for the rival preset that follows its Program scheduling
+    (``program_ledger.ProgramLedger``); None for every other policy."""
 
     def next_turn(self, rotation: str) -> int:
         """This decision's turn of ``rotation`` (0, 1, 2, ...)."""
@@ -164,9 +181,16 @@ class EnginePicker:
     """Whether decisions carry the call's memory plan for the engine's ledger (Kairos 6)."""
     initial_alpha: float | None = None
     """The alpha the store starts from; None when the stage has no alpha to tune."""
+    follows_completions = False
+    """Whether it learns from finished calls (``finished``), as a router that proxies the responses does;
+    the simulator tells it of each."""
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction,
              store: PolicyStore) -> Choice:
+        raise NotImplementedError
+
+    def finished(self, call: FinishedCall, store: PolicyStore) -> None:
+        """A call it placed has finished (only called when ``follows_completions``)."""
         raise NotImplementedError
 
 
@@ -221,6 +245,7 @@ def _register_builtins() -> None:
         min_min,
         predicted_call_tokens,
         predicted_total_tokens,
+        program_admission,
         program_locality,
         round_robin,
         scored,

@@ -1,0 +1,99 @@
+"""Engine choice: vLLM's router's Program scheduling (vllm-project/router, ``vllm-router`` 0.1.17,
+``docs/program_scheduling.md``; a rival), for sweeps at scale beside the live runs of the binary itself.
+
+A program is one agent of a workflow (``<program_id>:<agent>``, the identity the live harness sends the
+router). Its first request binds it to a home rank by consistent hashing and waits there until the rank
+admits it: vLLM has no waiting request, fewer than 64 programs are active, and its private tokens (its
+context plus a 100-token decode buffer) fit the rank's KV capacity with the growth reserve the active
+programs need. Once active, its requests go to its rank past every gate; after each response it keeps its
+KV for an acting TTL fitted to the rank's tool gaps (Progress-TTL, after Continuum), then pauses and frees
+it; a paused program may resume on another rank with more headroom (``global_queue: true``, the documented
+recommendation). The state is the router's own (``program_ledger.py``, in the ``PolicyStore``), learned
+from the calls it places and the responses it sees (``finished``), with the usage vLLM reports per rank
+scraped once a metrics interval.
+
+Differences from the binary, each named in docs/rivals.md: waiting programs are decided again every
+``recheck_s`` in the balancer's hold-queue order (the router re-decides on every arrival, completion and
+tick, most recently finished first); the batch-gain bypass of the growth reserve, the segment-round yield,
+the shared-prefix credit, the queue timeout and the release of programs paused for 30 minutes are left
+out; the home rank comes from a stand-in hash (the router hashes the whole first request).
+"""
+
+from __future__ import annotations
+
+from hetflow.core.call import LlmCall
+from hetflow.core.engine.router_cost_models import calibrate
+from hetflow.core.plugins import plugin
+from hetflow.core.policies import (
+    Choice,
+    EnginePicker,
+    FinishedCall,
+    PolicyStore,
+    Prediction,
+    WaitForCapacity,
+    healthy_or_unavailable,
+)
+from hetflow.core.policies.program_ledger import ProgramLedger, SchedulingConfig
+from hetflow.core.snapshot import ClusterSnapshot
+
+
+def program_key(program_id: str, agent: str) -> str:
+    """vLLM's program: one agent of hetflow's workflow (docs/vllm-sim.md, the identity mapping)."""
+    return f"{program_id}:{agent}"
+
+
+@plugin("engine-picker", "program-admission")
+class ProgramAdmission(EnginePicker):
+    follows_completions = True
+
+    def __init__(self, global_queue: bool = True, max_active_programs: int = 64, waiting_threshold: int = 1,
+                 decode_buffer_tokens: int = 100, max_acting_ttl_s: float = 10.0, stats_window_size: int = 100,
+                 force_resume_timeout_s: float = 300.0, metrics_interval_s: float = 1.0,
+                 cross_rank_headroom_ratio: float = 1.2, recheck_s: float = 0.2) -> None:
+        if min(max_active_programs, stats_window_size) < 1 or min(metrics_interval_s, recheck_s) <= 0:
+            raise ValueError("program-admission needs max_active_programs and stats_window_size >= 1 and "
+                             "metrics_interval_s, recheck_s > 0")
+        if cross_rank_headroom_ratio < 1 or force_resume_timeout_s <= 0 or max_acting_ttl_s < 0:
+            raise ValueError("program-admission needs cross_rank_headroom_ratio >= 1 (as the router), "
+                             "force_resume_timeout_s > 0 and max_acting_ttl_s >= 0")
+        self.config = SchedulingConfig(bool(global_queue), int(max_active_programs), int(waiting_threshold),
+                                       int(decode_buffer_tokens), max_acting_ttl_s, int(stats_window_size),
+                                       force_resume_timeout_s, metrics_interval_s, cross_rank_headroom_ratio)
+        self.recheck_s = recheck_s
+
+    def _ledger(self, store: PolicyStore, snapshot: ClusterSnapshot) -> ProgramLedger:
+        """The router's state, made at the first decision with the cost models fitted to the pool's profile
+        (the router takes one for all ranks)."""
+        if store.program_ledger is None:
+            profile = next((e.profile for e in snapshot.engines if e.profile is not None), None)
+            if profile is None:
+                raise ValueError("program-admission needs the engines' profiles for the router's cost models")
+            store.program_ledger = ProgramLedger(self.config, calibrate(profile).cache_miss_impact_s)
+        return store.program_ledger
+
+    def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction,
+             store: PolicyStore) -> Choice:
+        now_s = snapshot.taken_unix_s
+        engines = {e.engine_id: e for e in healthy_or_unavailable(snapshot, model)}
+        ledger = self._ledger(store, snapshot)
+        ledger.tick(engines, {k: e.kv_capacity_tokens for k, e in engines.items()}, now_s)
+        program = ledger.arrive(program_key(call.workflow.program_id, call.workflow.agent), call.request_id,
+                                call.input_tokens, now_s)
+        params = {"context_tokens": float(program.context_tokens)}
+        if program.active and program.last_engine in engines:
+            ledger.dispatch_active(program)
+            return Choice(program.last_engine, "vllm-router:active-program", params=params)
+        admission = ledger.admit(program, now_s) if program.last_engine in engines else None
+        if admission is None:
+            raise WaitForCapacity(f"program {program.key} waits for rank {program.last_engine}", self.recheck_s)
+        return Choice(admission.engine_id, f"vllm-router:{admission.rule}",
+                      loads={admission.engine_id: admission.used_tokens},
+                      params={**params, "required_tokens": admission.required_tokens,
+                              "reserve_tokens": admission.reserve_tokens})
+
+    def finished(self, call: FinishedCall, store: PolicyStore) -> None:
+        if store.program_ledger is None:
+            return
+        store.program_ledger.finish(program_key(call.workflow.program_id, call.workflow.agent), call.engine_id,
+                                    call.prompt_tokens, call.output_tokens, call.cached_prompt_tokens,
+                                    call.agent_resumes, call.finished_s)

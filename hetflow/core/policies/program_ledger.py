@@ -1,0 +1,462 @@
+"""vLLM's router's own state under Program scheduling (vllm-project/router, the version ``vllm-router``
+0.1.17 ships; a rival): its programs, its per-rank usage estimate and its rolling statistics, kept as the
+router keeps them, for the ``vllm-router-program`` preset (``program_admission.py``).
+
+Sources, read not copied (commits of the indexed files; the installed binary is newer than every one):
+``src/program_scheduling/scheduler.rs`` @ 3881953 (usage from observations), ``scheduler_lifecycle.rs``
+@ 3881953 (completion, acting TTL, pause, capacity repair), ``scheduler_admission.rs`` and
+``scheduler_fairness.rs`` @ e0c942d (admission gates, force-resume deadline), ``factors.rs`` @ e0c942d
+(rolling windows), ``policy.rs`` @ 1aa3500 (the Progress-TTL formulas), ``binding/mod.rs`` @ 1aa3500
+(consistent-hash ring), and ``docs/program_scheduling.md``.
+
+A program is one agent of a workflow (``<program_id>:<agent>``, as the live harness names it to the
+router, docs/vllm-sim.md). It is *active* on a rank while it has a placement there: *reasoning* (a call in
+flight) or *acting* (idle in a tool call, its KV kept for its acting TTL), or *paused* (no placement, its
+tokens freed). Times are the simulator's seconds, passed in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import math
+from bisect import bisect_left
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from hetflow.core.snapshot import EngineView
+
+
+def _normal_cdf(z: float) -> float:
+    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+
+
+def fitted_acting_ttl_s(intervals_s: list[float], miss_impact_s: float, max_ttl_s: float) -> float:
+    """The acting TTL that maximises ``P(T < d) C - E[T; T < d] - d P(T >= d)`` for the tool-gap T
+    fitted log-normal over the rank's intervals, C the cache-miss impact, over 0, 50 ms and 32 log-spaced
+    candidates up to ``min(max_ttl_s, C)``; 0 when the best utility is negative (policy.rs
+    ``fitted_acting_ttl``, Continuum's TTL)."""
+    intervals = [math.log(t) for t in intervals_s if t > 0 and math.isfinite(t)]
+    cap_s = min(max_ttl_s, miss_impact_s)
+    if not intervals or cap_s <= 0:
+        return 0.0
+    mu = sum(intervals) / len(intervals)
+    sigma = max(math.sqrt(sum((x - mu) ** 2 for x in intervals) / len(intervals)), 1e-6)
+    low_s = min(0.05, cap_s)
+    candidates = [0.0, low_s, cap_s]
+    if cap_s > low_s:
+        candidates += [math.exp(math.log(low_s) + (math.log(cap_s) - math.log(low_s)) * i / 31) for i in range(32)]
+    mean_s = math.exp(mu + sigma * sigma / 2)
+    best_s, best_utility = 0.0, -math.inf
+    for ttl_s in candidates:
+        if ttl_s <= 0:
+            utility = 0.0
+        else:
+            hit = _normal_cdf((math.log(ttl_s) - mu) / sigma)
+            truncated_s = mean_s * _normal_cdf((math.log(ttl_s) - mu - sigma * sigma) / sigma)
+            utility = miss_impact_s * hit - truncated_s - ttl_s * (1.0 - hit)
+        if utility >= best_utility:
+            best_s, best_utility = ttl_s, utility
+    return best_s if best_utility >= 0 else 0.0
+
+
+class HashRing:
+    """Consistent hashing of programs to ranks, ``virtual_nodes`` points per rank (binding/mod.rs). The
+    router hashes a session header or, without one, the whole first request (its ``fbi_hash``); the live
+    harness sends no session header, so a program's home is as good as random: here blake2b of the program's
+    key and generation stands in."""
+
+    def __init__(self, engine_ids: list[str], virtual_nodes: int) -> None:
+        points = sorted((_hash(f"{engine_id}:{v}"), engine_id) for engine_id in sorted(engine_ids)
+                        for v in range(virtual_nodes))
+        self.engine_ids = tuple(sorted(engine_ids))
+        self._hashes = [h for h, _ in points]
+        self._owners = [e for _, e in points]
+
+    def home(self, key: str) -> str:
+        i = bisect_left(self._hashes, _hash(key))
+        return self._owners[i % len(self._owners)]
+
+
+def _hash(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+@dataclass
+class RouterProgram:
+    key: str
+    generation: int
+    last_engine: str
+    """``last_target``: its home rank until it is first admitted, then where it last ran."""
+    active: bool = False
+    in_flight: int = 0
+    context_tokens: int = 0
+    """The router's estimate of its full context: its last prompt and what it generated since."""
+    ttl_deadline_s: float = math.inf
+    """While acting: when its kept KV is released (paused)."""
+    was_paused: bool = False
+    """Paused before (by TTL, repair): only such a program may resume on another rank."""
+    pause_when_idle: bool = False
+    """Capacity repair marked it: it pauses at its next completion instead of acting."""
+    last_finished_s: float | None = None
+    last_prompt_tokens: int = 0
+    rounds_since_activation: int = 0
+    rounds_since_ttl_pause: int = 0
+    pending_request: str = ""
+    """The request it is deciding (its arrival is counted once however often it is decided again)."""
+    activated_s: float = 0.0
+
+
+@dataclass
+class RankWindows:
+    """One rank's rolling windows of ``size`` samples (factors.rs): completed requests (finish time, rounds
+    since the program's last TTL pause, context growth, output) and tool-gap intervals (for the TTL)."""
+
+    size: int
+    finished_s: deque = field(init=False)
+    rounds: deque = field(init=False)
+    growth_tokens: deque = field(init=False)
+    output_tokens: deque = field(init=False)
+    intervals_s: deque = field(init=False)
+
+    def __post_init__(self) -> None:
+        for name in ("finished_s", "rounds", "growth_tokens", "output_tokens", "intervals_s"):
+            setattr(self, name, deque(maxlen=self.size))
+
+    def add(self, finished_s: float, rounds: int, growth_tokens: int | None, output_tokens: int) -> None:
+        self.finished_s.append(finished_s)
+        self.rounds.append(rounds)
+        self.growth_tokens.append(growth_tokens)
+        self.output_tokens.append(output_tokens)
+
+    @property
+    def mature(self) -> bool:
+        return len(self.finished_s) >= self.size
+
+    def target_rounds(self, max_segment_rounds: int) -> float:
+        """``clamp(ceil(2 x mean rounds since TTL pause), 1, max)``, 0 while immature (policy.rs)."""
+        if not self.mature:
+            return 0.0
+        return float(min(max(math.ceil(2 * sum(self.rounds) / len(self.rounds)), 1), max_segment_rounds))
+
+    def mean_growth_tokens(self) -> float:
+        grown = [g for g in self.growth_tokens if g is not None]
+        return sum(grown) / len(grown) if grown else 0.0
+
+    def requests_per_s(self) -> float:
+        if len(self.finished_s) < 2 or self.finished_s[-1] <= self.finished_s[0]:
+            return 0.0
+        return (len(self.finished_s) - 1) / (self.finished_s[-1] - self.finished_s[0])
+
+
+@dataclass(frozen=True)
+class SchedulingConfig:
+    """The router's ``--program-scheduling-config-json`` as the live harness sets it (the documented
+    recommended configuration), in the simulator's seconds."""
+
+    global_queue: bool = True
+    max_active_programs: int = 64
+    waiting_threshold: int = 1
+    """``admission_waiting_request_threshold``: a rank whose vLLM has this many waiting takes no new program."""
+    decode_buffer_tokens: int = 100
+    max_acting_ttl_s: float = 10.0
+    stats_window_size: int = 100
+    force_resume_timeout_s: float = 300.0
+    metrics_interval_s: float = 1.0
+    cross_rank_headroom_ratio: float = 1.2
+    max_segment_rounds: int = 14
+    watermark_ratio: float = 1.0
+    """``low_watermark_ratio`` = ``high_watermark_ratio`` (both 1.0 by default)."""
+
+
+@dataclass(frozen=True)
+class Admission:
+    engine_id: str
+    rule: str
+    used_tokens: float
+    required_tokens: float
+    reserve_tokens: float
+
+
+@dataclass
+class RankObservation:
+    """A rank's last scrape of vLLM's ``/metrics`` with the router's checkpoint of its own programs at that
+    moment, and the router's own changes to its usage since (scheduler.rs ``apply_observations``)."""
+
+    taken_s: float = -math.inf
+    estimated_active_tokens: float = 0.0
+    waiting: int = 0
+    delta_tokens: float = 0.0
+
+
+class ProgramLedger:
+    """The router's programs, per-rank usage estimates and windows; every method takes the time."""
+
+    def __init__(self, config: SchedulingConfig, miss_impact_s: Callable[[int], float]) -> None:
+        self.config = config
+        self.miss_impact_s = miss_impact_s
+        """Uncached prompt tokens -> seconds: the calibrated cold prefill (``Calibration.cache_miss_impact_s``)."""
+        self.programs: dict[str, RouterProgram] = {}
+        self.active: dict[str, set[str]] = {}
+        """Rank -> keys of the programs active on it."""
+        self.queued: dict[str, float] = {}
+        """Key -> when it was queued, for the programs waiting for admission."""
+        self.force_deadline_s: dict[str, float] = {}
+        self.windows: dict[str, RankWindows] = {}
+        self.observations: dict[str, RankObservation] = {}
+        self.capacity_tokens: dict[str, int] = {}
+        self.generations: dict[str, int] = {}
+        self._ttl_heap: list[tuple[float, str]] = []
+        self.ring: HashRing | None = None
+
+    # -- state --------------------------------------------------------------------------------------------
+    def window(self, engine_id: str) -> RankWindows:
+        if engine_id not in self.windows:
+            self.windows[engine_id] = RankWindows(self.config.stats_window_size)
+        return self.windows[engine_id]
+
+    def on_rank(self, engine_id: str) -> list[RouterProgram]:
+        return [self.programs[k] for k in self.active.get(engine_id, ())]
+
+    def private_tokens(self, program: RouterProgram) -> int:
+        """Its context plus the decode buffer (the harness sends no ``expected_output_length``); no shared
+        prefix is subtracted (scheduler_state.rs ``private_tokens``)."""
+        return program.context_tokens + self.config.decode_buffer_tokens
+
+    def used_tokens(self, engine_id: str) -> float:
+        observation = self.observations[engine_id]
+        return max(0.0, observation.estimated_active_tokens + observation.delta_tokens)
+
+    def adjust(self, engine_id: str, tokens: float) -> None:
+        self.observations.setdefault(engine_id, RankObservation()).delta_tokens += tokens
+
+    # -- scrape and periodic decisions ---------------------------------------------------------------------
+    def tick(self, engines: dict[str, EngineView], capacity_tokens: dict[str, int], now_s: float) -> None:
+        """What the router does on a tick, an arrival or a completion: scrape each rank whose last scrape
+        is a metrics interval old, release expired acting TTLs, repair capacity."""
+        if self.ring is None or self.ring.engine_ids != tuple(sorted(engines)):
+            self.ring = HashRing(list(engines), 160)
+        self.capacity_tokens = capacity_tokens
+        for engine_id, engine in engines.items():
+            if now_s - self.observations.get(engine_id, RankObservation()).taken_s >= self.config.metrics_interval_s:
+                self._observe(engine, now_s)
+        self._expire_ttls(now_s)
+        for engine_id in engines:
+            self._repair(engine_id)
+
+    def _observe(self, engine: EngineView, now_s: float) -> None:
+        """vLLM's KV usage times the capacity, scaled up when the router counts more reasoning programs than
+        vLLM runs, plus the acting programs' private tokens (vLLM does not count them)."""
+        programs = self.on_rank(engine.engine_id)
+        reasoning = [p for p in programs if p.in_flight]
+        native = engine.kv_cache_usage * self.capacity_tokens[engine.engine_id]
+        if engine.running > 0:
+            reasoning_tokens = native * max(len(reasoning), engine.running) / engine.running
+        elif reasoning:
+            reasoning_tokens = float(sum(self.private_tokens(p) for p in reasoning))
+        else:
+            reasoning_tokens = native
+        acting_tokens = sum(self.private_tokens(p) for p in programs if not p.in_flight)
+        self.observations[engine.engine_id] = RankObservation(now_s, reasoning_tokens + acting_tokens, engine.waiting)
+
+    def _expire_ttls(self, now_s: float) -> None:
+        while self._ttl_heap and self._ttl_heap[0][0] <= now_s:
+            deadline_s, key = heapq.heappop(self._ttl_heap)
+            program = self.programs.get(key)
+            if (program is not None and program.active and not program.in_flight
+                    and program.ttl_deadline_s == deadline_s):
+                self.pause(program)
+
+    def _repair(self, engine_id: str) -> None:
+        """Capacity repair (scheduler_lifecycle.rs ``repair_capacity``): above the high watermark, pause idle
+        acting programs, longest active first, and mark reasoning ones to pause when idle, down to the low."""
+        capacity = self.capacity_tokens[engine_id] * self.config.watermark_ratio
+        programs = self.on_rank(engine_id)
+        window = self.window(engine_id)
+        completion = math.ceil(sum(window.output_tokens) / len(window.output_tokens)) if window.output_tokens else 0
+        reasoning = [p for p in programs if p.in_flight and not p.pause_when_idle]
+        projected = self.used_tokens(engine_id) + completion * len(reasoning) if engine_id in self.observations else 0.0
+        if projected <= capacity:
+            return
+        for program in sorted(programs, key=lambda p: (p.activated_s, -self.private_tokens(p), p.key)):
+            if projected <= capacity:
+                break
+            if program.in_flight:
+                if not program.pause_when_idle:
+                    program.pause_when_idle = True
+                    projected -= self.private_tokens(program) + completion
+            else:
+                projected -= self.private_tokens(program)
+                self.pause(program)
+
+    def pause(self, program: RouterProgram) -> None:
+        """Paused: no placement, its tokens freed; it may later resume on another rank."""
+        self.adjust(program.last_engine, -self.private_tokens(program))
+        self.active[program.last_engine].discard(program.key)
+        program.active, program.was_paused, program.pause_when_idle = False, True, False
+        program.ttl_deadline_s = math.inf
+        program.rounds_since_activation = program.rounds_since_ttl_pause = 0
+
+    # -- arrivals -----------------------------------------------------------------------------------------
+    def arrive(self, key: str, request_id: str, prompt_tokens: int, now_s: float) -> RouterProgram:
+        """A request of program ``key``: a new program is bound to its home rank; a returning one gives its
+        rank a tool-gap sample and, when active, grows its context there. Counted once per request."""
+        program = self.programs.get(key)
+        if program is None:
+            generation = self.generations.get(key, 0)
+            program = self.programs[key] = RouterProgram(key, generation, self.ring.home(f"{key}#{generation}"))
+        if program.pending_request == request_id:
+            return program
+        program.pending_request = request_id
+        if not program.in_flight and program.last_finished_s is not None:
+            self.window(program.last_engine).intervals_s.append(now_s - program.last_finished_s)
+        if prompt_tokens > program.context_tokens:
+            if program.active and not program.pause_when_idle:
+                self.adjust(program.last_engine, prompt_tokens - program.context_tokens)
+            program.context_tokens = prompt_tokens
+        return program
+
+    def dispatch_active(self, program: RouterProgram) -> None:
+        """An active program's request goes to its rank at once, past every gate."""
+        program.in_flight += 1
+        program.ttl_deadline_s = math.inf
+
+    def admit(self, program: RouterProgram, now_s: float) -> Admission | None:
+        """The rank a waiting program is admitted to now, or None: its last rank (its home when new), then,
+        with the global queue and only for a program paused before, another rank past the cross-rank gates."""
+        self.queued.setdefault(program.key, now_s)
+        if program.key not in self.force_deadline_s:
+            self.force_deadline_s[program.key] = now_s + self._force_timeout_s(program)
+        forced = now_s >= self.force_deadline_s[program.key]
+        plan = self._plan(program, program.last_engine, forced)
+        if plan is None and self.config.global_queue and program.was_paused:
+            plan = self._cross_rank(program, now_s)
+        if plan is not None:
+            self._commit(program, plan.engine_id, now_s)
+        return plan
+
+    def _plan(self, program: RouterProgram, engine_id: str, forced: bool) -> Admission | None:
+        """scheduler_admission.rs ``rank_admission_plan``: vLLM's waiting queue (even when forced), the
+        active-program count, the tokens now and with the growth reserve; forced skips all but the first."""
+        observation = self.observations.get(engine_id)
+        if observation is None:
+            return None
+        if self.config.waiting_threshold and observation.waiting >= self.config.waiting_threshold:
+            return None
+        programs = self.on_rank(engine_id)
+        limit = self.capacity_tokens[engine_id] * self.config.watermark_ratio
+        used, required = self.used_tokens(engine_id), float(self.private_tokens(program))
+        window = self.window(engine_id)
+        target = window.target_rounds(self.config.max_segment_rounds)
+        growth = window.mean_growth_tokens()
+        reserve = (growth * (target + sum(max(target - p.rounds_since_activation, 0) for p in programs))
+                   if target > 0 and growth > 0 else 0.0)
+        fits = (len(programs) + 1 <= self.config.max_active_programs and used + required + reserve <= limit)
+        if forced or fits:
+            return Admission(engine_id, "forced" if forced and not fits else "admitted", used, required, reserve)
+        return None
+
+    def _cross_rank(self, program: RouterProgram, now_s: float) -> Admission | None:
+        """scheduler_global.rs ``select_cross_rank_admission``: a rank no other waiter is bound to, both
+        ranks' windows mature, queued a metrics interval, the source under pressure, and headroom of the
+        source's plus 1.2 x its context; the fewest waiting, then least pressure, then fewest active."""
+        source = program.last_engine
+        if now_s - self.queued[program.key] < self.config.metrics_interval_s or not self.window(source).mature:
+            return None
+        others = [k for k, since in self.queued.items() if k != program.key]
+        pressed = (self.observations[source].waiting >= self.config.waiting_threshold
+                   or any(self.programs[k].last_engine == source
+                          and now_s - self.queued[k] >= self.config.metrics_interval_s for k in others))
+        if not pressed:
+            return None
+        bound = {self.programs[k].last_engine for k in others}
+        limit = self.capacity_tokens[source] * self.config.watermark_ratio
+        source_room = max(0.0, limit - self.used_tokens(source))
+        best = None
+        for engine_id in sorted(self.observations):
+            if engine_id == source or engine_id in bound or not self.window(engine_id).mature:
+                continue
+            room = max(0.0, self.capacity_tokens[engine_id] * self.config.watermark_ratio - self.used_tokens(engine_id))
+            if room < source_room + self.config.cross_rank_headroom_ratio * program.context_tokens:
+                continue
+            plan = self._plan(program, engine_id, False)
+            if plan is None:
+                continue
+            rank = (self.observations[engine_id].waiting,
+                    (plan.used_tokens + plan.required_tokens + plan.reserve_tokens) / self.capacity_tokens[engine_id],
+                    len(self.active.get(engine_id, ())), engine_id)
+            if best is None or rank < best[0]:
+                best = (rank, Admission(engine_id, "cross-rank", plan.used_tokens, plan.required_tokens,
+                                        plan.reserve_tokens))
+        return best[1] if best else None
+
+    def _commit(self, program: RouterProgram, engine_id: str, now_s: float) -> None:
+        program.active, program.last_engine, program.activated_s = True, engine_id, now_s
+        program.rounds_since_activation = 0
+        program.in_flight += 1
+        program.ttl_deadline_s = math.inf
+        self.queued.pop(program.key, None)
+        self.force_deadline_s.pop(program.key, None)
+        self.active.setdefault(engine_id, set()).add(program.key)
+        self.adjust(engine_id, self.private_tokens(program))
+
+    def _force_timeout_s(self, program: RouterProgram) -> float:
+        """scheduler_fairness.rs: ``clamp(3 (remaining active rounds + rounds ahead) / throughput, min(30 s,
+        max), max)`` over the pool (global queue), the configured timeout until every rank's window is mature."""
+        longest_s = self.config.force_resume_timeout_s
+        windows = [self.window(e) for e in self.observations]
+        if not windows or not all(w.mature for w in windows):
+            return longest_s
+        throughput = sum(w.requests_per_s() for w in windows)
+        rounds = {e: self.window(e).target_rounds(self.config.max_segment_rounds) for e in self.observations}
+        if throughput <= 0 or min(rounds.values()) <= 0:
+            return longest_s
+        active = sum(max(rounds[p.last_engine] - p.rounds_since_activation, 1 if p.in_flight else 0)
+                     for keys in self.active.values() for p in (self.programs[k] for k in keys))
+        ahead = sum(max(rounds.get(self.programs[k].last_engine, 1.0), 1.0) for k in self.queued if k != program.key)
+        return min(max(3 * (active + ahead) / throughput, min(30.0, longest_s)), longest_s)
+
+    # -- completions --------------------------------------------------------------------------------------
+    def finish(self, key: str, engine_id: str, prompt_tokens: int, output_tokens: int, cached_tokens: int,
+               resumes: bool, now_s: float) -> None:
+        """scheduler_lifecycle.rs ``complete``: the acting TTL is fitted from the rank's tool gaps (before
+        this sample) and the cost of a miss of the prompt; the rank's window takes the request; when idle,
+        a program that will not resume is released, one marked by repair pauses, the rest act for the TTL."""
+        program = self.programs.get(key)
+        if program is None or program.last_engine != engine_id or not program.in_flight:
+            return
+        program.in_flight -= 1
+        window = self.window(engine_id)
+        impact_s = self.miss_impact_s(prompt_tokens)
+        ttl_s = (fitted_acting_ttl_s(list(window.intervals_s), impact_s, self.config.max_acting_ttl_s)
+                 if len(window.intervals_s) >= self.config.stats_window_size else 0.0)
+        last = program.last_prompt_tokens
+        continuous = last == 0 or cached_tokens >= 0.9 * last
+        program.rounds_since_activation += continuous
+        program.rounds_since_ttl_pause += continuous
+        growth = prompt_tokens - last if 0 < prompt_tokens - last < last else None
+        window.add(now_s, program.rounds_since_ttl_pause, growth, output_tokens)
+        before = self.private_tokens(program)
+        program.context_tokens = prompt_tokens + output_tokens
+        if program.active:
+            self.adjust(engine_id, self.private_tokens(program) - before)
+        program.last_finished_s, program.last_prompt_tokens, program.pending_request = now_s, prompt_tokens, ""
+        if program.in_flight:
+            return
+        if not resumes:
+            self._release(program)
+        elif program.pause_when_idle or ttl_s <= 0:
+            self.pause(program)
+        else:
+            program.ttl_deadline_s = now_s + ttl_s
+            heapq.heappush(self._ttl_heap, (program.ttl_deadline_s, key))
+
+    def _release(self, program: RouterProgram) -> None:
+        """``expected_resume: false``: the program is gone when idle; the same key later is a new generation."""
+        if program.active:
+            self.adjust(program.last_engine, -self.private_tokens(program))
+            self.active[program.last_engine].discard(program.key)
+        self.queued.pop(program.key, None)
+        del self.programs[program.key]
+        self.generations[program.key] = program.generation + 1

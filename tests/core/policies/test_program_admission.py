@@ -1,0 +1,174 @@
+"""vLLM's router's Program scheduling as a preset: binding, admission by KV tokens, the active program's
+bypass, the acting TTL, release and pause, cross-rank resume (vllm-project/router src/program_scheduling)."""
+
+import math
+
+import pytest
+
+from hetflow.core import plugins
+from hetflow.core.pipeline import Pipeline
+from hetflow.core.policies import FinishedCall, PolicyStore, Prediction, WaitForCapacity
+from hetflow.core.policies.program_ledger import HashRing, fitted_acting_ttl_s
+from hetflow.core.presets import apply_to_stack, resolve
+from hetflow.core.snapshot import view_with
+from tests.factories import call, engine, profile, snapshot
+
+CAPACITY = 10_000
+
+
+def pool(*usage: float, waiting: tuple[int, ...] = (), running: tuple[int, ...] = (), prefill_ms_per_token=0.01):
+    """Engines e0.. with KV usage shares, capacity 10k tokens each."""
+    slow = profile(prefill_ms_per_token=prefill_ms_per_token)
+    return [view_with(engine(f"e{i}", "m", engine_profile=slow), kv_capacity_tokens=CAPACITY,
+                      kv_cache_usage=u, waiting=(waiting[i] if waiting else 0), running=(running[i] if running else 0))
+            for i, u in enumerate(usage)]
+
+
+class Router:
+    """The picker with its store, deciding at given times."""
+
+    def __init__(self, **params) -> None:
+        self.picker = plugins.build("engine-picker", "program-admission", params)
+        self.store = PolicyStore()
+
+    def pick(self, engines, now_s: float, program: str = "w1", agent: str = "a", tokens: int = 1000, received_s=None):
+        c = call(program_id=program, agent=agent, input_tokens=tokens,
+                 received_unix_s=now_s if received_s is None else received_s)
+        return self.picker.pick(c, snapshot(*engines, taken_unix_s=now_s), "m", Prediction(1.0), self.store)
+
+    def finish(self, engine_id: str, now_s: float, program: str = "w1", agent: str = "a", tokens: int = 1000,
+               output: int = 100, resumes: bool = True) -> None:
+        c = call(program_id=program, agent=agent)
+        self.picker.finished(FinishedCall(c.workflow, engine_id, now_s, tokens, output, tokens, resumes), self.store)
+
+    @property
+    def ledger(self):
+        return self.store.program_ledger
+
+
+def test_a_new_program_waits_for_its_home_rank_only():
+    router = Router()
+    engines = pool(0.0, 0.0)
+    home = router.pick(engines, 0.0).chosen
+    other = "e1" if home == "e0" else "e0"
+    assert router.ledger.programs["w1:a"].last_engine == home
+    full = [view_with(e, kv_cache_usage=0.95) if e.engine_id == home else e for e in engines]
+    router2 = Router()
+    with pytest.raises(WaitForCapacity):  # the other rank is empty, but a new program never moves
+        router2.pick(full, 0.0)
+    assert router2.ledger.programs["w1:a"].last_engine == home != other
+
+
+def test_an_active_program_goes_to_its_rank_past_every_gate():
+    router = Router()
+    engines = pool(0.0, 0.0)
+    home = router.pick(engines, 0.0).chosen
+    router.finish(home, 1.0)
+    router.ledger.programs["w1:a"].ttl_deadline_s = math.inf  # acting (as after a fitted TTL)
+    router.ledger.programs["w1:a"].active = True
+    jammed = [view_with(e, kv_cache_usage=1.0, waiting=9) for e in engines]
+    assert router.pick(jammed, 1.5, tokens=1100).chosen == home
+    assert router.pick(jammed, 1.5, tokens=1100).rule == "vllm-router:active-program"
+
+
+def test_admission_counts_used_plus_the_programs_context_and_decode_buffer_against_capacity():
+    one_rank = pool(0.89, running=(1,))  # vLLM reports 8,900 of 10,000 tokens in use
+    assert Router().pick(one_rank, 0.0, tokens=1000).rule == "vllm-router:admitted"  # + 1,000 + 100 fits
+    with pytest.raises(WaitForCapacity):
+        Router().pick(one_rank, 0.0, tokens=1001)
+
+
+def test_vllms_waiting_queue_blocks_admission_even_when_forced():
+    router = Router(force_resume_timeout_s=1.0)
+    engines = pool(0.0, 0.0, waiting=(1, 1))
+    with pytest.raises(WaitForCapacity):
+        router.pick(engines, 0.0)
+    with pytest.raises(WaitForCapacity):
+        router.pick(engines, 5.0, received_s=0.0)
+
+
+def test_a_forced_program_passes_capacity_after_the_force_resume_timeout():
+    router = Router(force_resume_timeout_s=1.0)
+    full = pool(1.0, 1.0, running=(1, 1))
+    with pytest.raises(WaitForCapacity):
+        router.pick(full, 0.0)
+    assert router.pick(full, 1.0).rule == "vllm-router:forced"
+
+
+def test_without_mature_statistics_a_program_pauses_as_it_finishes_and_frees_its_tokens():
+    router = Router()
+    home = router.pick(pool(0.0, 0.0), 0.0).chosen
+    assert router.ledger.used_tokens(home) == 1100
+    router.finish(home, 2.0, output=50)
+    program = router.ledger.programs["w1:a"]
+    assert not program.active and program.was_paused and router.ledger.used_tokens(home) == 0
+
+
+def test_a_program_that_will_not_resume_is_released_and_comes_back_as_a_new_generation():
+    router = Router()
+    home = router.pick(pool(0.0, 0.0), 0.0).chosen
+    router.finish(home, 2.0, resumes=False)
+    assert "w1:a" not in router.ledger.programs and router.ledger.generations["w1:a"] == 1
+    router.pick(pool(0.0, 0.0), 3.0)
+    assert router.ledger.programs["w1:a"].generation == 1
+
+
+def test_with_mature_tool_gaps_a_finished_program_acts_for_its_fitted_ttl_then_pauses():
+    router = Router(stats_window_size=2)
+    engines = pool(0.0, 0.0, prefill_ms_per_token=2.0)  # a miss of 4,000 tokens costs about 15 s
+    home = router.pick(engines, 0.0).chosen
+    for t in (1.0, 3.0, 5.0):  # tool gaps of 1 s between a finish and the next call
+        router.finish(home, t, tokens=4000)
+        router.pick(engines, t + 1.0, tokens=4000)
+    router.finish(home, 7.0, tokens=4000)
+    program = router.ledger.programs["w1:a"]
+    assert program.active and 7.0 < program.ttl_deadline_s <= 17.0 + 1e-9  # at most max_acting_ttl_s
+    router.ledger.tick({e.engine_id: e for e in engines}, {"e0": CAPACITY, "e1": CAPACITY}, program.ttl_deadline_s)
+    assert not program.active
+
+
+def test_the_fitted_ttl_covers_short_gaps_and_is_zero_when_a_miss_costs_less_than_waiting():
+    gaps = [0.5 * math.exp(0.1 * (i % 5 - 2)) for i in range(100)]
+    assert 0.5 < fitted_acting_ttl_s(gaps, miss_impact_s=5.0, max_ttl_s=10.0) <= 5.0
+    assert fitted_acting_ttl_s([30.0] * 100, miss_impact_s=1.0, max_ttl_s=10.0) == 0.0
+    assert fitted_acting_ttl_s(gaps, miss_impact_s=5.0, max_ttl_s=0.0) == 0.0
+
+
+def test_a_paused_program_resumes_elsewhere_only_with_the_sources_room_plus_its_context_to_spare():
+    router = Router(stats_window_size=1)
+    engines = pool(0.0, 0.0)
+    home = router.pick(engines, 0.0).chosen
+    other = "e1" if home == "e0" else "e0"
+    router.finish(home, 1.0)  # immature TTL window: paused
+    for e in (home, other):
+        router.ledger.window(e).add(0.5, 1, None, 10)
+    crowded = [view_with(e, kv_cache_usage=0.95 if e.engine_id == home else 0.0, running=1,
+                         waiting=int(e.engine_id == home)) for e in engines]
+    with pytest.raises(WaitForCapacity):  # queued less than a metrics interval
+        router.pick(crowded, 2.0)
+    choice = router.pick(crowded, 3.5)
+    assert (choice.chosen, choice.rule) == (other, "vllm-router:cross-rank")
+
+
+def test_the_ring_spreads_programs_over_ranks_and_keeps_each_where_it_was():
+    ring = HashRing(["e0", "e1", "e2", "e3"], 160)
+    homes = [ring.home(f"w{i}:a#0") for i in range(400)]
+    assert all(60 < homes.count(e) < 140 for e in ring.engine_ids)
+    assert homes == [HashRing(["e3", "e1", "e0", "e2"], 160).home(f"w{i}:a#0") for i in range(400)]
+
+
+def test_the_preset_runs_in_the_simulator_only():
+    preset = resolve("vllm-router-program")
+    with pytest.raises(ValueError, match="simulator only"):
+        apply_to_stack({"engines": []}, preset)
+    with pytest.raises(ValueError, match="simulator only"):
+        Pipeline(preset.policy)
+    assert Pipeline(preset.policy, tells_completions=True).engine_picker.follows_completions
+
+
+def test_bad_parameters_are_refused():
+    for params in ({"cross_rank_headroom_ratio": 0.9}, {"stats_window_size": 0}, {"recheck_s": 0.0}):
+        with pytest.raises(ValueError):
+            plugins.build("engine-picker", "program-admission", params)
+
+
