@@ -34,6 +34,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Sequence
@@ -44,13 +45,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hetflow import stackctl
 from hetflow.bench.common import OUT_DIR, machine
+from hetflow.bench.sweep import signals_for
 from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_binary, router_command
 from hetflow.core.engine.profile import EngineSpec, load_profile
+from hetflow.core.engine.queues import QueueConfig
+from hetflow.core.presets import resolve
 from hetflow.core.trace import StageRecord, programs
 from hetflow.runtime.config import load_stack
 from hetflow.runtime.ports import free_port
 from simulator.metrics import summarize
-from simulator.run import ProgramResult, SimulatedCall, prompts_alone, reference_latency_s
+from simulator.run import ProgramResult, SimulatedCall, Simulation, prompts_alone, reference_latency_s
+from simulator.signals import Signals
 
 LATE_SHARE_LIMIT = 0.05
 LATE_ITERATIONS_LIMIT = 0.01
@@ -359,7 +364,7 @@ async def warm_up(door: Door, text: PromptText, model: str, programs_count: int)
 
 COUNTERS = {"vllm:prefix_cache_queries_total": "prefix_queries", "vllm:prefix_cache_hits_total": "prefix_hits",
             "vllm:request_queue_time_seconds_sum": "queue_s", "vllm:e2e_request_latency_seconds_sum": "e2e_s",
-            "hetflow_sim:step_late_share_count": "iterations"}
+            "hetflow_sim:step_late_share_count": "iterations", "vllm:e2e_request_latency_seconds_count": "calls"}
 
 
 def counters_of(metrics_text: str) -> dict[str, float]:
@@ -378,15 +383,18 @@ def counters_of(metrics_text: str) -> dict[str, float]:
     return out
 
 
-def server_counters(pool_path: Path) -> dict[str, float]:
-    """``counters_of`` summed over the pool's servers."""
+def server_counters(pool_path: Path) -> list[dict[str, float]]:
+    """``counters_of`` each of the pool's servers."""
     raw = load_stack(pool_path)
     host = raw.get("stack", {}).get("host", "127.0.0.1")
-    total: dict[str, float] = {}
-    for server in raw["vllm_sim"]:
-        for key, value in counters_of(httpx.get(f"http://{host}:{server['port']}/metrics", timeout=10).text).items():
-            total[key] = total.get(key, 0.0) + value
-    return total
+    return [counters_of(httpx.get(f"http://{host}:{server['port']}/metrics", timeout=10).text)
+            for server in raw["vllm_sim"]]
+
+
+def call_shares(calls: Sequence[float]) -> list[float]:
+    """Each engine's share of the calls, largest first: how evenly a door spread them."""
+    total = sum(calls)
+    return sorted((round(c / total, 3) for c in calls), reverse=True) if total else []
 
 
 def cpu_seconds(pids: Sequence[int]) -> float:
@@ -427,7 +435,8 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     results = [r for r in done if isinstance(r, ProgramResult)]
     errors = [f"{type(e).__name__}: {e}" for e in done if isinstance(e, BaseException)]
     summary = summarize(results, (), args.slo_scale)
-    delta = {k: after[k] - before[k] for k in after}
+    per_server = [{k: a[k] - b[k] for k in a} for a, b in zip(after, before)]
+    delta = {k: sum(d[k] for d in per_server) for k in per_server[0]}
     calls = sum(len(r.calls) for r in results)
     tokens = sum(c.output_tokens for r in results for c in r.calls.values())
     late = delta["late_iterations"] / delta["iterations"] if delta["iterations"] else 0.0
@@ -435,8 +444,28 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
             "prefix_hit_rate": delta["prefix_hits"] / delta["prefix_queries"] if delta["prefix_queries"] else 0.0,
             "server_queueing_share": delta["queue_s"] / delta["e2e_s"] if delta["e2e_s"] else 0.0,
             "late_iteration_share": late, "host_kept_up": late <= LATE_ITERATIONS_LIMIT,
+            "call_shares": call_shares([d["calls"] for d in per_server]),
             "door_cpu_ms_per_call": 1e3 * (cpu_after - cpu_before) / calls if calls else None,
             "door_cpu_us_per_token": 1e6 * (cpu_after - cpu_before) / tokens if tokens else None}
+
+
+SIMULATED_AS = {"client-rr": "round-robin", "vllm-router:round_robin": "round-robin",
+                "vllm-router:program": "vllm-router-program", "hetflow": "hetflow"}
+"""The simulator's preset for each door it has one for (docs/rivals.md), run on the same trace and
+engines for the simulator-vs-live error."""
+
+
+def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[EngineSpec],
+                  slo_scale: float) -> dict[str, Any]:
+    """The door's preset in the simulator, on the trace the door replayed (without its warm-up), with the
+    signals the live door has: fixed priors and the input-length predictor (hetflow's example stack)."""
+    preset = resolve(SIMULATED_AS[name])
+    sim = Simulation(engines, preset.policy, signals_for(preset, Signals("prior", "input-length")),
+                     QueueConfig(discipline=preset.queue_discipline))
+    results = sim.run(records)
+    calls = Counter(c.engine_id for r in results for c in r.calls.values())
+    return {"door": f"sim:{name}", "preset": preset.name, **summarize(results, sim.decision_ms, slo_scale),
+            "prefix_hit_rate": sim.prefix_hit_rate, "call_shares": call_shares([calls[e.engine_id] for e in engines])}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -452,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slo-scale", type=float, default=5.0)
     p.add_argument("--warmup-programs", type=int, default=WARMUP_PROGRAMS)
     p.add_argument("--out", default=None)
+    p.add_argument("--simulate", action="store_true",
+                   help="also run each door's simulator preset on the same trace (the simulator-vs-live error)")
     args = p.parse_args(argv)
     pool = load_stack(Path(args.pool))
     scales = {float(s.get("time_scale", 1.0)) for s in pool["vllm_sim"]}
@@ -473,6 +504,9 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - one door's failure is its row; the others still run
             row = {"door": name, "error": f"{type(exc).__name__}: {exc}"}
         result["rows"].append(row)
+        if args.simulate and name in SIMULATED_AS:
+            result["rows"].append(simulated_row(name, records, engines, args.slo_scale))
+            print(_sim_line(result["rows"][-1], row), flush=True)
         (out / "results.json").write_text(json.dumps(result, indent=1))  # after every door: nothing lost
         print(_line(row), flush=True)
     print(f"-> {out}/results.json")
@@ -488,6 +522,16 @@ def _line(row: dict[str, Any]) -> str:
             f"hit {row['prefix_hit_rate']:.0%}  queue {row['server_queueing_share']:.1%}  "
             f"late {row['late_iteration_share']:.1%}{'' if row['host_kept_up'] else ' (HOST BEHIND)'}  "
             f"failed {row['failed_programs']}")
+
+
+def _sim_line(sim: dict[str, Any], live: dict[str, Any]) -> str:
+    """The simulated row, with its error against the live one (when the live door ran)."""
+    lat, live_lat = sim.get("latency_s", {}), live.get("latency_s", {})
+    errors = "".join(f"  {q} error {lat[q] / live_lat[q] - 1:+.0%}" for q in ("p50", "p95")
+                     if live_lat.get(q) and lat.get(q))
+    return (f"{sim['door']:<26} {sim.get('programs', 0):>4} programs  p50 {lat.get('p50', 0):7.2f} s  "
+            f"p95 {lat.get('p95', 0):7.2f} s  within {sim.get('within_slo_share', 0):.0%}  "
+            f"hit {sim['prefix_hit_rate']:.0%}{errors}")
 
 
 if __name__ == "__main__":

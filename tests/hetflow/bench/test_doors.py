@@ -10,7 +10,19 @@ from prometheus_client import generate_latest
 from engine_svc.backends.sim import StepLag
 from engine_svc.vllm_sim.metrics import VllmSimMetrics
 from engine_svc.vllm_sim.tokenizer import PromptTokenizer
-from hetflow.bench.doors import Door, PromptText, StageCall, body_for, conversation, counters_of, hetflow_stack
+from hetflow.bench.doors import (
+    SIMULATED_AS,
+    Door,
+    PromptText,
+    StageCall,
+    body_for,
+    call_shares,
+    conversation,
+    counters_of,
+    hetflow_stack,
+    simulated_row,
+)
+from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.engine.scheduler import StepPlan
 from hetflow.core.trace import StageRecord
 
@@ -82,3 +94,20 @@ def test_a_calls_prompt_is_a_conversation_whose_answers_are_the_ancestors_own(te
     ends_on_answer = record()
     ends_on_answer.prompt_parts = [{"text": "system", "tokens": 20}, {"output_of": 1}]
     assert conversation(ends_on_answer, {1: " x"}, text, "m")[-1] == {"role": "user", "content": ""}
+
+
+def test_call_shares_say_how_evenly_a_door_spread_its_calls():
+    assert call_shares([10, 30, 0, 60]) == [0.6, 0.3, 0.1, 0.0]
+    assert call_shares([0, 0]) == []
+
+
+@pytest.mark.parametrize("door", sorted(SIMULATED_AS))
+def test_each_door_with_a_preset_replays_the_same_trace_in_the_simulator(door):
+    from hetflow.workloads.generate import generate
+
+    profile = load_profile("qwen2.5-7b-instruct@l4")
+    engines = [EngineSpec(f"sim-{i}", profile.model, profile) for i in range(2)]
+    records = generate("agent", 6, 1, [profile.model], rate_per_s=0.5)
+    row = simulated_row(door, records, engines, slo_scale=5.0)
+    assert row["door"] == f"sim:{door}" and row["programs"] == 6
+    assert sum(row["call_shares"]) == pytest.approx(1.0, abs=0.01)
