@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
@@ -43,7 +44,7 @@ from hetflow.core.presets import Preset, define, resolve
 from hetflow.core.trace import StageRecord, programs, read_jsonl
 from hetflow.runtime.config import load_stack
 from simulator.metrics import GOODPUT_SLO_SCALE, summarize
-from simulator.run import Simulation, reference_latencies
+from simulator.run import ProgramResult, Simulation, reference_latencies
 from simulator.signals import LearnedSignals, Signals
 
 CALIBRATION_POLICY = "least-load"
@@ -178,8 +179,17 @@ def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[St
     summary["rejected_calls"] = len(sim.rejected)
     summary["prefix_hit_rate"] = sim.prefix_hit_rate
     summary["router_changed_share"] = sim.router_changed_share
+    summary["busiest_engine_call_share"] = busiest_engine_call_share(results, engines)
     summary["latencies_s"] = sorted(round(r.latency_s, 4) for r in results)
     return summary
+
+
+def busiest_engine_call_share(results: Sequence[ProgramResult], engines: Sequence[EngineSpec]) -> float | None:
+    """The largest share of the calls any one engine served (1 / engines when even): how far a policy
+    herds calls onto some engines while others idle; None without calls."""
+    calls = Counter(c.engine_id for r in results for c in r.calls.values())
+    total = sum(calls.values())
+    return max(calls[e.engine_id] for e in engines) / total if total else None
 
 
 class Sweep:
@@ -355,6 +365,7 @@ def aggregate(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "stable": all(r.get("steady_stability", r["stability"])["stable"] for r in rs),
             "router_changed_share": _mean_present(r.get("router_changed_share") for r in rs),
             "prefix_hit_rate": _mean_present(r.get("prefix_hit_rate") for r in rs),
+            "busiest_engine_call_share": _mean_present(r.get("busiest_engine_call_share") for r in rs),
             "longest_decile_p95_s": _mean_present(r.get("longest_decile_p95_s") for r in rs),
             "deadline_attainment_by_tenant": _mean_by_tenant(
                 [r.get("deadline_attainment_by_tenant") or {} for r in rs]),

@@ -19,6 +19,7 @@ COLUMNS = (("policy", "policy", "{}"), ("lat/tok ms", "latency_per_output_token_
            ("score", "task_score", "{:.3f}"), ("SLO95 x", "slo_scale_for_95pct", "{:.1f}"),
            ("goodput/s", "goodput_programs_per_s", "{:.2f}"), ("queue", "queueing_share", "{:.0%}"),
            ("preempt", "preemptions", "{:.0f}"), ("prefix hits", "prefix_hit_rate", "{:.0%}"),
+           ("busiest engine", "busiest_engine_call_share", "{:.0%}"),
            ("router changed", "router_changed_share", "{:.0%}"),
            ("longest-decile p95 s", "longest_decile_p95_s", "{:.1f}"),
            ("stable", "stable", "{}"))

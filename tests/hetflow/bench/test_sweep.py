@@ -7,10 +7,12 @@ import pytest
 import yaml
 
 from hetflow.bench.cluster import cluster_from_stack
-from hetflow.bench.sweep import Sweep, SweepSpec, aggregate, simulate
+from hetflow.bench.sweep import Sweep, SweepSpec, aggregate, busiest_engine_call_share, simulate
 from hetflow.cli import main
+from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.presets import resolve
 from hetflow.runtime.config import load_stack
+from simulator.run import ProgramResult, SimulatedCall
 from tests.factories import profile
 
 pytestmark = pytest.mark.slow  # runs whole simulations
@@ -71,6 +73,14 @@ def test_aggregate_means_over_seeds_and_keeps_the_worst_stability():
     [row] = aggregate([run, other])
     assert row["latency_per_output_token_ms"] == 15.0 and row["task_score"] == pytest.approx(0.6)
     assert row["seeds"] == 2 and row["stable"] is False and row["deadline_attainment_by_tenant"] is None
+
+
+def test_the_busiest_engines_share_of_calls_says_how_far_a_policy_herds_them():
+    engines = [EngineSpec(e, "m", profile()) for e in ("a", "b", "c")]
+    result = ProgramResult("p", "w", 0.0)
+    result.calls = {i: SimulatedCall(i, engine, 0.0, 0.0, 0.0, 1, 0) for i, engine in enumerate("aaab")}
+    assert busiest_engine_call_share([result], engines) == 0.75  # c served nothing
+    assert busiest_engine_call_share([], engines) is None
 
 
 def test_deadline_attainment_is_averaged_per_tenant_and_tabled():
