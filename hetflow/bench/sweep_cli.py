@@ -37,8 +37,12 @@ def table(rows: Sequence[Mapping[str, Any]], baseline: str = "least-load") -> st
                   "|" + "---|" * (len(COLUMNS) + 1 + deadlines)]
         for r in rs:
             cells = ["-" if r.get(k) is None else f.format(r[k]) for _, k, f in COLUMNS]
-            speedup = (f"{base['latency_per_output_token_ms'] / r['latency_per_output_token_ms']:.2f}x"
-                       if base and r["stable"] and base["stable"] else "unstable")
+            if base is None:
+                speedup = "-"  # least load did not run at this load
+            elif r["stable"] and base["stable"]:
+                speedup = f"{base['latency_per_output_token_ms'] / r['latency_per_output_token_ms']:.2f}x"
+            else:
+                speedup = "unstable"
             met = r.get("deadline_attainment_by_tenant") or {}
             lines.append("| " + " | ".join(cells) + f" | {speedup} |"
                          + (" " + ", ".join(f"{t} {v:.0%}" for t, v in met.items()) + " |" if deadlines else ""))

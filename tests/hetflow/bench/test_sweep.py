@@ -96,6 +96,18 @@ def test_deadline_attainment_is_averaged_per_tenant_and_tabled():
     assert "deadline met" in table([row]) and "free 100%, gold 60%" in table([row])
 
 
+def test_the_speedup_over_least_load_is_a_dash_where_least_load_did_not_run():
+    from hetflow.bench.sweep_cli import table
+
+    run = {"load": "x", "policy": "p", "rate_per_s": 1.0, "latency_per_output_token_ms": 10.0,
+           "latency_s": {"mean": 1.0, "p95": 2.0}, "task_score": None, "slo": {"scale_for_95pct": 2.0},
+           "goodput_programs_per_s": 1.0, "queueing_share": 0.1, "preemptions": 0,
+           "scheduler_overhead_ms": {"mean": 0.1}, "stability": {"stable": True}}
+    alone = table(aggregate([run]))
+    with_base = table(aggregate([run, {**run, "policy": "least-load", "latency_per_output_token_ms": 20.0}]))
+    assert alone.splitlines()[-1].endswith("| - |") and "| 2.00x |" in with_base
+
+
 def test_a_share_no_rate_reaches_is_skipped_not_guessed(tmp_path):
     sweep = small_cluster_sweep(tmp_path, (0.999,))
     notes = []
