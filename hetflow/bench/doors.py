@@ -31,11 +31,13 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Sequence
 
@@ -57,6 +59,10 @@ from simulator.metrics import summarize
 from simulator.run import ProgramResult, SimulatedCall, Simulation, prompts_alone, reference_latency_s
 from simulator.signals import Signals
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ROUTER_EVENT = re.compile(r"^(?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d).*event=\"(?P<event>program_admit|program_pause)\""
+                          r" program=(?P<program>[0-9a-f]+)")
+"""A Program-scheduling decision line of vLLM's router's log (0.1.17's format)."""
 LATE_SHARE_LIMIT = 0.05
 LATE_ITERATIONS_LIMIT = 0.01
 """A run with more than 1% of engine iterations over 5% late measured the host: flagged, not quoted."""
@@ -409,6 +415,32 @@ def cpu_seconds(pids: Sequence[int]) -> float:
     return total
 
 
+def hold_summary(held_s: Sequence[float]) -> dict[str, float]:
+    """How long vLLM's router held room for its paused programs: count, median and 90th percentile."""
+    if not held_s:
+        return {"pauses": 0}
+    ordered = sorted(held_s)
+    return {"pauses": len(ordered), "p50_s": ordered[len(ordered) // 2],
+            "p90_s": ordered[int(0.9 * (len(ordered) - 1))]}
+
+
+def router_holds(log_text: str, since_unix_s: float, time_scale: float) -> list[float]:
+    """From vLLM's router's log: for each ``program_pause`` after ``since_unix_s``, the time since the
+    program's latest ``program_admit``, in GPU seconds (the log's timestamps are UTC, to the second)."""
+    admitted: dict[str, float] = {}
+    held = []
+    for line in log_text.splitlines():
+        match = ROUTER_EVENT.search(ANSI.sub("", line))
+        if match is None:
+            continue
+        at = datetime.strptime(match["at"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
+        if match["event"] == "program_admit":
+            admitted[match["program"]] = at
+        elif match["program"] in admitted and at >= since_unix_s:
+            held.append((at - admitted.pop(match["program"])) / time_scale)
+    return held
+
+
 def run_door(name: str, pool: dict[str, Any], records: Sequence[StageRecord], args: argparse.Namespace,
              text: PromptText, engines: Sequence[EngineSpec], out: Path) -> dict[str, Any]:
     door = open_door(name, pool, args.time_scale, out)
@@ -426,6 +458,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     await warm_up(door, text, model, args.warmup_programs)
     before, cpu_before = server_counters(door.pool_config), cpu_seconds(door.pids())
     groups = list(programs(records).values())
+    trace_start_unix_s = time.time()
     async with httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None)) as client:
         t0 = time.perf_counter()
         tasks = [asyncio.create_task(replay_program(client, door, g, text, model, t0, args.time_scale, engines,
@@ -445,6 +478,9 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
             "server_queueing_share": delta["queue_s"] / delta["e2e_s"] if delta["e2e_s"] else 0.0,
             "late_iteration_share": late, "host_kept_up": late <= LATE_ITERATIONS_LIMIT,
             "call_shares": call_shares([d["calls"] for d in per_server]),
+            **({"router_holds": hold_summary(router_holds(Path(door.router_log.name).read_text(), trace_start_unix_s,
+                                                          args.time_scale))}
+               if door.name == "vllm-router:program" and door.router_log is not None else {}),
             "door_cpu_ms_per_call": 1e3 * (cpu_after - cpu_before) / calls if calls else None,
             "door_cpu_us_per_token": 1e6 * (cpu_after - cpu_before) / tokens if tokens else None}
 
@@ -464,8 +500,10 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
                      QueueConfig(discipline=preset.queue_discipline))
     results = sim.run(records)
     calls = Counter(c.engine_id for r in results for c in r.calls.values())
+    ledger = sim.pipeline.store.program_ledger
     return {"door": f"sim:{name}", "preset": preset.name, **summarize(results, sim.decision_ms, slo_scale),
-            "prefix_hit_rate": sim.prefix_hit_rate, "call_shares": call_shares([calls[e.engine_id] for e in engines])}
+            "prefix_hit_rate": sim.prefix_hit_rate, "call_shares": call_shares([calls[e.engine_id] for e in engines]),
+            **({"router_holds": hold_summary(ledger.held_s)} if ledger is not None else {})}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -209,6 +209,10 @@ class ProgramLedger:
         self.generations: dict[str, int] = {}
         self._ttl_heap: list[tuple[float, str]] = []
         self.ring: HashRing | None = None
+        self.held_s: list[float] = []
+        """How long each paused program held its rank's room, from its admission to its pause (the router
+        logs both, ``program_admit`` and ``program_pause``; not a release): what the live harness compares
+        with the binary's."""
 
     # -- state --------------------------------------------------------------------------------------------
     def window(self, engine_id: str) -> RankWindows:
@@ -243,7 +247,7 @@ class ProgramLedger:
                 self._observe(engine, now_s)
         self._expire_ttls(now_s)
         for engine_id in engines:
-            self._repair(engine_id)
+            self._repair(engine_id, now_s)
 
     def _observe(self, engine: EngineView, now_s: float) -> None:
         """vLLM's KV usage times the capacity, scaled up when the router counts more reasoning programs than
@@ -266,9 +270,9 @@ class ProgramLedger:
             program = self.programs.get(key)
             if (program is not None and program.active and not program.in_flight
                     and program.ttl_deadline_s == deadline_s):
-                self.pause(program)
+                self.pause(program, deadline_s)
 
-    def _repair(self, engine_id: str) -> None:
+    def _repair(self, engine_id: str, now_s: float) -> None:
         """Capacity repair (scheduler_lifecycle.rs ``repair_capacity``): above the high watermark, pause idle
         acting programs, longest active first, and mark reasoning ones to pause when idle, down to the low."""
         capacity = self.capacity_tokens[engine_id] * self.config.watermark_ratio
@@ -288,10 +292,11 @@ class ProgramLedger:
                     projected -= self.private_tokens(program) + completion
             else:
                 projected -= self.private_tokens(program)
-                self.pause(program)
+                self.pause(program, now_s)
 
-    def pause(self, program: RouterProgram) -> None:
+    def pause(self, program: RouterProgram, now_s: float) -> None:
         """Paused: no placement, its tokens freed; it may later resume on another rank."""
+        self.held_s.append(now_s - program.activated_s)
         self.adjust(program.last_engine, -self.private_tokens(program))
         self.active[program.last_engine].discard(program.key)
         program.active, program.was_paused, program.pause_when_idle = False, True, False
@@ -447,7 +452,7 @@ class ProgramLedger:
         if not resumes:
             self._release(program)
         elif program.pause_when_idle or ttl_s <= 0:
-            self.pause(program)
+            self.pause(program, now_s)
         else:
             program.ttl_deadline_s = now_s + ttl_s
             heapq.heappush(self._ttl_heap, (program.ttl_deadline_s, key))

@@ -111,3 +111,19 @@ def test_each_door_with_a_preset_replays_the_same_trace_in_the_simulator(door):
     row = simulated_row(door, records, engines, slo_scale=5.0)
     assert row["door"] == f"sim:{door}" and row["programs"] == 6
     assert sum(row["call_shares"]) == pytest.approx(1.0, abs=0.01)
+
+
+def test_the_routers_holds_run_from_a_programs_admit_to_its_next_pause_after_the_trace_starts():
+    from hetflow.bench.doors import hold_summary, router_holds
+
+    def line(at: str, event: str, program: str) -> str:
+        return (f"\x1b[2m2026-11-26 {at}\x1b[0m \x1b[32m INFO\x1b[0m scheduler_admission.rs:945: Program scheduling "
+                f'decision \x1b[3mevent\x1b[0m="{event}" \x1b[3mprogram\x1b[0m=' + program + ' target="http://x"')
+
+    log = "\n".join([line("10:00:00", "program_admit", "aa"), line("10:00:04", "program_pause", "aa"),
+                     line("10:00:05", "program_admit", "bb"), line("10:00:05", "program_admit", "aa"),
+                     line("10:00:07", "program_pause", "aa"), "an unrelated line"])
+    since = 1795687202.0  # 2026-11-26 10:00:02 UTC: the first hold ended before the trace
+    assert router_holds(log, since, time_scale=2.0) == [1.0]
+    assert hold_summary([3.0, 1.0, 2.0]) == {"pauses": 3, "p50_s": 2.0, "p90_s": 2.0}
+    assert hold_summary([]) == {"pauses": 0}
