@@ -425,8 +425,9 @@ def hold_summary(held_s: Sequence[float]) -> dict[str, float]:
 
 
 def router_holds(log_text: str, since_unix_s: float, time_scale: float) -> list[float]:
-    """From vLLM's router's log: for each ``program_pause`` after ``since_unix_s``, the time since the
-    program's latest ``program_admit``, in GPU seconds (the log's timestamps are UTC, to the second)."""
+    """From vLLM's router's log: for each ``program_pause`` of a program admitted at or after
+    ``since_unix_s``, the time since that ``program_admit``, in GPU seconds (the log's timestamps are UTC, to
+    the second)."""
     admitted: dict[str, float] = {}
     held = []
     for line in log_text.splitlines():
@@ -436,8 +437,10 @@ def router_holds(log_text: str, since_unix_s: float, time_scale: float) -> list[
         at = datetime.strptime(match["at"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
         if match["event"] == "program_admit":
             admitted[match["program"]] = at
-        elif match["program"] in admitted and at >= since_unix_s:
-            held.append((at - admitted.pop(match["program"])) / time_scale)
+        elif match["program"] in admitted:
+            admitted_at = admitted.pop(match["program"])
+            if admitted_at >= since_unix_s:
+                held.append((at - admitted_at) / time_scale)
     return held
 
 

@@ -123,7 +123,7 @@ def test_the_routers_holds_run_from_a_programs_admit_to_its_next_pause_after_the
     log = "\n".join([line("10:00:00", "program_admit", "aa"), line("10:00:04", "program_pause", "aa"),
                      line("10:00:05", "program_admit", "bb"), line("10:00:05", "program_admit", "aa"),
                      line("10:00:07", "program_pause", "aa"), "an unrelated line"])
-    since = 1795687202.0  # 2026-11-26 10:00:02 UTC: the first hold ended before the trace
+    since = 1795687202.0  # 2026-11-26 10:00:02 UTC: the first hold began before the trace
     assert router_holds(log, since, time_scale=2.0) == [1.0]
     assert hold_summary([3.0, 1.0, 2.0]) == {"pauses": 3, "p50_s": 2.0, "p90_s": 2.0}
     assert hold_summary([]) == {"pauses": 0}
