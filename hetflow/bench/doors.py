@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Sequence
@@ -68,9 +68,14 @@ LATE_ITERATIONS_LIMIT = 0.01
 """A run with more than 1% of engine iterations over 5% late measured the host: flagged, not quoted."""
 ROUTER_REQUEST_TIMEOUT_S = 1800.0
 """vLLM's router's ``--request-timeout-secs`` default, at GPU speed (scaled with the pool)."""
-WARMUP_PROGRAMS = 60
-"""Two-call warm-up programs before the trace, 120 calls: vLLM's router needs 100 completions
-(``stats_window_size``) before its growth reserve and automatic TTL switch on."""
+WARMUP_PROGRAMS = 120
+WARMUP_CALLS = 6
+WARMUP_RATE_PER_S = 8.0
+"""The warm-up before the trace, excluded from the figures: 120 programs of 6 calls, each resuming the
+last with its answer, 8 programs a second of GPU time. vLLM's router keeps its statistics per rank and
+switches its growth reserve and fitted TTL on only when a rank's windows hold 100 completions and 100
+tool gaps (``stats_window_size``, src/program_scheduling/factors.rs): 600 gaps spread over the ranks by
+its hash fill every window of a 4-engine pool."""
 
 
 class PromptText:
@@ -350,22 +355,32 @@ async def replay_program(client: httpx.AsyncClient, door: Door, program: list[St
     return result
 
 
-async def warm_up(door: Door, text: PromptText, model: str, programs_count: int) -> None:
-    """Independent two-call programs (the second resumes the first with its answer), excluded from the
-    figures, so every door starts warm and vLLM's router has seen programs resume."""
-    async with httpx.AsyncClient(timeout=600) as client:
-        async def one(i: int) -> None:
-            messages = [{"role": "user", "content": text.part(f"warmup-{i}", 256)}]
-            for step in range(2):
-                record = StageRecord(f"warmup-{i}", "warmup", "warmup", step + 1, 2, "lead", "", [], "", "",
-                                     {model: 256}, {model: 32}, {}, 0.0)
-                call = StageCall(record, messages, model, root_agent="lead", agent_step=step, resumes=step == 0)
-                answer, _, _ = await send(client, door, *body_for(door, call, 0.0))
-                messages = [*messages, {"role": "assistant", "content": answer},
-                            {"role": "user", "content": text.part(f"warmup-{i}/{step}", 64)}]
+def warmup_trace(model: str, programs_count: int = WARMUP_PROGRAMS, calls: int = WARMUP_CALLS,
+                 rate_per_s: float = WARMUP_RATE_PER_S) -> list[StageRecord]:
+    """Independent agent loops of ``calls`` calls (a 256-token task, then 64 tokens of tool result after
+    each answer), one lead agent each: every door, and the simulator beside it, starts with the router's
+    statistics mature and programs seen resuming."""
+    records = []
+    for i in range(programs_count):
+        parts: list[dict[str, Any]] = [{"text": f"warmup-{i}", "tokens": 256}]
+        for stage in range(1, calls + 1):
+            if stage > 1:
+                parts = [*parts, {"output_of": stage - 1}, {"text": f"warmup-{i}/{stage}", "tokens": 64}]
+            tokens = 256 + (stage - 1) * (32 + 64)
+            records.append(StageRecord(f"warmup-{i}", "warmup", "loop", stage, calls, "lead", "",
+                                       [stage - 1] if stage > 1 else [], "", "", {model: tokens}, {model: 32}, {},
+                                       i / rate_per_s, prompt_parts=list(parts)))
+    return records
 
-        for start in range(0, programs_count, 8):
-            await asyncio.gather(*(one(i) for i in range(start, min(programs_count, start + 8))))
+
+async def warm_up(door: Door, text: PromptText, model: str, programs_count: int, time_scale: float,
+                  engines: Sequence[EngineSpec]) -> None:
+    """The warm-up trace through the door, as the trace is replayed; its results are dropped."""
+    groups = list(programs(warmup_trace(model, programs_count)).values())
+    async with httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None)) as client:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(replay_program(client, door, g, text, model, t0, time_scale, engines, 5.0)
+                               for g in groups))
 
 
 COUNTERS = {"vllm:prefix_cache_queries_total": "prefix_queries", "vllm:prefix_cache_hits_total": "prefix_hits",
@@ -458,7 +473,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     """Warm the door up, replay the trace through it, and read what the client and the servers saw."""
     await wait_serving(door)
     model = engines[0].model
-    await warm_up(door, text, model, args.warmup_programs)
+    await warm_up(door, text, model, args.warmup_programs, args.time_scale, engines)
     before, cpu_before = server_counters(door.pool_config), cpu_seconds(door.pids())
     groups = list(programs(records).values())
     trace_start_unix_s = time.time()
@@ -495,13 +510,19 @@ engines for the simulator-vs-live error."""
 
 
 def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[EngineSpec],
-                  slo_scale: float) -> dict[str, Any]:
-    """The door's preset in the simulator, on the trace the door replayed (without its warm-up), with the
-    signals the live door has: fixed priors and the input-length predictor (hetflow's example stack)."""
+                  slo_scale: float, warmup_programs: int = WARMUP_PROGRAMS) -> dict[str, Any]:
+    """The door's preset in the simulator, on the trace the door replayed after the same warm-up (its
+    programs dropped from the figures; the trace starts once the warm-up's last program has had a minute),
+    with the signals the live door has: fixed priors and the input-length predictor (hetflow's example
+    stack)."""
     preset = resolve(SIMULATED_AS[name])
     sim = Simulation(engines, preset.policy, signals_for(preset, Signals("prior", "input-length")),
                      QueueConfig(discipline=preset.queue_discipline))
-    results = sim.run(records)
+    warmup = warmup_trace(engines[0].model, warmup_programs)
+    start_s = max((r.arrival_s for r in warmup), default=0.0) + 60.0 if warmup else 0.0
+    shifted = [replace(r, arrival_s=r.arrival_s + start_s) for r in records]
+    results = [replace(r, arrival_s=r.arrival_s - start_s, finished_s=r.finished_s - start_s)
+               for r in sim.run([*warmup, *shifted]) if not r.program_id.startswith("warmup-")]
     calls = Counter(c.engine_id for r in results for c in r.calls.values())
     ledger = sim.pipeline.store.program_ledger
     return {"door": f"sim:{name}", "preset": preset.name, **summarize(results, sim.decision_ms, slo_scale),

@@ -127,3 +127,14 @@ def test_the_routers_holds_run_from_a_programs_admit_to_its_next_pause_after_the
     assert router_holds(log, since, time_scale=2.0) == [1.0]
     assert hold_summary([3.0, 1.0, 2.0]) == {"pauses": 3, "p50_s": 2.0, "p90_s": 2.0}
     assert hold_summary([]) == {"pauses": 0}
+
+
+def test_the_warm_up_resumes_each_program_enough_to_fill_the_routers_windows_on_four_engines():
+    from hetflow.bench.doors import warmup_trace
+    from hetflow.core.trace import programs
+
+    loops = programs(warmup_trace("m")).values()
+    resumptions = sum(len(loop) - 1 for loop in loops)
+    assert len(loops) == 120 and resumptions == 600  # >= 100 tool gaps per rank on 4 ranks, with room to spare
+    last = list(loops)[0][-1]
+    assert last.depends_on == [last.stage_index - 1] and last.input_tokens["m"] == 256 + 5 * (32 + 64)
