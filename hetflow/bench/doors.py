@@ -63,6 +63,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ROUTER_EVENT = re.compile(r"^(?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d).*event=\"(?P<event>program_admit|program_pause)\""
                           r" program=(?P<program>[0-9a-f]+)")
 """A Program-scheduling decision line of vLLM's router's log (0.1.17's format)."""
+CLIENT_RETRIES = 2
+"""The official ``openai`` client's default ``max_retries``: what an agent framework's calls get."""
 LATE_SHARE_LIMIT = 0.05
 LATE_ITERATIONS_LIMIT = 0.01
 """A run with more than 1% of engine iterations over 5% late measured the host: flagged, not quoted."""
@@ -103,6 +105,9 @@ class Door:
     stack_config: Path | None = None
     router: subprocess.Popen[bytes] | None = None
     router_log: IO[bytes] | None = None
+    time_scale: float = 1.0
+    retried_calls: int = 0
+    """Refusals the client retried (``send``)."""
     _next: int = 0
 
     def url_for_call(self) -> str:
@@ -164,7 +169,7 @@ def open_door(name: str, pool: dict[str, Any], time_scale: float, out: Path) -> 
         raw = hetflow_stack(raw)
         path.write_text(yaml.safe_dump(raw, sort_keys=False))
     door = Door(name, path, [], "hetflow" if name == "hetflow" else "vllm",
-                stack_config=path if name == "hetflow" else None)
+                stack_config=path if name == "hetflow" else None, time_scale=time_scale)
     try:
         if stackctl.up(path, 300) != 0:
             raise RuntimeError(f"{path}: the stack did not start")
@@ -267,9 +272,42 @@ def body_for(door: Door, call: StageCall, deadline_unix_s: float) -> tuple[dict[
 
 async def send(client: httpx.AsyncClient, door: Door, body: dict[str, Any], headers: dict[str, str]
                ) -> tuple[str, float, float]:
-    """One streamed call: its answer text, and when its first and last token came (host seconds)."""
+    """One streamed call: its answer text, and when its first and last token came (host seconds). A
+    refusal before the stream starts is retried as the official ``openai`` client retries it."""
+    for attempt in range(CLIENT_RETRIES + 1):
+        try:
+            return await _stream_once(client, door, body, headers)
+        except RetryableStatus as refused:
+            if attempt == CLIENT_RETRIES:
+                raise RuntimeError(str(refused)) from refused
+            door.retried_calls += 1
+            await asyncio.sleep(refused.backoff_s(attempt) * door.time_scale)
+    raise AssertionError("unreachable")
+
+
+class RetryableStatus(Exception):
+    """An answer the ``openai`` client retries (openai-python ``_should_retry``: 408, 409, 429, 5xx)."""
+
+    def __init__(self, status: int, retry_after: str | None, body: bytes) -> None:
+        super().__init__(f"HTTP {status}: {body[:300]!r}")
+        self.retry_after = retry_after
+
+    def backoff_s(self, attempt: int) -> float:
+        """The server's ``retry-after`` when it gives one of at most 60 s, else 0.5 s doubling up to 8 s."""
+        try:
+            if self.retry_after is not None and 0 < float(self.retry_after) <= 60:
+                return float(self.retry_after)
+        except ValueError:
+            pass
+        return min(0.5 * 2 ** attempt, 8.0)
+
+
+async def _stream_once(client: httpx.AsyncClient, door: Door, body: dict[str, Any], headers: dict[str, str]
+                       ) -> tuple[str, float, float]:
     first_s, text = 0.0, []
     async with client.stream("POST", f"{door.url_for_call()}/v1/chat/completions", json=body, headers=headers) as reply:
+        if reply.status_code in (408, 409, 429) or reply.status_code >= 500:
+            raise RetryableStatus(reply.status_code, reply.headers.get("retry-after"), await reply.aread())
         if reply.status_code != 200:
             raise RuntimeError(f"HTTP {reply.status_code}: {(await reply.aread())[:300]!r}")
         async for line in reply.aiter_lines():
@@ -374,13 +412,15 @@ def warmup_trace(model: str, programs_count: int = WARMUP_PROGRAMS, calls: int =
 
 
 async def warm_up(door: Door, text: PromptText, model: str, programs_count: int, time_scale: float,
-                  engines: Sequence[EngineSpec]) -> None:
-    """The warm-up trace through the door, as the trace is replayed; its results are dropped."""
+                  engines: Sequence[EngineSpec]) -> int:
+    """The warm-up trace through the door, as the trace is replayed; its results are dropped, and how
+    many of its programs failed is returned."""
     groups = list(programs(warmup_trace(model, programs_count)).values())
     async with httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None)) as client:
         t0 = time.perf_counter()
-        await asyncio.gather(*(replay_program(client, door, g, text, model, t0, time_scale, engines, 5.0)
-                               for g in groups))
+        done = await asyncio.gather(*(replay_program(client, door, g, text, model, t0, time_scale, engines, 5.0)
+                                      for g in groups), return_exceptions=True)
+    return sum(isinstance(r, BaseException) for r in done)
 
 
 COUNTERS = {"vllm:prefix_cache_queries_total": "prefix_queries", "vllm:prefix_cache_hits_total": "prefix_hits",
@@ -473,8 +513,9 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     """Warm the door up, replay the trace through it, and read what the client and the servers saw."""
     await wait_serving(door)
     model = engines[0].model
-    await warm_up(door, text, model, args.warmup_programs, args.time_scale, engines)
+    warmup_failed = await warm_up(door, text, model, args.warmup_programs, args.time_scale, engines)
     before, cpu_before = server_counters(door.pool_config), cpu_seconds(door.pids())
+    door.retried_calls = 0  # the trace's, not the warm-up's
     groups = list(programs(records).values())
     trace_start_unix_s = time.time()
     async with httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None)) as client:
@@ -492,6 +533,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     tokens = sum(c.output_tokens for r in results for c in r.calls.values())
     late = delta["late_iterations"] / delta["iterations"] if delta["iterations"] else 0.0
     return {"door": door.name, **summary, "failed_programs": len(errors), "first_errors": errors[:5],
+            "retried_calls": door.retried_calls, "warmup_failed_programs": warmup_failed,
             "prefix_hit_rate": delta["prefix_hits"] / delta["prefix_queries"] if delta["prefix_queries"] else 0.0,
             "server_queueing_share": delta["queue_s"] / delta["e2e_s"] if delta["e2e_s"] else 0.0,
             "late_iteration_share": late, "host_kept_up": late <= LATE_ITERATIONS_LIMIT,
@@ -583,7 +625,7 @@ def _line(row: dict[str, Any]) -> str:
             f"p95 {lat.get('p95', 0):7.2f} s  within {row.get('within_slo_share', 0):.0%}  "
             f"hit {row['prefix_hit_rate']:.0%}  queue {row['server_queueing_share']:.1%}  "
             f"late {row['late_iteration_share']:.1%}{'' if row['host_kept_up'] else ' (HOST BEHIND)'}  "
-            f"failed {row['failed_programs']}")
+            f"failed {row['failed_programs']}  retried {row['retried_calls']}")
 
 
 def _sim_line(sim: dict[str, Any], live: dict[str, Any]) -> str:

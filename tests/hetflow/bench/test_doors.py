@@ -138,3 +138,25 @@ def test_the_warm_up_resumes_each_program_enough_to_fill_the_routers_windows_on_
     assert len(loops) == 120 and resumptions == 600  # >= 100 tool gaps per rank on 4 ranks, with room to spare
     last = list(loops)[0][-1]
     assert last.depends_on == [last.stage_index - 1] and last.input_tokens["m"] == 256 + 5 * (32 + 64)
+
+
+def test_a_refusal_before_the_stream_is_retried_as_the_openai_client_retries_it():
+    import asyncio
+
+    import httpx
+
+    from hetflow.bench.doors import CLIENT_RETRIES, send
+
+    answers = iter([httpx.Response(429, headers={"retry-after": "0.01"}, json={"error": {}}),
+                    httpx.Response(503, json={"error": {}}),
+                    httpx.Response(200, text='data: {"choices": [{"delta": {"content": "hi"}}]}\n\ndata: [DONE]\n\n')])
+    door = Door("hetflow", Path("p"), ["http://door"], "hetflow", time_scale=0.01)
+
+    async def call(transport: httpx.MockTransport):
+        async with httpx.AsyncClient(transport=transport) as client:
+            return await send(client, door, {}, {})
+
+    answer, _, _ = asyncio.run(call(httpx.MockTransport(lambda request: next(answers))))
+    assert answer == "hi" and door.retried_calls == 2 == CLIENT_RETRIES
+    with pytest.raises(RuntimeError, match="HTTP 429"):  # refused every time: the call fails, nothing hangs
+        asyncio.run(call(httpx.MockTransport(lambda request: httpx.Response(429, json={"error": {}}))))
