@@ -569,7 +569,8 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
     ledger = sim.pipeline.store.program_ledger
     return {"door": f"sim:{name}", "preset": preset.name, **summarize(results, sim.decision_ms, slo_scale),
             "prefix_hit_rate": sim.prefix_hit_rate, "call_shares": call_shares([calls[e.engine_id] for e in engines]),
-            **({"router_holds": hold_summary(ledger.held_s)} if ledger is not None else {})}
+            **({"router_holds": hold_summary([held for at, held in ledger.holds if at >= start_s])}
+               if ledger is not None else {})}
 
 
 def main(argv: list[str] | None = None) -> int:

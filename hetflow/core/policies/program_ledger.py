@@ -209,10 +209,10 @@ class ProgramLedger:
         self.generations: dict[str, int] = {}
         self._ttl_heap: list[tuple[float, str]] = []
         self.ring: HashRing | None = None
-        self.held_s: list[float] = []
-        """How long each paused program held its rank's room, from its admission to its pause (the router
-        logs both, ``program_admit`` and ``program_pause``; not a release): what the live harness compares
-        with the binary's."""
+        self.holds: list[tuple[float, float]] = []
+        """(admitted at, held for) in seconds, for each paused program: how long it held its rank's room,
+        from its admission to its pause (the router logs both, ``program_admit`` and ``program_pause``; not
+        a release), what the live harness compares with the binary's."""
 
     # -- state --------------------------------------------------------------------------------------------
     def window(self, engine_id: str) -> RankWindows:
@@ -296,7 +296,7 @@ class ProgramLedger:
 
     def pause(self, program: RouterProgram, now_s: float) -> None:
         """Paused: no placement, its tokens freed; it may later resume on another rank."""
-        self.held_s.append(now_s - program.activated_s)
+        self.holds.append((program.activated_s, now_s - program.activated_s))
         self.adjust(program.last_engine, -self.private_tokens(program))
         self.active[program.last_engine].discard(program.key)
         program.active, program.was_paused, program.pause_when_idle = False, True, False
