@@ -218,7 +218,7 @@ def apply_to_stack(raw: Mapping[str, Any], preset: Preset) -> dict[str, Any]:
     """A copy of the stack config whose balancer and engines run ``preset``."""
     if preset.prediction == "oracle":
         raise ValueError(f"policy {preset.name!r} needs the true lengths: it runs in the simulator only")
-    if plugins.plugin_class("engine-picker", preset.policy.engine.type).follows_completions:
+    if getattr(plugins.plugin_class("engine-picker", preset.policy.engine.type), "follows_completions", False):
         raise ValueError(f"policy {preset.name!r} learns from finished calls: it runs in the simulator only (live, "
                          "run the rival itself: python -m hetflow.bench.doors)")
     out = copy.deepcopy(dict(raw))

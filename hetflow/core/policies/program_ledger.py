@@ -309,6 +309,8 @@ class ProgramLedger:
         rank a tool-gap sample and, when active, grows its context there. Counted once per request."""
         program = self.programs.get(key)
         if program is None:
+            if self.ring is None:
+                raise RuntimeError("the router binds programs to ranks only after its first tick")
             generation = self.generations.get(key, 0)
             program = self.programs[key] = RouterProgram(key, generation, self.ring.home(f"{key}#{generation}"))
         if program.pending_request == request_id:
