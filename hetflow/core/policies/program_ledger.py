@@ -27,6 +27,9 @@ from typing import Callable
 
 from hetflow.core.snapshot import EngineView
 
+HASH_VIRTUAL_NODES = 160
+"""Points per rank on the binding ring (the router's ``hash_virtual_nodes`` default)."""
+
 
 def _normal_cdf(z: float) -> float:
     return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
@@ -240,7 +243,7 @@ class ProgramLedger:
         """What the router does on a tick, an arrival or a completion: scrape each rank whose last scrape
         is a metrics interval old, release expired acting TTLs, repair capacity."""
         if self.ring is None or self.ring.engine_ids != tuple(sorted(engines)):
-            self.ring = HashRing(list(engines), 160)
+            self.ring = HashRing(list(engines), HASH_VIRTUAL_NODES)
         self.capacity_tokens = capacity_tokens
         for engine_id, engine in engines.items():
             if now_s - self.observations.get(engine_id, RankObservation()).taken_s >= self.config.metrics_interval_s:
