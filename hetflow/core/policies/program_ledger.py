@@ -158,19 +158,20 @@ class SchedulingConfig:
     """The router's ``--program-scheduling-config-json`` as the live harness sets it (the documented
     recommended configuration), in the simulator's seconds."""
 
-    global_queue: bool = True
-    max_active_programs: int = 64
-    waiting_threshold: int = 1
+    global_queue: bool
+    max_active_programs: int
+    waiting_threshold: int
     """``admission_waiting_request_threshold``: a rank whose vLLM has this many waiting takes no new program."""
-    decode_buffer_tokens: int = 100
-    max_acting_ttl_s: float = 10.0
-    stats_window_size: int = 100
-    force_resume_timeout_s: float = 300.0
-    metrics_interval_s: float = 1.0
-    cross_rank_headroom_ratio: float = 1.2
+    decode_buffer_tokens: int
+    max_acting_ttl_s: float
+    stats_window_size: int
+    force_resume_timeout_s: float
+    metrics_interval_s: float
+    cross_rank_headroom_ratio: float
     max_segment_rounds: int = 14
+    """The router's default, which the preset does not vary (its defaults live in ``ProgramAdmission``)."""
     watermark_ratio: float = 1.0
-    """``low_watermark_ratio`` = ``high_watermark_ratio`` (both 1.0 by default)."""
+    """``low_watermark_ratio`` = ``high_watermark_ratio``, both 1.0 by default and not varied here."""
 
 
 @dataclass(frozen=True)
