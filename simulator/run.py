@@ -26,7 +26,7 @@ from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches
 from hetflow.core.snapshot import ClusterSnapshot
 from hetflow.core.stats import union_length_s
-from hetflow.core.trace import StageRecord, ancestors, programs, prompt_parts
+from hetflow.core.trace import StageRecord, agent_calls_again, ancestors, programs, prompt_parts
 from simulator.cascade import SimCascade
 from simulator.clock import EventLoop
 from simulator.engine import VirtualEngine
@@ -358,8 +358,7 @@ class Simulation:
     def _tell_finished(self, record: StageRecord, engine_id: str, req: EngineRequest) -> None:
         """What a router in front of the engines sees of a finished call: its usage, and whether its agent
         comes back later in the workflow (the ``expected_resume`` the live harness sends vLLM's router)."""
-        resumes = any(r.agent == record.agent and r.stage_index > record.stage_index
-                      for r in self._programs[record.program_id])
+        resumes = agent_calls_again(self._programs[record.program_id], record)
         workflow = WorkflowInfo(record.program_id, record.workflow, record.agent, record.stage_index,
                                 record.stage_count, record.upstream_agent, record.tenant)
         self.pipeline.finished(FinishedCall(workflow, engine_id, self.loop.now, req.prompt_tokens,

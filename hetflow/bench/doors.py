@@ -52,7 +52,7 @@ from hetflow.bench.vllm_router import agentic_context, program_scheduling_config
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.presets import resolve
-from hetflow.core.trace import StageRecord, programs
+from hetflow.core.trace import StageRecord, agent_calls_again, programs
 from hetflow.runtime.config import load_stack
 from hetflow.runtime.ports import free_port
 from simulator.metrics import summarize
@@ -357,7 +357,6 @@ async def replay_program(client: httpx.AsyncClient, door: Door, program: list[St
     alone = prompts_alone(program, model, profile.block_size)
     answers: dict[int, str] = {}
     done = {r.stage_index: asyncio.Event() for r in program}
-    later_agents = {r.stage_index: {s.agent for s in program if s.stage_index > r.stage_index} for r in program}
 
     async def stage(record: StageRecord) -> None:
         for d in record.depends_on:
@@ -367,7 +366,7 @@ async def replay_program(client: httpx.AsyncClient, door: Door, program: list[St
                          and r.agent != record.agent), "")
         step = sum(1 for r in program if r.agent == record.agent and r.stage_index < record.stage_index)
         call = StageCall(record, conversation(record, answers, text, model), model, upstream, first.agent, step,
-                         record.agent in later_agents[record.stage_index])
+                         agent_calls_again(program, record))
         body, headers = body_for(door, call, deadline)
         sent = time.perf_counter()
         answer, first_s, done_s = await send(client, door, body, headers)
@@ -561,7 +560,7 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
     sim = Simulation(engines, preset.policy, signals_for(preset, Signals("prior", "input-length")),
                      QueueConfig(discipline=preset.queue_discipline))
     warmup = warmup_trace(engines[0].model, warmup_programs)
-    start_s = max((r.arrival_s for r in warmup), default=0.0) + 60.0 if warmup else 0.0
+    start_s = max(r.arrival_s for r in warmup) + 60.0 if warmup else 0.0
     shifted = [replace(r, arrival_s=r.arrival_s + start_s) for r in records]
     results = [replace(r, arrival_s=r.arrival_s - start_s, finished_s=r.finished_s - start_s)
                for r in sim.run([*warmup, *shifted]) if not r.program_id.startswith("warmup-")]

@@ -110,9 +110,9 @@ class Pipeline:
         return able
 
     def finished(self, call: FinishedCall) -> None:
-        """A call this pipeline placed has finished: the engine picker learns from it if it follows them."""
-        if self.engine_picker.follows_completions:
-            self.engine_picker.finished(call, self.store)
+        """A call this pipeline placed has finished: the engine picker learns from it. Only a caller that
+        tells completions calls it, and only for a picker that follows them (``follows_completions``)."""
+        self.engine_picker.finished(call, self.store)
 
     def needs_router(self, call: LlmCall, candidates: list[str]) -> bool:
         return not call.model_pin and len(candidates) > 1 and self.model_picker.needs_router

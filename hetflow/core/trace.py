@@ -129,6 +129,12 @@ def ancestors(depends_on: Sequence[Sequence[int]]) -> list[set[int]]:
     return out
 
 
+def agent_calls_again(program: Sequence[StageRecord], record: StageRecord) -> bool:
+    """Whether ``record``'s agent has a later call in its program: what vLLM's router is told as
+    ``expected_resume`` (docs/vllm-sim.md, the identity mapping)."""
+    return any(r.agent == record.agent and r.stage_index > record.stage_index for r in program)
+
+
 def remaining_output_tokens(program: list[StageRecord], stage_index: int, model: str) -> int:
     """Chimera 3.4: Y_r = sum over j >= i of OutTokens(p, j), for the program served by ``model``."""
     return sum(r.output_tokens[model] for r in program if r.stage_index >= stage_index)

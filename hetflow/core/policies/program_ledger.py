@@ -375,7 +375,7 @@ class ProgramLedger:
         source = program.last_engine
         if now_s - self.queued[program.key] < self.config.metrics_interval_s or not self.window(source).mature:
             return None
-        others = [k for k, since in self.queued.items() if k != program.key]
+        others = [k for k in self.queued if k != program.key]
         pressed = (self.observations[source].waiting >= self.config.waiting_threshold
                    or any(self.programs[k].last_engine == source
                           and now_s - self.queued[k] >= self.config.metrics_interval_s for k in others))
