@@ -11,6 +11,7 @@ from hetflow.core.call import SamplingSpec, WorkflowInfo
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.errors import InvalidArgument
 from hetflow.core.features import FeatureRow
+from hetflow.core.kv_retention import LogNormalFit
 from hetflow.core.monitor.state import EngineRecord, EngineStatus
 from hetflow.core.policies import Prediction
 from hetflow.core.snapshot import ClusterSnapshot, EngineView, InFlightCall
@@ -137,6 +138,9 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
         msg.agent_expected_s = snapshot.agent_expected_s
     if snapshot.anchor_distance_median_s is not None:
         msg.anchor_distance_median_s = snapshot.anchor_distance_median_s
+    fit = snapshot.agent_tool_gap
+    if fit is not None:
+        msg.agent_tool_gap.CopyFrom(monitor_pb2.ToolGapFit(mu=fit.mu, sigma=fit.sigma, samples=fit.samples))
     return msg
 
 
@@ -147,6 +151,8 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
         agent_expected_s=msg.agent_expected_s if msg.HasField("agent_expected_s") else None,
         anchor_distance_median_s=msg.anchor_distance_median_s if msg.HasField("anchor_distance_median_s") else None,
         remaining_stage_costs_s=tuple(msg.remaining_stage_costs_s), program_service_s=msg.program_service_s,
+        agent_tool_gap=(LogNormalFit(msg.agent_tool_gap.mu, msg.agent_tool_gap.sigma, msg.agent_tool_gap.samples)
+                        if msg.HasField("agent_tool_gap") else None),
         program_critical_service_s=msg.program_critical_service_s,
         program_dispatches=tuple((d.engine_id, d.prompt_tokens) for d in msg.program_dispatches),
         engines=tuple(EngineView(

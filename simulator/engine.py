@@ -82,7 +82,7 @@ class VirtualEngine:
         self.iterations_in_runs += run.iterations
         self.max_used_blocks = max(self.max_used_blocks, self.scheduler.kv.used_blocks)  # the run's last
         for req in decode_jump.finish(self.scheduler, run, self._loop.now):
-            self._on_finish(req)
+            self._finished(req)
         self._step()
 
     def _settle(self) -> None:
@@ -95,8 +95,27 @@ class VirtualEngine:
     def _end_step(self, plan: StepPlan) -> None:
         for event in self.scheduler.update_from_step(plan, self._loop.now):
             if event.finished:
-                self._on_finish(event.request)
+                self._finished(event.request)
         self._step()
+
+    def _finished(self, req: EngineRequest) -> None:
+        if req.retain_kv_s > 0 and req.program_id:
+            self._loop.at(self._loop.now + req.retain_kv_s, self._retention_due)
+        self._on_finish(req)
+
+    def _retention_due(self) -> None:
+        """A program's retained KV may expire now: the scheduler lets it go at its next iteration, as when
+        stepping. A decode run in progress ends with the iteration in progress (the freed room may admit a
+        waiting request at the next); an idle engine takes an iteration to let it go."""
+        self._settle()
+        run = self._run
+        if run is not None:
+            done = run.done_by(self._loop.now)
+            if done + 1 < run.iterations:
+                run.iterations, self._run_id = done + 1, self._run_id + 1
+                self._loop.at(run.end_s(run.iterations), self._end_run, self._run_id)
+        elif not self._busy:
+            self._step()
 
     def status(self) -> EngineStatus:
         """What the engine reports to the monitor, as a live engine does every report interval. A decode

@@ -294,7 +294,8 @@ class Simulation:
                             priority_tiebreak=outcome.priority.tiebreak, arrival_s=now, program_id=program_id,
                             target_output_tokens=record.output_tokens[outcome.model],
                             block_hashes=_sequence_blocks(_at_block_size(hasher, parts, engine_block),
-                                                          record, outcome.model))
+                                                          record, outcome.model),
+                            retain_kv_s=outcome.retain_kv_s)
         try:
             self.engines[outcome.engine_id].submit(req)
         except (ValueError, MemoryError) as exc:  # the live engine answers INVALID_ARGUMENT / RESOURCE_EXHAUSTED

@@ -119,7 +119,7 @@ class SimBackend:
                             max_tokens=call.sampling.max_tokens, priority=call.priority,
                             priority_tiebreak=call.priority_tiebreak,
                             arrival_s=self.clock.now(), program_id=call.program_id,
-                            target_output_tokens=target, block_hashes=blocks)
+                            target_output_tokens=target, block_hashes=blocks, retain_kv_s=call.retain_kv_s)
         if call.request_id in self._streams:
             raise InvalidArgument(f"request_id {call.request_id!r} is already running on this engine")
         try:
@@ -173,7 +173,7 @@ class SimBackend:
         while True:
             if not self._scheduler.has_work:
                 self._wake.clear()
-                await self._wake.wait()
+                await self._idle_until_woken()
                 next_step_at = clock.now()
             started_s = clock.now()
             plan = self._scheduler.schedule(started_s)
@@ -189,6 +189,21 @@ class SimBackend:
             # Late: the iteration, from the loop starting it to its outcome, took longer than the profile says
             # (the loop's own work, and the last one's, included); an iteration that made time up is not late.
             self._on_step(plan, StepLag(duration_s, max(0.0, now - started_s - duration_s)))
+
+    async def _idle_until_woken(self) -> None:
+        """Wait for a request; with programs' KV retained, at most until the first of them expires (the next
+        iteration lets it go, so the engine's reports stop counting it)."""
+        retained = self._scheduler.retained_until_s
+        if not retained:
+            await self._wake.wait()
+            return
+        woken = asyncio.ensure_future(self._wake.wait())
+        expired = asyncio.ensure_future(self.clock.sleep_until(min(retained.values())))
+        try:
+            await asyncio.wait((woken, expired), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+            expired.cancel()
 
     def _emit(self, req: EngineRequest, finished: bool) -> None:
         stream = self._streams.get(req.request_id)

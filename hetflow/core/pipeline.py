@@ -26,6 +26,7 @@ from hetflow.core.policies import (
     Priority,
     PriorityContext,
     PriorityRule,
+    RetentionRule,
     WaitForCapacity,
 )
 from hetflow.core.policies.memory_packer import plan_for
@@ -64,6 +65,8 @@ class Decision:
     mean_cost_s: float = 0.0
     """t-bar_comp of the call over all instances (HexGen-Flow eq. 6), from which the monitor learns its
     stage's mean cost for later calls' budgets (eq. 5)."""
+    retain_kv_s: float = 0.0
+    """How long the engine keeps the program's KV after the call finishes (the retention stage; issue 35)."""
 
 
 def models_able_to_hold(call: LlmCall, snapshot: ClusterSnapshot, models: list[str]) -> list[str]:
@@ -90,6 +93,8 @@ class Pipeline:
                              "simulator tells it: it runs in the simulator only")
         self.priority_rule: PriorityRule = plugins.build("priority-rule", policy.priority.type,
                                                          policy.priority.params)
+        self.retention_rule: RetentionRule = plugins.build("retention-rule", policy.retention.type,
+                                                           policy.retention.params)
         self.store = PolicyStore(alpha=self.engine_picker.initial_alpha)
 
     def candidate_models(self, call: LlmCall, snapshot: ClusterSnapshot) -> list[str]:
@@ -143,10 +148,14 @@ class Pipeline:
             priority_choice = _noted(priority_choice, "deadline-passed:best-effort")
         stages.append(StageDecision("priority", self.priority_rule.type_name, priority_choice,
                                     (time.perf_counter() - t) * 1e3))
+        t = time.perf_counter()
+        retain_kv_s, retention_choice = self.retention_rule.hold_s(call, context)
+        stages.append(StageDecision("retention", self.retention_rule.type_name, retention_choice,
+                                    (time.perf_counter() - t) * 1e3))
         plan = (plan_for(call, engine, view.agent_expected_s, context.output_tokens)
                 if self.engine_picker.plans_memory else None)
         return Decision(model, engine.engine_id, priority, prediction, stages, context.compute_cost_s, plan,
-                        context.mean_cost_s)
+                        context.mean_cost_s, retain_kv_s)
 
     def _model_stage(self, call: LlmCall, view: ClusterSnapshot, confidence: Mapping[str, float],
                      router_asked: bool) -> StageDecision:

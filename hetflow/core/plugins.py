@@ -1,7 +1,8 @@
 """One registry for every pluggable kind, chosen by type name in configuration (STYLE.md: a plugin's
 type string, class and file agree).
 
-Kinds: the balancer's three stages (``model-picker``, ``engine-picker``, ``priority-rule``; the
+Kinds: the balancer's four stages (``model-picker``, ``engine-picker``, ``priority-rule``,
+``retention-rule``; the
 ``scored`` engine picker is made of ``engine-filter`` and ``engine-scorer`` plugins), the engine's
 queue (``engine-queue``) and backend (``engine-backend``), the router's scorer (``router-scorer``) and
 the predictor (``predictor``). A plugin registers itself with ``@plugin(kind, name)`` when its module is
@@ -16,12 +17,14 @@ import importlib
 import inspect
 from typing import Any, Callable, Mapping, TypeVar
 
-KINDS = ("model-picker", "engine-picker", "engine-filter", "engine-scorer", "priority-rule", "engine-queue",
+KINDS = ("model-picker", "engine-picker", "engine-filter", "engine-scorer", "priority-rule", "retention-rule",
+         "engine-queue",
          "engine-backend", "router-scorer", "predictor")
 _REGISTRY: dict[str, dict[str, type | str]] = {kind: {} for kind in KINDS}
 _BUILT_IN = {"model-picker": "hetflow.core.policies", "engine-picker": "hetflow.core.policies",
              "engine-filter": "hetflow.core.policies", "engine-scorer": "hetflow.core.policies",
-             "priority-rule": "hetflow.core.policies", "engine-queue": "hetflow.core.engine.queues"}
+             "priority-rule": "hetflow.core.policies", "retention-rule": "hetflow.core.policies",
+             "engine-queue": "hetflow.core.engine.queues"}
 """The core module whose import registers a kind's built-in plugins; a service registers its own
 kinds' plugins when its package is imported."""
 T = TypeVar("T", bound=type)

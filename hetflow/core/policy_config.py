@@ -1,4 +1,4 @@
-"""The balancer's three decision stages as configuration: each a plugin type name with its parameters.
+"""The balancer's four decision stages as configuration: each a plugin type name with its parameters.
 
 A stage is a whole: naming a plugin without parameters runs it with its own defaults (written once, in
 its constructor), and a stage left out is the default's, type and parameters together, so no stage's
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-STAGES = ("model", "engine", "priority")
+STAGES = ("model", "engine", "priority", "retention")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class PolicyConfig:
     engine: StageConfig = StageConfig("scored", {"filters": ["working-set"], "scorers": {
         "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}})
     priority: StageConfig = StageConfig("predicted-total-tokens")
+    retention: StageConfig = StageConfig("free-at-finish")
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> PolicyConfig:

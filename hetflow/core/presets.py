@@ -70,7 +70,8 @@ GATED_ENGINE = StageConfig("scored", {"filters": ["working-set"], "scorers": {
 HETFLOW_SCORED_ENGINE = StageConfig("scored", {"filters": ["memory-fit"], "scorers": {
     "prefix-affinity": 3.0, "in-flight-tokens": 2.0, "workload-balanced": 1.0}})
 
-KIND_OF_STAGE = {"model": "model-picker", "engine": "engine-picker", "priority": "priority-rule"}
+KIND_OF_STAGE = {"model": "model-picker", "engine": "engine-picker", "priority": "priority-rule",
+                 "retention": "retention-rule"}
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     _baseline("round-robin", "baseline", "round-robin"),
@@ -110,6 +111,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("hetflow", "hetflow's default, chosen from issue 12's capacity sweeps: Chimera's slack rule with no "
            "slack, the working-set gate, llm-d's engine scorers, Chimera's STJF priority with aging",
            PolicyConfig()),
+    Preset("hetflow-retain", "issue 35's candidate: hetflow's default with workflow-aware KV retention (Continuum's "
+           "utility over the agent's tool gaps from its first on, the recompute cost from the engine's profile, no hold "
+           "after the last stage; retained blocks pinned on hetflow's engines)",
+           replace(PolicyConfig(), retention=StageConfig("workflow-ttl"))),
     Preset("hetflow-card", "the design card's composition (hetflow's default until issue 12): Chimera's slack rule; "
            "Kairos's memory packer deciding which engines have room and HexGen-Flow's eq. 4 choosing among them; "
            "HexGen-Flow's urgency (calls without a deadline get 5x their remaining cost), with aging",

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from hetflow.core.engine.profile import EngineProfile
+from hetflow.core.kv_retention import LogNormalFit
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,8 @@ class ClusterSnapshot:
     remaining_stage_costs_s: tuple[float, ...] = ()
     """Mean t-bar_comp (HexGen-Flow eq. 6) of each stage after the call's, from earlier runs of its
     workflow; 0 for a stage not seen yet."""
+    agent_tool_gap: LogNormalFit | None = None
+    """The call's agent's tool gaps so far (``ln`` seconds, log-normal; issue 35); None before the first."""
 
     def healthy_engines(self, model: str | None = None) -> list[EngineView]:
         return [e for e in self.engines if e.healthy and (model is None or e.model == model)]

@@ -148,7 +148,7 @@ class ProgramDispatch(_message.Message):
     def __init__(self, engine_id: _Optional[str] = ..., prompt_tokens: _Optional[int] = ...) -> None: ...
 
 class MonitorSnapshot(_message.Message):
-    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s", "anchor_distance_median_s", "remaining_stage_costs_s", "program_service_s", "program_critical_service_s", "program_dispatches", "monitor_epoch")
+    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s", "anchor_distance_median_s", "remaining_stage_costs_s", "program_service_s", "program_critical_service_s", "program_dispatches", "monitor_epoch", "agent_tool_gap")
     TAKEN_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     ENGINES_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +162,7 @@ class MonitorSnapshot(_message.Message):
     PROGRAM_CRITICAL_SERVICE_S_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_DISPATCHES_FIELD_NUMBER: _ClassVar[int]
     MONITOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    AGENT_TOOL_GAP_FIELD_NUMBER: _ClassVar[int]
     taken_unix_s: float
     engines: _containers.RepeatedCompositeFieldContainer[EngineLoad]
     program_model: str
@@ -175,7 +176,18 @@ class MonitorSnapshot(_message.Message):
     program_critical_service_s: float
     program_dispatches: _containers.RepeatedCompositeFieldContainer[ProgramDispatch]
     monitor_epoch: str
-    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ..., anchor_distance_median_s: _Optional[float] = ..., remaining_stage_costs_s: _Optional[_Iterable[float]] = ..., program_service_s: _Optional[float] = ..., program_critical_service_s: _Optional[float] = ..., program_dispatches: _Optional[_Iterable[_Union[ProgramDispatch, _Mapping]]] = ..., monitor_epoch: _Optional[str] = ...) -> None: ...
+    agent_tool_gap: ToolGapFit
+    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ..., anchor_distance_median_s: _Optional[float] = ..., remaining_stage_costs_s: _Optional[_Iterable[float]] = ..., program_service_s: _Optional[float] = ..., program_critical_service_s: _Optional[float] = ..., program_dispatches: _Optional[_Iterable[_Union[ProgramDispatch, _Mapping]]] = ..., monitor_epoch: _Optional[str] = ..., agent_tool_gap: _Optional[_Union[ToolGapFit, _Mapping]] = ...) -> None: ...
+
+class ToolGapFit(_message.Message):
+    __slots__ = ("mu", "sigma", "samples")
+    MU_FIELD_NUMBER: _ClassVar[int]
+    SIGMA_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    mu: float
+    sigma: float
+    samples: int
+    def __init__(self, mu: _Optional[float] = ..., sigma: _Optional[float] = ..., samples: _Optional[int] = ...) -> None: ...
 
 class GetProgramRequest(_message.Message):
     __slots__ = ("program_id",)

@@ -12,7 +12,7 @@ from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.profile import load_profile
 from hetflow.core.engine.request import EngineRequest
 from hetflow.core.engine.scheduler import BatchScheduler, StepPlan
-from tests.factories import MovedClock
+from tests.factories import MovedClock, wait_until
 
 PROFILE = load_profile("qwen2.5-1.5b-instruct@a6000")
 
@@ -107,3 +107,20 @@ async def test_a_tokenized_prompt_reuses_the_blocks_an_earlier_one_left_in_the_c
 def test_a_time_scale_must_be_positive():
     with pytest.raises(ValueError, match="time_scale"):
         SimBackend("m", PROFILE, AgingPriorityQueue(), 64, MovedClock(), 0.0)
+
+
+async def test_a_program_s_kv_is_kept_after_its_call_and_let_go_when_it_expires_on_an_idle_engine():
+    """The balancer's retention (issue 35) reaches the engine model: the call's blocks stay held for its
+    program, and an idle engine wakes at the expiry to let them go (its reports stop counting them)."""
+    clock = MovedClock()
+    backend = SimBackend("m", PROFILE, AgingPriorityQueue(), 64, clock)
+    await backend.start()
+    kept = GenerateCall("p/1", "", (), SamplingSpec(max_tokens=4, ignore_eos=True), 0.0, program_id="p",
+                        prompt_token_ids=tuple(range(300)), retain_kv_s=5.0)
+    finished_at = (await stream_times(backend, kept))[-1][0]
+    await wait_until(lambda: backend.scheduler.retained_released["expired"] == 1)
+    assert backend.status().kv_cache_usage == 0.0 and not backend.scheduler.retained_until_s
+    assert clock.now() == pytest.approx(finished_at + 5.0, abs=0.002)  # asleep until the expiry (then one idle ms)
+    again = await stream_times(backend, call("p/2", tuple(range(300)), 1))
+    await backend.close()
+    assert again and backend.scheduler.prefix_hit_tokens > 0  # the freed blocks stay cached until evicted

@@ -19,7 +19,7 @@ def test_the_monitor_snapshot_round_trips():
     state = MonitorState(MonitorLimits())
     state.report(EngineStatus("e0", model="m", address="h:1", waiting=1, running=2, kv_cache_usage=0.25,
                               profile=profile(), active_request_ids=("x",)), 0.0)
-    state.admit("r0", "p1", "m", "e0", 8.0, 0.0, prompt_tokens=3000)
+    state.admit("r0", "p1", "m", "e0", 8.0, 0.0, prompt_tokens=3000, agent="a")
     state.release("r0", 0.05, started_s=0.01)
     state.admit("r1", "p1", "m", "e0", 64.0, 0.1, predicted_cost_s=0.5, memory_plan=MemoryPlan(10, 100.0, 1.0),
                 prefix_blocks=(7, 8, 9), prompt_tokens=48)
@@ -28,6 +28,7 @@ def test_the_monitor_snapshot_round_trips():
     assert sent.program_dispatches == (("e0", 3000), ("e0", 48)) and sent.program_service_s > 0
     assert sent.engines[0].prefix_match_blocks == 2 and sent.engines[0].resident_tokens == 48  # p1's context
     assert sent.engines[0].in_flight_calls == (InFlightCall(48, 64.0, 0.1),)
+    assert sent.agent_tool_gap is not None and sent.agent_tool_gap.samples == 1  # r0's end to r1's admit
     received = wire.snapshot_from_proto(wire.snapshot_to_proto(sent, state.engines, state.admit_seq))
     assert received.engines[0].kv_ledger_tokens == pytest.approx(sent.engines[0].kv_ledger_tokens)
     assert received == sent.__class__(**{**sent.__dict__, "engines": received.engines})

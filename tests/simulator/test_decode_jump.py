@@ -58,6 +58,7 @@ def _differences(reference, fast, path="") -> list[str]:
     ("hetflow", "sql", 12.0, 3000, "preemptions"),       # a small cache: queues and preemptions
     ("round-robin", "agent", 3.0, 20000, "preemptions"), # growing contexts, prefix reuse
     ("kairos", "kairos-qa", 12.0, 2500, "held"),         # the memory packer's holds and agent priorities
+    ("hetflow-retain", "agent", 4.0, 20000, "retained"), # programs' KV kept across tool calls, expiring mid-run
 ])
 def test_decode_runs_give_the_reference_results(policy, family, rate_per_s, kv_tokens, pressure):
     records = generate(family, 80, seed=5, models=(SMALL, LARGE), rate_per_s=rate_per_s)
@@ -69,6 +70,9 @@ def test_decode_runs_give_the_reference_results(policy, family, rate_per_s, kv_t
         assert reference["preemptions"] > 0  # the cache was tight enough to preempt
     if pressure == "held":
         assert ref_sim.held > 0  # the packer held calls for room
+    if pressure == "retained":
+        released = [e.scheduler.retained_released for e in ref_sim.engines.values()]
+        assert sum(r["resumed"] for r in released) > 0 and sum(r["expired"] + r["pressure"] for r in released) > 0
     assert fast_sim.prefix_hit_rate == pytest.approx(ref_sim.prefix_hit_rate, rel=1e-3)
     assert [e.max_used_blocks for e in fast_sim.engines.values()] == \
         [e.max_used_blocks for e in ref_sim.engines.values()]

@@ -10,6 +10,11 @@ while no request holds it: it stays findable until a new allocation evicts it, l
 first. A request's blocks are freed tail first, so its last block is evicted before its first
 (``vllm/v1/core/block_pool.py``: ``free_blocks``, ``get_new_blocks``; ``kv_cache_manager.py``:
 ``get_computed_blocks``).
+
+A finished request's cached blocks can be *retained* under a holder name instead of freed (a paused
+program's KV kept across its tool call: Continuum, arXiv 2511.02230, pins it for a TTL): retained
+blocks count as used, so no allocation evicts them, and the program's next call finds them with
+``acquire_prefix`` as it would any cached block. ``free(holder)`` lets them go.
 """
 
 from __future__ import annotations
@@ -112,10 +117,42 @@ class KVBlockPool:
                 self._holders[block_hash] = 1
         self._registered[request_id] = max(end, registered)
 
+    def retain(self, request_id: str, holder: str, block_hashes: Sequence[int]) -> int:
+        """Hold the finished request's leading run of cached blocks under ``holder`` and free the rest of
+        its blocks; what ``holder`` retained before is freed after (the new run shares it). A private
+        block whose hash another block is cached under is retained as that one (it is what a later
+        prefix match finds); the run ends at the first block with no cached hash, since a prefix match
+        stops there. Returns the blocks retained."""
+        holders, evictable = self._holders, self._evictable
+        run = []
+        for i, block_hash in enumerate(self._blocks.get(request_id, ())):
+            if block_hash is None:
+                block_hash = block_hashes[i] if i < len(block_hashes) else None
+                if block_hash is None or (block_hash not in holders and block_hash not in evictable):
+                    break
+            if block_hash in evictable:
+                del evictable[block_hash]
+                holders[block_hash] = 1
+                self._used += 1
+            else:
+                holders[block_hash] += 1
+            run.append(block_hash)
+        previous = self._blocks.pop(holder, None)
+        self.free(request_id)
+        self._blocks[holder] = run
+        if previous is not None:
+            self._release(previous)
+        return len(run)
+
     def free(self, request_id: str) -> int:
-        """Release the request's blocks, tail first; cached ones stay findable until evicted."""
+        """Release the request's (or a retaining holder's) blocks, tail first; cached ones stay findable
+        until evicted."""
         blocks = self._blocks.pop(request_id, [])
         self._registered.pop(request_id, None)
+        self._release(blocks)
+        return len(blocks)
+
+    def _release(self, blocks: list[int | None]) -> None:
         holders, evictable, released = self._holders, self._evictable, 0
         for block_hash in reversed(blocks):
             if block_hash is None:
@@ -129,4 +166,3 @@ class KVBlockPool:
                 released += 1
                 evictable[block_hash] = None
         self._used -= released
-        return len(blocks)

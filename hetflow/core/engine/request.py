@@ -44,6 +44,8 @@ class EngineRequest:
     """Prompt tokens found in the prefix cache at admission, over every admission (after a preemption too)."""
     target_output_tokens: int | None = None
     """Simulated engines stop here (EOS); None lets the backend decide (real vLLM)."""
+    retain_kv_s: float = 0.0
+    """Keep the program's KV this long after the request finishes, for its next call (issue 35); 0 frees it."""
     status: RequestStatus = RequestStatus.WAITING
     num_computed_tokens: int = 0
     """Tokens whose KV is in the cache."""

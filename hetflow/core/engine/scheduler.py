@@ -10,6 +10,12 @@ when a running request cannot get a KV block, the running request with the worst
 preempted (its blocks freed, its KV to be recomputed; vLLM's recompute preemption); then, if nothing
 was preempted, waiting requests are admitted in queue order while the token budget, max_num_seqs and
 free blocks allow. The queue head blocks the ones behind it (no skipping), so the order is the queue's.
+
+A request that carries ``retain_kv_s`` keeps its program's KV when it finishes (issue 35; Continuum,
+arXiv 2511.02230): its cached blocks stay held for the program until the program's next call here is
+admitted (which finds them as a prefix hit), or until they expire, or until a running request needs a
+block that only they can give (retained KV goes before any running request is preempted, the earliest
+to expire first). Waiting requests cannot evict them: that is the room being kept.
 """
 
 from __future__ import annotations
@@ -99,6 +105,11 @@ class BatchScheduler:
         self.requests: dict[str, EngineRequest] = {}
         self.iteration = 0
         self.preemptions_total = 0
+        self.retained_until_s: dict[str, float] = {}
+        """Programs whose KV this engine keeps while they are in a tool call -> when it is released."""
+        self.retained_released = {"resumed": 0, "expired": 0, "pressure": 0}
+        """Retained KV let go so far, by why: the program's next call came, its time ran out, a running
+        request needed the room."""
 
     # -- requests in and out -------------------------------------------------------------
     def add(self, req: EngineRequest) -> None:
@@ -127,12 +138,33 @@ class BatchScheduler:
         return req
 
     def finish(self, req: EngineRequest, now_s: float) -> None:
-        """``req`` produced its last token at ``now_s``: out of the batch, its blocks freed."""
+        """``req`` produced its last token at ``now_s``: out of the batch, its blocks freed, or retained for
+        its program for ``retain_kv_s``."""
         self.running.remove(req)
-        self.kv.free(req.request_id)
+        if req.retain_kv_s > 0 and req.program_id:
+            self.kv.retain(req.request_id, _retained_key(req.program_id), req.block_hashes)
+            self.retained_until_s[req.program_id] = now_s + req.retain_kv_s
+        else:
+            self.kv.free(req.request_id)
         self.requests.pop(req.request_id, None)
         req.status, req.finished_s = RequestStatus.FINISHED, now_s
         req.finish_reason = "length" if req.output_tokens >= req.max_tokens else "stop"
+
+    def release_retained(self, program_id: str, why: str) -> bool:
+        """Let the program's retained KV go (cached blocks stay findable until evicted)."""
+        if self.retained_until_s.pop(program_id, None) is None:
+            return False
+        self.kv.free(_retained_key(program_id))
+        self.retained_released[why] += 1
+        return True
+
+    def release_expired(self, now_s: float) -> None:
+        for program_id in [p for p, until_s in self.retained_until_s.items() if until_s <= now_s]:
+            self.release_retained(program_id, "expired")
+
+    @property
+    def retained_blocks(self) -> int:
+        return sum(self.kv.held(_retained_key(p)) for p in self.retained_until_s)
 
     @property
     def has_work(self) -> bool:
@@ -153,6 +185,8 @@ class BatchScheduler:
     def schedule(self, now_s: float) -> StepPlan:
         self.iteration += 1
         self.queue.age(self.iteration)
+        if self.retained_until_s:
+            self.release_expired(now_s)
         plan = StepPlan(iteration=self.iteration)
         budget = self.profile.max_num_batched_tokens
         budget = self._schedule_running(plan, budget, now_s)
@@ -191,6 +225,10 @@ class BatchScheduler:
             to_compute = req.tokens_to_compute
             num_tokens = min(to_compute, budget)
             while not kv.try_grow(req.request_id, req.num_computed_tokens + num_tokens):
+                if self.retained_until_s:  # retained KV goes before a running request is preempted
+                    self.release_retained(min(self.retained_until_s, key=self.retained_until_s.__getitem__),
+                                          "pressure")
+                    continue
                 victim = max(self.running, key=lambda r: r.key)
                 budget += self._preempt(victim, plan, now_s)
                 chunks = plan.chunks  # the victim's chunk is gone
@@ -215,6 +253,8 @@ class BatchScheduler:
                 self.kv.free(req.request_id)
                 req.num_computed_tokens = 0
                 return
+            if req.program_id in self.retained_until_s:  # its blocks are the request's now
+                self.release_retained(req.program_id, "resumed")
             self.prefix_query_tokens += req.prompt_tokens
             self.prefix_hit_tokens += req.num_computed_tokens
             req.prefix_hit_tokens += req.num_computed_tokens
@@ -241,3 +281,8 @@ class BatchScheduler:
         plan.preempted.append(req)
         self.queue.push(req, self.iteration)
         return refunded
+
+
+def _retained_key(program_id: str) -> str:
+    """The KV pool's holder name for a program's retained blocks (never a request id: those are calls')."""
+    return f"\x00retained/{program_id}"

@@ -90,4 +90,5 @@ def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", ag
                            agent_anchor_distance_s=stats.anchor_distance_s.get(agent),
                            anchor_distance_median_s=_median(stats.anchor_distance_s.values()),
                            agent_expected_s=stats.expected_s.get(agent),
-                           remaining_stage_costs_s=state.stage_costs.later_stages_s(workflow, stage_index, stage_count))
+                           remaining_stage_costs_s=state.stage_costs.later_stages_s(workflow, stage_index, stage_count),
+                           agent_tool_gap=state.tool_gaps.fit(workflow, agent))

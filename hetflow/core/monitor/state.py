@@ -20,6 +20,7 @@ from hetflow.core.monitor.memory_ledger import MemoryLedger, MemoryPlan
 from hetflow.core.monitor.prefix_index import PrefixIndex
 from hetflow.core.monitor.spans import CallSpan
 from hetflow.core.monitor.stage_costs import StageCosts
+from hetflow.core.monitor.tool_gaps import ToolGaps
 from hetflow.core.snapshot import EngineView
 
 
@@ -66,6 +67,8 @@ class ProgramRecord:
     brings back (an agent's next prompt repeats it)."""
     ended: bool = False
     """Its last stage finished: no next call will bring its context back."""
+    last_finished_agent: str = ""
+    """The agent of its last call to finish, whose tool gap its next call ends."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,8 @@ class MonitorState:
         self.agent_stats = AgentStats()
         """Kairos's spans, latency distributions and agent priorities, learned from finished calls."""
         self.stage_costs = StageCosts()
+        self.tool_gaps = ToolGaps()
+        """Each agent's tool gaps, for the retention rule (issue 35)."""
         """Each workflow stage's mean cost (HexGen-Flow eq. 5-6), learned from the calls admitted to it."""
         self.version = 0
         """Bumped by every change to what an engine view shows (admit, release, report, sweep)."""
@@ -226,6 +231,9 @@ class MonitorState:
             program = ProgramRecord(program_id, model, workflow, deadline_unix_s, first_seen_s=now_s)
             if program_id:
                 self.programs[program_id] = program
+        if not program.in_flight and program.last_finished_agent:  # the program comes back from a tool call
+            self.tool_gaps.record(program.workflow, program.last_finished_agent, now_s - program.last_seen_s)
+            program.last_finished_agent = ""
         program.last_seen_s, program.ended = now_s, False
         program.in_flight.add(request_id)
         if program_id:
@@ -281,6 +289,7 @@ class MonitorState:
             program.context_tokens += output_tokens
             program.completed += int(completed)
             program.ended = entry.final_stage and not program.in_flight
+            program.last_finished_agent = entry.agent if completed and not program.ended else ""
         return True
 
     def _move_resident(self, program: ProgramRecord, engine_id: str) -> None:

@@ -1,10 +1,11 @@
 """Balancer policies: small pure functions over a typed snapshot, one per file, chosen by name.
 
-Three stages, run in this order, each a plugin kind of ``hetflow.core.plugins`` (STYLE.md; Gateway API
+Four stages, run in this order, each a plugin kind of ``hetflow.core.plugins`` (STYLE.md; Gateway API
 Inference Extension's endpoint picker):
   model-picker   ModelPicker.pick(call, snapshot, confidence, store)           -> Choice
   engine-picker  EnginePicker.pick(call, snapshot, model, prediction, store)   -> Choice
   priority-rule  PriorityRule.priority(call, prediction, context)              -> (Priority, Choice)
+  retention-rule RetentionRule.hold_s(call, context)                           -> (seconds, Choice)
 The ``scored`` engine picker is itself filters, then weighted scorers, then the highest total:
   engine-filter  EngineFilter.keep(call, engines, snapshot, prediction)        -> engines
   engine-scorer  EngineScorer.score(call, engines, snapshot, prediction, store) -> {engine: 0..1}
@@ -205,6 +206,16 @@ class PriorityRule:
         raise NotImplementedError
 
 
+class RetentionRule:
+    """How long the chosen engine keeps the call's program's KV after the call finishes, for the program's
+    next call (issue 35; Continuum, arXiv 2511.02230); 0 frees it at once."""
+
+    type_name: str
+
+    def hold_s(self, call: LlmCall, context: PriorityContext) -> tuple[float, Choice]:
+        raise NotImplementedError
+
+
 def min_max_scores(values: Mapping[str, float], lower_is_better: bool = True) -> dict[str, float]:
     """Each value's place between the best (1) and the worst (0) of them; all 1 when they are equal (the
     Gateway API Inference Extension's queue scorer normalisation)."""
@@ -236,6 +247,7 @@ def _register_builtins() -> None:
         engine_first,
         fcfs,
         filters,
+        free_at_finish,
         join_shortest_queue,
         kv_overlap_cost,
         least_inflight_tokens,
@@ -252,6 +264,7 @@ def _register_builtins() -> None:
         scorers,
         urgency,
         work_left_tokens,
+        workflow_ttl,
         workload_balanced,
     )
 

@@ -25,43 +25,23 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from hetflow.core.kv_retention import LogNormalFit, best_hold_s
 from hetflow.core.snapshot import EngineView
 
 HASH_VIRTUAL_NODES = 160
 """Points per rank on the binding ring (the router's ``hash_virtual_nodes`` default)."""
 
 
-def _normal_cdf(z: float) -> float:
-    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
-
-
 def fitted_acting_ttl_s(intervals_s: list[float], miss_impact_s: float, max_ttl_s: float) -> float:
     """The acting TTL that maximises ``P(T < d) C - E[T; T < d] - d P(T >= d)`` for the tool-gap T
     fitted log-normal over the rank's intervals, C the cache-miss impact, over 0, 50 ms and 32 log-spaced
     candidates up to ``min(max_ttl_s, C)``; 0 when the best utility is negative (policy.rs
-    ``fitted_acting_ttl``, Continuum's TTL)."""
-    intervals = [math.log(t) for t in intervals_s if t > 0 and math.isfinite(t)]
+    ``fitted_acting_ttl``, Continuum's TTL; ``hetflow.core.kv_retention`` with a holding cost of 1)."""
+    fit = LogNormalFit.of(intervals_s)
     cap_s = min(max_ttl_s, miss_impact_s)
-    if not intervals or cap_s <= 0:
+    if fit is None or cap_s <= 0:
         return 0.0
-    mu = sum(intervals) / len(intervals)
-    sigma = max(math.sqrt(sum((x - mu) ** 2 for x in intervals) / len(intervals)), 1e-6)
-    low_s = min(0.05, cap_s)
-    candidates = [0.0, low_s, cap_s]
-    if cap_s > low_s:
-        candidates += [math.exp(math.log(low_s) + (math.log(cap_s) - math.log(low_s)) * i / 31) for i in range(32)]
-    mean_s = math.exp(mu + sigma * sigma / 2)
-    best_s, best_utility = 0.0, -math.inf
-    for ttl_s in candidates:
-        if ttl_s <= 0:
-            utility = 0.0
-        else:
-            hit = _normal_cdf((math.log(ttl_s) - mu) / sigma)
-            truncated_s = mean_s * _normal_cdf((math.log(ttl_s) - mu - sigma * sigma) / sigma)
-            utility = miss_impact_s * hit - truncated_s - ttl_s * (1.0 - hit)
-        if utility >= best_utility:
-            best_s, best_utility = ttl_s, utility
-    return best_s if best_utility >= 0 else 0.0
+    return best_hold_s(fit, miss_impact_s, cap_s)[0]
 
 
 class HashRing:

@@ -1,0 +1,39 @@
+"""Each agent's tool gaps, learned from the first call on (issue 35): the time from an agent's call
+finishing to its program's next call reaching the monitor, when nothing else of the program was in
+flight (the program was paused in a tool call). A retention rule reads them as a log-normal fit
+(``hetflow.core.kv_retention``), as vLLM's router fits its rank's last 100 gaps, but per
+(workflow, agent) and from the first sample rather than after 100.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from hetflow.core.kv_retention import LogNormalFit
+
+TOOL_GAP_WINDOW = 100
+"""Gaps kept per agent: recent enough to follow a shift in the workload (the router's window)."""
+
+
+class ToolGaps:
+    def __init__(self, window: int = TOOL_GAP_WINDOW) -> None:
+        self.window = window
+        self._gaps: dict[tuple[str, str], deque[float]] = {}
+        self._fits: dict[tuple[str, str], LogNormalFit | None] = {}
+
+    def record(self, workflow: str, agent: str, gap_s: float) -> None:
+        """One gap after a call of ``agent`` in ``workflow``; calls without an agent teach nothing."""
+        if not agent or not (gap_s > 0 and math.isfinite(gap_s)):
+            return
+        gaps = self._gaps.setdefault((workflow, agent), deque(maxlen=self.window))
+        gaps.append(gap_s)
+        self._fits.pop((workflow, agent), None)
+
+    def fit(self, workflow: str, agent: str) -> LogNormalFit | None:
+        """The fit over the agent's gaps (None before its first), computed once per new gap."""
+        key = (workflow, agent)
+        if key not in self._fits:
+            gaps = self._gaps.get(key)
+            self._fits[key] = LogNormalFit.of(list(gaps)) if gaps else None
+        return self._fits[key]
