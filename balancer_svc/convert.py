@@ -64,11 +64,12 @@ def scoped_to_caller(call: LlmCall, caller: Caller) -> LlmCall:
                    workflow=replace(wf, tenant=caller.name, program_id=program_id))
 
 
-def engine_request(call: LlmCall, priority: Priority, retain_kv_s: float = 0.0) -> engine_pb2.EngineGenerateRequest:
+def engine_request(call: LlmCall, priority: Priority, retain_kv_s: float = 0.0,
+                   reserve_output_tokens: int = 0) -> engine_pb2.EngineGenerateRequest:
     return engine_pb2.EngineGenerateRequest(
         request_id=call.request_id, prompt=call.prompt, sampling=wire.sampling_to_proto(call.sampling),
         priority=priority.key, priority_tiebreak=priority.tiebreak, program_id=call.workflow.program_id,
-        retain_kv_s=retain_kv_s,
+        retain_kv_s=retain_kv_s, reserve_output_tokens=reserve_output_tokens,
         messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in call.messages])
 
 

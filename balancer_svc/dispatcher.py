@@ -106,6 +106,8 @@ class Dispatch:
     """The monitor's admit, sent beside the engine request; its release waits for it."""
     retain_kv_s: float = 0.0
     """How long the engine keeps the program's KV after the call (the retention stage)."""
+    reserve_output_tokens: int = 0
+    """Output tokens the engine keeps KV room for while the call runs (the reserve stage)."""
 
 
 class Dispatcher:
@@ -400,7 +402,8 @@ class Dispatcher:
         for s in decision.stages:
             DECISIONS.labels(s.stage, s.choice.rule).inc()
         return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt,
-                        snapshot.program_start_s, start, admitted, decision.retain_kv_s)
+                        snapshot.program_start_s, start, admitted, decision.retain_kv_s,
+                        decision.reserve_output_tokens)
 
     async def _fetch(self, call: LlmCall) -> tuple[tuple[monitor_pb2.MonitorSnapshot, float], list[str], bool,
                                                      tuple[dict[str, float], bool],
@@ -600,7 +603,8 @@ class Dispatcher:
                      time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         """Forward the engine's deltas; always release the monitor entry, whatever happens."""
         engine = engine_pb2_grpc.EngineStub(self._channel(dispatch.engine.address))
-        engine_call = engine.Generate(convert.engine_request(call, dispatch.priority, dispatch.retain_kv_s), timeout=time_remaining_s)
+        request = convert.engine_request(call, dispatch.priority, dispatch.retain_kv_s, dispatch.reserve_output_tokens)
+        engine_call = engine.Generate(request, timeout=time_remaining_s)
         self._sent(dispatch)
         output_tokens, outcome, queued_s = 0, "cancelled", 0.0
         sent_unix_s = time.time()

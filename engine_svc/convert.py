@@ -21,7 +21,8 @@ def call_from_proto(msg: engine_pb2.EngineGenerateRequest, max_tokens_limit: int
     return GenerateCall(request_id=msg.request_id, prompt=msg.prompt, messages=messages,
                         sampling=wire.sampling_from_proto(msg.sampling, max_tokens_limit),
                         priority=msg.priority, program_id=msg.program_id,
-                        priority_tiebreak=msg.priority_tiebreak, retain_kv_s=max(0.0, msg.retain_kv_s))
+                        priority_tiebreak=msg.priority_tiebreak, retain_kv_s=max(0.0, msg.retain_kv_s),
+                        reserve_output_tokens=msg.reserve_output_tokens)
 
 
 def chunk_to_proto(delta: OutputDelta) -> engine_pb2.EngineChunk:

@@ -295,7 +295,7 @@ class Simulation:
                             target_output_tokens=record.output_tokens[outcome.model],
                             block_hashes=_sequence_blocks(_at_block_size(hasher, parts, engine_block),
                                                           record, outcome.model),
-                            retain_kv_s=outcome.retain_kv_s)
+                            retain_kv_s=outcome.retain_kv_s, reserve_output_tokens=outcome.reserve_output_tokens)
         try:
             self.engines[outcome.engine_id].submit(req)
         except (ValueError, MemoryError) as exc:  # the live engine answers INVALID_ARGUMENT / RESOURCE_EXHAUSTED

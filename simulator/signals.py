@@ -16,6 +16,9 @@ from hetflow.core.policies import Prediction
 from hetflow.core.trace import StageRecord, remaining_output_tokens
 
 CONFIDENCE_SOURCES = ("prior", "oracle", "learned")
+UPPER_QUANTILE = 0.9
+"""The upper quantile the learned predictor gives beside its median (balancer_svc's default quantiles
+are 0.1 and 0.9)."""
 PREDICTION_SOURCES = ("oracle", "input-length", "learned")
 
 
@@ -25,6 +28,8 @@ class LearnedSignals:
 
     confidence: Mapping[tuple[str, int], Mapping[str, float]] = field(default_factory=dict)
     median_tokens: Mapping[tuple[str, int, str], float] = field(default_factory=dict)
+    upper_tokens: Mapping[tuple[str, int, str], float] = field(default_factory=dict)
+    """The predictor's ``UPPER_QUANTILE`` of the same, as the balancer asks for it (its default quantiles)."""
 
 
 @dataclass(frozen=True)
@@ -56,5 +61,7 @@ class Signals:
         if self.prediction == "learned":
             if target == "call":
                 raise ValueError("the learned predictor estimates remaining workflow tokens, not one call's")
-            return Prediction(self.learned.median_tokens[(record.program_id, record.stage_index, model)])
+            key = (record.program_id, record.stage_index, model)
+            upper = self.learned.upper_tokens.get(key)
+            return Prediction(self.learned.median_tokens[key], {UPPER_QUANTILE: upper} if upper is not None else {})
         return Prediction(float(record.input_tokens[model]))

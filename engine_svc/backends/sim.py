@@ -119,7 +119,8 @@ class SimBackend:
                             max_tokens=call.sampling.max_tokens, priority=call.priority,
                             priority_tiebreak=call.priority_tiebreak,
                             arrival_s=self.clock.now(), program_id=call.program_id,
-                            target_output_tokens=target, block_hashes=blocks, retain_kv_s=call.retain_kv_s)
+                            target_output_tokens=target, block_hashes=blocks, retain_kv_s=call.retain_kv_s,
+                            reserve_output_tokens=call.reserve_output_tokens)
         if call.request_id in self._streams:
             raise InvalidArgument(f"request_id {call.request_id!r} is already running on this engine")
         try:

@@ -15,7 +15,7 @@ from typing import Sequence
 from hetflow.core.features import PredictItem
 from hetflow.core.trace import StageRecord, trace_sha256
 from predictor_svc.training import examples
-from simulator.signals import LearnedSignals
+from simulator.signals import UPPER_QUANTILE, LearnedSignals
 
 CACHE_DIR = Path("bench_out") / "cache"
 
@@ -26,18 +26,19 @@ def _artifact_id(path: Path) -> str:
 
 def learned_signals(records: Sequence[StageRecord], models: Sequence[str], router_dir: Path | None,
                     predictor_dir: Path | None, cache_dir: Path = CACHE_DIR) -> LearnedSignals:
-    key = "-".join([trace_sha256(records)[:12],
+    key = "-".join(["v2", trace_sha256(records)[:12],
                     *(_artifact_id(p) if p else "none" for p in (router_dir, predictor_dir)),
                     hashlib.sha256(json.dumps(sorted(models)).encode()).hexdigest()[:8]])
     cached = cache_dir / f"signals-{key}.json"
     if cached.exists():
         return _load(cached)
     confidence = _confidence(records, models, router_dir) if router_dir else {}
-    median = _median_tokens(records, models, predictor_dir) if predictor_dir else {}
+    median, upper = _predicted_tokens(records, models, predictor_dir) if predictor_dir else ({}, {})
     cache_dir.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps({"confidence": [[p, s, c] for (p, s), c in confidence.items()],
-                                  "median_tokens": [[p, s, m, v] for (p, s, m), v in median.items()]}))
-    return LearnedSignals(confidence, median)
+                                  "median_tokens": [[p, s, m, v] for (p, s, m), v in median.items()],
+                                  "upper_tokens": [[p, s, m, v] for (p, s, m), v in upper.items()]}))
+    return LearnedSignals(confidence, median, upper)
 
 
 def _confidence(records: Sequence[StageRecord], models: Sequence[str], router_dir: Path) -> dict:
@@ -50,16 +51,21 @@ def _confidence(records: Sequence[StageRecord], models: Sequence[str], router_di
     return {(r.program_id, r.stage_index): scores for r, (scores, _) in zip(first_calls, scored)}
 
 
-def _median_tokens(records: Sequence[StageRecord], models: Sequence[str], predictor_dir: Path) -> dict:
+def _predicted_tokens(records: Sequence[StageRecord], models: Sequence[str], predictor_dir: Path
+                      ) -> tuple[dict, dict]:
+    """The QRF's median and ``UPPER_QUANTILE`` for every (program, stage, model)."""
     from predictor_svc.predictors import build_predictor
 
     predictor = build_predictor({"kind": "qrf", "artifact": str(predictor_dir), "models": list(models)})
     rows = examples(records, models)
-    predicted = predictor.predict_batch([PredictItem(e.row, ()) for e in rows])
-    return {(e.program_id, e.row.stage_index, e.row.model): p.median_tokens for e, p in zip(rows, predicted)}
+    predicted = predictor.predict_batch([PredictItem(e.row, (UPPER_QUANTILE,)) for e in rows])
+    keys = [(e.program_id, e.row.stage_index, e.row.model) for e in rows]
+    return ({k: p.median_tokens for k, p in zip(keys, predicted)},
+            {k: p.quantile_tokens[0] for k, p in zip(keys, predicted)})
 
 
 def _load(path: Path) -> LearnedSignals:
     raw = json.loads(path.read_text())
     return LearnedSignals({(p, s): c for p, s, c in raw["confidence"]},
-                          {(p, s, m): v for p, s, m, v in raw["median_tokens"]})
+                          {(p, s, m): v for p, s, m, v in raw["median_tokens"]},
+                          {(p, s, m): v for p, s, m, v in raw["upper_tokens"]})

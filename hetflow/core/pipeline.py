@@ -26,6 +26,7 @@ from hetflow.core.policies import (
     Priority,
     PriorityContext,
     PriorityRule,
+    ReserveRule,
     RetentionRule,
     WaitForCapacity,
 )
@@ -67,6 +68,8 @@ class Decision:
     stage's mean cost for later calls' budgets (eq. 5)."""
     retain_kv_s: float = 0.0
     """How long the engine keeps the program's KV after the call finishes (the retention stage; issue 35)."""
+    reserve_output_tokens: int = 0
+    """Output tokens the engine keeps KV room for while the call runs (the reserve stage; issue 35)."""
 
 
 def models_able_to_hold(call: LlmCall, snapshot: ClusterSnapshot, models: list[str]) -> list[str]:
@@ -95,6 +98,7 @@ class Pipeline:
                                                          policy.priority.params)
         self.retention_rule: RetentionRule = plugins.build("retention-rule", policy.retention.type,
                                                            policy.retention.params)
+        self.reserve_rule: ReserveRule = plugins.build("reserve-rule", policy.reserve.type, policy.reserve.params)
         self.store = PolicyStore(alpha=self.engine_picker.initial_alpha)
 
     def candidate_models(self, call: LlmCall, snapshot: ClusterSnapshot) -> list[str]:
@@ -152,10 +156,14 @@ class Pipeline:
         retain_kv_s, retention_choice = self.retention_rule.hold_s(call, context)
         stages.append(StageDecision("retention", self.retention_rule.type_name, retention_choice,
                                     (time.perf_counter() - t) * 1e3))
+        t = time.perf_counter()
+        reserve_tokens, reserve_choice = self.reserve_rule.reserve_tokens(call, prediction, context)
+        stages.append(StageDecision("reserve", self.reserve_rule.type_name, reserve_choice,
+                                    (time.perf_counter() - t) * 1e3))
         plan = (plan_for(call, engine, view.agent_expected_s, context.output_tokens)
                 if self.engine_picker.plans_memory else None)
         return Decision(model, engine.engine_id, priority, prediction, stages, context.compute_cost_s, plan,
-                        context.mean_cost_s, retain_kv_s)
+                        context.mean_cost_s, retain_kv_s, reserve_tokens)
 
     def _model_stage(self, call: LlmCall, view: ClusterSnapshot, confidence: Mapping[str, float],
                      router_asked: bool) -> StageDecision:

@@ -1,8 +1,8 @@
 """One registry for every pluggable kind, chosen by type name in configuration (STYLE.md: a plugin's
 type string, class and file agree).
 
-Kinds: the balancer's four stages (``model-picker``, ``engine-picker``, ``priority-rule``,
-``retention-rule``; the
+Kinds: the balancer's five stages (``model-picker``, ``engine-picker``, ``priority-rule``,
+``retention-rule``, ``reserve-rule``; the
 ``scored`` engine picker is made of ``engine-filter`` and ``engine-scorer`` plugins), the engine's
 queue (``engine-queue``) and backend (``engine-backend``), the router's scorer (``router-scorer``) and
 the predictor (``predictor``). A plugin registers itself with ``@plugin(kind, name)`` when its module is
@@ -18,12 +18,13 @@ import inspect
 from typing import Any, Callable, Mapping, TypeVar
 
 KINDS = ("model-picker", "engine-picker", "engine-filter", "engine-scorer", "priority-rule", "retention-rule",
-         "engine-queue",
+         "reserve-rule", "engine-queue",
          "engine-backend", "router-scorer", "predictor")
 _REGISTRY: dict[str, dict[str, type | str]] = {kind: {} for kind in KINDS}
 _BUILT_IN = {"model-picker": "hetflow.core.policies", "engine-picker": "hetflow.core.policies",
              "engine-filter": "hetflow.core.policies", "engine-scorer": "hetflow.core.policies",
              "priority-rule": "hetflow.core.policies", "retention-rule": "hetflow.core.policies",
+             "reserve-rule": "hetflow.core.policies",
              "engine-queue": "hetflow.core.engine.queues"}
 """The core module whose import registers a kind's built-in plugins; a service registers its own
 kinds' plugins when its package is imported."""

@@ -1,4 +1,4 @@
-"""The balancer's four decision stages as configuration: each a plugin type name with its parameters.
+"""The balancer's five decision stages as configuration: each a plugin type name with its parameters.
 
 A stage is a whole: naming a plugin without parameters runs it with its own defaults (written once, in
 its constructor), and a stage left out is the default's, type and parameters together, so no stage's
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-STAGES = ("model", "engine", "priority", "retention")
+STAGES = ("model", "engine", "priority", "retention", "reserve")
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class PolicyConfig:
         "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}})
     priority: StageConfig = StageConfig("predicted-total-tokens")
     retention: StageConfig = StageConfig("free-at-finish")
+    reserve: StageConfig = StageConfig("no-reserve")
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> PolicyConfig:

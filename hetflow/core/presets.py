@@ -71,7 +71,7 @@ HETFLOW_SCORED_ENGINE = StageConfig("scored", {"filters": ["memory-fit"], "score
     "prefix-affinity": 3.0, "in-flight-tokens": 2.0, "workload-balanced": 1.0}})
 
 KIND_OF_STAGE = {"model": "model-picker", "engine": "engine-picker", "priority": "priority-rule",
-                 "retention": "retention-rule"}
+                 "retention": "retention-rule", "reserve": "reserve-rule"}
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     _baseline("round-robin", "baseline", "round-robin"),
@@ -115,6 +115,12 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "utility over the agent's tool gaps from its first on, the recompute cost from the engine's profile, no hold "
            "after the last stage; retained blocks pinned on hetflow's engines)",
            replace(PolicyConfig(), retention=StageConfig("workflow-ttl"))),
+    Preset("hetflow-reserve", "issue 35's candidate: hetflow's default with room reserved for decode growth (the "
+           "engine admits a call only while its free KV covers every running call's prompt and output at the "
+           "predictor's 0.9 quantile)", replace(PolicyConfig(), reserve=StageConfig("predicted-quantile"))),
+    Preset("hetflow-retain-reserve", "issue 35's candidate: hetflow's default with both workflow-aware KV retention "
+           "and room reserved for decode growth",
+           replace(PolicyConfig(), retention=StageConfig("workflow-ttl"), reserve=StageConfig("predicted-quantile"))),
     Preset("hetflow-card", "the design card's composition (hetflow's default until issue 12): Chimera's slack rule; "
            "Kairos's memory packer deciding which engines have room and HexGen-Flow's eq. 4 choosing among them; "
            "HexGen-Flow's urgency (calls without a deadline get 5x their remaining cost), with aging",

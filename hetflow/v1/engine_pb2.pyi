@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class EngineGenerateRequest(_message.Message):
-    __slots__ = ("request_id", "prompt", "messages", "sampling", "priority", "program_id", "priority_tiebreak", "retain_kv_s")
+    __slots__ = ("request_id", "prompt", "messages", "sampling", "priority", "program_id", "priority_tiebreak", "retain_kv_s", "reserve_output_tokens")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,7 @@ class EngineGenerateRequest(_message.Message):
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_TIEBREAK_FIELD_NUMBER: _ClassVar[int]
     RETAIN_KV_S_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt: str
     messages: _containers.RepeatedCompositeFieldContainer[_common_pb2.ChatMessage]
@@ -25,7 +26,8 @@ class EngineGenerateRequest(_message.Message):
     program_id: str
     priority_tiebreak: float
     retain_kv_s: float
-    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., priority: _Optional[float] = ..., program_id: _Optional[str] = ..., priority_tiebreak: _Optional[float] = ..., retain_kv_s: _Optional[float] = ...) -> None: ...
+    reserve_output_tokens: int
+    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., priority: _Optional[float] = ..., program_id: _Optional[str] = ..., priority_tiebreak: _Optional[float] = ..., retain_kv_s: _Optional[float] = ..., reserve_output_tokens: _Optional[int] = ...) -> None: ...
 
 class EngineChunk(_message.Message):
     __slots__ = ("request_id", "text", "output_tokens", "prompt_tokens", "finished", "finish_reason", "queued_s", "preemptions")

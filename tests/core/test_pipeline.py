@@ -20,7 +20,7 @@ def test_an_engine_first_router_chooses_among_every_models_engines_and_the_model
     predictions = {m: (Prediction(10.0), "") for m in ("large", "small")}
     decision = pipeline.decide(prompt, view, {}, predictions, router_asked=False)
     assert (decision.model, decision.engine_id) == ("large", "large-0")
-    assert [s.stage for s in decision.stages] == ["model", "engine", "priority", "retention"]
+    assert [s.stage for s in decision.stages] == ["model", "engine", "priority", "retention", "reserve"]
     assert decision.stages[0].choice.rule == "engine-first" and set(decision.stages[1].choice.scores) == {
         "small-0", "large-0"}
 

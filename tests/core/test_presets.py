@@ -16,28 +16,37 @@ def test_every_preset_builds_a_pipeline(name):
 
 AGING = ("priority", {"starvation_threshold": 100, "running_quantum": 50})
 FREE = ("free-at-finish", {})
+NONE = ("no-reserve", {})
 PINNED = {
     "chimera": {"model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05}),
-                "engine": ("least-inflight-tokens", {}), "priority": ("predicted-total-tokens", {}), "retention": FREE, "queue": AGING},
+                "engine": ("least-inflight-tokens", {}), "priority": ("predicted-total-tokens", {}), "retention": FREE, "reserve": NONE, "queue": AGING},
     "hexgen": {"model": ("least-load", {}), "engine": ("workload-balanced", {"alpha": 0.0, "beta": 1.0}),
-               "priority": ("urgency", {"default_slo_scale": 0.0}), "retention": FREE, "queue": AGING},
+               "priority": ("urgency", {"default_slo_scale": 0.0}), "retention": FREE, "reserve": NONE, "queue": AGING},
     "kairos": {"model": ("least-load", {}),
                "engine": ("memory-packer", {"slot_s": 0.5, "then": "lowest-peak", "alpha": 0.0, "beta": 1.0}),
-               "priority": ("agent-priority", {}), "retention": FREE, "queue": AGING},
+               "priority": ("agent-priority", {}), "retention": FREE, "reserve": NONE, "queue": AGING},
     "hetflow": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05}),
                 "engine": ("scored", {"filters": ["working-set"],
                                       "scorers": {"queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}}),
-                "priority": ("predicted-total-tokens", {}), "retention": FREE, "queue": AGING},
+                "priority": ("predicted-total-tokens", {}), "retention": FREE, "reserve": NONE, "queue": AGING},
     "hetflow-retain": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05}),
                        "engine": ("scored", {"filters": ["working-set"],
                                              "scorers": {"queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}}),
                        "priority": ("predicted-total-tokens", {}),
                        "retention": ("workflow-ttl", {"max_hold_s": 30.0, "single_gap_sigma": 1.0,
-                                                      "busy_hold_cost": 1.0}), "queue": AGING},
+                                                      "busy_hold_cost": 1.0}), "reserve": NONE,
+                       "queue": AGING},
+    "hetflow-retain-reserve": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05}),
+                               "engine": ("scored", {"filters": ["working-set"], "scorers": {
+                                   "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}}),
+                               "priority": ("predicted-total-tokens", {}),
+                               "retention": ("workflow-ttl", {"max_hold_s": 30.0, "single_gap_sigma": 1.0,
+                                                              "busy_hold_cost": 1.0}),
+                               "reserve": ("predicted-quantile", {"quantile": 0.9}), "queue": AGING},
     "hetflow-card": {"model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05}),
                 "engine": ("memory-packer", {"slot_s": 0.5, "then": "workload-balanced", "alpha": 0.0, "beta": 1.0}),
-                "priority": ("urgency", {"default_slo_scale": 5.0}), "retention": FREE, "queue": AGING},
-    "least-load": {"model": ("least-load", {}), "engine": ("least-load", {}), "priority": ("fcfs", {}), "retention": FREE, "queue": AGING},
+                "priority": ("urgency", {"default_slo_scale": 5.0}), "retention": FREE, "reserve": NONE, "queue": AGING},
+    "least-load": {"model": ("least-load", {}), "engine": ("least-load", {}), "priority": ("fcfs", {}), "retention": FREE, "reserve": NONE, "queue": AGING},
     "vllm-router-program": {  # the router's documented recommended configuration (docs/program_scheduling.md)
         "model": ("engine-first", {}),
         "engine": ("program-admission", {"global_queue": True, "max_active_programs": 64, "waiting_threshold": 1,
@@ -45,9 +54,9 @@ PINNED = {
                                          "stats_window_size": 100, "force_resume_timeout_s": 300.0,
                                          "metrics_interval_s": 1.0, "cross_rank_headroom_ratio": 1.2,
                                          "recheck_s": 0.2}),
-        "priority": ("fcfs", {}), "retention": FREE, "queue": AGING},
+        "priority": ("fcfs", {}), "retention": FREE, "reserve": NONE, "queue": AGING},
     "mlfq": {"model": ("least-load", {}), "engine": ("least-load", {}), "priority": ("fcfs", {}),
-             "retention": FREE, "queue": ("mlfq", {"starvation_threshold": 100, "running_quantum": 50, "first_quantum_tokens": 32,
+             "retention": FREE, "reserve": NONE, "queue": ("mlfq", {"starvation_threshold": 100, "running_quantum": 50, "first_quantum_tokens": 32,
                                 "levels": 8})},
 }
 

@@ -9,10 +9,12 @@ from hetflow.core.policies import Priority
 from tests.factories import call
 
 
-def test_the_balancer_s_engine_request_reaches_the_backend_with_its_retention():
-    sent = engine_request(call(program_id="p", max_tokens=8), Priority(3.0, 1.5), retain_kv_s=4.5)
+def test_the_balancer_s_engine_request_reaches_the_backend_with_its_retention_and_reserve():
+    sent = engine_request(call(program_id="p", max_tokens=8), Priority(3.0, 1.5), retain_kv_s=4.5,
+                          reserve_output_tokens=120)
     got = call_from_proto(sent, max_tokens_limit=64)
-    assert (got.priority, got.priority_tiebreak, got.program_id, got.retain_kv_s) == (3.0, 1.5, "p", 4.5)
+    assert (got.priority, got.priority_tiebreak, got.program_id, got.retain_kv_s, got.reserve_output_tokens) == \
+        (3.0, 1.5, "p", 4.5, 120)
 
 
 def test_a_negative_retention_frees_at_once_and_an_empty_request_is_refused():

@@ -56,7 +56,7 @@ async def test_streaming_returns_receipt_first_and_usage_last(client):
         prompt="count to ten", max_tokens=12, ignore_eos=True, program_id="stream-1", want_receipt=True))]
     assert chunks[0].HasField("receipt") and chunks[0].receipt.engine_id
     stages = [s.stage for s in chunks[0].receipt.stages]
-    assert stages == ["model", "engine", "priority", "retention"]
+    assert stages == ["model", "engine", "priority", "retention", "reserve"]
     assert chunks[-1].finished and chunks[-1].usage.output_tokens == 12 == len(chunks)
     assert not any(c.HasField("receipt") for c in chunks[1:])
 

@@ -46,6 +46,9 @@ class EngineRequest:
     """Simulated engines stop here (EOS); None lets the backend decide (real vLLM)."""
     retain_kv_s: float = 0.0
     """Keep the program's KV this long after the request finishes, for its next call (issue 35); 0 frees it."""
+    reserve_output_tokens: int = 0
+    """Output tokens the engine keeps KV room for while the request runs (issue 35: the predictor's upper
+    quantile), so that running requests do not preempt each other; 0 reserves none (vLLM's admission)."""
     status: RequestStatus = RequestStatus.WAITING
     num_computed_tokens: int = 0
     """Tokens whose KV is in the cache."""

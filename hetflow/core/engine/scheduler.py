@@ -16,6 +16,12 @@ arXiv 2511.02230): its cached blocks stay held for the program until the program
 admitted (which finds them as a prefix hit), or until they expire, or until a running request needs a
 block that only they can give (retained KV goes before any running request is preempted, the earliest
 to expire first). Waiting requests cannot evict them: that is the room being kept.
+
+A request that carries ``reserve_output_tokens`` is admitted only if, once it holds its first chunk, the
+free blocks still cover what every running request with a reserve may yet take (its whole prompt and
+its reserved output, less the blocks it holds) and its own such growth (issue 35: room reserved for
+decode growth, so that the batch does not grow into preemptions). A request alone in the batch is
+always admitted.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
-from hetflow.core.engine.kv_cache import KVBlockPool
+from hetflow.core.engine.kv_cache import KVBlockPool, blocks_for
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.engine.request import EngineRequest, RequestStatus
 
@@ -162,6 +168,17 @@ class BatchScheduler:
         for program_id in [p for p, until_s in self.retained_until_s.items() if until_s <= now_s]:
             self.release_retained(program_id, "expired")
 
+    def _growth_blocks(self, req: EngineRequest) -> int:
+        """Blocks ``req`` may still take up to its whole prompt and reserved output."""
+        if not req.reserve_output_tokens:
+            return 0
+        total = blocks_for(req.prompt_tokens + req.reserve_output_tokens, self.kv.block_size)
+        return max(0, total - self.kv.held(req.request_id))
+
+    def reserved_growth_blocks(self) -> int:
+        """Free blocks the running requests' reserves keep from admissions."""
+        return sum(self._growth_blocks(req) for req in self.running)
+
     @property
     def retained_blocks(self) -> int:
         return sum(self.kv.held(_retained_key(p)) for p in self.retained_until_s)
@@ -249,7 +266,9 @@ class BatchScheduler:
                 hit_tokens = self.kv.acquire_prefix(req.request_id, req.block_hashes, req.prompt_tokens - 1)
                 req.num_computed_tokens = hit_tokens  # the cached prefix skips prefill
             num_tokens = min(req.tokens_to_compute, budget)
-            if not self.kv.try_grow(req.request_id, req.num_computed_tokens + num_tokens):
+            if (not self.kv.try_grow(req.request_id, req.num_computed_tokens + num_tokens)
+                    or (req.reserve_output_tokens and self.running
+                        and self.kv.free_blocks < self.reserved_growth_blocks() + self._growth_blocks(req))):
                 self.kv.free(req.request_id)
                 req.num_computed_tokens = 0
                 return

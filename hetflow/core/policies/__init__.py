@@ -1,11 +1,12 @@
 """Balancer policies: small pure functions over a typed snapshot, one per file, chosen by name.
 
-Four stages, run in this order, each a plugin kind of ``hetflow.core.plugins`` (STYLE.md; Gateway API
+Five stages, run in this order, each a plugin kind of ``hetflow.core.plugins`` (STYLE.md; Gateway API
 Inference Extension's endpoint picker):
   model-picker   ModelPicker.pick(call, snapshot, confidence, store)           -> Choice
   engine-picker  EnginePicker.pick(call, snapshot, model, prediction, store)   -> Choice
   priority-rule  PriorityRule.priority(call, prediction, context)              -> (Priority, Choice)
   retention-rule RetentionRule.hold_s(call, context)                           -> (seconds, Choice)
+  reserve-rule   ReserveRule.reserve_tokens(call, prediction, context)         -> (tokens, Choice)
 The ``scored`` engine picker is itself filters, then weighted scorers, then the highest total:
   engine-filter  EngineFilter.keep(call, engines, snapshot, prediction)        -> engines
   engine-scorer  EngineScorer.score(call, engines, snapshot, prediction, store) -> {engine: 0..1}
@@ -216,6 +217,16 @@ class RetentionRule:
         raise NotImplementedError
 
 
+class ReserveRule:
+    """How many output tokens the chosen engine keeps KV room for while the call runs (issue 35: room
+    reserved for decode growth); 0 reserves none."""
+
+    type_name: str
+
+    def reserve_tokens(self, call: LlmCall, prediction: Prediction, context: PriorityContext) -> tuple[int, Choice]:
+        raise NotImplementedError
+
+
 def min_max_scores(values: Mapping[str, float], lower_is_better: bool = True) -> dict[str, float]:
     """Each value's place between the best (1) and the worst (0) of them; all 1 when they are equal (the
     Gateway API Inference Extension's queue scorer normalisation)."""
@@ -255,7 +266,9 @@ def _register_builtins() -> None:
         max_capacity,
         memory_packer,
         min_min,
+        no_reserve,
         predicted_call_tokens,
+        predicted_quantile_reserve,
         predicted_total_tokens,
         program_admission,
         program_locality,
