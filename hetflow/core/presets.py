@@ -54,8 +54,9 @@ def _chimera(name: str, confidence: str) -> Preset:
                   _policy("chimera-slack", "least-inflight-tokens", "predicted-total-tokens"), confidence=confidence)
 
 
-def _hexgen(name: str, source: str, engine: str, priority: str, model: str = "least-load") -> Preset:
-    return Preset(name, source, _policy(model, engine, priority))
+def _hexgen(name: str, source: str, engine: str, priority: str) -> Preset:
+    """HexGen-Flow's engine and priority stages; the model by vLLM's least load."""
+    return Preset(name, source, _policy("least-load", engine, priority))
 
 
 def _kairos(name: str, source: str, priority: str, engine: str) -> Preset:
@@ -67,8 +68,6 @@ LLM_D_ENGINE = StageConfig("scored", {"scorers": {"queue": 2.0, "kv-utilization"
 GATED_ENGINE = StageConfig("scored", {"filters": ["working-set"], "scorers": {
     "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}})
 """llm-d's scorers behind hetflow's program-level gate on KV working sets."""
-HETFLOW_SCORED_ENGINE = StageConfig("scored", {"filters": ["memory-fit"], "scorers": {
-    "prefix-affinity": 3.0, "in-flight-tokens": 2.0, "workload-balanced": 1.0}})
 
 KIND_OF_STAGE = {"model": "model-picker", "engine": "engine-picker", "priority": "priority-rule",
                  "retention": "retention-rule", "reserve": "reserve-rule"}
@@ -126,8 +125,6 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "HexGen-Flow's urgency (calls without a deadline get 5x their remaining cost), with aging",
            _policy("chimera-slack", StageConfig("memory-packer", {"then": "workload-balanced"}),
                    StageConfig("urgency", {"default_slo_scale": 5.0}))),
-    _hexgen("chimera-hexgen", "Chimera's slack rule, then HexGen-Flow's workload-balanced engine and urgency",
-            "workload-balanced", "urgency", model="chimera-slack"),
     Preset("llm-d", "llm-d's default scheduling profile (Gateway API Inference Extension endpoint picker): queue x2, "
            "KV utilization x2, prefix cache x3, max score (llm-d-inference-scheduler pkg/epp/config/loader/"
            "defaults.go); FCFS engines", _policy("engine-first", LLM_D_ENGINE, "fcfs")),
@@ -159,9 +156,6 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("hetflow-scored-ws", "hetflow's candidate: Chimera's slack rule with no slack, the working-set filter, "
            "llm-d's engine scorers, Chimera's STJF priority with aging",
            _policy(StageConfig("chimera-slack", {"latency_slack": 0.0}), GATED_ENGINE, "predicted-total-tokens")),
-    Preset("hetflow-prefix", "hetflow's default with engine choice by weighted scorers: the memory packer as a filter, "
-           "then prefix affinity x3, in-flight tokens x2, HexGen-Flow's eq. 4 x1",
-           _policy("chimera-slack", HETFLOW_SCORED_ENGINE, StageConfig("urgency", {"default_slo_scale": 5.0}))),
 )}
 
 
