@@ -4,6 +4,10 @@ hetflow keeps waiting requests in its own aging queue (Chimera 3.7) and hands vL
 vLLM could schedule it now: fewer running than ``max_num_seqs`` and free KV blocks for the prompt plus
 one token and a watermark, as vLLM's own scheduler checks before it admits (``KVCacheManager.allocate_slots``,
 ``watermark``). So vLLM's waiting queue stays (nearly) empty and the order work starts in is hetflow's.
+
+With room reserved for decode growth (issue 35), the free blocks must also cover what hetflow's running
+requests may yet take up to their reserved output, and the head's own such growth, as the engine model
+admits (``BatchScheduler``); a head with nothing running beside it needs only its prompt.
 """
 
 from __future__ import annotations
@@ -27,4 +31,14 @@ def has_room(head: EngineRequest, running: Iterable[EngineRequest], max_num_seqs
     ours = sum(blocks_for(r.prompt_tokens + r.output_tokens + 1, block_size) for r in running)
     used = max(ours, int(kv_usage * num_blocks))
     needed = blocks_for(head.prompt_tokens + 1, block_size) + int(KV_WATERMARK * num_blocks)
+    if head.reserve_output_tokens and running:
+        needed += sum(_growth_blocks(r, block_size) for r in [*running, head])
     return num_blocks - used >= needed
+
+
+def _growth_blocks(req: EngineRequest, block_size: int) -> int:
+    """Blocks ``req`` may still take beyond what it holds, up to its reserved output."""
+    if not req.reserve_output_tokens:
+        return 0
+    return max(0, blocks_for(req.prompt_tokens + req.reserve_output_tokens, block_size)
+               - blocks_for(req.prompt_tokens + req.output_tokens + 1, block_size))

@@ -24,8 +24,8 @@ class GenerateCall:
     """Keep the program's KV this long after the call, for its next call (issue 35): the sim backend pins
     it; vLLM has no way to, and frees it (its blocks stay cached until evicted)."""
     reserve_output_tokens: int = 0
-    """Output tokens to keep KV room for while the call runs (issue 35): the sim backend's admission counts
-    them; the vLLM backends do not yet."""
+    """Output tokens to keep KV room for while the call runs (issue 35): every backend's admission counts
+    them (the engine model's, and ``admission.has_room`` before vLLM)."""
     prompt_token_ids: tuple[int, ...] = ()
     """The prompt as token ids when the caller tokenized it (a simulated engine then hashes its blocks
     for prefix caching); empty: the backend counts ``prompt`` itself."""

@@ -41,7 +41,7 @@ class FrontQueue:
         req = EngineRequest(request_id=call.request_id, prompt_tokens=len(token_ids),
                             max_tokens=call.sampling.max_tokens, priority=call.priority,
                             priority_tiebreak=call.priority_tiebreak, arrival_s=time.monotonic(),
-                            program_id=call.program_id)
+                            program_id=call.program_id, reserve_output_tokens=call.reserve_output_tokens)
         stream: asyncio.Queue[OutputDelta | BaseException] = asyncio.Queue()
         self._streams[call.request_id] = stream
         self.waiting[call.request_id] = (req, token_ids, call)

@@ -25,3 +25,21 @@ def test_the_head_needs_its_prompt_blocks_plus_the_watermark():
 
 def test_the_servers_own_report_counts_when_it_is_higher():
     assert not has_room(req(16), [], 8, kv_usage=0.99, num_blocks=100, block_size=16)
+
+
+def reserving(prompt_tokens: int, reserve: int, output_tokens: int = 0) -> EngineRequest:
+    r = req(prompt_tokens, output_tokens)
+    r.reserve_output_tokens = reserve
+    return r
+
+
+def test_a_reserve_keeps_room_for_the_running_requests_growth_and_the_head_s():
+    # running: 20 blocks held (319 + 1 tokens), growing to 40 (319 + 320 reserved)
+    running = [reserving(319, 320)]
+    head = reserving(159, 160)                     # 10 blocks, growing to 20
+    # 55 blocks, no watermark (int(0.55)): 35 free
+    assert has_room(req(159), running, 8, 0.0, num_blocks=55, block_size=16)    # no reserve: 10 <= 35
+    assert not has_room(head, running, 8, 0.0, num_blocks=55, block_size=16)    # 10 + growth 20 + 10 > 35
+    assert has_room(head, running, 8, 0.0, num_blocks=100, block_size=16)       # 80 free >= 10 + 1 + 20 + 10
+    alone = reserving(159, 10_000)
+    assert has_room(alone, [], 8, 0.0, num_blocks=100, block_size=16)           # nothing beside it: its prompt only
