@@ -22,14 +22,15 @@ KV_WATERMARK = 0.01
 
 
 def has_room(head: EngineRequest, running: Iterable[EngineRequest], max_num_seqs: int, kv_usage: float,
-             num_blocks: int, block_size: int) -> bool:
+             num_blocks: int, block_size: int, retained_tokens: int = 0) -> bool:
     """``kv_usage`` is vLLM's own report (0..1); the blocks hetflow's running requests need count when
-    they are more (the report lags the requests just admitted)."""
+    they are more (the report lags the requests just admitted). ``retained_tokens``: paused programs'
+    contexts held for their next calls (``FrontQueue.retained_tokens``), which vLLM counts as free."""
     running = list(running)
     if len(running) >= max_num_seqs:
         return False
     ours = sum(blocks_for(r.prompt_tokens + r.output_tokens + 1, block_size) for r in running)
-    used = max(ours, int(kv_usage * num_blocks))
+    used = max(ours, int(kv_usage * num_blocks)) + blocks_for(retained_tokens, block_size)
     needed = blocks_for(head.prompt_tokens + 1, block_size) + int(KV_WATERMARK * num_blocks)
     if head.reserve_output_tokens and running:
         needed += sum(_growth_blocks(r, block_size) for r in [*running, head])

@@ -22,7 +22,7 @@ class GenerateCall:
     priority_tiebreak: float = 0.0
     retain_kv_s: float = 0.0
     """Keep the program's KV this long after the call, for its next call (issue 35): the sim backend pins
-    it; vLLM has no way to, and frees it (its blocks stay cached until evicted)."""
+    it; vLLM cannot, so the vLLM backends count it as used room when they admit (``FrontQueue.retained``)."""
     reserve_output_tokens: int = 0
     """Output tokens to keep KV room for while the call runs (issue 35): every backend's admission counts
     them (the engine model's, and ``admission.has_room`` before vLLM)."""

@@ -4,6 +4,11 @@ Each call waits here with its prompt's token ids until the backend finds room fo
 caller reads its deltas from its own stream, which the backend's run fills. Closing the caller's
 iterator early aborts the call, still waiting or already running. Aging counts the backend's
 scheduling iterations (``iteration``): vLLM's engine steps.
+
+vLLM cannot pin a finished request's blocks, so a program's KV retained for its next call (issue 35)
+is kept here as vLLM's router keeps it: its context counts as used room in admission
+(``retained_tokens``) until the program's next call here starts or the hold expires, so nothing is let
+into vLLM that would evict it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ class FrontQueue:
         """Set when the head may have room: a call arrived, a call finished, the engine stepped."""
         self.waiting: dict[str, Held] = {}
         self._streams: dict[str, asyncio.Queue[OutputDelta | BaseException]] = {}
+        self.retained: dict[str, tuple[int, float]] = {}
+        """Programs whose context is held for their next call -> (tokens, monotonic time it is let go)."""
 
     def check_new(self, request_id: str) -> None:
         if request_id in self._streams:
@@ -41,7 +48,8 @@ class FrontQueue:
         req = EngineRequest(request_id=call.request_id, prompt_tokens=len(token_ids),
                             max_tokens=call.sampling.max_tokens, priority=call.priority,
                             priority_tiebreak=call.priority_tiebreak, arrival_s=time.monotonic(),
-                            program_id=call.program_id, reserve_output_tokens=call.reserve_output_tokens)
+                            program_id=call.program_id, reserve_output_tokens=call.reserve_output_tokens,
+                            retain_kv_s=call.retain_kv_s)
         stream: asyncio.Queue[OutputDelta | BaseException] = asyncio.Queue()
         self._streams[call.request_id] = stream
         self.waiting[call.request_id] = (req, token_ids, call)
@@ -69,7 +77,23 @@ class FrontQueue:
             self.queue.pop()
             req, token_ids, call = self.waiting.pop(head.request_id)
             req.status, req.first_scheduled_s = RequestStatus.RUNNING, time.monotonic()
+            self.retained.pop(req.program_id, None)  # its context is the call's prefix now
             yield req, token_ids, call
+
+    def ended(self, req: EngineRequest) -> None:
+        """A started call left the engine: a finished one (``finished_s`` set) whose program is to be
+        retained has its context held for ``retain_kv_s``, with a wake-up when the hold expires."""
+        if req.finished_s is None or req.retain_kv_s <= 0 or not req.program_id:
+            return
+        self.retained[req.program_id] = (req.prompt_tokens + req.output_tokens, time.monotonic() + req.retain_kv_s)
+        asyncio.get_running_loop().call_later(req.retain_kv_s, self.wake.set)
+
+    def retained_tokens(self) -> int:
+        """The held contexts' tokens; expired holds are let go."""
+        now = time.monotonic()
+        for program_id in [p for p, (_, until_s) in self.retained.items() if until_s <= now]:
+            del self.retained[program_id]
+        return sum(tokens for tokens, _ in self.retained.values())
 
     def abort_waiting(self, request_id: str) -> bool:
         """Take a call that has not started out of the queue and end its stream; False if it started."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 from dataclasses import replace
 from typing import Any, AsyncIterator, Mapping
 
@@ -136,7 +137,7 @@ class VllmBackend:
     # -- admission into vLLM -------------------------------------------------------------
     def _has_room(self, req: EngineRequest) -> bool:
         return has_room(req, self._running.values(), self.cfg.max_num_seqs, self._kv_usage, self._num_blocks,
-                        self._block_size)
+                        self._block_size, self.front.retained_tokens())
 
     async def _admit_forever(self) -> None:
         while True:
@@ -158,7 +159,7 @@ class VllmBackend:
                 completion = out.outputs[0]
                 req.output_tokens += len(completion.token_ids)
                 if out.finished:
-                    reason = completion.finish_reason or "stop"
+                    reason, req.finished_s = completion.finish_reason or "stop", time.monotonic()
                 self.front.put(req.request_id, OutputDelta(
                     req.request_id, completion.text, req.output_tokens, req.prompt_tokens, finished=out.finished,
                     finish_reason=reason if out.finished else "",
@@ -172,6 +173,7 @@ class VllmBackend:
             self.front.put(req.request_id, Unavailable(f"vLLM failed the request: {type(exc).__name__}: {exc}"))
         finally:
             self._running.pop(req.request_id, None)
+            self.front.ended(req)
             self.front.wake.set()
 
     # -- helpers -------------------------------------------------------------------------

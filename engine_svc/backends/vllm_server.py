@@ -193,7 +193,8 @@ class VllmServerBackend:
         load = self._load
         freed = self._freed_blocks_since_read / max(1, load.num_gpu_blocks)
         return has_room(req, (r for r, _ in self._running.values()), self.cfg.max_num_seqs + self.cfg.server_backlog,
-                        max(0.0, load.kv_cache_usage - freed), load.num_gpu_blocks, load.block_size)
+                        max(0.0, load.kv_cache_usage - freed), load.num_gpu_blocks, load.block_size,
+                        self.front.retained_tokens())
 
     async def _admit_forever(self) -> None:
         while True:
@@ -230,6 +231,7 @@ class VllmServerBackend:
         finally:
             self._running.pop(req.request_id, None)
             self._freed_blocks_since_read += blocks_for(req.prompt_tokens + req.output_tokens, self._load.block_size)
+            self.front.ended(req)
             self.front.wake.set()
 
     async def _stream_retrying(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
@@ -261,6 +263,7 @@ class VllmServerBackend:
                     continue
                 self.front.put(req.request_id, delta)
                 if delta.finished:
+                    req.finished_s = time.monotonic()
                     return
         self.front.finish(req, reason)  # ended without a finish reason
 

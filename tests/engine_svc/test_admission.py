@@ -43,3 +43,9 @@ def test_a_reserve_keeps_room_for_the_running_requests_growth_and_the_head_s():
     assert has_room(head, running, 8, 0.0, num_blocks=100, block_size=16)       # 80 free >= 10 + 1 + 20 + 10
     alone = reserving(159, 10_000)
     assert has_room(alone, [], 8, 0.0, num_blocks=100, block_size=16)           # nothing beside it: its prompt only
+
+
+def test_retained_contexts_count_as_used_room():
+    # 80 blocks free by vLLM's report; a 1,000-token context held for its program takes 63 of them
+    assert has_room(req(319), [], 8, 0.2, num_blocks=100, block_size=16)
+    assert not has_room(req(319), [], 8, 0.2, num_blocks=100, block_size=16, retained_tokens=1000)

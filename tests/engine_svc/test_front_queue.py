@@ -63,3 +63,48 @@ async def test_a_caller_who_stops_reading_aborts_and_a_duplicate_id_is_refused()
     await read
     await stream.aclose()
     assert aborted == ["a"] and not front.waiting
+
+
+async def test_a_finished_program_s_context_is_held_as_used_room_until_its_next_call_starts():
+    """vLLM cannot pin blocks: a retained context (issue 35) counts in admission instead, as vLLM's router
+    counts an acting program's tokens, until the program's next call starts here."""
+    front = FrontQueue(AgingPriorityQueue())
+
+    async def abort(request_id):
+        return True
+
+    first = GenerateCall("p/1", "p", (), SamplingSpec(max_tokens=4), 0.0, program_id="p", retain_kv_s=60.0)
+    stream = front.serve(first, [1, 2, 3], abort)
+    read = asyncio.ensure_future(stream.__anext__())
+    await asyncio.sleep(0)
+    [(req, _, _)] = front.admissible(lambda head: True)
+    req.output_tokens = 4
+    front.ended(req)                                   # not finished (aborted, failed): nothing held
+    assert front.retained_tokens() == 0
+    req.finished_s = 1.0
+    front.ended(req)
+    assert front.retained_tokens() == 3 + 4
+    front.put("p/1", OutputDelta("p/1", "x", 4, 3, finished=True, finish_reason="stop"))
+    await read
+    second = front.serve(GenerateCall("p/2", "p", (), SamplingSpec(max_tokens=4), 0.0, program_id="p"),
+                         [1, 2, 3, 4], abort)
+    read = asyncio.ensure_future(second.__anext__())
+    await asyncio.sleep(0)
+    assert [r.request_id for r, _, _ in front.admissible(lambda head: True)] == ["p/2"]
+    assert front.retained_tokens() == 0                # the next call took its context over
+    read.cancel()
+
+
+async def test_a_held_context_is_let_go_when_its_hold_expires():
+    front = FrontQueue(AgingPriorityQueue())
+    stream = front.serve(GenerateCall("q/1", "p", (), SamplingSpec(max_tokens=4), 0.0, program_id="q",
+                                      retain_kv_s=0.01), [1, 2], lambda request_id: asyncio.sleep(0))
+    read = asyncio.ensure_future(stream.__anext__())
+    await asyncio.sleep(0)
+    [(req, _, _)] = front.admissible(lambda head: True)
+    req.finished_s = 1.0
+    front.ended(req)
+    front.wake.clear()
+    await asyncio.wait_for(front.wake.wait(), timeout=60)  # woken when the hold expires
+    assert front.retained_tokens() == 0
+    read.cancel()
