@@ -180,6 +180,8 @@ def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[St
     summary["prefix_hit_rate"] = sim.prefix_hit_rate
     summary["router_changed_share"] = sim.router_changed_share
     summary["busiest_engine_call_share"] = busiest_engine_call_share(results, engines)
+    summary["retained_kv_released"] = {why: sum(e.scheduler.retained_released[why] for e in sim.engines.values())
+                                       for why in ("resumed", "expired", "pressure")}
     summary["latencies_s"] = sorted(round(r.latency_s, 4) for r in results)
     return summary
 
