@@ -111,8 +111,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "slack, the working-set gate, llm-d's engine scorers, Chimera's STJF priority with aging",
            PolicyConfig()),
     Preset("hetflow-retain", "issue 35's candidate: hetflow's default with workflow-aware KV retention (Continuum's "
-           "utility over the agent's tool gaps from its first on, the recompute cost from the engine's profile, no hold "
-           "after the last stage; retained blocks pinned on hetflow's engines)",
+           "utility over the agent's tool gaps from its first on, the recompute cost from the engine's profile, no "
+           "hold after the last stage; retained blocks pinned on hetflow's engines)",
            replace(PolicyConfig(), retention=StageConfig("workflow-ttl"))),
     Preset("hetflow-reserve", "issue 35's candidate: hetflow's default with room reserved for decode growth (the "
            "engine admits a call only while its free KV covers every running call's prompt and output at the "

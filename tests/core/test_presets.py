@@ -15,20 +15,22 @@ def test_every_preset_builds_a_pipeline(name):
 
 
 AGING = ("priority", {"starvation_threshold": 100, "running_quantum": 50})
-FREE = ("free-at-finish", {})
 NONE = ("no-reserve", {})
+NO_KV = {"retention": ("free-at-finish", {}), "reserve": NONE}
+"""No retention and no reserve: every preset but issue 35's candidates."""
 PINNED = {
     "chimera": {"model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05}),
-                "engine": ("least-inflight-tokens", {}), "priority": ("predicted-total-tokens", {}), "retention": FREE, "reserve": NONE, "queue": AGING},
+                "engine": ("least-inflight-tokens", {}), "priority": ("predicted-total-tokens", {}), **NO_KV,
+                "queue": AGING},
     "hexgen": {"model": ("least-load", {}), "engine": ("workload-balanced", {"alpha": 0.0, "beta": 1.0}),
-               "priority": ("urgency", {"default_slo_scale": 0.0}), "retention": FREE, "reserve": NONE, "queue": AGING},
+               "priority": ("urgency", {"default_slo_scale": 0.0}), **NO_KV, "queue": AGING},
     "kairos": {"model": ("least-load", {}),
                "engine": ("memory-packer", {"slot_s": 0.5, "then": "lowest-peak", "alpha": 0.0, "beta": 1.0}),
-               "priority": ("agent-priority", {}), "retention": FREE, "reserve": NONE, "queue": AGING},
+               "priority": ("agent-priority", {}), **NO_KV, "queue": AGING},
     "hetflow": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05}),
                 "engine": ("scored", {"filters": ["working-set"],
                                       "scorers": {"queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}}),
-                "priority": ("predicted-total-tokens", {}), "retention": FREE, "reserve": NONE, "queue": AGING},
+                "priority": ("predicted-total-tokens", {}), **NO_KV, "queue": AGING},
     "hetflow-retain": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05}),
                        "engine": ("scored", {"filters": ["working-set"],
                                              "scorers": {"queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}}),
@@ -45,8 +47,9 @@ PINNED = {
                                "reserve": ("predicted-quantile", {"quantile": 0.9}), "queue": AGING},
     "hetflow-card": {"model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05}),
                 "engine": ("memory-packer", {"slot_s": 0.5, "then": "workload-balanced", "alpha": 0.0, "beta": 1.0}),
-                "priority": ("urgency", {"default_slo_scale": 5.0}), "retention": FREE, "reserve": NONE, "queue": AGING},
-    "least-load": {"model": ("least-load", {}), "engine": ("least-load", {}), "priority": ("fcfs", {}), "retention": FREE, "reserve": NONE, "queue": AGING},
+                "priority": ("urgency", {"default_slo_scale": 5.0}), **NO_KV, "queue": AGING},
+    "least-load": {"model": ("least-load", {}), "engine": ("least-load", {}), "priority": ("fcfs", {}), **NO_KV,
+                   "queue": AGING},
     "vllm-router-program": {  # the router's documented recommended configuration (docs/program_scheduling.md)
         "model": ("engine-first", {}),
         "engine": ("program-admission", {"global_queue": True, "max_active_programs": 64, "waiting_threshold": 1,
@@ -54,10 +57,10 @@ PINNED = {
                                          "stats_window_size": 100, "force_resume_timeout_s": 300.0,
                                          "metrics_interval_s": 1.0, "cross_rank_headroom_ratio": 1.2,
                                          "recheck_s": 0.2}),
-        "priority": ("fcfs", {}), "retention": FREE, "reserve": NONE, "queue": AGING},
+        "priority": ("fcfs", {}), **NO_KV, "queue": AGING},
     "mlfq": {"model": ("least-load", {}), "engine": ("least-load", {}), "priority": ("fcfs", {}),
-             "retention": FREE, "reserve": NONE, "queue": ("mlfq", {"starvation_threshold": 100, "running_quantum": 50, "first_quantum_tokens": 32,
-                                "levels": 8})},
+             **NO_KV, "queue": ("mlfq", {"starvation_threshold": 100, "running_quantum": 50,
+                                         "first_quantum_tokens": 32, "levels": 8})},
 }
 
 

@@ -124,7 +124,7 @@ class KVBlockPool:
         prefix match finds); the run ends at the first block with no cached hash, since a prefix match
         stops there. Returns the blocks retained."""
         holders, evictable = self._holders, self._evictable
-        run = []
+        run: list[int | None] = []
         for i, block_hash in enumerate(self._blocks.get(request_id, ())):
             if block_hash is None:
                 block_hash = block_hashes[i] if i < len(block_hashes) else None
