@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta
@@ -18,6 +19,8 @@ def call_from_proto(msg: engine_pb2.EngineGenerateRequest, max_tokens_limit: int
     messages = tuple((m.role, m.content) for m in msg.messages)
     if not msg.prompt and not any(content for _, content in messages):
         raise InvalidArgument("prompt or messages must be non-empty")
+    if not math.isfinite(msg.retain_kv_s):
+        raise InvalidArgument(f"retain_kv_s must be a finite number of seconds, got {msg.retain_kv_s}")
     return GenerateCall(request_id=msg.request_id, prompt=msg.prompt, messages=messages,
                         sampling=wire.sampling_from_proto(msg.sampling, max_tokens_limit),
                         priority=msg.priority, program_id=msg.program_id,

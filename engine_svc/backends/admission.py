@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from hetflow.core.engine.kv_cache import blocks_for
+from hetflow.core.engine.kv_cache import blocks_for, growth_blocks_left
 from hetflow.core.engine.request import EngineRequest
 
 KV_WATERMARK = 0.01
@@ -33,13 +33,7 @@ def has_room(head: EngineRequest, running: Iterable[EngineRequest], max_num_seqs
     used = max(ours, int(kv_usage * num_blocks)) + blocks_for(retained_tokens, block_size)
     needed = blocks_for(head.prompt_tokens + 1, block_size) + int(KV_WATERMARK * num_blocks)
     if head.reserve_output_tokens and running:
-        needed += sum(_growth_blocks(r, block_size) for r in [*running, head])
+        needed += sum(growth_blocks_left(r.prompt_tokens, r.reserve_output_tokens,
+                                         blocks_for(r.prompt_tokens + r.output_tokens + 1, block_size), block_size)
+                      for r in [*running, head])
     return num_blocks - used >= needed
-
-
-def _growth_blocks(req: EngineRequest, block_size: int) -> int:
-    """Blocks ``req`` may still take beyond what it holds, up to its reserved output."""
-    if not req.reserve_output_tokens:
-        return 0
-    return max(0, blocks_for(req.prompt_tokens + req.reserve_output_tokens, block_size)
-               - blocks_for(req.prompt_tokens + req.output_tokens + 1, block_size))

@@ -180,8 +180,8 @@ def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[St
     summary["prefix_hit_rate"] = sim.prefix_hit_rate
     summary["router_changed_share"] = sim.router_changed_share
     summary["busiest_engine_call_share"] = busiest_engine_call_share(results, engines)
-    summary["retained_kv_released"] = {why: sum(e.scheduler.retained_released[why] for e in sim.engines.values())
-                                       for why in ("resumed", "expired", "pressure")}
+    released = [e.scheduler.retained_released for e in sim.engines.values()]
+    summary["retained_kv_released"] = {why: sum(r[why] for r in released) for why in released[0]}
     summary["latencies_s"] = sorted(round(r.latency_s, 4) for r in results)
     return summary
 

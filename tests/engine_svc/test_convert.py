@@ -23,3 +23,9 @@ def test_a_negative_retention_frees_at_once_and_an_empty_request_is_refused():
     sent.request_id = ""
     with pytest.raises(InvalidArgument, match="request_id"):
         call_from_proto(sent, max_tokens_limit=64)
+
+
+@pytest.mark.parametrize("hold_s", [float("inf"), float("nan")])
+def test_a_hold_that_is_not_a_finite_time_is_an_invalid_argument(hold_s):
+    with pytest.raises(InvalidArgument, match="retain_kv_s"):
+        call_from_proto(engine_request(call(max_tokens=8), Priority(0.0), retain_kv_s=hold_s), max_tokens_limit=64)

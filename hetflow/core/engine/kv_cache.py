@@ -27,6 +27,14 @@ def blocks_for(tokens: int, block_size: int) -> int:
     return -(-tokens // block_size)
 
 
+def growth_blocks_left(prompt_tokens: int, reserve_output_tokens: int, held_blocks: int, block_size: int) -> int:
+    """Blocks a request with a growth reserve (issue 35) may still take beyond the ``held_blocks`` it has:
+    up to its whole prompt and reserved output; 0 without a reserve."""
+    if not reserve_output_tokens:
+        return 0
+    return max(0, blocks_for(prompt_tokens + reserve_output_tokens, block_size) - held_blocks)
+
+
 class KVBlockPool:
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = False) -> None:
         if num_blocks < 1 or block_size < 1:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
-from hetflow.core.engine.kv_cache import KVBlockPool, blocks_for
+from hetflow.core.engine.kv_cache import KVBlockPool, growth_blocks_left
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.engine.request import EngineRequest, RequestStatus
 
@@ -156,13 +156,11 @@ class BatchScheduler:
         req.status, req.finished_s = RequestStatus.FINISHED, now_s
         req.finish_reason = "length" if req.output_tokens >= req.max_tokens else "stop"
 
-    def release_retained(self, program_id: str, why: str) -> bool:
+    def release_retained(self, program_id: str, why: str) -> None:
         """Let the program's retained KV go (cached blocks stay findable until evicted)."""
-        if self.retained_until_s.pop(program_id, None) is None:
-            return False
-        self.kv.free(_retained_key(program_id))
-        self.retained_released[why] += 1
-        return True
+        if self.retained_until_s.pop(program_id, None) is not None:
+            self.kv.free(_retained_key(program_id))
+            self.retained_released[why] += 1
 
     def release_expired(self, now_s: float) -> None:
         for program_id in [p for p, until_s in self.retained_until_s.items() if until_s <= now_s]:
@@ -170,18 +168,12 @@ class BatchScheduler:
 
     def _growth_blocks(self, req: EngineRequest) -> int:
         """Blocks ``req`` may still take up to its whole prompt and reserved output."""
-        if not req.reserve_output_tokens:
-            return 0
-        total = blocks_for(req.prompt_tokens + req.reserve_output_tokens, self.kv.block_size)
-        return max(0, total - self.kv.held(req.request_id))
+        return growth_blocks_left(req.prompt_tokens, req.reserve_output_tokens, self.kv.held(req.request_id),
+                                  self.kv.block_size)
 
     def reserved_growth_blocks(self) -> int:
         """Free blocks the running requests' reserves keep from admissions."""
         return sum(self._growth_blocks(req) for req in self.running)
-
-    @property
-    def retained_blocks(self) -> int:
-        return sum(self.kv.held(_retained_key(p)) for p in self.retained_until_s)
 
     @property
     def has_work(self) -> bool:

@@ -191,9 +191,9 @@ class MonitorState:
         self.agent_stats = AgentStats()
         """Kairos's spans, latency distributions and agent priorities, learned from finished calls."""
         self.stage_costs = StageCosts()
+        """Each workflow stage's mean cost (HexGen-Flow eq. 5-6), learned from the calls admitted to it."""
         self.tool_gaps = ToolGaps()
         """Each agent's tool gaps, for the retention rule (issue 35)."""
-        """Each workflow stage's mean cost (HexGen-Flow eq. 5-6), learned from the calls admitted to it."""
         self.version = 0
         """Bumped by every change to what an engine view shows (admit, release, report, sweep)."""
         self.views_cache: tuple[tuple[int, float, bool], tuple[EngineView, ...]] | None = None
