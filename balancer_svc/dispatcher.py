@@ -104,8 +104,8 @@ class Dispatch:
     """When the decision started (perf counter): the receipt's decision_ms runs from here to the send."""
     admitted: asyncio.Task[None] | None = None
     """The monitor's admit, sent beside the engine request; its release waits for it."""
-    retain_kv_s: float = 0.0
-    """How long the engine keeps the program's KV after the call (the retention stage)."""
+    retain_kv_s: float | None = None
+    """How long the engine keeps the program's KV after the call (the retention stage; None: no hold decided)."""
     reserve_output_tokens: int = 0
     """Output tokens the engine keeps KV room for while the call runs (the reserve stage)."""
 
@@ -356,7 +356,7 @@ class Dispatcher:
         goes, the others stay for the next round (Kairos 6). Ends when nothing is held."""
         while self.held:
             await asyncio.sleep(self._retry_after_s)
-            for held in self.held.in_order():
+            for held in self.held.in_order(time.time()):
                 call, outcome = self._held_calls.get(held.request_id, (None, None))
                 if call is None or outcome is None or outcome.done():
                     continue  # its caller gave up
@@ -550,7 +550,7 @@ class Dispatcher:
             predicted_cost_s=decision.predicted_cost_s,
             decode_tokens_per_s=plan.decode_tokens_per_s if plan else 0.0,
             expected_s=plan.expected_s if plan else 0.0, mean_cost_s=decision.mean_cost_s,
-            prefix_blocks=call.prefix_blocks)
+            prefix_blocks=call.prefix_blocks, retain_kv_s=decision.retain_kv_s)
         self.registrations.add(call.request_id, admit)
         try:
             reply = await self.monitor.Admit(admit, timeout=self.cfg.dependency_timeout_s)
@@ -603,7 +603,8 @@ class Dispatcher:
                      time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         """Forward the engine's deltas; always release the monitor entry, whatever happens."""
         engine = engine_pb2_grpc.EngineStub(self._channel(dispatch.engine.address))
-        request = convert.engine_request(call, dispatch.priority, dispatch.retain_kv_s, dispatch.reserve_output_tokens)
+        request = convert.engine_request(call, dispatch.priority, dispatch.retain_kv_s or 0.0,
+                                         dispatch.reserve_output_tokens)
         engine_call = engine.Generate(request, timeout=time_remaining_s)
         self._sent(dispatch)
         output_tokens, outcome, queued_s = 0, "cancelled", 0.0

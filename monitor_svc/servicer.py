@@ -39,7 +39,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                 if request.expected_s > 0 else None,
                 stage_index=request.workflow.stage_index, mean_cost_s=request.mean_cost_s,
                 prefix_blocks=tuple(request.prefix_blocks), prompt_tokens=request.prompt_tokens,
-                reregister=request.reregister, stage_count=request.workflow.stage_count)
+                reregister=request.reregister, stage_count=request.workflow.stage_count,
+                retain_kv_s=request.retain_kv_s if request.HasField("retain_kv_s") else None)
         except KeyError as exc:
             raise NotFound(exc.args[0]) from exc
         self._observe(request.engine_id)

@@ -212,7 +212,7 @@ class Simulation:
         """Kairos 6's next scheduling round: every held call, in the hold queue's order, is decided
         again; each that fits is dispatched, the others stay for the round after."""
         self._round_pending = False
-        for held in self.hold_queue.in_order():
+        for held in self.hold_queue.in_order(self.loop.now):
             program_id, record = self._held_records[held.request_id]
             self._dispatch(program_id, record)
 
@@ -295,7 +295,8 @@ class Simulation:
                             target_output_tokens=record.output_tokens[outcome.model],
                             block_hashes=_sequence_blocks(_at_block_size(hasher, parts, engine_block),
                                                           record, outcome.model),
-                            retain_kv_s=outcome.retain_kv_s, reserve_output_tokens=outcome.reserve_output_tokens)
+                            retain_kv_s=outcome.retain_kv_s or 0.0,
+                            reserve_output_tokens=outcome.reserve_output_tokens)
         try:
             self.engines[outcome.engine_id].submit(req)
         except (ValueError, MemoryError) as exc:  # the live engine answers INVALID_ARGUMENT / RESOURCE_EXHAUSTED
@@ -309,7 +310,8 @@ class Simulation:
                            predicted_cost_s=outcome.predicted_cost_s, agent=record.agent,
                            upstream_agent=record.upstream_agent, memory_plan=outcome.memory_plan,
                            stage_index=record.stage_index, stage_count=record.stage_count,
-                           mean_cost_s=outcome.mean_cost_s, prefix_blocks=blocks, prompt_tokens=req.prompt_tokens)
+                           mean_cost_s=outcome.mean_cost_s, prefix_blocks=blocks, prompt_tokens=req.prompt_tokens,
+                           retain_kv_s=outcome.retain_kv_s)
         result = self.results[program_id]
         if record.stage_index == record.stage_count:  # the final answer's model decides correctness
             result.model = outcome.model

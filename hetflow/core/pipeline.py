@@ -66,8 +66,9 @@ class Decision:
     mean_cost_s: float = 0.0
     """t-bar_comp of the call over all instances (HexGen-Flow eq. 6), from which the monitor learns its
     stage's mean cost for later calls' budgets (eq. 5)."""
-    retain_kv_s: float = 0.0
-    """How long the engine keeps the program's KV after the call finishes (the retention stage; issue 35)."""
+    retain_kv_s: float | None = None
+    """How long the engine keeps the program's KV after the call finishes (the retention stage; issue 35);
+    None: the retention stage decides no hold (``RetentionRule.hold_s``), and the engine frees it at once."""
     reserve_output_tokens: int = 0
     """Output tokens the engine keeps KV room for while the call runs (the reserve stage; issue 35)."""
 

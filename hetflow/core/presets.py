@@ -120,6 +120,15 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("hetflow-retain-reserve", "issue 35's candidate: hetflow's default with both workflow-aware KV retention "
            "and room reserved for decode growth",
            replace(PolicyConfig(), retention=StageConfig("workflow-ttl"), reserve=StageConfig("predicted-quantile"))),
+    Preset("hetflow-program", "issue 35's candidate: hetflow-retain-reserve with program order: a resumed program "
+           "keeps its engine and moves only where its context fits (the working-set gate counting each program "
+           "until its KV hold ends), and the priority is the remaining work on the program's critical path "
+           "(STJF for chains, scaled by Autellix's ATLAS/PLAS for DAGs)",
+           replace(PolicyConfig(), engine=StageConfig("scored", {
+               "filters": [{"working-set": {"resume_where_fits": True}}],
+               "scorers": {"queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}}),
+               priority=StageConfig("program-remaining-work"), retention=StageConfig("workflow-ttl"),
+               reserve=StageConfig("predicted-quantile"))),
     Preset("hetflow-card", "the design card's composition (hetflow's default until issue 12): Chimera's slack rule; "
            "Kairos's memory packer deciding which engines have room and HexGen-Flow's eq. 4 choosing among them; "
            "HexGen-Flow's urgency (calls without a deadline get 5x their remaining cost), with aging",

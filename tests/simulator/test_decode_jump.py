@@ -59,6 +59,7 @@ def _differences(reference, fast, path="") -> list[str]:
     ("round-robin", "agent", 3.0, 20000, "preemptions"), # growing contexts, prefix reuse
     ("kairos", "kairos-qa", 12.0, 2500, "held"),         # the memory packer's holds and agent priorities
     ("hetflow-retain-reserve", "agent", 4.0, 20000, "retained"),  # KV kept across tool calls; growth reserved
+    ("hetflow-program", "sql", 12.0, 6000, None),       # parallel candidates: the critical-path order
 ])
 def test_decode_runs_give_the_reference_results(policy, family, rate_per_s, kv_tokens, pressure):
     records = generate(family, 80, seed=5, models=(SMALL, LARGE), rate_per_s=rate_per_s)

@@ -41,6 +41,8 @@ class InFlightEntry:
     """The call is of its program's last stage (``stage_index == stage_count``): once it and its siblings
     finish, the program has no next call to bring its context back."""
     prompt_tokens: int = 0
+    retain_kv_s: float | None = None
+    """The KV hold the balancer chose for the call (issue 35); None when no stage decides holds."""
 
 
 @dataclass
@@ -69,6 +71,9 @@ class ProgramRecord:
     """Its last stage finished: no next call will bring its context back."""
     last_finished_agent: str = ""
     """The agent of its last call to finish, whose tool gap its next call ends."""
+    held_until_s: float | None = None
+    """When the KV hold its last finished call was given ends (issue 35); None: no hold was decided, and
+    it counts as resident for ``program_idle_after_s``."""
 
 
 @dataclass(frozen=True)
@@ -209,9 +214,10 @@ class MonitorState:
               predicted_cost_s: float = 0.0, agent: str = "", upstream_agent: str = "",
               memory_plan: MemoryPlan | None = None, stage_index: int = 0, mean_cost_s: float = 0.0,
               prefix_blocks: Sequence[int] = (), prompt_tokens: int = 0, reregister: bool = False,
-              stage_count: int = 0) -> ProgramRecord:
+              stage_count: int = 0, retain_kv_s: float | None = None) -> ProgramRecord:
         """Add the call's entry. ``reregister``: a running call told again after this monitor restarted
-        (its balancer saw a new ``epoch``); one already known is left as it is."""
+        (its balancer saw a new ``epoch``); one already known is left as it is. ``retain_kv_s``: the KV
+        hold the balancer chose for it (issue 35), None when none was decided."""
         if not request_id:
             raise ValueError("request_id is required")
         if request_id in self.entries:
@@ -222,6 +228,8 @@ class MonitorState:
             raise KeyError(f"engine {engine_id!r} has never reported to the monitor")
         check_admit(predicted_tokens, prompt_tokens, predicted_cost_s, mean_cost_s, memory_plan)
         check_stages(stage_index, stage_count)
+        if retain_kv_s is not None:
+            _within("retain_kv_s", retain_kv_s, MAX_CALL_S)
         profile = self.engines[engine_id].status.profile
         if profile is not None and profile.kv_capacity_tokens and prompt_tokens > profile.kv_capacity_tokens:
             raise ValueError(f"prompt_tokens {prompt_tokens} exceed engine {engine_id!r}'s KV capacity "
@@ -242,7 +250,8 @@ class MonitorState:
         program.context_tokens = prompt_tokens
         entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s,
                               agent, upstream_agent, program.critical_service_s,
-                              final_stage=0 < stage_count == stage_index, prompt_tokens=prompt_tokens)
+                              final_stage=0 < stage_count == stage_index, prompt_tokens=prompt_tokens,
+                              retain_kv_s=retain_kv_s)
         self.entries[request_id] = entry
         engine = self.engines[engine_id]
         engine.in_flight[request_id] = predicted_tokens
@@ -290,6 +299,7 @@ class MonitorState:
             program.completed += int(completed)
             program.ended = entry.final_stage and not program.in_flight
             program.last_finished_agent = entry.agent if completed and not program.ended else ""
+            program.held_until_s = None if entry.retain_kv_s is None else now_s + entry.retain_kv_s
         return True
 
     def _move_resident(self, program: ProgramRecord, engine_id: str) -> None:
@@ -301,19 +311,24 @@ class MonitorState:
 
     def resident_tokens(self, record: EngineRecord, now_s: float) -> int:
         """The context tokens of the active programs whose last call went to the engine: what their next
-        calls will ask it to hold again. A program is active while it has a call in flight and for
-        ``program_idle_after_s`` after its last one (its tool gap), unless that call was of its last stage;
-        idle and ended ones are dropped here."""
+        calls will ask it to hold again. A program is active while it has a call in flight and, after its
+        last one (its tool gap), until the KV hold the balancer gave that call ends (issue 35) or, with no
+        hold decided, for ``program_idle_after_s``; never after a call of its last stage. Idle and ended ones
+        are dropped here."""
         total, idle = 0, []
         for program_id in record.resident_programs:
             program = self.programs.get(program_id)
-            if program is None or (not program.in_flight and (
-                    program.ended or now_s - program.last_seen_s > self.limits.program_idle_after_s)):
+            if program is None or (not program.in_flight and (program.ended or now_s > self._active_until_s(program))):
                 idle.append(program_id)
                 continue
             total += program.context_tokens
         record.resident_programs.difference_update(idle)
         return total
+
+    def _active_until_s(self, program: ProgramRecord) -> float:
+        if program.held_until_s is not None:
+            return program.held_until_s
+        return program.last_seen_s + self.limits.program_idle_after_s
 
     # -- engines -------------------------------------------------------------------------
     def report(self, status: EngineStatus, now_s: float) -> int:

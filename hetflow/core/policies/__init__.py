@@ -209,11 +209,13 @@ class PriorityRule:
 
 class RetentionRule:
     """How long the chosen engine keeps the call's program's KV after the call finishes, for the program's
-    next call (issue 35; Continuum, arXiv 2511.02230); 0 frees it at once."""
+    next call (issue 35; Continuum, arXiv 2511.02230); 0 frees it at once; None: the rule decides no hold
+    (the KV stays cached until an allocation evicts it, and the monitor counts the program as resident for
+    its idle time)."""
 
     type_name: str
 
-    def hold_s(self, call: LlmCall, context: PriorityContext) -> tuple[float, Choice]:
+    def hold_s(self, call: LlmCall, context: PriorityContext) -> tuple[float | None, Choice]:
         raise NotImplementedError
 
 
@@ -272,6 +274,7 @@ def _register_builtins() -> None:
         predicted_total_tokens,
         program_admission,
         program_locality,
+        program_remaining_work,
         round_robin,
         scored,
         scorers,

@@ -11,5 +11,5 @@ from hetflow.core.policies import Choice, PriorityContext, RetentionRule
 @plugin("retention-rule", "free-at-finish")
 class FreeAtFinish(RetentionRule):
 
-    def hold_s(self, call: LlmCall, context: PriorityContext) -> tuple[float, Choice]:
-        return 0.0, Choice("0", "free-at-finish")
+    def hold_s(self, call: LlmCall, context: PriorityContext) -> tuple[float | None, Choice]:
+        return None, Choice("0", "free-at-finish")

@@ -131,6 +131,25 @@ def test_resident_tokens_follow_a_programs_last_engine_until_it_goes_idle(state)
     assert state.resident_tokens(state.engines["e1"], now_s=1000) == 600             # still in flight
 
 
+def test_a_program_given_a_kv_hold_stays_resident_until_the_hold_ends_not_for_the_idle_time(state):
+    state.admit("r1", "held", "m", "e0", 10.0, now_s=0, prompt_tokens=500, retain_kv_s=4.0)
+    state.admit("r2", "not-worth", "m", "e0", 10.0, now_s=0, prompt_tokens=300, retain_kv_s=0.0)
+    state.release("r1", now_s=1, output_tokens=20)
+    state.release("r2", now_s=1, output_tokens=20)
+    assert state.resident_tokens(state.engines["e0"], now_s=1) == 840     # both holds start now
+    assert state.resident_tokens(state.engines["e0"], now_s=1.01) == 520  # a hold of 0 ends at once
+    assert state.resident_tokens(state.engines["e0"], now_s=5) == 520     # within its 4 s hold
+    assert state.resident_tokens(state.engines["e0"], now_s=5.01) == 0    # well before the idle time
+    assert state.limits.program_idle_after_s > 5
+
+
+@pytest.mark.parametrize("hold_s", [-1.0, float("nan"), float("inf")])
+def test_a_kv_hold_that_is_not_a_time_is_refused(state, hold_s):
+    with pytest.raises(ValueError, match="retain_kv_s"):
+        state.admit("r1", "p1", "m", "e0", 10.0, now_s=1, retain_kv_s=hold_s)
+    assert not state.entries
+
+
 @pytest.mark.parametrize("field, value", [("predicted_tokens", -1.0), ("predicted_tokens", 1e12),
                                           ("prompt_tokens", 10**9), ("mean_cost_s", 1e9)])
 def test_absurd_admits_are_refused(state, field, value):

@@ -67,9 +67,9 @@ def test_gaps_longer_than_a_miss_costs_are_not_worth_holding_for_on_a_busy_engin
     assert hold_s == 0.0 and choice.rule == "not-worth-holding"
 
 
-def test_the_baseline_frees_at_once():
+def test_the_baseline_decides_no_hold():
     c = agent_call()
-    assert FreeAtFinish().hold_s(c, context_for(c, GAP_2S))[0] == 0.0
+    assert FreeAtFinish().hold_s(c, context_for(c, GAP_2S))[0] is None  # freed at once; the monitor's idle time
 
 
 def test_the_router_s_ttl_is_the_utility_with_unit_holding_cost():

@@ -42,6 +42,24 @@ def test_a_continuing_program_always_passes():
     assert gate().keep(call(input_tokens=900), [full], continuing, Prediction(10.0)) == [full]
 
 
+def test_a_resumed_program_keeps_its_engine_and_moves_only_where_its_context_fits():
+    home = replace(engine("home", "m"), kv_capacity_tokens=1000, resident_tokens=5000)
+    crowded = replace(engine("crowded", "m"), kv_capacity_tokens=1000, resident_tokens=500)
+    roomy = replace(engine("roomy", "m"), kv_capacity_tokens=1000, resident_tokens=100)
+    engines = [home, crowded, roomy]
+    resumed = replace(snapshot(*engines), program_dispatches=(("roomy", 100), ("home", 600)))
+    kept = gate(resume_where_fits=True).keep(call(input_tokens=700), engines, resumed, Prediction(10.0))
+    assert [e.engine_id for e in kept] == ["home", "roomy"]           # 500 + 710 > 1000 on "crowded"
+    assert gate().keep(call(input_tokens=700), engines, resumed, Prediction(10.0)) == engines
+
+
+def test_a_resumed_program_whose_engine_is_gone_waits_when_its_context_fits_nowhere():
+    full = replace(engine("full", "m"), kv_capacity_tokens=1000, resident_tokens=900)
+    resumed = replace(snapshot(full), program_dispatches=(("gone", 600),))
+    with pytest.raises(WaitForCapacity, match="resumed off gone"):
+        gate(resume_where_fits=True).keep(call(input_tokens=600), [full], resumed, Prediction(10.0))
+
+
 def test_bad_parameters_are_refused():
     with pytest.raises(ValueError, match="kv_fraction"):
         gate(kv_fraction=0)

@@ -6,14 +6,20 @@ sets outgrow the KV, vLLM's prefix cache evicts the contexts that are about to r
 call prefills its context again, and the extra work lengthens every program: the capacity cliff of
 the agent family's sweeps (hit rate falling from about 80% to 60% within 3% of the rate).
 
-A call that continues a program passes (its context is already counted, and prefix affinity keeps it
-where the context is). A program's first call keeps the engines whose resident tokens (the monitor's
-``resident_tokens``: the active programs last sent there) plus the call's prompt and predicted output
-fit in ``kv_fraction`` of their KV capacity (an engine no active program holds always may take it, so
-a program larger than that fraction still starts); with none, it waits in the balancer's hold queue for the
-next round (``WaitForCapacity``), so new programs queue before the gate instead of thrashing the
-caches of the programs already running. This is admission control at program level, the unit
-Autellix (4.2) and Kairos (6) schedule at, applied to KV memory as Kairos's packer applies it to calls.
+A program's first call keeps the engines whose resident tokens (the monitor's ``resident_tokens``: the
+active programs last sent there, until their KV hold ends or, without one, for their idle time) plus the
+call's prompt and predicted output fit in ``kv_fraction`` of their KV capacity (an engine no active
+program holds always may take it, so a program larger than that fraction still starts); with none, it
+waits in the balancer's hold queue for the next round (``WaitForCapacity``), so new programs queue
+before the gate instead of thrashing the caches of the programs already running. This is admission
+control at program level, the unit Autellix (4.2) and Kairos (6) schedule at, applied to KV memory as
+Kairos's packer applies it to calls.
+
+A call that continues a program passes by default (its context is already counted, and prefix affinity
+keeps it where the context is). With ``resume_where_fits`` (issue 35, program order) it keeps the engine
+its program's last call went to, which holds its context, and any other engine only where its context
+fits as a new program's would: a resumed program moved off a busy engine must not push the working sets
+of the engine it lands on out of the KV.
 """
 
 from __future__ import annotations
@@ -28,20 +34,27 @@ from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 @plugin("engine-filter", "working-set")
 class WorkingSet(EngineFilter):
-    def __init__(self, kv_fraction: float = 1.0, retry_after_s: float = SLOT_S) -> None:
+    def __init__(self, kv_fraction: float = 1.0, retry_after_s: float = SLOT_S,
+                 resume_where_fits: bool = False) -> None:
         if kv_fraction <= 0 or retry_after_s <= 0:
             raise ValueError(f"working-set needs kv_fraction > 0 and retry_after_s > 0, got {kv_fraction}, "
                              f"{retry_after_s}")
         self.kv_fraction, self.retry_after_s = kv_fraction, retry_after_s
+        self.resume_where_fits = bool(resume_where_fits)
+
+    def _fits(self, engine: EngineView, need_tokens: float) -> bool:
+        return (not engine.kv_capacity_tokens or not engine.resident_tokens
+                or engine.resident_tokens + need_tokens <= self.kv_fraction * engine.kv_capacity_tokens)
 
     def keep(self, call: LlmCall, engines: list[EngineView], snapshot: ClusterSnapshot,
              prediction: Prediction) -> list[EngineView]:
-        if snapshot.program_dispatches:
+        if snapshot.program_dispatches and not self.resume_where_fits:
             return engines
+        home = snapshot.program_dispatches[-1][0] if snapshot.program_dispatches else None
         need = call.input_tokens + call_output_tokens(call, prediction)
-        kept = [e for e in engines if not e.kv_capacity_tokens or not e.resident_tokens
-                or e.resident_tokens + need <= self.kv_fraction * e.kv_capacity_tokens]
+        kept = [e for e in engines if e.engine_id == home or self._fits(e, need)]
         if not kept:
-            raise WaitForCapacity(f"working sets fill every engine (a new program needs {need:.0f} tokens)",
+            who = "a new program" if home is None else f"a program resumed off {home}"
+            raise WaitForCapacity(f"working sets fill every engine ({who} needs {need:.0f} tokens)",
                                   self.retry_after_s)
         return kept
