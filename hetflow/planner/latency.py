@@ -42,14 +42,10 @@ class LengthSample:
 def capacity_per_s(profile: EngineProfile, lengths: Sequence[LengthSample]) -> float:
     """Requests per second one engine serves in steady state: the batch as large as ``max_num_seqs``
     and KV allow at the sample's mean lengths, each request paying its prefill and its share of the
-    batch's decode iterations (the step-time model of ``EngineProfile.step_ms``)."""
+    batch's decode iterations (``EngineProfile.steady_call_ms``)."""
     mean_in = sum(s.input_tokens for s in lengths) / len(lengths)
     mean_out = sum(s.output_tokens for s in lengths) / len(lengths)
-    mean_context = mean_in + mean_out / 2
-    batch = max(1, min(profile.max_num_seqs, int(profile.kv_capacity_tokens // (mean_in + mean_out))))
-    step_ms = profile.step_ms(0, batch, int(batch * mean_context))
-    engine_ms_per_request = mean_out * step_ms / batch + profile.prefill_ms_per_token * mean_in
-    return 1e3 / engine_ms_per_request
+    return 1e3 / profile.steady_call_ms(mean_in, 0.0, mean_out)
 
 
 def p95_latency_s(profile: EngineProfile, dp: int, pp: int, lengths: Sequence[LengthSample], rate_per_s: float,
