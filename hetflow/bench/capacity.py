@@ -6,7 +6,10 @@ A run is stable when no queue keeps growing once the system has filled up (the s
 ``simulator.metrics.steady_stability``: the later two thirds of its programs, first half against
 second, on slowdowns and on the time their calls waited), and sustained when its
 trace arrives over at least ``span_latencies`` median latencies (a finite trace at a high enough rate
-arrives at once, a batch that can meet a loose SLO without saying anything about a rate).
+arrives at once, a batch that can meet a loose SLO without saying anything about a rate). A rate above
+the trace's work ceiling on the cluster (``hetflow.bench.ceiling``: what the engines could finish if
+every one were busy all the time with an ideal prefix cache) fails as well: no schedule sustains it,
+and a finite trace that meets the SLO there shows only how long a burst the SLO absorbs.
 
 The rule is fixed before any policy runs: the same SLO, the same bisection, the same traces for
 every policy. ``find_capacity`` brackets the capacity by doubling or halving the rate from a start,
@@ -21,8 +24,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-NO_PROGRAMS, REJECTED, NOT_SUSTAINED, UNSTABLE, BELOW_SLO = (
-    "no programs", "rejected calls", "not sustained", "unstable", "below SLO")
+NO_PROGRAMS, REJECTED, NOT_SUSTAINED, UNSTABLE, BELOW_SLO, ABOVE_WORK_CEILING = (
+    "no programs", "rejected calls", "not sustained", "unstable", "below SLO", "above the work ceiling")
 
 
 @dataclass(frozen=True)

@@ -34,16 +34,18 @@ import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from scipy import optimize, sparse
 
 from hetflow.bench.cluster import cluster_from_stack, models_of
-from hetflow.bench.sweep import SweepSpec, load_trace, servable
 from hetflow.core.engine.profile import EngineProfile, EngineSpec
 from hetflow.core.trace import StageRecord, programs
 from hetflow.runtime.config import load_stack
+
+if TYPE_CHECKING:
+    from hetflow.bench.sweep import SweepSpec  # the sweep checks its probes against this module
 
 
 @dataclass(frozen=True)
@@ -137,16 +139,20 @@ def hit_rate(work: Work) -> float:
     return cached / total if total else 0.0
 
 
-def sweep_ceilings(spec: SweepSpec) -> dict[int, dict[str, float]]:
-    """Per seed: the ceiling (programs/s) and the ideal prefix hit rate (of the first model's tokens)."""
-    engines = cluster_from_stack(load_stack(Path(spec.cluster)))
+def trace_ceiling(records: Sequence[StageRecord], engines: Sequence[EngineSpec]) -> dict[str, float]:
+    """The trace's ceiling on the engines (programs/s) and its ideal prefix hit rate (first model's tokens)."""
     models = models_of(engines)
-    out = {}
-    for seed in spec.seeds:
-        records, _ = servable(load_trace(spec, seed, models), engines)
-        work = {model: ideal_cache_work(records, model) for model in models}
-        out[seed] = {"ceiling_per_s": ceiling_per_s(work, engines), "ideal_hit_rate": hit_rate(work[models[0]])}
-    return out
+    work = {model: ideal_cache_work(records, model) for model in models}
+    return {"ceiling_per_s": ceiling_per_s(work, engines), "ideal_hit_rate": hit_rate(work[models[0]])}
+
+
+def sweep_ceilings(spec: SweepSpec) -> dict[int, dict[str, float]]:
+    """Per seed of the sweep: ``trace_ceiling`` of its servable trace."""
+    from hetflow.bench.sweep import load_trace, servable
+
+    engines = cluster_from_stack(load_stack(Path(spec.cluster)))
+    return {seed: trace_ceiling(servable(load_trace(spec, seed, models_of(engines)), engines)[0], engines)
+            for seed in spec.seeds}
 
 
 def table(spec: SweepSpec, ceilings: dict[int, dict[str, float]], results: dict[str, Any] | None) -> str:
@@ -171,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sweep", type=Path, required=True, help="the sweep's YAML: cluster, trace and seeds")
     parser.add_argument("--results", type=Path, help="a results.json of the same sweep: capacities as shares")
     args = parser.parse_args(argv)
+    from hetflow.bench.sweep import SweepSpec
+
     spec = SweepSpec.from_yaml(args.sweep)
     results = json.loads(args.results.read_text()) if args.results else None
     print(table(spec, sweep_ceilings(spec), results))

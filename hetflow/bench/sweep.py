@@ -36,7 +36,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 import yaml
 
-from hetflow.bench.capacity import Capacity, Probe, SloRule, find_capacity
+from hetflow.bench.capacity import ABOVE_WORK_CEILING, Capacity, Probe, SloRule, find_capacity
+from hetflow.bench.ceiling import trace_ceiling
 from hetflow.bench.cluster import cluster_from_stack, models_of
 from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.engine.queues import QueueConfig
@@ -211,6 +212,7 @@ class Sweep:
                         for seed in spec.seeds}
         self.workers = workers
         self._isolated_s: dict[int, dict[str, float]] = {}
+        self._ceilings: dict[int, dict[str, float]] = {}
 
     def isolated_s(self, seed: int) -> dict[str, float]:
         """Each program's exclusive latency on this cluster (it does not depend on the rate), computed
@@ -218,6 +220,13 @@ class Sweep:
         if seed not in self._isolated_s:
             self._isolated_s[seed] = reference_latencies(programs(self.traces[seed]).values(), self.engines)
         return self._isolated_s[seed]
+
+    def ceiling(self, seed: int) -> dict[str, float]:
+        """The seed's trace's work ceiling on this cluster (``hetflow.bench.ceiling.trace_ceiling``), computed
+        once per seed in each worker process."""
+        if seed not in self._ceilings:
+            self._ceilings[seed] = trace_ceiling(self.traces[seed], self.engines)
+        return self._ceilings[seed]
 
     def rates(self, progress: Callable[[str], None] = lambda _: None) -> dict[str, float]:
         """Load label -> programs/s: given, or calibrated to the target queueing shares."""
@@ -280,6 +289,8 @@ class Sweep:
             summary = simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate,
                                self.spec.slo_scales, rule.slo_scale, self.decode_runs, self.isolated_s(seed))
             failures = rule.failures(summary)
+            if rate > self.ceiling(seed)["ceiling_per_s"]:
+                failures += (ABOVE_WORK_CEILING,)
             return Probe(rate, not failures, {k: v for k, v in summary.items() if k != "latencies_s"}, failures)
 
         return find_capacity(probe, float(self.spec.capacity.get("start_rate_per_s", 1.0)),

@@ -113,9 +113,11 @@ def _run_capacity(args: argparse.Namespace, sweep: Any, out: Path, started: floa
     runs = sweep.run_all(sweep.fraction_runs(capacities), progress=_progress)
     rows = aggregate(runs)
     per_policy = capacity_rows(capacities, spec.policies, spec.seeds)
+    ceilings = {seed: sweep.ceiling(seed) for seed in spec.seeds}
     out.mkdir(parents=True, exist_ok=True)
     result = {"command": _command(args), "machine": machine(), "spec": spec.__dict__,
-              "slo_rule": spec.slo_rule.__dict__, "capacity": per_policy, "dropped_programs": sweep.dropped,
+              "slo_rule": spec.slo_rule.__dict__, "capacity": per_policy, "work_ceiling": ceilings,
+              "dropped_programs": sweep.dropped,
               "probes": {f"{p}@{seed}": [{"rate_per_s": pr.rate_per_s, "passed": pr.passed,
                                           "failures": list(pr.failures), **pr.summary}
                                          for pr in c.probes] for (p, seed), c in capacities.items()},
@@ -126,6 +128,9 @@ def _run_capacity(args: argparse.Namespace, sweep: Any, out: Path, started: floa
           f"seeds {list(spec.seeds)}; SLO: {spec.slo_rule.attainment:.0%} within {spec.slo_rule.slo_scale:g}x "
           "exclusive latency, stable, no call lost")
     print(capacity_table(per_policy))
+    print("\nwork ceiling per seed (hetflow.bench.ceiling), programs/s: "
+          + ", ".join(f"{c['ceiling_per_s']:.3g}" for c in ceilings.values())
+          + "; ideal prefix hits " + ", ".join(f"{c['ideal_hit_rate']:.0%}" for c in ceilings.values()))
     print(table(rows))
     print(f"\n-> {out}/results.json, latency_against_load.png ({time.perf_counter() - started:.0f} s)")
     return 0

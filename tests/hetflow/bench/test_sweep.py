@@ -138,6 +138,22 @@ def test_a_tiny_capacity_sweep_reports_capacity_per_seed_and_runs_at_fractions_o
     assert "capacity /s" in capsys.readouterr().out
 
 
+def test_no_rate_above_the_work_ceiling_passes_and_each_such_probe_says_so(tmp_path):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(CLUSTER))
+    path = tmp_path / "capacity.yaml"
+    path.write_text(yaml.safe_dump({"name": "cap", "cluster": str(cluster), "trace": {"family": "code", "programs": 60},
+                                    "loads": {"capacity_fractions": [0.5]}, "seeds": [1],
+                                    "capacity": {"rel_tol": 0.5, "start_rate_per_s": 200.0}, "policies": ["llm-d"]}))
+    sweep = Sweep(SweepSpec.from_yaml(path), workers=1)
+    ceiling = sweep.ceiling(1)["ceiling_per_s"]
+    probes = sweep.capacities()[("llm-d", 1)].probes
+    assert any(p.rate_per_s > ceiling for p in probes)      # the search started above it
+    for probe in probes:
+        assert ("above the work ceiling" in probe.failures) == (probe.rate_per_s > ceiling)
+        assert not (probe.passed and probe.rate_per_s > ceiling)
+
+
 def test_fraction_runs_need_least_loads_capacity_on_the_same_seed():
     from types import SimpleNamespace
 
