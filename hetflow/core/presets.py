@@ -120,13 +120,13 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("hetflow-retain-reserve", "issue 35's candidate: hetflow's default with both workflow-aware KV retention "
            "and room reserved for decode growth",
            replace(PolicyConfig(), retention=StageConfig("workflow-ttl"), reserve=StageConfig("predicted-quantile"))),
-    Preset("hetflow-program", "issue 35's candidate: hetflow-retain-reserve with program order: a resumed program "
-           "keeps its engine and moves only where its context fits (the working-set gate counting each program "
-           "until its KV hold ends), and the priority is the remaining work on the program's critical path "
-           "(STJF for chains, scaled by Autellix's ATLAS/PLAS for DAGs)",
+    Preset("hetflow-program", "issue 35's candidate: hetflow-retain-reserve with program placement and order: "
+           "affinity for the calls that continue a program only (a new program placed by load), a resumed "
+           "program kept on its engine or moved only where its context fits, and the priority by the remaining "
+           "work on the program's critical path (STJF for chains, scaled by Autellix's ATLAS/PLAS for DAGs)",
            replace(PolicyConfig(), engine=StageConfig("scored", {
                "filters": [{"working-set": {"resume_where_fits": True}}],
-               "scorers": {"queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}}),
+               "scorers": {"queue": 2.0, "kv-utilization": 2.0, "program-affinity": 3.0}}),
                priority=StageConfig("program-remaining-work"), retention=StageConfig("workflow-ttl"),
                reserve=StageConfig("predicted-quantile"))),
     Preset("hetflow-card", "the design card's composition (hetflow's default until issue 12): Chimera's slack rule; "

@@ -24,6 +24,16 @@ def test_prefix_affinity_is_the_share_of_leading_blocks_held():
     assert score("prefix-affinity", engines) == {"a": 0.0, "b": 0.0, "c": 0.0}     # a call without blocks
 
 
+def test_program_affinity_scores_a_continuing_call_as_prefix_affinity_and_a_first_call_nowhere():
+    blocks = replace(call(), prefix_blocks=tuple(range(10)))
+    engines = [replace(engine("a", "m"), prefix_match_blocks=9), engine("b", "m")]
+    scorer = plugins.build("engine-scorer", "program-affinity", {})
+    first = snapshot(*engines)
+    continuing = replace(first, program_dispatches=(("a", 900),))
+    assert scorer.score(blocks, engines, first, Prediction(1.0), PolicyStore()) == {"a": 0.0, "b": 0.0}
+    assert scorer.score(blocks, engines, continuing, Prediction(1.0), PolicyStore()) == {"a": 0.9, "b": 0.0}
+
+
 def test_queue_is_min_max_normalised_and_all_ones_when_equal():
     engines = [replace(engine(e, "m"), waiting=w) for e, w in (("a", 0), ("b", 5), ("c", 10))]
     assert score("queue", engines) == {"a": 1.0, "b": 0.5, "c": 0.0}

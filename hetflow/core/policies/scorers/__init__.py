@@ -4,6 +4,7 @@ from hetflow.core.policies.scorers import (  # noqa: F401
     in_flight_tokens,
     kv_utilization,
     prefix_affinity,
+    program_affinity,
     queue,
     workload_balanced,
 )
