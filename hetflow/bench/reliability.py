@@ -191,7 +191,10 @@ def _time_to_answer_s(outcomes: list[Outcome]) -> dict[str, dict[str, float]]:
     return out
 
 
-def run_fault(scenario: str, config: Path, rate: float, duration_s: float, seed: int, stop_s: float) -> dict[str, Any]:
+def run_fault(scenario: str, config: Path, rate: float, duration_s: float, seed: int, stop_s: float,
+              observe_after_s: float = 20.0) -> dict[str, Any]:
+    """Drive the stack for ``duration_s`` with the fault a third of the way in, and record the monitor's
+    view of the engines until ``observe_after_s`` after the load ends (the recovery the report times)."""
     raw = load_stack(config)
     address = f"127.0.0.1:{raw['balancer']['port']}"
     health = HealthLog(f"127.0.0.1:{raw['monitor']['port']}")
@@ -199,7 +202,7 @@ def run_fault(scenario: str, config: Path, rate: float, duration_s: float, seed:
     engine = FAULT_ENGINE.split(":", 1)[1]
 
     async def fault(t0: float) -> None:
-        recording = asyncio.create_task(health.record(t0, duration_s + 20))
+        recording = asyncio.create_task(health.record(t0, duration_s + observe_after_s))
         await asyncio.sleep(fault_s)
         if scenario == "engine-kill":
             os.kill(_pid(raw, FAULT_ENGINE), signal.SIGKILL)
