@@ -356,7 +356,7 @@ class Dispatcher:
         goes, the others stay for the next round (Kairos 6). Ends when nothing is held."""
         while self.held:
             await asyncio.sleep(self._retry_after_s)
-            for held in self.held.in_order(time.time()):
+            for held in self.held.in_order():
                 call, outcome = self._held_calls.get(held.request_id, (None, None))
                 if call is None or outcome is None or outcome.done():
                     continue  # its caller gave up

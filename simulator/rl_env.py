@@ -243,7 +243,7 @@ class RoutingEnv:
             raise RuntimeError("requests are still to decide at this instant")
         self._completed_now = 0
         self.loop.run_until(self.loop.now + self.step_s)
-        self._to_decide = self._arrivals() + [self._by_id[h.request_id] for h in self.held.in_order(self.loop.now)]
+        self._to_decide = self._arrivals() + [self._by_id[h.request_id] for h in self.held.in_order()]
         return self._settle(), self._reward(), self.done
 
     def _route(self, request: RoutedRequest, action: int) -> float:
@@ -265,7 +265,7 @@ class RoutingEnv:
                     for rid, (r, req) in self._active.items()]
         progress += [Progress(self._ideal_s[r.request_id], 0.0) for r in self._to_decide
                      if r.request_id not in self.held]
-        progress += [Progress(self._ideal_s[h.request_id], 0.0) for h in self.held.in_order(self.loop.now)]
+        progress += [Progress(self._ideal_s[h.request_id], 0.0) for h in self.held.in_order()]
         return reward(progress, self._completed_now, COMPLETION_REWARD, 0.0, 1.0, 1.0)
 
     def latencies_s(self) -> dict[str, float]:

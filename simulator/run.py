@@ -212,7 +212,7 @@ class Simulation:
         """Kairos 6's next scheduling round: every held call, in the hold queue's order, is decided
         again; each that fits is dispatched, the others stay for the round after."""
         self._round_pending = False
-        for held in self.hold_queue.in_order(self.loop.now):
+        for held in self.hold_queue.in_order():
             program_id, record = self._held_records[held.request_id]
             self._dispatch(program_id, record)
 

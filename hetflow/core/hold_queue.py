@@ -5,11 +5,6 @@ the priority rule's key, then by when each was first held.
 Each round (a slot later) the held calls try again in that order, and every one that fits goes: a
 better-placed call always gets room before a worse-placed one, and a call that does not fit blocks
 no other. The balancer's dispatcher and the simulator hold calls with this same queue.
-
-Aging, as Chimera 3.7 ages the engine's queue: a call held for ``starvation_s`` or longer is promoted
-ahead of every call held for less, the longest held first, so a long program's first call (a large
-priority key under STJF) is tried before the shorter programs that keep arriving behind it (issue 35,
-program order).
 """
 
 from __future__ import annotations
@@ -28,15 +23,8 @@ class HeldCall:
     request_id: str = field(compare=False)
 
 
-STARVATION_S = 30.0
-"""How long a call is held before it is promoted: 60 rounds of the default 0.5 s slot."""
-
-
 class HoldQueue:
-    def __init__(self, starvation_s: float = STARVATION_S) -> None:
-        if not starvation_s > 0:
-            raise ValueError(f"starvation_s must be > 0, got {starvation_s}")
-        self.starvation_s = starvation_s
+    def __init__(self) -> None:
         self._held: dict[str, HeldCall] = {}
         self._seq = itertools.count()
 
@@ -66,14 +54,6 @@ class HoldQueue:
     def release(self, request_id: str) -> HeldCall | None:
         return self._held.pop(request_id, None)
 
-    def in_order(self, now_s: float) -> list[HeldCall]:
-        """The held calls in the order a round at ``now_s`` tries them: the promoted ones (held for
-        ``starvation_s`` or longer) by when they were first held, then the rest by priority."""
-        promoted_before_s = now_s - self.starvation_s
-
-        def order(held: HeldCall) -> tuple[object, ...]:
-            if held.held_since_s <= promoted_before_s:
-                return (0, held.held_since_s, held.seq)
-            return (1, held.priority, held.held_since_s, held.seq)
-
-        return sorted(self._held.values(), key=order)
+    def in_order(self) -> list[HeldCall]:
+        """The held calls in the order a round tries them."""
+        return sorted(self._held.values())

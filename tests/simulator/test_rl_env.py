@@ -51,7 +51,7 @@ def test_a_held_request_waits_for_room_undecided_and_a_small_one_passes_it():
     assert env.deciding.request_id == "small" and "large" in env.held  # passed over: still no room for it
     assert queue_length() == 2  # held ones are counted once
     env.decide(0)
-    assert env.deciding is None and env.held.in_order(env.loop.now)[0].request_id == "large"
+    assert env.deciding is None and list(env.held.in_order())[0].request_id == "large"
 
 
 def run(env, choose):

@@ -11,7 +11,7 @@ calls, ATLAS (eq. 2) keeps the longest chain of them. Their ratio ATLAS / PLAS i
 
 so a DAG is ordered by the remaining work on its critical path, and two programs with the same
 remaining tokens, one chain and one fan-out, order the fan-out first (it finishes sooner). The engine
-queue's aging (Chimera 3.7) and the balancer's held-call aging bound the wait of a long program.
+queue's aging (Chimera 3.7) bounds the wait of a long program's calls there.
 """
 
 from __future__ import annotations
