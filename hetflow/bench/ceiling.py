@@ -2,12 +2,12 @@
 
 Issue 35 asks that a missed capacity target be explained by the probes. This one bounds what is left:
 it charges each program only the engine time it cannot avoid, from the engines' own timing profiles
-(``EngineProfile.step_ms``), and assumes every engine is busy all the time:
+(``EngineProfile.steady_call_ms``), and assumes every engine is busy all the time:
 
 - **prefill**: an ideal, unbounded prefix cache. A call prefills only the prompt parts after the longest
   prefix of parts any earlier call already had (``StageRecord.prompt_parts``: the shared system prompt,
   the program's earlier prompts and outputs); its new tokens still attend to that cached prefix.
-  Charged as the iteration time they add to a decode batch (``step_ms`` with the chunk, less without).
+  Charged at the profile's prefill coefficients: per token, and per pair with the cached prefix.
 - **decode**: each output token in a batch as large as the engine's KV allows at the call's context,
   ``B = min(max_num_seqs, kv_capacity_tokens // (prompt + output))``, so the weight reads are shared
   as widely as memory permits: ``step_ms(0, B, B x context) / B`` per token, at the call's mean context.
@@ -105,8 +105,6 @@ def ceiling_per_s(work_by_model: dict[str, Work], engines: Sequence[EngineSpec])
     calls = {model: _calls(work) for model, work in work_by_model.items()}
     costs = np.array([[call_engine_ms(e.profile, calls[e.model][k]) for e in engines]
                       for k in range(len(calls[engines[0].model]))])
-    if len({e.profile for e in engines}) == 1:
-        return 1e3 * len(engines) * len(work_by_model[engines[0].model]) / costs[:, 0].sum()
     return 1e3 / least_busiest_ms(costs / len(work_by_model[engines[0].model]))
 
 

@@ -109,11 +109,11 @@ def _run_capacity(args: argparse.Namespace, sweep: Any, out: Path, started: floa
         if dropped:
             print(f"seed {seed}: {len(dropped)} program(s) no engine could ever hold, left out: {', '.join(dropped)}",
                   file=sys.stderr, flush=True)
+    ceilings = {seed: sweep.ceiling(seed) for seed in spec.seeds}  # before the workers fork: they inherit them
     capacities: dict[tuple[str, int], Capacity] = sweep.capacities(progress=_progress)
     runs = sweep.run_all(sweep.fraction_runs(capacities), progress=_progress)
     rows = aggregate(runs)
     per_policy = capacity_rows(capacities, spec.policies, spec.seeds)
-    ceilings = {seed: sweep.ceiling(seed) for seed in spec.seeds}
     out.mkdir(parents=True, exist_ok=True)
     result = {"command": _command(args), "machine": machine(), "spec": spec.__dict__,
               "slo_rule": spec.slo_rule.__dict__, "capacity": per_policy, "work_ceiling": ceilings,

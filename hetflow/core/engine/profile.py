@@ -153,17 +153,15 @@ class EngineProfile:
     def steady_call_ms(self, new_tokens: float, cached_tokens: float, output_tokens: float) -> float:
         """The engine time a call costs an engine that is never idle (a fluid bound): its output tokens
         decoded in a batch as large as ``max_num_seqs`` and the KV allow at its full context, each paying
-        its share of the batch's iteration at its mean context; its new prompt tokens riding on such an
-        iteration, attending to the ``cached_tokens`` before them. Cascadia's planner bounds a replica's
-        rate with it (``hetflow.planner.latency``), the work ceiling a cluster's (``hetflow.bench.ceiling``)."""
+        its share of the batch's iteration at its mean context; its new prompt tokens at the prefill
+        coefficients, per token and per pair with the ``cached_tokens`` before them. Cascadia's planner
+        bounds a replica's rate with it (``hetflow.planner.latency``), the work ceiling a cluster's
+        (``hetflow.bench.ceiling``)."""
         full_context = new_tokens + cached_tokens + output_tokens
         batch = max(1, min(self.max_num_seqs, int(self.kv_capacity_tokens // max(1.0, full_context))))
-        batch_context = int(batch * (new_tokens + cached_tokens + output_tokens / 2))
-        decode_step_ms = self.step_ms(0, batch, batch_context)
-        prefill_ms = 0.0
-        if new_tokens:
-            chunk = (int(new_tokens), int(cached_tokens))
-            prefill_ms = self.step_ms(chunk[0], batch, batch_context, prefill_chunks=(chunk,)) - decode_step_ms
+        decode_step_ms = self.step_ms(0, batch, int(batch * (new_tokens + cached_tokens + output_tokens / 2)))
+        prefill_ms = (self.prefill_ms_per_token * new_tokens
+                      + self.prefill_ms_per_context_pair * new_tokens * cached_tokens)
         return prefill_ms + output_tokens * decode_step_ms / batch
 
     def as_reported(self) -> EngineProfile:
