@@ -7,6 +7,14 @@
    of their batch sizes and decode_ms_per_token their mean (our generalisation to replicas).
 3. m_fast = argmin L (line 12). Walk models by descending confidence q[m]; the first with
    L[m] <= (1 + tau) * L_fast (line 18) replaces m_fast if q[m] >= q* + delta_s (line 19); stop there.
+
+``open_slots_first`` (hetflow's extension, issue 35): L[m] is a fluid drain time at full-batch speed,
+Pi[m].decode_ms_per_token / Pi[m].max_batch_size per token. It holds once m's batch is full; a model
+whose engine has a free batch slot takes the call into its running batch at once, at far less than
+that rate's cost. So when some models have an engine with a free slot and others do not, the rule runs
+among the models with one. On a cluster of a fast small model and a slow large one, plain L keeps the
+large model's batch a fifth full while the small model's queue grows (docs/results.md, "The code
+sweep's model stage").
 """
 
 from __future__ import annotations
@@ -32,6 +40,16 @@ def ttlt_ms(snapshot: ClusterSnapshot) -> dict[str, float]:
     return out
 
 
+def with_open_slots(snapshot: ClusterSnapshot, ttlt: Mapping[str, float]) -> dict[str, float]:
+    """``ttlt`` without the models none of whose healthy engines has a free batch slot (in-flight calls
+    below Pi[m].max_batch_size), when some model has one; unchanged when all or none have."""
+    open_models = {m for m in ttlt if any(e.in_flight_requests < e.max_batch_size
+                                          for e in snapshot.healthy_engines(m))}
+    if not open_models:
+        return dict(ttlt)
+    return {m: load for m, load in ttlt.items() if m in open_models}
+
+
 def slack_rule(confidence: Mapping[str, float], ttlt: Mapping[str, float], latency_slack: float,
                confidence_margin: float) -> tuple[str, str]:
     """Algorithm 1, lines 12-22. Returns (m*, rule). Ties: lower L, then higher q, then name."""
@@ -52,20 +70,26 @@ class ChimeraSlack(ModelPicker):
     needs_router = True
     program_affinity = True
 
-    def __init__(self, latency_slack: float = 0.5, confidence_margin: float = 0.05) -> None:
+    def __init__(self, latency_slack: float = 0.5, confidence_margin: float = 0.05,
+                 open_slots_first: bool = False) -> None:
         if latency_slack < 0 or confidence_margin < 0:
             raise ValueError("latency_slack (tau) and confidence_margin (delta_s) must be >= 0")
         self.latency_slack, self.confidence_margin = latency_slack, confidence_margin
+        self.open_slots_first = bool(open_slots_first)
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
              store: PolicyStore) -> Choice:
         ttlt = ttlt_ms(snapshot)
-        params = {"latency_slack": self.latency_slack, "confidence_margin": self.confidence_margin}
+        params = {"latency_slack": self.latency_slack, "confidence_margin": self.confidence_margin,
+                  "open_slots_first": float(self.open_slots_first)}
         if not ttlt:
             raise Unavailable("no healthy engine serves any model")
         if snapshot.program_model and snapshot.program_model in ttlt:                # line 2, 26
             return Choice(snapshot.program_model, "program-affinity", confidence, ttlt, params)
-        model, rule = slack_rule(confidence, ttlt, self.latency_slack, self.confidence_margin)
+        among = with_open_slots(snapshot, ttlt) if self.open_slots_first else ttlt
+        model, rule = slack_rule(confidence, among, self.latency_slack, self.confidence_margin)
+        if len(among) < len(ttlt):
+            rule = f"open-slots;{rule}"
         if snapshot.program_model:
             rule = f"affinity-model-unavailable;{rule}"
         return Choice(model, rule, confidence, ttlt, params)

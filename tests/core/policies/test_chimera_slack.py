@@ -4,7 +4,7 @@ import pytest
 
 from hetflow.core.errors import Unavailable
 from hetflow.core.policies import PolicyStore
-from hetflow.core.policies.chimera_slack import ChimeraSlack, slack_rule, ttlt_ms
+from hetflow.core.policies.chimera_slack import ChimeraSlack, slack_rule, ttlt_ms, with_open_slots
 from tests.factories import call, engine, snapshot
 
 Q = {"small": 0.40, "large": 0.70}
@@ -64,3 +64,42 @@ def test_affinity_to_a_model_without_healthy_engine_falls_back_to_the_rule():
 def test_no_healthy_engine_is_unavailable():
     with pytest.raises(Unavailable):
         ChimeraSlack().pick(call(), snapshot(engine("s0", "small", healthy=False)), Q, PolicyStore())
+
+
+def test_open_slots_first_sends_a_call_past_a_full_batch_to_a_model_with_room():
+    """The small model's L is lower, but its batch is full; the large one has free slots (issue 35)."""
+    small_full = engine("s0", "small", 256 * 200, decode_ms_per_token=22, max_batch_size=256, in_flight_requests=256)
+    large_open = engine("l0", "large", 50 * 400, decode_ms_per_token=61, max_batch_size=256, in_flight_requests=50)
+    snap = snapshot(small_full, large_open)
+    plain = ChimeraSlack(latency_slack=0.0).pick(call(program_id=""), snap, Q, PolicyStore())
+    assert plain.chosen == "small"          # L: 51,200 * 22 / 256 = 4.4 s against 20,000 * 61 / 256 = 4.8 s
+    choice = ChimeraSlack(latency_slack=0.0, open_slots_first=True).pick(call(program_id=""), snap, Q, PolicyStore())
+    assert (choice.chosen, choice.rule) == ("large", "open-slots;slack:fastest")
+    assert set(choice.loads) == {"small", "large"}   # the receipt keeps every model's L
+
+
+@pytest.mark.parametrize("small_requests, large_requests", [(10, 10), (256, 256)])
+def test_open_slots_first_is_plain_chimera_when_all_or_no_models_have_room(small_requests, large_requests):
+    snap = snapshot(engine("s0", "small", 1_000, max_batch_size=256, in_flight_requests=small_requests),
+                    engine("l0", "large", 9_000, max_batch_size=256, in_flight_requests=large_requests))
+    plain = ChimeraSlack(latency_slack=0.0).pick(call(program_id=""), snap, Q, PolicyStore())
+    slots = ChimeraSlack(latency_slack=0.0, open_slots_first=True).pick(call(program_id=""), snap, Q, PolicyStore())
+    assert (slots.chosen, slots.rule) == (plain.chosen, plain.rule) == ("small", "slack:fastest")
+
+
+def test_open_slots_first_counts_any_engine_of_the_model():
+    snap = snapshot(engine("s0", "small", 0, max_batch_size=8, in_flight_requests=8),
+                    engine("s1", "small", 0, max_batch_size=8, in_flight_requests=3),
+                    engine("l0", "large", 5_000, max_batch_size=8, in_flight_requests=1))
+    assert with_open_slots(snap, ttlt_ms(snap)).keys() == {"small", "large"}
+    snap = snapshot(engine("s0", "small", 0, max_batch_size=8, in_flight_requests=8),
+                    engine("s1", "small", 0, max_batch_size=8, in_flight_requests=3, healthy=False),
+                    engine("l0", "large", 5_000, max_batch_size=8, in_flight_requests=1))
+    assert with_open_slots(snap, ttlt_ms(snap)).keys() == {"large"}
+
+
+def test_program_affinity_holds_under_open_slots_first():
+    snap = snapshot(engine("s0", "small", 0, max_batch_size=4, in_flight_requests=4),
+                    engine("l0", "large", 0, max_batch_size=4), program_model="small")
+    choice = ChimeraSlack(open_slots_first=True).pick(call(), snap, Q, PolicyStore())
+    assert (choice.chosen, choice.rule) == ("small", "program-affinity")
