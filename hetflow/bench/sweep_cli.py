@@ -74,6 +74,11 @@ def run_sweep(args: argparse.Namespace) -> int:
         if "capacity_fractions" not in spec.loads:
             raise SystemExit(f"--fractions needs a capacity sweep; {args.sweep} has loads {dict(spec.loads)}")
         spec = replace(spec, loads={"capacity_fractions": tuple(float(f) for f in args.fractions.split(","))})
+    if args.rel_tol is not None:
+        if "capacity_fractions" not in spec.loads or not 0 < args.rel_tol < 1:
+            raise SystemExit(f"--rel-tol needs a capacity sweep and a value in (0, 1); got {args.rel_tol} for "
+                             f"{args.sweep}")
+        spec = replace(spec, capacity={**spec.capacity, "rel_tol": args.rel_tol})
     out = Path(args.out) if args.out else OUT_DIR / spec.name
     started = time.perf_counter()
     sweep = Sweep(spec, _learned_source(spec), workers=args.workers, decode_runs=not args.reference)
@@ -231,6 +236,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policies", help="override the sweep's policies, comma-separated")
     p.add_argument("--fractions", help="capacity sweeps: override the fractions of least load's capacity, "
                                         "comma-separated")
+    p.add_argument("--rel-tol", type=float, help="capacity sweeps: override the capacity search's relative "
+                                                  "tolerance (issue 35: a \"never below\" is decided at 0.01)")
     p.add_argument("--workers", type=int, default=2, help="simulation processes")
     p.add_argument("--reference", action="store_true",
                    help="step every engine iteration, the simulator's reference mode; by default pure decode "

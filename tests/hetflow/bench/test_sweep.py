@@ -200,3 +200,21 @@ def test_each_run_says_how_retained_kv_was_let_go():
     freed = simulate(large, resolve("hetflow"), records, Signals("prior", "oracle"), 1.0)
     assert kept["retained_kv_released"]["resumed"] > 0
     assert freed["retained_kv_released"] == {"resumed": 0, "expired": 0, "pressure": 0}
+
+
+def test_rel_tol_overrides_the_searchs_tolerance_and_needs_a_capacity_sweep(tmp_path):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(CLUSTER))
+    path = tmp_path / "capacity.yaml"
+    path.write_text(yaml.safe_dump({"name": "cap", "cluster": str(cluster), "trace": {"family": "code", "programs": 60},
+                                    "loads": {"capacity_fractions": [0.5]}, "seeds": [1],
+                                    "capacity": {"rel_tol": 0.5}, "policies": ["llm-d"]}))
+    out = tmp_path / "out"
+    assert main(["bench", "--sweep", str(path), "--workers", "1", "--rel-tol", "0.05", "-o", str(out)]) == 0
+    result = json.loads((out / "results.json").read_text())
+    capacity = result["capacity"][0]["capacity_per_s"][0]
+    failed_above = min(p["rate_per_s"] for p in result["probes"]["llm-d@1"] if not p["passed"])
+    assert capacity < failed_above <= capacity * 1.05 + 1e-9    # bracketed to 5%, not the file's 50%
+    for bad in ("0", "1.5"):
+        with pytest.raises(SystemExit, match="rel-tol"):
+            main(["bench", "--sweep", str(path), "--workers", "1", "--rel-tol", bad, "-o", str(out)])
