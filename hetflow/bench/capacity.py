@@ -83,10 +83,16 @@ class Capacity:
                  and p.rate_per_s == self.failed_above_per_s]
         return bool(above) and above[-1].failures == (NOT_SUSTAINED,)
 
+    @property
+    def search_bound(self) -> bool:
+        """The search's highest rate passed: the capacity is at least that, a lower bound set by the search."""
+        return self.failed_above_per_s is None and self.rate_per_s > 0
+
 
 def find_capacity(probe: Callable[[float], Probe], start_rate_per_s: float, rel_tol: float = 0.03,
                   min_rate_per_s: float = 1e-3, max_rate_per_s: float = 1e3) -> Capacity:
-    """Bracket, then bisect on log(rate), until ``failed_above / rate <= 1 + rel_tol``."""
+    """Bracket, then bisect on log(rate), until ``failed_above / rate <= 1 + rel_tol``. Doubling stops at
+    ``max_rate_per_s``, which is probed itself; when it passes, the capacity is that lower bound."""
     if start_rate_per_s <= 0 or rel_tol <= 0:
         raise ValueError("start rate and rel_tol must be > 0")
     probes: list[Probe] = []
@@ -98,11 +104,11 @@ def find_capacity(probe: Callable[[float], Probe], start_rate_per_s: float, rel_
     lo: float | None
     hi: float | None
     if run(start_rate_per_s):
-        lo, hi = start_rate_per_s, start_rate_per_s * 2
-        while run(hi):
-            lo, hi = hi, hi * 2
-            if hi > max_rate_per_s:
-                return Capacity(lo, None, tuple(probes))
+        lo, hi = start_rate_per_s, min(start_rate_per_s * 2, max_rate_per_s)
+        while lo < max_rate_per_s and run(hi):
+            lo, hi = hi, min(hi * 2, max_rate_per_s)
+        if lo >= max_rate_per_s:
+            return Capacity(lo, None, tuple(probes))
     else:
         lo, hi = start_rate_per_s / 2, start_rate_per_s
         while not run(lo):

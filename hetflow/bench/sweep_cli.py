@@ -153,6 +153,7 @@ def capacity_rows(capacities: Mapping[tuple[str, int], Any], policies: Sequence[
                              if pr.passed and pr.rate_per_s == capacities[(p, s)].rate_per_s), {}) for s in seeds]
         rows.append({"policy": p, "capacity_per_s": rates,
                      "trace_bound": [capacities[(p, s)].trace_bound for s in seeds],
+                     "search_bound": [capacities[(p, s)].search_bound for s in seeds],
                      "mean_per_s": statistics.mean(rates),
                      "min_per_s": min(rates), "max_per_s": max(rates),
                      "vs_baseline": statistics.mean(ratios) if ratios else None,
@@ -166,13 +167,15 @@ def capacity_rows(capacities: Mapping[tuple[str, int], Any], policies: Sequence[
 
 def capacity_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """Markdown; a per-seed capacity marked ``>=`` is a lower bound set by the trace's length
-    (``Capacity.trace_bound``), and a note below says so."""
+    (``Capacity.trace_bound``) or by the search's highest rate (``Capacity.search_bound``), and a note
+    below says which."""
     head = ("| policy | capacity /s, mean | min-max | per seed | vs least-load (min) | queueing at capacity "
             "| prefix hits | p95 s | longest-decile p95 s |")
     lines = ["", head, "|" + "---|" * 9]
     for r in rows:
         vs = f"{r['vs_baseline']:.2f}x ({r['vs_baseline_min']:.2f}x)" if r["vs_baseline"] else "-"
-        bounds = r.get("trace_bound") or [False] * len(r["capacity_per_s"])   # absent from older results
+        absent = [False] * len(r["capacity_per_s"])                          # absent from older results
+        bounds = [a or b for a, b in zip(r.get("trace_bound") or absent, r.get("search_bound") or absent)]
         per_seed = [f"{'>=' if bound else ''}{x:.3g}" for x, bound in zip(r["capacity_per_s"], bounds)]
         lines.append(f"| {r['policy']} | {r['mean_per_s']:.3g} | {r['min_per_s']:.3g}-{r['max_per_s']:.3g} | "
                      + ", ".join(per_seed) + f" | {vs} | "
@@ -185,6 +188,9 @@ def capacity_table(rows: Sequence[Mapping[str, Any]]) -> str:
         lines.append("\n>= : the next rate up failed only for not being sustained (its trace arrived within "
                      "fewer median latencies than the rule needs): a lower bound set by the trace's length; "
                      "run more programs to measure it.")
+    if any(any(r.get("search_bound") or ()) for r in rows):
+        lines.append("\n>= at the search's highest rate (hetflow.bench.sweep.MAX_RATE_PER_S): it passed, so the "
+                     "capacity is at least that.")
     return "\n".join(lines)
 
 

@@ -21,7 +21,14 @@ def test_the_bisection_brackets_a_step_within_its_tolerance_from_either_side():
 def test_a_policy_that_never_meets_the_slo_has_no_capacity_and_one_that_always_does_hits_the_ceiling():
     assert find_capacity(lambda rate: Probe(rate, False), 1.0, min_rate_per_s=0.1).rate_per_s == 0.0
     always = find_capacity(lambda rate: Probe(rate, True), 1.0, max_rate_per_s=50.0)
-    assert always.rate_per_s >= 25.0 and always.failed_above_per_s is None
+    assert always.rate_per_s == 50.0 and always.failed_above_per_s is None and always.search_bound
+    assert [p.rate_per_s for p in always.probes] == [1, 2, 4, 8, 16, 32, 50]   # the maximum itself is probed
+
+
+def test_a_capacity_between_the_last_doubling_and_the_maximum_is_found_not_capped():
+    found = find_capacity(lambda rate: Probe(rate, rate <= 80.0), 1.0, rel_tol=0.01, max_rate_per_s=100.0)
+    assert found.rate_per_s <= 80.0 < found.failed_above_per_s <= found.rate_per_s * 1.01
+    assert not found.search_bound
 
 
 def test_a_bad_rule_is_refused():
@@ -91,3 +98,15 @@ def test_programs_no_engine_could_ever_hold_are_left_out_of_every_policys_trace(
     engines = [EngineSpec("e0", "m", profile(kv_capacity_tokens=4096, max_model_len=4096))]
     kept, dropped = servable([record("ok", 100), record("huge", 5000)], engines)
     assert [r.program_id for r in kept] == ["ok"] and dropped == ["huge"]
+
+
+def test_the_capacity_table_marks_both_kinds_of_lower_bound():
+    from hetflow.bench.sweep_cli import capacity_table
+
+    row = {"policy": "p", "capacity_per_s": [10.0, 20.0, 30.0], "trace_bound": [True, False, False],
+           "search_bound": [False, False, True], "mean_per_s": 20.0, "min_per_s": 10.0, "max_per_s": 30.0,
+           "vs_baseline": None, "vs_baseline_min": None, "queueing_share_at_capacity": None,
+           "prefix_hit_rate_at_capacity": None, "p95_s_at_capacity": None, "longest_decile_p95_s_at_capacity": None}
+    text = capacity_table([row])
+    assert "| >=10, 20, >=30 |" in text
+    assert "trace's length" in text and "search's highest rate" in text
