@@ -18,16 +18,21 @@ for sweep in hetero-code hexgen-sql-rates kairos-colocated-rates hexgen-sql kair
   hetflow bench --sweep "bench/sweeps/$sweep.yaml" | tee "bench_out/$sweep.md"
 done
 
-# Issue 12: capacity at SLO against the rivals (docs/results.md "Issue 12"), in the order quoted.
+# Issue 12's tuning (docs/results.md "Issue 12"); then capacity at SLO against the rivals with issue 35's default
+# beside issue 12's (docs/results.md "Issue 35"; earlier figures quote the commit that ran them).
 hetflow bench --sweep bench/sweeps/tune-agent.yaml | tee bench_out/tune-agent.md
 hetflow bench --sweep bench/sweeps/tune-gate.yaml | tee bench_out/tune-gate.md
-hetflow bench --sweep bench/sweeps/capacity-agent.yaml \
-  --policies least-load,llm-d,sglang,dynamo,autellix,hetflow,hetflow-first,hetflow-first-ws,hetflow-scored-ws \
-  | tee bench_out/capacity-agent.md
-hetflow bench --sweep bench/sweeps/capacity-sharegpt.yaml --programs 2400 \
-  --policies least-load,llm-d,sglang,hetflow-first-ws,hetflow-scored-ws --fractions 0.8 | tee bench_out/capacity-sharegpt.md
-hetflow bench --sweep bench/sweeps/capacity-code.yaml --fractions 0.8 \
-  --policies least-load,llm-d,chimera,chimera:latency_slack=1.0,chimera-no-router,hetflow | tee bench_out/capacity-code.md
+hetflow bench --sweep bench/sweeps/capacity-agent-vllm-router.yaml --fractions 0.8 \
+  --policies least-load,llm-d,vllm-router-program,hetflow,hetflow-issue12 | tee bench_out/capacity-agent-vllm-router.md
+hetflow bench --sweep bench/sweeps/capacity-agent.yaml --fractions 0.8 \
+  --policies least-load,llm-d,autellix,vllm-router-program,hetflow,hetflow-issue12 | tee bench_out/capacity-agent.md
+hetflow bench --sweep bench/sweeps/capacity-agent-measured.yaml --fractions 0.8 \
+  --policies least-load,llm-d,vllm-router-program,hetflow,hetflow-issue12 | tee bench_out/capacity-agent-measured.md
+hetflow bench --sweep bench/sweeps/capacity-code.yaml --fractions 0.8 --policies least-load,llm-d,hetflow,hetflow-issue12 \
+  | tee bench_out/capacity-code.md
+hetflow bench --sweep bench/sweeps/herding-agent-h100x4.yaml | tee bench_out/herding-agent-h100x4.md
+hetflow bench --sweep bench/sweeps/p95-agent-vllm-router.yaml | tee bench_out/p95-agent-vllm-router.md
+hetflow bench --sweep bench/sweeps/program-order-sql.yaml | tee bench_out/program-order-sql.md
 hetflow bench --sweep bench/sweeps/capacity-kairos.yaml --fractions 0.8 --policies least-load,llm-d,kairos,hetflow \
   | tee bench_out/capacity-kairos.md
 hetflow bench --sweep bench/sweeps/capacity-sql.yaml --fractions 0.8 --policies least-load,llm-d,hexgen,hetflow \

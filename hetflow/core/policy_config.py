@@ -32,19 +32,31 @@ class StageConfig:
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """The default, chosen from the capacity-at-SLO sweeps of issue 12 (docs/results.md): Chimera's
-    slack rule with no slack (the router chooses among equally loaded models); the engine by the
-    working-set gate (a new program starts only where the active programs' contexts leave it room in
-    the KV) and llm-d's scorers (prefix x3, queue x2, KV utilization x2); Chimera's STJF priority on
-    the predicted remaining tokens, with the engine queue's aging. The design card's composition
-    (slack 0.5, memory packer with eq. 4, urgency) is the preset ``hetflow-card``."""
+    """The default, chosen from issue 35's capacity sweeps (docs/results.md, "Issue 35"), against vLLM's
+    router with Program scheduling, llm-d and the others:
 
-    model: StageConfig = StageConfig("chimera-slack", {"latency_slack": 0.0})
-    engine: StageConfig = StageConfig("scored", {"filters": ["working-set"], "scorers": {
-        "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}})
-    priority: StageConfig = StageConfig("predicted-total-tokens")
-    retention: StageConfig = StageConfig("free-at-finish")
-    reserve: StageConfig = StageConfig("no-reserve")
+    - model: Chimera's slack rule with no slack (the router chooses among equally loaded models), run
+      among the models with a free batch slot when some have none (``open_slots_first``);
+    - engine: the working-set gate (a new program starts only where the active programs' contexts
+      leave it KV room; a resumed one stays or moves only where its context fits) and the scorers
+      queue x2, KV utilization x2 and ``program-affinity`` x3 (llm-d's prefix scorer for the calls
+      that continue a program; a program's first call placed by load);
+    - priority: the program's remaining work on its critical path (Chimera's STJF for chains, scaled
+      by Autellix's ATLAS/PLAS for DAGs), with the engine queue's aging;
+    - retention: the program's KV kept across its tool gaps for a time chosen by its utility
+      (Continuum's; freed at once after the last stage);
+    - reserve: KV room for every running call's output at the predictor's 0.9 quantile.
+
+    Issue 12's default is the preset ``hetflow-issue12``; the design card's composition (slack 0.5,
+    memory packer with eq. 4, urgency) is ``hetflow-card``."""
+
+    model: StageConfig = StageConfig("chimera-slack", {"latency_slack": 0.0, "open_slots_first": True})
+    engine: StageConfig = StageConfig("scored", {"filters": [{"working-set": {"resume_where_fits": True}}],
+                                                 "scorers": {"queue": 2.0, "kv-utilization": 2.0,
+                                                             "program-affinity": 3.0}})
+    priority: StageConfig = StageConfig("program-remaining-work")
+    retention: StageConfig = StageConfig("workflow-ttl")
+    reserve: StageConfig = StageConfig("predicted-quantile")
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> PolicyConfig:

@@ -31,11 +31,13 @@ class Preset:
 
 
 def _policy(model: str | StageConfig, engine: str | StageConfig, priority: str | StageConfig) -> PolicyConfig:
-    """Every stage spelled out: a bare name runs that plugin with its own defaults."""
+    """Every stage spelled out: a bare name runs that plugin with its own defaults; no retention (KV freed
+    at a call's end) and no reserve, as every engine but hetflow's default does."""
     def stage(s: str | StageConfig) -> StageConfig:
         return s if isinstance(s, StageConfig) else StageConfig(s)
 
-    return PolicyConfig(model=stage(model), engine=stage(engine), priority=stage(priority))
+    return PolicyConfig(model=stage(model), engine=stage(engine), priority=stage(priority),
+                        retention=StageConfig("free-at-finish"), reserve=StageConfig("no-reserve"))
 
 
 def _baseline(name: str, source: str, picker: str, priority: str = "fcfs", **kw: Any) -> Preset:
@@ -68,6 +70,8 @@ LLM_D_ENGINE = StageConfig("scored", {"scorers": {"queue": 2.0, "kv-utilization"
 GATED_ENGINE = StageConfig("scored", {"filters": ["working-set"], "scorers": {
     "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}})
 """llm-d's scorers behind hetflow's program-level gate on KV working sets."""
+ISSUE12_DEFAULT = _policy(StageConfig("chimera-slack", {"latency_slack": 0.0}), GATED_ENGINE, "predicted-total-tokens")
+"""hetflow's default from issue 12 to issue 35 (docs/results.md, "Issue 12")."""
 
 KIND_OF_STAGE = {"model": "model-picker", "engine": "engine-picker", "priority": "priority-rule",
                  "retention": "retention-rule", "reserve": "reserve-rule"}
@@ -107,28 +111,14 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
             "agent-priority", "memory-packer"),
     _kairos("kairos-no-packing", "Kairos 7 ablation: without packing (round robin)", "agent-priority", "round-robin"),
     _kairos("kairos-no-priority", "Kairos 7 ablation: without priority (FCFS)", "fcfs", "memory-packer"),
-    Preset("hetflow", "hetflow's default, chosen from issue 12's capacity sweeps: Chimera's slack rule with no "
-           "slack, the working-set gate, llm-d's engine scorers, Chimera's STJF priority with aging",
+    Preset("hetflow", "hetflow's default, chosen from issue 35's capacity sweeps: Chimera's slack rule with no "
+           "slack among the models with a free batch slot, the working-set gate with resumes kept where their "
+           "context fits, the queue, KV and program-affinity scorers, the program's remaining work on its "
+           "critical path with aging, workflow-aware KV retention and room reserved for decode growth",
            PolicyConfig()),
-    Preset("hetflow-retain", "issue 35's candidate: hetflow's default with workflow-aware KV retention (Continuum's "
-           "utility over the agent's tool gaps from its first on, the recompute cost from the engine's profile, no "
-           "hold after the last stage; retained blocks pinned on hetflow's engines)",
-           replace(PolicyConfig(), retention=StageConfig("workflow-ttl"))),
-    Preset("hetflow-reserve", "issue 35's candidate: hetflow's default with room reserved for decode growth (the "
-           "engine admits a call only while its free KV covers every running call's prompt and output at the "
-           "predictor's 0.9 quantile)", replace(PolicyConfig(), reserve=StageConfig("predicted-quantile"))),
-    Preset("hetflow-retain-reserve", "issue 35's candidate: hetflow's default with both workflow-aware KV retention "
-           "and room reserved for decode growth",
-           replace(PolicyConfig(), retention=StageConfig("workflow-ttl"), reserve=StageConfig("predicted-quantile"))),
-    Preset("hetflow-program", "issue 35's candidate: hetflow-retain-reserve with program placement and order: "
-           "affinity for the calls that continue a program only (a new program placed by load), a resumed "
-           "program kept on its engine or moved only where its context fits, and the priority by the remaining "
-           "work on the program's critical path (STJF for chains, scaled by Autellix's ATLAS/PLAS for DAGs)",
-           replace(PolicyConfig(), engine=StageConfig("scored", {
-               "filters": [{"working-set": {"resume_where_fits": True}}],
-               "scorers": {"queue": 2.0, "kv-utilization": 2.0, "program-affinity": 3.0}}),
-               priority=StageConfig("program-remaining-work"), retention=StageConfig("workflow-ttl"),
-               reserve=StageConfig("predicted-quantile"))),
+    Preset("hetflow-issue12", "issue 12's default, the baseline of issue 35's figures: Chimera's slack rule with no "
+           "slack, the working-set gate, llm-d's engine scorers, Chimera's STJF priority with aging, no retention "
+           "and no reserve", ISSUE12_DEFAULT),
     Preset("hetflow-card", "the design card's composition (hetflow's default until issue 12): Chimera's slack rule; "
            "Kairos's memory packer deciding which engines have room and HexGen-Flow's eq. 4 choosing among them; "
            "HexGen-Flow's urgency (calls without a deadline get 5x their remaining cost), with aging",
@@ -153,18 +143,6 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("autellix-plas", "Autellix 4.2.1: PLAS (program-level attained service, eq. 1) and its data-locality "
            "balancer", _policy("engine-first", "program-locality", StageConfig("attained-service",
                                                                                {"variant": "plas"}))),
-    Preset("hetflow-scored", "hetflow's candidate from the agent family's tuning seed: Chimera's slack rule with no "
-           "slack (the router picks only among equally loaded models), llm-d's engine scorers (prefix x3, queue x2, "
-           "KV x2), Chimera's STJF priority with aging",
-           _policy(StageConfig("chimera-slack", {"latency_slack": 0.0}), LLM_D_ENGINE, "predicted-total-tokens")),
-    Preset("hetflow-first", "hetflow's candidate without model choice: engine-first with llm-d's engine scorers, "
-           "Chimera's STJF priority with aging", _policy("engine-first", LLM_D_ENGINE, "predicted-total-tokens")),
-    Preset("hetflow-first-ws", "hetflow's candidate: engine-first; a new program starts only on an engine whose active "
-           "programs' contexts leave room for it (working-set filter), then llm-d's engine scorers; Chimera's STJF "
-           "priority with aging", _policy("engine-first", GATED_ENGINE, "predicted-total-tokens")),
-    Preset("hetflow-scored-ws", "hetflow's candidate: Chimera's slack rule with no slack, the working-set filter, "
-           "llm-d's engine scorers, Chimera's STJF priority with aging",
-           _policy(StageConfig("chimera-slack", {"latency_slack": 0.0}), GATED_ENGINE, "predicted-total-tokens")),
 )}
 
 

@@ -1,4 +1,4 @@
-"""The default policy is the one issue 12's capacity sweeps chose; a stage named without parameters runs
+"""The default policy is the one issue 35's capacity sweeps chose; a stage named without parameters runs
 its plugin's defaults."""
 
 import pytest
@@ -7,15 +7,16 @@ from hetflow.core.pipeline import Pipeline
 from hetflow.core.policy_config import PolicyConfig, StageConfig
 
 
-def test_the_default_is_the_slack_rule_the_working_set_gate_llm_d_scorers_and_stjf():
+def test_the_default_is_issue_35s_composition():
     policy = PolicyConfig()
-    assert ((policy.model.type, policy.engine.type, policy.priority.type)
-            == ("chimera-slack", "scored", "predicted-total-tokens"))
-    assert policy.model.params == {"latency_slack": 0.0}
+    assert ((policy.model.type, policy.engine.type, policy.priority.type, policy.retention.type, policy.reserve.type)
+            == ("chimera-slack", "scored", "program-remaining-work", "workflow-ttl", "predicted-quantile"))
+    assert policy.model.params == {"latency_slack": 0.0, "open_slots_first": True}
     pipeline = Pipeline(policy)
     assert [f.type_name for f in pipeline.engine_picker.filters] == ["working-set"]
+    assert pipeline.engine_picker.filters[0].resume_where_fits
     assert {s.type_name: w for s, w in pipeline.engine_picker.scorers} == {
-        "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}
+        "queue": 2.0, "kv-utilization": 2.0, "program-affinity": 3.0}
     assert pipeline.engine_picker.reads_prefix and not pipeline.engine_picker.plans_memory
 
 

@@ -55,11 +55,11 @@ def _differences(reference, fast, path="") -> list[str]:
 
 @pytest.mark.parametrize("policy, family, rate_per_s, kv_tokens, pressure", [
     ("hetflow", "code", 4.0, None, None),                # light load: long runs between events
-    ("hetflow", "sql", 12.0, 3000, "preemptions"),       # a small cache: queues and preemptions
+    ("hetflow-issue12", "sql", 12.0, 3000, "preemptions"),  # a small cache, no reserve: queues and preemptions
     ("round-robin", "agent", 3.0, 20000, "preemptions"), # growing contexts, prefix reuse
     ("kairos", "kairos-qa", 12.0, 2500, "held"),         # the memory packer's holds and agent priorities
-    ("hetflow-retain-reserve", "agent", 4.0, 20000, "retained"),  # KV kept across tool calls; growth reserved
-    ("hetflow-program", "sql", 12.0, 6000, None),       # parallel candidates: the critical-path order
+    ("hetflow", "agent", 4.0, 20000, "retained"),        # KV kept across tool calls; growth reserved
+    ("hetflow", "sql", 12.0, 6000, None),                # parallel candidates: the critical-path order
 ])
 def test_decode_runs_give_the_reference_results(policy, family, rate_per_s, kv_tokens, pressure):
     records = generate(family, 80, seed=5, models=(SMALL, LARGE), rate_per_s=rate_per_s)
