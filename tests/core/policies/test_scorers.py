@@ -2,6 +2,8 @@
 
 from dataclasses import replace
 
+import pytest
+
 from hetflow.core import plugins
 from hetflow.core.call import LlmCall
 from hetflow.core.policies import PolicyStore, Prediction
@@ -32,6 +34,26 @@ def test_program_affinity_scores_a_continuing_call_as_prefix_affinity_and_a_firs
     continuing = replace(first, program_dispatches=(("a", 900),))
     assert scorer.score(blocks, engines, first, Prediction(1.0), PolicyStore()) == {"a": 0.0, "b": 0.0}
     assert scorer.score(blocks, engines, continuing, Prediction(1.0), PolicyStore()) == {"a": 0.9, "b": 0.0}
+
+
+def test_program_affinity_with_a_fill_tolerance_scores_first_calls_only_where_programs_fill_no_more_than_the_mean():
+    blocks = replace(call(), prefix_blocks=tuple(range(10)))
+    # engine factory KV: 100,000 tokens; "a" holds the prefix and is the fullest, "b" half holds it
+    engines = [replace(engine("a", "m"), prefix_match_blocks=10, resident_tokens=30_000),
+               replace(engine("b", "m"), prefix_match_blocks=5, resident_tokens=10_000),
+               replace(engine("c", "m"), resident_tokens=5_000)]
+    first = snapshot(*engines)                                   # mean fill 0.15
+    tolerant = plugins.build("engine-scorer", "program-affinity", {"first_call_fill_tolerance": 1.0})
+    strict = plugins.build("engine-scorer", "program-affinity", {"first_call_fill_tolerance": 0.5})
+    assert tolerant.score(blocks, engines, first, Prediction(1.0), PolicyStore()) == {"a": 1.0, "b": 0.5, "c": 0.0}
+    assert strict.score(blocks, engines, first, Prediction(1.0), PolicyStore()) == {"a": 0.0, "b": 0.5, "c": 0.0}
+    continuing = replace(first, program_dispatches=(("a", 900),))  # a continuing call keeps its affinity
+    assert strict.score(blocks, engines, continuing, Prediction(1.0), PolicyStore())["a"] == 1.0
+
+
+def test_program_affinity_refuses_a_negative_fill_tolerance():
+    with pytest.raises(ValueError, match="first_call_fill_tolerance"):
+        plugins.build("engine-scorer", "program-affinity", {"first_call_fill_tolerance": -0.1})
 
 
 def test_queue_is_min_max_normalised_and_all_ones_when_equal():

@@ -28,11 +28,24 @@ from hetflow.core.snapshot import ClusterSnapshot, EngineView
 class ProgramAffinity(EngineScorer):
     reads_prefix = True
 
-    def __init__(self, max_prefix_blocks: int = 256) -> None:
+    def __init__(self, max_prefix_blocks: int = 256, first_call_fill_tolerance: float | None = None) -> None:
+        if first_call_fill_tolerance is not None and first_call_fill_tolerance < 0:
+            raise ValueError(f"first_call_fill_tolerance must be >= 0, got {first_call_fill_tolerance}")
         self.prefix = PrefixAffinity(max_prefix_blocks)
+        self.first_call_fill_tolerance = first_call_fill_tolerance
 
     def score(self, call: LlmCall, engines: list[EngineView], snapshot: ClusterSnapshot, prediction: Prediction,
               store: PolicyStore) -> dict[str, float]:
-        if not snapshot.program_dispatches:
+        if snapshot.program_dispatches:
+            return self.prefix.score(call, engines, snapshot, prediction, store)
+        if self.first_call_fill_tolerance is None or not engines:
             return {e.engine_id: 0.0 for e in engines}
-        return self.prefix.score(call, engines, snapshot, prediction, store)
+        fills = {e.engine_id: resident_fill(e) for e in engines}
+        limit = sum(fills.values()) / len(fills) * (1.0 + self.first_call_fill_tolerance)
+        prefix = self.prefix.score(call, engines, snapshot, prediction, store)
+        return {engine_id: prefix[engine_id] if fill <= limit else 0.0 for engine_id, fill in fills.items()}
+
+
+def resident_fill(engine: EngineView) -> float:
+    """The share of the engine's KV the active programs placed on it hold (``resident_tokens``)."""
+    return engine.resident_tokens / engine.kv_capacity_tokens if engine.kv_capacity_tokens else 0.0
