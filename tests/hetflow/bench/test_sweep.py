@@ -34,6 +34,18 @@ def sweep_file(tmp_path):
     return path
 
 
+def capacity_file(tmp_path, policies, seeds=(1,), family="code", programs=60, **capacity) -> Path:
+    """A tiny capacity sweep over ``CLUSTER``, its search's settings given as keywords."""
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(CLUSTER))
+    path = tmp_path / "capacity.yaml"
+    path.write_text(yaml.safe_dump({"name": "cap", "cluster": str(cluster),
+                                    "trace": {"family": family, "programs": programs},
+                                    "loads": {"capacity_fractions": [0.5]}, "seeds": list(seeds),
+                                    "capacity": capacity, "policies": list(policies)}))
+    return path
+
+
 def test_a_tiny_sweep_writes_its_table_json_and_plots(sweep_file, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["bench", "--sweep", str(sweep_file), "--workers", "1", "-o", str(out)]) == 0
@@ -116,12 +128,7 @@ def test_a_share_no_rate_reaches_is_skipped_not_guessed(tmp_path):
 
 
 def test_a_tiny_capacity_sweep_reports_capacity_per_seed_and_runs_at_fractions_of_least_loads(tmp_path, capsys):
-    cluster = tmp_path / "cluster.yaml"
-    cluster.write_text(yaml.safe_dump(CLUSTER))
-    path = tmp_path / "capacity.yaml"
-    path.write_text(yaml.safe_dump({"name": "cap", "cluster": str(cluster), "trace": {"family": "code", "programs": 60},
-                                    "loads": {"capacity_fractions": [0.5]}, "seeds": [1, 2],
-                                    "capacity": {"rel_tol": 0.2}, "policies": ["least-load", "llm-d"]}))
+    path = capacity_file(tmp_path, ["least-load", "llm-d"], seeds=(1, 2), rel_tol=0.2)
     out = tmp_path / "out"
     assert main(["bench", "--sweep", str(path), "--workers", "1", "-o", str(out)]) == 0
     result = json.loads((out / "results.json").read_text())
@@ -139,12 +146,7 @@ def test_a_tiny_capacity_sweep_reports_capacity_per_seed_and_runs_at_fractions_o
 
 
 def test_no_rate_above_the_work_ceiling_passes_and_each_such_probe_says_so(tmp_path):
-    cluster = tmp_path / "cluster.yaml"
-    cluster.write_text(yaml.safe_dump(CLUSTER))
-    path = tmp_path / "capacity.yaml"
-    path.write_text(yaml.safe_dump({"name": "cap", "cluster": str(cluster), "trace": {"family": "code", "programs": 60},
-                                    "loads": {"capacity_fractions": [0.5]}, "seeds": [1],
-                                    "capacity": {"rel_tol": 0.5, "start_rate_per_s": 200.0}, "policies": ["llm-d"]}))
+    path = capacity_file(tmp_path, ["llm-d"], rel_tol=0.5, start_rate_per_s=200.0)
     sweep = Sweep(SweepSpec.from_yaml(path), workers=1)
     ceiling = sweep.ceiling(1)["ceiling_per_s"]
     probes = sweep.capacities()[("llm-d", 1)].probes
@@ -173,13 +175,7 @@ def test_every_shipped_sweep_and_its_cluster_load(path):
 
 def test_a_capacity_search_on_the_fast_path_takes_the_references_verdict_at_every_probe(tmp_path):
     """Decode runs (issue 32) against stepping every iteration: the same probes, the same pass or fail."""
-    cluster = tmp_path / "cluster.yaml"
-    cluster.write_text(yaml.safe_dump(CLUSTER))
-    path = tmp_path / "capacity.yaml"
-    path.write_text(yaml.safe_dump({"name": "cap", "cluster": str(cluster),
-                                    "trace": {"family": "agent", "programs": 30},
-                                    "loads": {"capacity_fractions": [0.5]}, "seeds": [1],
-                                    "capacity": {"rel_tol": 0.1}, "policies": ["least-load", "hetflow"]}))
+    path = capacity_file(tmp_path, ["least-load", "hetflow"], family="agent", programs=30, rel_tol=0.1)
     spec = SweepSpec.from_yaml(path)
     found = [Sweep(spec, workers=1, decode_runs=fast).capacities() for fast in (False, True)]
     for key in found[0]:
@@ -203,12 +199,7 @@ def test_each_run_says_how_retained_kv_was_let_go():
 
 
 def test_rel_tol_overrides_the_searchs_tolerance_and_needs_a_capacity_sweep(tmp_path):
-    cluster = tmp_path / "cluster.yaml"
-    cluster.write_text(yaml.safe_dump(CLUSTER))
-    path = tmp_path / "capacity.yaml"
-    path.write_text(yaml.safe_dump({"name": "cap", "cluster": str(cluster), "trace": {"family": "code", "programs": 60},
-                                    "loads": {"capacity_fractions": [0.5]}, "seeds": [1],
-                                    "capacity": {"rel_tol": 0.5}, "policies": ["llm-d"]}))
+    path = capacity_file(tmp_path, ["llm-d"], rel_tol=0.5)
     out = tmp_path / "out"
     assert main(["bench", "--sweep", str(path), "--workers", "1", "--rel-tol", "0.05", "-o", str(out)]) == 0
     result = json.loads((out / "results.json").read_text())
