@@ -17,6 +17,15 @@ def test_example_config_builds_every_service():
     assert e.serve.port == 50122 and e.monitor_address == "127.0.0.1:50100"
 
 
+def test_the_example_spells_out_the_default_policy():
+    from hetflow.core.policy_config import PolicyConfig
+    from hetflow.core.presets import Preset, full_parameters
+
+    spelled = balancer_config(load_stack(EXAMPLE, environ={})).policy
+    assert full_parameters(Preset("example", "", spelled)) == full_parameters(Preset("default", "", PolicyConfig()))
+    assert spelled.retention.params and spelled.reserve.params          # spelled out, not left to the default
+
+
 def test_environment_overrides_sections_and_engines():
     raw = load_stack(EXAMPLE, environ={"HETFLOW__BALANCER__MAX_TOKENS_LIMIT": "64",
                                        "HETFLOW__ENGINES__SMALL_1__PORT": "6000"})
