@@ -9,6 +9,7 @@ from typing import Awaitable, Callable, Sequence
 from balancer_svc import judge_artifact
 from balancer_svc.config import BalancerConfig
 from balancer_svc.dispatcher import Dispatcher
+from balancer_svc.endpoint_picker import EXT_PROC_SERVICE_NAME, EndpointPicker, ext_proc_grpc
 from balancer_svc.front import Front
 from balancer_svc.live_alpha import AlphaReplay
 from balancer_svc.servicer import BalancerServicer
@@ -34,7 +35,11 @@ def build(cfg: BalancerConfig, alpha_replay: AlphaReplay | None = None,
         if reload is not None:
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, front.reload, reload)
         servicer = BalancerServicer(dispatcher, front.serve, front.cascade_config)
-        return ([Registration(balancer_pb2_grpc.add_BalancerServicer_to_server, servicer, SERVICE_NAME)],
-                dispatcher.close)
+        registrations = [Registration(balancer_pb2_grpc.add_BalancerServicer_to_server, servicer, SERVICE_NAME)]
+        if cfg.endpoint_picker_model:
+            registrations.append(Registration(
+                ext_proc_grpc.add_ExternalProcessorServicer_to_server,
+                EndpointPicker(dispatcher, cfg.endpoint_picker_model), EXT_PROC_SERVICE_NAME))
+        return registrations, dispatcher.close
 
     return setup

@@ -52,6 +52,10 @@ class BalancerConfig:
     than this (median of the last 0.5 s of probes): its turns are then long, and gRPC, which accepts one
     call per turn, leaves calls unaccepted until it cancels them at 30 s (0 = never on lag; measured in
     docs/reliability.md: 0.1 ms at light load, 4-10 ms at 3x saturation)."""
+    endpoint_picker_model: str = ""
+    """Also serve the Gateway API Inference Extension's endpoint-picker protocol (Envoy ext_proc, issue 34)
+    for one InferencePool of this model: a standard gateway then asks this balancer where each call of
+    the pool goes. Empty: not served."""
     redispatch_attempts: int = 2
     """How many more engines a call is sent to when its engine fails before the first token."""
     unreachable_skip_s: float = 5.0

@@ -9,11 +9,12 @@ from hetflow import wire
 from hetflow.core.call import LlmCall, WorkflowInfo, check_stages
 from hetflow.core.cascade.config import CascadeConfig
 from hetflow.core.errors import DeadlineExceeded, InvalidArgument, Unavailable
+from hetflow.core.pipeline import Decision
 from hetflow.core.policies import Choice, Priority
 from hetflow.core.prefix import text_block_hashes
 from hetflow.core.workload_window import SampledCall
 from hetflow.runtime.security import Caller, PermissionDenied
-from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2
+from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2, monitor_pb2
 
 
 def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, now_unix_s: float,
@@ -71,6 +72,31 @@ def engine_request(call: LlmCall, priority: Priority, retain_kv_s: float = 0.0,
         priority=priority.key, priority_tiebreak=priority.tiebreak, program_id=call.workflow.program_id,
         retain_kv_s=retain_kv_s, reserve_output_tokens=reserve_output_tokens,
         messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in call.messages])
+
+
+def admit_request(call: LlmCall, decision: Decision) -> monitor_pb2.AdmitRequest:
+    """The monitor's entry for a decided call (Chimera Algorithm 1, lines 23 and 32), with HexGen-Flow's
+    cost and Kairos's memory plan."""
+    plan = decision.memory_plan
+    return monitor_pb2.AdmitRequest(
+        request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
+        engine_id=decision.engine_id, predicted_tokens=decision.prediction.median_tokens,
+        workflow=wire.workflow_to_proto(call.workflow), prompt_tokens=call.input_tokens,
+        predicted_cost_s=decision.predicted_cost_s,
+        decode_tokens_per_s=plan.decode_tokens_per_s if plan else 0.0,
+        expected_s=plan.expected_s if plan else 0.0, mean_cost_s=decision.mean_cost_s,
+        prefix_blocks=call.prefix_blocks, retain_kv_s=decision.retain_kv_s)
+
+
+def dispatch_decision(request: engine_pb2.EngineGenerateRequest, model: str, engine_id: str, address: str,
+                      receipt: balancer_pb2.Receipt | None) -> balancer_pb2.DispatchDecision:
+    reply = balancer_pb2.DispatchDecision(
+        request_id=request.request_id, model=model, engine_id=engine_id, engine_address=address,
+        engine_request=request, ticket_expires_unix_s=engine_pb2.TicketClaims.FromString(
+            request.ticket.claims).expires_unix_s)
+    if receipt is not None:
+        reply.receipt.CopyFrom(receipt)
+    return reply
 
 
 def completion_reply(request_id: str, chunks: list[balancer_pb2.GenerateChunk]) -> balancer_pb2.CompletionReply:

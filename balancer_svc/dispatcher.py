@@ -35,16 +35,18 @@ from hetflow.core.errors import DeadlineExceeded, ResourceExhausted, Unavailable
 from hetflow.core.features import feature_row
 from hetflow.core.hold_queue import HoldQueue
 from hetflow.core.load_shedding import LoadShedder, LoopLag
-from hetflow.core.pipeline import Decision, Pipeline
+from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import EngineView
 from hetflow.core.workload_window import WorkloadWindow
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.interceptors import RETRY_PUSHBACK_KEY
 from hetflow.runtime.logs import get_logger
+from hetflow.runtime.tickets import TicketIssuer
 from hetflow.v1 import (
     balancer_pb2,
     common_pb2,
+    engine_pb2,
     engine_pb2_grpc,
     monitor_pb2,
     monitor_pb2_grpc,
@@ -99,6 +101,8 @@ class Dispatch:
     priority: Priority
     prediction: Prediction
     receipt: balancer_pb2.Receipt
+    admit: monitor_pb2.AdmitRequest
+    """The monitor's entry for the call, as sent by ``_admit``."""
     program_start_unix_s: float = 0.0
     started_perf_s: float = 0.0
     """When the decision started (perf counter): the receipt's decision_ms runs from here to the send."""
@@ -128,6 +132,10 @@ class Dispatcher:
         self._lag_probe: asyncio.Task[None] | None = None
         self.workload = WorkloadWindow(cfg.workload_window_s, cfg.workload_sample)
         """The live workload the re-planner reads (Cascadia 4.4)."""
+        self.gateway_calls: set[str] = set()
+        """Calls a gateway sends to the model server itself (the endpoint picker): admitted ``via_gateway``."""
+        self.tickets = TicketIssuer(cfg.serve.security.ticket_key())
+        """Signs each engine request's dispatch ticket (issue 34)."""
         self.registrations = Registrations()
         """Running calls and whether the monitor knows them (told again after it restarts)."""
         self._reregistering: asyncio.Task[None] | None = None
@@ -253,8 +261,8 @@ class Dispatcher:
         """Exclude the failed engine (for everyone when it is the engine's fault), or give up."""
         failures.append(failure)
         self._excluded.setdefault(call.request_id, set()).add(failure.engine_id)
-        if failure.engine_fault and not await self._answers_health(failure.address):
-            await self._engine_unreachable(failure.engine_id, str(failure))
+        if failure.engine_fault and not await self.answers_health(failure.address):
+            await self.engine_unreachable(failure.engine_id, str(failure))
         if len(failures) > self.cfg.redispatch_attempts:
             raise failure.as_error()
         if (releasing := self._releases.get(call.request_id)) is not None:
@@ -262,7 +270,7 @@ class Dispatcher:
         REDISPATCHED.inc()
         log.warning("redispatching", failed_engine=failure.engine_id, reason=str(failure), attempt=len(failures))
 
-    async def _answers_health(self, address: str) -> bool:
+    async def answers_health(self, address: str) -> bool:
         """Whether the engine service itself answers (its backend may have failed one call only)."""
         try:
             reply = await health_pb2_grpc.HealthStub(self._channel(address)).Check(
@@ -271,7 +279,7 @@ class Dispatcher:
             return False
         return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
-    async def _engine_unreachable(self, engine_id: str, reason: str) -> None:
+    async def engine_unreachable(self, engine_id: str, reason: str) -> None:
         """Skip the engine here at once and tell the monitor, which marks it unhealthy for every balancer
         until it reports again."""
         self._unreachable[engine_id] = time.monotonic() + self.cfg.unreachable_skip_s
@@ -280,6 +288,50 @@ class Dispatcher:
                                                    timeout=self.cfg.dependency_timeout_s)
         except grpc.aio.AioRpcError as exc:
             log.warning("engine_failure_report_failed", engine=engine_id, code=exc.code().name)
+
+    def exclude(self, request_id: str, engine_ids: set[str]) -> None:
+        """The engines ``request_id`` must not be decided onto (those that failed it); empty: none."""
+        if engine_ids:
+            self._excluded[request_id] = set(engine_ids)
+        else:
+            self._excluded.pop(request_id, None)
+
+    def engine_address(self, engine_id: str) -> str | None:
+        """The address the last snapshot gave for ``engine_id`` (None: not in it)."""
+        if self._last_snapshot is None:
+            return None
+        return next((e.status.address for e in self._last_snapshot[0].engines if e.status.engine_id == engine_id),
+                    None)
+
+    def engine_endpoint(self, engine_id: str) -> str:
+        """The model server's own endpoint (ip:port) the last snapshot gave for ``engine_id`` ("": none)."""
+        engines = self._last_snapshot[0].engines if self._last_snapshot else ()
+        return next((e.status.serving_endpoint for e in engines if e.status.engine_id == engine_id), "")
+
+    def engines_outside(self, endpoints: frozenset[str] | None) -> set[str]:
+        """The engines whose model-server endpoint is not among ``endpoints`` (None: no limit, no engine)."""
+        if endpoints is None or self._last_snapshot is None:
+            return set()
+        return {e.status.engine_id for e in self._last_snapshot[0].engines
+                if e.status.serving_endpoint not in endpoints}
+
+    def least_loaded_endpoint(self, model: str, endpoints: frozenset[str] | None) -> str:
+        """The healthy engine of ``model`` with the fewest calls in flight, as its model-server endpoint."""
+        engines = [e for e in (self._last_snapshot[0].engines if self._last_snapshot else ())
+                   if e.healthy and e.status.model == model and e.status.serving_endpoint
+                   and (endpoints is None or e.status.serving_endpoint in endpoints)]
+        return min(engines, key=lambda e: (e.in_flight_requests, e.status.engine_id)).status.serving_endpoint \
+            if engines else ""
+
+    def hand_over(self, request_id: str, ticket_ttl_s: float) -> None:
+        """A direct-path call is the engine's to end once its ticket is used: this balancer stops telling a
+        restarted monitor of it when the ticket expires (the engine tells it from then on)."""
+        asyncio.get_running_loop().call_later(ticket_ttl_s, self.registrations.remove, request_id)
+
+    async def released(self, request_id: str) -> None:
+        """Wait for the release of ``request_id`` on its way to the monitor, if one is."""
+        if (releasing := self._releases.get(request_id)) is not None:
+            await asyncio.gather(releasing, return_exceptions=True)
 
     def _decision_view(self, msg: monitor_pb2.MonitorSnapshot, request_id: str) -> monitor_pb2.MonitorSnapshot:
         """The snapshot the call is decided on: a copy with the engines this balancer could not reach
@@ -345,7 +397,7 @@ class Dispatcher:
         except asyncio.CancelledError:
             if outcome.done() and not outcome.cancelled() and outcome.exception() is None:
                 dispatch = outcome.result()  # admitted as its caller gave up: release it
-                self._release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
+                self.release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
             raise
         finally:
             self.held.release(call.request_id)
@@ -370,7 +422,7 @@ class Dispatcher:
                     continue
                 self.held.release(held.request_id)
                 if outcome.done():  # the caller gave up while this round admitted it: nothing may linger
-                    self._release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
+                    self.release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
                 else:
                     outcome.set_result(dispatch)
 
@@ -392,7 +444,9 @@ class Dispatcher:
         self.pending.add(call.request_id, engine.engine_id, decision.prediction.median_tokens,
                          decision.predicted_cost_s, decision.memory_plan, call.input_tokens, time.time())
 
-        admitted = asyncio.get_running_loop().create_task(self._admit(call, decision))
+        admit = convert.admit_request(call, decision)
+        admit.via_gateway = call.request_id in self.gateway_calls
+        admitted = asyncio.get_running_loop().create_task(self._admit(call, admit))
         receipt = balancer_pb2.Receipt(
             request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
             engine_id=engine.engine_id, priority=decision.priority.key, priority_tiebreak=decision.priority.tiebreak,
@@ -401,7 +455,7 @@ class Dispatcher:
             stages=[convert.stage_to_proto(s.stage, s.plugin, s.choice, s.elapsed_ms) for s in decision.stages])
         for s in decision.stages:
             DECISIONS.labels(s.stage, s.choice.rule).inc()
-        return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt,
+        return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt, admit,
                         snapshot.program_start_s, start, admitted, decision.retain_kv_s,
                         decision.reserve_output_tokens)
 
@@ -536,21 +590,12 @@ class Dispatcher:
                 log.warning("predictor_unavailable", code=exc.code().name, details=exc.details())
         return {m: (Prediction(float(call.input_tokens)), "predictor-unavailable:input-length") for m in models}
 
-    async def _admit(self, call: LlmCall, decision: Decision) -> None:
+    async def _admit(self, call: LlmCall, admit: monitor_pb2.AdmitRequest) -> None:
         """Chimera Algorithm 1, line 32: I[m*][r.id] = r.predicted_tokens (and A[p] = m*, line 23), with
-        HexGen-Flow's cost and Kairos's memory plan. Runs beside the engine request (``stream`` waits
-        for it before the first chunk; the pending overlay counts the call here meanwhile). While the
-        monitor does not answer the call still runs, counted by this balancer, and is told to the
-        monitor once it answers (``_retell``)."""
-        plan = decision.memory_plan
-        admit = monitor_pb2.AdmitRequest(
-            request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
-            engine_id=decision.engine_id, predicted_tokens=decision.prediction.median_tokens,
-            workflow=wire.workflow_to_proto(call.workflow), prompt_tokens=call.input_tokens,
-            predicted_cost_s=decision.predicted_cost_s,
-            decode_tokens_per_s=plan.decode_tokens_per_s if plan else 0.0,
-            expected_s=plan.expected_s if plan else 0.0, mean_cost_s=decision.mean_cost_s,
-            prefix_blocks=call.prefix_blocks, retain_kv_s=decision.retain_kv_s)
+        HexGen-Flow's cost and Kairos's memory plan (``convert.admit_request``). Runs beside the engine
+        request (``stream`` waits for it before the first chunk; the pending overlay counts the call here
+        meanwhile). While the monitor does not answer the call still runs, counted by this balancer, and
+        is told to the monitor once it answers (``_retell``)."""
         self.registrations.add(call.request_id, admit)
         try:
             reply = await self.monitor.Admit(admit, timeout=self.cfg.dependency_timeout_s)
@@ -591,7 +636,7 @@ class Dispatcher:
                 log.warning("reregister_failed", code=exc.code().name, details=exc.details(), told=told)
                 return
             if request_id not in self.registrations:  # its release may have reached the monitor first
-                self._release_later(request_id, 0, "cancelled")
+                self.release_later(request_id, 0, "cancelled")
                 continue
             self.registrations.registered(request_id, reply.monitor_epoch)
             self.pending.acked(request_id, reply.admit_seq, time.monotonic())
@@ -603,10 +648,9 @@ class Dispatcher:
                      time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         """Forward the engine's deltas; always release the monitor entry, whatever happens."""
         engine = engine_pb2_grpc.EngineStub(self._channel(dispatch.engine.address))
-        request = convert.engine_request(call, dispatch.priority, dispatch.retain_kv_s or 0.0,
-                                         dispatch.reserve_output_tokens)
+        request = self.engine_request(call, dispatch, direct=False)
         engine_call = engine.Generate(request, timeout=time_remaining_s)
-        self._sent(dispatch)
+        self.sent(dispatch)
         output_tokens, outcome, queued_s = 0, "cancelled", 0.0
         sent_unix_s = time.time()
         started_unix_s = 0.0
@@ -649,17 +693,28 @@ class Dispatcher:
             raise
         finally:
             engine_call.cancel()  # no-op when finished; otherwise the engine aborts the request
-            self._release_later(call.request_id, output_tokens, outcome, started_unix_s, dispatch.admitted)
+            self.release_later(call.request_id, output_tokens, outcome, started_unix_s, dispatch.admitted)
+
+    def engine_request(self, call: LlmCall, dispatch: Dispatch, direct: bool) -> engine_pb2.EngineGenerateRequest:
+        """The engine request with its dispatch ticket. ``direct``: the caller streams it from the engine,
+        which then ends the monitor's entry (and holds it, to tell a restarted monitor)."""
+        request = convert.engine_request(call, dispatch.priority, dispatch.retain_kv_s or 0.0,
+                                         dispatch.reserve_output_tokens)
+        if direct:
+            request.admit.CopyFrom(dispatch.admit)
+        request.ticket.CopyFrom(self.tickets.issue(request, call.workflow.tenant, dispatch.engine.engine_id,
+                                                   engine_releases=direct, now_unix_s=time.time()))
+        return request
 
     @staticmethod
-    def _sent(dispatch: Dispatch) -> None:
+    def sent(dispatch: Dispatch) -> None:
         """The engine request is on its way: the decision's cost ends here (call received -> request sent)."""
         receipt = dispatch.receipt
         receipt.decision_ms = (time.perf_counter() - dispatch.started_perf_s) * 1e3
         DECISION_S.observe(receipt.decision_ms / 1e3)
         log.info("decision", receipt=MessageToDict(receipt, preserving_proto_field_name=True))
 
-    def _release_later(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float = 0.0,
+    def release_later(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float = 0.0,
                        admitted: asyncio.Task[None] | None = None) -> None:
         """Remove the in-flight entry off the caller's task, so a cancelled caller cannot skip it; after
         the admit, when one is in flight, so the release cannot overtake it."""
@@ -705,9 +760,10 @@ async def _no_predictions() -> dict[str, tuple[Prediction, str]]:
 
 
 REDISPATCHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNKNOWN,
-                  grpc.StatusCode.INTERNAL)
+                  grpc.StatusCode.INTERNAL, grpc.StatusCode.FAILED_PRECONDITION)
 """An engine's failures before the first token that another engine may not share (a refusal of the
-call itself, INVALID_ARGUMENT, would be the same everywhere)."""
+call itself, INVALID_ARGUMENT, would be the same everywhere). FAILED_PRECONDITION: the dispatch ticket
+expired before the engine read the request (a stalled engine), so the call is decided again."""
 
 
 def _retry_pushback_s(exc: grpc.aio.AioRpcError) -> float | None:

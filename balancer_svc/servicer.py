@@ -8,9 +8,11 @@ from typing import AsyncIterator, Callable
 import grpc
 
 from balancer_svc import convert
+from balancer_svc.direct import DirectDecisions, FailedAttempt
 from balancer_svc.dispatcher import Dispatcher
 from hetflow.core.call import LlmCall
 from hetflow.core.cascade.config import CascadeConfig
+from hetflow.core.errors import FailedPrecondition
 from hetflow.runtime.logs import bind_ids
 from hetflow.runtime.security import CURRENT_CALLER
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc
@@ -26,6 +28,7 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
         self.dispatcher = dispatcher
         self.serve = serve or dispatcher.serve
         self.cascade = cascade
+        self.direct = DirectDecisions(dispatcher)
 
     def _call(self, request: balancer_pb2.GenerateRequest) -> LlmCall:
         cfg = self.dispatcher.cfg
@@ -38,6 +41,14 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
         bind_ids(call.request_id, call.workflow.program_id)
         async for chunk in self.serve(call, context.time_remaining()):
             yield chunk
+
+    async def Decide(self, request: balancer_pb2.DecideRequest,
+                     context: grpc.aio.ServicerContext) -> balancer_pb2.DispatchDecision:
+        if self.cascade() is not None:
+            raise FailedPrecondition("this balancer serves a cascade, which needs the relay path: call Generate")
+        call = self._call(request.call)
+        bind_ids(call.request_id, call.workflow.program_id)
+        return await self.direct.decide(call, [FailedAttempt.from_proto(f) for f in request.failed])
 
     async def Workload(self, request: balancer_pb2.WorkloadRequest,
                        context: grpc.aio.ServicerContext) -> balancer_pb2.WorkloadReply:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.runtime.config import engine_section, service_config, stack_defaults
@@ -109,7 +110,18 @@ class EngineConfig:
     queue: QueueConfig = field(default_factory=QueueConfig)
     vllm: VllmConfig = field(default_factory=VllmConfig)
     vllm_server: VllmServerConfig = field(default_factory=VllmServerConfig)
+    serving_endpoint: str = ""
+    """ip:port of this engine's model server's own HTTP API, where a standard gateway sends the calls
+    hetflow's endpoint picker assigns here (issue 34); the ``vllm-server`` backend's defaults to its
+    ``base_url``'s host and port."""
     serve: ServeConfig = field(default_factory=ServeConfig)
+
+    @property
+    def model_server_endpoint(self) -> str:
+        if self.serving_endpoint or self.backend != "vllm-server" or not self.vllm_server.base_url:
+            return self.serving_endpoint
+        url = urlsplit(self.vllm_server.base_url)
+        return f"{url.hostname}:{url.port or (443 if url.scheme == 'https' else 80)}"
 
 
 def from_stack(raw: Mapping[str, Any], name: str) -> EngineConfig:

@@ -17,9 +17,11 @@ log = get_logger(__name__)
 
 class StatusReporter:
     def __init__(self, monitor_address: str, interval_s: float, status: Callable[[], common_pb2.EngineStatus],
-                 security: SecurityConfig | None = None) -> None:
+                 security: SecurityConfig | None = None, on_epoch: Callable[[str], None] | None = None) -> None:
         self._address, self._interval_s, self._status = monitor_address, interval_s, status
         self._security = security
+        self._on_epoch = on_epoch
+        """Told the monitor's epoch from each reply (``MonitorLink.monitor_answered``)."""
         self._task: asyncio.Task[None] | None = None
         self._channel: grpc.aio.Channel | None = None
 
@@ -29,7 +31,9 @@ class StatusReporter:
 
     async def report_now(self) -> None:
         assert self._channel is not None
-        await monitor_pb2_grpc.MonitorStub(self._channel).ReportEngineStatus(self._status(), timeout=2.0)
+        reply = await monitor_pb2_grpc.MonitorStub(self._channel).ReportEngineStatus(self._status(), timeout=2.0)
+        if self._on_epoch is not None:
+            self._on_epoch(reply.monitor_epoch)
 
     async def close(self, final_report: bool = True) -> None:
         if self._task is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import AsyncGenerator, AsyncIterator, cast
 
 import grpc
@@ -9,8 +11,12 @@ from prometheus_client import Gauge
 
 from engine_svc import convert
 from engine_svc.backends.base import EngineBackend, OutputDelta, merge
+from engine_svc.monitor_link import MonitorLink
 from hetflow.core.errors import ResourceExhausted
+from hetflow.runtime.interceptors import status_of
 from hetflow.runtime.logs import bind_ids, get_logger
+from hetflow.runtime.security import CURRENT_CALLER, peer_identity
+from hetflow.runtime.tickets import TicketChecker
 from hetflow.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 
 log = get_logger(__name__)
@@ -22,8 +28,14 @@ PREEMPTIONS = Gauge("hetflow_engine_preemptions", "Preemptions since start")
 
 class EngineServicer(engine_pb2_grpc.EngineServicer):
     def __init__(self, engine_id: str, address: str, backend: EngineBackend, max_tokens_limit: int,
-                 stream_interval_tokens: int = 1, max_waiting: int = 4096) -> None:
-        self.engine_id, self.address = engine_id, address
+                 tickets: TicketChecker, monitor: MonitorLink | None = None, stream_interval_tokens: int = 1,
+                 max_waiting: int = 4096, serving_endpoint: str = "") -> None:
+        self.engine_id, self.address, self.serving_endpoint = engine_id, address, serving_endpoint
+        self.tickets = tickets
+        """Checks each call's dispatch ticket (issue 34)."""
+        self.monitor = monitor
+        """Ends the monitor's entries of direct-path calls; None without a monitor."""
+        self._releases: set[asyncio.Task[None]] = set()
         self.backend = backend
         self.max_tokens_limit = max_tokens_limit
         self.stream_interval_tokens = max(1, stream_interval_tokens)
@@ -34,8 +46,47 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
 
     async def Generate(self, request: engine_pb2.EngineGenerateRequest,
                        context: grpc.aio.ServicerContext) -> AsyncIterator[engine_pb2.EngineChunk]:
+        caller = CURRENT_CALLER.get()
+        claims = self.tickets.check(request, caller.name if caller.kind == "tenant" else None,
+                                    peer_identity(context), time.time())
+        bind_ids(request.request_id, request.program_id)
+        direct = claims.engine_releases and self.monitor is not None
+        if direct:
+            assert self.monitor is not None
+            self.monitor.started(request.request_id, request.admit)
+        received_unix_s, started_unix_s = time.time(), 0.0
+        output_tokens, outcome = 0, "cancelled"
+        chunks = self._stream(request)
+        try:
+            async for chunk in chunks:
+                if not started_unix_s:
+                    started_unix_s = received_unix_s + chunk.queued_s
+                output_tokens = chunk.output_tokens
+                if chunk.finished:
+                    outcome = "completed" if chunk.finish_reason != "abort" else "aborted"
+                yield chunk
+        except Exception as exc:
+            outcome = f"engine-error:{status_of(exc)[0].name}"
+            if direct and not started_unix_s:
+                # before the error reaches the caller, who may decide the call again at once
+                await self._end_direct(request.request_id, 0, outcome, 0.0)
+                direct = False
+            raise
+        finally:
+            await chunks.aclose()  # aborts the request if the caller went away early
+            if direct:
+                task = asyncio.get_running_loop().create_task(
+                    self._end_direct(request.request_id, output_tokens, outcome, started_unix_s))
+                self._releases.add(task)
+                task.add_done_callback(self._releases.discard)
+
+    async def _end_direct(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float) -> None:
+        assert self.monitor is not None
+        await self.monitor.ended(request_id, output_tokens, outcome, started_unix_s)
+
+    async def _stream(self, request: engine_pb2.EngineGenerateRequest) -> AsyncGenerator[engine_pb2.EngineChunk, None]:
+        """The backend's deltas, merged to a chunk every ``stream_interval_tokens``."""
         call = convert.call_from_proto(request, self.max_tokens_limit)
-        bind_ids(call.request_id, call.program_id)
         if self.waiting >= self.max_waiting:
             raise ResourceExhausted(f"engine {self.engine_id} has {self.waiting} calls waiting (max_waiting)",
                                     retry_after_s=1.0)
@@ -56,7 +107,7 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         finally:
             if not started:
                 self.waiting -= 1
-            await stream.aclose()  # aborts the request if the caller went away early
+            await stream.aclose()
 
     async def Abort(self, request: engine_pb2.AbortRequest, context: grpc.aio.ServicerContext) -> engine_pb2.AbortReply:
         bind_ids(request.request_id)
@@ -73,4 +124,5 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         KV_USAGE.set(status.kv_cache_usage)
         PREEMPTIONS.set(status.preemptions_total)
         return convert.status_to_proto(self.engine_id, self.backend.model, self.address,
-                                       self.backend.backend_name, self.serving, status, self.backend.profile)
+                                       self.backend.backend_name, self.serving, status, self.backend.profile,
+                                       self.serving_endpoint)

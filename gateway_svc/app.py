@@ -19,14 +19,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway_svc import convert
 from gateway_svc.config import GatewayConfig
-from gateway_svc.errors import OpenAIError, from_grpc, invalid
 from gateway_svc.metrics import REQUEST_FAILURE
 from gateway_svc.responses import CallResponse
 from hetflow.runtime.channels import open_channel
+from hetflow.runtime.direct_call import DirectCall
+from hetflow.runtime.openai_request import OpenAIError, from_grpc, invalid, parse
 from hetflow.runtime.security import Unauthenticated, bearer, tenant_of_key
-from hetflow.v1 import balancer_pb2_grpc, monitor_pb2, monitor_pb2_grpc
+from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc
 
 
 class Gateway:
@@ -40,11 +40,25 @@ class Gateway:
         self.monitor = monitor_pb2_grpc.MonitorStub(self._open(cfg.monitor_address)) if cfg.monitor_address else None
         self._models: frozenset[str] = frozenset()
         self._models_read_s = -float("inf")
+        self._engines: dict[str, engine_pb2_grpc.EngineStub] = {}
 
     def _open(self, address: str) -> grpc.aio.Channel:
         channel = open_channel(address, self.cfg.serve.security)
         self._channels.append(channel)
         return channel
+
+    def engine_at(self, address: str) -> engine_pb2_grpc.EngineStub:
+        stub = self._engines.get(address)
+        if stub is None:
+            stub = self._engines[address] = engine_pb2_grpc.EngineStub(self._open(address))
+        return stub
+
+    def call(self, request: balancer_pb2.GenerateRequest, metadata: tuple[tuple[str, str], ...]) -> Any:
+        """One call's stream: decided by the balancer and streamed from its engine (``cfg.direct``), or
+        relayed by the balancer. Either reads chunk by chunk and cancels."""
+        if self.cfg.direct:
+            return DirectCall(self.balancer, self.engine_at, request, metadata=metadata)
+        return self.balancer.Generate(request, metadata=metadata or None)
 
     async def close(self) -> None:
         for channel in self._channels:
@@ -113,10 +127,10 @@ async def _completion(request: Request, kind: str) -> Any:
         body = await _body(request, cfg.max_body_bytes)
         model = body.get("model") if isinstance(body, dict) else None
         served = await gateway.served_models() if model and model != cfg.router_model else frozenset()
-        parsed = convert.parse(kind, body, request.headers, cfg.default_max_tokens, cfg.router_model, served)
+        parsed = parse(kind, body, request.headers, cfg.default_max_tokens, cfg.router_model, served)
     except OpenAIError as error:
         return _error_response(error)
-    return CallResponse(gateway.balancer, parsed, received_s,
+    return CallResponse(gateway.call, parsed, received_s,
                         (("authorization", f"Bearer {api_key}"),) if api_key else ())
 
 

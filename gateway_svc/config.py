@@ -28,6 +28,9 @@ class GatewayConfig:
     """How long the served-model list read from the monitor is reused."""
     dependency_timeout_s: float = 2.0
     """Timeout of the monitor call behind ``/v1/models`` and the model check."""
+    direct: bool = True
+    """Stream each call's tokens from its engine, the balancer only deciding (``Balancer.Decide``, issue
+    34); the engines' addresses must be reachable from the gateway. False: the balancer relays them."""
     serve: ServeConfig = field(default_factory=ServeConfig)
 
     def __post_init__(self) -> None:

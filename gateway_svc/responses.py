@@ -1,8 +1,8 @@
-"""One OpenAI request as one balancer ``Generate`` stream, answered over ASGI.
+"""One OpenAI request as one call's stream (from its engine, or relayed by the balancer), answered over ASGI.
 
 The response is a raw ASGI callable rather than a framework response so that it owns ``receive``:
-when the client goes away (mid-stream or still queued) the balancer call is cancelled, and the
-balancer aborts the engine request. Errors before the first token answer with their HTTP status;
+when the client goes away (mid-stream or still queued) the call is cancelled, and the engine aborts
+the request. Errors before the first token answer with their HTTP status;
 errors after it are an SSE ``error`` event, as vLLM's server streams them.
 """
 
@@ -16,9 +16,12 @@ from typing import Any, Awaitable, Callable, Sequence
 import grpc
 
 from gateway_svc import convert
-from gateway_svc.errors import OpenAIError, from_grpc
 from gateway_svc.metrics import GATEWAY_OVERHEAD_S, REQUEST_FAILURE, RequestTimer
-from hetflow.v1 import balancer_pb2, balancer_pb2_grpc
+from hetflow.runtime.openai_request import OpenAIError, ParsedRequest, from_grpc
+from hetflow.v1 import balancer_pb2
+
+OpenCall = Callable[[balancer_pb2.GenerateRequest, tuple[tuple[str, str], ...]], Any]
+"""Starts a call's stream (``Gateway.call``): anything with ``read()`` and ``cancel()``."""
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -50,19 +53,19 @@ async def _until_disconnect(receive: Receive) -> None:
 
 
 class CallResponse:
-    """Runs ``parsed`` through the balancer as this request's response."""
+    """Runs ``parsed`` as this request's response."""
 
-    def __init__(self, balancer: balancer_pb2_grpc.BalancerStub, parsed: convert.ParsedRequest,
+    def __init__(self, open_call: OpenCall, parsed: ParsedRequest,
                  received_s: float, metadata: Sequence[tuple[str, str]] = ()) -> None:
         """``received_s``: ``time.perf_counter()`` when the request reached the gateway; ``metadata``: the
         caller's API key, passed on."""
-        self.balancer, self.parsed, self.received_s = balancer, parsed, received_s
+        self.open_call, self.parsed, self.received_s = open_call, parsed, received_s
         self.metadata = tuple(metadata)
         self.timer = RequestTimer(received_s)
         self._awaiting_balancer_s = 0.0
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        call = self.balancer.Generate(self.parsed.request, metadata=self.metadata or None)
+        call = self.open_call(self.parsed.request, self.metadata)
         watcher = asyncio.ensure_future(_until_disconnect(receive))
         watcher.add_done_callback(lambda _: call.cancel())
         try:
@@ -78,7 +81,7 @@ class CallResponse:
             call.cancel()  # a no-op once the stream has finished
 
     async def _read(self, call: Any) -> Any:
-        """The balancer's next chunk, or EOF; the wait is not the gateway's own time."""
+        """The call's next chunk, or EOF; the wait is not the gateway's own time."""
         started_s = time.perf_counter()
         try:
             return await call.read()

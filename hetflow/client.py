@@ -6,6 +6,12 @@
         code = await program.complete("coder", [..., ("user", plan.text)], max_tokens=512)
 
 ``Program`` fills the program id, the stage index and the upstream agent of each call.
+
+Two paths (docs/architecture.md, "Decisions apart from tokens"): by default the balancer decides each
+call and relays its tokens (``Balancer.Generate``); with ``direct=True`` the balancer only decides
+(``Balancer.Decide``) and the client streams the tokens from the engine it named, with the dispatch
+ticket the decision carried (``hetflow.runtime.direct_call``). A call whose engine fails before its first token
+is decided again, on either path.
 """
 
 from __future__ import annotations
@@ -15,9 +21,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Sequence
 
+import grpc
+
 from hetflow.runtime.channels import open_channel
+from hetflow.runtime.direct_call import DirectCall
 from hetflow.runtime.security import SecurityConfig, TlsConfig
-from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2
+from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2, engine_pb2_grpc
 
 
 @dataclass
@@ -57,15 +66,19 @@ def build_request(messages: Sequence[tuple[str, str]] = (), prompt: str = "", *,
 
 class HetflowClient:
     def __init__(self, address: str, api_key: str = "", ca_file: str = "",
-                 security: SecurityConfig | None = None) -> None:
+                 security: SecurityConfig | None = None, direct: bool = False) -> None:
         """``api_key``: the tenant's key when the stack checks them; ``ca_file``: the CA to verify the
         balancer's certificate with when it serves TLS; ``security``: a service identity's instead (the
-        operator's, for ``hetflow replan``)."""
+        operator's, for ``hetflow replan``); ``direct``: stream tokens from the engines, not through the
+        balancer (the engines must be reachable from here, and under mutual TLS only services reach them)."""
         self.address = address
         if security is None and ca_file:
             security = SecurityConfig(tls=TlsConfig(ca_file=ca_file, mutual=False))
+        self._security, self._api_key = security, api_key
         self._channel = open_channel(address, security, api_key)
         self.stub = balancer_pb2_grpc.BalancerStub(self._channel)
+        self.direct = direct
+        self._engine_channels: dict[str, grpc.aio.Channel] = {}
 
     async def __aenter__(self) -> HetflowClient:
         return self
@@ -75,6 +88,8 @@ class HetflowClient:
 
     async def close(self) -> None:
         await self._channel.close()
+        for channel in self._engine_channels.values():
+            await channel.close()
 
     def program(self, workflow: str, stage_count: int | None = None, **defaults: object) -> Program:
         return Program(self, workflow, stage_count, defaults)
@@ -82,10 +97,25 @@ class HetflowClient:
     def generate(self, request: balancer_pb2.GenerateRequest,
                  timeout_s: float | None = None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         """Stream one call's chunks. Cancel the returned call (or let its task be cancelled) to abort."""
+        if self.direct:
+            return DirectCall(self.stub, self._engine_at, request, timeout_s)
         return self.stub.Generate(request, timeout=timeout_s)
+
+    def _engine_at(self, address: str) -> engine_pb2_grpc.EngineStub:
+        channel = self._engine_channels.get(address)
+        if channel is None:
+            channel = self._engine_channels[address] = open_channel(address, self._security, self._api_key)
+        return engine_pb2_grpc.EngineStub(channel)
 
     async def complete(self, request: balancer_pb2.GenerateRequest, timeout_s: float | None = None) -> CallResult:
         start = time.perf_counter()
+        if self.direct:
+            chunks = [chunk async for chunk in DirectCall(self.stub, self._engine_at, request, timeout_s)]
+            first, last = chunks[0], chunks[-1]
+            return CallResult(first.request_id, "".join(c.text for c in chunks), last.finish_reason,
+                              last.usage.prompt_tokens, last.usage.output_tokens, first.model, first.engine_id,
+                              time.perf_counter() - start, first.receipt if first.HasField("receipt") else None,
+                              last.queued_s)
         reply = await self.stub.Complete(request, timeout=timeout_s)
         return CallResult(reply.request_id, reply.text, reply.finish_reason, reply.usage.prompt_tokens,
                           reply.usage.output_tokens, reply.model, reply.engine_id, time.perf_counter() - start,
@@ -115,3 +145,4 @@ class Program:
         self.last_agent = agent
         self.calls.append(result)
         return result
+

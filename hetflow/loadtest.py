@@ -20,6 +20,8 @@ from typing import Any, Awaitable, Callable
 import grpc
 
 from hetflow.core.stats import percentile, stability
+from hetflow.runtime.security import DEVELOPMENT_TICKET_KEY
+from hetflow.runtime.tickets import TicketIssuer
 from hetflow.v1 import (
     balancer_pb2_grpc,
     common_pb2,
@@ -80,11 +82,18 @@ def call_factory(service: str, channel: grpc.aio.Channel, max_tokens: int = 8) -
                                                      program_id=f"{run_id}-{i}", request_id=f"{run_id}-{i}"))
     if service == "engine":
         stub = engine_pb2_grpc.EngineStub(channel)
+        tickets, engine_id = TicketIssuer(DEVELOPMENT_TICKET_KEY), list[str]()
 
         async def generate(i: int) -> None:
-            async for _ in stub.Generate(engine_pb2.EngineGenerateRequest(
-                    request_id=f"{run_id}-{i}", prompt=f"Say hello {i}.", priority=float(i),
-                    sampling=common_pb2.SamplingParams(max_tokens=max_tokens, ignore_eos=True))):
+            """One call with its dispatch ticket, which an operator signs as a balancer would (the load
+            test reaches engines without security, whose key is the development one)."""
+            if not engine_id:
+                engine_id.append((await stub.Status(engine_pb2.EngineStatusRequest())).engine_id)
+            request = engine_pb2.EngineGenerateRequest(
+                request_id=f"{run_id}-{i}", prompt=f"Say hello {i}.", priority=float(i),
+                sampling=common_pb2.SamplingParams(max_tokens=max_tokens, ignore_eos=True))
+            request.ticket.CopyFrom(tickets.issue(request, "", engine_id[0], False, time.time()))
+            async for _ in stub.Generate(request):
                 pass
         return generate
     raise ValueError(f"service must be one of {SERVICES}, got {service!r}")

@@ -40,7 +40,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                 stage_index=request.workflow.stage_index, mean_cost_s=request.mean_cost_s,
                 prefix_blocks=tuple(request.prefix_blocks), prompt_tokens=request.prompt_tokens,
                 reregister=request.reregister, stage_count=request.workflow.stage_count,
-                retain_kv_s=request.retain_kv_s if request.HasField("retain_kv_s") else None)
+                retain_kv_s=request.retain_kv_s if request.HasField("retain_kv_s") else None,
+                via_gateway=request.via_gateway)
         except KeyError as exc:
             raise NotFound(exc.args[0]) from exc
         self._observe(request.engine_id)
@@ -61,7 +62,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         if orphans:
             log.warning("orphans_removed", engine=request.engine_id, count=orphans)
         self._observe(request.engine_id)
-        return monitor_pb2.ReportReply(orphans_removed=orphans)
+        return monitor_pb2.ReportReply(orphans_removed=orphans, monitor_epoch=self.state.epoch)
 
     async def ReportEngineFailure(self, request: monitor_pb2.EngineFailure,
                                   context: grpc.aio.ServicerContext) -> monitor_pb2.ReportReply:

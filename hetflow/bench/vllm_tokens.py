@@ -62,7 +62,9 @@ async def run_engine_svc(requests: int, max_tokens: int, stream_interval_tokens:
     from engine_svc.config import EngineConfig, VllmConfig
     from hetflow.core.engine.queues import QueueConfig
     from hetflow.runtime.ports import free_port
+    from hetflow.runtime.security import DEVELOPMENT_TICKET_KEY
     from hetflow.runtime.server import ServeConfig, start
+    from hetflow.runtime.tickets import TicketIssuer
     from hetflow.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 
     port = free_port()
@@ -75,11 +77,15 @@ async def run_engine_svc(requests: int, max_tokens: int, stream_interval_tokens:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = engine_pb2_grpc.EngineStub(channel)
 
+        tickets = TicketIssuer(DEVELOPMENT_TICKET_KEY)  # the engine runs without security
+
         async def one(i: int) -> int:
             last = 0
-            async for chunk in stub.Generate(engine_pb2.EngineGenerateRequest(
-                    request_id=f"e{i}", prompt=PROMPTS[i % len(PROMPTS)], priority=i,
-                    sampling=common_pb2.SamplingParams(max_tokens=max_tokens, ignore_eos=True))):
+            request = engine_pb2.EngineGenerateRequest(
+                request_id=f"e{i}", prompt=PROMPTS[i % len(PROMPTS)], priority=i,
+                sampling=common_pb2.SamplingParams(max_tokens=max_tokens, ignore_eos=True))
+            request.ticket.CopyFrom(tickets.issue(request, "", cfg.name, False, time.time()))
+            async for chunk in stub.Generate(request):
                 last = chunk.output_tokens
             return last
 

@@ -34,3 +34,12 @@ class Unavailable(HetflowError):
 
 class DeadlineExceeded(HetflowError):
     """The call's or its program's deadline has passed (DEADLINE_EXCEEDED)."""
+
+
+class FailedPrecondition(HetflowError):
+    """The call is well formed but the system is not in the state it needs, e.g. its dispatch ticket
+    expired (FAILED_PRECONDITION): decide again rather than retry as is."""
+
+
+class AlreadyExists(HetflowError):
+    """What the call would create exists already, e.g. a dispatch ticket presented twice (ALREADY_EXISTS)."""

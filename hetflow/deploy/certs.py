@@ -3,7 +3,8 @@
 One CA, and one certificate per service identity (``hetflow.runtime.security.IDENTITIES``) whose
 common name is the identity, valid for every host the stack config names (and localhost), so any
 service can serve on any of them. The stack's ``security`` section then reads
-``{ca_file: DIR/ca.crt, cert_file: DIR/{identity}.crt, key_file: DIR/{identity}.key}``.
+``{ca_file: DIR/ca.crt, cert_file: DIR/{identity}.crt, key_file: DIR/{identity}.key}``, and
+``ticket_key_file: DIR/ticket.key``, the secret balancers sign dispatch tickets with (issue 34).
 Production deployments bring certificates from their own CA (cert-manager, Vault); these are for
 a stack that has none.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import secrets
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -87,6 +89,7 @@ def write_certs(raw: Mapping[str, Any], out_dir: Path, days: int = 365) -> list[
                 .sign(ca_key, hashes.SHA256()))
         written += [_write(out_dir / f"{identity}.crt", cert.public_bytes(serialization.Encoding.PEM)),
                     _write(out_dir / f"{identity}.key", _pem_key(key))]
+    written.append(_write(out_dir / "ticket.key", secrets.token_hex(32).encode("ascii")))  # dispatch tickets
     return written
 
 
@@ -100,4 +103,5 @@ def _write(path: Path, data: bytes) -> Path:
 def security_section(out_dir: Path) -> dict[str, Any]:
     """The stack config's ``security`` section for the certificates in ``out_dir``."""
     return {"tls": {"ca_file": str(out_dir / "ca.crt"), "cert_file": str(out_dir / "{identity}.crt"),
-                    "key_file": str(out_dir / "{identity}.key"), "mutual": True}}
+                    "key_file": str(out_dir / "{identity}.key"), "mutual": True},
+            "ticket_key_file": str(out_dir / "ticket.key")}

@@ -39,6 +39,8 @@ STATUS_OF: dict[type[errors.HetflowError], grpc.StatusCode] = {
     errors.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
     errors.DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
+    errors.FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
 }
 """The status each domain error answers with; any other HetflowError is INTERNAL."""
 

@@ -36,6 +36,9 @@ IDENTITIES = ("monitor", "router", "predictor", "balancer", "gateway", "engine",
 SERVICE_TOKEN_KEY = "x-hetflow-service-token"
 SERVICE_IDENTITY_KEY = "x-hetflow-service"
 """Metadata naming a service without mutual TLS: the shared token and the identity it claims."""
+TICKET_KEY_HOLDERS = ("balancer", "engine")
+"""The identities that read the ticket key: balancers sign dispatch tickets, engines check them."""
+DEVELOPMENT_TICKET_KEY = b"hetflow development dispatch tickets: security is off"
 OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/")
 """Methods anyone may call (health probes, schema reflection)."""
 
@@ -43,12 +46,19 @@ ACCESS: Mapping[str, frozenset[str]] = {
     "/hetflow.v1.Balancer/Generate": frozenset({"tenant", "anonymous", "gateway", "operator"}),
     "/hetflow.v1.Balancer/Complete": frozenset({"tenant", "anonymous", "gateway", "operator"}),
     "/hetflow.v1.Balancer/Workload": frozenset({"operator"}),  # it reads sampled prompts
-    "/hetflow.v1.Engine/Generate": frozenset({"balancer"}),
+    # the engine checks the call's dispatch ticket too (hetflow.runtime.tickets): tenants and the gateway
+    # stream the calls a balancer decided for them straight from the engine (issue 34's direct path)
+    "/hetflow.v1.Engine/Generate": frozenset({"balancer", "gateway", "tenant", "anonymous", "operator"}),
+    "/hetflow.v1.Balancer/Decide": frozenset({"tenant", "anonymous", "gateway", "operator"}),
+    # a standard gateway (Envoy) asking the balancer's endpoint picker where a call goes; the tenant's API
+    # key is checked in the HTTP headers it forwards
+    "/envoy.service.ext_proc.v3.ExternalProcessor/Process": frozenset({"gateway"}),
     "/hetflow.v1.Engine/Abort": frozenset({"balancer"}),
     "/hetflow.v1.Engine/Status": frozenset({"balancer", "monitor", "operator"}),
-    "/hetflow.v1.Monitor/Admit": frozenset({"balancer"}),
-    "/hetflow.v1.Monitor/Complete": frozenset({"balancer"}),
-    "/hetflow.v1.Monitor/Cancel": frozenset({"balancer"}),
+    # engines end the entries of the calls they stream directly, and tell a restarted monitor those again
+    "/hetflow.v1.Monitor/Admit": frozenset({"balancer", "engine"}),
+    "/hetflow.v1.Monitor/Complete": frozenset({"balancer", "engine"}),
+    "/hetflow.v1.Monitor/Cancel": frozenset({"balancer", "engine"}),
     "/hetflow.v1.Monitor/ReportEngineStatus": frozenset({"engine"}),
     "/hetflow.v1.Monitor/ReportEngineFailure": frozenset({"balancer"}),
     "/hetflow.v1.Monitor/Snapshot": frozenset({"balancer", "gateway", "operator"}),
@@ -91,6 +101,10 @@ class SecurityConfig:
     """An API key's SHA-256 (hex) -> the tenant it names (``hetflow api-key`` makes both)."""
     service_token_file: str = ""
     """Without mutual TLS: a file holding the secret hetflow's services show each other."""
+    ticket_key_file: str = ""
+    """A file holding the secret balancers sign dispatch tickets with and engines check them with
+    (``hetflow.runtime.tickets``). Without it the key is derived from the service token; under mutual
+    TLS with no token it is required (``hetflow certs`` writes one)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.tls, Mapping):
@@ -115,12 +129,27 @@ class SecurityConfig:
         """The files this identity reads, by role (``ca``, ``cert``, ``key``, ``token``): what a
         container or pod must be given (``hetflow compose``, ``hetflow kube``)."""
         named = {"token": self.service_token_file}
+        if self.identity in TICKET_KEY_HOLDERS:
+            named["ticket"] = self.ticket_key_file
         if self.tls is not None:
             named |= {"ca": self.tls.ca_file, "cert": self.tls.cert_file, "key": self.tls.key_file}
         return {role: self.path(template) for role, template in named.items() if template}
 
     def service_token(self) -> str:
         return self.path(self.service_token_file).read_text(encoding="utf-8").strip() if self.service_token_file else ""
+
+    def ticket_key(self) -> bytes:
+        """The dispatch tickets' HMAC key: the ticket key file's, else one derived from the service token;
+        with security off a fixed development key (anyone may call anything then, and a ticket still
+        binds its request, engine, expiry and single use)."""
+        if self.ticket_key_file:
+            return self.path(self.ticket_key_file).read_bytes().strip()
+        if token := self.service_token():
+            return hmac.new(token.encode("utf-8"), b"hetflow dispatch tickets", hashlib.sha256).digest()
+        if self.enforced:
+            raise ValueError("security: dispatch tickets need ticket_key_file (or service_token_file) "
+                             "when callers are checked")
+        return DEVELOPMENT_TICKET_KEY
 
 
 @dataclass(frozen=True)
@@ -198,6 +227,12 @@ def authorize(method: str, caller: Caller) -> None:
     if caller.role not in allowed:
         who = f"tenant {caller.name!r}" if caller.kind == "tenant" else f"service {caller.name!r}"
         raise PermissionDenied(f"{who} may not call {method}")
+
+
+def peer_identity(context: grpc.aio.ServicerContext) -> str | None:
+    """The service identity of the caller's verified certificate (its common name), None without one."""
+    names = context.auth_context().get("x509_common_name")
+    return names[0].decode("utf-8", "replace") if names else None
 
 
 def caller_of(method: str, context: grpc.aio.ServicerContext, cfg: SecurityConfig, service_token: str) -> Caller:

@@ -1,4 +1,5 @@
 from hetflow.v1 import common_pb2 as _common_pb2
+from hetflow.v1 import engine_pb2 as _engine_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -10,6 +11,42 @@ DESCRIPTOR: _descriptor.FileDescriptor
 class WorkloadRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class DecideRequest(_message.Message):
+    __slots__ = ("call", "failed")
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    call: GenerateRequest
+    failed: _containers.RepeatedCompositeFieldContainer[FailedDispatch]
+    def __init__(self, call: _Optional[_Union[GenerateRequest, _Mapping]] = ..., failed: _Optional[_Iterable[_Union[FailedDispatch, _Mapping]]] = ...) -> None: ...
+
+class FailedDispatch(_message.Message):
+    __slots__ = ("engine_id", "code", "details")
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    engine_id: str
+    code: str
+    details: str
+    def __init__(self, engine_id: _Optional[str] = ..., code: _Optional[str] = ..., details: _Optional[str] = ...) -> None: ...
+
+class DispatchDecision(_message.Message):
+    __slots__ = ("request_id", "model", "engine_id", "engine_address", "engine_request", "receipt", "ticket_expires_unix_s")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    TICKET_EXPIRES_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    model: str
+    engine_id: str
+    engine_address: str
+    engine_request: _engine_pb2.EngineGenerateRequest
+    receipt: Receipt
+    ticket_expires_unix_s: float
+    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., engine_address: _Optional[str] = ..., engine_request: _Optional[_Union[_engine_pb2.EngineGenerateRequest, _Mapping]] = ..., receipt: _Optional[_Union[Receipt, _Mapping]] = ..., ticket_expires_unix_s: _Optional[float] = ...) -> None: ...
 
 class WorkloadReply(_message.Message):
     __slots__ = ("window_s", "rate_per_s", "samples", "cascade_models", "cascade_thresholds")

@@ -44,6 +44,11 @@ class BalancerStub:
                 request_serializer=hetflow_dot_v1_dot_balancer__pb2.GenerateRequest.SerializeToString,
                 response_deserializer=hetflow_dot_v1_dot_balancer__pb2.CompletionReply.FromString,
                 _registered_method=True)
+        self.Decide = channel.unary_unary(
+                '/hetflow.v1.Balancer/Decide',
+                request_serializer=hetflow_dot_v1_dot_balancer__pb2.DecideRequest.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_balancer__pb2.DispatchDecision.FromString,
+                _registered_method=True)
         self.Workload = channel.unary_unary(
                 '/hetflow.v1.Balancer/Workload',
                 request_serializer=hetflow_dot_v1_dot_balancer__pb2.WorkloadRequest.SerializeToString,
@@ -62,6 +67,16 @@ class BalancerServicer:
 
     def Complete(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Decide(self, request, context):
+        """The direct path (issue 34): decide and admit the call, and answer where to stream it from. The caller
+        sends `engine_request` to `engine_address`'s Engine.Generate within the ticket's lifetime; the engine
+        tells the monitor when the call ends. A call whose engine fails before its first token is decided
+        again with `failed` naming it. Cascades need the relay path (Generate): FAILED_PRECONDITION here.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -85,6 +100,11 @@ def add_BalancerServicer_to_server(servicer, server):
                     servicer.Complete,
                     request_deserializer=hetflow_dot_v1_dot_balancer__pb2.GenerateRequest.FromString,
                     response_serializer=hetflow_dot_v1_dot_balancer__pb2.CompletionReply.SerializeToString,
+            ),
+            'Decide': grpc.unary_unary_rpc_method_handler(
+                    servicer.Decide,
+                    request_deserializer=hetflow_dot_v1_dot_balancer__pb2.DecideRequest.FromString,
+                    response_serializer=hetflow_dot_v1_dot_balancer__pb2.DispatchDecision.SerializeToString,
             ),
             'Workload': grpc.unary_unary_rpc_method_handler(
                     servicer.Workload,
@@ -146,6 +166,33 @@ class Balancer:
             '/hetflow.v1.Balancer/Complete',
             hetflow_dot_v1_dot_balancer__pb2.GenerateRequest.SerializeToString,
             hetflow_dot_v1_dot_balancer__pb2.CompletionReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Decide(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hetflow.v1.Balancer/Decide',
+            hetflow_dot_v1_dot_balancer__pb2.DecideRequest.SerializeToString,
+            hetflow_dot_v1_dot_balancer__pb2.DispatchDecision.FromString,
             options,
             channel_credentials,
             insecure,

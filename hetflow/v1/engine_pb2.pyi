@@ -1,4 +1,5 @@
 from hetflow.v1 import common_pb2 as _common_pb2
+from hetflow.v1 import monitor_pb2 as _monitor_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -8,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class EngineGenerateRequest(_message.Message):
-    __slots__ = ("request_id", "prompt", "messages", "sampling", "priority", "program_id", "priority_tiebreak", "retain_kv_s", "reserve_output_tokens")
+    __slots__ = ("request_id", "prompt", "messages", "sampling", "priority", "program_id", "priority_tiebreak", "retain_kv_s", "reserve_output_tokens", "ticket", "admit")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +19,8 @@ class EngineGenerateRequest(_message.Message):
     PRIORITY_TIEBREAK_FIELD_NUMBER: _ClassVar[int]
     RETAIN_KV_S_FIELD_NUMBER: _ClassVar[int]
     RESERVE_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TICKET_FIELD_NUMBER: _ClassVar[int]
+    ADMIT_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt: str
     messages: _containers.RepeatedCompositeFieldContainer[_common_pb2.ChatMessage]
@@ -27,7 +30,35 @@ class EngineGenerateRequest(_message.Message):
     priority_tiebreak: float
     retain_kv_s: float
     reserve_output_tokens: int
-    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., priority: _Optional[float] = ..., program_id: _Optional[str] = ..., priority_tiebreak: _Optional[float] = ..., retain_kv_s: _Optional[float] = ..., reserve_output_tokens: _Optional[int] = ...) -> None: ...
+    ticket: DispatchTicket
+    admit: _monitor_pb2.AdmitRequest
+    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., priority: _Optional[float] = ..., program_id: _Optional[str] = ..., priority_tiebreak: _Optional[float] = ..., retain_kv_s: _Optional[float] = ..., reserve_output_tokens: _Optional[int] = ..., ticket: _Optional[_Union[DispatchTicket, _Mapping]] = ..., admit: _Optional[_Union[_monitor_pb2.AdmitRequest, _Mapping]] = ...) -> None: ...
+
+class DispatchTicket(_message.Message):
+    __slots__ = ("claims", "mac")
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    MAC_FIELD_NUMBER: _ClassVar[int]
+    claims: bytes
+    mac: bytes
+    def __init__(self, claims: _Optional[bytes] = ..., mac: _Optional[bytes] = ...) -> None: ...
+
+class TicketClaims(_message.Message):
+    __slots__ = ("request_id", "tenant", "engine_id", "expires_unix_s", "nonce", "request_sha256", "engine_releases")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_SHA256_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_RELEASES_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    tenant: str
+    engine_id: str
+    expires_unix_s: float
+    nonce: bytes
+    request_sha256: bytes
+    engine_releases: bool
+    def __init__(self, request_id: _Optional[str] = ..., tenant: _Optional[str] = ..., engine_id: _Optional[str] = ..., expires_unix_s: _Optional[float] = ..., nonce: _Optional[bytes] = ..., request_sha256: _Optional[bytes] = ..., engine_releases: _Optional[bool] = ...) -> None: ...
 
 class EngineChunk(_message.Message):
     __slots__ = ("request_id", "text", "output_tokens", "prompt_tokens", "finished", "finish_reason", "queued_s", "preemptions")

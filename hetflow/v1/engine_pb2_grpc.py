@@ -56,7 +56,9 @@ class EngineServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Generate(self, request, context):
-        """Streams output deltas; cancelling the call aborts the request in the engine.
+        """Streams output deltas; cancelling the call aborts the request in the engine. Only with a dispatch
+        ticket the balancer issued for this request, this engine and its tenant (issue 34): expired ->
+        FAILED_PRECONDITION, forged or another's -> PERMISSION_DENIED, presented twice -> ALREADY_EXISTS.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

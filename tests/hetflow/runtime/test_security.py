@@ -1,6 +1,7 @@
 """Who may call what, without a server (hetflow.runtime.security)."""
 
 import pytest
+from envoy.service.ext_proc.v3 import external_processor_pb2
 
 from hetflow.runtime.security import (
     ACCESS,
@@ -26,7 +27,7 @@ TOKEN = SecurityConfig(service_token_file="unused", api_keys=KEYS.api_keys)
 
 def test_every_rpc_of_every_hetflow_service_says_who_may_call_it():
     methods = {f"/{s.full_name}/{m.name}" for module in (balancer_pb2, engine_pb2, monitor_pb2, predictor_pb2,
-                                                          router_pb2)
+                                                          router_pb2, external_processor_pb2)
                for s in module.DESCRIPTOR.services_by_name.values() for m in s.methods}
     assert methods == set(ACCESS)
 
@@ -64,7 +65,9 @@ def test_the_service_token_must_match_and_name_an_identity():
     ("/hetflow.v1.Monitor/GetProgram", Caller("tenant", "team-a")),
     ("/hetflow.v1.Monitor/Cancel", Caller("service", "gateway")),
     ("/hetflow.v1.Monitor/ReportEngineStatus", Caller("service", "balancer")),
-    ("/hetflow.v1.Monitor/Admit", Caller("service", "engine")),
+    ("/hetflow.v1.Monitor/Admit", Caller("service", "router")),
+    ("/hetflow.v1.Monitor/Complete", Caller("tenant", "team-a")),
+    ("/hetflow.v1.Engine/Generate", Caller("service", "monitor")),
     ("/hetflow.v1.Unknown/Call", Caller("service", "balancer")),
 ])
 def test_control_calls_are_refused_to_callers_not_allowed_them(method, caller):

@@ -1,0 +1,88 @@
+"""The engine's side of the direct path (issue 34): it ends the monitor's entry of each call it streamed
+to its caller itself, and tells a restarted monitor those still running.
+
+On the relay path the balancer sees every call end and releases it. On the direct path the tokens go
+from the engine to the caller, so completion, cancellation and failure reach the monitor from here,
+without the balancer in the stream. The balancer admitted the call when it decided it and handed the
+admit to the engine inside the ticketed request; a monitor that restarts (a new epoch in the reply to
+a status report) is told the running calls again, as a balancer tells it its relayed ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from hetflow.runtime.channels import open_channel
+from hetflow.runtime.logs import get_logger
+from hetflow.runtime.security import SecurityConfig
+from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
+
+log = get_logger(__name__)
+RELEASE_ATTEMPTS = 3
+
+
+class MonitorLink:
+    def __init__(self, monitor_address: str, security: SecurityConfig | None, timeout_s: float = 2.0) -> None:
+        self._address, self._security, self._timeout_s = monitor_address, security, timeout_s
+        self._channel: grpc.aio.Channel | None = None
+        self.running: dict[str, monitor_pb2.AdmitRequest] = {}
+        """Direct-path calls running here -> the monitor's entry for each, as the balancer admitted it."""
+        self._epoch = ""
+        self._retelling: asyncio.Task[None] | None = None
+
+    @property
+    def _monitor(self) -> monitor_pb2_grpc.MonitorStub:
+        if self._channel is None:
+            self._channel = open_channel(self._address, self._security)
+        return monitor_pb2_grpc.MonitorStub(self._channel)
+
+    def started(self, request_id: str, admit: monitor_pb2.AdmitRequest) -> None:
+        self.running[request_id] = admit
+
+    async def ended(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float) -> None:
+        """Remove the call's entry: Complete when it finished, else Cancel with the outcome as reason. A
+        few tries; the monitor's orphan reconciliation removes what none of them reached."""
+        self.running.pop(request_id, None)
+        msg = monitor_pb2.ReleaseRequest(request_id=request_id, output_tokens=output_tokens, reason=outcome,
+                                         started_unix_s=started_unix_s)
+        method = self._monitor.Complete if outcome == "completed" else self._monitor.Cancel
+        for attempt in range(RELEASE_ATTEMPTS):
+            try:
+                await method(msg, timeout=self._timeout_s)
+                return
+            except grpc.aio.AioRpcError as exc:
+                log.warning("release_failed", request_id=request_id, attempt=attempt, code=exc.code().name)
+                await asyncio.sleep(0.2 * (attempt + 1))
+
+    def monitor_answered(self, epoch: str) -> None:
+        """A status report's reply named the monitor's epoch: a new one (after the first) started with
+        nothing in flight, so it is told this engine's direct-path calls again."""
+        restarted = bool(self._epoch) and epoch != self._epoch
+        self._epoch = epoch or self._epoch
+        if restarted and self.running and (self._retelling is None or self._retelling.done()):
+            self._retelling = asyncio.get_running_loop().create_task(self._retell())
+
+    async def _retell(self) -> None:
+        told = 0
+        for request_id, admit in list(self.running.items()):
+            again = monitor_pb2.AdmitRequest()
+            again.CopyFrom(admit)
+            again.reregister = True
+            try:
+                await self._monitor.Admit(again, timeout=self._timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                log.warning("reregister_failed", code=exc.code().name, details=exc.details(), told=told)
+                return
+            if request_id not in self.running:  # ended meanwhile: its release may have come first
+                await self.ended(request_id, 0, "cancelled", 0.0)
+                continue
+            told += 1
+        log.info("direct_calls_reregistered", count=told, epoch=self._epoch)
+
+    async def close(self) -> None:
+        if self._retelling is not None:
+            self._retelling.cancel()
+        if self._channel is not None:
+            await self._channel.close()

@@ -1,0 +1,272 @@
+"""OpenAI's request JSON as a hetflow call, and OpenAI-shaped errors: what every HTTP door shares (the
+gateway, the endpoint picker behind a standard gateway).
+
+Request shapes follow the OpenAI API reference (Chat Completions, Completions) as vLLM's OpenAI server
+accepts them, including its ``ignore_eos`` extension that ``vllm bench serve`` sends. Workflow metadata
+(Chimera 3.1: a call's program, agent and stage) comes from ``x-hetflow-*`` headers or from a ``hetflow``
+object in the body (the OpenAI SDK's ``extra_body``); the body wins. A request with neither is a
+one-call program. Errors have OpenAI's body, ``{"error": {"message", "type", "param", "code"}}`` (the
+OpenAI API reference, "Error codes"), as vLLM's OpenAI server writes it
+(``vllm/entrypoints/openai/protocol.py``, ErrorResponse).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import grpc
+
+from hetflow.v1 import balancer_pb2, common_pb2
+
+HTTP_OF_STATUS: dict[grpc.StatusCode, tuple[int, str]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: (400, "invalid_request_error"),
+    grpc.StatusCode.FAILED_PRECONDITION: (400, "invalid_request_error"),
+    grpc.StatusCode.OUT_OF_RANGE: (400, "invalid_request_error"),
+    grpc.StatusCode.UNAUTHENTICATED: (401, "authentication_error"),
+    grpc.StatusCode.PERMISSION_DENIED: (403, "permission_error"),
+    grpc.StatusCode.NOT_FOUND: (404, "not_found_error"),
+    grpc.StatusCode.RESOURCE_EXHAUSTED: (429, "rate_limit_error"),
+    grpc.StatusCode.CANCELLED: (499, "cancelled"),
+    grpc.StatusCode.UNAVAILABLE: (503, "service_unavailable"),
+    grpc.StatusCode.DEADLINE_EXCEEDED: (504, "timeout"),
+}
+"""Any other status is 500 ``internal_error``."""
+
+
+@dataclass
+class OpenAIError(Exception):
+    """A request the gateway answers with an error instead of a completion."""
+
+    status_code: int
+    message: str
+    type: str = "invalid_request_error"
+    param: str | None = None
+    code: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def invalid(message: str, param: str | None = None, code: str | None = None) -> OpenAIError:
+    return OpenAIError(400, message, "invalid_request_error", param, code)
+
+
+def from_grpc(exc: grpc.aio.AioRpcError) -> OpenAIError:
+    """The balancer's (or monitor's) failure as the client sees it."""
+    status, kind = HTTP_OF_STATUS.get(exc.code(), (500, "internal_error"))
+    return OpenAIError(status, exc.details() or exc.code().name, kind, None, exc.code().name.lower())
+
+
+HEADER_OF_FIELD = {
+    "program_id": "x-hetflow-program-id",
+    "workflow": "x-hetflow-workflow",
+    "agent": "x-hetflow-agent",
+    "stage_index": "x-hetflow-stage",
+    "stage_count": "x-hetflow-stage-count",
+    "upstream_agent": "x-hetflow-upstream-agent",
+    "tenant": "x-hetflow-tenant",
+    "deadline_unix_s": "x-hetflow-deadline-unix-s",
+    "receipt": "x-hetflow-receipt",
+}
+"""Each workflow field's header; the body's ``hetflow`` object takes the same field names."""
+TEXT_FIELDS = ("program_id", "workflow", "agent", "upstream_agent", "tenant")
+ROLE_OF = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+"""OpenAI's roles the engines' chat templates take; ``developer`` is OpenAI's newer name for system."""
+
+
+@dataclass(frozen=True)
+class ParsedRequest:
+    """One OpenAI request, validated, as the balancer call it becomes."""
+
+    request: balancer_pb2.GenerateRequest
+    kind: str
+    """"chat" or "completion"."""
+    model: str
+    """The model the client named."""
+    stream: bool
+    include_usage: bool
+    created_unix_s: int
+
+
+def _number(value: Any, param: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise invalid(f"{param} must be a number, got {value!r}", param)
+    if not low <= value <= high:
+        raise invalid(f"{param} must be in [{low:g}, {high:g}], got {value!r}", param)
+    return float(value)
+
+
+def _integer(value: Any, param: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise invalid(f"{param} must be an integer of at least {low}, got {value!r}", param)
+    return value
+
+
+def _sampling(body: Mapping[str, Any], kind: str, default_max_tokens: int) -> common_pb2.SamplingParams:
+    keys = ("max_completion_tokens", "max_tokens") if kind == "chat" else ("max_tokens",)
+    key = next((k for k in keys if body.get(k) is not None), None)
+    max_tokens = _integer(body[key], key, 1) if key else default_max_tokens
+    sampling = common_pb2.SamplingParams(max_tokens=max_tokens)
+    if body.get("temperature") is not None:
+        sampling.temperature = _number(body["temperature"], "temperature", 0.0, 2.0)
+    if body.get("top_p") is not None:
+        sampling.top_p = _number(body["top_p"], "top_p", 1e-9, 1.0)
+    if body.get("seed") is not None:
+        sampling.seed = _integer(body["seed"], "seed", 0)
+    if body.get("n") is not None and body["n"] != 1:
+        raise invalid(f"n must be 1 (one choice per call), got {body['n']!r}", "n")
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        stop = [stop]
+    if stop is not None and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
+        raise invalid("stop must be a string or a list of strings", "stop")
+    sampling.stop.extend(stop or [])
+    if body.get("ignore_eos") is not None:
+        if not isinstance(body["ignore_eos"], bool):
+            raise invalid("ignore_eos must be a boolean", "ignore_eos")
+        sampling.ignore_eos = body["ignore_eos"]
+    return sampling
+
+
+def _message_text(content: Any, param: str) -> str:
+    """A message's text: a string, or OpenAI's list of content parts of type text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for i, part in enumerate(content):
+            if not isinstance(part, Mapping) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise invalid(f"{param}[{i}] must be a text part ({{\"type\": \"text\", \"text\": ...}}); "
+                              "the engines take text only", f"{param}[{i}]")
+            texts.append(part["text"])
+        return "".join(texts)
+    raise invalid(f"{param} must be a string or a list of text parts", param)
+
+
+def _messages(body: Mapping[str, Any]) -> list[common_pb2.ChatMessage]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise invalid("messages is required: a non-empty list of {role, content}", "messages")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise invalid(f"messages[{i}] must be an object with role and content", f"messages[{i}]")
+        role = ROLE_OF.get(m.get("role"))  # type: ignore[arg-type]
+        if role is None:
+            raise invalid(f"messages[{i}].role must be one of {sorted(ROLE_OF)}, got {m.get('role')!r}",
+                          f"messages[{i}].role")
+        out.append(common_pb2.ChatMessage(role=role, content=_message_text(m.get("content"),
+                                                                           f"messages[{i}].content")))
+    return out
+
+
+def _prompt(body: Mapping[str, Any]) -> str:
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str) or not prompt:
+        raise invalid("prompt is required: one non-empty string (token-id and batched prompts are not "
+                      "supported)", "prompt")
+    return prompt
+
+
+def _workflow_fields(body: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+    """The workflow fields from headers, then the body's ``hetflow`` object over them."""
+    fields: dict[str, Any] = {f: headers[h] for f, h in HEADER_OF_FIELD.items() if h in headers}
+    extra = body.get("hetflow")
+    if extra is not None:
+        if not isinstance(extra, Mapping):
+            raise invalid("hetflow must be an object of workflow fields", "hetflow")
+        unknown = sorted(set(extra) - set(HEADER_OF_FIELD))
+        if unknown:
+            raise invalid(f"hetflow has unknown field(s) {unknown}; known: {sorted(HEADER_OF_FIELD)}",
+                          f"hetflow.{unknown[0]}")
+        fields.update(extra)
+    return fields
+
+
+def _field_int(fields: Mapping[str, Any], name: str) -> int | None:
+    if name not in fields:
+        return None
+    value = fields[name]
+    try:
+        number = int(value) if isinstance(value, str) else value
+    except ValueError:
+        number = None
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise invalid(f"{name} ({HEADER_OF_FIELD[name]}) must be a positive integer, got {value!r}", name)
+    return number
+
+
+def _deadline(fields: Mapping[str, Any]) -> float:
+    if "deadline_unix_s" not in fields:
+        return 0.0
+    value = fields["deadline_unix_s"]
+    try:
+        deadline = float(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else math.nan
+    except ValueError:
+        deadline = math.nan
+    if not math.isfinite(deadline) or deadline <= 0:
+        raise invalid(f"deadline_unix_s ({HEADER_OF_FIELD['deadline_unix_s']}) must be a Unix time in seconds, "
+                      f"got {value!r}", "deadline_unix_s")
+    return deadline
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("1", "true", "yes", "0", "false", "no", ""):
+        return value.lower() in ("1", "true", "yes")
+    raise invalid(f"receipt ({HEADER_OF_FIELD['receipt']}) must be true or false, got {value!r}", "receipt")
+
+
+def workflow_meta(fields: Mapping[str, Any], request_id: str) -> common_pb2.WorkflowMeta:
+    """The call's place in its workflow; without a program id it is a one-call program."""
+    for name in TEXT_FIELDS:
+        if name in fields and not isinstance(fields[name], str):
+            raise invalid(f"{name} must be a string, got {fields[name]!r}", name)
+    meta = common_pb2.WorkflowMeta(**{n: fields[n] for n in TEXT_FIELDS if n in fields},
+                                   deadline_unix_s=_deadline(fields))
+    stage_index, stage_count = _field_int(fields, "stage_index"), _field_int(fields, "stage_count")
+    if not meta.program_id:
+        meta.program_id = request_id
+        stage_index, stage_count = stage_index or 1, stage_count or 1
+    if stage_index is not None:
+        meta.stage_index = stage_index
+    if stage_count is not None:
+        meta.stage_count = stage_count
+    return meta
+
+
+def parse(kind: str, body: Any, headers: Mapping[str, str], default_max_tokens: int,
+          router_model: str, served_models: frozenset[str]) -> ParsedRequest:
+    """Validate one ``/v1/chat/completions`` (kind "chat") or ``/v1/completions`` request."""
+    if not isinstance(body, Mapping):
+        raise invalid("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise invalid("model is required: a model from /v1/models", "model")
+    if model != router_model and model not in served_models:
+        raise OpenAIError(404, f"The model {model!r} does not exist; served: {sorted(served_models)} "
+                          f"(or {router_model!r} to let hetflow choose)", "not_found_error", "model", "model_not_found")
+    request_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
+    fields = _workflow_fields(body, headers)
+    request = balancer_pb2.GenerateRequest(
+        request_id=request_id, sampling=_sampling(body, kind, default_max_tokens),
+        workflow=workflow_meta(fields, request_id), model_pin="" if model == router_model else model,
+        want_receipt=_flag(fields.get("receipt", False)))
+    if kind == "chat":
+        request.messages.extend(_messages(body))
+    else:
+        request.prompt = _prompt(body)
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise invalid("stream must be a boolean", "stream")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, Mapping):
+        raise invalid("stream_options must be an object", "stream_options")
+    return ParsedRequest(request, kind, model, stream, bool(options.get("include_usage", False)), int(time.time()))

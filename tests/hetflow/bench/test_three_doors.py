@@ -1,0 +1,30 @@
+"""The three doors' arithmetic: ratios to the server alone per round, and CPU time per process tree."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from hetflow.bench.three_doors import cpu_of, summarize
+
+
+def _row(r: int, door: str, rps: float, ttft: float) -> dict:
+    return {"round": r, "door": door, "request_throughput": rps, "median_ttft_ms": ttft, "median_itl_ms": 10.0,
+            "p99_itl_ms": 20.0}
+
+
+def test_each_door_is_divided_by_the_server_alone_in_the_same_round_and_compared_with_the_router():
+    rows = [_row(0, "alone", 10.0, 100.0), _row(0, "vllm-router", 9.0, 110.0), _row(0, "hetflow-direct", 6.0, 200.0),
+            _row(1, "alone", 20.0, 50.0), _row(1, "vllm-router", 19.0, 50.0), _row(1, "hetflow-direct", 16.0, 75.0)]
+    summary = summarize(rows, rounds=2)
+    assert summary["hetflow-direct"]["request_throughput"]["rounds"] == [0.6, 0.8]
+    assert summary["hetflow-direct"]["median_ttft_ms"]["median"] == pytest.approx(1.75)
+    assert summary["hetflow-direct"]["throughput_vs_router"]["rounds"] == pytest.approx([6 / 9, 16 / 19])
+    assert summary["vllm-router"]["throughput_vs_router"]["median"] == 1.0
+
+
+def test_cpu_time_of_a_process_tree_grows_with_the_work_it_does():
+    before = cpu_of({"me": os.getpid()})["me"]
+    sum(i * i for i in range(3_000_000))
+    assert cpu_of({"me": os.getpid()})["me"] > before

@@ -1,0 +1,92 @@
+"""OpenAI JSON -> a hetflow call: workflow metadata, sampling, and 4xx errors naming the field."""
+
+import pytest
+
+from hetflow.runtime import openai_request
+from hetflow.runtime.openai_request import OpenAIError
+
+SERVED = frozenset({"qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"})
+
+
+def parse(body, headers=None, kind="chat"):
+    return openai_request.parse(kind, body, headers or {}, 1024, "hetflow", SERVED)
+
+
+def chat(**extra):
+    return {"model": "hetflow", "messages": [{"role": "user", "content": "hi"}], **extra}
+
+
+def error_of(body, headers=None, kind="chat") -> OpenAIError:
+    with pytest.raises(OpenAIError) as caught:
+        parse(body, headers, kind)
+    return caught.value
+
+
+def test_a_request_without_metadata_is_a_one_call_program():
+    request = parse(chat()).request
+    assert request.workflow.program_id == request.request_id
+    assert (request.workflow.stage_index, request.workflow.stage_count) == (1, 1)
+    assert request.model_pin == "" and request.sampling.max_tokens == 1024
+
+
+def test_headers_carry_the_workflow_and_the_body_object_wins():
+    headers = {"x-hetflow-program-id": "p1", "x-hetflow-agent": "coder", "x-hetflow-stage": "2",
+               "x-hetflow-stage-count": "4", "x-hetflow-upstream-agent": "planner",
+               "x-hetflow-deadline-unix-s": "1900000000.5", "x-hetflow-receipt": "true"}
+    request = parse(chat(hetflow={"agent": "qa", "stage_index": 3}), headers).request
+    wf = request.workflow
+    assert (wf.program_id, wf.agent, wf.stage_index, wf.stage_count, wf.upstream_agent) == ("p1", "qa", 3, 4, "planner")
+    assert wf.deadline_unix_s == 1900000000.5 and request.want_receipt
+
+
+def test_a_served_model_pins_it_and_sampling_fields_pass_through():
+    request = parse(chat(model="qwen2.5-7b-instruct", max_completion_tokens=7, temperature=0.2, top_p=0.9, seed=3,
+                         stop="END", ignore_eos=True)).request
+    s = request.sampling
+    assert request.model_pin == "qwen2.5-7b-instruct"
+    assert (s.max_tokens, round(s.temperature, 3), round(s.top_p, 3), s.seed, list(s.stop), s.ignore_eos) == (
+        7, 0.2, 0.9, 3, ["END"], True)
+
+
+def test_text_parts_and_the_developer_role_become_plain_messages():
+    body = chat(messages=[{"role": "developer", "content": "be brief"},
+                          {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])
+    messages = parse(body).request.messages
+    assert [(m.role, m.content) for m in messages] == [("system", "be brief"), ("user", "ab")]
+
+
+def test_completions_take_one_prompt_string():
+    parsed = parse({"model": "hetflow", "prompt": ["once upon"], "max_tokens": 5, "stream": True,
+                    "stream_options": {"include_usage": True}}, kind="completion")
+    assert parsed.request.prompt == "once upon" and parsed.stream and parsed.include_usage
+    assert parsed.request.request_id.startswith("cmpl-")
+
+
+@pytest.mark.parametrize("body, headers, status, param", [
+    ([1, 2], {}, 400, None),
+    ({"messages": [{"role": "user", "content": "x"}]}, {}, 400, "model"),
+    (chat(model="gpt-4o"), {}, 404, "model"),
+    ({"model": "hetflow"}, {}, 400, "messages"),
+    (chat(messages=[{"role": "tool", "content": "x"}]), {}, 400, "messages[0].role"),
+    (chat(messages=[{"role": "user", "content": [{"type": "image_url"}]}]), {}, 400, "messages[0].content[0]"),
+    (chat(max_tokens=0), {}, 400, "max_tokens"),
+    (chat(temperature="hot"), {}, 400, "temperature"),
+    (chat(n=2), {}, 400, "n"),
+    (chat(stop=[1]), {}, 400, "stop"),
+    (chat(stream="yes"), {}, 400, "stream"),
+    (chat(), {"x-hetflow-deadline-unix-s": "tomorrow"}, 400, "deadline_unix_s"),
+    (chat(), {"x-hetflow-deadline-unix-s": "-5"}, 400, "deadline_unix_s"),
+    (chat(), {"x-hetflow-stage": "first"}, 400, "stage_index"),
+    (chat(), {"x-hetflow-receipt": "maybe"}, 400, "receipt"),
+    (chat(hetflow={"program": "p"}), {}, 400, "hetflow.program"),
+    (chat(hetflow={"agent": 3}), {}, 400, "agent"),
+])
+def test_bad_input_is_a_4xx_naming_the_field(body, headers, status, param):
+    error = error_of(body, headers)
+    assert (error.status_code, error.param) == (status, param)
+    assert error.body()["error"]["message"]
+
+
+def test_the_unknown_model_error_is_openais_model_not_found():
+    body = error_of(chat(model="gpt-4o")).body()["error"]
+    assert body["code"] == "model_not_found" and "qwen2.5-7b-instruct" in body["message"]
