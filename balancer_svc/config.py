@@ -56,6 +56,11 @@ class BalancerConfig:
     """Also serve the Gateway API Inference Extension's endpoint-picker protocol (Envoy ext_proc, issue 34)
     for one InferencePool of this model: a standard gateway then asks this balancer where each call of
     the pool goes. Empty: not served."""
+    endpoint_picker_pool_labels: Mapping[str, str] = field(default_factory=dict)
+    """The labels of the pool's model-server pods: ``hetflow kube`` writes them as the InferencePool's
+    selector (the balancer itself finds the servers through their engines' reports)."""
+    endpoint_picker_target_port: int = 8000
+    """The port the pool's model servers serve their OpenAI API on (the InferencePool's ``targetPorts``)."""
     redispatch_attempts: int = 2
     """How many more engines a call is sent to when its engine fails before the first token."""
     unreachable_skip_s: float = 5.0

@@ -9,6 +9,10 @@ Prometheus scrape annotations of their metrics port; engines with ``backend: vll
 Deployment per configured engine: the monitor tracks engines by name, so more replicas of a model are
 more engine entries in the stack config.
 
+A balancer that is an InferencePool's endpoint picker (``balancer.endpoint_picker_model``, issue 34)
+also gets the InferencePool, which selects the pool's model-server pods by
+``balancer.endpoint_picker_pool_labels`` and names the balancer's Service as its ``endpointPickerRef``.
+
 With a ``security`` section, each identity's files (the CA, its certificate and key, the service
 token) become a Secret of its own from kustomize's ``secretGenerator`` (copied under ``DIR/secrets/``,
 which holds a ``.gitignore`` so the keys are not committed by accident), mounted read-only at the
@@ -131,8 +135,27 @@ def _service(name: str, svc: ServiceProcess, section: Mapping[str, Any]) -> dict
             "spec": {"selector": {LABEL: name}, "ports": ports}}
 
 
+def _inference_pool(balancer: str, section: Mapping[str, Any]) -> dict[str, Any]:
+    """The Gateway API Inference Extension's InferencePool (inference.networking.k8s.io/v1) whose endpoint
+    picker is the balancer (issue 34): the pool's model-server pods by their labels, their port, and the
+    balancer's Service and port as ``endpointPickerRef``. FailClose: no call goes unpicked."""
+    labels = dict(section.get("endpoint_picker_pool_labels") or {})
+    if not labels:
+        raise ValueError("balancer.endpoint_picker_pool_labels must name the labels of the pool's model-server "
+                         "pods, for the InferencePool's selector")
+    model = str(section["endpoint_picker_model"])
+    name = "".join(c if c.isalnum() else "-" for c in model.lower()).strip("-")
+    return {"apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",
+            "metadata": {"name": name, "labels": {LABEL: balancer}},
+            "spec": {"selector": {"matchLabels": labels},
+                     "targetPorts": [{"number": int(section.get("endpoint_picker_target_port", 8000))}],
+                     "endpointPickerRef": {"name": balancer, "port": {"number": int(section["port"])},
+                                           "failureMode": "FailClose"}}}
+
+
 def manifests(raw: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """File name -> the resources it holds, one file per service."""
+    """File name -> the resources it holds, one file per service (and the InferencePool the balancer picks
+    endpoints for, when it is one's endpoint picker)."""
     refuse_vllm_sim(raw, "hetflow kube")
     files: dict[str, list[dict[str, Any]]] = {}
     for svc in plan(raw):
@@ -140,6 +163,8 @@ def manifests(raw: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
         name = service_host(raw, svc)
         vllm = svc.service == "engine" and section.get("backend", "sim") == "vllm"
         files[f"{name}.yaml"] = [_deployment(raw, name, svc, section, vllm), _service(name, svc, section)]
+        if svc.service == "balancer" and section.get("endpoint_picker_model"):
+            files["inference-pool.yaml"] = [_inference_pool(name, section)]
     return files
 
 

@@ -126,3 +126,20 @@ def test_a_stack_with_a_vllm_sim_pool_is_refused_with_a_reason():
     raw = load_stack(REPO / "examples" / "vllm-sim-pool.yaml", environ={})
     with pytest.raises(ValueError, match="vllm_sim servers are a benchmark pool"):
         manifests(raw)
+
+
+def test_a_balancer_that_picks_endpoints_gets_its_inference_pool():
+    raw = raw_stack()
+    raw["balancer"].update(endpoint_picker_model="Qwen/Qwen2.5-7B-Instruct",
+                           endpoint_picker_pool_labels={"app": "vllm-qwen-7b"}, endpoint_picker_target_port=8000)
+    (pool,) = manifests(raw)["inference-pool.yaml"]
+    balancer = next(r for rs in manifests(raw).values() for r in rs
+                    if r["kind"] == "Service" and r["metadata"]["name"] == pool["spec"]["endpointPickerRef"]["name"])
+    assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
+    assert pool["metadata"]["name"] == "qwen-qwen2-5-7b-instruct"
+    assert pool["spec"]["selector"] == {"matchLabels": {"app": "vllm-qwen-7b"}}
+    assert pool["spec"]["targetPorts"] == [{"number": 8000}]
+    assert pool["spec"]["endpointPickerRef"]["port"]["number"] == balancer["spec"]["ports"][0]["port"]
+    raw["balancer"]["endpoint_picker_pool_labels"] = {}
+    with pytest.raises(ValueError, match="endpoint_picker_pool_labels"):
+        manifests(raw)
