@@ -1,0 +1,176 @@
+"""Decisions per second of one balancer process (issue 34): the example stack's monitor, router, predictor
+and balancer over 16 simulated engines, every service a process of its own, driven by a load client of
+several processes that ask for decisions (``Balancer.Decide``) at a fixed open-loop rate and stream each
+decided call (one token) from its engine, as the direct path does.
+
+    python -m hetflow.bench.decision_rate --rates 100,200,400,800 --duration 20 --clients 4
+
+Each call asks for its receipt, whose ``decision_ms`` the balancer measures itself, from the call
+received to the decision returned (the admit included); p50 and p99 are over the calls decided in the
+window. Beside them: calls refused (RESOURCE_EXHAUSTED: the balancer's load shedding) or failed, and the
+client's own view of each decision's latency. A rate counts as sustained when the client kept up (at
+least 95% of the calls it was to send were sent) and at least 99% were decided. On a 2-core host the
+sixteen engine processes, the load client and the balancer share the cores, so the host says more here
+than the balancer does: each run reports the host's CPU use as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import yaml
+
+from hetflow import stackctl
+from hetflow.bench.three_doors import cpu_of, stack_pids
+from hetflow.client import build_request
+from hetflow.core.stats import percentile
+from hetflow.runtime.ports import free_port
+from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, engine_pb2_grpc
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local-sim.yaml"
+ENGINES = 16
+
+
+def stack_config(out_dir: Path) -> Path:
+    """The example stack's monitor, router, predictor and balancer (its default policy) on free ports,
+    with 16 simulated engines (8 of each of its two models), no gateway."""
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["stack"]["name"] = f"decision-rate-{os.getpid()}"
+    for section in ("monitor", "router", "predictor", "balancer"):
+        raw[section]["port"], raw[section]["metrics_port"] = free_port(), 0
+    raw.pop("gateway", None)
+    profiles = sorted({e["profile"] for e in raw["engines"]})
+    raw["engines"] = [{"name": f"engine-{i}", "port": free_port(), "backend": "sim",
+                       "profile": profiles[i % len(profiles)]} for i in range(ENGINES)]
+    path = out_dir / "stack.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+async def _client(address: str, rate_per_s: float, duration_s: float, seed: int) -> dict[str, Any]:
+    """One load process: Poisson arrivals at ``rate_per_s``; each call decided, then streamed (1 token)."""
+    rng = random.Random(seed)
+    decision_ms: list[float] = []
+    client_ms: list[float] = []
+    codes: dict[str, int] = {}
+    engines: dict[str, engine_pb2_grpc.EngineStub] = {}
+    channels: list[grpc.aio.Channel] = []
+    balancer_channel = grpc.aio.insecure_channel(address)
+    balancer = balancer_pb2_grpc.BalancerStub(balancer_channel)
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def one(i: int) -> None:
+        request = build_request(prompt=f"Write function {seed}-{i} that sorts a list.", max_tokens=1,
+                                ignore_eos=True, program_id=f"p{seed}-{i}", workflow="code", agent="coder",
+                                want_receipt=True, request_id=f"r{seed}-{i}")
+        started = time.perf_counter()
+        try:
+            decision = await balancer.Decide(balancer_pb2.DecideRequest(call=request), timeout=30)
+            client_ms.append((time.perf_counter() - started) * 1e3)
+            decision_ms.append(decision.receipt.decision_ms)
+            stub = engines.get(decision.engine_address)
+            if stub is None:
+                channels.append(channel := grpc.aio.insecure_channel(decision.engine_address))
+                stub = engines[decision.engine_address] = engine_pb2_grpc.EngineStub(channel)
+            async for _ in stub.Generate(decision.engine_request, timeout=30):
+                pass
+            codes["OK"] = codes.get("OK", 0) + 1
+        except grpc.aio.AioRpcError as exc:
+            codes[exc.code().name] = codes.get(exc.code().name, 0) + 1
+
+    loop = asyncio.get_running_loop()
+    start_s, next_s, sent = loop.time(), 0.0, 0
+    while next_s < duration_s:
+        await asyncio.sleep(max(0.0, start_s + next_s - loop.time()))
+        task = loop.create_task(one(sent))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        sent += 1
+        next_s += rng.expovariate(rate_per_s)
+    due = int(rate_per_s * duration_s)
+    if tasks:
+        await asyncio.wait(set(tasks), timeout=30)
+    for channel in [balancer_channel, *channels]:
+        await channel.close()
+    return {"sent": sent, "due": due, "decision_ms": decision_ms, "client_ms": client_ms, "codes": codes}
+
+
+def _client_process(args: tuple[str, float, float, int]) -> dict[str, Any]:
+    return asyncio.run(_client(*args))
+
+
+def run_rate(address: str, rate_per_s: float, duration_s: float, clients: int,
+             stack: dict[str, int]) -> dict[str, Any]:
+    pids = {**stack, "load-client": os.getpid()}  # the client processes' time counts here once they exit
+    before, wall_s = cpu_of(pids), time.monotonic()
+    with multiprocessing.get_context("spawn").Pool(clients) as pool:
+        parts = pool.map(_client_process, [(address, rate_per_s / clients, duration_s, 1000 * rate_per_s + k)
+                                           for k in range(clients)])
+    wall_s = time.monotonic() - wall_s
+    after = cpu_of(pids)
+    decision_ms = sorted(ms for p in parts for ms in p["decision_ms"])
+    client_ms = sorted(ms for p in parts for ms in p["client_ms"])
+    codes: dict[str, int] = {}
+    for p in parts:
+        for code, n in p["codes"].items():
+            codes[code] = codes.get(code, 0) + n
+    sent, due = sum(p["sent"] for p in parts), sum(p["due"] for p in parts)
+    decided = len(decision_ms)
+    return {"rate_per_s": rate_per_s, "sent": sent, "due": due, "decided": decided, "codes": codes,
+            "decisions_per_s": decided / duration_s,
+            "decision_p50_ms": percentile(decision_ms, 0.5) if decision_ms else None,
+            "decision_p99_ms": percentile(decision_ms, 0.99) if decision_ms else None,
+            "client_p50_ms": percentile(client_ms, 0.5) if client_ms else None,
+            "client_p99_ms": percentile(client_ms, 0.99) if client_ms else None,
+            "sustained": sent >= 0.95 * due and decided >= 0.99 * sent,
+            "cpu_s": {name: round(after[name] - before[name], 2) for name in after},
+            "host_cores_busy": sum(after[n] - before[n] for n in after) / wall_s}
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} ms"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m hetflow.bench.decision_rate", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rates", default="100,200,400,800", help="decisions per second to offer, in turn")
+    p.add_argument("--duration", type=float, default=20.0, help="seconds of load per rate")
+    p.add_argument("--clients", type=int, default=4, help="load-client processes")
+    p.add_argument("--out", default="")
+    args = p.parse_args(argv)
+    out_dir = Path(args.out or tempfile.mkdtemp(prefix="decision-rate-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = stack_config(out_dir)
+    raw = yaml.safe_load(config.read_text())
+    address = f"127.0.0.1:{raw['balancer']['port']}"
+    if stackctl.up(config, 300) != 0:
+        raise RuntimeError("the stack did not start")
+    rows = []
+    try:
+        pids = stack_pids(config)
+        for rate in (float(r) for r in args.rates.split(",")):
+            row = run_rate(address, rate, args.duration, args.clients, pids)
+            rows.append(row)
+            print(f"offered {rate:.0f}/s: decided {row['decisions_per_s']:.0f}/s ({row['decided']} of {row['sent']} "
+                  f"sent, {row['due']} due), decision p50 {_ms(row['decision_p50_ms'])} p99 "
+                  f"{_ms(row['decision_p99_ms'])} (client p50 {_ms(row['client_p50_ms'])} p99 "
+                  f"{_ms(row['client_p99_ms'])}), codes {row['codes']}, sustained {row['sustained']}, "
+                  f"host cores busy {row['host_cores_busy']:.2f}", flush=True)
+    finally:
+        stackctl.down(config)
+    (out_dir / "decision_rate.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
+    print(f"written: {out_dir / 'decision_rate.json'}")
+
+
+if __name__ == "__main__":
+    main()
