@@ -114,7 +114,7 @@ def run_rate(address: str, rate_per_s: float, duration_s: float, clients: int,
     pids = {**stack, "load-client": os.getpid()}  # the client processes' time counts here once they exit
     before, wall_s = cpu_of(pids), time.monotonic()
     with multiprocessing.get_context("spawn").Pool(clients) as pool:
-        parts = pool.map(_client_process, [(address, rate_per_s / clients, duration_s, 1000 * rate_per_s + k)
+        parts = pool.map(_client_process, [(address, rate_per_s / clients, duration_s, int(1000 * rate_per_s) + k)
                                            for k in range(clients)])
     wall_s = time.monotonic() - wall_s
     after = cpu_of(pids)
