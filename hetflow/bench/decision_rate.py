@@ -7,9 +7,11 @@ decided call (one token) from its engine, as the direct path does.
 
 Each call asks for its receipt, whose ``decision_ms`` the balancer measures itself, from the call
 received to the decision returned (the admit included); p50 and p99 are over the calls decided in the
-window. Beside them: calls refused (RESOURCE_EXHAUSTED: the balancer's load shedding) or failed, and the
-client's own view of each decision's latency. A rate counts as sustained when the client kept up (at
-least 95% of the calls it was to send were sent) and at least 99% were decided. On a 2-core host the
+window. Beside them: calls refused (RESOURCE_EXHAUSTED: the balancer's load shedding, with the client's
+p99 time to the refusal) or failed (none may end CANCELLED), and the client's own view of each
+decision's latency. Offering a rate above the sustained one is the issue's overload case. A rate
+counts as sustained when the client kept up (at least 95% of the calls it was to send were sent) and
+at least 99% were decided. On a 2-core host the
 sixteen engine processes, the load client and the balancer share the cores, so the host says more here
 than the balancer does: each run reports the host's CPU use as well.
 """
@@ -62,6 +64,7 @@ async def _client(address: str, rate_per_s: float, duration_s: float, seed: int)
     rng = random.Random(seed)
     decision_ms: list[float] = []
     client_ms: list[float] = []
+    refused_ms: list[float] = []
     codes: dict[str, int] = {}
     engines: dict[str, engine_pb2_grpc.EngineStub] = {}
     channels: list[grpc.aio.Channel] = []
@@ -87,6 +90,8 @@ async def _client(address: str, rate_per_s: float, duration_s: float, seed: int)
             codes["OK"] = codes.get("OK", 0) + 1
         except grpc.aio.AioRpcError as exc:
             codes[exc.code().name] = codes.get(exc.code().name, 0) + 1
+            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                refused_ms.append((time.perf_counter() - started) * 1e3)
 
     loop = asyncio.get_running_loop()
     start_s, next_s, sent = loop.time(), 0.0, 0
@@ -102,7 +107,8 @@ async def _client(address: str, rate_per_s: float, duration_s: float, seed: int)
         await asyncio.wait(set(tasks), timeout=30)
     for channel in [balancer_channel, *channels]:
         await channel.close()
-    return {"sent": sent, "due": due, "decision_ms": decision_ms, "client_ms": client_ms, "codes": codes}
+    return {"sent": sent, "due": due, "decision_ms": decision_ms, "client_ms": client_ms, "refused_ms": refused_ms,
+            "codes": codes}
 
 
 def _client_process(args: tuple[str, float, float, int]) -> dict[str, Any]:
@@ -120,6 +126,7 @@ def run_rate(address: str, rate_per_s: float, duration_s: float, clients: int,
     after = cpu_of(pids)
     decision_ms = sorted(ms for p in parts for ms in p["decision_ms"])
     client_ms = sorted(ms for p in parts for ms in p["client_ms"])
+    refused_ms = sorted(ms for p in parts for ms in p["refused_ms"])
     codes: dict[str, int] = {}
     for p in parts:
         for code, n in p["codes"].items():
@@ -132,6 +139,7 @@ def run_rate(address: str, rate_per_s: float, duration_s: float, clients: int,
             "decision_p99_ms": percentile(decision_ms, 0.99) if decision_ms else None,
             "client_p50_ms": percentile(client_ms, 0.5) if client_ms else None,
             "client_p99_ms": percentile(client_ms, 0.99) if client_ms else None,
+            "refused_p99_ms": percentile(refused_ms, 0.99) if refused_ms else None,
             "sustained": sent >= 0.95 * due and decided >= 0.99 * sent,
             "cpu_s": {name: round(after[name] - before[name], 2) for name in after},
             "host_cores_busy": sum(after[n] - before[n] for n in after) / wall_s}
@@ -164,7 +172,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"offered {rate:.0f}/s: decided {row['decisions_per_s']:.0f}/s ({row['decided']} of {row['sent']} "
                   f"sent, {row['due']} due), decision p50 {_ms(row['decision_p50_ms'])} p99 "
                   f"{_ms(row['decision_p99_ms'])} (client p50 {_ms(row['client_p50_ms'])} p99 "
-                  f"{_ms(row['client_p99_ms'])}), codes {row['codes']}, sustained {row['sustained']}, "
+                  f"{_ms(row['client_p99_ms'])}), codes {row['codes']} (refusals p99 {_ms(row['refused_p99_ms'])}), "
+                  f"sustained {row['sustained']}, "
                   f"host cores busy {row['host_cores_busy']:.2f}", flush=True)
     finally:
         stackctl.down(config)
