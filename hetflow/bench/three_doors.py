@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-num-seqs", type=int, default=8)
     p.add_argument("--stream-interval", type=int, default=1)
     p.add_argument("--conversations", type=int, default=2000)
+    p.add_argument("--server-backlog", type=int, default=0,
+                   help="vllm_server.server_backlog: calls let wait inside the server beyond its slots")
     p.add_argument("--doors", default="vllm-router,hetflow-direct,hetflow-relay")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
@@ -141,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     port = free_port()
     server = gc.start_vllm_server(port, args.max_num_seqs, args.stream_interval, out_dir / "vllm-serve.log")
     server_url = f"http://127.0.0.1:{port}"
-    base = gc.stack_for_server(server_url, args.max_num_seqs, args.stream_interval)
+    base = gc.stack_for_server(server_url, args.max_num_seqs, args.stream_interval, args.server_backlog)
     started: list[Path] = []
     router = None
     doors: list[tuple[str, str, str, Callable[[], dict[str, int]]]] = [("alone", server_url, "tiny", dict)]
