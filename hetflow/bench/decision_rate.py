@@ -13,7 +13,9 @@ decision's latency. Offering a rate above the sustained one is the issue's overl
 counts as sustained when the client kept up (at least 95% of the calls it was to send were sent) and
 at least 99% were decided. On a 2-core host the
 sixteen engine processes, the load client and the balancer share the cores, so the host says more here
-than the balancer does: each run reports the host's CPU use as well.
+than the balancer does: each run reports the host's CPU use as well (``/proc/stat``), and each
+service's; calls still deciding or streaming 30 s after the last arrival are cancelled by the client
+and counted as unfinished, not as a status.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import grpc
 import yaml
 
 from hetflow import stackctl
-from hetflow.bench.three_doors import cpu_of, stack_pids
+from hetflow.bench.three_doors import CLOCK_TICKS_PER_S, cpu_of, stack_pids
 from hetflow.client import build_request
 from hetflow.core.stats import percentile
 from hetflow.runtime.ports import free_port
@@ -103,27 +105,37 @@ async def _client(address: str, rate_per_s: float, duration_s: float, seed: int)
         sent += 1
         next_s += rng.expovariate(rate_per_s)
     due = int(rate_per_s * duration_s)
+    unfinished: set[asyncio.Task[None]] = set()
     if tasks:
-        await asyncio.wait(set(tasks), timeout=30)
+        _, unfinished = await asyncio.wait(set(tasks), timeout=30)
+        for task in unfinished:  # still deciding or streaming 30 s after the last arrival: not a status
+            task.cancel()
+        await asyncio.gather(*unfinished, return_exceptions=True)
     for channel in [balancer_channel, *channels]:
         await channel.close()
-    return {"sent": sent, "due": due, "decision_ms": decision_ms, "client_ms": client_ms, "refused_ms": refused_ms,
-            "codes": codes}
+    return {"sent": sent, "due": due, "unfinished": len(unfinished), "decision_ms": decision_ms,
+            "client_ms": client_ms, "refused_ms": refused_ms, "codes": codes}
 
 
 def _client_process(args: tuple[str, float, float, int]) -> dict[str, Any]:
     return asyncio.run(_client(*args))
 
 
+def host_busy_s() -> float:
+    """CPU seconds the whole host has been busy (``/proc/stat``: user, nice, system, irq, softirq, steal)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS_PER_S
+
+
 def run_rate(address: str, rate_per_s: float, duration_s: float, clients: int,
-             stack: dict[str, int]) -> dict[str, Any]:
-    pids = {**stack, "load-client": os.getpid()}  # the client processes' time counts here once they exit
-    before, wall_s = cpu_of(pids), time.monotonic()
+             pids: dict[str, int]) -> dict[str, Any]:
+    before, host_before, wall_s = cpu_of(pids), host_busy_s(), time.monotonic()
     with multiprocessing.get_context("spawn").Pool(clients) as pool:
         parts = pool.map(_client_process, [(address, rate_per_s / clients, duration_s, int(1000 * rate_per_s) + k)
                                            for k in range(clients)])
     wall_s = time.monotonic() - wall_s
-    after = cpu_of(pids)
+    after, host_s = cpu_of(pids), host_busy_s() - host_before
     decision_ms = sorted(ms for p in parts for ms in p["decision_ms"])
     client_ms = sorted(ms for p in parts for ms in p["client_ms"])
     refused_ms = sorted(ms for p in parts for ms in p["refused_ms"])
@@ -132,8 +144,10 @@ def run_rate(address: str, rate_per_s: float, duration_s: float, clients: int,
         for code, n in p["codes"].items():
             codes[code] = codes.get(code, 0) + n
     sent, due = sum(p["sent"] for p in parts), sum(p["due"] for p in parts)
+    unfinished = sum(p["unfinished"] for p in parts)
     decided = len(decision_ms)
     return {"rate_per_s": rate_per_s, "sent": sent, "due": due, "decided": decided, "codes": codes,
+            "unfinished": unfinished,
             "decisions_per_s": decided / duration_s,
             "decision_p50_ms": percentile(decision_ms, 0.5) if decision_ms else None,
             "decision_p99_ms": percentile(decision_ms, 0.99) if decision_ms else None,
@@ -142,7 +156,7 @@ def run_rate(address: str, rate_per_s: float, duration_s: float, clients: int,
             "refused_p99_ms": percentile(refused_ms, 0.99) if refused_ms else None,
             "sustained": sent >= 0.95 * due and decided >= 0.99 * sent,
             "cpu_s": {name: round(after[name] - before[name], 2) for name in after},
-            "host_cores_busy": sum(after[n] - before[n] for n in after) / wall_s}
+            "host_cores_busy": host_s / wall_s, "host_cores": os.cpu_count()}
 
 
 def _ms(value: float | None) -> str:
@@ -173,8 +187,9 @@ def main(argv: list[str] | None = None) -> None:
                   f"sent, {row['due']} due), decision p50 {_ms(row['decision_p50_ms'])} p99 "
                   f"{_ms(row['decision_p99_ms'])} (client p50 {_ms(row['client_p50_ms'])} p99 "
                   f"{_ms(row['client_p99_ms'])}), codes {row['codes']} (refusals p99 {_ms(row['refused_p99_ms'])}), "
+                  f"unfinished {row['unfinished']}, "
                   f"sustained {row['sustained']}, "
-                  f"host cores busy {row['host_cores_busy']:.2f}", flush=True)
+                  f"host cores busy {row['host_cores_busy']:.2f} of {row['host_cores']}", flush=True)
     finally:
         stackctl.down(config)
     (out_dir / "decision_rate.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
