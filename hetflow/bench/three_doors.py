@@ -13,9 +13,10 @@ Doors:
   (the path ``../shared/frontdoor`` measured at f7513f1).
 
 Each door's figures are divided by the server alone's in the same round; the median over rounds is
-reported with every round. Beside them, the CPU seconds each door's own processes spent (from
-``/proc``, user plus system, children included) per output token streamed, and the server's: the
-issue's "the balancer spends none per token on the direct path". Reuses ``gateway_cost``'s server and
+reported with every round. Beside them, the server's preemptions in each door's run, and the CPU
+seconds each door's own processes spent (from ``/proc``, user plus system, children included) per
+output token streamed, and the server's: the issue's "the balancer spends none per token on the
+direct path". Reuses ``gateway_cost``'s server and
 stack set-up, so hetflow's side is configured as the docs' gateway figure.
 """
 
@@ -28,6 +29,7 @@ import os
 import statistics
 import subprocess
 import tempfile
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
@@ -86,22 +88,32 @@ def _stack(base: dict[str, Any], direct: bool, out_dir: Path, name: str) -> Path
     return config
 
 
+def server_preemptions(server_url: str) -> float:
+    """The server's ``vllm:num_preemptions_total`` (requests preempted so far)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(f"{server_url}/metrics", timeout=5).read().decode()
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
+               if s.name == "vllm:num_preemptions_total")
+
+
 def run_round(doors: list[tuple[str, str, str, Callable[[], dict[str, int]]]], server_pids: dict[str, int],
-              args: argparse.Namespace, dataset: Path, out_dir: Path, r: int) -> list[dict[str, Any]]:
+              server_url: str, args: argparse.Namespace, dataset: Path, out_dir: Path, r: int) -> list[dict[str, Any]]:
     rows = []
     order = doors[r % len(doors):] + doors[:r % len(doors)]
     for door, url, model, pids in order:
         watched = {**pids(), **server_pids}
-        before = cpu_of(watched)
+        before, preempted = cpu_of(watched), server_preemptions(server_url)
         res = gc.bench_serve(url, model, args, dataset, out_dir, f"{door}-{r}")
-        after = cpu_of(watched)
+        after, preempted = cpu_of(watched), server_preemptions(server_url) - preempted
         tokens = (res["output_throughput"] or 0.0) * (res["completed"] or 0) / max(res["request_throughput"] or 1e-9,
                                                                                    1e-9)
         cpu_ms_per_token = {name: 1e3 * (after[name] - before[name]) / max(tokens, 1.0) for name in watched}
-        rows.append({"round": r, "door": door, **res, "output_tokens": tokens, "cpu_ms_per_token": cpu_ms_per_token})
+        rows.append({"round": r, "door": door, **res, "output_tokens": tokens, "cpu_ms_per_token": cpu_ms_per_token,
+                     "server_preemptions": preempted})
         print(f"round {r} {door:<15} {res['completed']:>4} done {res['request_throughput']:.3f} req/s "
               f"TTFT med {res['median_ttft_ms']:.1f} ms ITL med {res['median_itl_ms']:.2f} ms "
-              f"p99 {res['p99_itl_ms']:.1f} ms; CPU ms/token "
+              f"p99 {res['p99_itl_ms']:.1f} ms; server preemptions {preempted:.0f}; CPU ms/token "
               + ", ".join(f"{k} {v:.2f}" for k, v in cpu_ms_per_token.items()), flush=True)
     return rows
 
@@ -169,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         gc.bench_serve(server_url, "tiny", argparse.Namespace(**{**vars(args), "num_prompts": 8}), dataset, out_dir,
                        "warmup")
         rows = [row for r in range(args.rounds)
-                for row in run_round(doors, {"vllm-serve": server.pid}, args, dataset, out_dir, r)]
+                for row in run_round(doors, {"vllm-serve": server.pid}, server_url, args, dataset, out_dir, r)]
     finally:
         for config in started:
             stackctl.down(config)
