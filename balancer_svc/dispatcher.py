@@ -150,6 +150,8 @@ class Dispatcher:
         told as well, so every balancer skips them until they report again."""
         self._excluded: dict[str, set[str]] = {}
         """Per running call, the engines that failed it before its first token."""
+        self._allowed_endpoints: dict[str, frozenset[str]] = {}
+        """Per call being decided for a gateway, the model-server endpoints its subset hint allows."""
         self.held = HoldQueue()
         """Calls waiting for KV room, decided again each round in priority order (Kairos 6)."""
         self._held_calls: dict[str, tuple[LlmCall, asyncio.Future[Dispatch]]] = {}
@@ -308,12 +310,13 @@ class Dispatcher:
         engines = self._last_snapshot[0].engines if self._last_snapshot else ()
         return next((e.status.serving_endpoint for e in engines if e.status.engine_id == engine_id), "")
 
-    def engines_outside(self, endpoints: frozenset[str] | None) -> set[str]:
-        """The engines whose model-server endpoint is not among ``endpoints`` (None: no limit, no engine)."""
-        if endpoints is None or self._last_snapshot is None:
-            return set()
-        return {e.status.engine_id for e in self._last_snapshot[0].engines
-                if e.status.serving_endpoint not in endpoints}
+    def limit_endpoints(self, request_id: str, endpoints: frozenset[str] | None) -> None:
+        """Decide ``request_id`` only onto engines whose model-server endpoint is among ``endpoints`` (a
+        gateway's subset hint); None lifts the limit."""
+        if endpoints is None:
+            self._allowed_endpoints.pop(request_id, None)
+        else:
+            self._allowed_endpoints[request_id] = endpoints
 
     def least_loaded_endpoint(self, model: str, endpoints: frozenset[str] | None) -> str:
         """The healthy engine of ``model`` with the fewest calls in flight, as its model-server endpoint."""
@@ -343,6 +346,8 @@ class Dispatcher:
         for engine_id in [e for e, until_s in self._unreachable.items() if until_s <= now_s]:
             del self._unreachable[engine_id]
         skipped = self._unreachable.keys() | self._excluded.get(request_id, set())
+        if (allowed := self._allowed_endpoints.get(request_id)) is not None:
+            skipped |= {e.status.engine_id for e in msg.engines if e.status.serving_endpoint not in allowed}
         on_time = any(e.healthy for e in msg.engines if e.status.engine_id not in skipped)
         late = set() if on_time else {e.status.engine_id for e in msg.engines if e.status.serving and not e.healthy
                                       and e.status.engine_id not in skipped

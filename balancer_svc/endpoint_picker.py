@@ -129,11 +129,11 @@ class EndpointPicker(ext_proc_grpc.ExternalProcessorServicer):
                 call = convert.scoped_to_caller(call, Caller("tenant", tenant))
             d.gateway_calls.add(call.request_id)
             with d.admission(call.workflow.tenant):
-                d.exclude(call.request_id, d.engines_outside(exchange.subset))
+                d.limit_endpoints(call.request_id, exchange.subset)
                 try:
                     dispatch = await d.decide(call)
                 finally:
-                    d.exclude(call.request_id, set())
+                    d.limit_endpoints(call.request_id, None)
         except (HetflowError, PermissionDenied) as exc:
             d.gateway_calls.discard(parsed.request.request_id)
             status = next((code for cls, code in HTTP_OF_ERROR if isinstance(exc, cls)), 503)
