@@ -18,8 +18,8 @@ import time
 from dataclasses import replace
 from typing import AsyncIterator
 
-from balancer_svc.dispatcher import Dispatcher
 from balancer_svc.judges import Judge
+from balancer_svc.relay import Relay
 from hetflow.core.call import LlmCall
 from hetflow.core.cascade.config import CascadeConfig
 from hetflow.core.cascade.verdict import ESCALATED, Verdict, verdict
@@ -33,19 +33,19 @@ FAILED = "failed"
 
 
 class CascadeServing:
-    def __init__(self, dispatcher: Dispatcher, cfg: CascadeConfig, judge: Judge) -> None:
-        self.dispatcher, self.cfg, self.judge = dispatcher, cfg, judge
+    def __init__(self, relay: Relay, cfg: CascadeConfig, judge: Judge) -> None:
+        self.relay, self.cfg, self.judge = relay, cfg, judge
 
     async def serve(self, call: LlmCall, time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         """A pinned call skips the cascade; any other goes through it, admitted once for all its stages
         and judge calls."""
         if call.model_pin:
-            async for chunk in self.dispatcher.serve(call, time_remaining_s):
+            async for chunk in self.relay.serve(call, time_remaining_s):
                 yield chunk
             return
         deadline_s = time.monotonic() + time_remaining_s if time_remaining_s is not None else None
-        with self.dispatcher.admission(call.workflow.tenant):
-            sampled = self.dispatcher.workload.record(call.received_unix_s, call.full_input, call.input_tokens,
+        with self.relay.admission(call.workflow.tenant):
+            sampled = self.relay.workload.record(call.received_unix_s, call.full_input, call.input_tokens,
                                                       call.workflow.workflow)
             answer, stages = await self._run(call, deadline_s)
         first = stages[0]
@@ -64,7 +64,7 @@ class CascadeServing:
             stage_call = replace(call, request_id=f"{call.request_id}/c{stage}", model_pin=model, want_receipt=True)
             started = time.perf_counter()
             try:
-                chunks = [c async for c in self.dispatcher.serve_admitted(stage_call, _remaining(deadline_s))]
+                chunks = [c async for c in self.relay.serve_admitted(stage_call, _remaining(deadline_s))]
             except HetflowError as exc:
                 if not kept:
                     raise

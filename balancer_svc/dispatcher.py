@@ -16,7 +16,7 @@ import contextlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import AsyncIterator, Iterator
+from typing import Iterator
 
 import grpc
 from google.protobuf.json_format import MessageToDict
@@ -40,14 +40,11 @@ from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import EngineView
 from hetflow.core.workload_window import WorkloadWindow
 from hetflow.runtime.channels import open_channel
-from hetflow.runtime.interceptors import RETRY_PUSHBACK_KEY
 from hetflow.runtime.logs import get_logger
 from hetflow.runtime.tickets import TicketIssuer
 from hetflow.v1 import (
     balancer_pb2,
-    common_pb2,
     engine_pb2,
-    engine_pb2_grpc,
     monitor_pb2,
     monitor_pb2_grpc,
     predictor_pb2,
@@ -63,8 +60,6 @@ DECISIONS = Counter("hetflow_balancer_decisions_total", "Decisions per stage and
 HELD = Counter("hetflow_balancer_held_total", "Decisions deferred because no engine had KV room (Kairos 6)")
 STALE_DECISIONS = Counter("hetflow_balancer_stale_snapshot_decisions_total",
                           "Decisions taken on the last snapshot while the monitor did not answer")
-REDISPATCHED = Counter("hetflow_balancer_redispatched_total",
-                       "Calls sent to another engine after theirs failed before the first token")
 LOOP_LAG_S = Gauge("hetflow_balancer_loop_lag_seconds",
                    "How late the balancer's event loop runs timers (median of the last 10 probes, 50 ms apart)")
 LATE_ENGINE_DECISIONS = Counter("hetflow_balancer_late_engine_decisions_total",
@@ -162,9 +157,9 @@ class Dispatcher:
         beside the next snapshot."""
         self._program_models: OrderedDict[str, str] = OrderedDict()
         """Programs seen assigned to a model (A[p]), the most recent last, at most ``PROGRAM_HINTS``."""
-        self.monitor = monitor_pb2_grpc.MonitorStub(self._channel(cfg.monitor_address))
-        self.router = router_pb2_grpc.RouterStub(self._channel(cfg.router_address)) if cfg.router_address else None
-        self.predictor = (predictor_pb2_grpc.PredictorStub(self._channel(cfg.predictor_address))
+        self.monitor = monitor_pb2_grpc.MonitorStub(self.channel(cfg.monitor_address))
+        self.router = router_pb2_grpc.RouterStub(self.channel(cfg.router_address)) if cfg.router_address else None
+        self.predictor = (predictor_pb2_grpc.PredictorStub(self.channel(cfg.predictor_address))
                           if cfg.predictor_address else None)
 
     def start(self) -> None:
@@ -205,16 +200,7 @@ class Dispatcher:
         if self.alpha_tuning is not None:
             self.alpha_tuning.close()
 
-    # -- serve ---------------------------------------------------------------------------
-    async def serve(self, call: LlmCall, time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
-        """Admit the call (``admission``), then decide and stream it (``serve_admitted``)."""
-        with self.admission(call.workflow.tenant):
-            sampled = self.workload.record(call.received_unix_s, call.full_input, call.input_tokens,
-                                           call.workflow.workflow)
-            async for chunk in self.serve_admitted(call, time_remaining_s):
-                sampled.output_tokens = chunk.output_tokens
-                yield chunk
-
+    # -- admission -----------------------------------------------------------------------
     @contextlib.contextmanager
     def admission(self, tenant: str) -> Iterator[None]:
         """The balancer's own limits (calls at once, event-loop lag) and the tenant's, entered once per
@@ -231,51 +217,10 @@ class Dispatcher:
             self.tenants.leave(tenant)
             self.shedder.leave()
 
-    async def serve_admitted(self, call: LlmCall, time_remaining_s: float | None
-                             ) -> AsyncIterator[balancer_pb2.GenerateChunk]:
-        """Decide and stream. A call whose engine fails before its first token is decided again without
-        that engine, up to ``redispatch_attempts`` times: a dead, stopped or unreachable engine is
-        skipped by every call (and the monitor told); one that refused this call for room
-        (RESOURCE_EXHAUSTED) only by this call. Once tokens have streamed, a failure ends the call
-        UNAVAILABLE. With no engine left, the call ends with its last engine's error."""
-        deadline_s = time.monotonic() + time_remaining_s if time_remaining_s is not None else None
-        failures: list[NeverReached] = []
-        try:
-            while True:
-                try:
-                    dispatch = await self.decide(call)
-                except Unavailable:
-                    if failures:
-                        raise failures[-1].as_error() from None
-                    raise
-                dispatch.receipt.redispatched_from.extend(f.engine_id for f in failures)
-                remaining_s = deadline_s - time.monotonic() if deadline_s is not None else None
-                try:
-                    async for chunk in self.stream(call, dispatch, remaining_s):
-                        yield chunk
-                    return
-                except NeverReached as exc:
-                    await self._redispatching(call, exc, failures)
-        finally:
-            self._excluded.pop(call.request_id, None)
-
-    async def _redispatching(self, call: LlmCall, failure: NeverReached, failures: list[NeverReached]) -> None:
-        """Exclude the failed engine (for everyone when it is the engine's fault), or give up."""
-        failures.append(failure)
-        self._excluded.setdefault(call.request_id, set()).add(failure.engine_id)
-        if failure.engine_fault and not await self.answers_health(failure.address):
-            await self.engine_unreachable(failure.engine_id, str(failure))
-        if len(failures) > self.cfg.redispatch_attempts:
-            raise failure.as_error()
-        if (releasing := self._releases.get(call.request_id)) is not None:
-            await releasing  # the monitor drops the failed attempt's entry before the next admit
-        REDISPATCHED.inc()
-        log.warning("redispatching", failed_engine=failure.engine_id, reason=str(failure), attempt=len(failures))
-
     async def answers_health(self, address: str) -> bool:
         """Whether the engine service itself answers (its backend may have failed one call only)."""
         try:
-            reply = await health_pb2_grpc.HealthStub(self._channel(address)).Check(
+            reply = await health_pb2_grpc.HealthStub(self.channel(address)).Check(
                 health_pb2.HealthCheckRequest(), timeout=self.cfg.dependency_timeout_s / 4)
         except grpc.aio.AioRpcError:
             return False
@@ -648,58 +593,7 @@ class Dispatcher:
             told += 1
         log.info("calls_reregistered", count=told, epoch=self.registrations.epoch)
 
-    # -- dispatch and stream -------------------------------------------------------------
-    async def stream(self, call: LlmCall, dispatch: Dispatch,
-                     time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
-        """Forward the engine's deltas; always release the monitor entry, whatever happens."""
-        engine = engine_pb2_grpc.EngineStub(self._channel(dispatch.engine.address))
-        request = self.engine_request(call, dispatch, direct=False)
-        engine_call = engine.Generate(request, timeout=time_remaining_s)
-        self.sent(dispatch)
-        output_tokens, outcome, queued_s = 0, "cancelled", 0.0
-        sent_unix_s = time.time()
-        started_unix_s = 0.0
-        """When the engine first scheduled the call: sent plus its first wait, which the first chunk carries."""
-        first = True
-        try:
-            if dispatch.admitted is not None:
-                await dispatch.admitted  # the monitor holds the call before any of it streams back
-            async for chunk in engine_call:
-                out = balancer_pb2.GenerateChunk(request_id=call.request_id, text=chunk.text,
-                                                 output_tokens=chunk.output_tokens, finished=chunk.finished,
-                                                 finish_reason=chunk.finish_reason)
-                if first and call.want_receipt:
-                    out.receipt.CopyFrom(dispatch.receipt)
-                if first:
-                    out.model, out.engine_id = dispatch.model, dispatch.engine.engine_id
-                    started_unix_s = sent_unix_s + chunk.queued_s
-                first = False
-                output_tokens = chunk.output_tokens
-                queued_s += chunk.queued_s
-                if chunk.finished:
-                    out.usage.CopyFrom(common_pb2.Usage(prompt_tokens=chunk.prompt_tokens, output_tokens=output_tokens))
-                    outcome = "completed" if chunk.finish_reason != "abort" else "aborted"
-                    out.queued_s = queued_s
-                    if outcome == "completed" and self.alpha_tuning is not None:
-                        self.alpha_tuning.call_finished(call, dispatch.engine, dispatch.program_start_unix_s,
-                                                        chunk.prompt_tokens, output_tokens, sent_unix_s, time.time())
-                yield out
-        except grpc.aio.AioRpcError as exc:
-            outcome = _engine_failure(exc)
-            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise DeadlineExceeded(f"deadline exceeded after {output_tokens} tokens; engine request aborted"
-                                       ) from exc
-            if first and exc.code() in REDISPATCHABLE:
-                raise NeverReached(dispatch.engine.engine_id, dispatch.engine.address, exc.code(), exc.details() or "",
-                                   _retry_pushback_s(exc)) from exc
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                raise Unavailable(f"engine {dispatch.engine.engine_id} failed after {output_tokens} tokens: "
-                                  f"{exc.details()}") from exc
-            raise
-        finally:
-            engine_call.cancel()  # no-op when finished; otherwise the engine aborts the request
-            self.release_later(call.request_id, output_tokens, outcome, started_unix_s, dispatch.admitted)
-
+    # -- dispatch --------------------------------------------------------------------------
     def engine_request(self, call: LlmCall, dispatch: Dispatch, direct: bool) -> engine_pb2.EngineGenerateRequest:
         """The engine request with its dispatch ticket. ``direct``: the caller streams it from the engine,
         which then ends the monitor's entry (and holds it, to tell a restarted monitor)."""
@@ -749,7 +643,7 @@ class Dispatcher:
                 await asyncio.sleep(0.2 * (attempt + 1))
         # The monitor's orphan reconciliation removes the entry once the engine stops reporting it.
 
-    def _channel(self, address: str) -> grpc.aio.Channel:
+    def channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
             channel = self._channels[address] = open_channel(address, self.cfg.serve.security)
@@ -770,18 +664,3 @@ REDISPATCHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTE
 call itself, INVALID_ARGUMENT, would be the same everywhere). FAILED_PRECONDITION: the dispatch ticket
 expired before the engine read the request (a stalled engine), so the call is decided again."""
 
-
-def _retry_pushback_s(exc: grpc.aio.AioRpcError) -> float | None:
-    """The retry hint an engine's refusal carried (``grpc-retry-pushback-ms``), passed on to the caller."""
-    for key, value in exc.trailing_metadata() or ():
-        if key == RETRY_PUSHBACK_KEY:
-            try:
-                return int(value) / 1e3
-            except ValueError:
-                return None
-    return None
-
-
-def _engine_failure(exc: grpc.aio.AioRpcError) -> str:
-    return {grpc.StatusCode.DEADLINE_EXCEEDED: "deadline", grpc.StatusCode.CANCELLED: "cancelled",
-            grpc.StatusCode.UNAVAILABLE: "engine-failure"}.get(exc.code(), f"engine-error:{exc.code().name}")

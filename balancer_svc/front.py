@@ -13,6 +13,7 @@ from balancer_svc.cascade import CascadeServing
 from balancer_svc.config import BalancerConfig
 from balancer_svc.dispatcher import Dispatcher
 from balancer_svc.judges import Judge, LearnedJudge, LlmJudge
+from balancer_svc.relay import Relay
 from hetflow.core.call import LlmCall
 from hetflow.core.cascade.config import CascadeConfig
 from hetflow.runtime.logs import get_logger
@@ -24,6 +25,7 @@ log = get_logger(__name__)
 class Front:
     def __init__(self, dispatcher: Dispatcher, cascade: CascadeConfig | None) -> None:
         self.dispatcher = dispatcher
+        self.relay = Relay(dispatcher)
         self.cascade = self._cascade(cascade)
 
     def _cascade(self, cfg: CascadeConfig | None) -> CascadeServing | None:
@@ -31,8 +33,8 @@ class Front:
         if cfg is None:
             return None
         judge: Judge = (LearnedJudge(judge_artifact.load(cfg.judge.artifact, cfg.models)) if cfg.judge.kind == "learned"
-                        else LlmJudge(cfg.judge, self.dispatcher.serve_admitted))
-        return CascadeServing(self.dispatcher, cfg, judge)
+                        else LlmJudge(cfg.judge, self.relay.serve_admitted))
+        return CascadeServing(self.relay, cfg, judge)
 
     def cascade_config(self) -> CascadeConfig | None:
         """The cascade new calls take (None: none): what ``Balancer.Workload`` tells the re-planner, so a
@@ -41,7 +43,7 @@ class Front:
 
     async def serve(self, call: LlmCall, time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         cascade = self.cascade  # the one the call started with, whatever a reload does meanwhile
-        stream = cascade.serve(call, time_remaining_s) if cascade else self.dispatcher.serve(call, time_remaining_s)
+        stream = cascade.serve(call, time_remaining_s) if cascade else self.relay.serve(call, time_remaining_s)
         async for chunk in stream:
             yield chunk
 

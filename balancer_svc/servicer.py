@@ -10,6 +10,7 @@ import grpc
 from balancer_svc import convert
 from balancer_svc.direct import DirectDecisions, FailedAttempt
 from balancer_svc.dispatcher import Dispatcher
+from balancer_svc.relay import Relay
 from hetflow.core.call import LlmCall
 from hetflow.core.cascade.config import CascadeConfig
 from hetflow.core.errors import FailedPrecondition
@@ -26,7 +27,7 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
                  cascade: Callable[[], CascadeConfig | None] = lambda: None) -> None:
         """``cascade``: the cascade new calls take (``Front.cascade_config``)."""
         self.dispatcher = dispatcher
-        self.serve = serve or dispatcher.serve
+        self.serve = serve or Relay(dispatcher).serve
         self.cascade = cascade
         self.direct = DirectDecisions(dispatcher)
 

@@ -16,7 +16,7 @@ from tests.factories import call
 MODELS = ("small", "medium", "large")
 
 
-class FakeDispatcher:
+class FakeRelay:
     """Answers each model's stage with its name; ``fail`` names models whose stage fails."""
 
     def __init__(self, fail: dict[str, Exception] | None = None) -> None:
@@ -63,7 +63,7 @@ class FixedJudge:
 
 def cascade(grades, fail=None, thresholds=(70.0, 60.0)):
     cfg = CascadeConfig(MODELS, thresholds, JudgeSpec(kind="learned", artifact="unused"))
-    dispatcher, judge = FakeDispatcher(fail), FixedJudge(grades)
+    dispatcher, judge = FakeRelay(fail), FixedJudge(grades)
     return CascadeServing(dispatcher, cfg, judge), dispatcher, judge
 
 
