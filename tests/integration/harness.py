@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import grpc
 
@@ -108,6 +108,19 @@ async def wait_for_engines(stack: Stack, count: int, timeout_s: float = 10.0, he
             return
         await asyncio.sleep(0.05)
     raise TimeoutError("engines did not report to the monitor")
+
+
+async def wait_for_snapshot(stack: Stack, holds: Callable[[monitor_pb2.MonitorSnapshot], bool],
+                            give_up_s: float = 15.0) -> monitor_pb2.MonitorSnapshot:
+    """The monitor's first snapshot for which ``holds``, or its last within ``give_up_s`` (a bound on
+    waiting, not a timing under test)."""
+    loop = asyncio.get_running_loop()
+    end_s = loop.time() + give_up_s
+    snap = await stack.snapshot()
+    while not holds(snap) and loop.time() < end_s:
+        await asyncio.sleep(0.1)
+        snap = await stack.snapshot()
+    return snap
 
 
 async def wait_until_idle(stack: Stack, timeout_s: float = 10.0) -> monitor_pb2.MonitorSnapshot:

@@ -4,8 +4,7 @@ asks; a call whose engine fails before its first token decided again elsewhere."
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator
 
 import grpc
 import pytest
@@ -14,7 +13,7 @@ from hetflow.client import HetflowClient, build_request
 from hetflow.runtime.security import DEVELOPMENT_TICKET_KEY
 from hetflow.runtime.tickets import TicketIssuer
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, engine_pb2, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc
-from tests.integration.harness import SMALL, Stack, stack_config, start_stack, wait_until_idle
+from tests.integration.harness import SMALL, Stack, stack_config, start_stack, wait_for_snapshot, wait_until_idle
 
 pytestmark = pytest.mark.slow
 
@@ -59,17 +58,6 @@ async def _code(stack: Stack, decision: balancer_pb2.DispatchDecision,
     except grpc.aio.AioRpcError as exc:
         return exc.code()
     return grpc.StatusCode.OK
-
-
-async def _until(stack: Stack, holds: Callable[[monitor_pb2.MonitorSnapshot], bool],
-                 give_up_s: float = 15.0) -> monitor_pb2.MonitorSnapshot:
-    loop = asyncio.get_running_loop()
-    end_s = loop.time() + give_up_s  # a bound on waiting, not a timing under test
-    snap = await stack.snapshot()
-    while not holds(snap) and loop.time() < end_s:
-        await asyncio.sleep(0.1)
-        snap = await stack.snapshot()
-    return snap
 
 
 async def _program(stack: Stack, program_id: str) -> monitor_pb2.ProgramEntry:
@@ -175,7 +163,7 @@ async def test_a_restarted_monitor_is_told_the_running_direct_calls_by_their_eng
             stack.balancer_servicer.dispatcher.registrations.remove("long-d")  # as once its ticket has expired
             await stack.stop("monitor")
             await stack.start_monitor()  # a new process: nothing in flight, no engine known
-            snap = await _until(stack, lambda s: any(e.in_flight_requests for e in s.engines))
+            snap = await wait_for_snapshot(stack, lambda s: any(e.in_flight_requests for e in s.engines))
             assert [e.status.engine_id for e in snap.engines if e.in_flight_requests] == [engine_id]
             async for more in running:  # the call streamed on throughout
                 assert more.output_tokens > chunk.output_tokens

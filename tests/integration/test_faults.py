@@ -3,23 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
 
 from hetflow.client import HetflowClient, build_request
-from hetflow.v1 import monitor_pb2
 from tests.factories import free_port
-from tests.integration.harness import SMALL, Stack, stack_config, start_stack, wait_until_idle
-
-
-async def _until(stack: Stack, holds: Callable[[monitor_pb2.MonitorSnapshot], bool],
-                 give_up_s: float = 15.0) -> monitor_pb2.MonitorSnapshot:
-    loop = asyncio.get_running_loop()
-    end_s = loop.time() + give_up_s  # a bound on waiting, not a timing under test
-    snap = await stack.snapshot()
-    while not holds(snap) and loop.time() < end_s:
-        await asyncio.sleep(0.1)
-        snap = await stack.snapshot()
-    return snap
+from tests.integration.harness import SMALL, stack_config, start_stack, wait_for_snapshot, wait_until_idle
 
 
 async def test_calls_go_on_while_the_monitor_is_away_and_a_new_monitor_is_told_the_running_ones():
@@ -38,7 +25,7 @@ async def test_calls_go_on_while_the_monitor_is_away_and_a_new_monitor_is_told_t
             assert meanwhile.receipt.stale_snapshot_s > 0  # decided on the last snapshot, and says so
 
             await stack.start_monitor()  # a new process: nothing in flight, no engine known
-            snap = await _until(stack, lambda s: any(e.in_flight_requests for e in s.engines))
+            snap = await wait_for_snapshot(stack, lambda s: any(e.in_flight_requests for e in s.engines))
             assert [e.status.engine_id for e in snap.engines if e.in_flight_requests] == [
                 next(e.status.engine_id for e in snap.engines if "long-1" in e.status.active_request_ids)]
 
