@@ -24,9 +24,10 @@ from typing import Sequence
 import grpc
 
 from balancer_svc import convert
-from balancer_svc.dispatcher import REDISPATCHABLE, Dispatch, Dispatcher, NeverReached
+from balancer_svc.dispatcher import Dispatch, Dispatcher, NeverReached
 from hetflow.core.call import LlmCall
 from hetflow.core.errors import InvalidArgument
+from hetflow.runtime.interceptors import REDISPATCHABLE
 from hetflow.runtime.logs import get_logger
 from hetflow.runtime.tickets import TICKET_TTL_S
 from hetflow.v1 import balancer_pb2
@@ -101,8 +102,8 @@ class DirectDecisions:
         has ended it already, which is no error)."""
         d = self.dispatcher
         last = failed[-1]
-        address = d.engine_address(last.engine_id)
-        failure = NeverReached(last.engine_id, address or "", last.code, last.details)
+        address = d.engine_status(last.engine_id).address
+        failure = NeverReached(last.engine_id, address, last.code, last.details)
         if len(failed) > d.cfg.redispatch_attempts:
             raise failure.as_error()
         if failure.engine_fault and not last.expired and (not address or not await d.answers_health(address)):

@@ -44,6 +44,7 @@ from hetflow.runtime.logs import get_logger
 from hetflow.runtime.tickets import TicketIssuer
 from hetflow.v1 import (
     balancer_pb2,
+    common_pb2,
     engine_pb2,
     monitor_pb2,
     monitor_pb2_grpc,
@@ -243,17 +244,11 @@ class Dispatcher:
         else:
             self._excluded.pop(request_id, None)
 
-    def engine_address(self, engine_id: str) -> str | None:
-        """The address the last snapshot gave for ``engine_id`` (None: not in it)."""
-        if self._last_snapshot is None:
-            return None
-        return next((e.status.address for e in self._last_snapshot[0].engines if e.status.engine_id == engine_id),
-                    None)
-
-    def engine_endpoint(self, engine_id: str) -> str:
-        """The model server's own endpoint (ip:port) the last snapshot gave for ``engine_id`` ("": none)."""
+    def engine_status(self, engine_id: str) -> common_pb2.EngineStatus:
+        """What the last snapshot said of ``engine_id`` (an empty status when it is not in it): its
+        address, its model server's own endpoint."""
         engines = self._last_snapshot[0].engines if self._last_snapshot else ()
-        return next((e.status.serving_endpoint for e in engines if e.status.engine_id == engine_id), "")
+        return next((e.status for e in engines if e.status.engine_id == engine_id), common_pb2.EngineStatus())
 
     def limit_endpoints(self, request_id: str, endpoints: frozenset[str] | None) -> None:
         """Decide ``request_id`` only onto engines whose model-server endpoint is among ``endpoints`` (a
@@ -656,11 +651,3 @@ async def _none() -> tuple[dict[str, float], bool]:
 
 async def _no_predictions() -> dict[str, tuple[Prediction, str]]:
     return {}
-
-
-REDISPATCHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNKNOWN,
-                  grpc.StatusCode.INTERNAL, grpc.StatusCode.FAILED_PRECONDITION)
-"""An engine's failures before the first token that another engine may not share (a refusal of the
-call itself, INVALID_ARGUMENT, would be the same everywhere). FAILED_PRECONDITION: the dispatch ticket
-expired before the engine read the request (a stalled engine), so the call is decided again."""
-

@@ -138,7 +138,7 @@ class EndpointPicker(ext_proc_grpc.ExternalProcessorServicer):
             d.gateway_calls.discard(parsed.request.request_id)
             status = next((code for cls, code in HTTP_OF_ERROR if isinstance(exc, cls)), 503)
             return [_immediate(status, str(exc))]
-        endpoint = d.engine_endpoint(dispatch.engine.engine_id)
+        endpoint = d.engine_status(dispatch.engine.engine_id).serving_endpoint
         if not endpoint:
             self._release(call.request_id, 0, "cancelled", dispatch)
             return [_immediate(503, f"engine {dispatch.engine.engine_id} reports no model-server endpoint")]

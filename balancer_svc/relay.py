@@ -12,11 +12,11 @@ from typing import AsyncIterator, Callable, ContextManager
 import grpc
 from prometheus_client import Counter
 
-from balancer_svc.dispatcher import REDISPATCHABLE, Dispatch, Dispatcher, NeverReached
+from balancer_svc.dispatcher import Dispatch, Dispatcher, NeverReached
 from hetflow.core.call import LlmCall
 from hetflow.core.errors import DeadlineExceeded, Unavailable
 from hetflow.core.workload_window import WorkloadWindow
-from hetflow.runtime.interceptors import RETRY_PUSHBACK_KEY
+from hetflow.runtime.interceptors import REDISPATCHABLE, RETRY_PUSHBACK_KEY
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2_grpc
 

@@ -22,13 +22,8 @@ from typing import Any, AsyncGenerator, AsyncIterator, Callable, Sequence
 
 import grpc
 
+from hetflow.runtime.interceptors import REDISPATCHABLE
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2, engine_pb2, engine_pb2_grpc
-
-DECIDE_AGAIN_ON = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNKNOWN,
-                   grpc.StatusCode.INTERNAL, grpc.StatusCode.FAILED_PRECONDITION)
-"""An engine's failures before the first token after which the call is decided again elsewhere (the
-balancer's list, ``balancer_svc.dispatcher.REDISPATCHABLE``), and an expired ticket (decided again
-anywhere)."""
 
 
 class DirectCall:
@@ -100,7 +95,7 @@ class DirectCall:
                     first = False
                 return
             except grpc.aio.AioRpcError as exc:
-                if not first or exc.code() not in DECIDE_AGAIN_ON:
+                if not first or exc.code() not in REDISPATCHABLE:
                     raise
                 failed.append(balancer_pb2.FailedDispatch(engine_id=decision.engine_id, code=exc.code().name,
                                                           details=exc.details() or ""))

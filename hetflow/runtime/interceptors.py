@@ -32,6 +32,12 @@ RPC_LATENCY_S = Histogram(
 log = get_logger(__name__)
 RETRY_PUSHBACK_KEY = "grpc-retry-pushback-ms"
 """Trailing metadata of a RESOURCE_EXHAUSTED answer that may succeed later: how long to wait (gRPC A6)."""
+REDISPATCHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNKNOWN,
+                  grpc.StatusCode.INTERNAL, grpc.StatusCode.FAILED_PRECONDITION)
+"""An engine's failures before the first token that another engine may not share (a refusal of the
+call itself, INVALID_ARGUMENT, would be the same everywhere). FAILED_PRECONDITION: the dispatch ticket
+expired before the engine read the request (a stalled engine), so the call is decided again.
+The balancer's relay and the direct path's callers (``direct_call``) both decide again on these."""
 
 STATUS_OF: dict[type[errors.HetflowError], grpc.StatusCode] = {
     errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
