@@ -41,6 +41,7 @@ from hetflow.core.snapshot import EngineView
 from hetflow.core.workload_window import WorkloadWindow
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.logs import get_logger
+from hetflow.runtime.releases import release
 from hetflow.runtime.tickets import TicketIssuer
 from hetflow.v1 import (
     balancer_pb2,
@@ -626,17 +627,7 @@ class Dispatcher:
                 await admitted
             except Exception:  # noqa: BLE001 - an admit that failed leaves nothing to release, but try anyway
                 pass
-        msg = monitor_pb2.ReleaseRequest(request_id=request_id, output_tokens=output_tokens, reason=outcome,
-                                         started_unix_s=started_unix_s)
-        method = self.monitor.Complete if outcome == "completed" else self.monitor.Cancel
-        for attempt in range(3):
-            try:
-                await method(msg, timeout=self.cfg.dependency_timeout_s)
-                return
-            except grpc.aio.AioRpcError as exc:
-                log.warning("release_failed", request_id=request_id, attempt=attempt, code=exc.code().name)
-                await asyncio.sleep(0.2 * (attempt + 1))
-        # The monitor's orphan reconciliation removes the entry once the engine stops reporting it.
+        await release(self.monitor, request_id, output_tokens, outcome, started_unix_s, self.cfg.dependency_timeout_s)
 
     def channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)

@@ -16,11 +16,11 @@ import grpc
 
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.logs import get_logger
+from hetflow.runtime.releases import release
 from hetflow.runtime.security import SecurityConfig
 from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 
 log = get_logger(__name__)
-RELEASE_ATTEMPTS = 3
 
 
 class MonitorLink:
@@ -42,19 +42,9 @@ class MonitorLink:
         self.running[request_id] = admit
 
     async def ended(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float) -> None:
-        """Remove the call's entry: Complete when it finished, else Cancel with the outcome as reason. A
-        few tries; the monitor's orphan reconciliation removes what none of them reached."""
+        """Remove the call's entry (``hetflow.runtime.releases``)."""
         self.running.pop(request_id, None)
-        msg = monitor_pb2.ReleaseRequest(request_id=request_id, output_tokens=output_tokens, reason=outcome,
-                                         started_unix_s=started_unix_s)
-        method = self._monitor.Complete if outcome == "completed" else self._monitor.Cancel
-        for attempt in range(RELEASE_ATTEMPTS):
-            try:
-                await method(msg, timeout=self._timeout_s)
-                return
-            except grpc.aio.AioRpcError as exc:
-                log.warning("release_failed", request_id=request_id, attempt=attempt, code=exc.code().name)
-                await asyncio.sleep(0.2 * (attempt + 1))
+        await release(self._monitor, request_id, output_tokens, outcome, started_unix_s, self._timeout_s)
 
     def monitor_answered(self, epoch: str) -> None:
         """A status report's reply named the monitor's epoch: a new one (after the first) started with
