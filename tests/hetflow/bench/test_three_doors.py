@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from hetflow.bench.three_doors import cpu_of, summarize
+from hetflow.bench.three_doors import cpu_of, server_work, summarize
 
 
 def _row(r: int, door: str, rps: float, ttft: float) -> dict:
@@ -28,3 +28,14 @@ def test_cpu_time_of_a_process_tree_grows_with_the_work_it_does():
     before = cpu_of({"me": os.getpid()})["me"]
     sum(i * i for i in range(3_000_000))
     assert cpu_of({"me": os.getpid()})["me"] > before
+
+
+def test_server_work_gives_steps_and_the_tokens_a_step_computed_between_two_reads():
+    before = {"vllm:num_preemptions_total": 2.0, "vllm:iteration_tokens_total_count": 100.0,
+              "vllm:iteration_tokens_total_sum": 1_000.0}
+    after = {"vllm:num_preemptions_total": 5.0, "vllm:iteration_tokens_total_count": 300.0,
+             "vllm:iteration_tokens_total_sum": 2_800.0}
+    assert server_work(before, after) == {"server_preemptions": 3.0, "server_steps": 200.0,
+                                          "server_tokens_per_step": 9.0}
+    assert server_work(before, before)["server_tokens_per_step"] == 0.0  # no step: no division
+
