@@ -92,7 +92,7 @@ def stack_pids(config: Path) -> dict[str, int]:
     return {name: svc["pid"] for name, svc in state["services"].items() if svc.get("pid")}
 
 
-def _stack(base: dict[str, Any], direct: bool, out_dir: Path, name: str) -> Path:
+def stack_config(base: dict[str, Any], direct: bool, out_dir: Path, name: str) -> Path:
     raw = json.loads(json.dumps(base))
     raw["stack"]["name"] = name
     raw["gateway"]["direct"] = direct
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
         for door, direct in (("hetflow-direct", True), ("hetflow-relay", False)):
             if door not in wanted:
                 continue
-            config = _stack(base, direct, out_dir, door)
+            config = stack_config(base, direct, out_dir, door)
             if stackctl.up(config, 300) != 0:
                 raise RuntimeError(f"the {door} stack did not start")
             started.append(config)
