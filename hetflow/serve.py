@@ -26,8 +26,6 @@ class BuiltService:
     """A gRPC service's setup (its registrations and close)."""
     asgi_app: Any = None
     """An HTTP service's ASGI app (the gateway), served on uvicorn instead."""
-    event_loop: str = "uvloop"
-    """The loop it runs on (``hetflow.runtime.server.run``)."""
 
 
 def _monitor(raw: Mapping[str, Any], name: str | None) -> BuiltService:
@@ -71,16 +69,7 @@ def _engine(raw: Mapping[str, Any], name: str | None) -> BuiltService:
     if not name:
         raise ValueError("an engine needs --name: its entry in the config's engines list")
     cfg = from_stack(raw, name)
-    return BuiltService(f"engine:{cfg.name}", cfg.serve, build(cfg)[1], event_loop=loop_for_engine(cfg.backend))
-
-
-def loop_for_engine(backend: str) -> str:
-    """The standard library's loop for the ``vllm-server`` engine, uvloop for the others. That engine's
-    work is httpx's (anyio's) streams to the server; on uvloop its sends to the server took half its
-    event loop's time under load (py-spy), the server's batches ran a quarter full, and the engine
-    service fed it 1.7 calls/s against 3.7 on the standard loop and 4.9 for the backend alone
-    (``python -m hetflow.bench.server_feed``, docs/benchmarks.md)."""
-    return "asyncio" if backend == "vllm-server" else "uvloop"
+    return BuiltService(f"engine:{cfg.name}", cfg.serve, build(cfg)[1])
 
 
 def _gateway(raw: Mapping[str, Any], name: str | None) -> BuiltService:
@@ -139,10 +128,10 @@ def serve(args: argparse.Namespace) -> int:
     if built.asgi_app is not None:
         from hetflow.runtime.http_server import serve_asgi_until_signal
 
-        run(serve_asgi_until_signal(built.log_name, built.serve, built.asgi_app), built.event_loop)
+        run(serve_asgi_until_signal(built.log_name, built.serve, built.asgi_app))
     else:
         assert built.setup is not None
-        run(serve_until_signal(built.log_name, built.serve, built.setup), built.event_loop)
+        run(serve_until_signal(built.log_name, built.serve, built.setup))
     return 0
 
 

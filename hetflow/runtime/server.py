@@ -119,17 +119,8 @@ async def serve_until_signal(
     log.info("stopped")
 
 
-EVENT_LOOPS = ("uvloop", "asyncio")
-
-
-def run(main: Awaitable[None], event_loop: str = "uvloop") -> None:
-    """Run ``main`` on uvloop, or on the standard library's loop (``asyncio``) for a service whose work is
-    an HTTP client's (the ``vllm-server`` engine: ``hetflow.serve.loop_for_engine``)."""
-    if event_loop not in EVENT_LOOPS:
-        raise ValueError(f"unknown event loop {event_loop!r}; known: {', '.join(EVENT_LOOPS)}")
-    if event_loop == "asyncio":
-        asyncio.run(main)  # type: ignore[arg-type]
-        return
+def run(main: Awaitable[None]) -> None:
+    """Run ``main`` on uvloop."""
     import uvloop
 
     uvloop.run(main)  # type: ignore[arg-type]

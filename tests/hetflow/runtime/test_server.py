@@ -45,29 +45,3 @@ async def test_watch_of_an_unknown_service_says_service_unknown():
             watch.cancel()
     finally:
         await server.stop()
-
-
-def test_run_takes_either_loop_and_names_the_known_ones_for_another():
-    import pytest
-
-    from hetflow.runtime.server import run
-
-    ran = []
-
-    async def main():
-        ran.append(type(asyncio.get_running_loop()).__module__)
-
-    run(main(), "asyncio")
-    run(main(), "uvloop")
-    assert ran[0].startswith("asyncio") and ran[1].startswith("uvloop")
-    never_run = main()
-    with pytest.raises(ValueError, match="known: uvloop, asyncio"):
-        run(never_run, "trio")
-    never_run.close()
-
-
-def test_the_vllm_server_engine_runs_on_the_standard_loop_and_the_others_on_uvloop():
-    from hetflow.serve import loop_for_engine
-
-    assert loop_for_engine("vllm-server") == "asyncio"
-    assert {loop_for_engine(backend) for backend in ("sim", "vllm")} == {"uvloop"}
