@@ -15,7 +15,8 @@ of calls sent three ways, one after another, against one server.
 
 The burst is fixed before any way runs: call i asks for ``20 + (37 i mod 600)`` tokens (``ignore_eos``)
 after a prompt of ``5 + i mod 40`` repeats of a sentence. Per way and round: wall time, calls served per
-second and calls refused (the gateway sheds load with 429), and the
+second and calls refused (the gateway sheds load with 429; an engine refuses a ticket that expired before it
+read the call), and the
 server's engine steps and mean tokens per step from its ``/metrics`` (a decode step computes one token
 per running sequence), so a way that lets the server's batches run empty shows as fewer tokens a step.
 """
@@ -86,20 +87,25 @@ async def _to_backend(server_url: str, max_num_seqs: int, calls: list[tuple[str,
         await backend.close()
 
 
-async def _to_engine(engine_address: str, calls: list[tuple[str, int]]) -> None:
+async def _to_engine(engine_address: str, calls: list[tuple[str, int]]) -> int:
+    """Every call at once to the engine service; returns how many it refused (any status but OK)."""
     issuer = TicketIssuer(DEVELOPMENT_TICKET_KEY)
     async with grpc.aio.insecure_channel(engine_address) as channel:
         engine = engine_pb2_grpc.EngineStub(channel)
 
-        async def one(i: int, prompt: str, tokens: int) -> None:
+        async def one(i: int, prompt: str, tokens: int) -> bool:
             request = engine_pb2.EngineGenerateRequest(
                 request_id=f"feed-{time.monotonic_ns()}-{i}", prompt=prompt, priority=float(tokens),
                 sampling=common_pb2.SamplingParams(max_tokens=tokens, ignore_eos=True))
             request.ticket.CopyFrom(issuer.issue(request, "", "served-0", False, time.time()))
-            async for _ in engine.Generate(request):
-                pass
+            try:
+                async for _ in engine.Generate(request):
+                    pass
+            except grpc.aio.AioRpcError:
+                return True
+            return False
 
-        await asyncio.gather(*(one(i, prompt, tokens) for i, (prompt, tokens) in enumerate(calls)))
+        return sum(await asyncio.gather(*(one(i, prompt, tokens) for i, (prompt, tokens) in enumerate(calls))))
 
 
 def run_way(way: str, server_url: str, stack: dict[str, str], max_num_seqs: int, calls: list[tuple[str, int]]
@@ -110,7 +116,7 @@ def run_way(way: str, server_url: str, stack: dict[str, str], max_num_seqs: int,
     elif way == "backend":
         asyncio.run(_to_backend(server_url, max_num_seqs, calls))
     elif way == "engine":
-        asyncio.run(_to_engine(stack["engine"], calls))
+        refused = asyncio.run(_to_engine(stack["engine"], calls))
     else:
         refused = asyncio.run(_to_server(stack["gateway"], "hetflow", "/v1/chat/completions", calls))
     wall_s = time.perf_counter() - started
