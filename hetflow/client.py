@@ -23,6 +23,7 @@ from typing import AsyncIterator, Sequence
 
 import grpc
 
+from hetflow.core.errors import Unavailable
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.direct_call import DirectCall
 from hetflow.runtime.security import SecurityConfig, TlsConfig
@@ -111,6 +112,8 @@ class HetflowClient:
         start = time.perf_counter()
         if self.direct:
             chunks = [chunk async for chunk in DirectCall(self.stub, self._engine_at, request, timeout_s)]
+            if not chunks:  # as the balancer's Complete answers it on the relayed path
+                raise Unavailable("the engine ended the call without a reply")
             first, last = chunks[0], chunks[-1]
             return CallResult(first.request_id, "".join(c.text for c in chunks), last.finish_reason,
                               last.usage.prompt_tokens, last.usage.output_tokens, first.model, first.engine_id,
