@@ -31,7 +31,9 @@ from typing import Any, Mapping
 from hetflow.runtime.config import load_stack
 from hetflow.runtime.security import stack_security
 
-RUN_DIR = Path(os.environ.get("HETFLOW_CACHE", Path.home() / ".cache" / "hetflow")) / "run"
+RUN_DIR = Path(os.environ.get("HETFLOW_RUN_DIR")
+               or Path(os.environ.get("HETFLOW_CACHE", Path.home() / ".cache" / "hetflow")) / "run")
+"""Stacks' state files and logs, by stack name: ``HETFLOW_RUN_DIR``, else ``run`` under ``HETFLOW_CACHE``."""
 RESTART_WINDOW_S = 60.0
 MAX_BACKOFF_S = 30.0
 STOP_GRACE_S = 15.0

@@ -8,9 +8,16 @@ a predictor trained on it once per session. Tests that start services or train m
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# Stacks started by this session keep their state files and logs in a directory of its own, so two test
+# runs on one host (or a developer's own stacks) never read each other's state for a stack of the same
+# name; set before any test imports hetflow.supervisor, and inherited by the services the tests start.
+os.environ["HETFLOW_RUN_DIR"] = tempfile.mkdtemp(prefix="hetflow-test-run-")
 
 from hetflow.core.trace import StageRecord, trace_sha256
 from hetflow.workloads.generate import generate

@@ -71,7 +71,7 @@ def test_the_cli_entry_point_answers_help(installed):
 
 
 def test_the_installed_wheel_starts_the_example_stack_and_serves_an_openai_call(installed, tmp_path):
-    env_cache = {"HETFLOW_CACHE": str(tmp_path)}
+    env_cache = {"HETFLOW_CACHE": str(tmp_path), "HETFLOW_RUN_DIR": str(tmp_path / "run")}
 
     def hetflow(*args: str) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | env_cache

@@ -23,7 +23,7 @@ def hetflow(*args: str, env: dict | None = None, timeout: float = 240) -> subpro
 
 
 def test_example_sim_stack_up_run_status_down(tmp_path):
-    env = {"HETFLOW_CACHE": str(tmp_path)}
+    env = {"HETFLOW_CACHE": str(tmp_path), "HETFLOW_RUN_DIR": str(tmp_path / "run")}
     config, raw = stack_on_free_ports(REPO / "examples" / "local-sim.yaml", tmp_path)
     up = hetflow("up", "-c", str(config), env=env)
     try:
@@ -85,7 +85,7 @@ def test_up_stops_waiting_when_a_service_exits_and_prints_why(tmp_path):
         "stack": {"name": "broken"}, "monitor": {"port": free_port()},
         "balancer": {"port": free_port(), "latency_slak": 1},
         "engines": [{"name": "e0", "port": free_port(), "profile": "qwen2.5-1.5b-instruct@a6000"}]}))
-    env = {"HETFLOW_CACHE": str(tmp_path)}
+    env = {"HETFLOW_CACHE": str(tmp_path), "HETFLOW_RUN_DIR": str(tmp_path / "run")}
     up = hetflow("up", "-c", str(config), "--timeout", "200", env=env)
     assert up.returncode == 1
     assert "balancer exited" in up.stderr and "unknown setting(s) ['latency_slak']" in up.stderr
@@ -125,7 +125,7 @@ def test_the_supervisor_restarts_a_killed_service_and_up_says_when_one_cannot_st
     config.write_text(yaml.safe_dump({
         "stack": {"name": "restarts"}, "monitor": {"port": monitor_port}, "balancer": {"port": free_port()},
         "engines": [{"name": "e0", "port": free_port(), "profile": "qwen2.5-1.5b-instruct@a6000"}]}))
-    env = {"HETFLOW_CACHE": str(tmp_path)}
+    env = {"HETFLOW_CACHE": str(tmp_path), "HETFLOW_RUN_DIR": str(tmp_path / "run")}
     assert hetflow("up", "-c", str(config), env=env).returncode == 0
     try:
         first_pid = _service_record(tmp_path, "restarts", "monitor")["pid"]
@@ -168,7 +168,7 @@ def test_a_stack_with_mutual_tls_and_api_keys_comes_up_and_serves_only_holders_o
     assert hetflow("certs", "-c", str(config), "-o", str(certs)).returncode == 0
     raw["security"] = {**security_section(certs), "api_keys": {key_digest("key-a"): "team-a"}}
     config.write_text(yaml.safe_dump(raw))
-    env = {"HETFLOW_CACHE": str(tmp_path)}
+    env = {"HETFLOW_CACHE": str(tmp_path), "HETFLOW_RUN_DIR": str(tmp_path / "run")}
     up = hetflow("up", "-c", str(config), env=env)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
