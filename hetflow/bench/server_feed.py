@@ -129,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--calls", type=int, default=100)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--max-num-seqs", type=int, default=8)
+    p.add_argument("--stream-interval", type=int, default=1,
+                   help="the engine service's stream_interval_tokens: tokens per gRPC chunk it streams")
     p.add_argument("--ways", default=",".join(WAYS))
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
@@ -141,7 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     try:
         if {"engine", "stack"} & set(ways):
-            config = stack_config(gc.stack_for_server(server_url, args.max_num_seqs, 1), True, out_dir, "server-feed")
+            config = stack_config(gc.stack_for_server(server_url, args.max_num_seqs, args.stream_interval), True,
+                                  out_dir, "server-feed")
             if stackctl.up(config, 300) != 0:
                 raise RuntimeError("the stack did not start")
             raw = yaml.safe_load(config.read_text())
