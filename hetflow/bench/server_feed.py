@@ -87,7 +87,7 @@ async def _to_backend(server_url: str, max_num_seqs: int, calls: list[tuple[str,
         await backend.close()
 
 
-async def _to_engine(engine_address: str, calls: list[tuple[str, int]]) -> int:
+async def _to_engine(engine_address: str, engine_id: str, calls: list[tuple[str, int]]) -> int:
     """Every call at once to the engine service; returns how many it refused (any status but OK)."""
     issuer = TicketIssuer(DEVELOPMENT_TICKET_KEY)
     async with grpc.aio.insecure_channel(engine_address) as channel:
@@ -97,7 +97,7 @@ async def _to_engine(engine_address: str, calls: list[tuple[str, int]]) -> int:
             request = engine_pb2.EngineGenerateRequest(
                 request_id=f"feed-{time.monotonic_ns()}-{i}", prompt=prompt, priority=float(tokens),
                 sampling=common_pb2.SamplingParams(max_tokens=tokens, ignore_eos=True))
-            request.ticket.CopyFrom(issuer.issue(request, "", "served-0", False, time.time()))
+            request.ticket.CopyFrom(issuer.issue(request, "", engine_id, False, time.time()))
             try:
                 async for _ in engine.Generate(request):
                     pass
@@ -116,7 +116,7 @@ def run_way(way: str, server_url: str, stack: dict[str, str], max_num_seqs: int,
     elif way == "backend":
         asyncio.run(_to_backend(server_url, max_num_seqs, calls))
     elif way == "engine":
-        refused = asyncio.run(_to_engine(stack["engine"], calls))
+        refused = asyncio.run(_to_engine(stack["engine"], stack["engine_id"], calls))
     else:
         refused = asyncio.run(_to_server(stack["gateway"], "hetflow", "/v1/chat/completions", calls))
     wall_s = time.perf_counter() - started
@@ -135,6 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
     ways = args.ways.split(",")
+    if unknown := [way for way in ways if way not in WAYS]:
+        p.error(f"unknown way(s) {', '.join(unknown)}; known: {', '.join(WAYS)}")
     out_dir = Path(args.out or tempfile.mkdtemp(prefix="server-feed-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -149,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
                 raise RuntimeError("the stack did not start")
             raw = yaml.safe_load(config.read_text())
             stack = {"gateway": f"http://127.0.0.1:{raw['gateway']['port']}",
-                     "engine": f"127.0.0.1:{raw['engines'][0]['port']}"}
+                     "engine": f"127.0.0.1:{raw['engines'][0]['port']}", "engine_id": raw["engines"][0]["name"]}
         calls = burst(args.calls)
         asyncio.run(_to_server(server_url, "tiny", "/v1/completions", calls[:4]))  # warm-up
         for r in range(args.rounds):
