@@ -42,6 +42,8 @@ from hetflow.bench import gateway_cost as gc
 from hetflow.bench.vllm_router import router_command
 from hetflow.runtime.ports import free_port
 
+DOORS = ("vllm-router", "hetflow-direct", "hetflow-relay")
+"""The doors beside the server alone, which every round runs."""
 RATIOS = ("request_throughput", "median_ttft_ms", "median_itl_ms", "p99_itl_ms")
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
@@ -179,10 +181,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--conversations", type=int, default=2000)
     p.add_argument("--server-backlog", type=int, default=0,
                    help="vllm_server.server_backlog: calls let wait inside the server beyond its slots")
-    p.add_argument("--doors", default="vllm-router,hetflow-direct,hetflow-relay")
+    p.add_argument("--doors", default=",".join(DOORS))
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
     wanted = args.doors.split(",")
+    if unknown := [door for door in wanted if door not in DOORS]:
+        p.error(f"unknown door(s) {', '.join(unknown)}; known: {', '.join(DOORS)}")
     dataset = gc.sharegpt_head(args.conversations)
     out_dir = Path(args.out or tempfile.mkdtemp(prefix="three-doors-"))
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -39,3 +39,12 @@ def test_server_work_gives_steps_and_the_tokens_a_step_computed_between_two_read
                                           "server_tokens_per_step": 9.0}
     assert server_work(before, before)["server_tokens_per_step"] == 0.0  # no step: no division
 
+
+
+def test_an_unknown_door_is_one_line_naming_the_known_ones_before_any_server_starts(capsys):
+    from hetflow.bench.three_doors import main
+
+    with pytest.raises(SystemExit) as ended:
+        main(["--doors", "vllm-router,sglang"])
+    assert ended.value.code == 2
+    assert "unknown door(s) sglang; known: vllm-router, hetflow-direct, hetflow-relay" in capsys.readouterr().err
