@@ -120,7 +120,15 @@ async def wait_engines_registered(monitor_address: str, engine_ids: set[str], ti
     return False
 
 
-def up(config: Path, timeout_s: float) -> int:
+def up(config: Path, timeout_s: float, detach: bool = True) -> int:
+    """Start the stack's supervisor and wait until every service serves; 0 when it does.
+
+    ``detach``: the supervisor leads a session of its own, as a daemon does, so it outlives the terminal;
+    Linux's autogroup scheduler (``/proc/sys/kernel/sched_autogroup_enabled``) then gives its processes a
+    CPU share apart from the caller's. A benchmark that sets the stack beside processes it starts itself
+    (a vLLM server, a rival router) passes ``detach=False``: the supervisor gets its own process group in
+    the caller's session, so the scheduler weighs its processes as it weighs the others.
+    """
     raw = load_stack(config)
     name = stack_name(raw)
     running = read_state(raw)
@@ -130,7 +138,8 @@ def up(config: Path, timeout_s: float) -> int:
     log_path = RUN_DIR / f"{name}.supervisor.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "hetflow.supervisor", "-c", str(config.resolve())],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                **({"start_new_session": True} if detach else {"process_group": 0}))
     addresses = {s.name: s.address for s in plan(raw)}
     started = time.monotonic()
     operator = stack_security(raw, "operator")

@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     config = stack_config(out_dir)
     raw = yaml.safe_load(config.read_text())
     address = f"127.0.0.1:{raw['balancer']['port']}"
-    if stackctl.up(config, 300) != 0:
+    if stackctl.up(config, 300, detach=False) != 0:
         raise RuntimeError("the stack did not start")
     rows = []
     try:

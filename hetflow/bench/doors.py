@@ -171,7 +171,7 @@ def open_door(name: str, pool: dict[str, Any], time_scale: float, out: Path) -> 
     door = Door(name, path, [], "hetflow" if name == "hetflow" else "vllm",
                 stack_config=path if name == "hetflow" else None, time_scale=time_scale)
     try:
-        if stackctl.up(path, 300) != 0:
+        if stackctl.up(path, 300, detach=False) != 0:
             raise RuntimeError(f"{path}: the stack did not start")
         host = raw["stack"].get("host", "127.0.0.1")
         urls = [f"http://{host}:{s['port']}" for s in raw["vllm_sim"]]

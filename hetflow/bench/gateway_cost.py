@@ -161,7 +161,7 @@ def run_vllm(args: argparse.Namespace, dataset: Path, out_dir: Path) -> dict[str
     gateway_url = f"http://127.0.0.1:{raw['gateway']['port']}"
     rows: list[dict[str, Any]] = []
     try:
-        if stackctl.up(config, 300) != 0:
+        if stackctl.up(config, 300, detach=False) != 0:
             raise RuntimeError("the hetflow stack did not start")
         try:
             bench_serve(f"http://127.0.0.1:{port}", "tiny", argparse.Namespace(**{**vars(args), "num_prompts": 8}),
@@ -191,7 +191,7 @@ def run_sim(args: argparse.Namespace, dataset: Path, out_dir: Path) -> dict[str,
     gateway_url = f"http://{raw['gateway'].get('host', raw['stack'].get('host', '127.0.0.1'))}:{raw['gateway']['port']}"
     if stackctl.read_state(raw) is not None:
         raise ValueError(f"stack {raw['stack']['name']!r} is already up; `hetflow down -c {config}` first")
-    if stackctl.up(config, 300) != 0:
+    if stackctl.up(config, 300, detach=False) != 0:
         raise RuntimeError("the stack did not start")
     try:
         rows = [{"round": i, "side": "via gateway", **bench_serve(gateway_url, "hetflow", args, dataset, out_dir,

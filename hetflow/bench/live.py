@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 def _one(config: Path, raw: dict, records: Sequence[StageRecord], args: argparse.Namespace,
          engines: Sequence[EngineSpec]) -> dict[str, Any]:
     started_here = stackctl.read_state(load_stack(config)) is None
-    if started_here and stackctl.up(config, 240) != 0:
+    if started_here and stackctl.up(config, 240, detach=False) != 0:
         raise SystemExit(f"{config}: the stack did not start")
     try:
         host = raw.get("stack", {}).get("host", "127.0.0.1")

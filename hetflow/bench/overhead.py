@@ -51,7 +51,7 @@ def main() -> None:
 
     raw = load_stack(args.config)
     started = stackctl.read_state(raw) is None
-    if started and stackctl.up(args.config, 240) != 0:
+    if started and stackctl.up(args.config, 240, detach=False) != 0:
         raise SystemExit(1)
     try:
         address = f"{raw['stack'].get('host', '127.0.0.1')}:{raw['balancer']['port']}"

@@ -300,7 +300,7 @@ def run_soak(config: Path, rate: float, duration_s: float, seed: int) -> dict[st
 
 def _on_stack(scenario: str, args: argparse.Namespace, body: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
     config = write_stack(args.config, scenario, args.max_waiting, stream_interval=args.stream_interval)
-    if stackctl.up(config, 240) != 0:
+    if stackctl.up(config, 240, detach=False) != 0:
         raise SystemExit(f"{scenario}: the stack did not come up")
     try:
         return body(config)

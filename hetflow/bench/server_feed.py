@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         if {"engine", "stack"} & set(ways):
             config = stack_config(gc.stack_for_server(server_url, args.max_num_seqs, args.stream_interval), True,
                                   out_dir, "server-feed")
-            if stackctl.up(config, 300) != 0:
+            if stackctl.up(config, 300, detach=False) != 0:
                 raise RuntimeError("the stack did not start")
             raw = yaml.safe_load(config.read_text())
             stack = {"gateway": f"http://127.0.0.1:{raw['gateway']['port']}",

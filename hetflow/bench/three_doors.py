@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
             if door not in wanted:
                 continue
             config = stack_config(base, direct, out_dir, door)
-            if stackctl.up(config, 300) != 0:
+            if stackctl.up(config, 300, detach=False) != 0:
                 raise RuntimeError(f"the {door} stack did not start")
             started.append(config)
             raw = yaml.safe_load(config.read_text())

@@ -29,6 +29,8 @@ def test_example_sim_stack_up_run_status_down(tmp_path):
     try:
         assert up.returncode == 0, up.stderr
         assert "is up" in up.stdout
+        supervisor = _supervisor_pid(raw, env)
+        assert os.getsid(supervisor) == supervisor  # `hetflow up` detaches: a session of its own
         run = hetflow("run-workflow", "-c", str(config), "--count", "4", "--rate", "20", env=env)
         assert run.returncode == 0, run.stderr
         assert "4 workflows" in run.stdout and "program-affinity" in run.stdout
@@ -44,6 +46,13 @@ def test_example_sim_stack_up_run_status_down(tmp_path):
         down = hetflow("down", "-c", str(config), env=env)
     assert down.returncode == 0 and "stopped" in down.stdout
     assert hetflow("status", "-c", str(config), env=env).returncode == 1   # nothing answers any more
+
+
+def _supervisor_pid(raw: dict, env: dict) -> int:
+    from hetflow import stackctl
+
+    return int(json.loads((Path(env["HETFLOW_RUN_DIR"]) / f"{stackctl.stack_name(raw)}.json").read_text())[
+        "supervisor_pid"])
 
 
 def _post_json(url: str, body: dict) -> dict:
