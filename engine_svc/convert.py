@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 
-from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta
+from engine_svc.backends.base import BackendStatus, GenerateCall, ModelServerGrant, OutputDelta
 from hetflow import wire
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.errors import InvalidArgument
@@ -33,6 +33,11 @@ def chunk_to_proto(delta: OutputDelta) -> engine_pb2.EngineChunk:
         request_id=delta.request_id, text=delta.text, output_tokens=delta.output_tokens,
         prompt_tokens=delta.prompt_tokens, finished=delta.finished, finish_reason=delta.finish_reason,
         queued_s=delta.queued_s, preemptions=delta.preemptions)
+
+
+def grant_to_proto(grant: ModelServerGrant) -> engine_pb2.HoldGrant:
+    return engine_pb2.HoldGrant(url=grant.url, body_json=grant.body_json, prompt_tokens=grant.prompt_tokens,
+                                queued_s=grant.queued_s, request_id=grant.request_id)
 
 
 def status_to_proto(engine_id: str, model: str, address: str, backend: str, serving: bool,

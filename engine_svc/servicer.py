@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import AsyncGenerator, AsyncIterator, cast
+from typing import AsyncGenerator, AsyncIterator, TypeVar, cast
 
 import grpc
 from prometheus_client import Gauge
 
 from engine_svc import convert
-from engine_svc.backends.base import EngineBackend, OutputDelta, merge
+from engine_svc.backends.base import EngineBackend, HoldingBackend, ModelServerGrant, OutputDelta, merge
 from engine_svc.monitor_link import MonitorLink
-from hetflow.core.errors import ResourceExhausted
+from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unimplemented
 from hetflow.runtime.interceptors import status_of
 from hetflow.runtime.logs import bind_ids, get_logger
 from hetflow.runtime.security import CURRENT_CALLER, peer_identity
@@ -20,6 +20,7 @@ from hetflow.runtime.tickets import TicketChecker
 from hetflow.v1 import common_pb2, engine_pb2, engine_pb2_grpc
 
 log = get_logger(__name__)
+T = TypeVar("T")
 WAITING = Gauge("hetflow_engine_waiting", "Requests waiting (hetflow's queue and the engine's own)")
 RUNNING = Gauge("hetflow_engine_running", "Requests running")
 KV_USAGE = Gauge("hetflow_engine_kv_cache_usage", "Share of KV blocks in use")
@@ -46,14 +47,7 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
 
     async def Generate(self, request: engine_pb2.EngineGenerateRequest,
                        context: grpc.aio.ServicerContext) -> AsyncIterator[engine_pb2.EngineChunk]:
-        caller = CURRENT_CALLER.get()
-        claims = self.tickets.check(request, caller.name if caller.kind == "tenant" else None,
-                                    peer_identity(context), time.time())
-        bind_ids(request.request_id, request.program_id)
-        direct = claims.engine_releases and self.monitor is not None
-        if direct:
-            assert self.monitor is not None
-            self.monitor.started(request.request_id, request.admit)
+        direct = self._admit(request, context)
         received_unix_s, started_unix_s = time.time(), 0.0
         output_tokens, outcome = 0, "cancelled"
         chunks = self._stream(request)
@@ -75,10 +69,67 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         finally:
             await chunks.aclose()  # aborts the request if the caller went away early
             if direct:
-                task = asyncio.get_running_loop().create_task(
-                    self._end_direct(request.request_id, output_tokens, outcome, started_unix_s))
-                self._releases.add(task)
-                task.add_done_callback(self._releases.discard)
+                self._end_direct_later(request.request_id, output_tokens, outcome, started_unix_s)
+
+    async def Hold(self, requests: AsyncIterator[engine_pb2.HoldMessage],
+                   context: grpc.aio.ServicerContext) -> AsyncIterator[engine_pb2.HoldGrant]:
+        """A call whose caller streams it from the model server itself (issue 34): it waits in hetflow's
+        queue as any call does, its turn is answered with the request to send, and its slot is held until
+        the caller's second message says how the stream ended (or the caller goes away: the call is then
+        cancelled and its slot freed)."""
+        backend = self.backend
+        if not isinstance(backend, HoldingBackend):  # before the ticket is used: the caller may still Generate
+            raise Unimplemented(f"engine {self.engine_id} ({backend.backend_name}) has no model server a "
+                                     "caller may stream from: call Generate")
+        messages = aiter(requests)
+        first = await anext(messages, None)
+        if first is None or first.WhichOneof("kind") != "request":
+            raise InvalidArgument("a Hold's first message is the request")
+        request = first.request
+        direct = self._admit(request, context)
+        end, outcome = engine_pb2.HoldEnd(), "cancelled"
+        items = self._counted(backend.hold(convert.call_from_proto(request, self.max_tokens_limit)))
+        try:
+            grant = await anext(items)
+            assert isinstance(grant, ModelServerGrant)
+            yield convert.grant_to_proto(grant)
+            last = await anext(messages, None)
+            if last is None:
+                return  # the caller went away: closing ``items`` cancels the call
+            if last.WhichOneof("kind") != "end":
+                raise InvalidArgument("a Hold's second message is the end")
+            end = last.end
+            backend.release(request.request_id, end.output_tokens, end.finish_reason)
+            async for _ in items:  # the call's last delta: its slot is free
+                pass
+            outcome = (f"engine-error:{end.error}" if end.error else
+                       "aborted" if end.finish_reason in ("abort", "") else "completed")
+        except Exception as exc:
+            outcome = f"engine-error:{status_of(exc)[0].name}"
+            raise
+        finally:
+            await items.aclose()
+            if direct:
+                self._end_direct_later(request.request_id, end.output_tokens, outcome, end.started_unix_s)
+
+    def _admit(self, request: engine_pb2.EngineGenerateRequest, context: grpc.aio.ServicerContext) -> bool:
+        """Check the call's dispatch ticket; True when this engine, not the balancer, ends the monitor's
+        entry (the direct path), which then counts the call as started here."""
+        caller = CURRENT_CALLER.get()
+        claims = self.tickets.check(request, caller.name if caller.kind == "tenant" else None,
+                                    peer_identity(context), time.time())
+        bind_ids(request.request_id, request.program_id)
+        direct = claims.engine_releases and self.monitor is not None
+        if direct:
+            assert self.monitor is not None
+            self.monitor.started(request.request_id, request.admit)
+        return bool(direct)
+
+    def _end_direct_later(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._end_direct(request_id, output_tokens, outcome, started_unix_s))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
 
     async def _end_direct(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float) -> None:
         assert self.monitor is not None
@@ -87,23 +138,34 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
     async def _stream(self, request: engine_pb2.EngineGenerateRequest) -> AsyncGenerator[engine_pb2.EngineChunk, None]:
         """The backend's deltas, merged to a chunk every ``stream_interval_tokens``."""
         call = convert.call_from_proto(request, self.max_tokens_limit)
-        if self.waiting >= self.max_waiting:
-            raise ResourceExhausted(f"engine {self.engine_id} has {self.waiting} calls waiting (max_waiting)",
-                                    retry_after_s=1.0)
-        stream = cast(AsyncGenerator[OutputDelta, None], self.backend.generate(call))
         held: OutputDelta | None = None
         sent_tokens = 0
-        self.waiting += 1
-        started = False
+        stream = self._counted(self.backend.generate(call))
         try:
             async for delta in stream:
-                if not started:
-                    started, self.waiting = True, self.waiting - 1
+                assert isinstance(delta, OutputDelta)
                 held = merge(held, delta) if held is not None else delta
                 if held.finished or sent_tokens == 0 or held.output_tokens - sent_tokens >= self.stream_interval_tokens:
                     sent_tokens = held.output_tokens
                     yield convert.chunk_to_proto(held)
                     held = None
+        finally:
+            await stream.aclose()
+
+    async def _counted(self, items: AsyncIterator[T]) -> AsyncGenerator[T, None]:
+        """The backend's stream, counted in ``waiting`` until its first item (refused past ``max_waiting``)."""
+        stream = cast(AsyncGenerator[T, None], items)
+        if self.waiting >= self.max_waiting:
+            await stream.aclose()
+            raise ResourceExhausted(f"engine {self.engine_id} has {self.waiting} calls waiting (max_waiting)",
+                                    retry_after_s=1.0)
+        self.waiting += 1
+        started = False
+        try:
+            async for item in stream:
+                if not started:
+                    started, self.waiting = True, self.waiting - 1
+                yield item
         finally:
             if not started:
                 self.waiting -= 1

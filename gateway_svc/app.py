@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
 import grpc
+import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
@@ -41,6 +42,12 @@ class Gateway:
         self._models: frozenset[str] = frozenset()
         self._models_read_s = -float("inf")
         self._engines: dict[str, engine_pb2_grpc.EngineStub] = {}
+        self.model_servers = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0),
+                                               limits=httpx.Limits(max_connections=None, max_keepalive_connections=256)
+                                               ) if cfg.direct and cfg.stream_from_model_server else None
+        """The client calls stream from an engine's model server with (``Engine.Hold``)."""
+        self.model_server_less: set[str] = set()
+        """Engines that answered a hold UNIMPLEMENTED: streamed from themselves."""
 
     def _open(self, address: str) -> grpc.aio.Channel:
         channel = open_channel(address, self.cfg.serve.security)
@@ -57,12 +64,15 @@ class Gateway:
         """One call's stream: decided by the balancer and streamed from its engine (``cfg.direct``), or
         relayed by the balancer. Either reads chunk by chunk and cancels."""
         if self.cfg.direct:
-            return DirectCall(self.balancer, self.engine_at, request, metadata=metadata)
+            return DirectCall(self.balancer, self.engine_at, request, metadata=metadata,
+                              model_server=self.model_servers, model_server_less=self.model_server_less)
         return self.balancer.Generate(request, metadata=metadata or None)
 
     async def close(self) -> None:
         for channel in self._channels:
             await channel.close()
+        if self.model_servers is not None:
+            await self.model_servers.aclose()
 
     async def served_models(self) -> frozenset[str]:
         """The models healthy engines serve, as the monitor sees them (cached ``models_cache_s``)."""

@@ -31,6 +31,11 @@ class GatewayConfig:
     direct: bool = True
     """Stream each call's tokens from its engine, the balancer only deciding (``Balancer.Decide``, issue
     34); the engines' addresses must be reachable from the gateway. False: the balancer relays them."""
+    stream_from_model_server: bool = True
+    """On the direct path, a call whose engine fronts a model server (the ``vllm-server`` backend) is
+    streamed from that server itself once the engine's queue gives it its turn (``Engine.Hold``): no
+    Python process relays its tokens. The model servers must be reachable from the gateway. False: every
+    call streams through its engine service."""
     serve: ServeConfig = field(default_factory=ServeConfig)
 
     def __post_init__(self) -> None:

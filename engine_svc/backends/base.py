@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Protocol
+from typing import Any, AsyncIterator, Protocol, runtime_checkable
 
 from hetflow.core.call import SamplingSpec
 from hetflow.core.engine.profile import EngineProfile
@@ -45,6 +45,18 @@ class OutputDelta:
     finish_reason: str = ""
     queued_s: float = 0.0
     preemptions: int = 0
+
+
+@dataclass(frozen=True)
+class ModelServerGrant:
+    """A held call's turn (``Engine.Hold``, issue 34): the caller streams it from the model server itself,
+    with this body, and tells the engine how it ended (``release``)."""
+    request_id: str
+    url: str
+    body_json: bytes
+    prompt_tokens: int
+    queued_s: float
+    finished = False
 
 
 def merge(first: OutputDelta, later: OutputDelta) -> OutputDelta:
@@ -91,3 +103,17 @@ class EngineBackend(Protocol):
     def status(self) -> BackendStatus: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class HoldingBackend(EngineBackend, Protocol):
+    """A backend in front of a model server a caller may stream from itself (``Engine.Hold``)."""
+
+    def hold(self, call: GenerateCall) -> AsyncIterator[ModelServerGrant | OutputDelta]:
+        """The grant once the call's turn comes, then, after ``release``, its last delta; closing the
+        iterator early aborts the call and frees its slot."""
+        ...
+
+    def release(self, request_id: str, output_tokens: int, finish_reason: str) -> bool:
+        """The caller's stream ended: free the held slot; False when nothing is held under that id."""
+        ...

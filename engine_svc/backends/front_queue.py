@@ -17,12 +17,14 @@ import asyncio
 import time
 from typing import AsyncGenerator, Awaitable, Callable, Iterator
 
-from engine_svc.backends.base import GenerateCall, OutputDelta, coalesce_ready
+from engine_svc.backends.base import GenerateCall, ModelServerGrant, OutputDelta, coalesce_ready
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.request import EngineRequest, RequestStatus
 from hetflow.core.errors import InvalidArgument
 
 Held = tuple[EngineRequest, list[int], GenerateCall]
+StreamItem = OutputDelta | ModelServerGrant
+"""What a caller reads: deltas, or a held call's grant (``Engine.Hold``)."""
 
 
 class FrontQueue:
@@ -33,7 +35,7 @@ class FrontQueue:
         self.wake = asyncio.Event()
         """Set when the head may have room: a call arrived, a call finished, the engine stepped."""
         self.waiting: dict[str, Held] = {}
-        self._streams: dict[str, asyncio.Queue[OutputDelta | BaseException]] = {}
+        self._streams: dict[str, asyncio.Queue[StreamItem | BaseException]] = {}
         self.retained: dict[str, tuple[int, float]] = {}
         """Programs whose context is held for their next call -> (tokens, monotonic time it is let go)."""
 
@@ -42,7 +44,7 @@ class FrontQueue:
             raise InvalidArgument(f"request_id {request_id!r} is already running on this engine")
 
     async def serve(self, call: GenerateCall, token_ids: list[int],
-                    abort: Callable[[str], Awaitable[bool]]) -> AsyncGenerator[OutputDelta, None]:
+                    abort: Callable[[str], Awaitable[bool]]) -> AsyncGenerator[StreamItem, None]:
         """Queue the call and stream its deltas; ``abort`` runs when the caller stops reading early."""
         self.check_new(call.request_id)
         req = EngineRequest(request_id=call.request_id, prompt_tokens=len(token_ids),
@@ -50,7 +52,7 @@ class FrontQueue:
                             priority_tiebreak=call.priority_tiebreak, arrival_s=time.monotonic(),
                             program_id=call.program_id, reserve_output_tokens=call.reserve_output_tokens,
                             retain_kv_s=call.retain_kv_s)
-        stream: asyncio.Queue[OutputDelta | BaseException] = asyncio.Queue()
+        stream: asyncio.Queue[StreamItem | BaseException] = asyncio.Queue()
         self._streams[call.request_id] = stream
         self.waiting[call.request_id] = (req, token_ids, call)
         self.queue.push(req, self.iteration)
@@ -61,7 +63,8 @@ class FrontQueue:
                 item = await stream.get()
                 if isinstance(item, BaseException):
                     raise item
-                item = coalesce_ready(item, stream)
+                if isinstance(item, OutputDelta):
+                    item = coalesce_ready(item, stream)
                 finished = item.finished
                 yield item
         finally:
@@ -104,7 +107,7 @@ class FrontQueue:
         self.finish(held[0], "abort")
         return True
 
-    def put(self, request_id: str, item: OutputDelta | BaseException) -> None:
+    def put(self, request_id: str, item: StreamItem | BaseException) -> None:
         """A delta (or the error ending the call) for its caller, if the caller still reads."""
         stream = self._streams.get(request_id)
         if stream is not None:

@@ -115,6 +115,7 @@ class VllmBackend:
         stream = self.front.serve(call, token_ids, self.abort)
         try:
             async for delta in stream:
+                assert isinstance(delta, OutputDelta)  # this backend grants no holds
                 yield delta
         finally:
             await stream.aclose()  # runs the abort when the caller stopped reading early

@@ -22,7 +22,7 @@ import httpx
 
 from engine_svc.backends import vllm_metrics
 from engine_svc.backends.admission import has_room
-from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, merge
+from engine_svc.backends.base import BackendStatus, GenerateCall, ModelServerGrant, OutputDelta
 from engine_svc.backends.front_queue import FrontQueue
 from engine_svc.backends.vllm_backend import vllm_priority
 from engine_svc.config import EngineConfig, VllmServerConfig
@@ -32,41 +32,9 @@ from hetflow.core.engine.profile import EngineProfile, load_profile
 from hetflow.core.engine.request import EngineRequest
 from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unavailable
 from hetflow.runtime.logs import get_logger
+from hetflow.runtime.vllm_stream import CompletionEvent, server_error, stream_completion
 
 log = get_logger(__name__)
-
-
-def _server_error(status: int, body: bytes) -> Exception:
-    """The server's refusal as the domain error the caller sees: its 4xx are the caller's input."""
-    try:
-        message = json.loads(body).get("error", {}).get("message") or body.decode(errors="replace")
-    except (ValueError, AttributeError):
-        message = body.decode(errors="replace")
-    if 400 <= status < 500 and status != 429:
-        return InvalidArgument(f"vLLM server refused the request ({status}): {message}")
-    return Unavailable(f"vLLM server answered {status}: {message}")
-
-
-async def _event_batches(body: AsyncIterator[bytes]) -> AsyncIterator[list[dict[str, Any]]]:
-    """The server's SSE events (``data: {...}`` blocks, as vLLM's server writes them), parsed, a batch
-    per network read: splitting bytes whole costs less than reading line by line, and the events that
-    arrived together become one message downstream."""
-    pending = b""
-    async for data in body:
-        *complete, pending = (pending + data).split(b"\n\n")
-        events = [event for event in map(_event, complete) if event is not None]
-        if events:
-            yield events
-
-
-def _event(block: bytes) -> dict[str, Any] | None:
-    block = block.strip()
-    if not block.startswith(b"data: ") or block == b"data: [DONE]":
-        return None
-    event = json.loads(block[len(b"data: "):])
-    if "error" in event:
-        raise Unavailable(f"vLLM server failed mid-stream: {event['error'].get('message', event['error'])}")
-    return dict(event)
 
 
 class VllmServerBackend:
@@ -88,6 +56,8 @@ class VllmServerBackend:
         self._freed_blocks_since_read = 0
         """KV blocks of hetflow's requests that finished since the server's last report."""
         self._running: dict[str, tuple[EngineRequest, asyncio.Task[None]]] = {}
+        self._held: dict[str, asyncio.Future[tuple[int, str]]] = {}
+        """Held calls (``Engine.Hold``) -> their end, (output tokens, finish reason), once released."""
         self._loops: list[asyncio.Task[None]] = []
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -138,13 +108,36 @@ class VllmServerBackend:
 
     # -- requests ------------------------------------------------------------------------
     async def generate(self, call: GenerateCall) -> AsyncIterator[OutputDelta]:
+        async for item in self._serve(call):
+            assert isinstance(item, OutputDelta)
+            yield item
+
+    async def hold(self, call: GenerateCall) -> AsyncIterator[ModelServerGrant | OutputDelta]:
+        """``Engine.Hold``: the call waits in hetflow's queue as any other; its turn is a grant of the exact
+        request this backend would send (token ids, priority), and it keeps its slot until ``release``."""
+        self.front.check_new(call.request_id)
+        self._held[call.request_id] = asyncio.get_running_loop().create_future()
+        try:
+            async for item in self._serve(call):
+                yield item
+        finally:
+            self._held.pop(call.request_id, None)
+
+    def release(self, request_id: str, output_tokens: int, finish_reason: str) -> bool:
+        end = self._held.get(request_id)
+        if end is None or end.done():
+            return False
+        end.set_result((output_tokens, finish_reason))
+        return True
+
+    async def _serve(self, call: GenerateCall) -> AsyncIterator[ModelServerGrant | OutputDelta]:
         self.front.check_new(call.request_id)
         token_ids = await self._tokenize(call)
         self._check_fits(len(token_ids), call.sampling.max_tokens)
         stream = self.front.serve(call, token_ids, self.abort)
         try:
-            async for delta in stream:
-                yield delta
+            async for item in stream:
+                yield item
         finally:
             await stream.aclose()  # runs the abort when the caller stopped reading early
 
@@ -219,7 +212,11 @@ class VllmServerBackend:
 
     async def _run(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
         try:
-            await self._stream_retrying(req, token_ids, call)
+            held = self._held.get(req.request_id)
+            if held is not None:
+                await self._grant(req, token_ids, call, held)
+            else:
+                await self._stream_retrying(req, token_ids, call)
         except asyncio.CancelledError:
             self.front.finish(req, "abort")
         except (InvalidArgument, Unavailable) as exc:
@@ -247,40 +244,35 @@ class VllmServerBackend:
                 log.info("vllm_server_request_retried", request_id=req.request_id, error=type(exc).__name__)
 
     async def _stream(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
-        first, reason = True, "abort"
-        async with self._http.stream("POST", "/v1/completions", json=self._payload(req, token_ids, call),
-                                     headers={"x-request-id": req.request_id}) as reply:
-            if reply.status_code != 200:
-                raise _server_error(reply.status_code, await reply.aread())
-            async for events in _event_batches(reply.aiter_bytes()):
-                delta: OutputDelta | None = None
-                for event in events:  # what arrived together goes on as one delta
-                    latest = self._delta(req, event, first)
-                    if latest is not None:
-                        first = False
-                        delta = latest if delta is None else merge(delta, latest)
-                if delta is None:
-                    continue
-                self.front.put(req.request_id, delta)
-                if delta.finished:
-                    req.finished_s = time.monotonic()
-                    return
-        self.front.finish(req, reason)  # ended without a finish reason
+        queued_s = (req.first_scheduled_s or req.arrival_s) - req.arrival_s
+        async for events in stream_completion(self._http, "/v1/completions", self._payload(req, token_ids, call),
+                                              req.request_id, req.prompt_tokens):
+            delta = self._delta(req, events, queued_s)  # what arrived together goes on as one delta
+            queued_s = 0.0
+            self.front.put(req.request_id, delta)
+            if delta.finished:
+                req.finished_s = time.monotonic()
+                return
+        self.front.finish(req, "abort")  # ended without a finish reason
 
     @staticmethod
-    def _delta(req: EngineRequest, event: dict[str, Any], first: bool) -> OutputDelta | None:
-        """One streamed event as a delta; ``continuous_usage_stats`` gives every event the token counts."""
-        choices = event.get("choices") or []
-        usage = event.get("usage") or {}
-        if not choices:
-            return None  # the closing usage-only event
-        choice = choices[0]
-        req.output_tokens = int(usage.get("completion_tokens", req.output_tokens + 1))
-        reason = choice.get("finish_reason")
-        return OutputDelta(req.request_id, choice.get("text") or "", req.output_tokens,
-                           int(usage.get("prompt_tokens", req.prompt_tokens)), finished=reason is not None,
-                           finish_reason=reason or "",
-                           queued_s=(req.first_scheduled_s or req.arrival_s) - req.arrival_s if first else 0.0)
+    def _delta(req: EngineRequest, events: list[CompletionEvent], queued_s: float) -> OutputDelta:
+        last = events[-1]
+        req.output_tokens = last.output_tokens
+        return OutputDelta(req.request_id, "".join(e.text for e in events), last.output_tokens, last.prompt_tokens,
+                           finished=bool(last.finish_reason), finish_reason=last.finish_reason, queued_s=queued_s)
+
+    async def _grant(self, req: EngineRequest, token_ids: list[int], call: GenerateCall,
+                     end: asyncio.Future[tuple[int, str]]) -> None:
+        """A held call's turn: the grant to its caller, then its slot kept until the caller releases it."""
+        queued_s = (req.first_scheduled_s or req.arrival_s) - req.arrival_s
+        self.front.put(req.request_id, ModelServerGrant(
+            req.request_id, f"{self.cfg.base_url.rstrip('/')}/v1/completions",
+            json.dumps(self._payload(req, token_ids, call)).encode(), req.prompt_tokens, queued_s))
+        req.output_tokens, reason = await end
+        if reason in ("stop", "length"):
+            req.finished_s = time.monotonic()
+        self.front.finish(req, reason or "abort")
 
     # -- helpers -------------------------------------------------------------------------
     async def _tokenize(self, call: GenerateCall) -> list[int]:
@@ -294,7 +286,7 @@ class VllmServerBackend:
         except httpx.HTTPError as exc:
             raise Unavailable(f"vLLM server {self.cfg.base_url} did not tokenise the prompt: {exc}") from exc
         if reply.status_code != 200:
-            raise _server_error(reply.status_code, reply.content)
+            raise server_error(reply.status_code, reply.content)
         return list(reply.json()["tokens"])
 
     def _check_fits(self, prompt_tokens: int, max_tokens: int) -> None:

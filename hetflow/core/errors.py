@@ -43,3 +43,8 @@ class FailedPrecondition(HetflowError):
 
 class AlreadyExists(HetflowError):
     """What the call would create exists already, e.g. a dispatch ticket presented twice (ALREADY_EXISTS)."""
+
+
+class Unimplemented(HetflowError):
+    """This server does not offer the method for what it serves, e.g. ``Engine.Hold`` on an engine with no
+    model server to stream from (UNIMPLEMENTED): call the general method instead."""

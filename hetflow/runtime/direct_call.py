@@ -8,6 +8,13 @@ serves a cascade answers a decision FAILED_PRECONDITION (it must read each answe
 call then goes through its relay, ``Balancer.Generate``. hetflow's Python
 client (``HetflowClient(direct=True)``) and the gateway (``gateway.direct``) both stream this way.
 
+Given an HTTP client (``model_server``), a call whose engine fronts a model server of its own (the
+``vllm-server`` backend) streams from that server instead (``Engine.Hold``): the engine queues the call
+as any other and answers its turn with the request to send; the tokens then come straight from the
+server, and the engine is told how the stream ended, so no Python process relays them. An engine that
+answers UNIMPLEMENTED (no model server), or whose server this caller cannot connect to, is streamed
+from as above, and not asked again (``model_server_less``).
+
 ``DirectCall`` reads as the balancer's ``Generate`` stream does: iterate it, or ``read()`` chunk by chunk
 (``grpc.aio.EOF`` at the end), and ``cancel()`` it; its chunks are ``GenerateChunk``s with the model,
 engine and receipt on the first and usage on the last, as the relay sends them.
@@ -21,25 +28,35 @@ import uuid
 from typing import Any, AsyncGenerator, AsyncIterator, Callable, Sequence
 
 import grpc
+import httpx
 
-from hetflow.runtime.interceptors import REDISPATCHABLE
+from hetflow.core.errors import HetflowError, Unavailable
+from hetflow.runtime.interceptors import REDISPATCHABLE, status_of
+from hetflow.runtime.vllm_stream import stream_completion
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2, engine_pb2, engine_pb2_grpc
 
 
 class DirectCall:
     def __init__(self, balancer: balancer_pb2_grpc.BalancerStub,
                  engine_at: Callable[[str], engine_pb2_grpc.EngineStub], request: balancer_pb2.GenerateRequest,
-                 timeout_s: float | None = None, metadata: Sequence[tuple[str, str]] = ()) -> None:
+                 timeout_s: float | None = None, metadata: Sequence[tuple[str, str]] = (),
+                 model_server: httpx.AsyncClient | None = None, model_server_less: set[str] | None = None) -> None:
         """``engine_at``: the engine stub for an address (channels are the caller's to keep);
-        ``metadata``: sent with the decision and the stream (a tenant's API key)."""
+        ``metadata``: sent with the decision and the stream (a tenant's API key); ``model_server``: the
+        client to stream from an engine's model server with (None: always from the engine);
+        ``model_server_less``: addresses of engines known to have none (the caller's to keep)."""
         self._balancer, self._engine_at = balancer, engine_at
+        self._http = model_server
+        self._model_server_less = model_server_less if model_server_less is not None else set()
         self._call = balancer_pb2.GenerateRequest()
         self._call.CopyFrom(request)
         self._call.request_id = self._call.request_id or uuid.uuid4().hex  # the same id each time it is decided
         self._deadline_s = time.monotonic() + timeout_s if timeout_s is not None else None
         self._metadata = tuple(metadata) or None
         self._current: Any = None
-        """The gRPC call in progress (the decision, then the engine's stream): what ``cancel`` cancels."""
+        """The gRPC call in progress (the decision, then the engine's stream or hold): what ``cancel`` cancels."""
+        self._reading: asyncio.Task[Any] | None = None
+        """The task awaiting the model server's next read, while it does: ``cancel`` interrupts it."""
         self._cancelled = False
         self._chunks: AsyncGenerator[balancer_pb2.GenerateChunk, None] = self._run()
 
@@ -62,6 +79,8 @@ class DirectCall:
         self._cancelled = True
         if self._current is not None:
             self._current.cancel()
+        if self._reading is not None:
+            self._reading.cancel()  # closes the model server's stream, on which it aborts the call
 
     def _left_s(self) -> float | None:
         return self._deadline_s - time.monotonic() if self._deadline_s is not None else None
@@ -85,28 +104,140 @@ class DirectCall:
                 return
             if self._cancelled:
                 raise asyncio.CancelledError
-            stream = self._current = self._engine_at(decision.engine_address).Generate(
-                decision.engine_request, timeout=self._left_s(), metadata=self._metadata)
-            first, queued_s = True, 0.0
+            held = self._http is not None and decision.engine_address not in self._model_server_less
+            chunks = self._held(decision) if held else self._from_engine(decision)
+            first = True
             try:
-                async for chunk in stream:
-                    queued_s += chunk.queued_s
-                    yield _as_relayed(chunk, decision, first, queued_s)
+                async for chunk in chunks:
+                    yield chunk
                     first = False
                 return
+            except ModelServerUnreachable:
+                self._model_server_less.add(decision.engine_address)  # decided again: streamed from the engine
+                continue
             except grpc.aio.AioRpcError as exc:
+                if first and exc.code() == grpc.StatusCode.UNIMPLEMENTED and held:
+                    self._model_server_less.add(decision.engine_address)  # its ticket is unused: stream from it
+                    async for chunk in self._from_engine(decision):
+                        yield chunk
+                    return
                 if not first or exc.code() not in REDISPATCHABLE:
                     raise
                 failed.append(balancer_pb2.FailedDispatch(engine_id=decision.engine_id, code=exc.code().name,
                                                           details=exc.details() or ""))
             finally:
-                stream.cancel()  # a no-op once finished; a caller that stops reading aborts the call
+                await chunks.aclose()
+
+    async def _from_engine(self, decision: balancer_pb2.DispatchDecision
+                           ) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:
+        stream = self._current = self._engine_at(decision.engine_address).Generate(
+            decision.engine_request, timeout=self._left_s(), metadata=self._metadata)
+        first, queued_s = True, 0.0
+        try:
+            async for chunk in stream:
+                queued_s += chunk.queued_s
+                yield _as_relayed(chunk, decision, first, queued_s)
+                first = False
+        finally:
+            stream.cancel()  # a no-op once finished; a caller that stops reading aborts the call
+
+    async def _held(self, decision: balancer_pb2.DispatchDecision) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:
+        """The call's turn from its engine (``Engine.Hold``), its tokens from the engine's model server, and
+        how the stream ended back to the engine. A failure before the first token answers as the engine's
+        stream would (UNAVAILABLE, or INVALID_ARGUMENT for the server's refusal of the request)."""
+        assert self._http is not None
+        hold = self._current = self._engine_at(decision.engine_address).Hold(timeout=self._left_s(),
+                                                                             metadata=self._metadata)
+        end = engine_pb2.HoldEnd()
+        chunks: AsyncGenerator[balancer_pb2.GenerateChunk, None] | None = None
+        try:
+            await hold.write(engine_pb2.HoldMessage(request=decision.engine_request))
+            grant = await hold.read()
+            if grant is grpc.aio.EOF:  # a failed hold raises its status on read: this one ended OK, unanswered
+                raise _rpc_error(grpc.StatusCode.UNAVAILABLE, "the engine ended the hold without a turn")
+            chunks = self._from_model_server(decision, grant, end)
+            while (chunk := await self._next_read(chunks)) is not None:
+                yield chunk
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._cancelled and task is not None and task.cancelling():
+                task.uncancel()  # the call was cancelled, not the caller's task: it ends as a cancelled stream does
+            raise
+        except httpx.ConnectError as exc:  # nothing sent: the server is not reachable from here
+            end.error = grpc.StatusCode.UNAVAILABLE.name
+            raise ModelServerUnreachable(grant.url) from exc
+        except (httpx.HTTPError, HetflowError) as exc:
+            code, details = status_of(exc) if isinstance(exc, HetflowError) else (
+                grpc.StatusCode.UNAVAILABLE, f"the model server failed the call: {type(exc).__name__}: {exc}")
+            end.error = code.name
+            raise _rpc_error(code, details) from exc
+        finally:
+            if chunks is not None:
+                await chunks.aclose()  # a caller that stopped reading closes the model server's stream
+            await _end_hold(hold, end)
+
+    async def _next_read(self, chunks: AsyncGenerator[balancer_pb2.GenerateChunk, None]
+                         ) -> balancer_pb2.GenerateChunk | None:
+        """The next chunk from the model server; ``cancel`` interrupts the wait (only the wait: not what
+        the caller does with a chunk)."""
+        if self._cancelled:
+            raise asyncio.CancelledError
+        self._reading = asyncio.current_task()
+        try:
+            return await anext(chunks, None)
+        finally:
+            self._reading = None
+
+    async def _from_model_server(self, decision: balancer_pb2.DispatchDecision, grant: engine_pb2.HoldGrant,
+                                 end: engine_pb2.HoldEnd) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:
+        assert self._http is not None
+        first = True
+        async for events in stream_completion(self._http, grant.url, grant.body_json, grant.request_id,
+                                              grant.prompt_tokens):
+            last = events[-1]
+            chunk = balancer_pb2.GenerateChunk(
+                request_id=decision.request_id, text="".join(e.text for e in events), output_tokens=last.output_tokens,
+                finished=bool(last.finish_reason), finish_reason=last.finish_reason)
+            if first:
+                chunk.model, chunk.engine_id, end.started_unix_s = decision.model, decision.engine_id, time.time()
+                if decision.HasField("receipt"):
+                    chunk.receipt.CopyFrom(decision.receipt)
+            end.output_tokens, end.finish_reason, first = last.output_tokens, last.finish_reason, False
+            if chunk.finished:
+                chunk.usage.CopyFrom(common_pb2.Usage(prompt_tokens=last.prompt_tokens,
+                                                      output_tokens=last.output_tokens))
+                chunk.queued_s = grant.queued_s
+            yield chunk
+            if chunk.finished:
+                return
+        raise Unavailable("the model server ended the stream without a finish reason")
 
 
     async def _relayed(self) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:
         self._current = self._balancer.Generate(self._call, timeout=self._left_s(), metadata=self._metadata)
         async for chunk in self._current:
             yield chunk
+
+
+class ModelServerUnreachable(Exception):
+    """The granted model server could not be connected to from this caller (an engine whose server listens
+    on its own host's loopback, say): the call is decided again and streamed through the engine."""
+
+
+async def _end_hold(hold: Any, end: engine_pb2.HoldEnd) -> None:
+    """Tell the engine how the stream ended and close the hold; an engine already gone needs no telling."""
+    if hold.done():
+        return
+    try:
+        await hold.write(engine_pb2.HoldMessage(end=end))
+        await hold.done_writing()
+        await hold.code()  # the engine has freed the slot
+    except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+        hold.cancel()  # the engine then cancels the call and frees its slot
+
+
+def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
 def _as_relayed(chunk: engine_pb2.EngineChunk, decision: balancer_pb2.DispatchDecision, first: bool,

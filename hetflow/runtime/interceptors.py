@@ -47,6 +47,7 @@ STATUS_OF: dict[type[errors.HetflowError], grpc.StatusCode] = {
     errors.DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     errors.FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     errors.AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
+    errors.Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
 }
 """The status each domain error answers with; any other HetflowError is INTERNAL."""
 
@@ -68,8 +69,9 @@ def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str]:
 
 
 class ServiceInterceptor(grpc.aio.ServerInterceptor):
-    """Wraps every unary and server-streaming handler of the service: who calls and whether they may
-    (``hetflow.runtime.security``), then the message checks, then the handler."""
+    """Wraps every unary, server-streaming and bidirectional handler of the service: who calls and whether
+    they may (``hetflow.runtime.security``), then the message checks (each message of a stream as it is
+    read), then the handler."""
 
     def __init__(self, service: str, security: SecurityConfig | None = None) -> None:
         self._service, self._security = service, security or SecurityConfig()
@@ -92,14 +94,23 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 request_deserializer=lenient(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
+        if handler.stream_stream:
+            return grpc.stream_stream_rpc_method_handler(
+                self._bidi(path, handler.stream_stream),
+                request_deserializer=lenient(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
         return handler
 
     def _admit(self, path: str, request: Any, context: grpc.aio.ServicerContext) -> None:
         """Who calls, whether they may, and whether the message is sane; the caller is kept for the handler."""
+        self._authorize(path, context)
+        _check(request)
+
+    def _authorize(self, path: str, context: grpc.aio.ServicerContext) -> None:
         caller = caller_of(path, context, self._security, self._service_token)
         authorize(path, caller)
         CURRENT_CALLER.set(caller)
-        _check(request)
 
     def _unary(self, path: str, behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         method = path.rsplit("/", 1)[-1]
@@ -112,7 +123,8 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 self._admit(path, request, context)
                 return await behaviour(request, context)
             except Exception as exc:  # noqa: BLE001 - every failure becomes a status
-                code = await _abort(context, exc, method)
+                code = _code_of(exc, context)
+                await _abort(context, exc, method)
             finally:
                 self._observe(method, start, code)
 
@@ -134,7 +146,34 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 async for item in behaviour(request, context):
                     yield item
             except Exception as exc:  # noqa: BLE001
-                code = await _abort(context, exc, method)
+                code = _code_of(exc, context)
+                await _abort(context, exc, method)
+            finally:
+                self._observe(method, start, code)
+
+        return wrapped
+
+    def _bidi(self, path: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+        if not inspect.isasyncgenfunction(behaviour):  # one that writes with ``context.write``, as in _stream
+            unary = self._unary(path, behaviour)
+
+            async def awaited(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+                return await unary(_checked(requests), context)
+
+            return awaited
+        method = path.rsplit("/", 1)[-1]
+
+        async def wrapped(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            structlog.contextvars.bind_contextvars(rpc=method)
+            start = time.perf_counter()
+            code = grpc.StatusCode.OK
+            try:
+                self._authorize(path, context)
+                async for item in behaviour(_checked(requests), context):
+                    yield item
+            except Exception as exc:  # noqa: BLE001
+                code = _code_of(exc, context)
+                await _abort(context, exc, method)
             finally:
                 self._observe(method, start, code)
 
@@ -150,7 +189,21 @@ def _check(request: Any) -> None:
         raise errors.InvalidArgument(found)
 
 
-async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> grpc.StatusCode:
+async def _checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for request in requests:
+        _check(request)
+        yield request
+
+
+def _code_of(exc: Exception, context: grpc.aio.ServicerContext) -> grpc.StatusCode:
+    """The status a failed handler ends with (one that aborted itself set it on its context)."""
+    if isinstance(exc, grpc.aio.AbortError):
+        return context.code() or grpc.StatusCode.UNKNOWN
+    return status_of(exc)[0]
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
+    """Answer the failure with its status (``context.abort`` raises, ending the handler)."""
     if isinstance(exc, grpc.aio.AbortError):
         raise exc
     code, message = status_of(exc)
@@ -162,4 +215,3 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
     if retry_after_s is not None:  # gRPC's retry pushback: clients (and gRPC's own retry policy) wait this long
         context.set_trailing_metadata(((RETRY_PUSHBACK_KEY, str(max(0, round(retry_after_s * 1e3)))),))
     await context.abort(code, message)
-    return code  # unreachable: abort raises

@@ -53,6 +53,7 @@ ACCESS: Mapping[str, frozenset[str]] = {
     # a standard gateway (Envoy) asking the balancer's endpoint picker where a call goes; the tenant's API
     # key is checked in the HTTP headers it forwards
     "/envoy.service.ext_proc.v3.ExternalProcessor/Process": frozenset({"gateway"}),
+    "/hetflow.v1.Engine/Hold": frozenset({"gateway", "tenant", "anonymous"}),
     "/hetflow.v1.Engine/Abort": frozenset({"balancer"}),
     "/hetflow.v1.Engine/Status": frozenset({"balancer", "monitor", "operator"}),
     # engines end the entries of the calls they stream directly, and tell a restarted monitor those again

@@ -26,7 +26,7 @@ from hetflow.v1 import common_pb2 as hetflow_dot_v1_dot_common__pb2
 from hetflow.v1 import monitor_pb2 as hetflow_dot_v1_dot_monitor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hetflow/v1/engine.proto\x12\nhetflow.v1\x1a\x17hetflow/v1/common.proto\x1a\x18hetflow/v1/monitor.proto\"\xde\x02\n\x15\x45ngineGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12)\n\x08messages\x18\x03 \x03(\x0b\x32\x17.hetflow.v1.ChatMessage\x12,\n\x08sampling\x18\x04 \x01(\x0b\x32\x1a.hetflow.v1.SamplingParams\x12\x10\n\x08priority\x18\x05 \x01(\x01\x12\x12\n\nprogram_id\x18\x06 \x01(\t\x12\x19\n\x11priority_tiebreak\x18\x07 \x01(\x01\x12\x13\n\x0bretain_kv_s\x18\x08 \x01(\x01\x12\x1d\n\x15reserve_output_tokens\x18\t \x01(\r\x12*\n\x06ticket\x18\n \x01(\x0b\x32\x1a.hetflow.v1.DispatchTicket\x12\'\n\x05\x61\x64mit\x18\x0b \x01(\x0b\x32\x18.hetflow.v1.AdmitRequest\"-\n\x0e\x44ispatchTicket\x12\x0e\n\x06\x63laims\x18\x01 \x01(\x0c\x12\x0b\n\x03mac\x18\x02 \x01(\x0c\"\x9d\x01\n\x0cTicketClaims\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x11\n\tengine_id\x18\x03 \x01(\t\x12\x16\n\x0e\x65xpires_unix_s\x18\x04 \x01(\x01\x12\r\n\x05nonce\x18\x05 \x01(\x0c\x12\x16\n\x0erequest_sha256\x18\x06 \x01(\x0c\x12\x17\n\x0f\x65ngine_releases\x18\x07 \x01(\x08\"\xad\x01\n\x0b\x45ngineChunk\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\routput_tokens\x18\x03 \x01(\r\x12\x15\n\rprompt_tokens\x18\x04 \x01(\r\x12\x10\n\x08\x66inished\x18\x05 \x01(\x08\x12\x15\n\rfinish_reason\x18\x06 \x01(\t\x12\x10\n\x08queued_s\x18\x07 \x01(\x01\x12\x13\n\x0bpreemptions\x18\x08 \x01(\r\"\"\n\x0c\x41\x62ortRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"\x1b\n\nAbortReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"\x15\n\x13\x45ngineStatusRequest2\xd2\x01\n\x06\x45ngine\x12H\n\x08Generate\x12!.hetflow.v1.EngineGenerateRequest\x1a\x17.hetflow.v1.EngineChunk0\x01\x12\x39\n\x05\x41\x62ort\x12\x18.hetflow.v1.AbortRequest\x1a\x16.hetflow.v1.AbortReply\x12\x43\n\x06Status\x12\x1f.hetflow.v1.EngineStatusRequest\x1a\x18.hetflow.v1.EngineStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hetflow/v1/engine.proto\x12\nhetflow.v1\x1a\x17hetflow/v1/common.proto\x1a\x18hetflow/v1/monitor.proto\"\xde\x02\n\x15\x45ngineGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12)\n\x08messages\x18\x03 \x03(\x0b\x32\x17.hetflow.v1.ChatMessage\x12,\n\x08sampling\x18\x04 \x01(\x0b\x32\x1a.hetflow.v1.SamplingParams\x12\x10\n\x08priority\x18\x05 \x01(\x01\x12\x12\n\nprogram_id\x18\x06 \x01(\t\x12\x19\n\x11priority_tiebreak\x18\x07 \x01(\x01\x12\x13\n\x0bretain_kv_s\x18\x08 \x01(\x01\x12\x1d\n\x15reserve_output_tokens\x18\t \x01(\r\x12*\n\x06ticket\x18\n \x01(\x0b\x32\x1a.hetflow.v1.DispatchTicket\x12\'\n\x05\x61\x64mit\x18\x0b \x01(\x0b\x32\x18.hetflow.v1.AdmitRequest\"-\n\x0e\x44ispatchTicket\x12\x0e\n\x06\x63laims\x18\x01 \x01(\x0c\x12\x0b\n\x03mac\x18\x02 \x01(\x0c\"\x9d\x01\n\x0cTicketClaims\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x11\n\tengine_id\x18\x03 \x01(\t\x12\x16\n\x0e\x65xpires_unix_s\x18\x04 \x01(\x01\x12\r\n\x05nonce\x18\x05 \x01(\x0c\x12\x16\n\x0erequest_sha256\x18\x06 \x01(\x0c\x12\x17\n\x0f\x65ngine_releases\x18\x07 \x01(\x08\"\xad\x01\n\x0b\x45ngineChunk\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\routput_tokens\x18\x03 \x01(\r\x12\x15\n\rprompt_tokens\x18\x04 \x01(\r\x12\x10\n\x08\x66inished\x18\x05 \x01(\x08\x12\x15\n\rfinish_reason\x18\x06 \x01(\t\x12\x10\n\x08queued_s\x18\x07 \x01(\x01\x12\x13\n\x0bpreemptions\x18\x08 \x01(\r\"o\n\x0bHoldMessage\x12\x34\n\x07request\x18\x01 \x01(\x0b\x32!.hetflow.v1.EngineGenerateRequestH\x00\x12\"\n\x03\x65nd\x18\x02 \x01(\x0b\x32\x13.hetflow.v1.HoldEndH\x00\x42\x06\n\x04kind\"^\n\x07HoldEnd\x12\x15\n\routput_tokens\x18\x01 \x01(\r\x12\x15\n\rfinish_reason\x18\x02 \x01(\t\x12\x16\n\x0estarted_unix_s\x18\x03 \x01(\x01\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"h\n\tHoldGrant\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x11\n\tbody_json\x18\x02 \x01(\x0c\x12\x15\n\rprompt_tokens\x18\x03 \x01(\r\x12\x10\n\x08queued_s\x18\x04 \x01(\x01\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"\"\n\x0c\x41\x62ortRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"\x1b\n\nAbortReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"\x15\n\x13\x45ngineStatusRequest2\x8e\x02\n\x06\x45ngine\x12H\n\x08Generate\x12!.hetflow.v1.EngineGenerateRequest\x1a\x17.hetflow.v1.EngineChunk0\x01\x12:\n\x04Hold\x12\x17.hetflow.v1.HoldMessage\x1a\x15.hetflow.v1.HoldGrant(\x01\x30\x01\x12\x39\n\x05\x41\x62ort\x12\x18.hetflow.v1.AbortRequest\x1a\x16.hetflow.v1.AbortReply\x12\x43\n\x06Status\x12\x1f.hetflow.v1.EngineStatusRequest\x1a\x18.hetflow.v1.EngineStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,12 +41,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TICKETCLAIMS']._serialized_end=648
   _globals['_ENGINECHUNK']._serialized_start=651
   _globals['_ENGINECHUNK']._serialized_end=824
-  _globals['_ABORTREQUEST']._serialized_start=826
-  _globals['_ABORTREQUEST']._serialized_end=860
-  _globals['_ABORTREPLY']._serialized_start=862
-  _globals['_ABORTREPLY']._serialized_end=889
-  _globals['_ENGINESTATUSREQUEST']._serialized_start=891
-  _globals['_ENGINESTATUSREQUEST']._serialized_end=912
-  _globals['_ENGINE']._serialized_start=915
-  _globals['_ENGINE']._serialized_end=1125
+  _globals['_HOLDMESSAGE']._serialized_start=826
+  _globals['_HOLDMESSAGE']._serialized_end=937
+  _globals['_HOLDEND']._serialized_start=939
+  _globals['_HOLDEND']._serialized_end=1033
+  _globals['_HOLDGRANT']._serialized_start=1035
+  _globals['_HOLDGRANT']._serialized_end=1139
+  _globals['_ABORTREQUEST']._serialized_start=1141
+  _globals['_ABORTREQUEST']._serialized_end=1175
+  _globals['_ABORTREPLY']._serialized_start=1177
+  _globals['_ABORTREPLY']._serialized_end=1204
+  _globals['_ENGINESTATUSREQUEST']._serialized_start=1206
+  _globals['_ENGINESTATUSREQUEST']._serialized_end=1227
+  _globals['_ENGINE']._serialized_start=1230
+  _globals['_ENGINE']._serialized_end=1500
 # @@protoc_insertion_point(module_scope)

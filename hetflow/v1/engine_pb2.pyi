@@ -80,6 +80,40 @@ class EngineChunk(_message.Message):
     preemptions: int
     def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., output_tokens: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., finished: _Optional[bool] = ..., finish_reason: _Optional[str] = ..., queued_s: _Optional[float] = ..., preemptions: _Optional[int] = ...) -> None: ...
 
+class HoldMessage(_message.Message):
+    __slots__ = ("request", "end")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    request: EngineGenerateRequest
+    end: HoldEnd
+    def __init__(self, request: _Optional[_Union[EngineGenerateRequest, _Mapping]] = ..., end: _Optional[_Union[HoldEnd, _Mapping]] = ...) -> None: ...
+
+class HoldEnd(_message.Message):
+    __slots__ = ("output_tokens", "finish_reason", "started_unix_s", "error")
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    STARTED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    output_tokens: int
+    finish_reason: str
+    started_unix_s: float
+    error: str
+    def __init__(self, output_tokens: _Optional[int] = ..., finish_reason: _Optional[str] = ..., started_unix_s: _Optional[float] = ..., error: _Optional[str] = ...) -> None: ...
+
+class HoldGrant(_message.Message):
+    __slots__ = ("url", "body_json", "prompt_tokens", "queued_s", "request_id")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    BODY_JSON_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_S_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    body_json: bytes
+    prompt_tokens: int
+    queued_s: float
+    request_id: str
+    def __init__(self, url: _Optional[str] = ..., body_json: _Optional[bytes] = ..., prompt_tokens: _Optional[int] = ..., queued_s: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+
 class AbortRequest(_message.Message):
     __slots__ = ("request_id",)
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]

@@ -40,6 +40,11 @@ class EngineStub:
                 request_serializer=hetflow_dot_v1_dot_engine__pb2.EngineGenerateRequest.SerializeToString,
                 response_deserializer=hetflow_dot_v1_dot_engine__pb2.EngineChunk.FromString,
                 _registered_method=True)
+        self.Hold = channel.stream_stream(
+                '/hetflow.v1.Engine/Hold',
+                request_serializer=hetflow_dot_v1_dot_engine__pb2.HoldMessage.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_engine__pb2.HoldGrant.FromString,
+                _registered_method=True)
         self.Abort = channel.unary_unary(
                 '/hetflow.v1.Engine/Abort',
                 request_serializer=hetflow_dot_v1_dot_engine__pb2.AbortRequest.SerializeToString,
@@ -64,6 +69,15 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Hold(self, request_iterator, context):
+        """A call whose tokens the caller streams from the engine's model server itself (issue 34): the first
+        message is the request, answered with a grant once hetflow's queue admits it; the second says how
+        the stream ended. The slot is held until then, or until the caller goes away.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Abort(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -83,6 +97,11 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.Generate,
                     request_deserializer=hetflow_dot_v1_dot_engine__pb2.EngineGenerateRequest.FromString,
                     response_serializer=hetflow_dot_v1_dot_engine__pb2.EngineChunk.SerializeToString,
+            ),
+            'Hold': grpc.stream_stream_rpc_method_handler(
+                    servicer.Hold,
+                    request_deserializer=hetflow_dot_v1_dot_engine__pb2.HoldMessage.FromString,
+                    response_serializer=hetflow_dot_v1_dot_engine__pb2.HoldGrant.SerializeToString,
             ),
             'Abort': grpc.unary_unary_rpc_method_handler(
                     servicer.Abort,
@@ -122,6 +141,33 @@ class Engine:
             '/hetflow.v1.Engine/Generate',
             hetflow_dot_v1_dot_engine__pb2.EngineGenerateRequest.SerializeToString,
             hetflow_dot_v1_dot_engine__pb2.EngineChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Hold(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/hetflow.v1.Engine/Hold',
+            hetflow_dot_v1_dot_engine__pb2.HoldMessage.SerializeToString,
+            hetflow_dot_v1_dot_engine__pb2.HoldGrant.FromString,
             options,
             channel_credentials,
             insecure,

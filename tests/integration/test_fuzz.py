@@ -25,9 +25,12 @@ from tests.integration.harness import Stack, stack_config, start_stack
 pytestmark = pytest.mark.slow
 CLEAR = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
          grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
-         grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS}
-"""The last three are the dispatch tickets' (issue 34): a fuzzed engine request's ticket is forged unless
-the test signs it, which half the examples do so that the request's own checks are reached too."""
+         grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS,
+         grpc.StatusCode.UNIMPLEMENTED}
+"""PERMISSION_DENIED, FAILED_PRECONDITION and ALREADY_EXISTS are the dispatch tickets' (issue 34): a fuzzed
+engine request's ticket is forged unless the test signs it, which half the examples do so that the
+request's own checks are reached too. UNIMPLEMENTED: ``Engine.Hold`` on this stack's engine, which has no
+model server (its messages are checked on a ``vllm-server`` engine, tests/integration/test_model_server_path.py)."""
 SERVICES = {"balancer": balancer_pb2, "small-0": engine_pb2, "router": router_pb2, "predictor": predictor_pb2,
             "monitor": monitor_pb2}
 """In this order: the monitor last, since calls any client may make to it (admits of programs no balancer
@@ -123,7 +126,10 @@ def stack() -> Iterator[Stack]:
 def _status(channel: grpc.Channel, method: MethodDescriptor, payload: bytes) -> grpc.StatusCode:
     path = f"/{method.containing_service.full_name}/{method.name}"
     try:
-        if method.server_streaming:
+        if method.client_streaming:
+            for _ in channel.stream_stream(path)(iter([payload]), timeout=CALL_TIMEOUT_S):
+                pass
+        elif method.server_streaming:
             for _ in channel.unary_stream(path)(payload, timeout=CALL_TIMEOUT_S):
                 pass
         else:

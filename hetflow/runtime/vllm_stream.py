@@ -1,0 +1,92 @@
+"""A streamed ``/v1/completions`` call to a vLLM server, read as hetflow reads it: the engine service's
+``vllm-server`` backend, and a caller that streams from the model server an engine granted it (issue 34,
+``Engine.Hold``). One module, so both read the server's events the same way.
+
+The request asks for ``stream_options.continuous_usage_stats``, so every event carries the token counts;
+the events that arrive in one network read are read as one batch (splitting the bytes whole costs less
+than reading line by line, and what arrived together goes on as one message downstream).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+import httpx
+
+from hetflow.core.errors import InvalidArgument, Unavailable
+
+
+@dataclass(frozen=True)
+class CompletionEvent:
+    """One streamed event of a completion: its text, the call's output tokens so far, and how it ended."""
+    text: str
+    output_tokens: int
+    prompt_tokens: int
+    finish_reason: str
+    """Empty until the last event."""
+
+
+def server_error(status: int, body: bytes) -> Exception:
+    """The server's refusal as the domain error the caller sees: its 4xx are the caller's input."""
+    try:
+        message = json.loads(body).get("error", {}).get("message") or body.decode(errors="replace")
+    except (ValueError, AttributeError):
+        message = body.decode(errors="replace")
+    if 400 <= status < 500 and status != 429:
+        return InvalidArgument(f"vLLM server refused the request ({status}): {message}")
+    return Unavailable(f"vLLM server answered {status}: {message}")
+
+
+async def event_batches(body: AsyncIterator[bytes]) -> AsyncIterator[list[dict[str, Any]]]:
+    """The server's SSE events (``data: {...}`` blocks, as vLLM's server writes them), parsed, a batch
+    per network read."""
+    pending = b""
+    async for data in body:
+        *complete, pending = (pending + data).split(b"\n\n")
+        events = [event for event in map(_event, complete) if event is not None]
+        if events:
+            yield events
+
+
+def _event(block: bytes) -> dict[str, Any] | None:
+    block = block.strip()
+    if not block.startswith(b"data: ") or block == b"data: [DONE]":
+        return None
+    event = json.loads(block[len(b"data: "):])
+    if "error" in event:
+        raise Unavailable(f"vLLM server failed mid-stream: {event['error'].get('message', event['error'])}")
+    return dict(event)
+
+
+def completion_event(event: dict[str, Any], output_tokens: int, prompt_tokens: int) -> CompletionEvent | None:
+    """One parsed event, given the counts so far; None for the closing usage-only event."""
+    choices = event.get("choices") or []
+    if not choices:
+        return None
+    usage = event.get("usage") or {}
+    choice = choices[0]
+    return CompletionEvent(choice.get("text") or "", int(usage.get("completion_tokens", output_tokens + 1)),
+                           int(usage.get("prompt_tokens", prompt_tokens)), choice.get("finish_reason") or "")
+
+
+async def stream_completion(http: httpx.AsyncClient, url: str, body: bytes | dict[str, Any], request_id: str,
+                            prompt_tokens: int) -> AsyncIterator[list[CompletionEvent]]:
+    """POST the completion and yield its events, a batch per network read; closing the iterator closes
+    the HTTP stream, on which vLLM aborts the request. A refusal raises ``server_error``'s error."""
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    output_tokens = 0
+    async with http.stream("POST", url, content=content,
+                           headers={"x-request-id": request_id, "content-type": "application/json"}) as reply:
+        if reply.status_code != 200:
+            raise server_error(reply.status_code, await reply.aread())
+        async for events in event_batches(reply.aiter_bytes()):
+            batch = []
+            for event in events:
+                parsed = completion_event(event, output_tokens, prompt_tokens)
+                if parsed is not None:
+                    output_tokens, prompt_tokens = parsed.output_tokens, parsed.prompt_tokens
+                    batch.append(parsed)
+            if batch:
+                yield batch
