@@ -136,7 +136,7 @@ def overhead_quantiles(gateway_url: str) -> dict[str, float]:
     return {"calls": total, "p50_ms": quantile(0.5), "p99_ms": quantile(0.99)}
 
 
-def _cpu_split(server_cpus: str) -> tuple[set[int] | None, set[int] | None]:
+def cpu_split(server_cpus: str) -> tuple[set[int] | None, set[int] | None]:
     """``--server-cpus``: the cores the server gets, and the rest for this process, the hetflow stack and
     the benchmark client (inherited by the processes they start); (None, None) shares every core."""
     if not server_cpus:
@@ -151,7 +151,7 @@ def _cpu_split(server_cpus: str) -> tuple[set[int] | None, set[int] | None]:
 
 def run_vllm(args: argparse.Namespace, dataset: Path, out_dir: Path) -> dict[str, Any]:
     port = free_port()
-    server_cpus, rest_cpus = _cpu_split(args.server_cpus)
+    server_cpus, rest_cpus = cpu_split(args.server_cpus)
     server = start_vllm_server(port, args.max_num_seqs, args.stream_interval, out_dir / "vllm-serve.log", server_cpus)
     if rest_cpus:
         os.sched_setaffinity(0, rest_cpus)

