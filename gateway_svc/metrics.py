@@ -7,6 +7,8 @@ the gateway, they include the balancer's decision and any time in hetflow's queu
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import Counter, Histogram
 
 _LATENCY_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
@@ -39,6 +41,8 @@ class RequestTimer:
         self.started_s = started_s
         self._last_s: float | None = None
         self._tokens = 0
+        self._inter_token_s: Any = None
+        """The model's inter-token histogram, looked up once per request rather than once per chunk."""
 
     def tokens(self, model: str, now_s: float, output_tokens: int) -> None:
         """A chunk arrived carrying the call's first ``output_tokens`` tokens in total."""
@@ -50,8 +54,10 @@ class RequestTimer:
             new -= 1
         elif new:
             gap_s = (now_s - self._last_s) / new
+            if self._inter_token_s is None:
+                self._inter_token_s = INTER_TOKEN_LATENCY_S.labels(model)
             for _ in range(new):
-                INTER_TOKEN_LATENCY_S.labels(model).observe(gap_s)
+                self._inter_token_s.observe(gap_s)
         self._last_s, self._tokens = now_s, output_tokens
 
     def finished(self, model: str, now_s: float, reason: str, prompt_tokens: int, output_tokens: int) -> None:
