@@ -49,12 +49,9 @@ class BalancerConfig:
     hint (0 = no cap)."""
     max_loop_lag_s: float = 0.005
     """New calls are refused (RESOURCE_EXHAUSTED, retry hint) while the balancer's event loop runs later
-    than this (median of the last 0.5 s of probes) for ``loop_lag_sustain_s``: its turns are then long,
-    and gRPC, which accepts one call per turn, leaves calls unaccepted until it cancels them at 30 s (0 =
-    never on lag; measured in docs/reliability.md: 0.1 ms at light load, 4-10 ms at 3x saturation)."""
-    loop_lag_sustain_s: float = 1.0
-    """How long the loop must have run later than ``max_loop_lag_s`` before calls are refused: a burst
-    decided within it waits rather than fails (0 = refuse as soon as the lag passes the limit)."""
+    than this (median of the last 0.5 s of probes): its turns are then long, and gRPC, which accepts one
+    call per turn, leaves calls unaccepted until it cancels them at 30 s (0 = never on lag; measured in
+    docs/reliability.md: 0.1 ms at light load, 4-10 ms at 3x saturation)."""
     endpoint_picker_model: str = ""
     """Also serve the Gateway API Inference Extension's endpoint-picker protocol (Envoy ext_proc, issue 34)
     for one InferencePool of this model: a standard gateway then asks this balancer where each call of

@@ -123,7 +123,7 @@ class Dispatcher:
         """Releases on their way to the monitor, by request id."""
         self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
         self.tenants = TenantLimiter.from_mapping(cfg.tenant_limits)
-        self.shedder = LoadShedder(cfg.max_calls, cfg.max_loop_lag_s, cfg.loop_lag_sustain_s)
+        self.shedder = LoadShedder(cfg.max_calls, cfg.max_loop_lag_s)
         self.loop_lag = LoopLag()
         """How late the event loop runs timers (``_measure_loop_lag``)."""
         self._lag_probe: asyncio.Task[None] | None = None
@@ -175,9 +175,7 @@ class Dispatcher:
         while True:
             asked_s = loop.time()
             await asyncio.sleep(interval_s)
-            lag_s = self.loop_lag.add(loop.time() - asked_s - interval_s)
-            self.shedder.observe(lag_s, time.monotonic())
-            LOOP_LAG_S.set(lag_s)
+            LOOP_LAG_S.set(self.loop_lag.add(loop.time() - asked_s - interval_s))
 
     async def _watch_monitor(self) -> None:
         """Without calls to carry them, a snapshot every ``monitor_probe_s`` keeps the fallback snapshot
@@ -209,7 +207,7 @@ class Dispatcher:
     def admission(self, tenant: str) -> Iterator[None]:
         """The balancer's own limits (calls at once, event-loop lag) and the tenant's, entered once per
         client call (a cascade's stages and judge calls run inside one): RESOURCE_EXHAUSTED past them."""
-        self.shedder.enter(time.monotonic())
+        self.shedder.enter(self.loop_lag.lag_s)
         try:
             self.tenants.enter(tenant, time.monotonic())
         except ResourceExhausted:
