@@ -32,7 +32,7 @@ import httpx
 
 from hetflow.core.errors import HetflowError, Unavailable
 from hetflow.runtime.interceptors import REDISPATCHABLE, status_of
-from hetflow.runtime.vllm_stream import stream_completion
+from hetflow.runtime.vllm_stream import CompletionEvent, stream_completion
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2, engine_pb2, engine_pb2_grpc
 
 
@@ -192,8 +192,7 @@ class DirectCall:
                                  end: engine_pb2.HoldEnd) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:
         assert self._http is not None
         first = True
-        async for events in stream_completion(self._http, grant.url, grant.body_json, grant.request_id,
-                                              grant.prompt_tokens):
+        async for events in self._events(grant):
             last = events[-1]
             chunk = balancer_pb2.GenerateChunk(
                 request_id=decision.request_id, text="".join(e.text for e in events), output_tokens=last.output_tokens,
@@ -212,6 +211,21 @@ class DirectCall:
                 return
         raise Unavailable("the model server ended the stream without a finish reason")
 
+    async def _events(self, grant: engine_pb2.HoldGrant) -> AsyncGenerator[list[CompletionEvent], None]:
+        """The server's events; a request whose pooled keep-alive connection the server had closed (reset
+        before any event came) is sent once more, as the engine's backend does (``connection_retries``)."""
+        assert self._http is not None
+        for attempt in range(2):
+            started = False
+            try:
+                async for events in stream_completion(self._http, grant.url, grant.body_json, grant.request_id,
+                                                      grant.prompt_tokens):
+                    started = True
+                    yield events
+                return
+            except httpx.TransportError as exc:
+                if started or attempt or isinstance(exc, (httpx.ConnectError, httpx.TimeoutException)):
+                    raise
 
     async def _relayed(self) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:
         self._current = self._balancer.Generate(self._call, timeout=self._left_s(), metadata=self._metadata)

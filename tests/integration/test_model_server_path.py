@@ -220,3 +220,25 @@ async def test_a_model_server_the_caller_cannot_reach_is_streamed_through_its_en
     assert caller.model_server_less == {served.address("engine-0")} and _rpcs("Generate") - generates == 2
     backend = served.engine_servicers["engine-0"].backend
     assert backend.status().running == 0 and not backend._held
+
+
+async def test_a_pooled_connection_the_server_had_closed_is_sent_once_more_not_decided_again(served, model_server):
+    resets: list[str] = []
+
+    async def reset_once(request: httpx.Request) -> httpx.Response:
+        if not resets:
+            resets.append(str(request.url))
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+        async with httpx.AsyncClient() as real:  # then the server itself
+            reply = await real.post(str(request.url), content=request.content, headers=request.headers)
+            return httpx.Response(reply.status_code, content=reply.content, headers=reply.headers)
+
+    caller, holds, generates = Caller(served), _rpcs("Hold"), _rpcs("Generate")
+    await caller.http.aclose()
+    caller.http = httpx.AsyncClient(transport=httpx.MockTransport(reset_once))
+    try:
+        chunks = [chunk async for chunk in caller.call("held-reset", 4)]
+    finally:
+        await caller.close()
+    assert resets and chunks[-1].finished and chunks[-1].output_tokens == 4
+    assert (_rpcs("Hold") - holds, _rpcs("Generate") - generates) == (1, 0) and not caller.model_server_less
