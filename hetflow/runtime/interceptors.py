@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -96,21 +97,22 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             )
         if handler.stream_stream:
             return grpc.stream_stream_rpc_method_handler(
-                self._bidi(path, handler.stream_stream),
+                self._stream(path, handler.stream_stream),
                 request_deserializer=lenient(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return handler
 
-    def _admit(self, path: str, request: Any, context: grpc.aio.ServicerContext) -> None:
-        """Who calls, whether they may, and whether the message is sane; the caller is kept for the handler."""
-        self._authorize(path, context)
-        _check(request)
-
-    def _authorize(self, path: str, context: grpc.aio.ServicerContext) -> None:
+    def _admit(self, path: str, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Who calls, whether they may, and whether the message is sane (each message of a request stream
+        as it is read); the caller is kept for the handler. Returns the request to hand it."""
         caller = caller_of(path, context, self._security, self._service_token)
         authorize(path, caller)
         CURRENT_CALLER.set(caller)
+        if isinstance(request, collections.abc.AsyncIterator):
+            return _checked(request)
+        _check(request)
+        return request
 
     def _unary(self, path: str, behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         method = path.rsplit("/", 1)[-1]
@@ -120,8 +122,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             start = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
-                self._admit(path, request, context)
-                return await behaviour(request, context)
+                return await behaviour(self._admit(path, request, context), context)
             except Exception as exc:  # noqa: BLE001 - every failure becomes a status
                 code = _code_of(exc, context)
                 await _abort(context, exc, method)
@@ -131,6 +132,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         return wrapped
 
     def _stream(self, path: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+        """A server-streaming or bidirectional handler (its request one message or a stream of them)."""
         if not inspect.isasyncgenfunction(behaviour):
             # A streaming handler that writes with ``context.write`` (grpc's own Health/Watch) is a
             # coroutine: awaited as a unary one is, its writes go straight to the stream.
@@ -142,34 +144,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             start = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
-                self._admit(path, request, context)
-                async for item in behaviour(request, context):
-                    yield item
-            except Exception as exc:  # noqa: BLE001
-                code = _code_of(exc, context)
-                await _abort(context, exc, method)
-            finally:
-                self._observe(method, start, code)
-
-        return wrapped
-
-    def _bidi(self, path: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
-        if not inspect.isasyncgenfunction(behaviour):  # one that writes with ``context.write``, as in _stream
-            unary = self._unary(path, behaviour)
-
-            async def awaited(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-                return await unary(_checked(requests), context)
-
-            return awaited
-        method = path.rsplit("/", 1)[-1]
-
-        async def wrapped(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            structlog.contextvars.bind_contextvars(rpc=method)
-            start = time.perf_counter()
-            code = grpc.StatusCode.OK
-            try:
-                self._authorize(path, context)
-                async for item in behaviour(_checked(requests), context):
+                async for item in behaviour(self._admit(path, request, context), context):
                     yield item
             except Exception as exc:  # noqa: BLE001
                 code = _code_of(exc, context)
