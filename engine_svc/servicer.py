@@ -80,7 +80,7 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         backend = self.backend
         if not isinstance(backend, HoldingBackend):  # before the ticket is used: the caller may still Generate
             raise Unimplemented(f"engine {self.engine_id} ({backend.backend_name}) has no model server a "
-                                     "caller may stream from: call Generate")
+                                "caller may stream from: call Generate")
         messages = aiter(requests)
         first = await anext(messages, None)
         if first is None or first.WhichOneof("kind") != "request":

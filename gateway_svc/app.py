@@ -47,7 +47,7 @@ class Gateway:
                                                ) if cfg.direct and cfg.stream_from_model_server else None
         """The client calls stream from an engine's model server with (``Engine.Hold``)."""
         self.model_server_less: set[str] = set()
-        """Engines that answered a hold UNIMPLEMENTED: streamed from themselves."""
+        """Engines with no model server, or one this gateway cannot reach: streamed from themselves."""
 
     def _open(self, address: str) -> grpc.aio.Channel:
         channel = open_channel(address, self.cfg.serve.security)

@@ -136,7 +136,8 @@ class DirectCall:
         try:
             async for chunk in stream:
                 queued_s += chunk.queued_s
-                yield _as_relayed(chunk, decision, first, queued_s)
+                yield _as_relayed(decision, chunk.text, chunk.output_tokens, chunk.prompt_tokens, chunk.finish_reason,
+                                  chunk.finished, first, queued_s)
                 first = False
         finally:
             stream.cancel()  # a no-op once finished; a caller that stops reading aborts the call
@@ -193,21 +194,14 @@ class DirectCall:
         assert self._http is not None
         first = True
         async for events in self._events(grant):
-            last = events[-1]
-            chunk = balancer_pb2.GenerateChunk(
-                request_id=decision.request_id, text="".join(e.text for e in events), output_tokens=last.output_tokens,
-                finished=bool(last.finish_reason), finish_reason=last.finish_reason)
+            last, finished = events[-1], bool(events[-1].finish_reason)
             if first:
-                chunk.model, chunk.engine_id, end.started_unix_s = decision.model, decision.engine_id, time.time()
-                if decision.HasField("receipt"):
-                    chunk.receipt.CopyFrom(decision.receipt)
-            end.output_tokens, end.finish_reason, first = last.output_tokens, last.finish_reason, False
-            if chunk.finished:
-                chunk.usage.CopyFrom(common_pb2.Usage(prompt_tokens=last.prompt_tokens,
-                                                      output_tokens=last.output_tokens))
-                chunk.queued_s = grant.queued_s
-            yield chunk
-            if chunk.finished:
+                end.started_unix_s = time.time()
+            end.output_tokens, end.finish_reason = last.output_tokens, last.finish_reason
+            yield _as_relayed(decision, "".join(e.text for e in events), last.output_tokens, last.prompt_tokens,
+                              last.finish_reason, finished, first, grant.queued_s)
+            first = False
+            if finished:
                 return
         raise Unavailable("the model server ended the stream without a finish reason")
 
@@ -254,18 +248,17 @@ def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
-def _as_relayed(chunk: engine_pb2.EngineChunk, decision: balancer_pb2.DispatchDecision, first: bool,
-                queued_s: float) -> balancer_pb2.GenerateChunk:
-    """An engine's chunk as the balancer's relay sends it: where the call ran and its receipt on the
-    first, usage and the engine queue's wait on the last."""
-    out = balancer_pb2.GenerateChunk(request_id=decision.request_id, text=chunk.text,
-                                     output_tokens=chunk.output_tokens, finished=chunk.finished,
-                                     finish_reason=chunk.finish_reason)
+def _as_relayed(decision: balancer_pb2.DispatchDecision, text: str, output_tokens: int, prompt_tokens: int,
+                finish_reason: str, finished: bool, first: bool, queued_s: float) -> balancer_pb2.GenerateChunk:
+    """A chunk of the call (from its engine or its model server) as the balancer's relay sends it: where
+    the call ran and its receipt on the first, usage and the engine queue's wait on the last."""
+    out = balancer_pb2.GenerateChunk(request_id=decision.request_id, text=text, output_tokens=output_tokens,
+                                     finished=finished, finish_reason=finish_reason)
     if first:
         out.model, out.engine_id = decision.model, decision.engine_id
         if decision.HasField("receipt"):
             out.receipt.CopyFrom(decision.receipt)
-    if chunk.finished:
-        out.usage.CopyFrom(common_pb2.Usage(prompt_tokens=chunk.prompt_tokens, output_tokens=chunk.output_tokens))
+    if finished:
+        out.usage.CopyFrom(common_pb2.Usage(prompt_tokens=prompt_tokens, output_tokens=output_tokens))
         out.queued_s = queued_s
     return out
