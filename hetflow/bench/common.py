@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 OUT_DIR = Path("bench_out")
 
@@ -22,3 +23,12 @@ def write(name: str, result: dict[str, Any]) -> Path:
     path = OUT_DIR / f"{name}.json"
     path.write_text(json.dumps({"machine": machine(), **result}, indent=2, allow_nan=False))
     return path
+
+
+def chosen(parser: argparse.ArgumentParser, value: str, known: Sequence[str], kind: str) -> list[str]:
+    """A comma-separated choice among ``known``; an unknown one is the parser's one-line error naming the
+    known ones (``kind``: what they are, plural with "(s)"), before anything starts."""
+    names = value.split(",")
+    if unknown := [name for name in names if name not in known]:
+        parser.error(f"unknown {kind}(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return names

@@ -40,6 +40,7 @@ from engine_svc.backends.vllm_server import VllmServerBackend
 from engine_svc.config import VllmServerConfig
 from hetflow import stackctl
 from hetflow.bench import gateway_cost as gc
+from hetflow.bench.common import chosen
 from hetflow.bench.three_doors import server_counters, server_work, stack_config
 from hetflow.core.call import SamplingSpec
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
@@ -134,9 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ways", default=",".join(WAYS))
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
-    ways = args.ways.split(",")
-    if unknown := [way for way in ways if way not in WAYS]:
-        p.error(f"unknown way(s) {', '.join(unknown)}; known: {', '.join(WAYS)}")
+    ways = chosen(p, args.ways, WAYS, "way")
     out_dir = Path(args.out or tempfile.mkdtemp(prefix="server-feed-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()

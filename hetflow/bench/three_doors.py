@@ -43,6 +43,7 @@ import yaml
 from engine_svc.backends import vllm_metrics
 from hetflow import stackctl
 from hetflow.bench import gateway_cost as gc
+from hetflow.bench.common import chosen
 from hetflow.bench.vllm_router import router_command
 from hetflow.runtime.ports import free_port
 
@@ -197,9 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--doors", default=",".join(DOORS))
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
-    wanted = args.doors.split(",")
-    if unknown := [door for door in wanted if door not in DOORS]:
-        p.error(f"unknown door(s) {', '.join(unknown)}; known: {', '.join(DOORS)}")
+    wanted = chosen(p, args.doors, DOORS, "door")
     server_cpus, rest_cpus = gc.cpu_split(args.server_cpus)
     dataset = gc.sharegpt_head(args.conversations)
     out_dir = Path(args.out or tempfile.mkdtemp(prefix="three-doors-"))

@@ -1,5 +1,11 @@
-"""The stability check: a growing queue is flagged, one heavy-tailed workflow is not."""
+"""The stability check: a growing queue is flagged, one heavy-tailed workflow is not; a bench's choice of
+names."""
 
+import argparse
+
+import pytest
+
+from hetflow.bench.common import chosen
 from hetflow.core.stats import stability
 
 
@@ -22,3 +28,11 @@ def test_a_warm_up_from_an_empty_system_is_not_a_growing_queue_once_it_is_left_o
     assert stability(latencies, warmup_share=1 / 3)["stable"]
     growing = [1.0 + 0.1 * k for k in range(90)]
     assert not stability(growing, warmup_share=1 / 3)["stable"]
+
+
+def test_a_choice_is_the_names_given_and_an_unknown_one_is_one_line_naming_the_known(capsys):
+    parser = argparse.ArgumentParser(prog="bench")
+    assert chosen(parser, "b,a", ("a", "b", "c"), "door") == ["b", "a"]
+    with pytest.raises(SystemExit):
+        chosen(parser, "a,z", ("a", "b"), "door")
+    assert "unknown door(s) z; known: a, b" in capsys.readouterr().err
