@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from typing import Sequence
 
 from hetflow import wire
+from hetflow.core import identity
 from hetflow.core.call import LlmCall, WorkflowInfo, check_stages
 from hetflow.core.cascade.config import CascadeConfig
 from hetflow.core.errors import DeadlineExceeded, InvalidArgument, Unavailable
@@ -46,9 +48,47 @@ def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, no
             stage_index=wf.stage_index if wf.HasField("stage_index") else 0,
             stage_count=wf.stage_count if wf.HasField("stage_count") else 0,
             upstream_agent=wf.upstream_agent, tenant=wf.tenant,
-            deadline_unix_s=0.0 if missed else wf.deadline_unix_s, deadline_missed=missed),
+            deadline_unix_s=0.0 if missed else wf.deadline_unix_s, deadline_missed=missed,
+            identity_source=wf.identity_source),
         model_pin=msg.model_pin, want_receipt=msg.want_receipt, received_unix_s=now_unix_s,
         prefix_blocks=text_block_hashes(msg.prompt or "\n".join(m.content for m in msg.messages)))
+
+
+AGENTIC_CONTEXT_KEY, AGENT_HINT_KEY = "agentic-context", "agent-hint"
+"""The gRPC metadata keys of vLLM's ``agentic_context`` and ``agent_hint``, each a JSON object as text."""
+
+
+def identified(msg: balancer_pb2.GenerateRequest, metadata: Sequence[tuple[str, str | bytes]],
+               now_unix_s: float) -> balancer_pb2.GenerateRequest:
+    """The call with its identity: its own workflow fields when they name any of it, else the first
+    convention its metadata carries (``hetflow.core.identity``: ``agentic-context``, ``agent-hint``, then
+    one header schema). A call with neither is returned as it came."""
+    wf = msg.workflow
+    if wf.program_id or wf.agent or wf.upstream_agent or wf.HasField("stage_index") or wf.HasField("stage_count"):
+        if not wf.identity_source:
+            msg.workflow.identity_source = "hetflow"
+        return msg
+    values: dict[str, list[str]] = {}
+    for key, value in metadata:
+        if isinstance(value, str):
+            values.setdefault(key, []).append(value)
+    found = identity.resolve(identity.Conventions(
+        agentic_context=_one_json(values, AGENTIC_CONTEXT_KEY), agent_hint=_one_json(values, AGENT_HINT_KEY),
+        headers={h: values.get(h, []) for h in identity.IDENTITY_HEADERS}), now_unix_s)
+    if found is None:
+        return msg
+    wf.program_id, wf.agent, wf.upstream_agent, wf.identity_source = (
+        found.program_id, found.agent, found.upstream_agent, found.source)
+    if found.deadline_unix_s and not wf.deadline_unix_s:
+        wf.deadline_unix_s = found.deadline_unix_s
+    return msg
+
+
+def _one_json(values: dict[str, list[str]], key: str) -> str | None:
+    sent = set(values.get(key, []))
+    if len(sent) > 1:
+        raise identity.IdentityError(f"the {key} metadata is given twice with different values", key)
+    return sent.pop() if sent else None
 
 
 def scoped_to_caller(call: LlmCall, caller: Caller) -> LlmCall:

@@ -396,7 +396,7 @@ class Dispatcher:
         receipt = balancer_pb2.Receipt(
             request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
             engine_id=engine.engine_id, priority=decision.priority.key, priority_tiebreak=decision.priority.tiebreak,
-            predicted_tokens=decision.prediction.median_tokens,
+            predicted_tokens=decision.prediction.median_tokens, workflow=wire.workflow_to_proto(call.workflow),
             snapshot_unix_s=snapshot.taken_unix_s, stale_snapshot_s=stale_s,
             stages=[convert.stage_to_proto(s.stage, s.plugin, s.choice, s.elapsed_ms) for s in decision.stages])
         for s in decision.stages:

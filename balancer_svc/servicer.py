@@ -31,14 +31,15 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
         self.cascade = cascade
         self.direct = DirectDecisions(dispatcher)
 
-    def _call(self, request: balancer_pb2.GenerateRequest) -> LlmCall:
-        cfg = self.dispatcher.cfg
-        call = convert.call_from_proto(request, cfg.max_tokens_limit, time.time(), cfg.past_deadline)
+    def _call(self, request: balancer_pb2.GenerateRequest, context: grpc.aio.ServicerContext) -> LlmCall:
+        cfg, now_unix_s = self.dispatcher.cfg, time.time()
+        request = convert.identified(request, context.invocation_metadata() or (), now_unix_s)
+        call = convert.call_from_proto(request, cfg.max_tokens_limit, now_unix_s, cfg.past_deadline)
         return convert.scoped_to_caller(call, CURRENT_CALLER.get())
 
     async def Generate(self, request: balancer_pb2.GenerateRequest,
                        context: grpc.aio.ServicerContext) -> AsyncIterator[balancer_pb2.GenerateChunk]:
-        call = self._call(request)
+        call = self._call(request, context)
         bind_ids(call.request_id, call.workflow.program_id)
         async for chunk in self.serve(call, context.time_remaining()):
             yield chunk
@@ -47,7 +48,7 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
                      context: grpc.aio.ServicerContext) -> balancer_pb2.DispatchDecision:
         if self.cascade() is not None:
             raise FailedPrecondition("this balancer serves a cascade, which needs the relay path: call Generate")
-        call = self._call(request.call)
+        call = self._call(request.call, context)
         bind_ids(call.request_id, call.workflow.program_id)
         return await self.direct.decide(call, [FailedAttempt.from_proto(f) for f in request.failed])
 
@@ -59,7 +60,7 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
 
     async def Complete(self, request: balancer_pb2.GenerateRequest,
                        context: grpc.aio.ServicerContext) -> balancer_pb2.CompletionReply:
-        call = self._call(request)
+        call = self._call(request, context)
         bind_ids(call.request_id, call.workflow.program_id)
         chunks = [chunk async for chunk in self.serve(call, context.time_remaining())]
         return convert.completion_reply(call.request_id, chunks)

@@ -94,7 +94,7 @@ def engine_status_from_proto(msg: common_pb2.EngineStatus) -> EngineStatus:
 def workflow_to_proto(wf: WorkflowInfo) -> common_pb2.WorkflowMeta:
     msg = common_pb2.WorkflowMeta(program_id=wf.program_id, workflow=wf.workflow, agent=wf.agent,
                                   upstream_agent=wf.upstream_agent, tenant=wf.tenant,
-                                  deadline_unix_s=wf.deadline_unix_s)
+                                  deadline_unix_s=wf.deadline_unix_s, identity_source=wf.identity_source)
     if wf.stage_index:
         msg.stage_index = wf.stage_index
     if wf.stage_count:

@@ -43,6 +43,8 @@ class WorkflowInfo:
     deadline_unix_s: float = 0.0
     deadline_missed: bool = False
     """The call came after its program's deadline and is served best effort, without one."""
+    identity_source: str = ""
+    """The convention that named the program (``hetflow.core.identity``); "" when not told."""
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,11 @@ gateway, the endpoint picker behind a standard gateway).
 Request shapes follow the OpenAI API reference (Chat Completions, Completions) as vLLM's OpenAI server
 accepts them, including its ``ignore_eos`` extension that ``vllm bench serve`` sends. Workflow metadata
 (Chimera 3.1: a call's program, agent and stage) comes from ``x-hetflow-*`` headers or from a ``hetflow``
-object in the body (the OpenAI SDK's ``extra_body``); the body wins. A request with neither is a
-one-call program. Errors have OpenAI's body, ``{"error": {"message", "type", "param", "code"}}`` (the
-OpenAI API reference, "Error codes"), as vLLM's OpenAI server writes it
+object in the body (the OpenAI SDK's ``extra_body``), which must agree; without them, from the ecosystem's
+conventions (``vllm_xargs.agentic_context``, ``agent_hint``, agent frameworks' session headers:
+``hetflow.core.identity``). A request with none is a one-call program. Errors have OpenAI's body,
+``{"error": {"message", "type", "param", "code"}}`` (the OpenAI API reference, "Error codes"), as vLLM's
+OpenAI server writes it
 (``vllm/entrypoints/openai/protocol.py``, ErrorResponse).
 """
 
@@ -20,6 +22,7 @@ from typing import Any, Mapping
 
 import grpc
 
+from hetflow.core import identity
 from hetflow.v1 import balancer_pb2, common_pb2
 
 HTTP_OF_STATUS: dict[grpc.StatusCode, tuple[int, str]] = {
@@ -74,6 +77,8 @@ HEADER_OF_FIELD = {
 }
 """Each workflow field's header; the body's ``hetflow`` object takes the same field names."""
 TEXT_FIELDS = ("program_id", "workflow", "agent", "upstream_agent", "tenant")
+IDENTITY_FIELDS = ("program_id", "agent", "upstream_agent", "stage_index", "stage_count")
+"""hetflow's own fields that name a call's place; any of them makes hetflow's the convention that does."""
 ROLE_OF = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 """OpenAI's roles the engines' chat templates take; ``developer`` is OpenAI's newer name for system."""
 
@@ -174,19 +179,79 @@ def _prompt(body: Mapping[str, Any]) -> str:
     return prompt
 
 
-def _workflow_fields(body: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
-    """The workflow fields from headers, then the body's ``hetflow`` object over them."""
-    fields: dict[str, Any] = {f: headers[h] for f, h in HEADER_OF_FIELD.items() if h in headers}
-    extra = body.get("hetflow")
-    if extra is not None:
-        if not isinstance(extra, Mapping):
-            raise invalid("hetflow must be an object of workflow fields", "hetflow")
-        unknown = sorted(set(extra) - set(HEADER_OF_FIELD))
-        if unknown:
-            raise invalid(f"hetflow has unknown field(s) {unknown}; known: {sorted(HEADER_OF_FIELD)}",
-                          f"hetflow.{unknown[0]}")
-        fields.update(extra)
+def _header_values(headers: Mapping[str, str], name: str) -> list[str]:
+    """Every value of a header (Starlette's ``getlist``; one value from a plain mapping)."""
+    getlist = getattr(headers, "getlist", None)
+    if getlist is not None:
+        return list(getlist(name))
+    return [headers[name]] if name in headers else []
+
+
+def _same(a: Any, b: Any) -> bool:
+    """One field's two spellings agree: ``"2"`` and ``2``, ``"true"`` and ``True``."""
+    return str(a).strip().lower() == str(b).strip().lower()
+
+
+def _hetflow_headers(headers: Mapping[str, str]) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for name, header in HEADER_OF_FIELD.items():
+        values = _header_values(headers, header)
+        if any(not _same(v, values[0]) for v in values[1:]):
+            raise invalid(f"the {header} header is given twice with different values ({values[0]!r} and "
+                          f"{next(v for v in values if not _same(v, values[0]))!r})", header)
+        if values:
+            fields[name] = values[0]
     return fields
+
+
+def _workflow_fields(body: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+    """hetflow's own workflow fields: the ``x-hetflow-*`` headers and the body's ``hetflow`` object, which
+    must agree where both name a field."""
+    fields = _hetflow_headers(headers)
+    extra = body.get("hetflow")
+    if extra is None:
+        return fields
+    if not isinstance(extra, Mapping):
+        raise invalid("hetflow must be an object of workflow fields", "hetflow")
+    unknown = sorted(set(extra) - set(HEADER_OF_FIELD))
+    if unknown:
+        raise invalid(f"hetflow has unknown field(s) {unknown}; known: {sorted(HEADER_OF_FIELD)}",
+                      f"hetflow.{unknown[0]}")
+    for name, value in extra.items():
+        if name in fields and not _same(fields[name], value):
+            raise invalid(f"the {HEADER_OF_FIELD[name]} header ({fields[name]!r}) and hetflow.{name} ({value!r}) "
+                          "differ", f"hetflow.{name}")
+        fields[name] = value
+    return fields
+
+
+def _conventions(body: Mapping[str, Any], headers: Mapping[str, str]) -> identity.Conventions:
+    """The ecosystem's identity conventions the request carries (``hetflow.core.identity``)."""
+    xargs = body.get("vllm_xargs")
+    if xargs is not None and not isinstance(xargs, Mapping):
+        raise invalid("vllm_xargs must be an object", "vllm_xargs")
+    return identity.Conventions(
+        agentic_context=(xargs or {}).get("agentic_context"), agent_hint=body.get("agent_hint"),
+        headers={h: _header_values(headers, h) for h in identity.IDENTITY_HEADERS})
+
+
+def _identified(fields: dict[str, Any], conventions: identity.Conventions, now_unix_s: float) -> dict[str, Any]:
+    """The workflow fields with the call's identity: hetflow's own when they name any of it, else the first
+    convention present (``hetflow.core.identity.resolve``); per-call fields (workflow, tenant, deadline,
+    receipt) apply over either."""
+    if any(name in fields for name in IDENTITY_FIELDS):
+        return {**fields, "identity_source": "hetflow"}
+    try:
+        found = identity.resolve(conventions, now_unix_s)
+    except identity.IdentityError as exc:
+        raise invalid(str(exc), exc.param) from exc
+    if found is None:
+        return fields
+    named: dict[str, Any] = {"program_id": found.program_id, "agent": found.agent,
+                             "upstream_agent": found.upstream_agent, "identity_source": found.source}
+    if found.deadline_unix_s:
+        named["deadline_unix_s"] = found.deadline_unix_s
+    return {**named, **fields}
 
 
 def _field_int(fields: Mapping[str, Any], name: str) -> int | None:
@@ -224,16 +289,28 @@ def _flag(value: Any) -> bool:
     raise invalid(f"receipt ({HEADER_OF_FIELD['receipt']}) must be true or false, got {value!r}", "receipt")
 
 
+def _text_field(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise invalid(f"{name} must be a string, got {value!r}", name)
+    if not value:
+        return value
+    try:
+        return identity.identifier(value, name)
+    except identity.IdentityError as exc:
+        raise invalid(str(exc), exc.param) from exc
+
+
 def workflow_meta(fields: Mapping[str, Any], request_id: str) -> common_pb2.WorkflowMeta:
     """The call's place in its workflow; without a program id it is a one-call program."""
     for name in TEXT_FIELDS:
-        if name in fields and not isinstance(fields[name], str):
-            raise invalid(f"{name} must be a string, got {fields[name]!r}", name)
+        if name in fields:
+            fields = {**fields, name: _text_field(fields[name], name)}
     meta = common_pb2.WorkflowMeta(**{n: fields[n] for n in TEXT_FIELDS if n in fields},
-                                   deadline_unix_s=_deadline(fields))
+                                   deadline_unix_s=_deadline(fields),
+                                   identity_source=fields.get("identity_source", ""))
     stage_index, stage_count = _field_int(fields, "stage_index"), _field_int(fields, "stage_count")
     if not meta.program_id:
-        meta.program_id = request_id
+        meta.program_id, meta.identity_source = request_id, "none"
         stage_index, stage_count = stage_index or 1, stage_count or 1
     if stage_index is not None:
         meta.stage_index = stage_index
@@ -254,7 +331,7 @@ def parse(kind: str, body: Any, headers: Mapping[str, str], default_max_tokens: 
         raise OpenAIError(404, f"The model {model!r} does not exist; served: {sorted(served_models)} "
                           f"(or {router_model!r} to let hetflow choose)", "not_found_error", "model", "model_not_found")
     request_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
-    fields = _workflow_fields(body, headers)
+    fields = _identified(_workflow_fields(body, headers), _conventions(body, headers), time.time())
     request = balancer_pb2.GenerateRequest(
         request_id=request_id, sampling=_sampling(body, kind, default_max_tokens),
         workflow=workflow_meta(fields, request_id), model_pin="" if model == router_model else model,

@@ -31,7 +31,7 @@ class SamplingParams(_message.Message):
     def __init__(self, max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., seed: _Optional[int] = ..., ignore_eos: _Optional[bool] = ..., stop: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkflowMeta(_message.Message):
-    __slots__ = ("program_id", "workflow", "agent", "stage_index", "stage_count", "upstream_agent", "tenant", "deadline_unix_s")
+    __slots__ = ("program_id", "workflow", "agent", "stage_index", "stage_count", "upstream_agent", "tenant", "deadline_unix_s", "identity_source")
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +40,7 @@ class WorkflowMeta(_message.Message):
     UPSTREAM_AGENT_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_SOURCE_FIELD_NUMBER: _ClassVar[int]
     program_id: str
     workflow: str
     agent: str
@@ -48,7 +49,8 @@ class WorkflowMeta(_message.Message):
     upstream_agent: str
     tenant: str
     deadline_unix_s: float
-    def __init__(self, program_id: _Optional[str] = ..., workflow: _Optional[str] = ..., agent: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., upstream_agent: _Optional[str] = ..., tenant: _Optional[str] = ..., deadline_unix_s: _Optional[float] = ...) -> None: ...
+    identity_source: str
+    def __init__(self, program_id: _Optional[str] = ..., workflow: _Optional[str] = ..., agent: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., upstream_agent: _Optional[str] = ..., tenant: _Optional[str] = ..., deadline_unix_s: _Optional[float] = ..., identity_source: _Optional[str] = ...) -> None: ...
 
 class TimingProfile(_message.Message):
     __slots__ = ("name", "model", "gpu", "prefill_ms_per_token", "decode_base_ms", "decode_ms_per_batch_token", "decode_ms_per_token", "max_batch_size", "kv_capacity_tokens", "block_size", "decode_ms_per_seq", "max_num_batched_tokens", "max_model_len")

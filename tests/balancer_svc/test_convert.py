@@ -69,3 +69,49 @@ def test_a_tenants_call_is_scoped_to_its_tenant_and_may_not_name_another():
     claims = call_from_proto(build_request(prompt="hi", max_tokens=4, tenant="team-b"), 100, 0.0)
     with pytest.raises(PermissionDenied):
         scoped_to_caller(claims, Caller("tenant", "team-a"))
+
+
+def test_generate_metadata_names_the_program_when_the_workflow_does_not():
+    from balancer_svc.convert import identified
+
+    request = identified(build_request(prompt="hi", max_tokens=4), (("x-claude-code-session-id", "s1"),
+                                                                   ("x-claude-code-agent-id", "explorer")), 0.0)
+    wf = request.workflow
+    assert (wf.program_id, wf.agent, wf.upstream_agent, wf.identity_source) == ("s1", "explorer", "lead", "claude-code")
+    context = '{"task_id": "t1", "agent_id": "coder", "deadline_seconds": 5}'
+    wf = identified(build_request(prompt="hi", max_tokens=4), (("agentic-context", context),
+                                                               ("x-session-id", "ignored")), 100.0).workflow
+    assert (wf.program_id, wf.agent, wf.deadline_unix_s, wf.identity_source) == ("t1", "coder", 105.0,
+                                                                                 "agentic_context")
+
+
+def test_the_requests_own_workflow_outranks_metadata_and_a_bare_call_stays_bare():
+    from balancer_svc.convert import identified
+
+    own = identified(build_request(prompt="hi", max_tokens=4, program_id="p1"), (("x-session-id", "s1"),), 0.0)
+    assert (own.workflow.program_id, own.workflow.identity_source) == ("p1", "hetflow")
+    bare = identified(build_request(prompt="hi", max_tokens=4), (("authorization", "Bearer k"),), 0.0)
+    assert (bare.workflow.program_id, bare.workflow.identity_source) == ("", "")
+
+
+def test_conflicting_or_malformed_identity_metadata_is_an_invalid_argument():
+    from balancer_svc.convert import identified
+    from hetflow.core.errors import InvalidArgument
+
+    for metadata in ((("agentic-context", '{"task_id": "a"}'), ("agentic-context", '{"task_id": "b"}')),
+                     (("x-session-id", "a"), ("x-session-id", "b")),
+                     (("agent-hint", "[1]"),)):
+        with pytest.raises(InvalidArgument):
+            identified(build_request(prompt="hi", max_tokens=4), metadata, 0.0)
+
+
+def test_tenants_sharing_a_session_id_get_programs_of_their_own():
+    from balancer_svc.convert import identified, scoped_to_caller
+    from hetflow.runtime.security import Caller
+
+    programs = set()
+    for tenant in ("team-a", "team-b"):
+        request = identified(build_request(prompt="hi", max_tokens=4), (("x-session-id", "shared"),), 0.0)
+        call = scoped_to_caller(call_from_proto(request, 100, 0.0), Caller("tenant", tenant))
+        programs.add(call.workflow.program_id)
+    assert programs == {"team-a/shared", "team-b/shared"}

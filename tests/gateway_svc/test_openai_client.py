@@ -61,6 +61,23 @@ async def test_workflow_metadata_from_extra_body_reaches_the_receipt(stack, clie
     await wait_until_idle(stack)
 
 
+async def test_a_framework_session_header_makes_its_calls_one_program_and_the_receipt_says_so(stack, client):
+    """No hetflow metadata: Claude Code's session headers name the program and its agents."""
+    receipts = []
+    for agent in ("lead", "explorer"):
+        raw = await client.chat.completions.with_raw_response.create(
+            model="hetflow", messages=[{"role": "user", "content": f"{agent} step"}], max_tokens=4,
+            extra_headers={"x-claude-code-session-id": "cc-session", "x-claude-code-agent-id": agent,
+                           "x-hetflow-receipt": "1"})
+        receipts.append(raw.parse().model_extra["hetflow"]["receipt"])
+    workflows = [r["workflow"] for r in receipts]
+    assert {r["program_id"] for r in receipts} == {"cc-session"}
+    assert [(w["agent"], w.get("upstream_agent", ""), w["identity_source"]) for w in workflows] == [
+        ("lead", "", "claude-code"), ("explorer", "lead", "claude-code")]
+    assert receipts[1]["stages"][0]["rule"] == "program-affinity"
+    await wait_until_idle(stack)
+
+
 async def test_streamed_chat_counts_usage_and_carries_the_receipt_when_the_header_asks(client):
     stream = await client.chat.completions.create(
         model="hetflow", messages=[{"role": "user", "content": "count"}], max_tokens=8, stream=True,

@@ -29,14 +29,21 @@ def test_a_request_without_metadata_is_a_one_call_program():
     assert request.model_pin == "" and request.sampling.max_tokens == 1024
 
 
-def test_headers_carry_the_workflow_and_the_body_object_wins():
-    headers = {"x-hetflow-program-id": "p1", "x-hetflow-agent": "coder", "x-hetflow-stage": "2",
+def test_headers_carry_the_workflow_and_the_body_object_adds_to_them():
+    headers = {"x-hetflow-program-id": "p1", "x-hetflow-agent": "coder", "x-hetflow-stage": "3",
                "x-hetflow-stage-count": "4", "x-hetflow-upstream-agent": "planner",
                "x-hetflow-deadline-unix-s": "1900000000.5", "x-hetflow-receipt": "true"}
-    request = parse(chat(hetflow={"agent": "qa", "stage_index": 3}), headers).request
+    request = parse(chat(hetflow={"agent": "coder", "stage_index": 3}), headers).request
     wf = request.workflow
-    assert (wf.program_id, wf.agent, wf.stage_index, wf.stage_count, wf.upstream_agent) == ("p1", "qa", 3, 4, "planner")
-    assert wf.deadline_unix_s == 1900000000.5 and request.want_receipt
+    assert (wf.program_id, wf.agent, wf.stage_index, wf.stage_count, wf.upstream_agent) == (
+        "p1", "coder", 3, 4, "planner")
+    assert wf.deadline_unix_s == 1900000000.5 and request.want_receipt and wf.identity_source == "hetflow"
+
+
+def test_a_header_and_the_body_object_that_disagree_are_refused_naming_both():
+    error = error_of(chat(hetflow={"agent": "qa"}), {"x-hetflow-program-id": "p1", "x-hetflow-agent": "coder"})
+    assert error.status_code == 400 and error.param == "hetflow.agent"
+    assert "x-hetflow-agent" in error.message and "'coder'" in error.message and "'qa'" in error.message
 
 
 def test_a_served_model_pins_it_and_sampling_fields_pass_through():
@@ -90,3 +97,41 @@ def test_bad_input_is_a_4xx_naming_the_field(body, headers, status, param):
 def test_the_unknown_model_error_is_openais_model_not_found():
     body = error_of(chat(model="gpt-4o")).body()["error"]
     assert body["code"] == "model_not_found" and "qwen2.5-7b-instruct" in body["message"]
+
+
+def test_vllm_agentic_context_names_the_program_and_hetflow_per_call_fields_still_apply():
+    body = chat(vllm_xargs={"agentic_context": '{"task_id": "t1", "agent_id": "coder", "parent_agent_id": "planner"}'},
+                hetflow={"workflow": "code", "receipt": True})
+    request = parse(body).request
+    wf = request.workflow
+    assert (wf.program_id, wf.agent, wf.upstream_agent, wf.workflow, wf.identity_source) == (
+        "t1", "coder", "planner", "code", "agentic_context")
+    assert request.want_receipt and not wf.HasField("stage_index")
+
+
+def test_a_framework_session_header_names_the_program():
+    wf = parse(chat(), {"session-id": "codex-1", "thread-id": "worker"}).request.workflow
+    assert (wf.program_id, wf.agent, wf.upstream_agent, wf.identity_source) == ("codex-1", "worker", "lead", "codex")
+
+
+def test_hetflow_fields_outrank_every_other_convention():
+    body = chat(hetflow={"program_id": "p1"}, vllm_xargs={"agentic_context": {"task_id": "t1"}},
+                agent_hint={"session_id": "h1"})
+    wf = parse(body, {"x-session-id": "s1"}).request.workflow
+    assert (wf.program_id, wf.identity_source) == ("p1", "hetflow")
+
+
+def test_a_request_with_no_convention_says_so():
+    assert parse(chat()).request.workflow.identity_source == "none"
+
+
+@pytest.mark.parametrize("body, headers, param", [
+    (chat(vllm_xargs={"agentic_context": "{oops"}), {}, "vllm_xargs.agentic_context"),
+    (chat(vllm_xargs="x"), {}, "vllm_xargs"),
+    (chat(agent_hint={"session_id": 7.5}), {}, "agent_hint.session_id"),
+    (chat(), {"x-session-id": "s" * 300}, "x-session-id"),
+    (chat(hetflow={"program_id": "p\x00"}), {}, "program_id"),
+])
+def test_malformed_identity_is_a_400_naming_the_field(body, headers, param):
+    error = error_of(body, headers)
+    assert (error.status_code, error.param) == (400, param)
