@@ -30,7 +30,7 @@ from balancer_svc.pending import PendingAdmits
 from balancer_svc.registrations import Registrations
 from hetflow import wire
 from hetflow.core.admission import TenantLimiter
-from hetflow.core.call import LlmCall
+from hetflow.core.call import LlmCall, stages_unknown, with_stages
 from hetflow.core.errors import DeadlineExceeded, ResourceExhausted, Unavailable
 from hetflow.core.features import feature_row
 from hetflow.core.hold_queue import HoldQueue
@@ -377,7 +377,7 @@ class Dispatcher:
         (``_fetch``), then decides (hetflow.core.pipeline) and records the decision without yielding,
         so concurrent calls see each other."""
         start = time.perf_counter()
-        (snapshot_msg, stale_s), candidates, router_asked, (confidence, truncated), predictions = \
+        call, (snapshot_msg, stale_s), candidates, router_asked, (confidence, truncated), predictions = \
             await self._fetch(call)
         snapshot = wire.snapshot_from_proto(snapshot_msg)
 
@@ -399,25 +399,35 @@ class Dispatcher:
             predicted_tokens=decision.prediction.median_tokens, workflow=wire.workflow_to_proto(call.workflow),
             snapshot_unix_s=snapshot.taken_unix_s, stale_snapshot_s=stale_s,
             stages=[convert.stage_to_proto(s.stage, s.plugin, s.choice, s.elapsed_ms) for s in decision.stages])
+        if snapshot.inferred_stages is not None:
+            receipt.inferred_stages.CopyFrom(wire.stage_inference_to_proto(snapshot.inferred_stages))
         for s in decision.stages:
             DECISIONS.labels(s.stage, s.choice.rule).inc()
         return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt, admit,
                         snapshot.program_start_s, start, admitted, decision.retain_kv_s,
                         decision.reserve_output_tokens)
 
-    async def _fetch(self, call: LlmCall) -> tuple[tuple[monitor_pb2.MonitorSnapshot, float], list[str], bool,
+    async def _fetch(self, call: LlmCall) -> tuple[LlmCall, tuple[monitor_pb2.MonitorSnapshot, float], list[str], bool,
                                                      tuple[dict[str, float], bool],
                                                      dict[str, tuple[Prediction, str]]]:
-        """The snapshot, the router's confidences and the predictions, in one round trip's time: the
-        router and predictor are asked beside the snapshot for the models the last snapshot served
+        """The call, the snapshot, the router's confidences and the predictions, in one round trip's time:
+        the router and predictor are asked beside the snapshot for the models the last snapshot served
         (and the router only for a program this balancer has not seen assigned), then whatever the
-        snapshot shows they missed is asked after it. The first call, with no snapshot seen yet,
-        fetches in two steps."""
+        snapshot shows they missed is asked after it. The first call, with no snapshot seen yet, fetches
+        in two steps; so does a call of a program that names no stage position or count, which the
+        snapshot infers (Kairos 4.2) before the predictor reads them. The call returned is the one decided:
+        with the inferred stages, if any."""
+        first = None
+        if stages_unknown(call):
+            first = await self._snapshot(call)
+            inferred = first[0].inferred_stages if first[0].HasField("inferred_stages") else None
+            if inferred is not None and inferred.stage_index:
+                call = with_stages(call, inferred.stage_index, inferred.stage_count)
         guess = [call.model_pin] if call.model_pin else self._served_models
         ask_router = bool(guess) and self.pipeline.needs_router(call, guess) and \
             call.workflow.program_id not in self._program_models
         (snapshot_msg, stale_s), scored, predictions = await asyncio.gather(
-            self._snapshot(call), self._score(call) if ask_router else _none(),
+            self._snapshot(call) if first is None else _ready(first), self._score(call) if ask_router else _none(),
             self._predict(call, guess) if guess else _no_predictions())
         snapshot = wire.snapshot_from_proto(snapshot_msg)
         self._served_models = snapshot.healthy_models()
@@ -432,7 +442,8 @@ class Dispatcher:
             predictions = {**predictions, **late}
         if snapshot.program_model:
             self._remember_program(call.workflow.program_id, snapshot.program_model)
-        return (snapshot_msg, stale_s), candidates, router_asked, scored if router_asked else ({}, False), predictions
+        return (call, (snapshot_msg, stale_s), candidates, router_asked, scored if router_asked else ({}, False),
+                predictions)
 
     def _remember_program(self, program_id: str, model: str) -> None:
         """A hint of A[p] (the monitor stays the truth): a program seen assigned needs no router."""
@@ -449,7 +460,7 @@ class Dispatcher:
         try:
             msg = await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(
                 program_id=wf.program_id, agent=wf.agent, workflow=wf.workflow, stage_index=wf.stage_index,
-                stage_count=wf.stage_count,
+                stage_count=wf.stage_count, upstream_agent=wf.upstream_agent,
                 prefix_blocks=call.prefix_blocks if self.pipeline.engine_picker.reads_prefix else (),
                 in_flight_calls=self.pipeline.engine_picker.reads_in_flight_calls),
                 timeout=self.cfg.dependency_timeout_s)
@@ -634,6 +645,10 @@ class Dispatcher:
         if channel is None:
             channel = self._channels[address] = open_channel(address, self.cfg.serve.security)
         return channel
+
+
+async def _ready(snapshot: tuple[monitor_pb2.MonitorSnapshot, float]) -> tuple[monitor_pb2.MonitorSnapshot, float]:
+    return snapshot
 
 
 async def _none() -> tuple[dict[str, float], bool]:

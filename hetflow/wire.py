@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from hetflow.core.call import SamplingSpec, WorkflowInfo
+from hetflow.core.call import SamplingSpec, StageInference, WorkflowInfo
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.errors import InvalidArgument
 from hetflow.core.features import FeatureRow
@@ -141,7 +141,14 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
     fit = snapshot.agent_tool_gap
     if fit is not None:
         msg.agent_tool_gap.CopyFrom(monitor_pb2.ToolGapFit(mu=fit.mu, sigma=fit.sigma, samples=fit.samples))
+    if snapshot.inferred_stages is not None:
+        msg.inferred_stages.CopyFrom(stage_inference_to_proto(snapshot.inferred_stages))
     return msg
+
+
+def stage_inference_to_proto(inferred: StageInference) -> common_pb2.StageInference:
+    return common_pb2.StageInference(stage_index=inferred.stage_index, stage_count=inferred.stage_count,
+                                     runs_seen=inferred.runs_seen)
 
 
 def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
@@ -153,6 +160,8 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
         remaining_stage_costs_s=tuple(msg.remaining_stage_costs_s), program_service_s=msg.program_service_s,
         agent_tool_gap=(LogNormalFit(msg.agent_tool_gap.mu, msg.agent_tool_gap.sigma, msg.agent_tool_gap.samples)
                         if msg.HasField("agent_tool_gap") else None),
+        inferred_stages=(StageInference(msg.inferred_stages.stage_index, msg.inferred_stages.stage_count,
+                                        msg.inferred_stages.runs_seen) if msg.HasField("inferred_stages") else None),
         program_critical_service_s=msg.program_critical_service_s,
         program_dispatches=tuple((d.engine_id, d.prompt_tokens) for d in msg.program_dispatches),
         engines=tuple(EngineView(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hetflow.core.errors import InvalidArgument
 from hetflow.core.tokens import count_tokens
@@ -48,6 +48,18 @@ class WorkflowInfo:
 
 
 @dataclass(frozen=True)
+class StageInference:
+    """A call's stage position and count as the monitor inferred them for a call that came without
+    (Kairos 4.2, ``hetflow.core.monitor.workflow_graph``), and from what."""
+
+    stage_index: int
+    stage_count: int
+    """0 while no finished run of the workflow has been seen."""
+    runs_seen: int
+    """Finished runs of the workflow the count comes from."""
+
+
+@dataclass(frozen=True)
 class LlmCall:
     request_id: str
     prompt: str
@@ -81,3 +93,15 @@ class LlmCall:
     @property
     def input_tokens(self) -> int:
         return self.known_input_tokens if self.known_input_tokens is not None else count_tokens(self.full_input)
+
+
+def stages_unknown(call: LlmCall) -> bool:
+    """A call of a program that names neither its stage position nor its count: the monitor infers them
+    (Kairos 4.2, ``MonitorState.infer_stages``)."""
+    wf = call.workflow
+    return bool(wf.program_id) and not wf.stage_index and not wf.stage_count
+
+
+def with_stages(call: LlmCall, stage_index: int, stage_count: int) -> LlmCall:
+    """The call at the stage position and count inferred for it."""
+    return replace(call, workflow=replace(call.workflow, stage_index=stage_index, stage_count=stage_count))

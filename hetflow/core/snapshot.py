@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from hetflow.core.call import StageInference
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.kv_retention import LogNormalFit
 
@@ -97,6 +98,9 @@ class ClusterSnapshot:
     workflow; 0 for a stage not seen yet."""
     agent_tool_gap: LogNormalFit | None = None
     """The call's agent's tool gaps so far (``ln`` seconds, log-normal; issue 35); None before the first."""
+    inferred_stages: StageInference | None = None
+    """The call's stage position and count, inferred for a call of a program that came without them
+    (Kairos 4.2); None when the call named them or has no program."""
 
     def healthy_engines(self, model: str | None = None) -> list[EngineView]:
         return [e for e in self.engines if e.healthy and (model is None or e.model == model)]

@@ -202,7 +202,7 @@ class EngineScores(_message.Message):
     def __init__(self, per_engine: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class Receipt(_message.Message):
-    __slots__ = ("request_id", "program_id", "model", "engine_id", "priority", "predicted_tokens", "stages", "decision_ms", "snapshot_unix_s", "priority_tiebreak", "stale_snapshot_s", "redispatched_from", "cascade", "workflow")
+    __slots__ = ("request_id", "program_id", "model", "engine_id", "priority", "predicted_tokens", "stages", "decision_ms", "snapshot_unix_s", "priority_tiebreak", "stale_snapshot_s", "redispatched_from", "cascade", "workflow", "inferred_stages")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -217,6 +217,7 @@ class Receipt(_message.Message):
     REDISPATCHED_FROM_FIELD_NUMBER: _ClassVar[int]
     CASCADE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    INFERRED_STAGES_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     program_id: str
     model: str
@@ -231,7 +232,8 @@ class Receipt(_message.Message):
     redispatched_from: _containers.RepeatedScalarFieldContainer[str]
     cascade: _containers.RepeatedCompositeFieldContainer[CascadeStage]
     workflow: _common_pb2.WorkflowMeta
-    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., priority: _Optional[float] = ..., predicted_tokens: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageDecision, _Mapping]]] = ..., decision_ms: _Optional[float] = ..., snapshot_unix_s: _Optional[float] = ..., priority_tiebreak: _Optional[float] = ..., stale_snapshot_s: _Optional[float] = ..., redispatched_from: _Optional[_Iterable[str]] = ..., cascade: _Optional[_Iterable[_Union[CascadeStage, _Mapping]]] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ...) -> None: ...
+    inferred_stages: _common_pb2.StageInference
+    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., priority: _Optional[float] = ..., predicted_tokens: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageDecision, _Mapping]]] = ..., decision_ms: _Optional[float] = ..., snapshot_unix_s: _Optional[float] = ..., priority_tiebreak: _Optional[float] = ..., stale_snapshot_s: _Optional[float] = ..., redispatched_from: _Optional[_Iterable[str]] = ..., cascade: _Optional[_Iterable[_Union[CascadeStage, _Mapping]]] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., inferred_stages: _Optional[_Union[_common_pb2.StageInference, _Mapping]] = ...) -> None: ...
 
 class CascadeStage(_message.Message):
     __slots__ = ("model", "engine_id", "request_id", "outcome", "score", "threshold", "why", "judge", "judge_ms", "stage_ms", "output_tokens")

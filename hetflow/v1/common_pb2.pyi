@@ -52,6 +52,16 @@ class WorkflowMeta(_message.Message):
     identity_source: str
     def __init__(self, program_id: _Optional[str] = ..., workflow: _Optional[str] = ..., agent: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., upstream_agent: _Optional[str] = ..., tenant: _Optional[str] = ..., deadline_unix_s: _Optional[float] = ..., identity_source: _Optional[str] = ...) -> None: ...
 
+class StageInference(_message.Message):
+    __slots__ = ("stage_index", "stage_count", "runs_seen")
+    STAGE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    RUNS_SEEN_FIELD_NUMBER: _ClassVar[int]
+    stage_index: int
+    stage_count: int
+    runs_seen: int
+    def __init__(self, stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., runs_seen: _Optional[int] = ...) -> None: ...
+
 class TimingProfile(_message.Message):
     __slots__ = ("name", "model", "gpu", "prefill_ms_per_token", "decode_base_ms", "decode_ms_per_batch_token", "decode_ms_per_token", "max_batch_size", "kv_capacity_tokens", "block_size", "decode_ms_per_seq", "max_num_batched_tokens", "max_model_len")
     NAME_FIELD_NUMBER: _ClassVar[int]

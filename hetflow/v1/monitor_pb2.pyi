@@ -86,7 +86,7 @@ class EngineFailure(_message.Message):
     def __init__(self, engine_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
-    __slots__ = ("program_id", "agent", "workflow", "stage_index", "stage_count", "prefix_blocks", "in_flight_calls")
+    __slots__ = ("program_id", "agent", "workflow", "stage_index", "stage_count", "prefix_blocks", "in_flight_calls", "upstream_agent")
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +94,7 @@ class SnapshotRequest(_message.Message):
     STAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     PREFIX_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_CALLS_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_AGENT_FIELD_NUMBER: _ClassVar[int]
     program_id: str
     agent: str
     workflow: str
@@ -101,7 +102,8 @@ class SnapshotRequest(_message.Message):
     stage_count: int
     prefix_blocks: _containers.RepeatedScalarFieldContainer[int]
     in_flight_calls: bool
-    def __init__(self, program_id: _Optional[str] = ..., agent: _Optional[str] = ..., workflow: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., in_flight_calls: _Optional[bool] = ...) -> None: ...
+    upstream_agent: str
+    def __init__(self, program_id: _Optional[str] = ..., agent: _Optional[str] = ..., workflow: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., in_flight_calls: _Optional[bool] = ..., upstream_agent: _Optional[str] = ...) -> None: ...
 
 class EngineLoad(_message.Message):
     __slots__ = ("status", "in_flight_tokens", "in_flight_requests", "healthy", "status_age_s", "in_flight_cost_s", "kv_ledger_tokens", "suspended", "dispatched_since_report", "prefix_match_blocks", "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens", "in_flight_calls")
@@ -154,7 +156,7 @@ class ProgramDispatch(_message.Message):
     def __init__(self, engine_id: _Optional[str] = ..., prompt_tokens: _Optional[int] = ...) -> None: ...
 
 class MonitorSnapshot(_message.Message):
-    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s", "anchor_distance_median_s", "remaining_stage_costs_s", "program_service_s", "program_critical_service_s", "program_dispatches", "monitor_epoch", "agent_tool_gap")
+    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s", "anchor_distance_median_s", "remaining_stage_costs_s", "program_service_s", "program_critical_service_s", "program_dispatches", "monitor_epoch", "agent_tool_gap", "inferred_stages")
     TAKEN_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     ENGINES_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +171,7 @@ class MonitorSnapshot(_message.Message):
     PROGRAM_DISPATCHES_FIELD_NUMBER: _ClassVar[int]
     MONITOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
     AGENT_TOOL_GAP_FIELD_NUMBER: _ClassVar[int]
+    INFERRED_STAGES_FIELD_NUMBER: _ClassVar[int]
     taken_unix_s: float
     engines: _containers.RepeatedCompositeFieldContainer[EngineLoad]
     program_model: str
@@ -183,7 +186,8 @@ class MonitorSnapshot(_message.Message):
     program_dispatches: _containers.RepeatedCompositeFieldContainer[ProgramDispatch]
     monitor_epoch: str
     agent_tool_gap: ToolGapFit
-    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ..., anchor_distance_median_s: _Optional[float] = ..., remaining_stage_costs_s: _Optional[_Iterable[float]] = ..., program_service_s: _Optional[float] = ..., program_critical_service_s: _Optional[float] = ..., program_dispatches: _Optional[_Iterable[_Union[ProgramDispatch, _Mapping]]] = ..., monitor_epoch: _Optional[str] = ..., agent_tool_gap: _Optional[_Union[ToolGapFit, _Mapping]] = ...) -> None: ...
+    inferred_stages: _common_pb2.StageInference
+    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ..., anchor_distance_median_s: _Optional[float] = ..., remaining_stage_costs_s: _Optional[_Iterable[float]] = ..., program_service_s: _Optional[float] = ..., program_critical_service_s: _Optional[float] = ..., program_dispatches: _Optional[_Iterable[_Union[ProgramDispatch, _Mapping]]] = ..., monitor_epoch: _Optional[str] = ..., agent_tool_gap: _Optional[_Union[ToolGapFit, _Mapping]] = ..., inferred_stages: _Optional[_Union[_common_pb2.StageInference, _Mapping]] = ...) -> None: ...
 
 class ToolGapFit(_message.Message):
     __slots__ = ("mu", "sigma", "samples")

@@ -22,7 +22,8 @@ def stack(state: MonitorState, snapshot_waits_for: asyncio.Event | None = None):
         asked.append("snapshot")
         if snapshot_waits_for is not None:
             await asyncio.wait_for(snapshot_waits_for.wait(), 1.0)
-        view = cluster_snapshot(state, 1.0, request.program_id)
+        view = cluster_snapshot(state, 1.0, request.program_id, request.agent, request.workflow, request.stage_index,
+                                request.stage_count, upstream_agent=request.upstream_agent)
         return wire.snapshot_to_proto(view, state.engines, state.admit_seq)
 
     async def score(request, timeout):
@@ -62,13 +63,14 @@ def test_the_first_call_fetches_in_two_steps_and_later_ones_in_one():
         waits = asyncio.Event()
         dispatcher, asked = dispatcher_on(state, waits)
         dispatcher._served_models = ["large", "small"]
-        second = await dispatcher._fetch(call(program_id="p2"))   # the snapshot only answers once the router was asked
+        second = await dispatcher._fetch(call(program_id="p2", stage_index=1, stage_count=2))  # the snapshot
+        # only answers once the router was asked
         await dispatcher.close()
         return first, second, asked
 
     first, second, asked = asyncio.run(scenario())
     assert sorted(asked) == ["predictor:large,small", "router", "snapshot"]
-    for _, candidates, router_asked, (confidence, _), predictions in (first, second):
+    for _, _, candidates, router_asked, (confidence, _), predictions in (first, second):
         assert candidates == ["large", "small"] and router_asked and confidence == {"small": 0.4, "large": 0.8}
         assert set(predictions) == {"large", "small"}
 
@@ -81,9 +83,42 @@ def test_a_program_seen_assigned_skips_the_router():
         dispatcher._served_models = ["large", "small"]
         await dispatcher._fetch(call(program_id="p1"))              # learns A[p1] = large from the snapshot
         asked.clear()
-        _, candidates, router_asked, _, _ = await dispatcher._fetch(call(program_id="p1"))
+        _, _, candidates, router_asked, _, _ = await dispatcher._fetch(call(program_id="p1"))
         await dispatcher.close()
         return asked, candidates, router_asked
 
     asked, candidates, router_asked = asyncio.run(scenario())
     assert "router" not in asked and candidates == ["large"] and not router_asked
+
+
+def test_a_call_without_stages_gets_them_from_the_snapshot_before_the_predictor_reads_them():
+    """Kairos 4.2 online: the monitor has seen two runs of "code" (planner, then coder); a new run's first
+    call, named only by its program, is decided at stage 1 of 2, and the predictor is asked with that."""
+    async def scenario():
+        state = two_models()
+        for run in ("old-1", "old-2"):
+            for i, (agent, upstream) in enumerate((("planner", ""), ("coder", "planner"))):
+                state.admit(f"{run}-{i}", run, "large", "large-0", 10.0, 0.1 + i, workflow="code", agent=agent,
+                            upstream_agent=upstream)
+                state.release(f"{run}-{i}", 0.5 + i)
+        state.sweep(100.0)                                      # idle past program_idle_after_s: runs learned
+        for engine_id, model in (("small-0", "small"), ("large-0", "large")):
+            state.report(EngineStatus(engine_id, model=model, profile=profile()), 100.0)
+        dispatcher, asked = dispatcher_on(state)
+        dispatcher._served_models = ["large", "small"]
+        rows = []
+        predict = dispatcher.predictor.Predict
+
+        async def recording(request, timeout):
+            rows.extend(request.rows)
+            return await predict(request, timeout)
+        dispatcher.predictor.Predict = recording
+        fetched = await dispatcher._fetch(call(program_id="new", workflow="code", agent="planner"))
+        await dispatcher.close()
+        return fetched, asked, rows
+
+    (decided, (snapshot, _), *_), asked, rows = asyncio.run(scenario())
+    assert asked[0] == "snapshot" and len(asked) == 3       # the snapshot first, then router and predictor
+    assert (decided.workflow.stage_index, decided.workflow.stage_count) == (1, 2)
+    assert (snapshot.inferred_stages.stage_index, snapshot.inferred_stages.runs_seen) == (1, 2)
+    assert {(r.stage_index, r.stage_count) for r in rows} == {(1, 2)}

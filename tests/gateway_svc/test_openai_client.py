@@ -62,7 +62,8 @@ async def test_workflow_metadata_from_extra_body_reaches_the_receipt(stack, clie
 
 
 async def test_a_framework_session_header_makes_its_calls_one_program_and_the_receipt_says_so(stack, client):
-    """No hetflow metadata: Claude Code's session headers name the program and its agents."""
+    """No hetflow metadata: Claude Code's session headers name the program and its agents, and the monitor
+    places each call in the run."""
     receipts = []
     for agent in ("lead", "explorer"):
         raw = await client.chat.completions.with_raw_response.create(
@@ -75,6 +76,8 @@ async def test_a_framework_session_header_makes_its_calls_one_program_and_the_re
     assert [(w["agent"], w.get("upstream_agent", ""), w["identity_source"]) for w in workflows] == [
         ("lead", "", "claude-code"), ("explorer", "lead", "claude-code")]
     assert receipts[1]["stages"][0]["rule"] == "program-affinity"
+    assert [r["inferred_stages"]["stage_index"] for r in receipts] == [1, 2]   # Kairos 4.2: one after the other
+    assert [w["stage_index"] for w in workflows] == [1, 2]
     await wait_until_idle(stack)
 
 

@@ -71,13 +71,18 @@ def _with_prefix_match(view: EngineView, record: EngineRecord, prefix_blocks: Se
 
 def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", agent: str = "", workflow: str = "",
                      stage_index: int = 0, stage_count: int = 0, prefix_blocks: Sequence[int] = (),
-                     in_flight_calls: bool = False) -> ClusterSnapshot:
-    """The cluster at ``now_s`` for a call of ``program_id`` by ``agent`` at stage ``stage_index`` of
-    ``stage_count`` of ``workflow``, whose prompt has ``prefix_blocks``; each engine's in-flight calls
-    only when ``in_flight_calls`` (a policy that reads them asked: the others do not pay for the list).
-    Each engine's memory ledger is carried up to its last occupied slot (nothing for engines no packing
-    decision has used)."""
+                     in_flight_calls: bool = False, upstream_agent: str = "") -> ClusterSnapshot:
+    """The cluster at ``now_s`` for a call of ``program_id`` by ``agent`` (downstream of ``upstream_agent``)
+    at stage ``stage_index`` of ``stage_count`` of ``workflow``, whose prompt has ``prefix_blocks``; each
+    engine's in-flight calls only when ``in_flight_calls`` (a policy that reads them asked: the others do
+    not pay for the list). Each engine's memory ledger is carried up to its last occupied slot (nothing
+    for engines no packing decision has used). A call of a program that names neither stage field gets
+    them inferred (``MonitorState.infer_stages``), and the later stages' costs follow them."""
     check_stages(stage_index, stage_count, "snapshot")
+    inferred = state.infer_stages(program_id, agent, upstream_agent, workflow, now_s) \
+        if program_id and not stage_index and not stage_count else None
+    if inferred is not None:
+        stage_index, stage_count = inferred.stage_index, inferred.stage_count
     engines = engine_views(state, now_s, in_flight_calls)
     if prefix_blocks:
         engines = tuple(_with_prefix_match(view, state.engines[view.engine_id], prefix_blocks) for view in engines)
@@ -91,4 +96,4 @@ def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", ag
                            anchor_distance_median_s=_median(stats.anchor_distance_s.values()),
                            agent_expected_s=stats.expected_s.get(agent),
                            remaining_stage_costs_s=state.stage_costs.later_stages_s(workflow, stage_index, stage_count),
-                           agent_tool_gap=state.tool_gaps.fit(workflow, agent))
+                           agent_tool_gap=state.tool_gaps.fit(workflow, agent), inferred_stages=inferred)

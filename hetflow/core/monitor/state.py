@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from hetflow.core.call import check_stages
+from hetflow.core.call import MAX_STAGES, StageInference, check_stages
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.monitor.agent_latency import AgentStats
 from hetflow.core.monitor.memory_ledger import MemoryLedger, MemoryPlan
@@ -21,6 +21,7 @@ from hetflow.core.monitor.prefix_index import PrefixIndex
 from hetflow.core.monitor.spans import CallSpan
 from hetflow.core.monitor.stage_costs import StageCosts
 from hetflow.core.monitor.tool_gaps import ToolGaps
+from hetflow.core.monitor.workflow_graph import WorkflowStages, position_in_run
 from hetflow.core.snapshot import EngineView
 
 
@@ -77,6 +78,10 @@ class ProgramRecord:
     held_until_s: float | None = None
     """When the KV hold its last finished call was given ends (issue 35); None: no hold was decided, and
     it counts as resident for ``program_idle_after_s``."""
+    spans: list[CallSpan] = field(default_factory=list)
+    """Its finished calls (Kairos 4.1), at most ``MAX_STAGES``: its run so far (``workflow_graph``)."""
+    run_recorded: bool = False
+    """Its run has been learned from (``WorkflowStages``): once, when it ended or first went idle."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +209,9 @@ class MonitorState:
         """Each workflow stage's mean cost (HexGen-Flow eq. 5-6), learned from the calls admitted to it."""
         self.tool_gaps = ToolGaps()
         """Each agent's tool gaps, for the retention rule (issue 35)."""
+        self.workflow_stages = WorkflowStages()
+        """Each workflow's stage counts, learned from finished runs (Kairos 4.2): what a call that comes
+        without its stage position and count is given."""
         self.version = 0
         """Bumped by every change to what an engine view shows (admit, release, report, sweep)."""
         self.views_cache: tuple[tuple[int, float, bool], tuple[EngineView, ...]] | None = None
@@ -289,11 +297,14 @@ class MonitorState:
             if not engine.in_flight:
                 engine.in_flight_tokens = engine.in_flight_cost_s = 0.0  # no float drift once empty
         start_s = started_s if started_s > 0.0 else entry.admitted_s
+        span = CallSpan(entry.program_id, entry.agent, entry.upstream_agent, start_s, now_s)
         if completed and entry.program_id and entry.agent:
-            self.agent_stats.record(CallSpan(entry.program_id, entry.agent, entry.upstream_agent, start_s, now_s))
+            self.agent_stats.record(span)
         program = self.programs.get(entry.program_id)
         if program is not None:
             if completed:
+                if len(program.spans) < MAX_STAGES:
+                    program.spans.append(span)
                 program.service_s += now_s - start_s
                 program.critical_service_s = max(program.critical_service_s,
                                                  entry.inherited_service_s + now_s - start_s)
@@ -303,6 +314,8 @@ class MonitorState:
             program.context_tokens += output_tokens
             program.completed += int(completed)
             program.ended = entry.final_stage and not program.in_flight
+            if program.ended:
+                self._learn_run(program)
             program.last_finished_agent = entry.agent if completed and not program.ended else ""
             program.held_until_s = None if entry.retain_kv_s is None else now_s + entry.retain_kv_s
         return True
@@ -386,11 +399,35 @@ class MonitorState:
                     dropped += 1
             if silent_s > self.limits.engine_failed_after_s and not record.in_flight:
                 del self.engines[engine_id]
+        for program in self.programs.values():
+            if not program.in_flight and now_s - program.last_seen_s > self.limits.program_idle_after_s:
+                self._learn_run(program)
         idle = [pid for pid, p in self.programs.items()
                 if not p.in_flight and now_s - p.last_seen_s > self.limits.program_ttl_s]
         for pid in idle:
             del self.programs[pid]
         return {"entries_dropped": dropped, "programs_forgotten": len(idle)}
+
+    def _learn_run(self, program: ProgramRecord) -> None:
+        """Its run, ended or idle past ``program_idle_after_s``, taught to its workflow's stage counts, once
+        (a run that comes back after its first idle spell was learned short)."""
+        if not program.run_recorded and program.spans:
+            program.run_recorded = True
+            self.workflow_stages.record_run(program.workflow, program.spans)
+
+    def infer_stages(self, program_id: str, agent: str, upstream_agent: str, workflow: str,
+                     now_s: float) -> StageInference:
+        """The stage position and count of a call that came without them (Kairos 4.2): its position in its
+        program's run so far (finished calls, and running ones as still going), its count from the
+        finished runs of its workflow."""
+        program = self.programs.get(program_id)
+        run: list[CallSpan] = []
+        if program is not None:
+            running = (self.entries[rid] for rid in program.in_flight if rid in self.entries)
+            run = [*program.spans, *(CallSpan(program_id, e.agent, e.upstream_agent, e.admitted_s, float("inf"))
+                                     for e in running)]
+            workflow = workflow or program.workflow
+        return self.workflow_stages.infer(workflow, agent, position_in_run(run, agent, upstream_agent, now_s))
 
     def refresh_anchor_distances(self) -> dict[str, float]:
         """Kairos 5.1, recomputed in the background: runs with calls in flight are left out."""

@@ -87,3 +87,26 @@ def test_views_are_built_once_an_instant_and_again_after_a_change_with_or_withou
     state.admit("r2", "p2", "m", "e0", 20.0, 0.3, prompt_tokens=70)
     e0 = cluster_snapshot(state, 0.3, in_flight_calls=True).engines[0]
     assert [c.prompt_tokens for c in e0.in_flight_calls] == [50, 70]
+
+
+def test_a_call_without_stages_is_placed_in_its_run_and_counted_from_finished_runs():
+    """Kairos 4.2 online: runs are learned when they end (a final stage finished) or go idle, and a call
+    that names neither stage field gets its position in its run and its workflow's count."""
+    state = _state()
+    state.admit("a1", "named", "m", "e0", 10.0, 1.0, workflow="code", agent="planner", stage_index=1, stage_count=2)
+    state.release("a1", 2.0)
+    state.admit("a2", "named", "m", "e0", 10.0, 2.0, workflow="code", agent="coder", upstream_agent="planner",
+                stage_index=2, stage_count=2)
+    state.release("a2", 3.0)                                    # its final stage: learned now
+    assert state.workflow_stages.infer("code", "planner", 1).runs_seen == 1
+    state.admit("b1", "bare", "m", "e0", 10.0, 4.0, workflow="code", agent="planner")
+    state.release("b1", 5.0)
+    state.admit("b2", "bare", "m", "e0", 10.0, 5.0, workflow="code", agent="coder", upstream_agent="planner")
+    snap = cluster_snapshot(state, 5.5, "bare", "coder", "code", upstream_agent="planner")
+    assert snap.inferred_stages.stage_index == 2                # b2 still runs: a sibling joins its stage
+    assert (snap.inferred_stages.stage_count, snap.inferred_stages.runs_seen) == (2, 1)
+    assert cluster_snapshot(state, 5.5, "bare", "coder", "code", 2, 2).inferred_stages is None  # named: kept
+    state.release("b2", 6.0)
+    state.sweep(6.0 + state.limits.program_idle_after_s + 1)   # idle: learned once, as it stands
+    state.sweep(6.0 + state.limits.program_idle_after_s + 2)
+    assert state.workflow_stages.infer("code", "planner", 1).runs_seen == 2
