@@ -1,7 +1,8 @@
 """The OpenAI-compatible HTTP gateway: an ASGI app in front of the balancer.
 
 Routes as vLLM's OpenAI server has them: ``POST /v1/chat/completions``, ``POST /v1/completions``,
-``GET /v1/models``, ``GET /health``, ``GET /metrics``. A client changes its base URL only.
+``POST /v1/responses``, ``GET /v1/responses/{id}``, ``GET /v1/models``, ``GET /health``, ``GET /metrics``.
+A client changes its base URL only.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from starlette.routing import Route
 
 from gateway_svc.config import GatewayConfig
 from gateway_svc.metrics import REQUEST_FAILURE
+from gateway_svc.response_store import ResponseStore, StoredResponse
 from gateway_svc.responses import CallResponse
+from gateway_svc.responses_api import ResponsesReply
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.direct_call import DirectCall
-from hetflow.runtime.openai_request import OpenAIError, from_grpc, invalid, parse
+from hetflow.runtime.openai_request import OpenAIError, from_grpc, invalid, parse, parse_responses
 from hetflow.runtime.security import Unauthenticated, bearer, tenant_of_key
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc
 
@@ -48,6 +51,8 @@ class Gateway:
         """The client calls stream from an engine's model server with (``Engine.Hold``)."""
         self.model_server_less: set[str] = set()
         """Engines with no model server, or one this gateway cannot reach: streamed from themselves."""
+        self.responses = ResponseStore(cfg.responses_store_max, cfg.responses_store_ttl_s)
+        """The Responses API's stored responses (``store: true``)."""
 
     def _open(self, address: str) -> grpc.aio.Channel:
         channel = open_channel(address, self.cfg.serve.security)
@@ -113,19 +118,23 @@ def _error_response(error: OpenAIError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status_code)
 
 
-def _api_key(request: Request, cfg: GatewayConfig) -> str:
-    """The caller's API key, checked here when the stack has any and passed on to the balancer (which
-    checks it again and takes the tenant from it)."""
+def _caller(request: Request, cfg: GatewayConfig) -> tuple[str, str]:
+    """The caller's API key and its tenant ("" on a stack without keys), checked here when the stack has
+    keys; the key is passed on to the balancer (which checks it again and takes the tenant from it)."""
     key = bearer({"authorization": request.headers.get("authorization", "")})
-    if cfg.serve.security.api_keys:
-        if not key:
-            raise OpenAIError(401, "an API key is required: Authorization: Bearer <key>", "authentication_error",
-                              None, "invalid_api_key")
-        try:
-            tenant_of_key(key, cfg.serve.security.api_keys)
-        except Unauthenticated as exc:
-            raise OpenAIError(401, str(exc), "authentication_error", None, "invalid_api_key") from exc
-    return key
+    if not cfg.serve.security.api_keys:
+        return key, ""
+    if not key:
+        raise OpenAIError(401, "an API key is required: Authorization: Bearer <key>", "authentication_error",
+                          None, "invalid_api_key")
+    try:
+        return key, tenant_of_key(key, cfg.serve.security.api_keys)
+    except Unauthenticated as exc:
+        raise OpenAIError(401, str(exc), "authentication_error", None, "invalid_api_key") from exc
+
+
+def _passed_on(api_key: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {api_key}"),) if api_key else ()
 
 
 async def _completion(request: Request, kind: str) -> Any:
@@ -133,15 +142,67 @@ async def _completion(request: Request, kind: str) -> Any:
     gateway: Gateway = request.app.state.gateway
     cfg = gateway.cfg
     try:
-        api_key = _api_key(request, cfg)
+        api_key, _ = _caller(request, cfg)
         body = await _body(request, cfg.max_body_bytes)
-        model = body.get("model") if isinstance(body, dict) else None
-        served = await gateway.served_models() if model and model != cfg.router_model else frozenset()
-        parsed = parse(kind, body, request.headers, cfg.default_max_tokens, cfg.router_model, served)
+        parsed = parse(kind, body, request.headers, cfg.default_max_tokens, cfg.router_model,
+                       await _served_for(gateway, body))
     except OpenAIError as error:
         return _error_response(error)
-    return CallResponse(gateway.call, parsed, received_s,
-                        (("authorization", f"Bearer {api_key}"),) if api_key else ())
+    return CallResponse(gateway.call, parsed, received_s, _passed_on(api_key))
+
+
+async def _served_for(gateway: Gateway, body: Any) -> frozenset[str]:
+    """The served models, read only when the request names a model other than the router's."""
+    model = body.get("model") if isinstance(body, dict) else None
+    return await gateway.served_models() if model and model != gateway.cfg.router_model else frozenset()
+
+
+def _previous(gateway: Gateway, body: Any, tenant: str) -> StoredResponse | None:
+    """The stored response a request's ``previous_response_id`` names; 404 when there is none (or it is
+    another tenant's, or expired)."""
+    previous_id = body.get("previous_response_id") if isinstance(body, dict) else None
+    if previous_id is None:
+        return None
+    if not isinstance(previous_id, str) or not previous_id:
+        raise invalid("previous_response_id must be a response id", "previous_response_id")
+    stored = gateway.responses.get(previous_id, tenant, time.time())
+    if stored is None:
+        raise OpenAIError(404, f"Response with id {previous_id!r} not found (never stored, expired, or stored "
+                          "by another gateway)", "invalid_request_error", "previous_response_id",
+                          "previous_response_not_found")
+    return stored
+
+
+async def create_response(request: Request) -> Any:
+    """``POST /v1/responses``: one call, its conversation continued from ``previous_response_id``."""
+    received_s = time.perf_counter()
+    gateway: Gateway = request.app.state.gateway
+    cfg = gateway.cfg
+    try:
+        api_key, tenant = _caller(request, cfg)
+        body = await _body(request, cfg.max_body_bytes)
+        previous = _previous(gateway, body, tenant)
+        parsed = parse_responses(body, request.headers, cfg.default_max_tokens, cfg.router_model,
+                                 await _served_for(gateway, body), previous.conversation if previous else None)
+    except OpenAIError as error:
+        return _error_response(error)
+    reply = ResponsesReply(parsed, body, tenant, gateway.responses.put)
+    return CallResponse(gateway.call, parsed, received_s, _passed_on(api_key), reply)
+
+
+async def retrieve_response(request: Request) -> Response:
+    """``GET /v1/responses/{response_id}``: a stored response, as it was returned."""
+    gateway: Gateway = request.app.state.gateway
+    try:
+        _, tenant = _caller(request, gateway.cfg)
+        response_id = request.path_params["response_id"]
+        stored = gateway.responses.get(response_id, tenant, time.time())
+        if stored is None:
+            raise OpenAIError(404, f"Response with id {response_id!r} not found", "invalid_request_error",
+                              "response_id", "response_not_found")
+    except OpenAIError as error:
+        return _error_response(error)
+    return JSONResponse(stored.body)
 
 
 async def chat_completions(request: Request) -> Any:
@@ -155,7 +216,7 @@ async def completions(request: Request) -> Any:
 async def models(request: Request) -> Response:
     gateway: Gateway = request.app.state.gateway
     try:
-        _api_key(request, gateway.cfg)
+        _caller(request, gateway.cfg)
         served = await gateway.served_models()
     except OpenAIError as error:
         return _error_response(error)
@@ -197,6 +258,8 @@ def build(cfg: GatewayConfig) -> Starlette:
     return Starlette(routes=[
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/responses", create_response, methods=["POST"]),
+        Route("/v1/responses/{response_id}", retrieve_response, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

@@ -36,9 +36,15 @@ class GatewayConfig:
     streamed from that server itself once the engine's queue gives it its turn (``Engine.Hold``): no
     Python process relays its tokens. The model servers must be reachable from the gateway. False: every
     call streams through its engine service."""
+    responses_store_max: int = 10_000
+    """Stored responses (the Responses API's ``store``) the gateway keeps; the oldest go first."""
+    responses_store_ttl_s: float = 3600.0
+    """How long a stored response can be read or continued (``previous_response_id``)."""
     serve: ServeConfig = field(default_factory=ServeConfig)
 
     def __post_init__(self) -> None:
+        if self.responses_store_max < 0 or self.responses_store_ttl_s <= 0:
+            raise ValueError("gateway.responses_store_max must be at least 0 and responses_store_ttl_s positive")
         if self.default_max_tokens < 1:
             raise ValueError(f"gateway.default_max_tokens must be at least 1, got {self.default_max_tokens}")
         if self.max_body_bytes < 1024:

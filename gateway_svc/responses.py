@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 import grpc
 
@@ -24,6 +24,28 @@ OpenCall = Callable[[balancer_pb2.GenerateRequest, tuple[tuple[str, str], ...]],
 """Starts a call's stream (``Gateway.call``): anything with ``read()`` and ``cancel()``."""
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class Reply(Protocol):
+    """How one API shapes a call's answer: the SSE events of a stream (each method returns them, encoded),
+    or the whole reply's body."""
+
+    def opening(self, model: str, extra: dict[str, Any]) -> list[bytes]:
+        """Before the first text; ``extra``: the ``hetflow`` field (where it runs, the receipt)."""
+
+    def text(self, model: str, text: str, finish_reason: str | None, extra: dict[str, Any] | None) -> list[bytes]:
+        """One chunk's text; ``extra`` on the first chunk only; ``finish_reason`` on the last."""
+
+    def closing(self, model: str, finish_reason: str, prompt_tokens: int, output_tokens: int) -> list[bytes]:
+        """After the last text."""
+
+    def failed(self, error: OpenAIError) -> list[bytes]:
+        """The stream's end when the call failed after it started."""
+
+    def whole(self, model: str, text: str, finish_reason: str, prompt_tokens: int, output_tokens: int,
+              extra: dict[str, Any]) -> dict[str, Any]:
+        """The reply of a call not streamed."""
+
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 
@@ -43,8 +65,10 @@ async def send_error(send: Send, error: OpenAIError) -> None:
     await send_json(send, error.status_code, error.body())
 
 
-def _sse(data: dict[str, Any] | str) -> bytes:
-    return f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
+def sse(data: dict[str, Any] | str, event: str = "") -> bytes:
+    """One server-sent event; ``event`` names it (the Responses API's events are named)."""
+    named = f"event: {event}\n" if event else ""
+    return f"{named}data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
 
 
 async def _until_disconnect(receive: Receive) -> None:
@@ -55,11 +79,12 @@ async def _until_disconnect(receive: Receive) -> None:
 class CallResponse:
     """Runs ``parsed`` as this request's response."""
 
-    def __init__(self, open_call: OpenCall, parsed: ParsedRequest,
-                 received_s: float, metadata: Sequence[tuple[str, str]] = ()) -> None:
+    def __init__(self, open_call: OpenCall, parsed: ParsedRequest, received_s: float,
+                 metadata: Sequence[tuple[str, str]] = (), reply: Reply | None = None) -> None:
         """``received_s``: ``time.perf_counter()`` when the request reached the gateway; ``metadata``: the
-        caller's API key, passed on."""
+        caller's API key, passed on; ``reply``: the API's shapes (default: Chat Completions'/Completions')."""
         self.open_call, self.parsed, self.received_s = open_call, parsed, received_s
+        self.reply: Reply = reply or ChatReply(parsed)
         self.metadata = tuple(metadata)
         self.timer = RequestTimer(received_s)
         self._awaiting_balancer_s = 0.0
@@ -118,30 +143,30 @@ class CallResponse:
             return
         await send({"type": "http.response.start", "status": 200, "headers": _header_pairs(
             {"content-type": "text/event-stream", "cache-control": "no-cache", **self._headers(first)})})
-        model, chunk, prompt_tokens, output_tokens = first.model or self.parsed.model, first, 0, 0
-        is_first = True
+        reply, model, chunk, prompt_tokens, output_tokens = self.reply, first.model or self.parsed.model, first, 0, 0
+        events = reply.opening(model, self._extra(first))
         try:
             while chunk is not grpc.aio.EOF:
                 self.timer.tokens(model, time.perf_counter(), chunk.output_tokens)
                 reason = convert.finish_reason(chunk.finish_reason) if chunk.finished else None
-                event = convert.chunk_json(self.parsed, model, chunk.text, reason, is_first)
-                if is_first:
-                    event["hetflow"] = self._extra(chunk)
-                is_first, output_tokens = False, chunk.output_tokens
-                await send({"type": "http.response.body", "body": _sse(event), "more_body": True})
+                events.extend(reply.text(model, chunk.text, reason, self._extra(chunk) if chunk is first else None))
+                output_tokens = chunk.output_tokens
+                await send({"type": "http.response.body", "body": b"".join(events), "more_body": True})
+                events = []
                 if chunk.finished:
                     prompt_tokens = chunk.usage.prompt_tokens
                     self.timer.finished(model, time.perf_counter(), reason or "stop", prompt_tokens, output_tokens)
+                    events = reply.closing(model, reason or "stop", prompt_tokens, output_tokens)
                     break
                 chunk = await self._read(call)
-            if self.parsed.include_usage:
-                usage = convert.usage_chunk_json(self.parsed, model, prompt_tokens, output_tokens)
-                await send({"type": "http.response.body", "body": _sse(usage), "more_body": True})
+            else:
+                events = reply.failed(OpenAIError(502, "the balancer ended the call before it finished",
+                                                  "internal_error"))
         except grpc.aio.AioRpcError as exc:
             error = from_grpc(exc)
             REQUEST_FAILURE.labels(str(error.status_code)).inc()
-            await send({"type": "http.response.body", "body": _sse(error.body()), "more_body": True})
-        await send({"type": "http.response.body", "body": _sse("[DONE]"), "more_body": False})
+            events = reply.failed(error)
+        await send({"type": "http.response.body", "body": b"".join(events), "more_body": False})
 
     async def _whole(self, call: Any, send: Send) -> None:
         first = await self._first(call, send)
@@ -163,7 +188,39 @@ class CallResponse:
             return
         reason = convert.finish_reason(chunk.finish_reason)
         self.timer.finished(model, time.perf_counter(), reason, chunk.usage.prompt_tokens, chunk.output_tokens)
-        body = convert.reply_json(self.parsed, model, "".join(texts), reason, chunk.usage.prompt_tokens,
-                                  chunk.output_tokens)
-        body["hetflow"] = {**self._extra(first), "queued_s": chunk.queued_s}
+        body = self.reply.whole(model, "".join(texts), reason, chunk.usage.prompt_tokens, chunk.output_tokens,
+                                {**self._extra(first), "queued_s": chunk.queued_s})
         await send_json(send, 200, body, self._headers(first))
+
+
+class ChatReply:
+    """Chat Completions' and Completions' shapes (``gateway_svc.convert``): one SSE event per chunk, the
+    usage chunk when ``stream_options.include_usage`` asks, ``[DONE]`` last."""
+
+    def __init__(self, parsed: ParsedRequest) -> None:
+        self.parsed = parsed
+        self._first = True
+
+    def opening(self, model: str, extra: dict[str, Any]) -> list[bytes]:
+        return []
+
+    def text(self, model: str, text: str, finish_reason: str | None, extra: dict[str, Any] | None) -> list[bytes]:
+        event = convert.chunk_json(self.parsed, model, text, finish_reason, self._first)
+        if extra is not None:
+            event["hetflow"] = extra
+        self._first = False
+        return [sse(event)]
+
+    def closing(self, model: str, finish_reason: str, prompt_tokens: int, output_tokens: int) -> list[bytes]:
+        usage = [sse(convert.usage_chunk_json(self.parsed, model, prompt_tokens, output_tokens))] \
+            if self.parsed.include_usage else []
+        return [*usage, sse("[DONE]")]
+
+    def failed(self, error: OpenAIError) -> list[bytes]:
+        return [sse(error.body()), sse("[DONE]")]
+
+    def whole(self, model: str, text: str, finish_reason: str, prompt_tokens: int, output_tokens: int,
+              extra: dict[str, Any]) -> dict[str, Any]:
+        body = convert.reply_json(self.parsed, model, text, finish_reason, prompt_tokens, output_tokens)
+        body["hetflow"] = extra
+        return body

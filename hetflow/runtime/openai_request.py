@@ -79,6 +79,9 @@ HEADER_OF_FIELD = {
 TEXT_FIELDS = ("program_id", "workflow", "agent", "upstream_agent", "tenant")
 IDENTITY_FIELDS = ("program_id", "agent", "upstream_agent", "stage_index", "stage_count")
 """hetflow's own fields that name a call's place; any of them makes hetflow's the convention that does."""
+MAX_TOKENS_KEYS = {"chat": ("max_completion_tokens", "max_tokens"), "completion": ("max_tokens",),
+                   "responses": ("max_output_tokens",)}
+"""Where each API takes the output limit, in precedence order."""
 ROLE_OF = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 """OpenAI's roles the engines' chat templates take; ``developer`` is OpenAI's newer name for system."""
 
@@ -89,7 +92,7 @@ class ParsedRequest:
 
     request: balancer_pb2.GenerateRequest
     kind: str
-    """"chat" or "completion"."""
+    """"chat", "completion" or "responses"."""
     model: str
     """The model the client named."""
     stream: bool
@@ -112,7 +115,7 @@ def _integer(value: Any, param: str, low: int) -> int:
 
 
 def _sampling(body: Mapping[str, Any], kind: str, default_max_tokens: int) -> common_pb2.SamplingParams:
-    keys = ("max_completion_tokens", "max_tokens") if kind == "chat" else ("max_tokens",)
+    keys = MAX_TOKENS_KEYS[kind]
     key = next((k for k in keys if body.get(k) is not None), None)
     max_tokens = _integer(body[key], key, 1) if key else default_max_tokens
     sampling = common_pb2.SamplingParams(max_tokens=max_tokens)
@@ -319,9 +322,7 @@ def workflow_meta(fields: Mapping[str, Any], request_id: str) -> common_pb2.Work
     return meta
 
 
-def parse(kind: str, body: Any, headers: Mapping[str, str], default_max_tokens: int,
-          router_model: str, served_models: frozenset[str]) -> ParsedRequest:
-    """Validate one ``/v1/chat/completions`` (kind "chat") or ``/v1/completions`` request."""
+def _model(body: Any, router_model: str, served_models: frozenset[str]) -> str:
     if not isinstance(body, Mapping):
         raise invalid("the request body must be a JSON object")
     model = body.get("model")
@@ -330,6 +331,20 @@ def parse(kind: str, body: Any, headers: Mapping[str, str], default_max_tokens: 
     if model != router_model and model not in served_models:
         raise OpenAIError(404, f"The model {model!r} does not exist; served: {sorted(served_models)} "
                           f"(or {router_model!r} to let hetflow choose)", "not_found_error", "model", "model_not_found")
+    return model
+
+
+def _stream(body: Mapping[str, Any]) -> bool:
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise invalid("stream must be a boolean", "stream")
+    return stream
+
+
+def parse(kind: str, body: Any, headers: Mapping[str, str], default_max_tokens: int,
+          router_model: str, served_models: frozenset[str]) -> ParsedRequest:
+    """Validate one ``/v1/chat/completions`` (kind "chat") or ``/v1/completions`` request."""
+    model = _model(body, router_model, served_models)
     request_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
     fields = _identified(_workflow_fields(body, headers), _conventions(body, headers), time.time())
     request = balancer_pb2.GenerateRequest(
@@ -340,10 +355,90 @@ def parse(kind: str, body: Any, headers: Mapping[str, str], default_max_tokens: 
         request.messages.extend(_messages(body))
     else:
         request.prompt = _prompt(body)
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise invalid("stream must be a boolean", "stream")
     options = body.get("stream_options") or {}
     if not isinstance(options, Mapping):
         raise invalid("stream_options must be an object", "stream_options")
-    return ParsedRequest(request, kind, model, stream, bool(options.get("include_usage", False)), int(time.time()))
+    return ParsedRequest(request, kind, model, _stream(body), bool(options.get("include_usage", False)),
+                         int(time.time()))
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """What a stored response hands on to the next that names it (``previous_response_id``)."""
+
+    messages: tuple[tuple[str, str], ...]
+    """Its conversation without system messages, its own answer last (vLLM's ``construct_input_messages``:
+    instructions do not carry over)."""
+    program_id: str
+    """The program its calls ran as: a later response with no identity of its own joins it."""
+
+
+def _input_messages(value: Any) -> list[tuple[str, str]]:
+    """The Responses API's ``input``: a string (one user message) or a list of message items, each
+    ``{"role", "content"}`` (``"type": "message"`` or none) whose content is a string or a list of
+    ``input_text``/``output_text`` parts. Reasoning items are skipped, as vLLM skips them."""
+    if isinstance(value, str):
+        if not value:
+            raise invalid("input must not be empty", "input")
+        return [("user", value)]
+    if not isinstance(value, list) or not value:
+        raise invalid("input is required: a string or a non-empty list of message items", "input")
+    out = []
+    for i, item in enumerate(value):
+        param = f"input[{i}]"
+        if not isinstance(item, Mapping):
+            raise invalid(f"{param} must be an object", param)
+        kind = item.get("type", "message")
+        if kind == "reasoning":
+            continue
+        if kind != "message":
+            raise invalid(f"{param}.type {kind!r} is not supported: message items only (no tools yet)", f"{param}.type")
+        role = ROLE_OF.get(item.get("role"))  # type: ignore[arg-type]
+        if role is None:
+            raise invalid(f"{param}.role must be one of {sorted(ROLE_OF)}, got {item.get('role')!r}", f"{param}.role")
+        content = item.get("content")
+        if isinstance(content, list):
+            content = [{**part, "type": "text"} if isinstance(part, Mapping) and part.get("type") in
+                       ("input_text", "output_text") else part for part in content]
+        out.append((role, _message_text(content, f"{param}.content")))
+    return out
+
+
+def _responses_unsupported(body: Mapping[str, Any]) -> None:
+    if body.get("tools"):
+        raise invalid("tools are not supported yet: the engines answer text only", "tools")
+    if body.get("background"):
+        raise invalid("background responses are not supported", "background")
+    text = body.get("text") or {}
+    fmt = text.get("format") or {} if isinstance(text, Mapping) else None
+    if not isinstance(fmt, Mapping) or fmt.get("type", "text") != "text":
+        raise invalid("text.format must be {\"type\": \"text\"}", "text.format")
+
+
+def parse_responses(body: Any, headers: Mapping[str, str], default_max_tokens: int, router_model: str,
+                    served_models: frozenset[str], previous: Conversation | None) -> ParsedRequest:
+    """Validate one ``/v1/responses`` request (the OpenAI API reference, "Responses"; vLLM's
+    ``ResponsesRequest``). ``previous``: the stored response its ``previous_response_id`` names, whose
+    conversation comes before ``input`` and whose program it joins when it names none of its own."""
+    model = _model(body, router_model, served_models)
+    _responses_unsupported(body)
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise invalid("instructions must be a string", "instructions")
+    store = body.get("store", True)
+    if not isinstance(store, bool):
+        raise invalid("store must be a boolean", "store")
+    request_id = f"resp_{uuid.uuid4().hex}"
+    fields = _identified(_workflow_fields(body, headers), _conventions(body, headers), time.time())
+    if "program_id" not in fields and (previous is not None or store):
+        # a conversation that may go on is a program of unknown length: its stages are inferred
+        fields = {**fields, "program_id": previous.program_id if previous else request_id,
+                  "identity_source": "previous_response_id" if previous else "response"}
+    history = list(previous.messages) if previous else []
+    messages = ([("system", instructions)] if instructions else []) + history + _input_messages(body.get("input"))
+    request = balancer_pb2.GenerateRequest(
+        request_id=request_id, sampling=_sampling(body, "responses", default_max_tokens),
+        workflow=workflow_meta(fields, request_id), model_pin="" if model == router_model else model,
+        want_receipt=_flag(fields.get("receipt", False)),
+        messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in messages])
+    return ParsedRequest(request, "responses", model, _stream(body), False, int(time.time()))

@@ -135,3 +135,46 @@ def test_a_request_with_no_convention_says_so():
 def test_malformed_identity_is_a_400_naming_the_field(body, headers, param):
     error = error_of(body, headers)
     assert (error.status_code, error.param) == (400, param)
+
+
+def parse_responses(body, headers=None, previous=None):
+    return openai_request.parse_responses(body, headers or {}, 1024, "hetflow", SERVED, previous)
+
+
+def test_a_response_request_is_instructions_then_the_stored_conversation_then_the_input():
+    previous = openai_request.Conversation((("user", "plan"), ("assistant", "a plan")), "resp_first")
+    body = {"model": "hetflow", "instructions": "be brief", "max_output_tokens": 9,
+            "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+                      {"type": "reasoning", "summary": []}]}
+    request = parse_responses(body, previous=previous).request
+    assert [(m.role, m.content) for m in request.messages] == [
+        ("system", "be brief"), ("user", "plan"), ("assistant", "a plan"), ("user", "go")]
+    wf = request.workflow
+    assert (wf.program_id, wf.identity_source, wf.HasField("stage_index")) == ("resp_first", "previous_response_id",
+                                                                            False)
+    assert request.sampling.max_tokens == 9 and request.request_id.startswith("resp_")
+
+
+def test_a_stored_response_is_a_program_of_unknown_length_and_an_unstored_one_a_single_call():
+    stored = parse_responses({"model": "hetflow", "input": "hi"}).request
+    assert (stored.workflow.program_id, stored.workflow.identity_source) == (stored.request_id, "response")
+    assert not stored.workflow.HasField("stage_count")
+    single = parse_responses({"model": "hetflow", "input": "hi", "store": False}).request.workflow
+    assert (single.identity_source, single.stage_index, single.stage_count) == ("none", 1, 1)
+    session = parse_responses({"model": "hetflow", "input": "hi"}, {"x-session-id": "s1"}).request.workflow
+    assert (session.program_id, session.identity_source) == ("s1", "x-session-id")
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"model": "hetflow"}, "input"),
+    ({"model": "hetflow", "input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]}, "input[0].type"),
+    ({"model": "hetflow", "input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
+    ({"model": "hetflow", "input": "x", "text": {"format": {"type": "json_schema"}}}, "text.format"),
+    ({"model": "hetflow", "input": "x", "background": True}, "background"),
+    ({"model": "hetflow", "input": "x", "max_output_tokens": 0}, "max_output_tokens"),
+    ({"model": "hetflow", "input": "x", "store": "yes"}, "store"),
+])
+def test_what_responses_do_not_serve_is_a_400_naming_it(body, param):
+    with pytest.raises(OpenAIError) as caught:
+        parse_responses(body)
+    assert (caught.value.status_code, caught.value.param) == (400, param)

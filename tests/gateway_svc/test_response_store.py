@@ -1,0 +1,28 @@
+"""Stored responses are bounded, expire, and belong to the tenant that created them."""
+
+from gateway_svc.response_store import ResponseStore, StoredResponse
+from hetflow.runtime.openai_request import Conversation
+
+
+def stored(tenant: str = "", at_s: float = 0.0) -> StoredResponse:
+    return StoredResponse({"id": "x"}, Conversation((("user", "hi"), ("assistant", "yo")), "p"), tenant, at_s)
+
+
+def test_the_oldest_go_first_past_the_bound():
+    store = ResponseStore(max_responses=2, ttl_s=100.0)
+    for i in range(3):
+        store.put(f"r{i}", stored())
+    assert len(store) == 2 and store.get("r0", "", 1.0) is None and store.get("r2", "", 1.0) is not None
+
+
+def test_a_response_expires_after_its_ttl():
+    store = ResponseStore(max_responses=8, ttl_s=10.0)
+    store.put("r", stored(at_s=0.0))
+    assert store.get("r", "", 9.0) is not None
+    assert store.get("r", "", 11.0) is None and len(store) == 0
+
+
+def test_another_tenant_is_told_it_does_not_exist():
+    store = ResponseStore(max_responses=8, ttl_s=10.0)
+    store.put("r", stored(tenant="team-a"))
+    assert store.get("r", "team-b", 1.0) is None and store.get("r", "team-a", 1.0) is not None
