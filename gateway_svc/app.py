@@ -28,7 +28,8 @@ from gateway_svc.responses import CallResponse
 from gateway_svc.responses_api import ResponsesReply
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.direct_call import DirectCall
-from hetflow.runtime.openai_request import OpenAIError, from_grpc, invalid, parse, parse_responses
+from hetflow.runtime.openai_request import OpenAIError, from_grpc, invalid, parse
+from hetflow.runtime.responses_request import parse_responses
 from hetflow.runtime.security import Unauthenticated, bearer, tenant_of_key
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc
 

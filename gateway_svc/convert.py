@@ -4,11 +4,12 @@ shapes them and vLLM's OpenAI server writes them. The request side, OpenAI JSON 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from google.protobuf.json_format import MessageToDict
 
 from hetflow.runtime.openai_request import ParsedRequest
+from hetflow.runtime.tool_calls import ToolCall
 from hetflow.v1 import balancer_pb2
 
 
@@ -25,11 +26,20 @@ def _envelope(parsed: ParsedRequest, model: str, obj: str) -> dict[str, Any]:
     return {"id": parsed.request.request_id, "object": obj, "created": parsed.created_unix_s, "model": model}
 
 
+def tool_calls_json(calls: Sequence[ToolCall], streamed: bool = False) -> list[dict[str, Any]]:
+    """Chat Completions' ``tool_calls``: each call's id and function; a streamed delta's carry their index."""
+    return [{**({"index": i} if streamed else {}), "id": c.call_id, "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments}} for i, c in enumerate(calls)]
+
+
 def chunk_json(parsed: ParsedRequest, model: str, text: str, finish_reason: str | None,
-               first: bool) -> dict[str, Any]:
-    """One SSE event of a streamed completion (``chat.completion.chunk`` or ``text_completion``)."""
+               first: bool, calls: Sequence[ToolCall] = ()) -> dict[str, Any]:
+    """One SSE event of a streamed completion (``chat.completion.chunk`` or ``text_completion``); ``calls``:
+    the answer's tool calls, in its last event."""
     if parsed.kind == "chat":
         delta: dict[str, Any] = {"role": "assistant", "content": text} if first else {"content": text}
+        if calls:
+            delta["tool_calls"] = tool_calls_json(calls, streamed=True)
         choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
         return {**_envelope(parsed, model, "chat.completion.chunk"), "choices": [choice]}
     choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
@@ -43,11 +53,14 @@ def usage_chunk_json(parsed: ParsedRequest, model: str, prompt_tokens: int, comp
 
 
 def reply_json(parsed: ParsedRequest, model: str, text: str, finish_reason: str, prompt_tokens: int,
-               completion_tokens: int) -> dict[str, Any]:
-    """A whole (non-streamed) ``chat.completion`` or ``text_completion``."""
+               completion_tokens: int, calls: Sequence[ToolCall] = ()) -> dict[str, Any]:
+    """A whole (non-streamed) ``chat.completion`` or ``text_completion``; ``calls``: the answer's tool calls
+    (its text then the rest, ``null`` when none, as vLLM's server answers)."""
     if parsed.kind == "chat":
-        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
-                                  "logprobs": None, "finish_reason": finish_reason}
+        message: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else text)}
+        if calls:
+            message["tool_calls"] = tool_calls_json(calls)
+        choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
         obj = "chat.completion"
     else:
         choice, obj = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}, "text_completion"

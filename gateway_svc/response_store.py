@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from hetflow.runtime.openai_request import Conversation
+from hetflow.runtime.responses_request import Conversation
 
 
 @dataclass(frozen=True)

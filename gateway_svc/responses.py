@@ -18,6 +18,7 @@ import grpc
 from gateway_svc import convert
 from gateway_svc.metrics import GATEWAY_OVERHEAD_S, REQUEST_FAILURE, RequestTimer
 from hetflow.runtime.openai_request import OpenAIError, ParsedRequest, from_grpc
+from hetflow.runtime.tool_calls import CallStream, ToolCall, parse_calls
 from hetflow.v1 import balancer_pb2
 
 OpenCall = Callable[[balancer_pb2.GenerateRequest, tuple[tuple[str, str], ...]], Any]
@@ -195,17 +196,27 @@ class CallResponse:
 
 class ChatReply:
     """Chat Completions' and Completions' shapes (``gateway_svc.convert``): one SSE event per chunk, the
-    usage chunk when ``stream_options.include_usage`` asks, ``[DONE]`` last."""
+    usage chunk when ``stream_options.include_usage`` asks, ``[DONE]`` last. With tools offered, the text
+    from a ``<tool_call>`` tag on is held and its calls sent as ``tool_calls`` with the last event
+    (finish reason ``tool_calls``), as vLLM's server does with a tool parser."""
 
     def __init__(self, parsed: ParsedRequest) -> None:
         self.parsed = parsed
         self._first = True
+        self._calls = CallStream() if parsed.tools else None
 
     def opening(self, model: str, extra: dict[str, Any]) -> list[bytes]:
         return []
 
     def text(self, model: str, text: str, finish_reason: str | None, extra: dict[str, Any] | None) -> list[bytes]:
-        event = convert.chunk_json(self.parsed, model, text, finish_reason, self._first)
+        calls: list[ToolCall] = []
+        if self._calls is not None:
+            text = self._calls.feed(text)
+            if finish_reason is not None:
+                rest, calls = self._calls.finish()
+                text += rest
+                finish_reason = "tool_calls" if calls else finish_reason
+        event = convert.chunk_json(self.parsed, model, text, finish_reason, self._first, calls)
         if extra is not None:
             event["hetflow"] = extra
         self._first = False
@@ -221,6 +232,10 @@ class ChatReply:
 
     def whole(self, model: str, text: str, finish_reason: str, prompt_tokens: int, output_tokens: int,
               extra: dict[str, Any]) -> dict[str, Any]:
-        body = convert.reply_json(self.parsed, model, text, finish_reason, prompt_tokens, output_tokens)
+        calls: list[ToolCall] = []
+        if self.parsed.tools:
+            text, calls = parse_calls(text)
+            finish_reason = "tool_calls" if calls else finish_reason
+        body = convert.reply_json(self.parsed, model, text, finish_reason, prompt_tokens, output_tokens, calls)
         body["hetflow"] = extra
         return body

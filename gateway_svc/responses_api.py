@@ -13,13 +13,17 @@ from typing import Any, Callable, Mapping
 
 from gateway_svc.response_store import StoredResponse
 from gateway_svc.responses import sse
-from hetflow.runtime.openai_request import Conversation, OpenAIError, ParsedRequest
+from hetflow.runtime.openai_request import OpenAIError, ParsedRequest
+from hetflow.runtime.responses_request import Conversation
+from hetflow.runtime.tool_calls import CallStream, ToolCall, assistant_text, parse_calls
 
 Store = Callable[[str, StoredResponse], None]
 
 
 class ResponsesReply:
-    """One response's shapes; stores it when it completes and ``store`` asked."""
+    """One response's shapes; stores it when it completes and ``store`` asked. Its output is a message of
+    the answer's text (when there is text, or nothing else) and, with tools offered, a ``function_call``
+    item per call the answer makes (``hetflow.runtime.tool_calls``)."""
 
     def __init__(self, parsed: ParsedRequest, body: Mapping[str, Any], tenant: str, store: Store) -> None:
         self.parsed, self.tenant, self._store = parsed, tenant, store
@@ -28,6 +32,8 @@ class ResponsesReply:
         self._sequence = 0
         self._texts: list[str] = []
         self._extra: dict[str, Any] = {}
+        self._calls = CallStream() if parsed.tools else None
+        self._message_open = False
 
     # -- the response object ------------------------------------------------------------
     def response(self, model: str, status: str, output: list[dict[str, Any]],
@@ -42,15 +48,22 @@ class ResponsesReply:
             "max_output_tokens": body.get("max_output_tokens"), "temperature": body.get("temperature"),
             "top_p": body.get("top_p"), "previous_response_id": body.get("previous_response_id"),
             "parallel_tool_calls": body.get("parallel_tool_calls", True),
-            "tool_choice": body.get("tool_choice", "auto"), "tools": [], "text": {"format": {"type": "text"}},
-            "truncation": body.get("truncation", "disabled"),
+            "tool_choice": body.get("tool_choice", "auto"), "tools": body.get("tools") or [],
+            "text": {"format": {"type": "text"}}, "truncation": body.get("truncation", "disabled"),
             "store": body.get("store", True), "user": body.get("user"), "hetflow": self._extra}
 
-    def _part(self, text: str) -> dict[str, Any]:
+    @staticmethod
+    def _part(text: str) -> dict[str, Any]:
         return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
     def _message(self, status: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
         return {"type": "message", "id": self.message_id, "status": status, "role": "assistant", "content": parts}
+
+    @staticmethod
+    def _function_call(call: ToolCall, arguments: str | None = None) -> dict[str, Any]:
+        return {"type": "function_call", "id": f"fc_{call.call_id.removeprefix('call_')}", "call_id": call.call_id,
+                "name": call.name, "arguments": call.arguments if arguments is None else arguments,
+                "status": "completed" if arguments is None else "in_progress"}
 
     @staticmethod
     def _usage(prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
@@ -58,15 +71,18 @@ class ResponsesReply:
                 "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": prompt_tokens + output_tokens}
 
-    def _finished(self, model: str, finish_reason: str, prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
+    def _finished(self, model: str, finish_reason: str, prompt_tokens: int, output_tokens: int,
+                  text: str, calls: list[ToolCall]) -> dict[str, Any]:
         """The whole response, stored when asked."""
-        text, status = "".join(self._texts), "incomplete" if finish_reason == "length" else "completed"
-        response = self.response(model, status, [self._message(status, [self._part(text)])],
+        status = "incomplete" if finish_reason == "length" else "completed"
+        message = [self._message(status, [self._part(text)])] if text or not calls else []
+        response = self.response(model, status, message + [self._function_call(c) for c in calls],
                                  self._usage(prompt_tokens, output_tokens),
                                  "max_output_tokens" if status == "incomplete" else None)
         if self.request_body.get("store", True):
             sent = tuple((m.role, m.content) for m in self.parsed.request.messages if m.role != "system")
-            conversation = Conversation((*sent, ("assistant", text)), self.parsed.request.workflow.program_id)
+            answer = assistant_text(text, calls)
+            conversation = Conversation((*sent, ("assistant", answer)), self.parsed.request.workflow.program_id)
             self._store(response["id"], StoredResponse(response, conversation, self.tenant, time.time()))
         return response
 
@@ -79,29 +95,48 @@ class ResponsesReply:
     def _located(self) -> dict[str, Any]:
         return {"item_id": self.message_id, "output_index": 0, "content_index": 0}
 
+    def _open_message(self) -> list[bytes]:
+        self._message_open = True
+        return [self._event("response.output_item.added", output_index=0, item=self._message("in_progress", [])),
+                self._event("response.content_part.added", **self._located(), part=self._part(""))]
+
     def opening(self, model: str, extra: dict[str, Any]) -> list[bytes]:
         self._extra = extra
         started = self.response(model, "in_progress", [])
         return [self._event("response.created", response=started),
-                self._event("response.in_progress", response=started),
-                self._event("response.output_item.added", output_index=0, item=self._message("in_progress", [])),
-                self._event("response.content_part.added", **self._located(), part=self._part(""))]
+                self._event("response.in_progress", response=started)]
 
     def text(self, model: str, text: str, finish_reason: str | None, extra: dict[str, Any] | None) -> list[bytes]:
-        if not text:
-            return []
         self._texts.append(text)
-        return [self._event("response.output_text.delta", **self._located(), delta=text, logprobs=[])]
+        sendable = self._calls.feed(text) if self._calls is not None else text
+        if not sendable:
+            return []
+        opened = [] if self._message_open else self._open_message()
+        return [*opened, self._event("response.output_text.delta", **self._located(), delta=sendable, logprobs=[])]
 
     def closing(self, model: str, finish_reason: str, prompt_tokens: int, output_tokens: int) -> list[bytes]:
-        response = self._finished(model, finish_reason, prompt_tokens, output_tokens)
-        message = response["output"][0]
-        part = message["content"][0]
-        return [self._event("response.output_text.done", **self._located(), text=part["text"], logprobs=[]),
-                self._event("response.content_part.done", **self._located(), part=part),
-                self._event("response.output_item.done", output_index=0, item=message),
-                self._event("response.completed" if response["status"] == "completed" else "response.incomplete",
-                            response=response)]
+        text, calls = parse_calls("".join(self._texts)) if self._calls is not None else ("".join(self._texts), [])
+        response = self._finished(model, finish_reason, prompt_tokens, output_tokens, text, calls)
+        events = []
+        if text or not calls:
+            message = response["output"][0]
+            part = message["content"][0]
+            events += [] if self._message_open else self._open_message()
+            events += [self._event("response.output_text.done", **self._located(), text=part["text"], logprobs=[]),
+                       self._event("response.content_part.done", **self._located(), part=part),
+                       self._event("response.output_item.done", output_index=0, item=message)]
+        first_call = len(response["output"]) - len(calls)
+        for index, call in enumerate(calls, start=first_call):
+            item_id = self._function_call(call)["id"]
+            events += [self._event("response.output_item.added", output_index=index,
+                                   item=self._function_call(call, arguments="")),
+                       self._event("response.function_call_arguments.delta", item_id=item_id, output_index=index,
+                                   delta=call.arguments),
+                       self._event("response.function_call_arguments.done", item_id=item_id, output_index=index,
+                                   name=call.name, arguments=call.arguments),
+                       self._event("response.output_item.done", output_index=index, item=self._function_call(call))]
+        completed = "response.completed" if response["status"] == "completed" else "response.incomplete"
+        return [*events, self._event(completed, response=response)]
 
     def failed(self, error: OpenAIError) -> list[bytes]:
         failed = self.response(self.parsed.model, "failed", [],
@@ -110,5 +145,6 @@ class ResponsesReply:
 
     def whole(self, model: str, text: str, finish_reason: str, prompt_tokens: int, output_tokens: int,
               extra: dict[str, Any]) -> dict[str, Any]:
-        self._extra, self._texts = extra, [text]
-        return self._finished(model, finish_reason, prompt_tokens, output_tokens)
+        self._extra = extra
+        answer, calls = parse_calls(text) if self.parsed.tools else (text, [])
+        return self._finished(model, finish_reason, prompt_tokens, output_tokens, answer, calls)

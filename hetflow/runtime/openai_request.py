@@ -14,6 +14,7 @@ OpenAI server writes it
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import uuid
@@ -23,6 +24,13 @@ from typing import Any, Mapping
 import grpc
 
 from hetflow.core import identity
+from hetflow.runtime.tool_calls import (
+    Tool,
+    ToolCall,
+    assistant_text,
+    result_text,
+    tools_prompt,
+)
 from hetflow.v1 import balancer_pb2, common_pb2
 
 HTTP_OF_STATUS: dict[grpc.StatusCode, tuple[int, str]] = {
@@ -98,6 +106,8 @@ class ParsedRequest:
     stream: bool
     include_usage: bool
     created_unix_s: int
+    tools: tuple[Tool, ...] = ()
+    """The functions offered (``tool_calls``): the answer's calls are read out of its text."""
 
 
 def _number(value: Any, param: str, low: float, high: float) -> float:
@@ -114,7 +124,7 @@ def _integer(value: Any, param: str, low: int) -> int:
     return value
 
 
-def _sampling(body: Mapping[str, Any], kind: str, default_max_tokens: int) -> common_pb2.SamplingParams:
+def sampling_params(body: Mapping[str, Any], kind: str, default_max_tokens: int) -> common_pb2.SamplingParams:
     keys = MAX_TOKENS_KEYS[kind]
     key = next((k for k in keys if body.get(k) is not None), None)
     max_tokens = _integer(body[key], key, 1) if key else default_max_tokens
@@ -140,7 +150,7 @@ def _sampling(body: Mapping[str, Any], kind: str, default_max_tokens: int) -> co
     return sampling
 
 
-def _message_text(content: Any, param: str) -> str:
+def message_text(content: Any, param: str) -> str:
     """A message's text: a string, or OpenAI's list of content parts of type text."""
     if isinstance(content, str):
         return content
@@ -155,21 +165,80 @@ def _message_text(content: Any, param: str) -> str:
     raise invalid(f"{param} must be a string or a list of text parts", param)
 
 
-def _messages(body: Mapping[str, Any]) -> list[common_pb2.ChatMessage]:
+def offered_tools(body: Mapping[str, Any], flat: bool) -> tuple[Tool, ...]:
+    """The function tools offered: Chat Completions' ``{"type": "function", "function": {...}}``, or the
+    Responses API's ``{"type": "function", "name", ...}`` (``flat``); none when ``tool_choice`` is
+    "none". Any other ``tool_choice`` lets the model choose (it is not forced)."""
+    tools = body.get("tools")
+    if not tools or body.get("tool_choice") == "none":
+        return ()
+    if not isinstance(tools, list):
+        raise invalid("tools must be a list of function tools", "tools")
+    out = []
+    for i, tool in enumerate(tools):
+        param = f"tools[{i}]"
+        if not isinstance(tool, Mapping) or tool.get("type") != "function":
+            raise invalid(f"{param} must be a function tool; other tool types are not served", param)
+        spec = tool if flat else tool.get("function")
+        name_param = f"{param}.name" if flat else f"{param}.function.name"
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str) or not spec["name"]:
+            raise invalid(f"{param} needs a function name", name_param)
+        parameters, description = spec.get("parameters"), spec.get("description") or ""
+        if parameters is not None and not isinstance(parameters, Mapping):
+            raise invalid(f"{param}'s parameters must be a JSON schema object",
+                          name_param.replace("name", "parameters"))
+        out.append(Tool(spec["name"], description if isinstance(description, str) else "", parameters))
+    return tuple(out)
+
+
+def with_tools(messages: list[tuple[str, str]], tools: tuple[Tool, ...]) -> list[tuple[str, str]]:
+    """The messages with the tools offered in the system prompt (the first system message's end, or a
+    system message of their own first)."""
+    if not tools:
+        return messages
+    if messages and messages[0][0] == "system":
+        return [("system", f"{messages[0][1]}\n\n{tools_prompt(tools)}"), *messages[1:]]
+    return [("system", tools_prompt(tools)), *messages]
+
+
+def _tool_calls(value: Any, param: str) -> list[ToolCall]:
+    """An assistant message's earlier ``tool_calls``."""
+    if not isinstance(value, list):
+        raise invalid(f"{param} must be a list of function calls", param)
+    calls = []
+    for i, call in enumerate(value):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise invalid(f"{param}[{i}] must be {{\"type\": \"function\", \"function\": {{\"name\", "
+                          f"\"arguments\"}}}}", f"{param}[{i}]")
+        arguments = function.get("arguments", "")
+        calls.append(ToolCall(str(call.get("id", "")), function["name"],
+                              arguments if isinstance(arguments, str) else json.dumps(arguments)))
+    return calls
+
+
+def _message(m: Any, param: str) -> tuple[str, str]:
+    """One chat message as (role, text): a tool's result is a user turn, an assistant's calls its text."""
+    if not isinstance(m, Mapping):
+        raise invalid(f"{param} must be an object with role and content", param)
+    if m.get("role") == "tool":
+        return "user", result_text(message_text(m.get("content"), f"{param}.content"))
+    role = ROLE_OF.get(m.get("role"))  # type: ignore[arg-type]
+    if role is None:
+        raise invalid(f"{param}.role must be one of {sorted([*ROLE_OF, 'tool'])}, got {m.get('role')!r}",
+                      f"{param}.role")
+    if role == "assistant" and m.get("tool_calls"):
+        content = message_text(m.get("content") or "", f"{param}.content")
+        return role, assistant_text(content, _tool_calls(m["tool_calls"], f"{param}.tool_calls"))
+    return role, message_text(m.get("content"), f"{param}.content")
+
+
+def _messages(body: Mapping[str, Any], tools: tuple[Tool, ...]) -> list[common_pb2.ChatMessage]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid("messages is required: a non-empty list of {role, content}", "messages")
-    out = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, Mapping):
-            raise invalid(f"messages[{i}] must be an object with role and content", f"messages[{i}]")
-        role = ROLE_OF.get(m.get("role"))  # type: ignore[arg-type]
-        if role is None:
-            raise invalid(f"messages[{i}].role must be one of {sorted(ROLE_OF)}, got {m.get('role')!r}",
-                          f"messages[{i}].role")
-        out.append(common_pb2.ChatMessage(role=role, content=_message_text(m.get("content"),
-                                                                           f"messages[{i}].content")))
-    return out
+    out = with_tools([_message(m, f"messages[{i}]") for i, m in enumerate(messages)], tools)
+    return [common_pb2.ChatMessage(role=role, content=content) for role, content in out]
 
 
 def _prompt(body: Mapping[str, Any]) -> str:
@@ -207,7 +276,7 @@ def _hetflow_headers(headers: Mapping[str, str]) -> dict[str, Any]:
     return fields
 
 
-def _workflow_fields(body: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+def workflow_fields(body: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
     """hetflow's own workflow fields: the ``x-hetflow-*`` headers and the body's ``hetflow`` object, which
     must agree where both name a field."""
     fields = _hetflow_headers(headers)
@@ -228,7 +297,7 @@ def _workflow_fields(body: Mapping[str, Any], headers: Mapping[str, str]) -> dic
     return fields
 
 
-def _conventions(body: Mapping[str, Any], headers: Mapping[str, str]) -> identity.Conventions:
+def conventions(body: Mapping[str, Any], headers: Mapping[str, str]) -> identity.Conventions:
     """The ecosystem's identity conventions the request carries (``hetflow.core.identity``)."""
     xargs = body.get("vllm_xargs")
     if xargs is not None and not isinstance(xargs, Mapping):
@@ -238,7 +307,7 @@ def _conventions(body: Mapping[str, Any], headers: Mapping[str, str]) -> identit
         headers={h: _header_values(headers, h) for h in identity.IDENTITY_HEADERS})
 
 
-def _identified(fields: dict[str, Any], conventions: identity.Conventions, now_unix_s: float) -> dict[str, Any]:
+def identified(fields: dict[str, Any], conventions: identity.Conventions, now_unix_s: float) -> dict[str, Any]:
     """The workflow fields with the call's identity: hetflow's own when they name any of it, else the first
     convention present (``hetflow.core.identity.resolve``); per-call fields (workflow, tenant, deadline,
     receipt) apply over either."""
@@ -284,7 +353,7 @@ def _deadline(fields: Mapping[str, Any]) -> float:
     return deadline
 
 
-def _flag(value: Any) -> bool:
+def receipt_flag(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.lower() in ("1", "true", "yes", "0", "false", "no", ""):
@@ -322,7 +391,7 @@ def workflow_meta(fields: Mapping[str, Any], request_id: str) -> common_pb2.Work
     return meta
 
 
-def _model(body: Any, router_model: str, served_models: frozenset[str]) -> str:
+def requested_model(body: Any, router_model: str, served_models: frozenset[str]) -> str:
     if not isinstance(body, Mapping):
         raise invalid("the request body must be a JSON object")
     model = body.get("model")
@@ -334,7 +403,7 @@ def _model(body: Any, router_model: str, served_models: frozenset[str]) -> str:
     return model
 
 
-def _stream(body: Mapping[str, Any]) -> bool:
+def stream_flag(body: Mapping[str, Any]) -> bool:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise invalid("stream must be a boolean", "stream")
@@ -344,101 +413,20 @@ def _stream(body: Mapping[str, Any]) -> bool:
 def parse(kind: str, body: Any, headers: Mapping[str, str], default_max_tokens: int,
           router_model: str, served_models: frozenset[str]) -> ParsedRequest:
     """Validate one ``/v1/chat/completions`` (kind "chat") or ``/v1/completions`` request."""
-    model = _model(body, router_model, served_models)
+    model = requested_model(body, router_model, served_models)
     request_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
-    fields = _identified(_workflow_fields(body, headers), _conventions(body, headers), time.time())
+    fields = identified(workflow_fields(body, headers), conventions(body, headers), time.time())
     request = balancer_pb2.GenerateRequest(
-        request_id=request_id, sampling=_sampling(body, kind, default_max_tokens),
+        request_id=request_id, sampling=sampling_params(body, kind, default_max_tokens),
         workflow=workflow_meta(fields, request_id), model_pin="" if model == router_model else model,
-        want_receipt=_flag(fields.get("receipt", False)))
+        want_receipt=receipt_flag(fields.get("receipt", False)))
+    tools = offered_tools(body, flat=False) if kind == "chat" else ()
     if kind == "chat":
-        request.messages.extend(_messages(body))
+        request.messages.extend(_messages(body, tools))
     else:
         request.prompt = _prompt(body)
     options = body.get("stream_options") or {}
     if not isinstance(options, Mapping):
         raise invalid("stream_options must be an object", "stream_options")
-    return ParsedRequest(request, kind, model, _stream(body), bool(options.get("include_usage", False)),
-                         int(time.time()))
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """What a stored response hands on to the next that names it (``previous_response_id``)."""
-
-    messages: tuple[tuple[str, str], ...]
-    """Its conversation without system messages, its own answer last (vLLM's ``construct_input_messages``:
-    instructions do not carry over)."""
-    program_id: str
-    """The program its calls ran as: a later response with no identity of its own joins it."""
-
-
-def _input_messages(value: Any) -> list[tuple[str, str]]:
-    """The Responses API's ``input``: a string (one user message) or a list of message items, each
-    ``{"role", "content"}`` (``"type": "message"`` or none) whose content is a string or a list of
-    ``input_text``/``output_text`` parts. Reasoning items are skipped, as vLLM skips them."""
-    if isinstance(value, str):
-        if not value:
-            raise invalid("input must not be empty", "input")
-        return [("user", value)]
-    if not isinstance(value, list) or not value:
-        raise invalid("input is required: a string or a non-empty list of message items", "input")
-    out = []
-    for i, item in enumerate(value):
-        param = f"input[{i}]"
-        if not isinstance(item, Mapping):
-            raise invalid(f"{param} must be an object", param)
-        kind = item.get("type", "message")
-        if kind == "reasoning":
-            continue
-        if kind != "message":
-            raise invalid(f"{param}.type {kind!r} is not supported: message items only (no tools yet)", f"{param}.type")
-        role = ROLE_OF.get(item.get("role"))  # type: ignore[arg-type]
-        if role is None:
-            raise invalid(f"{param}.role must be one of {sorted(ROLE_OF)}, got {item.get('role')!r}", f"{param}.role")
-        content = item.get("content")
-        if isinstance(content, list):
-            content = [{**part, "type": "text"} if isinstance(part, Mapping) and part.get("type") in
-                       ("input_text", "output_text") else part for part in content]
-        out.append((role, _message_text(content, f"{param}.content")))
-    return out
-
-
-def _responses_unsupported(body: Mapping[str, Any]) -> None:
-    if body.get("tools"):
-        raise invalid("tools are not supported yet: the engines answer text only", "tools")
-    if body.get("background"):
-        raise invalid("background responses are not supported", "background")
-    text = body.get("text") or {}
-    fmt = text.get("format") or {} if isinstance(text, Mapping) else None
-    if not isinstance(fmt, Mapping) or fmt.get("type", "text") != "text":
-        raise invalid("text.format must be {\"type\": \"text\"}", "text.format")
-
-
-def parse_responses(body: Any, headers: Mapping[str, str], default_max_tokens: int, router_model: str,
-                    served_models: frozenset[str], previous: Conversation | None) -> ParsedRequest:
-    """Validate one ``/v1/responses`` request (the OpenAI API reference, "Responses"; vLLM's
-    ``ResponsesRequest``). ``previous``: the stored response its ``previous_response_id`` names, whose
-    conversation comes before ``input`` and whose program it joins when it names none of its own."""
-    model = _model(body, router_model, served_models)
-    _responses_unsupported(body)
-    instructions = body.get("instructions")
-    if instructions is not None and not isinstance(instructions, str):
-        raise invalid("instructions must be a string", "instructions")
-    store = body.get("store", True)
-    if not isinstance(store, bool):
-        raise invalid("store must be a boolean", "store")
-    request_id = f"resp_{uuid.uuid4().hex}"
-    fields = _identified(_workflow_fields(body, headers), _conventions(body, headers), time.time())
-    if "program_id" not in fields and (previous is not None or store):
-        # a conversation that may go on is a program of unknown length: its stages are inferred
-        fields = {**fields, "program_id": previous.program_id if previous else request_id,
-                  "identity_source": "previous_response_id" if previous else "response"}
-    history = list(previous.messages) if previous else []
-    messages = ([("system", instructions)] if instructions else []) + history + _input_messages(body.get("input"))
-    request = balancer_pb2.GenerateRequest(
-        request_id=request_id, sampling=_sampling(body, "responses", default_max_tokens),
-        workflow=workflow_meta(fields, request_id), model_pin="" if model == router_model else model,
-        want_receipt=_flag(fields.get("receipt", False)),
-        messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in messages])
-    return ParsedRequest(request, "responses", model, _stream(body), False, int(time.time()))
+    return ParsedRequest(request, kind, model, stream_flag(body), bool(options.get("include_usage", False)),
+                         int(time.time()), tools)

@@ -1,7 +1,7 @@
 """Stored responses are bounded, expire, and belong to the tenant that created them."""
 
 from gateway_svc.response_store import ResponseStore, StoredResponse
-from hetflow.runtime.openai_request import Conversation
+from hetflow.runtime.responses_request import Conversation
 
 
 def stored(tenant: str = "", at_s: float = 0.0) -> StoredResponse:

@@ -76,11 +76,11 @@ async def test_unknown_or_unsupported_input_is_a_4xx(stack):
         missing = await http.post("/responses", json={"model": "hetflow", "input": "x",
                                                          "previous_response_id": "resp_nope"})
         tools = await http.post("/responses", json={"model": "hetflow", "input": "x",
-                                                       "tools": [{"type": "function", "name": "f"}]})
+                                                       "tools": [{"type": "web_search"}]})
         image = await http.post("/responses", json={"model": "hetflow", "input": [
             {"role": "user", "content": [{"type": "input_image", "image_url": "http://x"}]}]})
         retrieve = await http.get("/responses/resp_nope")
     assert (missing.status_code, missing.json()["error"]["param"]) == (404, "previous_response_id")
-    assert (tools.status_code, tools.json()["error"]["param"]) == (400, "tools")
+    assert (tools.status_code, tools.json()["error"]["param"]) == (400, "tools[0]")
     assert (image.status_code, image.json()["error"]["param"]) == (400, "input[0].content[0]")
     assert retrieve.status_code == 404

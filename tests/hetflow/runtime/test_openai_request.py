@@ -74,7 +74,7 @@ def test_completions_take_one_prompt_string():
     ({"messages": [{"role": "user", "content": "x"}]}, {}, 400, "model"),
     (chat(model="gpt-4o"), {}, 404, "model"),
     ({"model": "hetflow"}, {}, 400, "messages"),
-    (chat(messages=[{"role": "tool", "content": "x"}]), {}, 400, "messages[0].role"),
+    (chat(messages=[{"role": "function", "content": "x"}]), {}, 400, "messages[0].role"),
     (chat(messages=[{"role": "user", "content": [{"type": "image_url"}]}]), {}, 400, "messages[0].content[0]"),
     (chat(max_tokens=0), {}, 400, "max_tokens"),
     (chat(temperature="hot"), {}, 400, "temperature"),
@@ -137,44 +137,29 @@ def test_malformed_identity_is_a_400_naming_the_field(body, headers, param):
     assert (error.status_code, error.param) == (400, param)
 
 
-def parse_responses(body, headers=None, previous=None):
-    return openai_request.parse_responses(body, headers or {}, 1024, "hetflow", SERVED, previous)
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
 
 
-def test_a_response_request_is_instructions_then_the_stored_conversation_then_the_input():
-    previous = openai_request.Conversation((("user", "plan"), ("assistant", "a plan")), "resp_first")
-    body = {"model": "hetflow", "instructions": "be brief", "max_output_tokens": 9,
-            "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
-                      {"type": "reasoning", "summary": []}]}
-    request = parse_responses(body, previous=previous).request
-    assert [(m.role, m.content) for m in request.messages] == [
-        ("system", "be brief"), ("user", "plan"), ("assistant", "a plan"), ("user", "go")]
-    wf = request.workflow
-    assert (wf.program_id, wf.identity_source, wf.HasField("stage_index")) == ("resp_first", "previous_response_id",
-                                                                            False)
-    assert request.sampling.max_tokens == 9 and request.request_id.startswith("resp_")
+def test_chat_tools_go_into_the_system_prompt_and_earlier_calls_and_results_into_turns():
+    body = chat(tools=[WEATHER], messages=[
+        {"role": "system", "content": "be useful"}, {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}])
+    parsed = parse(body)
+    roles = [(m.role, m.content) for m in parsed.request.messages]
+    assert roles[0][0] == "system" and roles[0][1].startswith("be useful\n\n# Tools") and "get_weather" in roles[0][1]
+    assert roles[2][0] == "assistant" and '"name": "get_weather"' in roles[2][1] and "<tool_call>" in roles[2][1]
+    assert roles[3] == ("user", "<tool_response>\nsunny\n</tool_response>")
+    assert [t.name for t in parsed.tools] == ["get_weather"]
+    assert parse(chat(tools=[WEATHER], tool_choice="none")).tools == ()
 
 
-def test_a_stored_response_is_a_program_of_unknown_length_and_an_unstored_one_a_single_call():
-    stored = parse_responses({"model": "hetflow", "input": "hi"}).request
-    assert (stored.workflow.program_id, stored.workflow.identity_source) == (stored.request_id, "response")
-    assert not stored.workflow.HasField("stage_count")
-    single = parse_responses({"model": "hetflow", "input": "hi", "store": False}).request.workflow
-    assert (single.identity_source, single.stage_index, single.stage_count) == ("none", 1, 1)
-    session = parse_responses({"model": "hetflow", "input": "hi"}, {"x-session-id": "s1"}).request.workflow
-    assert (session.program_id, session.identity_source) == ("s1", "x-session-id")
-
-
-@pytest.mark.parametrize("body, param", [
-    ({"model": "hetflow"}, "input"),
-    ({"model": "hetflow", "input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]}, "input[0].type"),
-    ({"model": "hetflow", "input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
-    ({"model": "hetflow", "input": "x", "text": {"format": {"type": "json_schema"}}}, "text.format"),
-    ({"model": "hetflow", "input": "x", "background": True}, "background"),
-    ({"model": "hetflow", "input": "x", "max_output_tokens": 0}, "max_output_tokens"),
-    ({"model": "hetflow", "input": "x", "store": "yes"}, "store"),
+@pytest.mark.parametrize("tools, param", [
+    ([{"type": "function"}], "tools[0].function.name"),
+    ([{"type": "code_interpreter"}], "tools[0]"),
+    ("x", "tools"),
 ])
-def test_what_responses_do_not_serve_is_a_400_naming_it(body, param):
-    with pytest.raises(OpenAIError) as caught:
-        parse_responses(body)
-    assert (caught.value.status_code, caught.value.param) == (400, param)
+def test_malformed_tools_are_a_400_naming_the_field(tools, param):
+    assert error_of(chat(tools=tools)).param == param
