@@ -107,6 +107,9 @@ class EngineConfig:
     fewer messages per token where the CPU that streams is the CPU that computes."""
     sim_output_median_tokens: int = 128
     """sim backend: median output length when the call does not set ignore_eos."""
+    sim_script: str = ""
+    """sim backend: a YAML file of scripted answers (``engine_svc.backends.sim_script``): agent frameworks'
+    handoffs and tool calls on a simulated stack. Empty: every answer is filler."""
     queue: QueueConfig = field(default_factory=QueueConfig)
     vllm: VllmConfig = field(default_factory=VllmConfig)
     vllm_server: VllmServerConfig = field(default_factory=VllmServerConfig)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import AsyncIterator, Callable, Protocol
 
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta, coalesce_ready
+from engine_svc.backends.sim_script import SimScript, answer_tokens, load_script
 from engine_svc.config import EngineConfig
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.profile import EngineProfile, load_profile
@@ -83,9 +84,11 @@ class SimBackend:
 
     def __init__(self, model: str, profile: EngineProfile, queue: AgingPriorityQueue,
                  output_median_tokens: int, clock: EngineClock | None = None, time_scale: float = 1.0,
-                 on_step: Callable[[StepPlan, StepLag], None] = lambda plan, lag: None) -> None:
+                 on_step: Callable[[StepPlan, StepLag], None] = lambda plan, lag: None,
+                 script: SimScript | None = None) -> None:
         """``time_scale``: each iteration takes the profile's time times this (2.0: a GPU half as fast);
-        ``on_step``: called after every iteration with its batch and lag (metrics)."""
+        ``on_step``: called after every iteration with its batch and lag (metrics); ``script``: scripted
+        answers (``sim_script``), filler for calls it does not match."""
         if time_scale <= 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale}")
         self.model, self.profile = model, profile
@@ -95,6 +98,9 @@ class SimBackend:
         self._scheduler = BatchScheduler(profile, queue)
         self._output_median_tokens = output_median_tokens
         self._streams: dict[str, asyncio.Queue[OutputDelta]] = {}
+        self._script = script
+        self._answers: dict[str, list[str]] = {}
+        """Scripted answers of the running calls, as the tokens they stream in."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -107,7 +113,9 @@ class SimBackend:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def generate(self, call: GenerateCall) -> AsyncIterator[OutputDelta]:
-        target = len(call.output_token_ids) or (
+        scripted = self._script.reply_for(list(call.messages), call.prompt) if self._script is not None else None
+        answer = answer_tokens(scripted) if scripted is not None else None
+        target = len(answer) if answer is not None else len(call.output_token_ids) or (
             call.sampling.max_tokens if call.sampling.ignore_eos
             else simulated_output_tokens(call.request_id, self._output_median_tokens))
         if call.prompt_token_ids:  # tokenized by the caller: its full blocks (output's too) can hit the cache
@@ -131,6 +139,8 @@ class SimBackend:
             raise InvalidArgument(str(exc)) from exc
         stream: asyncio.Queue[OutputDelta] = asyncio.Queue()
         self._streams[call.request_id] = stream
+        if answer is not None:
+            self._answers[call.request_id] = answer
         self._wake.set()
         finished = False
         try:
@@ -140,6 +150,7 @@ class SimBackend:
                 yield delta
         finally:
             self._streams.pop(call.request_id, None)
+            self._answers.pop(call.request_id, None)
             if not finished:
                 self._scheduler.abort(call.request_id, self.clock.now())
 
@@ -210,8 +221,11 @@ class SimBackend:
         stream = self._streams.get(req.request_id)
         if stream is None:
             return
+        answer = self._answers.get(req.request_id)
+        text = answer[req.output_tokens - 1] if answer is not None else \
+            " " + _WORDS[(req.seq + req.output_tokens) % len(_WORDS)]
         stream.put_nowait(OutputDelta(
-            req.request_id, " " + _WORDS[(req.seq + req.output_tokens) % len(_WORDS)],
+            req.request_id, text,
             req.output_tokens, req.prompt_tokens, finished=finished, finish_reason=req.finish_reason,
             queued_s=_queued_delta_s(req, finished), preemptions=req.preemptions))
 
@@ -226,4 +240,5 @@ def _queued_delta_s(req: EngineRequest, finished: bool) -> float:
 def sim_backend(cfg: EngineConfig, queue: AgingPriorityQueue) -> SimBackend:
     """The ``sim`` engine-backend plugin: the engine model on the configured profile."""
     profile = load_profile(cfg.profile)
-    return SimBackend(cfg.model or profile.model, profile, queue, cfg.sim_output_median_tokens)
+    return SimBackend(cfg.model or profile.model, profile, queue, cfg.sim_output_median_tokens,
+                      script=load_script(cfg.sim_script) if cfg.sim_script else None)

@@ -12,8 +12,10 @@ metadata" and "Compatibility identity inputs"), so a vLLM program maps onto a he
   and the upstream agent ``parent_session_id`` (two levels: a deeper tree needs ``agentic_context``).
 - Headers, one schema, the first present of: Claude Code (``x-claude-code-session-id``, ``-agent-id``,
   ``-parent-agent-id``), Codex/OpenCode (``session-id``, ``thread-id``), generic (``x-session-id``). The
-  session is the program; the agent is the agent or thread header, else ``lead``; a subagent's upstream
-  agent is the parent header, else ``lead`` (the router's defaults).
+  session is the program; the agent is the agent or thread header; a named subagent's upstream agent is
+  the parent header, else ``lead`` (the router's default).
+
+A convention that names no agent leaves it to the call's instructions (``agent_of_instructions``).
 
 Precedence (``resolve``): ``agentic_context``, then ``agent_hint``, then one header schema, the router's
 own order; hetflow's own fields come before all of them (``hetflow.runtime.openai_request``). Only the
@@ -24,6 +26,7 @@ different values is refused, naming both places.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -223,8 +226,18 @@ def from_agent_hint(raw: Any) -> Identity:
 
 
 def from_headers(schema: HeaderSchema, session: str, headers: Mapping[str, Sequence[str]]) -> Identity:
-    """One framework's headers: its session is the program."""
-    agent = (header_value(headers, schema.agent) if schema.agent else "") or LEAD_AGENT
-    parent = header_value(headers, schema.parent_agent) if schema.parent_agent else ""
-    upstream = _below(parent, session) or ("" if agent == LEAD_AGENT else LEAD_AGENT)
-    return Identity(schema.source, session, _below(agent, session), upstream)
+    """One framework's headers: its session is the program; an agent or thread header names the agent
+    (unnamed without one: ``agent_of_instructions``); a subagent named with no parent header is the lead
+    agent's (the router's default)."""
+    agent = _below(header_value(headers, schema.agent), session) if schema.agent else ""
+    parent = _below(header_value(headers, schema.parent_agent), session) if schema.parent_agent else ""
+    return Identity(schema.source, session, agent, parent or (LEAD_AGENT if agent and agent != LEAD_AGENT else ""))
+
+
+def agent_of_instructions(system_prompt: str) -> str:
+    """A name for an agent no convention names, from its instructions: the agents of one program differ by
+    their system prompts (an Agents SDK agent's ``instructions``, a LangGraph node's system message), so
+    the same agent gets the same name in every run. "" without a system prompt."""
+    if not system_prompt:
+        return ""
+    return f"agent-{hashlib.blake2b(system_prompt.encode(), digest_size=4).hexdigest()}"

@@ -233,12 +233,21 @@ def _message(m: Any, param: str) -> tuple[str, str]:
     return role, message_text(m.get("content"), f"{param}.content")
 
 
-def _messages(body: Mapping[str, Any], tools: tuple[Tool, ...]) -> list[common_pb2.ChatMessage]:
+def _turns(body: Mapping[str, Any]) -> list[tuple[str, str]]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid("messages is required: a non-empty list of {role, content}", "messages")
-    out = with_tools([_message(m, f"messages[{i}]") for i, m in enumerate(messages)], tools)
-    return [common_pb2.ChatMessage(role=role, content=content) for role, content in out]
+    return [_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
+
+
+def chat_messages(meta: common_pb2.WorkflowMeta, turns: list[tuple[str, str]],
+                  tools: tuple[Tool, ...]) -> list[common_pb2.ChatMessage]:
+    """The call's messages, tools offered; a convention that named the program but not its agent leaves
+    the agent to be named by the call's instructions (``identity.agent_of_instructions``), before the
+    tools join them."""
+    if not meta.agent and meta.identity_source not in ("hetflow", "none"):
+        meta.agent = identity.agent_of_instructions(next((c for r, c in turns if r == "system"), ""))
+    return [common_pb2.ChatMessage(role=role, content=content) for role, content in with_tools(turns, tools)]
 
 
 def _prompt(body: Mapping[str, Any]) -> str:
@@ -422,7 +431,7 @@ def parse(kind: str, body: Any, headers: Mapping[str, str], default_max_tokens: 
         want_receipt=receipt_flag(fields.get("receipt", False)))
     tools = offered_tools(body, flat=False) if kind == "chat" else ()
     if kind == "chat":
-        request.messages.extend(_messages(body, tools))
+        request.messages.extend(chat_messages(request.workflow, _turns(body), tools))
     else:
         request.prompt = _prompt(body)
     options = body.get("stream_options") or {}

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from hetflow.runtime.openai_request import (
     ROLE_OF,
     ParsedRequest,
+    chat_messages,
     conventions,
     identified,
     invalid,
@@ -23,12 +24,11 @@ from hetflow.runtime.openai_request import (
     requested_model,
     sampling_params,
     stream_flag,
-    with_tools,
     workflow_fields,
     workflow_meta,
 )
 from hetflow.runtime.tool_calls import TOOL_CALL_OPEN, ToolCall, call_text, result_text
-from hetflow.v1 import balancer_pb2, common_pb2
+from hetflow.v1 import balancer_pb2
 
 
 @dataclass(frozen=True)
@@ -122,11 +122,10 @@ def parse_responses(body: Any, headers: Mapping[str, str], default_max_tokens: i
                   "identity_source": "previous_response_id" if previous else "response"}
     history = list(previous.messages) if previous else []
     tools = offered_tools(body, flat=True)
-    messages = with_tools(([("system", instructions)] if instructions else []) + history
-                        + _input_messages(body.get("input")), tools)
+    turns = ([("system", instructions)] if instructions else []) + history + _input_messages(body.get("input"))
     request = balancer_pb2.GenerateRequest(
         request_id=request_id, sampling=sampling_params(body, "responses", default_max_tokens),
         workflow=workflow_meta(fields, request_id), model_pin="" if model == router_model else model,
-        want_receipt=receipt_flag(fields.get("receipt", False)),
-        messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in messages])
+        want_receipt=receipt_flag(fields.get("receipt", False)))
+    request.messages.extend(chat_messages(request.workflow, turns, tools))
     return ParsedRequest(request, "responses", model, stream_flag(body), False, int(time.time()), tools)

@@ -48,9 +48,9 @@ def test_agent_hint_is_a_two_level_tree_under_the_parent_session():
 @pytest.mark.parametrize("sent, expected", [
     (headers(x_claude_code_session_id="c1", x_claude_code_agent_id="explorer",
              x_claude_code_parent_agent_id="planner"), Identity("claude-code", "c1", "explorer", "planner")),
-    (headers(x_claude_code_session_id="c1"), Identity("claude-code", "c1", "lead", "")),
+    (headers(x_claude_code_session_id="c1"), Identity("claude-code", "c1", "", "")),   # unnamed: by instructions
     (headers(session_id="x1", thread_id="worker"), Identity("codex", "x1", "worker", "lead")),
-    (headers(x_session_id="g1"), Identity("x-session-id", "g1", "lead", "")),
+    (headers(x_session_id="g1"), Identity("x-session-id", "g1", "", "")),
 ])
 def test_each_header_schema_names_the_session_as_the_program(sent, expected):
     assert resolve(Conventions(headers=sent), NOW_S) == expected
@@ -61,13 +61,19 @@ def test_precedence_is_agentic_context_then_agent_hint_then_one_header_schema():
                             headers=headers(x_session_id="g", session_id="x"))
     assert resolve(all_three, NOW_S).source == "agentic_context"
     assert resolve(Conventions(agent_hint={"session_id": "h"}, headers=all_three.headers), NOW_S).source == "agent_hint"
-    assert resolve(Conventions(headers=all_three.headers), NOW_S) == Identity("codex", "x", "lead", "")
+    assert resolve(Conventions(headers=all_three.headers), NOW_S) == Identity("codex", "x", "", "")
 
 
 def test_schemas_never_mix():
-    """A Claude Code session with a Codex thread header is the Claude session's lead agent."""
+    """A Claude Code session with a Codex thread header: the thread header is not read."""
     sent = headers(x_claude_code_session_id="c1", thread_id="worker")
-    assert resolve(Conventions(headers=sent), NOW_S) == Identity("claude-code", "c1", "lead", "")
+    assert resolve(Conventions(headers=sent), NOW_S) == Identity("claude-code", "c1", "", "")
+
+
+def test_an_agent_no_convention_names_is_named_by_its_instructions():
+    triage, coder = identity.agent_of_instructions("You triage."), identity.agent_of_instructions("You code.")
+    assert triage.startswith("agent-") and triage != coder and triage == identity.agent_of_instructions("You triage.")
+    assert identity.agent_of_instructions("") == ""
 
 
 def test_no_convention_is_no_identity():

@@ -163,3 +163,16 @@ def test_chat_tools_go_into_the_system_prompt_and_earlier_calls_and_results_into
 ])
 def test_malformed_tools_are_a_400_naming_the_field(tools, param):
     assert error_of(chat(tools=tools)).param == param
+
+
+def test_a_session_without_an_agent_names_each_agent_by_its_instructions():
+    def agent_of(system: str, **headers: str) -> str:
+        body = chat(messages=[{"role": "system", "content": system}, {"role": "user", "content": "go"}],
+                    tools=[WEATHER])
+        return parse(body, headers).request.workflow.agent
+
+    triage, coder = agent_of("You triage.", **{"x-session-id": "s"}), agent_of("You code.", **{"x-session-id": "s"})
+    assert triage.startswith("agent-") and coder.startswith("agent-") and triage != coder
+    assert agent_of("You triage.", **{"x-session-id": "other"}) == triage        # the same agent in every run
+    assert agent_of("You triage.", **{"x-hetflow-program-id": "p"}) == ""          # hetflow's own: as sent
+    assert agent_of("You triage.", **{"x-claude-code-session-id": "c", "x-claude-code-agent-id": "a"}) == "a"
