@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
-from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
+from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo, with_stages
 from hetflow.core.cascade.verdict import ESCALATED, verdict
 from hetflow.core.engine.profile import EngineProfile, EngineSpec
 from hetflow.core.engine.queues import QueueConfig
@@ -33,6 +33,10 @@ from simulator.engine import VirtualEngine
 from simulator.signals import Signals
 
 ENGINE_REPORT_INTERVAL_S = 0.5
+MONITOR_SWEEP_INTERVAL_S = 1.0
+"""monitor_svc's default ``sweep_interval_s``."""
+IDENTITIES = ("full", "session")
+"""What calls tell of their place in their workflow (``Simulation``'s ``identity``)."""
 """How often simulated engines report their status to the monitor, as live engines do."""
 PREFIX_BLOCK_TOKENS = 16
 """Tokens per block of a call's prefix hashes as the balancer matches them (vLLM's default KV block
@@ -99,11 +103,21 @@ class Simulation:
     def __init__(self, engines: Sequence[EngineSpec], policy: PolicyConfig, signals: Signals,
                  queue: QueueConfig | None = None, slo_scales: Mapping[str, float] | None = None,
                  agent_priority_interval_s: float = 10.0, cascade: SimCascade | None = None,
-                 reference_engines: Sequence[EngineSpec] | None = None, decode_runs: bool = True) -> None:
+                 reference_engines: Sequence[EngineSpec] | None = None, decode_runs: bool = True,
+                 identity: str = "full") -> None:
         """``decode_runs``: engines take runs of pure decode iterations as one event
         (``simulator.decode_jump``), the default; False steps every iteration, the reference mode they
         are tested against (tests/simulator/test_decode_jump.py, the agent sweep's probes in
-        docs/simulator-speed.md)."""
+        docs/simulator-speed.md). ``identity``: what each call tells of its place: ``full`` (the trace's
+        program, agent, upstream agent and stages, as hetflow's own fields say them) or ``session`` (its
+        program and agent only, as a framework's session header and instructions do: the monitor infers
+        its stages, Kairos 4.2; the predictor must then be ``input-length``, which reads no stage)."""
+        if identity not in IDENTITIES:
+            raise ValueError(f"identity must be one of {IDENTITIES}, got {identity!r}")
+        if identity == "session" and signals.prediction != "input-length":
+            raise ValueError("identity 'session' needs the input-length predictor: the oracle's and the learned "
+                             "predictions are keyed by the trace's stages, which a session does not tell")
+        self.identity = identity
         self.loop = EventLoop()
         self.cascade = cascade
         """Serve every call through a threshold cascade (Cascadia 3.3), as balancer_svc's cascade does."""
@@ -177,6 +191,8 @@ class Simulation:
         if self.pipeline.priority_rule.needs_agent_stats or self._packs:
             self.loop.every(self.agent_priority_interval_s, self.monitor.refresh_anchor_distances)
         self.loop.every(ENGINE_REPORT_INTERVAL_S, self._report_engines)
+        if self.identity == "session":  # runs of unknown length are learned when idle, as the monitor's sweep does
+            self.loop.every(MONITOR_SWEEP_INTERVAL_S, lambda: self.monitor.sweep(self.loop.now))
         self.loop.run()
         return [r for r in self.results.values() if r.finished_s]
 
@@ -249,18 +265,23 @@ class Simulation:
         prompt_tokens, hasher, parts = self._prompt(program_id, record)
         blocks = tuple(hasher.hashes) if hasher else ()
         cascade_stage = self._cascade_stage.setdefault(key, 1) if self.cascade else 0
+        full = self.identity == "full"
         call = LlmCall(request_id=f"{key}/c{cascade_stage}" if self.cascade else key, prompt=record.user_prompt,
                        messages=(), sampling=SamplingSpec(max_tokens=max(record.output_tokens.values())),
-                       workflow=WorkflowInfo(program_id, record.workflow, record.agent, record.stage_index,
-                                             record.stage_count, record.upstream_agent, record.tenant,
+                       workflow=WorkflowInfo(program_id, record.workflow, record.agent,
+                                             record.stage_index if full else 0, record.stage_count if full else 0,
+                                             record.upstream_agent if full else "", record.tenant,
                                              self._deadlines.get(program_id, 0.0)),
                        received_unix_s=now if held_since_s is None else held_since_s,
                        known_input_tokens=prompt_tokens or max(record.input_tokens.values()),
                        prefix_blocks=blocks,
                        model_pin=self.cascade.config.models[cascade_stage - 1] if self.cascade else "")
-        snapshot = cluster_snapshot(self.monitor, now, program_id, record.agent, record.workflow, record.stage_index,
-                                    record.stage_count, blocks if self.pipeline.engine_picker.reads_prefix else (),
-                                    self.pipeline.engine_picker.reads_in_flight_calls)
+        wf = call.workflow
+        snapshot = cluster_snapshot(self.monitor, now, program_id, wf.agent, wf.workflow, wf.stage_index,
+                                    wf.stage_count, blocks if self.pipeline.engine_picker.reads_prefix else (),
+                                    self.pipeline.engine_picker.reads_in_flight_calls, wf.upstream_agent)
+        if snapshot.inferred_stages is not None and snapshot.inferred_stages.stage_index:
+            call = with_stages(call, snapshot.inferred_stages.stage_index, snapshot.inferred_stages.stage_count)
         candidates = self.pipeline.candidate_models(call, snapshot)
         router_asked = self.pipeline.needs_router(call, candidates)
         confidence = self.signals.confidence_for(record, candidates) if router_asked else {}
@@ -307,9 +328,9 @@ class Simulation:
         self._prompts.pop(key, None)
         self.monitor.admit(call.request_id, program_id, outcome.model, outcome.engine_id,
                            outcome.prediction.median_tokens, now, workflow=record.workflow,
-                           predicted_cost_s=outcome.predicted_cost_s, agent=record.agent,
-                           upstream_agent=record.upstream_agent, memory_plan=outcome.memory_plan,
-                           stage_index=record.stage_index, stage_count=record.stage_count,
+                           predicted_cost_s=outcome.predicted_cost_s, agent=wf.agent,
+                           upstream_agent=wf.upstream_agent, memory_plan=outcome.memory_plan,
+                           stage_index=call.workflow.stage_index, stage_count=call.workflow.stage_count,
                            mean_cost_s=outcome.mean_cost_s, prefix_blocks=blocks, prompt_tokens=req.prompt_tokens,
                            retain_kv_s=outcome.retain_kv_s)
         result = self.results[program_id]

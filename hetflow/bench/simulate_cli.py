@@ -15,7 +15,7 @@ from hetflow.core.presets import PRESETS, resolve
 from hetflow.core.trace import read_jsonl
 from hetflow.runtime.config import load_stack
 from simulator.metrics import summarize
-from simulator.run import Simulation
+from simulator.run import IDENTITIES, Simulation
 from simulator.signals import CONFIDENCE_SOURCES, PREDICTION_SOURCES, Signals
 
 
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"the trace has no lengths for {', '.join(missing)}, which {args.config} serves: generate "
                          f"it for the cluster's models (hetflow workload generate --models ...)")
     started = time.perf_counter()
-    sim = Simulation(engines, policy, signals, queue, decode_runs=not args.reference)
+    sim = Simulation(engines, policy, signals, queue, decode_runs=not args.reference, identity=args.identity)
     summary = summarize(sim.run(records), sim.decision_ms)
     summary["simulated_in_s"] = time.perf_counter() - started
     summary["rejected_calls"] = len(sim.rejected)
@@ -61,4 +61,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reference", action="store_true",
                    help="step every engine iteration, the reference mode; by default runs of pure decode "
                         "iterations are one event (issue 32; the same results, docs/simulator-speed.md)")
+    p.add_argument("--identity", choices=IDENTITIES, default="full",
+                   help="what each call tells of its place: full (program, agent, upstream, stages) or session "
+                        "(program and agent: stages inferred, as for an agent framework; needs --predictor "
+                        "input-length)")
     p.set_defaults(fn=run)

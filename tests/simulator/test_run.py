@@ -246,3 +246,18 @@ def test_the_exclusive_latency_averages_every_engine_and_engines_alike_share_a_p
     assert small.model != large.model
     each = [reference_latency_s(group, [e]) for e in (small, small, large)]
     assert reference_latency_s(group, [small, small, large]) == pytest.approx(sum(each) / 3, rel=1e-12)
+
+
+def test_calls_that_tell_only_their_session_get_their_stages_inferred_from_the_runs_before(sql_trace):
+    """identity "session": the calls carry program and agent only; the monitor places each in its run and
+    counts its stages from the finished runs (Kairos 4.2), learned when they end or go idle."""
+    signals = Signals("oracle", "input-length")
+    session = Simulation(engines(), CARD, signals, identity="session")
+    results = session.run(sql_trace)
+    full = Simulation(engines(), CARD, signals)
+    assert len(results) == len(full.run(sql_trace)) == len(programs(sql_trace))
+    learned = session.monitor.workflow_stages
+    true_counts = {r.stage_count for r in sql_trace}
+    assert learned.stage_counts["sql"] and set(learned.stage_counts["sql"]) <= set(range(1, max(true_counts) + 1))
+    with pytest.raises(ValueError, match="input-length"):
+        Simulation(engines(), CARD, ORACLE, identity="session")
