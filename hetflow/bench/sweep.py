@@ -21,6 +21,8 @@ at fixed fractions of least load's capacity on that seed. A sweep is described i
     router: learned                          # prior | oracle | learned
     predictor: learned                       # oracle | input-length | learned
     slo_scales: {gold: 2.0, "*": 5.0}        # deadlines by tenant (HexGen-Flow 5.1), optional
+    identity: full                           # or session: calls tell program and agent only, their
+                                             # stages inferred (an agent framework; needs input-length)
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class SweepSpec:
     capacity: Mapping[str, float] = field(default_factory=dict)
     """The capacity rule: slo_scale, attainment, rel_tol, start_rate_per_s (``SloRule`` and
     ``find_capacity`` defaults for any left out)."""
+    identity: str = "full"
+    """What calls tell of their place (``Simulation``'s ``identity``): ``full`` or ``session``."""
 
     @property
     def slo_rule(self) -> SloRule:
@@ -167,14 +171,15 @@ def signals_for(preset: Preset, signals: Signals) -> Signals:
 def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[StageRecord], signals: Signals,
              rate_per_s: float, slo_scales: Mapping[str, float] | None = None,
              slo_scale: float = GOODPUT_SLO_SCALE, decode_runs: bool = True,
-             isolated_s: Mapping[str, float] | None = None) -> dict[str, Any]:
+             isolated_s: Mapping[str, float] | None = None, identity: str = "full") -> dict[str, Any]:
     """One run of ``preset``; its summary (``slo_scale``: the X of its within-SLO share), with the
     latencies kept for the CDF plot. ``decode_runs``: the simulator's fast path (simulator.decode_jump;
     False: the reference mode);
-    ``isolated_s``: the programs' exclusive latencies when already known (``Sweep.isolated_s``)."""
+    ``isolated_s``: the programs' exclusive latencies when already known (``Sweep.isolated_s``);
+    ``identity``: what calls tell of their place (``Simulation``)."""
     signals = signals_for(preset, signals)
     sim = Simulation(engines, preset.policy, signals, QueueConfig(discipline=preset.queue_discipline), slo_scales,
-                     decode_runs=decode_runs)
+                     decode_runs=decode_runs, identity=identity)
     results = sim.run(at_rate(records, rate_per_s), isolated_s=isolated_s)
     summary = summarize(results, sim.decision_ms, slo_scale)
     summary["rejected_calls"] = len(sim.rejected)
@@ -278,7 +283,7 @@ class Sweep:
     def _run(self, run: RunSpec) -> dict[str, Any]:
         summary = simulate(self.engines, resolve(run.policy), self.traces[run.seed], self.signals[run.seed],
                            run.rate_per_s, self.spec.slo_scales, self.spec.slo_rule.slo_scale, self.decode_runs,
-                           self.isolated_s(run.seed))
+                           self.isolated_s(run.seed), self.spec.identity)
         return {"policy": run.policy, "seed": run.seed, "load": run.load_label, "rate_per_s": run.rate_per_s, **summary}
 
     def _capacity(self, task: tuple[str, int]) -> Capacity:
@@ -287,7 +292,8 @@ class Sweep:
 
         def probe(rate: float) -> Probe:
             summary = simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate,
-                               self.spec.slo_scales, rule.slo_scale, self.decode_runs, self.isolated_s(seed))
+                               self.spec.slo_scales, rule.slo_scale, self.decode_runs, self.isolated_s(seed),
+                               self.spec.identity)
             failures = rule.failures(summary)
             if rate > self.ceiling(seed)["ceiling_per_s"]:
                 failures += (ABOVE_WORK_CEILING,)
@@ -304,7 +310,8 @@ class Sweep:
 
         def share(rate: float) -> float:
             return simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate, self.spec.slo_scales,
-                            decode_runs=self.decode_runs, isolated_s=self.isolated_s(seed))["queueing_share"]
+                            decode_runs=self.decode_runs, isolated_s=self.isolated_s(seed),
+                            identity=self.spec.identity)["queueing_share"]
 
         lo, hi = 0.05, 0.1
         while share(hi) < target_share:
