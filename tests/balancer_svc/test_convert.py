@@ -105,13 +105,20 @@ def test_conflicting_or_malformed_identity_metadata_is_an_invalid_argument():
             identified(build_request(prompt="hi", max_tokens=4), metadata, 0.0)
 
 
-def test_tenants_sharing_a_session_id_get_programs_of_their_own():
+@pytest.mark.parametrize("metadata, program", [
+    ((("x-session-id", "shared"),), "shared"),
+    ((("x-claude-code-session-id", "shared"),), "shared"),
+    ((("session-id", "shared"), ("thread-id", "w")), "shared"),
+    ((("agent-hint", '{"session_id": "shared"}'),), "shared"),
+    ((("agentic-context", '{"task_id": "shared", "agent_id": "a"}'),), "shared"),
+])
+def test_tenants_sharing_an_identity_get_programs_of_their_own_through_every_convention(metadata, program):
     from balancer_svc.convert import identified, scoped_to_caller
     from hetflow.runtime.security import Caller
 
     programs = set()
     for tenant in ("team-a", "team-b"):
-        request = identified(build_request(prompt="hi", max_tokens=4), (("x-session-id", "shared"),), 0.0)
+        request = identified(build_request(prompt="hi", max_tokens=4), metadata, 0.0)
         call = scoped_to_caller(call_from_proto(request, 100, 0.0), Caller("tenant", tenant))
         programs.add(call.workflow.program_id)
-    assert programs == {"team-a/shared", "team-b/shared"}
+    assert programs == {f"team-a/{program}", f"team-b/{program}"}
