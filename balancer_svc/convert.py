@@ -62,7 +62,8 @@ def identified(msg: balancer_pb2.GenerateRequest, metadata: Sequence[tuple[str, 
                now_unix_s: float) -> balancer_pb2.GenerateRequest:
     """The call with its identity: its own workflow fields when they name any of it, else the first
     convention its metadata carries (``hetflow.core.identity``: ``agentic-context``, ``agent-hint``, then
-    one header schema). A call with neither is returned as it came."""
+    one header schema), its agent named by its instructions when the convention names none. A call with
+    neither is returned as it came."""
     wf = msg.workflow
     if wf.program_id or wf.agent or wf.upstream_agent or wf.HasField("stage_index") or wf.HasField("stage_count"):
         if not wf.identity_source:
@@ -77,8 +78,9 @@ def identified(msg: balancer_pb2.GenerateRequest, metadata: Sequence[tuple[str, 
         headers={h: values.get(h, []) for h in identity.IDENTITY_HEADERS}), now_unix_s)
     if found is None:
         return msg
-    wf.program_id, wf.agent, wf.upstream_agent, wf.identity_source = (
-        found.program_id, found.agent, found.upstream_agent, found.source)
+    wf.program_id, wf.upstream_agent, wf.identity_source = found.program_id, found.upstream_agent, found.source
+    wf.agent = found.agent or identity.agent_of_instructions(
+        next((m.content for m in msg.messages if m.role == "system"), ""))
     if found.deadline_unix_s and not wf.deadline_unix_s:
         wf.deadline_unix_s = found.deadline_unix_s
     return msg
@@ -125,7 +127,8 @@ def admit_request(call: LlmCall, decision: Decision) -> monitor_pb2.AdmitRequest
         predicted_cost_s=decision.predicted_cost_s,
         decode_tokens_per_s=plan.decode_tokens_per_s if plan else 0.0,
         expected_s=plan.expected_s if plan else 0.0, mean_cost_s=decision.mean_cost_s,
-        prefix_blocks=call.prefix_blocks, retain_kv_s=decision.retain_kv_s)
+        prefix_blocks=call.prefix_blocks, retain_kv_s=decision.retain_kv_s,
+        stages_inferred=call.workflow.stages_inferred)
 
 
 def dispatch_decision(request: engine_pb2.EngineGenerateRequest, model: str, engine_id: str, address: str,

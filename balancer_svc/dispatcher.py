@@ -621,15 +621,17 @@ class Dispatcher:
         log.info("decision", receipt=MessageToDict(receipt, preserving_proto_field_name=True))
 
     def release_later(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float = 0.0,
-                       admitted: asyncio.Task[None] | None = None) -> None:
+                       admitted: asyncio.Task[None] | None = None) -> asyncio.Task[None]:
         """Remove the in-flight entry off the caller's task, so a cancelled caller cannot skip it; after
-        the admit, when one is in flight, so the release cannot overtake it."""
+        the admit, when one is in flight, so the release cannot overtake it. The release's task, which a
+        caller may wait for (``released_before_end``)."""
         self.pending.drop(request_id)
         self.registrations.remove(request_id)
         task = asyncio.get_running_loop().create_task(
             self._release(request_id, output_tokens, outcome, started_unix_s, admitted))
         self._releases[request_id] = task
         task.add_done_callback(lambda _: self._releases.pop(request_id, None))
+        return task
 
     async def _release(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float,
                        admitted: asyncio.Task[None] | None = None) -> None:

@@ -18,6 +18,7 @@ from hetflow.core.errors import DeadlineExceeded, Unavailable
 from hetflow.core.workload_window import WorkloadWindow
 from hetflow.runtime.interceptors import REDISPATCHABLE, RETRY_PUSHBACK_KEY
 from hetflow.runtime.logs import get_logger
+from hetflow.runtime.releases import released_before_end
 from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2_grpc
 
 log = get_logger(__name__)
@@ -99,7 +100,7 @@ class Relay:
         sent_unix_s = time.time()
         started_unix_s = 0.0
         """When the engine first scheduled the call: sent plus its first wait, which the first chunk carries."""
-        first = True
+        first, released = True, False
         try:
             if dispatch.admitted is not None:
                 await dispatch.admitted  # the monitor holds the call before any of it streams back
@@ -122,6 +123,9 @@ class Relay:
                     if outcome == "completed" and d.alpha_tuning is not None:
                         d.alpha_tuning.call_finished(call, dispatch.engine, dispatch.program_start_unix_s,
                                                      chunk.prompt_tokens, output_tokens, sent_unix_s, time.time())
+                    released = True  # the monitor hears of the end before the caller does
+                    await released_before_end(d.release_later(call.request_id, output_tokens, outcome,
+                                                              started_unix_s, dispatch.admitted))
                 yield out
         except grpc.aio.AioRpcError as exc:
             outcome = _engine_failure(exc)
@@ -137,7 +141,8 @@ class Relay:
             raise
         finally:
             engine_call.cancel()  # no-op when finished; otherwise the engine aborts the request
-            d.release_later(call.request_id, output_tokens, outcome, started_unix_s, dispatch.admitted)
+            if not released:
+                d.release_later(call.request_id, output_tokens, outcome, started_unix_s, dispatch.admitted)
 
 
 def _retry_pushback_s(exc: grpc.aio.AioRpcError) -> float | None:

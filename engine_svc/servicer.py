@@ -15,6 +15,7 @@ from engine_svc.monitor_link import MonitorLink
 from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unimplemented
 from hetflow.runtime.interceptors import status_of
 from hetflow.runtime.logs import bind_ids, get_logger
+from hetflow.runtime.releases import released_before_end
 from hetflow.runtime.security import CURRENT_CALLER, peer_identity
 from hetflow.runtime.tickets import TicketChecker
 from hetflow.v1 import common_pb2, engine_pb2, engine_pb2_grpc
@@ -58,6 +59,10 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
                 output_tokens = chunk.output_tokens
                 if chunk.finished:
                     outcome = "completed" if chunk.finish_reason != "abort" else "aborted"
+                    if direct:  # the monitor hears of the end before the caller does
+                        direct = False
+                        await released_before_end(self._end_direct_later(request.request_id, output_tokens,
+                                                                         outcome, started_unix_s))
                 yield chunk
         except Exception as exc:
             outcome = f"engine-error:{status_of(exc)[0].name}"
@@ -104,6 +109,10 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
                 pass
             outcome = (f"engine-error:{end.error}" if end.error else
                        "aborted" if end.finish_reason in ("abort", "") else "completed")
+            if direct:  # before the hold closes: its caller shows the end once the hold has
+                direct = False
+                await released_before_end(self._end_direct_later(request.request_id, end.output_tokens, outcome,
+                                                                 end.started_unix_s))
         except Exception as exc:
             outcome = f"engine-error:{status_of(exc)[0].name}"
             raise
@@ -125,11 +134,13 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
             self.monitor.started(request.request_id, request.admit)
         return bool(direct)
 
-    def _end_direct_later(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float) -> None:
+    def _end_direct_later(self, request_id: str, output_tokens: int, outcome: str,
+                          started_unix_s: float) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(
             self._end_direct(request_id, output_tokens, outcome, started_unix_s))
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)
+        return task
 
     async def _end_direct(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float) -> None:
         assert self.monitor is not None

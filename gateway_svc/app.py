@@ -110,7 +110,7 @@ async def _body(request: Request, limit_bytes: int) -> Any:
                               None, "request_too_large")
     try:
         return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise invalid(f"the request body is not valid JSON: {exc}") from exc
 
 

@@ -2,8 +2,9 @@
 returns and what a later request's ``previous_response_id`` continues.
 
 Kept in the gateway's memory, as vLLM's server keeps them in its own (``VLLM_ENABLE_RESPONSES_API_STORE``),
-but bounded: at most ``max_responses``, each for ``ttl_s`` after it was stored, the oldest evicted first.
-A response belongs to the tenant whose API key created it; another tenant is told it does not exist.
+but bounded: at most ``max_responses`` per tenant, each for ``ttl_s`` after it was stored, the oldest
+evicted first. A response belongs to the tenant whose API key created it; another tenant is told it does
+not exist, and one tenant's responses never evict another's.
 Several gateways do not share their stores: a conversation continues on the gateway that stored it.
 """
 
@@ -27,25 +28,32 @@ class StoredResponse:
 
 
 class ResponseStore:
+    """Each tenant's responses apart, so one tenant's traffic never evicts another's."""
+
     def __init__(self, max_responses: int, ttl_s: float) -> None:
         self.max_responses, self.ttl_s = max_responses, ttl_s
-        self._responses: OrderedDict[str, StoredResponse] = OrderedDict()
+        self._by_tenant: dict[str, OrderedDict[str, StoredResponse]] = {}
 
     def put(self, response_id: str, stored: StoredResponse) -> None:
-        self._responses[response_id] = stored
-        self._responses.move_to_end(response_id)
-        while len(self._responses) > self.max_responses:
-            self._responses.popitem(last=False)
+        """Keep it, after the tenant's expired responses and, past the bound, its oldest."""
+        responses = self._by_tenant.setdefault(stored.tenant, OrderedDict())
+        while responses and stored.stored_unix_s - next(iter(responses.values())).stored_unix_s > self.ttl_s:
+            responses.popitem(last=False)
+        responses[response_id] = stored
+        responses.move_to_end(response_id)
+        while len(responses) > self.max_responses:
+            responses.popitem(last=False)
 
     def get(self, response_id: str, tenant: str, now_unix_s: float) -> StoredResponse | None:
-        """The response, if stored, not expired and the tenant's own; None otherwise."""
-        stored = self._responses.get(response_id)
-        if stored is None:
+        """The tenant's response, if stored and not expired; None otherwise (another tenant's included)."""
+        responses = self._by_tenant.get(tenant)
+        stored = responses.get(response_id) if responses is not None else None
+        if stored is None or responses is None:
             return None
         if now_unix_s - stored.stored_unix_s > self.ttl_s:
-            del self._responses[response_id]
+            del responses[response_id]
             return None
-        return stored if stored.tenant == tenant else None
+        return stored
 
     def __len__(self) -> int:
-        return len(self._responses)
+        return sum(len(r) for r in self._by_tenant.values())

@@ -30,7 +30,8 @@ class ResponsesReply:
         self.request_body = body
         self.message_id = f"msg_{uuid.uuid4().hex}"
         self._sequence = 0
-        self._texts: list[str] = []
+        self._sent: list[str] = []
+        """The text streamed so far, as sent (the message's text)."""
         self._extra: dict[str, Any] = {}
         self._calls = CallStream() if parsed.tools else None
         self._message_open = False
@@ -72,10 +73,10 @@ class ResponsesReply:
                 "total_tokens": prompt_tokens + output_tokens}
 
     def _finished(self, model: str, finish_reason: str, prompt_tokens: int, output_tokens: int,
-                  text: str, calls: list[ToolCall]) -> dict[str, Any]:
-        """The whole response, stored when asked."""
+                  text: str, calls: list[ToolCall], with_message: bool) -> dict[str, Any]:
+        """The whole response, stored when asked: a message of ``text`` first when ``with_message``."""
         status = "incomplete" if finish_reason == "length" else "completed"
-        message = [self._message(status, [self._part(text)])] if text or not calls else []
+        message = [self._message(status, [self._part(text)])] if with_message else []
         response = self.response(model, status, message + [self._function_call(c) for c in calls],
                                  self._usage(prompt_tokens, output_tokens),
                                  "max_output_tokens" if status == "incomplete" else None)
@@ -107,26 +108,35 @@ class ResponsesReply:
                 self._event("response.in_progress", response=started)]
 
     def text(self, model: str, text: str, finish_reason: str | None, extra: dict[str, Any] | None) -> list[bytes]:
-        self._texts.append(text)
-        sendable = self._calls.feed(text) if self._calls is not None else text
-        if not sendable:
+        return self._delta(self._calls.feed(text) if self._calls is not None else text)
+
+    def _delta(self, text: str) -> list[bytes]:
+        """A text delta, the message opened before the first."""
+        if not text:
             return []
+        self._sent.append(text)
         opened = [] if self._message_open else self._open_message()
-        return [*opened, self._event("response.output_text.delta", **self._located(), delta=sendable, logprobs=[])]
+        return [*opened, self._event("response.output_text.delta", **self._located(), delta=text, logprobs=[])]
 
     def closing(self, model: str, finish_reason: str, prompt_tokens: int, output_tokens: int) -> list[bytes]:
-        text, calls = parse_calls("".join(self._texts)) if self._calls is not None else ("".join(self._texts), [])
-        response = self._finished(model, finish_reason, prompt_tokens, output_tokens, text, calls)
-        events = []
-        if text or not calls:
+        """What the stream held back goes out as text; the message (when one was opened, or the answer
+        called nothing) is closed, then each call is an item of its own, numbered after it."""
+        events: list[bytes] = []
+        calls: list[ToolCall] = []
+        if self._calls is not None:
+            rest, calls = self._calls.finish()
+            events += self._delta(rest)
+        with_message = self._message_open or not calls
+        response = self._finished(model, finish_reason, prompt_tokens, output_tokens, "".join(self._sent), calls,
+                                  with_message)
+        if with_message:
             message = response["output"][0]
             part = message["content"][0]
             events += [] if self._message_open else self._open_message()
             events += [self._event("response.output_text.done", **self._located(), text=part["text"], logprobs=[]),
                        self._event("response.content_part.done", **self._located(), part=part),
                        self._event("response.output_item.done", output_index=0, item=message)]
-        first_call = len(response["output"]) - len(calls)
-        for index, call in enumerate(calls, start=first_call):
+        for index, call in enumerate(calls, start=int(with_message)):
             item_id = self._function_call(call)["id"]
             events += [self._event("response.output_item.added", output_index=index,
                                    item=self._function_call(call, arguments="")),
@@ -147,4 +157,5 @@ class ResponsesReply:
               extra: dict[str, Any]) -> dict[str, Any]:
         self._extra = extra
         answer, calls = parse_calls(text) if self.parsed.tools else (text, [])
-        return self._finished(model, finish_reason, prompt_tokens, output_tokens, answer, calls)
+        return self._finished(model, finish_reason, prompt_tokens, output_tokens, answer, calls,
+                              bool(answer) or not calls)

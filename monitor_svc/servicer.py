@@ -41,7 +41,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                 prefix_blocks=tuple(request.prefix_blocks), prompt_tokens=request.prompt_tokens,
                 reregister=request.reregister, stage_count=request.workflow.stage_count,
                 retain_kv_s=request.retain_kv_s if request.HasField("retain_kv_s") else None,
-                via_gateway=request.via_gateway)
+                via_gateway=request.via_gateway, stages_inferred=request.stages_inferred,
+                one_call=request.workflow.identity_source == "none")
         except KeyError as exc:
             raise NotFound(exc.args[0]) from exc
         self._observe(request.engine_id)

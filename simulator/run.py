@@ -33,11 +33,11 @@ from simulator.engine import VirtualEngine
 from simulator.signals import Signals
 
 ENGINE_REPORT_INTERVAL_S = 0.5
+"""How often simulated engines report their status to the monitor, as live engines do."""
 MONITOR_SWEEP_INTERVAL_S = 1.0
 """monitor_svc's default ``sweep_interval_s``."""
 IDENTITIES = ("full", "session")
 """What calls tell of their place in their workflow (``Simulation``'s ``identity``)."""
-"""How often simulated engines report their status to the monitor, as live engines do."""
 PREFIX_BLOCK_TOKENS = 16
 """Tokens per block of a call's prefix hashes as the balancer matches them (vLLM's default KV block
 size); an engine with other blocks gets the prompt hashed at its own size."""
@@ -331,6 +331,7 @@ class Simulation:
                            predicted_cost_s=outcome.predicted_cost_s, agent=wf.agent,
                            upstream_agent=wf.upstream_agent, memory_plan=outcome.memory_plan,
                            stage_index=call.workflow.stage_index, stage_count=call.workflow.stage_count,
+                           stages_inferred=call.workflow.stages_inferred,
                            mean_cost_s=outcome.mean_cost_s, prefix_blocks=blocks, prompt_tokens=req.prompt_tokens,
                            retain_kv_s=outcome.retain_kv_s)
         result = self.results[program_id]

@@ -45,6 +45,8 @@ class WorkflowInfo:
     """The call came after its program's deadline and is served best effort, without one."""
     identity_source: str = ""
     """The convention that named the program (``hetflow.core.identity``); "" when not told."""
+    stages_inferred: bool = False
+    """``stage_index`` and ``stage_count`` were inferred by the monitor (Kairos 4.2), not told."""
 
 
 @dataclass(frozen=True)
@@ -104,4 +106,5 @@ def stages_unknown(call: LlmCall) -> bool:
 
 def with_stages(call: LlmCall, stage_index: int, stage_count: int) -> LlmCall:
     """The call at the stage position and count inferred for it."""
-    return replace(call, workflow=replace(call.workflow, stage_index=stage_index, stage_count=stage_count))
+    return replace(call, workflow=replace(call.workflow, stage_index=stage_index, stage_count=stage_count,
+                                          stages_inferred=True))

@@ -12,8 +12,9 @@ metadata" and "Compatibility identity inputs"), so a vLLM program maps onto a he
   and the upstream agent ``parent_session_id`` (two levels: a deeper tree needs ``agentic_context``).
 - Headers, one schema, the first present of: Claude Code (``x-claude-code-session-id``, ``-agent-id``,
   ``-parent-agent-id``), Codex/OpenCode (``session-id``, ``thread-id``), generic (``x-session-id``). The
-  session is the program; the agent is the agent or thread header; a named subagent's upstream agent is
-  the parent header, else ``lead`` (the router's default).
+  session is the program; the agent is the agent or thread header, its upstream agent the parent-agent
+  header. (vLLM's router calls an unnamed agent ``lead`` and makes it every subagent's parent; here an
+  unnamed agent is named by its instructions, so no agent is called ``lead`` that never said so.)
 
 A convention that names no agent leaves it to the call's instructions (``agent_of_instructions``).
 
@@ -38,8 +39,6 @@ MAX_IDENTITY_CHARS = 256
 """An identity value's longest form (vLLM's router bounds each component to 256 bytes)."""
 MAX_AGENTIC_CONTEXT_BYTES = 16 * 1024
 """``agentic_context`` sent as a JSON string, at most this long (the router's bound)."""
-LEAD_AGENT = "lead"
-"""The agent a header schema names when it names none (the router's default)."""
 AGENTIC_CONTEXT = "vllm_xargs.agentic_context"
 
 
@@ -139,7 +138,7 @@ def _object(raw: Any, param: str) -> Mapping[str, Any]:
             raise IdentityError(f"{param} is longer than {MAX_AGENTIC_CONTEXT_BYTES} bytes", param)
         try:
             raw = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise IdentityError(f"{param} must be a JSON object: {exc}", param) from exc
     if not isinstance(raw, Mapping):
         raise IdentityError(f"{param} must be an object, got {raw!r}", param)
@@ -220,6 +219,8 @@ def from_agent_hint(raw: Any) -> Identity:
     if not session:
         raise IdentityError("agent_hint.session_id is required", "agent_hint.session_id")
     parent = _text(hint, "agent_hint", "parent_session_id")
+    if parent == session:
+        raise IdentityError("agent_hint.parent_session_id must differ from session_id", "agent_hint.parent_session_id")
     _flag(hint, "agent_hint", "blocks_parent")
     _flag(hint, "agent_hint", "expected_resume")
     return Identity("agent_hint", parent or session, session, parent)
@@ -227,11 +228,10 @@ def from_agent_hint(raw: Any) -> Identity:
 
 def from_headers(schema: HeaderSchema, session: str, headers: Mapping[str, Sequence[str]]) -> Identity:
     """One framework's headers: its session is the program; an agent or thread header names the agent
-    (unnamed without one: ``agent_of_instructions``); a subagent named with no parent header is the lead
-    agent's (the router's default)."""
+    (unnamed without one: ``agent_of_instructions``), the parent-agent header its upstream agent."""
     agent = _below(header_value(headers, schema.agent), session) if schema.agent else ""
     parent = _below(header_value(headers, schema.parent_agent), session) if schema.parent_agent else ""
-    return Identity(schema.source, session, agent, parent or (LEAD_AGENT if agent and agent != LEAD_AGENT else ""))
+    return Identity(schema.source, session, agent, parent if parent != agent else "")
 
 
 def agent_of_instructions(system_prompt: str) -> str:

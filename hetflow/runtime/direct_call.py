@@ -158,6 +158,8 @@ class DirectCall:
                 raise _rpc_error(grpc.StatusCode.UNAVAILABLE, "the engine ended the hold without a turn")
             chunks = self._from_model_server(decision, grant, end)
             while (chunk := await self._next_read(chunks)) is not None:
+                if chunk.finished:  # the engine (and through it the monitor) hears of the end before the caller
+                    await _end_hold(hold, end)
                 yield chunk
         except asyncio.CancelledError:
             task = asyncio.current_task()

@@ -94,6 +94,11 @@ ROLE_OF = {"system": "system", "developer": "system", "user": "user", "assistant
 """OpenAI's roles the engines' chat templates take; ``developer`` is OpenAI's newer name for system."""
 
 
+def role_of(value: Any) -> str | None:
+    """The engines' role for a message's ``role``; None for anything else (a list included)."""
+    return ROLE_OF.get(value) if isinstance(value, str) else None
+
+
 @dataclass(frozen=True)
 class ParsedRequest:
     """One OpenAI request, validated, as the balancer call it becomes."""
@@ -223,7 +228,7 @@ def _message(m: Any, param: str) -> tuple[str, str]:
         raise invalid(f"{param} must be an object with role and content", param)
     if m.get("role") == "tool":
         return "user", result_text(message_text(m.get("content"), f"{param}.content"))
-    role = ROLE_OF.get(m.get("role"))  # type: ignore[arg-type]
+    role = role_of(m.get("role"))
     if role is None:
         raise invalid(f"{param}.role must be one of {sorted([*ROLE_OF, 'tool'])}, got {m.get('role')!r}",
                       f"{param}.role")

@@ -12,6 +12,8 @@ from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 
 log = get_logger(__name__)
 RELEASE_ATTEMPTS = 3
+RELEASE_BEFORE_END_S = 0.5
+"""How long a call's last chunk waits for its release to reach the monitor (``released_before_end``)."""
 
 
 async def release(monitor: monitor_pb2_grpc.MonitorStub, request_id: str, output_tokens: int, outcome: str,
@@ -29,3 +31,11 @@ async def release(monitor: monitor_pb2_grpc.MonitorStub, request_id: str, output
         except grpc.aio.AioRpcError as exc:
             log.warning("release_failed", request_id=request_id, attempt=attempt, code=exc.code().name)
             await asyncio.sleep(0.2 * (attempt + 1))
+
+
+async def released_before_end(release_task: asyncio.Task[None], budget_s: float = RELEASE_BEFORE_END_S) -> None:
+    """Wait for a finished call's release before its last chunk goes to its caller, at most ``budget_s``:
+    the caller's next call of the program is then decided on a monitor that knows this one ended (its
+    stage position, Kairos 4.2, would otherwise join this call's stage). A monitor that does not answer
+    in time gets the release in the background, as before; the wait does not cancel it."""
+    await asyncio.wait({release_task}, timeout=budget_s)

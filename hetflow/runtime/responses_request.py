@@ -22,6 +22,7 @@ from hetflow.runtime.openai_request import (
     offered_tools,
     receipt_flag,
     requested_model,
+    role_of,
     sampling_params,
     stream_flag,
     workflow_fields,
@@ -61,7 +62,7 @@ def _input_item(item: Any, param: str) -> tuple[str, str] | None:
     if kind != "message":
         raise invalid(f"{param}.type {kind!r} is not served: message, function_call, function_call_output",
                       f"{param}.type")
-    role = ROLE_OF.get(item.get("role"))  # type: ignore[arg-type]
+    role = role_of(item.get("role"))
     if role is None:
         raise invalid(f"{param}.role must be one of {sorted(ROLE_OF)}, got {item.get('role')!r}", f"{param}.role")
     content = item.get("content")
@@ -118,8 +119,8 @@ def parse_responses(body: Any, headers: Mapping[str, str], default_max_tokens: i
     fields = identified(workflow_fields(body, headers), conventions(body, headers), time.time())
     if "program_id" not in fields and (previous is not None or store):
         # a conversation that may go on is a program of unknown length: its stages are inferred
-        fields = {**fields, "program_id": previous.program_id if previous else request_id,
-                  "identity_source": "previous_response_id" if previous else "response"}
+        fields = {"identity_source": "previous_response_id" if previous else "response", **fields,
+                  "program_id": previous.program_id if previous else request_id}
     history = list(previous.messages) if previous else []
     tools = offered_tools(body, flat=True)
     turns = ([("system", instructions)] if instructions else []) + history + _input_messages(body.get("input"))

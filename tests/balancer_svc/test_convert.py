@@ -77,7 +77,7 @@ def test_generate_metadata_names_the_program_when_the_workflow_does_not():
     request = identified(build_request(prompt="hi", max_tokens=4), (("x-claude-code-session-id", "s1"),
                                                                    ("x-claude-code-agent-id", "explorer")), 0.0)
     wf = request.workflow
-    assert (wf.program_id, wf.agent, wf.upstream_agent, wf.identity_source) == ("s1", "explorer", "lead", "claude-code")
+    assert (wf.program_id, wf.agent, wf.upstream_agent, wf.identity_source) == ("s1", "explorer", "", "claude-code")
     context = '{"task_id": "t1", "agent_id": "coder", "deadline_seconds": 5}'
     wf = identified(build_request(prompt="hi", max_tokens=4), (("agentic-context", context),
                                                                ("x-session-id", "ignored")), 100.0).workflow
@@ -122,3 +122,15 @@ def test_tenants_sharing_an_identity_get_programs_of_their_own_through_every_con
         call = scoped_to_caller(call_from_proto(request, 100, 0.0), Caller("tenant", tenant))
         programs.add(call.workflow.program_id)
     assert programs == {f"team-a/{program}", f"team-b/{program}"}
+
+
+def test_generate_metadata_with_no_agent_names_it_by_the_instructions():
+    from balancer_svc.convert import identified
+    from hetflow.core.identity import agent_of_instructions
+    from hetflow.v1 import common_pb2
+
+    request = build_request(prompt="", max_tokens=4)
+    request.messages.extend([common_pb2.ChatMessage(role="system", content="You triage."),
+                             common_pb2.ChatMessage(role="user", content="go")])
+    wf = identified(request, (("x-session-id", "s1"),), 0.0).workflow
+    assert wf.agent == agent_of_instructions("You triage.")

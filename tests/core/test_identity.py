@@ -49,7 +49,7 @@ def test_agent_hint_is_a_two_level_tree_under_the_parent_session():
     (headers(x_claude_code_session_id="c1", x_claude_code_agent_id="explorer",
              x_claude_code_parent_agent_id="planner"), Identity("claude-code", "c1", "explorer", "planner")),
     (headers(x_claude_code_session_id="c1"), Identity("claude-code", "c1", "", "")),   # unnamed: by instructions
-    (headers(session_id="x1", thread_id="worker"), Identity("codex", "x1", "worker", "lead")),
+    (headers(session_id="x1", thread_id="worker"), Identity("codex", "x1", "worker", "")),
     (headers(x_session_id="g1"), Identity("x-session-id", "g1", "", "")),
 ])
 def test_each_header_schema_names_the_session_as_the_program(sent, expected):

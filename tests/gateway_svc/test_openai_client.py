@@ -74,7 +74,7 @@ async def test_a_framework_session_header_makes_its_calls_one_program_and_the_re
     workflows = [r["workflow"] for r in receipts]
     assert {r["program_id"] for r in receipts} == {"cc-session"}
     assert [(w["agent"], w.get("upstream_agent", ""), w["identity_source"]) for w in workflows] == [
-        ("lead", "", "claude-code"), ("explorer", "lead", "claude-code")]
+        ("lead", "", "claude-code"), ("explorer", "", "claude-code")]
     assert receipts[1]["stages"][0]["rule"] == "program-affinity"
     assert [r["inferred_stages"]["stage_index"] for r in receipts] == [1, 2]   # Kairos 4.2: one after the other
     assert [w["stage_index"] for w in workflows] == [1, 2]

@@ -73,3 +73,27 @@ def test_a_streamed_response_that_calls_a_tool_sends_the_function_call_items_eve
                      "response.function_call_arguments.delta", "response.function_call_arguments.done",
                      "response.output_item.done", "response.completed"]
     assert events(frames)[-1]["response"]["output"][1]["type"] == "function_call"
+
+
+def streamed(pieces: list[str]) -> list[dict]:
+    reply = responses_reply([])
+    frames = reply.opening("m", {})
+    for piece in pieces:
+        frames += reply.text("m", piece, None, None)
+    return events(frames + reply.closing("m", "stop", 5, 9))
+
+
+def test_whitespace_before_a_call_closes_its_message_and_the_call_is_the_next_item():
+    sent = streamed(["\n", ANSWER[1], ANSWER[2]])
+    done = [e for e in sent if e["type"] == "response.output_item.done"]
+    assert [(e["output_index"], e["item"]["type"]) for e in done] == [(0, "message"), (1, "function_call")]
+    assert [o["type"] for o in sent[-1]["response"]["output"]] == ["message", "function_call"]
+
+
+def test_a_held_back_tail_goes_out_as_a_delta_and_the_deltas_are_the_message():
+    sent = streamed(["a < b <to", "p"])
+    deltas = "".join(e["delta"] for e in sent if e["type"] == "response.output_text.delta")
+    assert deltas == "a < b <top" == sent[-1]["response"]["output"][0]["content"][0]["text"]
+    sent = streamed(["a < b <tool"])                            # ends while a tag might have begun
+    deltas = "".join(e["delta"] for e in sent if e["type"] == "response.output_text.delta")
+    assert deltas == "a < b <tool" == sent[-1]["response"]["output"][0]["content"][0]["text"]

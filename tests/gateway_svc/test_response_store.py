@@ -26,3 +26,13 @@ def test_another_tenant_is_told_it_does_not_exist():
     store = ResponseStore(max_responses=8, ttl_s=10.0)
     store.put("r", stored(tenant="team-a"))
     assert store.get("r", "team-b", 1.0) is None and store.get("r", "team-a", 1.0) is not None
+
+
+def test_one_tenants_traffic_never_evicts_anothers_and_expired_ones_go_as_new_ones_come():
+    store = ResponseStore(max_responses=2, ttl_s=10.0)
+    store.put("a", stored(tenant="team-a", at_s=0.0))
+    for i in range(5):
+        store.put(f"b{i}", stored(tenant="team-b", at_s=1.0))
+    assert store.get("a", "team-a", 2.0) is not None and len(store) == 3
+    store.put("a2", stored(tenant="team-a", at_s=20.0))        # "a" expired: dropped as "a2" comes
+    assert len(store) == 3 and store.get("a2", "team-a", 20.0) is not None

@@ -4,6 +4,7 @@ asks; a call whose engine fails before its first token decided again elsewhere."
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, AsyncIterator
 
 import grpc
@@ -173,3 +174,42 @@ async def test_a_restarted_monitor_is_told_the_running_direct_calls_by_their_eng
         assert all(e.in_flight_requests == 0 and e.in_flight_tokens == 0 for e in snap.engines)
     finally:
         await stack.close()
+
+
+async def test_the_monitor_knows_a_call_ended_before_its_caller_sees_the_last_chunk(stack, monkeypatch):
+    """The engine waits for its release before the last chunk (``released_before_end``): a caller's next
+    call is never decided on a monitor that still counts this one running (issue 36). The releases are
+    slowed here so that one sent after the last chunk would still be on its way."""
+    for servicer in stack.engine_servicers.values():
+        ended = servicer.monitor.ended
+
+        async def slow_ended(*args, _ended=ended):
+            await asyncio.sleep(0.2)
+            await _ended(*args)
+        monkeypatch.setattr(servicer.monitor, "ended", slow_ended)
+    for i in range(3):
+        decision = await _decide(stack, _call(i, "ordered"))
+        async with grpc.aio.insecure_channel(decision.engine_address) as channel:
+            async for chunk in engine_pb2_grpc.EngineStub(channel).Generate(decision.engine_request, timeout=10):
+                if chunk.finished:
+                    break                                    # the last chunk: ask the monitor at once
+            program = await _program(stack, "ordered")
+        assert (program.in_flight_requests, program.completed_requests) == (0, i + 1)
+
+
+async def test_on_the_relay_path_too_the_monitor_knows_before_the_last_chunk(stack, monkeypatch):
+    from balancer_svc import dispatcher
+
+    release = dispatcher.release
+
+    async def slow_release(*args):
+        await asyncio.sleep(0.2)
+        await release(*args)
+    monkeypatch.setattr(dispatcher, "release", slow_release)
+    async with grpc.aio.insecure_channel(stack.address("balancer")) as channel:
+        for i in range(3):
+            async for chunk in balancer_pb2_grpc.BalancerStub(channel).Generate(_call(i, "relayed"), timeout=10):
+                if chunk.finished:
+                    break
+            program = await _program(stack, "relayed")
+            assert (program.in_flight_requests, program.completed_requests) == (0, i + 1)

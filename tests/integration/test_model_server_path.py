@@ -96,12 +96,28 @@ def _rpcs(method: str, code: str = "OK") -> float:
     return RPC_HANDLED.labels("engine-0", method, code)._value.get()
 
 
-async def test_held_calls_stream_from_the_model_server_and_the_engine_ends_their_entries(served, model_server):
+async def test_held_calls_stream_from_the_model_server_and_the_engine_ends_their_entries(served, model_server,
+                                                                                         monkeypatch):
+    link = served.engine_servicers["engine-0"].monitor
+    ended = link.ended
+
+    async def slow_ended(*args):  # a release sent after the last chunk would still be on its way
+        await asyncio.sleep(0.2)
+        await ended(*args)
+    monkeypatch.setattr(link, "ended", slow_ended)
     caller, holds, generates = Caller(served), _rpcs("Hold"), _rpcs("Generate")
+    calls, in_flight_at_last_chunk = [], []
     try:
-        calls = [[chunk async for chunk in caller.call(f"held-{i}", 7)] for i in range(3)]
+        for i in range(3):
+            call, chunks = caller.call(f"held-{i}", 7), []
+            while (chunk := await call.read()) is not grpc.aio.EOF:
+                chunks.append(chunk)
+                if chunk.finished:  # as the gateway does: the last chunk goes to the client at once
+                    in_flight_at_last_chunk.append(sum(e.in_flight_requests for e in (await served.snapshot()).engines))
+            calls.append(chunks)
     finally:
         await caller.close()
+    assert in_flight_at_last_chunk == [0, 0, 0]  # the monitor heard of each end before its last chunk came
     for chunks in calls:
         first, last = chunks[0], chunks[-1]
         assert first.engine_id == "engine-0" and first.model == SMALL and first.receipt.engine_id == "engine-0"

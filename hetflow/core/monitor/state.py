@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from hetflow.core.call import MAX_STAGES, StageInference, check_stages
+from hetflow.core.call import StageInference, check_stages
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.monitor.agent_latency import AgentStats
 from hetflow.core.monitor.memory_ledger import MemoryLedger, MemoryPlan
@@ -21,7 +21,7 @@ from hetflow.core.monitor.prefix_index import PrefixIndex
 from hetflow.core.monitor.spans import CallSpan
 from hetflow.core.monitor.stage_costs import StageCosts
 from hetflow.core.monitor.tool_gaps import ToolGaps
-from hetflow.core.monitor.workflow_graph import WorkflowStages, position_in_run
+from hetflow.core.monitor.workflow_graph import LearnedRun, RunSoFar, WorkflowStages
 from hetflow.core.snapshot import EngineView
 
 
@@ -78,10 +78,13 @@ class ProgramRecord:
     held_until_s: float | None = None
     """When the KV hold its last finished call was given ends (issue 35); None: no hold was decided, and
     it counts as resident for ``program_idle_after_s``."""
-    spans: list[CallSpan] = field(default_factory=list)
-    """Its finished calls (Kairos 4.1), at most ``MAX_STAGES``: its run so far (``workflow_graph``)."""
-    run_recorded: bool = False
-    """Its run has been learned from (``WorkflowStages``): once, when it ended or first went idle."""
+    run: RunSoFar = field(default_factory=RunSoFar)
+    """Its finished calls (Kairos 4.1): its run so far (``workflow_graph``)."""
+    learned: LearnedRun | None = None
+    """What its run taught its workflow's stage counts (``WorkflowStages``), when it ended or went idle;
+    forgotten if it comes back, to be learned again whole."""
+    one_call: bool = False
+    """A call that named no program: a run of one call by construction, never learned from."""
 
 
 @dataclass(frozen=True)
@@ -227,10 +230,13 @@ class MonitorState:
               predicted_cost_s: float = 0.0, agent: str = "", upstream_agent: str = "",
               memory_plan: MemoryPlan | None = None, stage_index: int = 0, mean_cost_s: float = 0.0,
               prefix_blocks: Sequence[int] = (), prompt_tokens: int = 0, reregister: bool = False,
-              stage_count: int = 0, retain_kv_s: float | None = None, via_gateway: bool = False) -> ProgramRecord:
+              stage_count: int = 0, retain_kv_s: float | None = None, via_gateway: bool = False,
+              stages_inferred: bool = False, one_call: bool = False) -> ProgramRecord:
         """Add the call's entry. ``reregister``: a running call told again after this monitor restarted
         (its balancer saw a new ``epoch``); one already known is left as it is. ``retain_kv_s``: the KV
-        hold the balancer chose for it (issue 35), None when none was decided."""
+        hold the balancer chose for it (issue 35), None when none was decided. ``stages_inferred``: its
+        stages were inferred (an inferred last stage does not end its program); ``one_call``: it named no
+        program (its run is not learned from)."""
         if not request_id:
             raise ValueError("request_id is required")
         if request_id in self.entries:
@@ -249,13 +255,17 @@ class MonitorState:
                              f"{profile.kv_capacity_tokens}")
         program = self.programs.get(program_id) if program_id else None
         if program is None:
-            program = ProgramRecord(program_id, model, workflow, deadline_unix_s, first_seen_s=now_s)
+            program = ProgramRecord(program_id, model, workflow, deadline_unix_s, first_seen_s=now_s,
+                                    one_call=one_call)
             if program_id:
                 self.programs[program_id] = program
         if not program.in_flight and program.last_finished_agent:  # the program comes back from a tool call
             self.tool_gaps.record(program.workflow, program.last_finished_agent, now_s - program.last_seen_s)
             program.last_finished_agent = ""
         program.last_seen_s, program.ended = now_s, False
+        if program.learned is not None:  # it came back after it was learned from: learn it again when it ends
+            self.workflow_stages.forget(program.workflow, program.learned)
+            program.learned = None
         program.in_flight.add(request_id)
         if program_id:
             self._move_resident(program, engine_id)
@@ -263,7 +273,8 @@ class MonitorState:
         program.context_tokens = prompt_tokens
         entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s,
                               agent, upstream_agent, program.critical_service_s,
-                              final_stage=0 < stage_count == stage_index, prompt_tokens=prompt_tokens,
+                              final_stage=not stages_inferred and 0 < stage_count == stage_index,
+                              prompt_tokens=prompt_tokens,
                               retain_kv_s=retain_kv_s, via_gateway=via_gateway)
         self.entries[request_id] = entry
         engine = self.engines[engine_id]
@@ -303,8 +314,7 @@ class MonitorState:
         program = self.programs.get(entry.program_id)
         if program is not None:
             if completed:
-                if len(program.spans) < MAX_STAGES:
-                    program.spans.append(span)
+                program.run.add(span)
                 program.service_s += now_s - start_s
                 program.critical_service_s = max(program.critical_service_s,
                                                  entry.inherited_service_s + now_s - start_s)
@@ -409,11 +419,10 @@ class MonitorState:
         return {"entries_dropped": dropped, "programs_forgotten": len(idle)}
 
     def _learn_run(self, program: ProgramRecord) -> None:
-        """Its run, ended or idle past ``program_idle_after_s``, taught to its workflow's stage counts, once
-        (a run that comes back after its first idle spell was learned short)."""
-        if not program.run_recorded and program.spans:
-            program.run_recorded = True
-            self.workflow_stages.record_run(program.workflow, program.spans)
+        """Its run, ended or idle past ``program_idle_after_s``, taught to its workflow's stage counts (once
+        until it comes back)."""
+        if program.learned is None and not program.one_call and program.run.calls:
+            program.learned = self.workflow_stages.record_run(program.workflow, program.run)
 
     def infer_stages(self, program_id: str, agent: str, upstream_agent: str, workflow: str,
                      now_s: float) -> StageInference:
@@ -421,13 +430,12 @@ class MonitorState:
         program's run so far (finished calls, and running ones as still going), its count from the
         finished runs of its workflow."""
         program = self.programs.get(program_id)
-        run: list[CallSpan] = []
-        if program is not None:
-            running = (self.entries[rid] for rid in program.in_flight if rid in self.entries)
-            run = [*program.spans, *(CallSpan(program_id, e.agent, e.upstream_agent, e.admitted_s, float("inf"))
-                                     for e in running)]
-            workflow = workflow or program.workflow
-        return self.workflow_stages.infer(workflow, agent, position_in_run(run, agent, upstream_agent, now_s))
+        if program is None:
+            return self.workflow_stages.infer(workflow, agent, 1)
+        running = [CallSpan(program_id, e.agent, e.upstream_agent, e.admitted_s, float("inf"))
+                   for rid in program.in_flight if (e := self.entries.get(rid)) is not None]
+        position = program.run.position_of(running, agent, upstream_agent, now_s)
+        return self.workflow_stages.infer(workflow or program.workflow, agent, position)
 
     def refresh_anchor_distances(self) -> dict[str, float]:
         """Kairos 5.1, recomputed in the background: runs with calls in flight are left out."""

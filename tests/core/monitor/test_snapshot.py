@@ -110,3 +110,19 @@ def test_a_call_without_stages_is_placed_in_its_run_and_counted_from_finished_ru
     state.sweep(6.0 + state.limits.program_idle_after_s + 1)   # idle: learned once, as it stands
     state.sweep(6.0 + state.limits.program_idle_after_s + 2)
     assert state.workflow_stages.infer("code", "planner", 1).runs_seen == 2
+
+
+def test_an_inferred_last_stage_does_not_end_its_program_and_one_call_programs_teach_nothing():
+    state = _state()
+    state.admit("x1", "single", "m", "e0", 10.0, 1.0, workflow="w", stage_index=1, stage_count=1, one_call=True)
+    state.release("x1", 2.0)
+    state.admit("i1", "inferred", "m", "e0", 10.0, 1.0, workflow="w", agent="a", stage_index=1, stage_count=1,
+                stages_inferred=True)
+    state.release("i1", 2.0)
+    assert not state.programs["inferred"].ended and state.programs["single"].ended
+    assert state.workflow_stages.infer("w", "a", 1).runs_seen == 0        # neither taught anything yet
+    state.sweep(2.0 + state.limits.program_idle_after_s + 1)              # idle: the inferred one is learned
+    assert state.workflow_stages.infer("w", "a", 1).runs_seen == 1
+    state.report(EngineStatus("e0", model="m", profile=profile()), 40.0)
+    state.admit("i2", "inferred", "m", "e0", 10.0, 40.0, workflow="w", agent="a", stages_inferred=True)
+    assert state.workflow_stages.infer("w", "a", 1).runs_seen == 0        # it came back: forgotten until it ends

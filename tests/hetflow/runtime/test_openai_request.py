@@ -111,7 +111,7 @@ def test_vllm_agentic_context_names_the_program_and_hetflow_per_call_fields_stil
 
 def test_a_framework_session_header_names_the_program():
     wf = parse(chat(), {"session-id": "codex-1", "thread-id": "worker"}).request.workflow
-    assert (wf.program_id, wf.agent, wf.upstream_agent, wf.identity_source) == ("codex-1", "worker", "lead", "codex")
+    assert (wf.program_id, wf.agent, wf.upstream_agent, wf.identity_source) == ("codex-1", "worker", "", "codex")
 
 
 def test_hetflow_fields_outrank_every_other_convention():
@@ -176,3 +176,9 @@ def test_a_session_without_an_agent_names_each_agent_by_its_instructions():
     assert agent_of("You triage.", **{"x-session-id": "other"}) == triage        # the same agent in every run
     assert agent_of("You triage.", **{"x-hetflow-program-id": "p"}) == ""          # hetflow's own: as sent
     assert agent_of("You triage.", **{"x-claude-code-session-id": "c", "x-claude-code-agent-id": "a"}) == "a"
+
+
+def test_a_deeply_nested_context_or_an_unhashable_role_is_a_400_not_a_crash():
+    deep = "[" * 100_000 + "]" * 100_000
+    assert error_of(chat(vllm_xargs={"agentic_context": deep[:16000]})).status_code == 400
+    assert error_of(chat(messages=[{"role": ["user"], "content": "x"}])).param == "messages[0].role"
