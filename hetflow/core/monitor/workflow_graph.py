@@ -41,14 +41,15 @@ def run_stages(spans: Sequence[CallSpan]) -> list[list[CallSpan]]:
     a call in it (parallel downstream calls, figure 11 (a)); otherwise it opens the next stage (sequential
     ones, figure 11 (c)). A call still running ends at ``inf``."""
     stages: list[list[CallSpan]] = []
-    stage_end_s = float("-inf")
+    stage_end_s, upstreams = float("-inf"), set[str]()
     for span in sorted(spans, key=lambda s: (s.start_s, s.agent)):
-        if stages and span.start_s < stage_end_s and any(s.upstream == span.upstream for s in stages[-1]):
+        if stages and span.start_s < stage_end_s and span.upstream in upstreams:
             stages[-1].append(span)
             stage_end_s = max(stage_end_s, span.end_s)
         else:
             stages.append([span])
-            stage_end_s = span.end_s
+            stage_end_s, upstreams = span.end_s, set[str]()
+        upstreams.add(span.upstream)
     return stages
 
 
