@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections.abc
 import inspect
 import time
@@ -123,6 +124,9 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             code = grpc.StatusCode.OK
             try:
                 return await behaviour(self._admit(path, request, context), context)
+            except asyncio.CancelledError:
+                code = _cancelled(method, start, context)
+                raise
             except Exception as exc:  # noqa: BLE001 - every failure becomes a status
                 code = _code_of(exc, context)
                 await _abort(context, exc, method)
@@ -146,6 +150,9 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             try:
                 async for item in behaviour(self._admit(path, request, context), context):
                     yield item
+            except asyncio.CancelledError:
+                code = _cancelled(method, start, context)
+                raise
             except Exception as exc:  # noqa: BLE001
                 code = _code_of(exc, context)
                 await _abort(context, exc, method)
@@ -168,6 +175,14 @@ async def _checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
     async for request in requests:
         _check(request)
         yield request
+
+
+def _cancelled(method: str, start: float, context: grpc.aio.ServicerContext) -> grpc.StatusCode:
+    """A handler cancelled (its caller went away, or the server is stopping): counted as CANCELLED, and
+    logged with whether gRPC saw the caller cancel, so a cancellation nobody asked for shows."""
+    log.info("rpc_cancelled", method=method, after_ms=round((time.perf_counter() - start) * 1e3, 1),
+             caller_cancelled=context.cancelled())
+    return grpc.StatusCode.CANCELLED
 
 
 def _code_of(exc: Exception, context: grpc.aio.ServicerContext) -> grpc.StatusCode:

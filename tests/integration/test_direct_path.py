@@ -213,3 +213,27 @@ async def test_on_the_relay_path_too_the_monitor_knows_before_the_last_chunk(sta
                     break
             program = await _program(stack, "relayed")
             assert (program.in_flight_requests, program.completed_requests) == (0, i + 1)
+
+
+async def test_a_stream_its_caller_cancels_is_counted_cancelled_not_ok(stack):
+    from hetflow.runtime.interceptors import RPC_HANDLED
+    from tests.factories import wait_until
+
+    def counted(code: str) -> float:
+        return sum(RPC_HANDLED.labels(e, "Generate", code)._value.get() for e in stack.engine_servicers)
+
+    cancelled, ok = counted("CANCELLED"), counted("OK")
+    request = build_request(prompt="Write a long function.", max_tokens=2000, ignore_eos=True,
+                            program_id="gone", request_id="gone-1")
+    decision = await _decide(stack, request)
+    async with grpc.aio.insecure_channel(decision.engine_address) as channel:
+        stream = engine_pb2_grpc.EngineStub(channel).Generate(decision.engine_request, timeout=30)
+        async for _ in stream:
+            break
+        stream.cancel()
+
+        async def counted_once() -> bool:
+            return counted("CANCELLED") == cancelled + 1
+        await wait_until(counted_once)
+    assert counted("OK") == ok
+    await wait_until_idle(stack)
