@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import os
 import random
+import re
 import signal
 import statistics
 import time
@@ -67,6 +68,8 @@ class Outcome:
     queued_s: float = 0.0
     priority: float = 0.0
     """The STJF key its receipt names (larger: served later)."""
+    details: str = ""
+    """A failure's status details and gRPC's own account of it (``debug_error_string``)."""
 
     @property
     def lost(self) -> bool:
@@ -99,7 +102,7 @@ def _request(rng: random.Random, i: int) -> Any:
 
 async def _call(client: HetflowClient, request: Any, t0: float) -> Outcome:
     arrival_s, first_s, queued_s, priority = time.perf_counter() - t0, None, 0.0, 0.0
-    code = "OK"
+    code, details = "OK", ""
     try:
         async for chunk in client.generate(request, timeout_s=CALL_TIMEOUT_S):
             if chunk.HasField("receipt"):
@@ -108,8 +111,8 @@ async def _call(client: HetflowClient, request: Any, t0: float) -> Outcome:
                 first_s = time.perf_counter() - t0
             queued_s = chunk.queued_s or queued_s
     except grpc.aio.AioRpcError as exc:
-        code = exc.code().name
-    return Outcome(arrival_s, code, first_s, time.perf_counter() - t0, queued_s, priority)
+        code, details = exc.code().name, f"{exc.details()} | {exc.debug_error_string()}"
+    return Outcome(arrival_s, code, first_s, time.perf_counter() - t0, queued_s, priority, details)
 
 
 async def drive(address: str, rate: float, duration_s: float, seed: int,
@@ -248,12 +251,23 @@ def run_overload(config: Path, capacity_per_s: float, duration_s: float, seed: i
     return {
         "capacity_per_s": capacity_per_s, "offered_per_s": 3 * capacity_per_s, "duration_s": duration_s,
         "calls": len(outcomes), "codes": _codes(outcomes), "time_to_answer": _time_to_answer_s(outcomes),
+        "failure_details": _failure_details(outcomes),
         "resource_exhausted_share": sum(o.code == "RESOURCE_EXHAUSTED" for o in outcomes) / len(outcomes),
         "lost_before_first_token": sum(o.lost for o in outcomes),
         "longest_wait_lowest_priority_tenth_s": max((o.queued_s for o in lowest), default=0.0),
         "longest_wait_any_s": max((o.queued_s for o in served), default=0.0),
         "rss_mb_before": before, "rss_mb_after": _rss_mb(pids),
     }
+
+
+def _failure_details(outcomes: list[Outcome], most: int = 3) -> dict[str, dict[str, int]]:
+    """Per failing status, its most common details (gRPC's timestamps taken out), with counts."""
+    out: dict[str, dict[str, int]] = {}
+    for o in outcomes:
+        if o.code != "OK":
+            detail = re.sub(r'created_time:"[^"]*"', "", o.details)
+            out.setdefault(o.code, {})[detail] = out.get(o.code, {}).get(detail, 0) + 1
+    return {code: dict(sorted(found.items(), key=lambda kv: -kv[1])[:most]) for code, found in out.items()}
 
 
 def _service_pids(raw: dict[str, Any]) -> dict[str, int]:

@@ -40,8 +40,18 @@ class ServeConfig:
     not_serving_s: float = 1.0
     """How long health answers NOT_SERVING on SIGTERM, still taking calls, before the drain starts."""
     log_level: str = "info"
+    max_pending_rpcs: int = 20_000
+    """Calls gRPC's core holds for the service before its event loop takes them. gRPC's defaults (1,000,
+    then a random share up to 3,000) cancel the rest with status CANCELLED, which a client cannot tell
+    from its own cancellation and does not retry: under 3x overload a few percent of calls ended so, in
+    milliseconds, before the service's own admission (RESOURCE_EXHAUSTED with a retry hint) could answer
+    them (docs/reliability.md, "Overload again"). Past this many, gRPC still cancels them."""
     security: SecurityConfig = field(default_factory=SecurityConfig)
     """TLS, API keys and service identity: the stack's ``security`` section (``hetflow.runtime.security``)."""
+
+    def __post_init__(self) -> None:
+        if self.max_pending_rpcs < 1:
+            raise ValueError(f"serve.max_pending_rpcs must be at least 1, got {self.max_pending_rpcs}")
 
 
 @dataclass
@@ -79,6 +89,8 @@ async def start(service: str, cfg: ServeConfig, registrations: Sequence[Registra
     server = grpc.aio.server(interceptors=[ServiceInterceptor(service, cfg.security)], options=[
         ("grpc.so_reuseport", 0),
         ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+        ("grpc.server.max_pending_requests", cfg.max_pending_rpcs),
+        ("grpc.server.max_pending_requests_hard_limit", cfg.max_pending_rpcs),  # no random early cancels below it
         *SERVER_OPTIONS,
     ])
     health_servicer = health.aio.HealthServicer()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -45,3 +46,45 @@ async def test_watch_of_an_unknown_service_says_service_unknown():
             watch.cancel()
     finally:
         await server.stop()
+
+
+def _burst_codes(port: int, calls: int) -> dict[str, int]:
+    """``calls`` health checks sent at once from a thread of their own (a client the server's loop does
+    not run), each answer's status counted."""
+    codes: dict[str, int] = {}
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        check = health_pb2_grpc.HealthStub(channel).Check
+        futures = [check.future(health_pb2.HealthCheckRequest(service=MONITOR), timeout=60) for _ in range(calls)]
+        for future in futures:
+            try:
+                future.result()
+                code = "OK"
+            except grpc.RpcError as exc:
+                code = exc.code().name
+            codes[code] = codes.get(code, 0) + 1
+    return codes
+
+
+async def _burst_on_a_busy_loop(max_pending_rpcs: int, calls: int = 1500) -> dict[str, int]:
+    """A burst that arrives while the server's event loop is busy (blocked 1 s): the calls wait in gRPC's
+    core until the loop takes them."""
+    cfg = MonitorConfig(serve=ServeConfig(port=free_port(), not_serving_s=0.0, max_pending_rpcs=max_pending_rpcs))
+    _, setup = app.build(cfg)
+    server = await start("monitor", cfg.serve, *(await setup()))
+    try:
+        burst = asyncio.get_running_loop().run_in_executor(None, _burst_codes, server.port, calls)
+        await asyncio.sleep(0.05)
+        time.sleep(1.0)  # the loop is busy: nothing takes the calls from gRPC's core meanwhile
+        return await burst
+    finally:
+        await server.stop()
+
+
+async def test_a_burst_that_waits_for_a_busy_loop_is_served_not_cancelled_by_grpc():
+    assert await _burst_on_a_busy_loop(max_pending_rpcs=20_000) == {"OK": 1500}
+
+
+async def test_past_max_pending_rpcs_grpc_itself_cancels_the_rest():
+    """What the bound guards against, shown with a small one: gRPC's core answers CANCELLED."""
+    codes = await _burst_on_a_busy_loop(max_pending_rpcs=100)
+    assert codes.get("CANCELLED", 0) > 0 and codes.get("OK", 0) > 0
