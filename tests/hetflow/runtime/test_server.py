@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import grpc
@@ -48,13 +49,14 @@ async def test_watch_of_an_unknown_service_says_service_unknown():
         await server.stop()
 
 
-def _burst_codes(port: int, calls: int) -> dict[str, int]:
+def _burst_codes(port: int, calls: int, sent: threading.Event) -> dict[str, int]:
     """``calls`` health checks sent at once from a thread of their own (a client the server's loop does
-    not run), each answer's status counted."""
+    not run), ``sent`` set once all are on their way; each answer's status counted."""
     codes: dict[str, int] = {}
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         check = health_pb2_grpc.HealthStub(channel).Check
         futures = [check.future(health_pb2.HealthCheckRequest(service=MONITOR), timeout=60) for _ in range(calls)]
+        sent.set()
         for future in futures:
             try:
                 future.result()
@@ -66,15 +68,16 @@ def _burst_codes(port: int, calls: int) -> dict[str, int]:
 
 
 async def _burst_on_a_busy_loop(max_pending_rpcs: int, calls: int = 1500) -> dict[str, int]:
-    """A burst that arrives while the server's event loop is busy (blocked 1 s): the calls wait in gRPC's
-    core until the loop takes them."""
+    """A burst that arrives while the server's event loop is busy (blocked until every call is sent, and
+    a second more): the calls wait in gRPC's core, whose own threads read them, until the loop takes them."""
     cfg = MonitorConfig(serve=ServeConfig(port=free_port(), not_serving_s=0.0, max_pending_rpcs=max_pending_rpcs))
     _, setup = app.build(cfg)
     server = await start("monitor", cfg.serve, *(await setup()))
+    sent = threading.Event()
     try:
-        burst = asyncio.get_running_loop().run_in_executor(None, _burst_codes, server.port, calls)
-        await asyncio.sleep(0.05)
-        time.sleep(1.0)  # the loop is busy: nothing takes the calls from gRPC's core meanwhile
+        burst = asyncio.get_running_loop().run_in_executor(None, _burst_codes, server.port, calls, sent)
+        assert sent.wait(timeout=60)  # the loop is busy: nothing takes the calls from gRPC's core meanwhile
+        time.sleep(1.0)
         return await burst
     finally:
         await server.stop()
