@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import grpc
 import httpx
@@ -24,11 +24,11 @@ from starlette.routing import Route
 from gateway_svc.config import GatewayConfig
 from gateway_svc.metrics import REQUEST_FAILURE
 from gateway_svc.response_store import ResponseStore, StoredResponse
-from gateway_svc.responses import CallResponse
+from gateway_svc.responses import CallResponse, Reply
 from gateway_svc.responses_api import ResponsesReply
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.direct_call import DirectCall
-from hetflow.runtime.openai_request import OpenAIError, from_grpc, invalid, parse
+from hetflow.runtime.openai_request import OpenAIError, ParsedRequest, from_grpc, invalid, parse
 from hetflow.runtime.responses_request import parse_responses
 from hetflow.runtime.security import Unauthenticated, bearer, tenant_of_key
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc
@@ -138,18 +138,30 @@ def _passed_on(api_key: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {api_key}"),) if api_key else ()
 
 
-async def _completion(request: Request, kind: str) -> Any:
+Prepare = Callable[[Gateway, Any, str], Awaitable[tuple[ParsedRequest, Reply | None]]]
+"""A request's parsing for its API: the call, and the reply's shapes (None: Chat Completions')."""
+
+
+async def _answer(request: Request, prepare: Prepare) -> Any:
+    """One call's response: the caller checked, the body read and parsed by ``prepare`` (given the gateway,
+    the body and the caller's tenant), or an OpenAI-shaped error."""
     received_s = time.perf_counter()
     gateway: Gateway = request.app.state.gateway
-    cfg = gateway.cfg
     try:
-        api_key, _ = _caller(request, cfg)
-        body = await _body(request, cfg.max_body_bytes)
-        parsed = parse(kind, body, request.headers, cfg.default_max_tokens, cfg.router_model,
-                       await _served_for(gateway, body))
+        api_key, tenant = _caller(request, gateway.cfg)
+        body = await _body(request, gateway.cfg.max_body_bytes)
+        parsed, reply = await prepare(gateway, body, tenant)
     except OpenAIError as error:
         return _error_response(error)
-    return CallResponse(gateway.call, parsed, received_s, _passed_on(api_key))
+    return CallResponse(gateway.call, parsed, received_s, _passed_on(api_key), reply)
+
+
+async def _completion(request: Request, kind: str) -> Any:
+    async def prepare(gateway: Gateway, body: Any, tenant: str) -> tuple[ParsedRequest, Reply | None]:
+        cfg = gateway.cfg
+        return parse(kind, body, request.headers, cfg.default_max_tokens, cfg.router_model,
+                     await _served_for(gateway, body)), None
+    return await _answer(request, prepare)
 
 
 async def _served_for(gateway: Gateway, body: Any) -> frozenset[str]:
@@ -176,19 +188,12 @@ def _previous(gateway: Gateway, body: Any, tenant: str) -> StoredResponse | None
 
 async def create_response(request: Request) -> Any:
     """``POST /v1/responses``: one call, its conversation continued from ``previous_response_id``."""
-    received_s = time.perf_counter()
-    gateway: Gateway = request.app.state.gateway
-    cfg = gateway.cfg
-    try:
-        api_key, tenant = _caller(request, cfg)
-        body = await _body(request, cfg.max_body_bytes)
-        previous = _previous(gateway, body, tenant)
+    async def prepare(gateway: Gateway, body: Any, tenant: str) -> tuple[ParsedRequest, Reply | None]:
+        cfg, previous = gateway.cfg, _previous(gateway, body, tenant)
         parsed = parse_responses(body, request.headers, cfg.default_max_tokens, cfg.router_model,
                                  await _served_for(gateway, body), previous.conversation if previous else None)
-    except OpenAIError as error:
-        return _error_response(error)
-    reply = ResponsesReply(parsed, body, tenant, gateway.responses.put)
-    return CallResponse(gateway.call, parsed, received_s, _passed_on(api_key), reply)
+        return parsed, ResponsesReply(parsed, body, tenant, gateway.responses.put)
+    return await _answer(request, prepare)
 
 
 async def retrieve_response(request: Request) -> Response:

@@ -409,11 +409,15 @@ class MonitorState:
                     dropped += 1
             if silent_s > self.limits.engine_failed_after_s and not record.in_flight:
                 del self.engines[engine_id]
-        for program in self.programs.values():
-            if not program.in_flight and now_s - program.last_seen_s > self.limits.program_idle_after_s:
+        idle = []
+        for pid, program in self.programs.items():
+            idle_s = now_s - program.last_seen_s
+            if program.in_flight:
+                continue
+            if idle_s > self.limits.program_idle_after_s:
                 self._learn_run(program)
-        idle = [pid for pid, p in self.programs.items()
-                if not p.in_flight and now_s - p.last_seen_s > self.limits.program_ttl_s]
+            if idle_s > self.limits.program_ttl_s:
+                idle.append(pid)
         for pid in idle:
             del self.programs[pid]
         return {"entries_dropped": dropped, "programs_forgotten": len(idle)}
