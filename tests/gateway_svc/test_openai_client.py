@@ -7,27 +7,15 @@ import httpx
 import openai
 import pytest
 
-from tests.factories import free_port
-from tests.integration.harness import LARGE, SMALL, serving_gateway, stack_config, start_stack, wait_until_idle
+from tests.integration.harness import LARGE, SMALL, stack_config, wait_until_idle, with_gateway
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 async def stack():
-    raw = stack_config()
-    raw["gateway"] = {"port": free_port(), "max_body_bytes": 4096}
-    s = await start_stack(raw)
-    async with serving_gateway(raw) as base_url:
-        s.base_url = base_url
+    async with with_gateway(stack_config(), max_body_bytes=4096) as s:
         yield s
-    await s.close()
-
-
-@pytest.fixture
-async def client(stack):
-    async with openai.AsyncOpenAI(base_url=stack.base_url, api_key="unused", max_retries=0) as c:
-        yield c
 
 
 def _sync_chat(base_url: str) -> openai.types.chat.ChatCompletion:

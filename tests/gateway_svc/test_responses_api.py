@@ -3,30 +3,17 @@ whole and streamed, stored and retrieved, a conversation continued by ``previous
 program, and 4xx for what it does not serve."""
 
 import httpx
-import openai
 import pytest
 
-from tests.factories import free_port
-from tests.integration.harness import SMALL, serving_gateway, stack_config, start_stack, wait_until_idle
+from tests.integration.harness import SMALL, stack_config, wait_until_idle, with_gateway
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 async def stack():
-    raw = stack_config()
-    raw["gateway"] = {"port": free_port(), "responses_store_max": 8}
-    s = await start_stack(raw)
-    async with serving_gateway(raw) as base_url:
-        s.base_url = base_url
+    async with with_gateway(stack_config()) as s:
         yield s
-    await s.close()
-
-
-@pytest.fixture
-async def client(stack):
-    async with openai.AsyncOpenAI(base_url=stack.base_url, api_key="unused", max_retries=0) as c:
-        yield c
 
 
 async def test_a_whole_response_is_an_assistant_message_with_usage_and_is_stored(stack, client):

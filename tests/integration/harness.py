@@ -35,6 +35,8 @@ class Stack:
     servers: dict[str, RunningServer] = field(default_factory=dict)
     engine_servicers: dict[str, Any] = field(default_factory=dict)
     balancer_servicer: Any = None
+    base_url: str = ""
+    """The gateway's (``/v1``), when one serves it (``with_gateway``)."""
 
     def address(self, name: str) -> str:
         return f"127.0.0.1:{self.servers[name].port}"
@@ -156,3 +158,16 @@ async def serving_gateway(raw: dict[str, Any], **tls: str) -> AsyncIterator[str]
     finally:
         server.should_exit = True
         await serving
+
+
+@contextlib.asynccontextmanager
+async def with_gateway(raw: dict[str, Any], **gateway: Any) -> AsyncIterator[Stack]:
+    """The stack of ``raw`` and its gateway (``gateway``: settings besides a free port), ``base_url`` set."""
+    raw["gateway"] = {"port": free_port(), **gateway}
+    stack = await start_stack(raw)
+    try:
+        async with serving_gateway(raw) as base_url:
+            stack.base_url = base_url
+            yield stack
+    finally:
+        await stack.close()

@@ -16,8 +16,7 @@ from types import ModuleType
 import httpx
 import pytest
 
-from tests.factories import free_port
-from tests.integration.harness import LARGE, SMALL, serving_gateway, stack_config, start_stack, wait_until_idle
+from tests.integration.harness import LARGE, SMALL, stack_config, wait_until_idle, with_gateway
 
 pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "frameworks"
@@ -35,14 +34,10 @@ def example(name: str) -> ModuleType:
 @pytest.fixture(scope="module")
 async def stack():
     script = str(EXAMPLES / "script.yaml")
-    raw = stack_config([{"name": "small-0", "profile": f"{SMALL}@a6000", "sim_script": script},
-                        {"name": "large-0", "profile": f"{LARGE}@a6000", "sim_script": script}])
-    raw["gateway"] = {"port": free_port()}
-    s = await start_stack(raw)
-    async with serving_gateway(raw) as base_url:
-        s.base_url = base_url
+    async with with_gateway(stack_config([{"name": "small-0", "profile": f"{SMALL}@a6000", "sim_script": script},
+                                          {"name": "large-0", "profile": f"{LARGE}@a6000", "sim_script": script}])
+                            ) as s:
         yield s
-    await s.close()
 
 
 class Receipts:
