@@ -16,7 +16,7 @@ import contextlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import grpc
 from google.protobuf.json_format import MessageToDict
@@ -37,10 +37,11 @@ from hetflow.core.hold_queue import HoldQueue
 from hetflow.core.load_shedding import LoadShedder, LoopLag
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies import Prediction, Priority, WaitForCapacity
-from hetflow.core.snapshot import EngineView
+from hetflow.core.snapshot import ClusterSnapshot, EngineView
 from hetflow.core.workload_window import WorkloadWindow
 from hetflow.runtime.channels import open_channel
-from hetflow.runtime.logs import get_logger
+from hetflow.runtime.coalescing import Coalescer
+from hetflow.runtime.logs import debug_enabled, get_logger
 from hetflow.runtime.releases import release
 from hetflow.runtime.tickets import TicketIssuer
 from hetflow.v1 import (
@@ -58,6 +59,8 @@ from hetflow.v1 import (
 log = get_logger(__name__)
 PROGRAM_HINTS = 65536
 """Programs whose assigned model a balancer remembers, to skip the router for their later calls."""
+COALESCED_ITEMS = 64
+"""Calls whose router or predictor questions share one RPC, at most (the prompts ride in it)."""
 DECISIONS = Counter("hetflow_balancer_decisions_total", "Decisions per stage and rule", ["stage", "rule"])
 HELD = Counter("hetflow_balancer_held_total", "Decisions deferred because no engine had KV room (Kairos 6)")
 STALE_DECISIONS = Counter("hetflow_balancer_stale_snapshot_decisions_total",
@@ -70,6 +73,11 @@ MONITOR_AWAY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 """The monitor's failures that mean it is not answering (restarting, starved), not that the call is bad."""
 DECISION_S = Histogram("hetflow_balancer_decision_seconds", "Call received -> engine request sent",
                        buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1))
+
+
+def rejected(exc: BaseException) -> bool:
+    """A dependency refused a batch's content (one call's item, say): its calls are asked again one by one."""
+    return isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 class NeverReached(Exception):
@@ -109,6 +117,25 @@ class Dispatch:
     """How long the engine keeps the program's KV after the call (the retention stage; None: no hold decided)."""
     reserve_output_tokens: int = 0
     """Output tokens the engine keeps KV room for while the call runs (the reserve stage)."""
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What a decision reads, fetched beside each other (``Dispatcher._fetch``)."""
+
+    call: LlmCall
+    """The call as decided: with the stages the monitor inferred, if any."""
+    snapshot: ClusterSnapshot
+    admit_seq: int
+    """The monitor's last admit the snapshot counts (``PendingAdmits`` adds the later ones)."""
+    stale_s: float
+    """How old the snapshot is when the monitor did not answer (0 when it did)."""
+    candidates: list[str]
+    """The models the call may go to (``Pipeline.candidate_models``)."""
+    router_asked: bool
+    confidences: tuple[dict[str, float], bool]
+    """The router's confidence per model and whether it truncated the prompt (empty when not asked)."""
+    predictions: dict[str, tuple[Prediction, str]]
 
 
 class Dispatcher:
@@ -157,12 +184,18 @@ class Dispatcher:
         self._served_models: list[str] = []
         """The healthy models of the last snapshot: what the router and predictor are asked about
         beside the next snapshot."""
+        self._profiles = wire.ProfileMemo()
         self._program_models: OrderedDict[str, str] = OrderedDict()
         """Programs seen assigned to a model (A[p]), the most recent last, at most ``PROGRAM_HINTS``."""
         self.monitor = monitor_pb2_grpc.MonitorStub(self.channel(cfg.monitor_address))
         self.router = router_pb2_grpc.RouterStub(self.channel(cfg.router_address)) if cfg.router_address else None
         self.predictor = (predictor_pb2_grpc.PredictorStub(self.channel(cfg.predictor_address))
                           if cfg.predictor_address else None)
+        self._scores = Coalescer(self._score_batch, COALESCED_ITEMS, "router.Score", rejected) \
+            if self.router is not None else None
+        self._predictions = Coalescer(self._predict_batch, COALESCED_ITEMS, "predictor.Predict", rejected) \
+            if self.predictor is not None else None
+        """The router's and predictor's answers, asked in one RPC per loop turn (``hetflow.runtime.coalescing``)."""
 
     def start(self) -> None:
         """Start watching the monitor (``_watch_monitor``); on the server's event loop."""
@@ -377,15 +410,15 @@ class Dispatcher:
         (``_fetch``), then decides (hetflow.core.pipeline) and records the decision without yielding,
         so concurrent calls see each other."""
         start = time.perf_counter()
-        call, (snapshot_msg, stale_s), candidates, router_asked, (confidence, truncated), predictions = \
-            await self._fetch(call)
-        snapshot = wire.snapshot_from_proto(snapshot_msg)
+        fetched = await self._fetch(call)
+        call, snapshot, stale_s = fetched.call, fetched.snapshot, fetched.stale_s
+        confidence, truncated = fetched.confidences
 
         # From here to the pending entry: no await, so no other decision interleaves.
-        view = self.pending.apply(snapshot, snapshot_msg.admit_seq, time.monotonic())
+        view = self.pending.apply(snapshot, fetched.admit_seq, time.monotonic())
         self.pipeline.store.waiting_calls = self.held.waiting_with(call.request_id)
         self.pipeline.store.call_is_held = call.request_id in self.held
-        decision = self.pipeline.decide(call, view, confidence, predictions, router_asked, truncated)
+        decision = self.pipeline.decide(call, view, confidence, fetched.predictions, fetched.router_asked, truncated)
         engine = next(e for e in view.engines if e.engine_id == decision.engine_id)
         self.pending.add(call.request_id, engine.engine_id, decision.prediction.median_tokens,
                          decision.predicted_cost_s, decision.memory_plan, call.input_tokens, time.time())
@@ -407,9 +440,7 @@ class Dispatcher:
                         snapshot.program_start_s, start, admitted, decision.retain_kv_s,
                         decision.reserve_output_tokens)
 
-    async def _fetch(self, call: LlmCall) -> tuple[LlmCall, tuple[monitor_pb2.MonitorSnapshot, float], list[str], bool,
-                                                     tuple[dict[str, float], bool],
-                                                     dict[str, tuple[Prediction, str]]]:
+    async def _fetch(self, call: LlmCall) -> Fetched:
         """The call, the snapshot, the router's confidences and the predictions, in one round trip's time:
         the router and predictor are asked beside the snapshot for the models the last snapshot served
         (and the router only for a program this balancer has not seen assigned), then whatever the
@@ -429,7 +460,7 @@ class Dispatcher:
         (snapshot_msg, stale_s), scored, predictions = await asyncio.gather(
             self._snapshot(call) if first is None else _ready(first), self._score(call) if ask_router else _none(),
             self._predict(call, guess) if guess else _no_predictions())
-        snapshot = wire.snapshot_from_proto(snapshot_msg)
+        snapshot = wire.snapshot_from_proto(snapshot_msg, self._profiles)
         self._served_models = snapshot.healthy_models()
         candidates = self.pipeline.candidate_models(call, snapshot)
         router_asked = self.pipeline.needs_router(call, candidates)
@@ -442,8 +473,8 @@ class Dispatcher:
             predictions = {**predictions, **late}
         if snapshot.program_model:
             self._remember_program(call.workflow.program_id, snapshot.program_model)
-        return (call, (snapshot_msg, stale_s), candidates, router_asked, scored if router_asked else ({}, False),
-                predictions)
+        return Fetched(call, snapshot, snapshot_msg.admit_seq, stale_s, candidates, router_asked,
+                       scored if router_asked else ({}, False), predictions)
 
     def _remember_program(self, program_id: str, model: str) -> None:
         """A hint of A[p] (the monitor stays the truth): a program seen assigned needs no router."""
@@ -521,13 +552,13 @@ class Dispatcher:
         return self._decision_view(stale, call.request_id), max(age_s, 1e-6)
 
     async def _score(self, call: LlmCall) -> tuple[dict[str, float], bool]:
-        """Router confidences q[m] (Chimera Algorithm 1, lines 4-5) and whether the prompt was cut."""
-        if self.router is None:
+        """Router confidences q[m] (Chimera Algorithm 1, lines 4-5) and whether the prompt was cut; asked
+        in one ``Score`` with the other calls deciding in the same loop turn."""
+        if self._scores is None:
             return {}, False
         try:
-            reply = await self.router.Score(router_pb2.ScoreRequest(prompts=[call.user_prompt]),
-                                            timeout=self.cfg.dependency_timeout_s)
-            return dict(reply.scores[0].confidence), reply.scores[0].truncated
+            score = await self._scores.ask(call.user_prompt)
+            return dict(score.confidence), score.truncated
         except grpc.aio.AioRpcError as exc:
             log.warning("router_unavailable", code=exc.code().name, details=exc.details())
             return {}, False
@@ -535,17 +566,32 @@ class Dispatcher:
     async def _predict(self, call: LlmCall, models: list[str]) -> dict[str, tuple[Prediction, str]]:
         """y-hat = Y-hat(r.meta_info, m) for every candidate m in one batch; Algorithm 1 line 28 then
         takes the chosen model's. Falls back to the input-length proxy when the predictor is down."""
-        if self.predictor is not None:
+        if self._predictions is not None:
             try:
-                reply = await self.predictor.Predict(
-                    predictor_pb2.PredictRequest(rows=[wire.feature_row_to_proto(feature_row(call, m)) for m in models],
-                                                 quantiles=self.cfg.quantiles),
-                    timeout=self.cfg.dependency_timeout_s)
-                return {m: (wire.prediction_from_proto(p, self.cfg.quantiles), "")
-                        for m, p in zip(models, reply.predictions)}
+                predicted = await self._predictions.ask(
+                    [wire.feature_row_to_proto(feature_row(call, m)) for m in models])
+                return {m: (wire.prediction_from_proto(p, self.cfg.quantiles), "") for m, p in zip(models, predicted)}
             except grpc.aio.AioRpcError as exc:
                 log.warning("predictor_unavailable", code=exc.code().name, details=exc.details())
         return {m: (Prediction(float(call.input_tokens)), "predictor-unavailable:input-length") for m in models}
+
+    async def _score_batch(self, prompts: list[str]) -> Sequence[router_pb2.ModelConfidence]:
+        assert self.router is not None
+        reply = await self.router.Score(router_pb2.ScoreRequest(prompts=prompts), timeout=self.cfg.dependency_timeout_s)
+        return reply.scores
+
+    async def _predict_batch(self, rows_per_call: list[list[predictor_pb2.FeatureRow]]
+                             ) -> list[list[predictor_pb2.Prediction]]:
+        """One ``Predict`` for the rows of several calls, its predictions split back per call."""
+        assert self.predictor is not None
+        reply = await self.predictor.Predict(
+            predictor_pb2.PredictRequest(rows=[row for rows in rows_per_call for row in rows],
+                                         quantiles=self.cfg.quantiles), timeout=self.cfg.dependency_timeout_s)
+        predictions, answers, start = list(reply.predictions), [], 0
+        for rows in rows_per_call:
+            answers.append(predictions[start:start + len(rows)])
+            start += len(rows)
+        return answers
 
     async def _admit(self, call: LlmCall, admit: monitor_pb2.AdmitRequest) -> None:
         """Chimera Algorithm 1, line 32: I[m*][r.id] = r.predicted_tokens (and A[p] = m*, line 23), with
@@ -618,7 +664,12 @@ class Dispatcher:
         receipt = dispatch.receipt
         receipt.decision_ms = (time.perf_counter() - dispatch.started_perf_s) * 1e3
         DECISION_S.observe(receipt.decision_ms / 1e3)
-        log.info("decision", receipt=MessageToDict(receipt, preserving_proto_field_name=True))
+        log.info("decision", model=receipt.model, engine=receipt.engine_id, priority=receipt.priority,
+                 predicted_tokens=receipt.predicted_tokens, decision_ms=round(receipt.decision_ms, 3),
+                 rules={s.stage: s.rule for s in receipt.stages}, stale_snapshot_s=receipt.stale_snapshot_s,
+                 redispatched_from=list(receipt.redispatched_from))
+        if debug_enabled():  # the whole receipt, per-engine scores and loads included: ~0.5 ms a decision
+            log.debug("decision_receipt", receipt=MessageToDict(receipt, preserving_proto_field_name=True))
 
     def release_later(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float = 0.0,
                        admitted: asyncio.Task[None] | None = None) -> asyncio.Task[None]:

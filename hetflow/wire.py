@@ -5,6 +5,7 @@ monitor's snapshot), each conversion written once. A service's own messages conv
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterable, Mapping
 
 from hetflow.core.call import SamplingSpec, StageInference, WorkflowInfo
@@ -112,10 +113,30 @@ def in_flight_call_from_proto(msg: monitor_pb2.InFlightCall) -> InFlightCall:
                         admitted_s=msg.admitted_unix_s)
 
 
-def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRecord], admit_seq: int
-                      ) -> monitor_pb2.MonitorSnapshot:
-    """The monitor's answer: each engine's report as it came, with the snapshot's accounting of it."""
+class ReportProtos:
+    """Each engine's last report as snapshots carry it, built once per report rather than once per snapshot
+    (a report changes a few times a second, snapshots are asked once per decision). Its active request
+    ids stay out: only the monitor reads them (orphan removal), and at GPU scale they are thousands."""
+
+    def __init__(self) -> None:
+        self._by_engine: dict[str, tuple[EngineStatus, float, common_pb2.EngineStatus]] = {}
+
+    def of(self, record: EngineRecord) -> common_pb2.EngineStatus:
+        status, received_s = record.status, record.received_s
+        cached = self._by_engine.get(status.engine_id)
+        if cached is not None and cached[0] is status and cached[1] == received_s:
+            return cached[2]
+        msg = engine_status_to_proto(dataclasses.replace(status, active_request_ids=()), received_s)
+        self._by_engine[status.engine_id] = (status, received_s, msg)
+        return msg
+
+
+def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRecord], admit_seq: int,
+                      reports: ReportProtos | None = None) -> monitor_pb2.MonitorSnapshot:
+    """The monitor's answer: each engine's report as it came (from ``reports`` when given), with the
+    snapshot's accounting of it."""
     now_s = snapshot.taken_unix_s
+    reports = reports or ReportProtos()
     msg = monitor_pb2.MonitorSnapshot(
         taken_unix_s=now_s, admit_seq=admit_seq, program_model=snapshot.program_model,
         program_start_unix_s=snapshot.program_start_s, remaining_stage_costs_s=snapshot.remaining_stage_costs_s,
@@ -124,7 +145,7 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
         program_dispatches=[monitor_pb2.ProgramDispatch(engine_id=engine_id, prompt_tokens=tokens)
                             for engine_id, tokens in snapshot.program_dispatches],
         engines=[monitor_pb2.EngineLoad(
-            status=engine_status_to_proto(records[e.engine_id].status, records[e.engine_id].received_s),
+            status=reports.of(records[e.engine_id]),
             in_flight_tokens=e.in_flight_tokens, in_flight_cost_s=e.in_flight_cost_s, suspended=e.suspended,
             kv_ledger_tokens=e.kv_ledger_tokens, in_flight_requests=e.in_flight_requests, healthy=e.healthy,
             status_age_s=now_s - records[e.engine_id].received_s, dispatched_since_report=e.dispatched_since_report,
@@ -151,7 +172,26 @@ def stage_inference_to_proto(inferred: StageInference) -> common_pb2.StageInfere
                                      runs_seen=inferred.runs_seen)
 
 
-def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
+class ProfileMemo:
+    """Each engine's profile as last converted, converted again only when its message changes (a balancer
+    reads sixteen or more per decision; they change when an engine restarts)."""
+
+    def __init__(self) -> None:
+        self._by_engine: dict[str, tuple[common_pb2.TimingProfile, EngineProfile]] = {}
+
+    def of(self, engine_id: str, msg: common_pb2.TimingProfile) -> EngineProfile:
+        cached = self._by_engine.get(engine_id)
+        if cached is not None and cached[0] == msg:
+            return cached[1]
+        kept = common_pb2.TimingProfile()
+        kept.CopyFrom(msg)
+        profile = profile_from_proto(msg)
+        self._by_engine[engine_id] = (kept, profile)
+        return profile
+
+
+def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot, profiles: ProfileMemo | None = None) -> ClusterSnapshot:
+    profiles = profiles or ProfileMemo()
     return ClusterSnapshot(
         taken_unix_s=msg.taken_unix_s, program_model=msg.program_model, program_start_s=msg.program_start_unix_s,
         agent_anchor_distance_s=msg.agent_anchor_distance_s if msg.HasField("agent_anchor_distance_s") else None,
@@ -171,7 +211,7 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot) -> ClusterSnapshot:
             decode_ms_per_token=e.status.profile.decode_ms_per_token,
             max_batch_size=max(1, e.status.profile.max_batch_size),
             kv_capacity_tokens=e.status.profile.kv_capacity_tokens, in_flight_cost_s=e.in_flight_cost_s,
-            profile=profile_from_proto(e.status.profile) if e.status.HasField("profile") else None,
+            profile=profiles.of(e.status.engine_id, e.status.profile) if e.status.HasField("profile") else None,
             kv_ledger_tokens=tuple(e.kv_ledger_tokens), suspended=e.suspended,
             dispatched_since_report=e.dispatched_since_report, prefix_match_blocks=e.prefix_match_blocks,
             prefix_index_blocks=e.prefix_index_blocks, pending_prefill_tokens=e.pending_prefill_tokens,

@@ -25,6 +25,7 @@ PROGRAMS = Gauge("hetflow_monitor_programs", "Programs in the program table")
 class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
     def __init__(self, state: MonitorState) -> None:
         self.state = state
+        self.reports = wire.ReportProtos()
 
     async def Admit(self, request: monitor_pb2.AdmitRequest,
                     context: grpc.aio.ServicerContext) -> monitor_pb2.AdmitReply:
@@ -77,7 +78,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         snapshot = cluster_snapshot(self.state, time.time(), request.program_id, request.agent, request.workflow,
                                     request.stage_index, request.stage_count, tuple(request.prefix_blocks),
                                     request.in_flight_calls, request.upstream_agent)
-        reply = wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq)
+        reply = wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq, self.reports)
         reply.monitor_epoch = self.state.epoch
         return reply
 

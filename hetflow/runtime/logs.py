@@ -37,5 +37,10 @@ def bind_ids(request_id: str = "", program_id: str = "") -> None:
         structlog.contextvars.bind_contextvars(**ids)
 
 
+def debug_enabled() -> bool:
+    """Whether debug lines are written: check it before building an expensive debug field."""
+    return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:
     return structlog.get_logger(name)

@@ -70,9 +70,10 @@ def test_the_first_call_fetches_in_two_steps_and_later_ones_in_one():
 
     first, second, asked = asyncio.run(scenario())
     assert sorted(asked) == ["predictor:large,small", "router", "snapshot"]
-    for _, _, candidates, router_asked, (confidence, _), predictions in (first, second):
-        assert candidates == ["large", "small"] and router_asked and confidence == {"small": 0.4, "large": 0.8}
-        assert set(predictions) == {"large", "small"}
+    for fetched in (first, second):
+        assert fetched.candidates == ["large", "small"] and fetched.router_asked
+        assert fetched.confidences[0] == {"small": 0.4, "large": 0.8}
+        assert set(fetched.predictions) == {"large", "small"}
 
 
 def test_a_program_seen_assigned_skips_the_router():
@@ -83,12 +84,12 @@ def test_a_program_seen_assigned_skips_the_router():
         dispatcher._served_models = ["large", "small"]
         await dispatcher._fetch(call(program_id="p1"))              # learns A[p1] = large from the snapshot
         asked.clear()
-        _, _, candidates, router_asked, _, _ = await dispatcher._fetch(call(program_id="p1"))
+        fetched = await dispatcher._fetch(call(program_id="p1"))
         await dispatcher.close()
-        return asked, candidates, router_asked
+        return asked, fetched
 
-    asked, candidates, router_asked = asyncio.run(scenario())
-    assert "router" not in asked and candidates == ["large"] and not router_asked
+    asked, fetched = asyncio.run(scenario())
+    assert "router" not in asked and fetched.candidates == ["large"] and not fetched.router_asked
 
 
 def test_a_call_without_stages_gets_them_from_the_snapshot_before_the_predictor_reads_them():
@@ -117,8 +118,31 @@ def test_a_call_without_stages_gets_them_from_the_snapshot_before_the_predictor_
         await dispatcher.close()
         return fetched, asked, rows
 
-    (decided, (snapshot, _), *_), asked, rows = asyncio.run(scenario())
+    fetched, asked, rows = asyncio.run(scenario())
     assert asked[0] == "snapshot" and len(asked) == 3       # the snapshot first, then router and predictor
-    assert (decided.workflow.stage_index, decided.workflow.stage_count) == (1, 2)
-    assert (snapshot.inferred_stages.stage_index, snapshot.inferred_stages.runs_seen) == (1, 2)
+    assert (fetched.call.workflow.stage_index, fetched.call.workflow.stage_count) == (1, 2)
+    inferred = fetched.snapshot.inferred_stages
+    assert inferred is not None and (inferred.stage_index, inferred.runs_seen) == (1, 2)
     assert {(r.stage_index, r.stage_count) for r in rows} == {(1, 2)}
+
+
+def test_calls_deciding_at_once_share_one_router_and_one_predictor_rpc():
+    async def scenario():
+        state = two_models()
+        dispatcher, asked = dispatcher_on(state)
+        dispatcher._served_models = ["large", "small"]
+        score = dispatcher.router.Score
+
+        async def scoring(request, timeout):
+            reply = await score(request, timeout)
+            return type(reply)(scores=[reply.scores[0]] * len(request.prompts))
+        dispatcher.router.Score = scoring
+        fetched = await asyncio.gather(*(dispatcher._fetch(call(program_id=f"p{i}", stage_index=1, stage_count=2))
+                                         for i in range(3)))
+        await dispatcher.close()
+        return fetched, asked
+
+    fetched, asked = asyncio.run(scenario())
+    assert sorted(asked) == ["predictor:large,large,large,small,small,small", "router",
+                             "snapshot", "snapshot", "snapshot"]
+    assert all(set(f.predictions) == {"large", "small"} and f.confidences[0] for f in fetched)

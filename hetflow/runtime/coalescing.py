@@ -1,0 +1,77 @@
+"""Client-side coalescing: the items callers ask for in one turn of the event loop go out as one batched RPC.
+
+The router's ``Score`` and the predictor's ``Predict`` take batches (Chimera 3.8 batches on the server);
+a balancer deciding many calls at once asks them for one item per call. ``Coalescer`` gathers the items
+asked before the loop's next turn and sends them together, so under load the balancer pays for one RPC
+per turn instead of one per call, and a lone call waits for nothing (the batch leaves on the next turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable, Callable, Generic, Sequence, TypeVar
+
+from prometheus_client import Histogram
+
+COALESCED = Histogram("hetflow_coalesced_batch_items", "Items per coalesced RPC", ["rpc"],
+                      buckets=(1, 2, 4, 8, 16, 32, 64))
+
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
+
+
+class Coalescer(Generic[ItemT, ResultT]):
+    """``ask(item)`` resolves to ``send(items)[i]`` for the batch the item joined: at most ``max_items``
+    per batch, in the order asked. When a batch of several fails with an error ``ask_alone`` accepts (a
+    rejected item, say), its items are asked again one by one, so one item cannot fail another caller;
+    other errors (the service away) reach every caller of the batch at once."""
+
+    def __init__(self, send: Callable[[list[ItemT]], Awaitable[Sequence[ResultT]]], max_items: int, name: str,
+                 ask_alone: Callable[[BaseException], bool] = lambda exc: False) -> None:
+        if max_items < 1:
+            raise ValueError(f"max_items must be at least 1, got {max_items}")
+        self._send, self._max_items, self._ask_alone = send, max_items, ask_alone
+        self._observe = COALESCED.labels(name).observe
+        self._asked: list[tuple[ItemT, asyncio.Future[ResultT]]] = []
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def ask(self, item: ItemT) -> ResultT:
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[ResultT] = loop.create_future()
+        if not self._asked:
+            loop.call_soon(self._flush)
+        self._asked.append((item, answer))
+        return await answer
+
+    def _flush(self) -> None:
+        asked, self._asked = self._asked, []
+        for start in range(0, len(asked), self._max_items):
+            task = asyncio.get_running_loop().create_task(self._batch(asked[start:start + self._max_items]))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _batch(self, batch: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
+        self._observe(len(batch))
+        try:
+            results = await self._send([item for item, _ in batch])
+        except asyncio.CancelledError:
+            for _, answer in batch:
+                answer.cancel()
+            raise
+        except Exception as exc:  # noqa: BLE001 - every caller of the batch gets it
+            if len(batch) > 1 and self._ask_alone(exc):
+                await asyncio.gather(*(self._batch([one]) for one in batch))
+                return
+            for _, answer in batch:
+                if not answer.done():
+                    answer.set_exception(exc)
+            return
+        if len(results) != len(batch):
+            error = RuntimeError(f"a batch of {len(batch)} items got {len(results)} answers")
+            for _, answer in batch:
+                if not answer.done():
+                    answer.set_exception(error)
+            return
+        for (_, answer), result in zip(batch, results):
+            if not answer.done():
+                answer.set_result(result)
