@@ -116,25 +116,28 @@ def in_flight_call_from_proto(msg: monitor_pb2.InFlightCall) -> InFlightCall:
 class ReportProtos:
     """Each engine's last report as snapshots carry it, built once per report rather than once per snapshot
     (a report changes a few times a second, snapshots are asked once per decision). Its active request
-    ids stay out: only the monitor reads them (orphan removal), and at GPU scale they are thousands."""
+    ids only when asked (``SnapshotRequest.request_ids``): a balancer never reads them, and at GPU scale
+    they are thousands."""
 
     def __init__(self) -> None:
-        self._by_engine: dict[str, tuple[EngineStatus, float, common_pb2.EngineStatus]] = {}
+        self._by_engine: dict[tuple[str, bool], tuple[EngineStatus, float, common_pb2.EngineStatus]] = {}
 
-    def of(self, record: EngineRecord) -> common_pb2.EngineStatus:
+    def of(self, record: EngineRecord, request_ids: bool = False) -> common_pb2.EngineStatus:
         status, received_s = record.status, record.received_s
-        cached = self._by_engine.get(status.engine_id)
+        key = (status.engine_id, request_ids)
+        cached = self._by_engine.get(key)
         if cached is not None and cached[0] is status and cached[1] == received_s:
             return cached[2]
-        msg = engine_status_to_proto(dataclasses.replace(status, active_request_ids=()), received_s)
-        self._by_engine[status.engine_id] = (status, received_s, msg)
+        msg = engine_status_to_proto(status if request_ids else dataclasses.replace(status, active_request_ids=()),
+                                     received_s)
+        self._by_engine[key] = (status, received_s, msg)
         return msg
 
 
 def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRecord], admit_seq: int,
-                      reports: ReportProtos | None = None) -> monitor_pb2.MonitorSnapshot:
-    """The monitor's answer: each engine's report as it came (from ``reports`` when given), with the
-    snapshot's accounting of it."""
+                      reports: ReportProtos | None = None, request_ids: bool = False) -> monitor_pb2.MonitorSnapshot:
+    """The monitor's answer: each engine's report as it came (from ``reports`` when given; its active
+    request ids when ``request_ids``), with the snapshot's accounting of it."""
     now_s = snapshot.taken_unix_s
     reports = reports or ReportProtos()
     msg = monitor_pb2.MonitorSnapshot(
@@ -145,7 +148,7 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
         program_dispatches=[monitor_pb2.ProgramDispatch(engine_id=engine_id, prompt_tokens=tokens)
                             for engine_id, tokens in snapshot.program_dispatches],
         engines=[monitor_pb2.EngineLoad(
-            status=reports.of(records[e.engine_id]),
+            status=reports.of(records[e.engine_id], request_ids),
             in_flight_tokens=e.in_flight_tokens, in_flight_cost_s=e.in_flight_cost_s, suspended=e.suspended,
             kv_ledger_tokens=e.kv_ledger_tokens, in_flight_requests=e.in_flight_requests, healthy=e.healthy,
             status_age_s=now_s - records[e.engine_id].received_s, dispatched_since_report=e.dispatched_since_report,

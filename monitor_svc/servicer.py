@@ -78,7 +78,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         snapshot = cluster_snapshot(self.state, time.time(), request.program_id, request.agent, request.workflow,
                                     request.stage_index, request.stage_count, tuple(request.prefix_blocks),
                                     request.in_flight_calls, request.upstream_agent)
-        reply = wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq, self.reports)
+        reply = wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq, self.reports,
+                                       request.request_ids)
         reply.monitor_epoch = self.state.epoch
         return reply
 

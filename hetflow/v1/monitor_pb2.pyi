@@ -88,7 +88,7 @@ class EngineFailure(_message.Message):
     def __init__(self, engine_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
-    __slots__ = ("program_id", "agent", "workflow", "stage_index", "stage_count", "prefix_blocks", "in_flight_calls", "upstream_agent")
+    __slots__ = ("program_id", "agent", "workflow", "stage_index", "stage_count", "prefix_blocks", "in_flight_calls", "upstream_agent", "request_ids")
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +97,7 @@ class SnapshotRequest(_message.Message):
     PREFIX_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_CALLS_FIELD_NUMBER: _ClassVar[int]
     UPSTREAM_AGENT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_IDS_FIELD_NUMBER: _ClassVar[int]
     program_id: str
     agent: str
     workflow: str
@@ -105,7 +106,8 @@ class SnapshotRequest(_message.Message):
     prefix_blocks: _containers.RepeatedScalarFieldContainer[int]
     in_flight_calls: bool
     upstream_agent: str
-    def __init__(self, program_id: _Optional[str] = ..., agent: _Optional[str] = ..., workflow: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., in_flight_calls: _Optional[bool] = ..., upstream_agent: _Optional[str] = ...) -> None: ...
+    request_ids: bool
+    def __init__(self, program_id: _Optional[str] = ..., agent: _Optional[str] = ..., workflow: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., in_flight_calls: _Optional[bool] = ..., upstream_agent: _Optional[str] = ..., request_ids: _Optional[bool] = ...) -> None: ...
 
 class EngineLoad(_message.Message):
     __slots__ = ("status", "in_flight_tokens", "in_flight_requests", "healthy", "status_age_s", "in_flight_cost_s", "kv_ledger_tokens", "suspended", "dispatched_since_report", "prefix_match_blocks", "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens", "in_flight_calls")

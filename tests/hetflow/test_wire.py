@@ -42,6 +42,28 @@ def test_the_monitor_snapshot_round_trips():
     assert unasked.engines[0].in_flight_calls == ()  # sent only to the policies that read them
 
 
+def test_snapshots_carry_the_engines_request_ids_only_when_asked_and_each_report_is_built_once():
+    state = MonitorState(MonitorLimits())
+    state.report(EngineStatus("e0", model="m", profile=profile(), active_request_ids=("x", "y")), 0.0)
+    reports = wire.ReportProtos()
+    plain = wire.snapshot_to_proto(cluster_snapshot(state, 0.1), state.engines, state.admit_seq, reports)
+    asked = wire.snapshot_to_proto(cluster_snapshot(state, 0.1), state.engines, state.admit_seq, reports,
+                                   request_ids=True)
+    assert list(plain.engines[0].status.active_request_ids) == []
+    assert list(asked.engines[0].status.active_request_ids) == ["x", "y"]
+    assert reports.of(state.engines["e0"]) is reports.of(state.engines["e0"])
+    state.report(EngineStatus("e0", model="m", profile=profile(), waiting=3), 0.2)  # a new report: built again
+    assert reports.of(state.engines["e0"]).waiting == 3
+
+
+def test_the_balancer_converts_a_profile_again_only_when_it_changes():
+    memo, msg = wire.ProfileMemo(), wire.profile_to_proto(profile())
+    first = memo.of("e0", msg)
+    assert memo.of("e0", msg) is first and first == wire.profile_from_proto(msg)
+    msg.kv_capacity_tokens += 16
+    assert memo.of("e0", msg).kv_capacity_tokens == first.kv_capacity_tokens + 16
+
+
 def test_an_engine_status_round_trips_and_needs_an_id():
     status = EngineStatus("e0", model="m", backend="sim", waiting=4, preemptions_total=7, profile=profile(),
                           active_request_ids=("a", "b"), pending_prefill_tokens=321)

@@ -48,7 +48,8 @@ class Stack:
         channel = open_channel(self.address("monitor"), security) if self.raw.get("security") else \
             grpc.aio.insecure_channel(self.address("monitor"))
         async with channel as ch:
-            return await monitor_pb2_grpc.MonitorStub(ch).Snapshot(monitor_pb2.SnapshotRequest(), timeout=2)
+            return await monitor_pb2_grpc.MonitorStub(ch).Snapshot(monitor_pb2.SnapshotRequest(request_ids=True),
+                                                                   timeout=2)
 
     async def stop(self, name: str) -> None:
         await self.servers.pop(name).stop()
