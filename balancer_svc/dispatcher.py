@@ -16,7 +16,7 @@ import contextlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Iterator
 
 import grpc
 from google.protobuf.json_format import MessageToDict
@@ -24,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import Counter, Gauge, Histogram
 
 from balancer_svc import convert
+from balancer_svc.advisors import Advisors
 from balancer_svc.config import BalancerConfig
 from balancer_svc.live_alpha import AlphaReplay, LiveAlphaTuning
 from balancer_svc.pending import PendingAdmits
@@ -32,7 +33,6 @@ from hetflow import wire
 from hetflow.core.admission import TenantLimiter
 from hetflow.core.call import LlmCall, stages_unknown, with_stages
 from hetflow.core.errors import DeadlineExceeded, ResourceExhausted, Unavailable
-from hetflow.core.features import feature_row
 from hetflow.core.hold_queue import HoldQueue
 from hetflow.core.load_shedding import LoadShedder, LoopLag
 from hetflow.core.pipeline import Pipeline
@@ -40,7 +40,6 @@ from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 from hetflow.core.workload_window import WorkloadWindow
 from hetflow.runtime.channels import open_channel
-from hetflow.runtime.coalescing import Coalescer
 from hetflow.runtime.logs import debug_enabled, get_logger
 from hetflow.runtime.releases import release
 from hetflow.runtime.tickets import TicketIssuer
@@ -50,17 +49,13 @@ from hetflow.v1 import (
     engine_pb2,
     monitor_pb2,
     monitor_pb2_grpc,
-    predictor_pb2,
     predictor_pb2_grpc,
-    router_pb2,
     router_pb2_grpc,
 )
 
 log = get_logger(__name__)
 PROGRAM_HINTS = 65536
 """Programs whose assigned model a balancer remembers, to skip the router for their later calls."""
-COALESCED_ITEMS = 64
-"""Calls whose router or predictor questions share one RPC, at most (the prompts ride in it)."""
 DECISIONS = Counter("hetflow_balancer_decisions_total", "Decisions per stage and rule", ["stage", "rule"])
 HELD = Counter("hetflow_balancer_held_total", "Decisions deferred because no engine had KV room (Kairos 6)")
 STALE_DECISIONS = Counter("hetflow_balancer_stale_snapshot_decisions_total",
@@ -73,11 +68,6 @@ MONITOR_AWAY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 """The monitor's failures that mean it is not answering (restarting, starved), not that the call is bad."""
 DECISION_S = Histogram("hetflow_balancer_decision_seconds", "Call received -> engine request sent",
                        buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1))
-
-
-def rejected(exc: BaseException) -> bool:
-    """A dependency refused a batch's content (one call's item, say): its calls are asked again one by one."""
-    return isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 class NeverReached(Exception):
@@ -188,14 +178,10 @@ class Dispatcher:
         self._program_models: OrderedDict[str, str] = OrderedDict()
         """Programs seen assigned to a model (A[p]), the most recent last, at most ``PROGRAM_HINTS``."""
         self.monitor = monitor_pb2_grpc.MonitorStub(self.channel(cfg.monitor_address))
-        self.router = router_pb2_grpc.RouterStub(self.channel(cfg.router_address)) if cfg.router_address else None
-        self.predictor = (predictor_pb2_grpc.PredictorStub(self.channel(cfg.predictor_address))
-                          if cfg.predictor_address else None)
-        self._scores = Coalescer(self._score_batch, COALESCED_ITEMS, "router.Score", rejected) \
-            if self.router is not None else None
-        self._predictions = Coalescer(self._predict_batch, COALESCED_ITEMS, "predictor.Predict", rejected) \
-            if self.predictor is not None else None
-        """The router's and predictor's answers, asked in one RPC per loop turn (``hetflow.runtime.coalescing``)."""
+        self.advisors = Advisors(
+            router_pb2_grpc.RouterStub(self.channel(cfg.router_address)) if cfg.router_address else None,
+            predictor_pb2_grpc.PredictorStub(self.channel(cfg.predictor_address)) if cfg.predictor_address else None,
+            cfg.quantiles, cfg.dependency_timeout_s)
 
     def start(self) -> None:
         """Start watching the monitor (``_watch_monitor``); on the server's event loop."""
@@ -458,16 +444,17 @@ class Dispatcher:
         ask_router = bool(guess) and self.pipeline.needs_router(call, guess) and \
             call.workflow.program_id not in self._program_models
         (snapshot_msg, stale_s), scored, predictions = await asyncio.gather(
-            self._snapshot(call) if first is None else _ready(first), self._score(call) if ask_router else _none(),
-            self._predict(call, guess) if guess else _no_predictions())
+            self._snapshot(call) if first is None else _ready(first),
+            self.advisors.score(call) if ask_router else _none(),
+            self.advisors.predict(call, guess) if guess else _no_predictions())
         snapshot = wire.snapshot_from_proto(snapshot_msg, self._profiles)
         self._served_models = snapshot.healthy_models()
         candidates = self.pipeline.candidate_models(call, snapshot)
         router_asked = self.pipeline.needs_router(call, candidates)
         missing = [m for m in candidates if m not in predictions]
         if (router_asked and not ask_router) or missing:
-            late_scored, late = await asyncio.gather(self._score(call) if router_asked and not ask_router
-                                                     else _none(), self._predict(call, missing) if missing
+            late_scored, late = await asyncio.gather(self.advisors.score(call) if router_asked and not ask_router
+                                                     else _none(), self.advisors.predict(call, missing) if missing
                                                      else _no_predictions())
             scored = late_scored if router_asked and not ask_router else scored
             predictions = {**predictions, **late}
@@ -550,48 +537,6 @@ class Dispatcher:
         STALE_DECISIONS.inc()
         log.warning("deciding_on_stale_snapshot", age_s=round(age_s, 3), why=why)
         return self._decision_view(stale, call.request_id), max(age_s, 1e-6)
-
-    async def _score(self, call: LlmCall) -> tuple[dict[str, float], bool]:
-        """Router confidences q[m] (Chimera Algorithm 1, lines 4-5) and whether the prompt was cut; asked
-        in one ``Score`` with the other calls deciding in the same loop turn."""
-        if self._scores is None:
-            return {}, False
-        try:
-            score = await self._scores.ask(call.user_prompt)
-            return dict(score.confidence), score.truncated
-        except grpc.aio.AioRpcError as exc:
-            log.warning("router_unavailable", code=exc.code().name, details=exc.details())
-            return {}, False
-
-    async def _predict(self, call: LlmCall, models: list[str]) -> dict[str, tuple[Prediction, str]]:
-        """y-hat = Y-hat(r.meta_info, m) for every candidate m in one batch; Algorithm 1 line 28 then
-        takes the chosen model's. Falls back to the input-length proxy when the predictor is down."""
-        if self._predictions is not None:
-            try:
-                predicted = await self._predictions.ask(
-                    [wire.feature_row_to_proto(feature_row(call, m)) for m in models])
-                return {m: (wire.prediction_from_proto(p, self.cfg.quantiles), "") for m, p in zip(models, predicted)}
-            except grpc.aio.AioRpcError as exc:
-                log.warning("predictor_unavailable", code=exc.code().name, details=exc.details())
-        return {m: (Prediction(float(call.input_tokens)), "predictor-unavailable:input-length") for m in models}
-
-    async def _score_batch(self, prompts: list[str]) -> Sequence[router_pb2.ModelConfidence]:
-        assert self.router is not None
-        reply = await self.router.Score(router_pb2.ScoreRequest(prompts=prompts), timeout=self.cfg.dependency_timeout_s)
-        return reply.scores
-
-    async def _predict_batch(self, rows_per_call: list[list[predictor_pb2.FeatureRow]]
-                             ) -> list[list[predictor_pb2.Prediction]]:
-        """One ``Predict`` for the rows of several calls, its predictions split back per call."""
-        assert self.predictor is not None
-        reply = await self.predictor.Predict(
-            predictor_pb2.PredictRequest(rows=[row for rows in rows_per_call for row in rows],
-                                         quantiles=self.cfg.quantiles), timeout=self.cfg.dependency_timeout_s)
-        predictions, answers, start = list(reply.predictions), [], 0
-        for rows in rows_per_call:
-            answers.append(predictions[start:start + len(rows)])
-            start += len(rows)
-        return answers
 
     async def _admit(self, call: LlmCall, admit: monitor_pb2.AdmitRequest) -> None:
         """Chimera Algorithm 1, line 32: I[m*][r.id] = r.predicted_tokens (and A[p] = m*, line 23), with

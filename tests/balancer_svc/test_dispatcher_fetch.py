@@ -43,7 +43,7 @@ def stack(state: MonitorState, snapshot_waits_for: asyncio.Event | None = None):
 def dispatcher_on(state, waits_for=None):
     dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", router_address="127.0.0.1:2",
                                            predictor_address="127.0.0.1:3"))
-    asked, dispatcher.monitor, dispatcher.router, dispatcher.predictor = stack(state, waits_for)
+    asked, dispatcher.monitor, dispatcher.advisors.router, dispatcher.advisors.predictor = stack(state, waits_for)
     return dispatcher, asked
 
 
@@ -108,12 +108,12 @@ def test_a_call_without_stages_gets_them_from_the_snapshot_before_the_predictor_
         dispatcher, asked = dispatcher_on(state)
         dispatcher._served_models = ["large", "small"]
         rows = []
-        predict = dispatcher.predictor.Predict
+        predict = dispatcher.advisors.predictor.Predict
 
         async def recording(request, timeout):
             rows.extend(request.rows)
             return await predict(request, timeout)
-        dispatcher.predictor.Predict = recording
+        dispatcher.advisors.predictor.Predict = recording
         fetched = await dispatcher._fetch(call(program_id="new", workflow="code", agent="planner"))
         await dispatcher.close()
         return fetched, asked, rows
@@ -131,12 +131,12 @@ def test_calls_deciding_at_once_share_one_router_and_one_predictor_rpc():
         state = two_models()
         dispatcher, asked = dispatcher_on(state)
         dispatcher._served_models = ["large", "small"]
-        score = dispatcher.router.Score
+        score = dispatcher.advisors.router.Score
 
         async def scoring(request, timeout):
             reply = await score(request, timeout)
             return type(reply)(scores=[reply.scores[0]] * len(request.prompts))
-        dispatcher.router.Score = scoring
+        dispatcher.advisors.router.Score = scoring
         fetched = await asyncio.gather(*(dispatcher._fetch(call(program_id=f"p{i}", stage_index=1, stage_count=2))
                                          for i in range(3)))
         await dispatcher.close()

@@ -1,0 +1,82 @@
+"""The balancer's advisory services: the router's confidences q[m] and the predictor's output lengths.
+
+Both are advisory (docs/architecture.md): while one is down, a call is still decided, without the router's
+confidences or on the input-length proxy, and its receipt says so. The questions of the calls deciding in
+one event-loop turn share one RPC (``hetflow.runtime.coalescing``; both services take batches, Chimera 3.8).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import grpc
+
+from hetflow import wire
+from hetflow.core.call import LlmCall
+from hetflow.core.features import feature_row
+from hetflow.core.policies import Prediction
+from hetflow.runtime.coalescing import Coalescer
+from hetflow.runtime.logs import get_logger
+from hetflow.v1 import predictor_pb2, predictor_pb2_grpc, router_pb2, router_pb2_grpc
+
+log = get_logger(__name__)
+
+COALESCED_ITEMS = 64
+"""Calls whose router or predictor questions share one RPC, at most (the prompts ride in it)."""
+
+
+def rejected(exc: BaseException) -> bool:
+    """A service refused a batch's content (one call's item, say): its calls are asked again one by one."""
+    return isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+class Advisors:
+    """The router and predictor clients (None: not configured), asked per call, batched per loop turn."""
+
+    def __init__(self, router: router_pb2_grpc.RouterStub | None, predictor: predictor_pb2_grpc.PredictorStub | None,
+                 quantiles: Sequence[float], timeout_s: float) -> None:
+        self.router, self.predictor = router, predictor
+        self.quantiles, self.timeout_s = list(quantiles), timeout_s
+        self._scores = Coalescer(self._score_batch, COALESCED_ITEMS, "router.Score", rejected)
+        self._predictions = Coalescer(self._predict_batch, COALESCED_ITEMS, "predictor.Predict", rejected)
+
+    async def score(self, call: LlmCall) -> tuple[dict[str, float], bool]:
+        """Router confidences q[m] (Chimera Algorithm 1, lines 4-5) and whether the prompt was cut."""
+        if self.router is None:
+            return {}, False
+        try:
+            score = await self._scores.ask(call.user_prompt)
+            return dict(score.confidence), score.truncated
+        except grpc.aio.AioRpcError as exc:
+            log.warning("router_unavailable", code=exc.code().name, details=exc.details())
+            return {}, False
+
+    async def predict(self, call: LlmCall, models: list[str]) -> dict[str, tuple[Prediction, str]]:
+        """y-hat = Y-hat(r.meta_info, m) for every candidate m at once; Algorithm 1 line 28 then takes the
+        chosen model's. Falls back to the input-length proxy when the predictor is down."""
+        if self.predictor is not None:
+            try:
+                predicted = await self._predictions.ask(
+                    [wire.feature_row_to_proto(feature_row(call, m)) for m in models])
+                return {m: (wire.prediction_from_proto(p, self.quantiles), "") for m, p in zip(models, predicted)}
+            except grpc.aio.AioRpcError as exc:
+                log.warning("predictor_unavailable", code=exc.code().name, details=exc.details())
+        return {m: (Prediction(float(call.input_tokens)), "predictor-unavailable:input-length") for m in models}
+
+    async def _score_batch(self, prompts: list[str]) -> Sequence[router_pb2.ModelConfidence]:
+        assert self.router is not None
+        reply = await self.router.Score(router_pb2.ScoreRequest(prompts=prompts), timeout=self.timeout_s)
+        return reply.scores
+
+    async def _predict_batch(self, rows_per_call: list[list[predictor_pb2.FeatureRow]]
+                             ) -> list[list[predictor_pb2.Prediction]]:
+        """One ``Predict`` for the rows of several calls, its predictions split back per call."""
+        assert self.predictor is not None
+        reply = await self.predictor.Predict(
+            predictor_pb2.PredictRequest(rows=[row for rows in rows_per_call for row in rows],
+                                         quantiles=self.quantiles), timeout=self.timeout_s)
+        predictions, answers, start = list(reply.predictions), [], 0
+        for rows in rows_per_call:
+            answers.append(predictions[start:start + len(rows)])
+            start += len(rows)
+        return answers

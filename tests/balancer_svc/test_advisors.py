@@ -1,0 +1,64 @@
+"""The router and predictor are advisory: batched per loop turn, and a call is still decided while either
+is down or rejects another call's question."""
+
+import asyncio
+from types import SimpleNamespace
+
+import grpc
+
+from balancer_svc.advisors import Advisors
+from hetflow.v1 import predictor_pb2, router_pb2
+from tests.factories import call
+
+
+def _error(code: grpc.StatusCode) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), "test")
+
+
+def test_while_both_are_down_calls_get_no_confidences_and_the_input_length_proxy():
+    async def down(request, timeout):
+        raise _error(grpc.StatusCode.UNAVAILABLE)
+
+    async def scenario():
+        advisors = Advisors(SimpleNamespace(Score=down), SimpleNamespace(Predict=down), [0.9], 1.0)
+        asked = call(prompt="x " * 50)
+        return asked, await advisors.score(asked), await advisors.predict(asked, ["small", "large"])
+
+    asked, scored, predicted = asyncio.run(scenario())
+    assert scored == ({}, False)
+    assert {m: (p.median_tokens, why) for m, (p, why) in predicted.items()} == {
+        m: (float(asked.input_tokens), "predictor-unavailable:input-length") for m in ("small", "large")}
+
+
+def test_a_question_the_predictor_rejects_fails_only_its_own_call():
+    batches = []
+
+    async def predict(request, timeout):
+        batches.append([row.user_prompt for row in request.rows])
+        if any(row.user_prompt == "bad" for row in request.rows):
+            raise _error(grpc.StatusCode.INVALID_ARGUMENT)
+        return predictor_pb2.PredictReply(predictions=[predictor_pb2.Prediction(median_tokens=7.0)
+                                                       for _ in request.rows])
+
+    async def scenario():
+        advisors = Advisors(None, SimpleNamespace(Predict=predict), [0.9], 1.0)
+        return await asyncio.gather(*(advisors.predict(call(prompt=p), ["m"]) for p in ("good", "bad", "fine")))
+
+    good, bad, fine = asyncio.run(scenario())
+    assert batches[0] == ["good", "bad", "fine"] and sorted(batches[1:]) == [["bad"], ["fine"], ["good"]]
+    assert good["m"][0].median_tokens == 7.0 and fine["m"][0].median_tokens == 7.0
+    assert bad["m"][1] == "predictor-unavailable:input-length"
+
+
+def test_without_a_router_nothing_is_asked_and_with_one_each_call_gets_its_own_confidences():
+    async def score(request, timeout):
+        return router_pb2.ScoreReply(scores=[router_pb2.ModelConfidence(confidence={"m": len(p) / 100})
+                                             for p in request.prompts])
+
+    async def scenario():
+        alone = await Advisors(None, None, [0.9], 1.0).score(call(prompt="x"))
+        advisors = Advisors(SimpleNamespace(Score=score), None, [0.9], 1.0)
+        return alone, await asyncio.gather(*(advisors.score(call(prompt="y" * n)) for n in (10, 20)))
+
+    alone, (ten, twenty) = asyncio.run(scenario())
+    assert alone == ({}, False) and ten[0] == {"m": 0.1} and twenty[0] == {"m": 0.2}
