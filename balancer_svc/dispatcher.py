@@ -27,6 +27,7 @@ from balancer_svc import convert
 from balancer_svc.advisors import Advisors
 from balancer_svc.config import BalancerConfig
 from balancer_svc.live_alpha import AlphaReplay, LiveAlphaTuning
+from balancer_svc.monitor_batches import MonitorBatches
 from balancer_svc.pending import PendingAdmits
 from balancer_svc.registrations import Registrations
 from hetflow import wire
@@ -178,6 +179,8 @@ class Dispatcher:
         self._program_models: OrderedDict[str, str] = OrderedDict()
         """Programs seen assigned to a model (A[p]), the most recent last, at most ``PROGRAM_HINTS``."""
         self.monitor = monitor_pb2_grpc.MonitorStub(self.channel(cfg.monitor_address))
+        self.monitor_batches = MonitorBatches(lambda: self.monitor, cfg.dependency_timeout_s)
+        """Each decision's snapshot and admit, batched with the others of its loop turn."""
         self.advisors = Advisors(
             router_pb2_grpc.RouterStub(self.channel(cfg.router_address)) if cfg.router_address else None,
             predictor_pb2_grpc.PredictorStub(self.channel(cfg.predictor_address)) if cfg.predictor_address else None,
@@ -476,12 +479,11 @@ class Dispatcher:
         and how old it is (seconds)."""
         wf = call.workflow
         try:
-            msg = await self.monitor.Snapshot(monitor_pb2.SnapshotRequest(
+            msg = await self.monitor_batches.snapshot(monitor_pb2.SnapshotRequest(
                 program_id=wf.program_id, agent=wf.agent, workflow=wf.workflow, stage_index=wf.stage_index,
                 stage_count=wf.stage_count, upstream_agent=wf.upstream_agent,
                 prefix_blocks=call.prefix_blocks if self.pipeline.engine_picker.reads_prefix else (),
-                in_flight_calls=self.pipeline.engine_picker.reads_in_flight_calls),
-                timeout=self.cfg.dependency_timeout_s)
+                in_flight_calls=self.pipeline.engine_picker.reads_in_flight_calls))
         except grpc.aio.AioRpcError as exc:
             if exc.code() not in MONITOR_AWAY:
                 raise Unavailable(f"monitor failed the snapshot: {exc.code().name} {exc.details()}") from exc
@@ -546,7 +548,7 @@ class Dispatcher:
         is told to the monitor once it answers (``_retell``)."""
         self.registrations.add(call.request_id, admit)
         try:
-            reply = await self.monitor.Admit(admit, timeout=self.cfg.dependency_timeout_s)
+            reply = await self.monitor_batches.admit(admit)
         except grpc.aio.AioRpcError as exc:
             if exc.code() in MONITOR_AWAY or exc.code() == grpc.StatusCode.NOT_FOUND:
                 # away, or restarted and not yet told of the engine by its report: told again later

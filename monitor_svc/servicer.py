@@ -8,10 +8,11 @@ import grpc
 from prometheus_client import Gauge
 
 from hetflow import wire
-from hetflow.core.errors import InvalidArgument, NotFound
+from hetflow.core.errors import HetflowError, InvalidArgument, NotFound
 from hetflow.core.monitor.memory_ledger import MemoryPlan
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import MonitorState
+from hetflow.runtime.interceptors import status_of
 from hetflow.runtime.logs import bind_ids, get_logger
 from hetflow.v1 import common_pb2, monitor_pb2, monitor_pb2_grpc
 from monitor_svc import convert
@@ -22,6 +23,15 @@ IN_FLIGHT_REQUESTS = Gauge("hetflow_monitor_in_flight_requests", "In-flight requ
 PROGRAMS = Gauge("hetflow_monitor_programs", "Programs in the program table")
 
 
+MAX_BATCH = 256
+"""Calls one ``Snapshots`` or ``AdmitBatch`` may carry."""
+
+
+def _check_batch(size: int, what: str) -> None:
+    if size > MAX_BATCH:
+        raise InvalidArgument(f"{size} {what} in one batch; at most {MAX_BATCH}")
+
+
 class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
     def __init__(self, state: MonitorState) -> None:
         self.state = state
@@ -30,10 +40,26 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
     async def Admit(self, request: monitor_pb2.AdmitRequest,
                     context: grpc.aio.ServicerContext) -> monitor_pb2.AdmitReply:
         bind_ids(request.request_id, request.program_id)
+        return self._admit(request, time.time())
+
+    async def AdmitBatch(self, request: monitor_pb2.AdmitBatchRequest,
+                         context: grpc.aio.ServicerContext) -> monitor_pb2.AdmitBatchReply:
+        _check_batch(len(request.admits), "admits")
+        now_s, reply = time.time(), monitor_pb2.AdmitBatchReply()
+        for admit in request.admits:
+            outcome = reply.outcomes.add()
+            try:
+                outcome.reply.CopyFrom(self._admit(admit, now_s))
+            except HetflowError as exc:
+                code, outcome.details = status_of(exc)
+                outcome.code = code.value[0]
+        return reply
+
+    def _admit(self, request: monitor_pb2.AdmitRequest, now_s: float) -> monitor_pb2.AdmitReply:
         try:
             program = self.state.admit(
                 request.request_id, request.program_id, request.model, request.engine_id, request.predicted_tokens,
-                time.time(), workflow=request.workflow.workflow, deadline_unix_s=request.workflow.deadline_unix_s,
+                now_s, workflow=request.workflow.workflow, deadline_unix_s=request.workflow.deadline_unix_s,
                 predicted_cost_s=request.predicted_cost_s, agent=request.workflow.agent,
                 upstream_agent=request.workflow.upstream_agent,
                 memory_plan=MemoryPlan(request.prompt_tokens, request.decode_tokens_per_s, request.expected_s)
@@ -75,7 +101,17 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
 
     async def Snapshot(self, request: monitor_pb2.SnapshotRequest,
                        context: grpc.aio.ServicerContext) -> monitor_pb2.MonitorSnapshot:
-        snapshot = cluster_snapshot(self.state, time.time(), request.program_id, request.agent, request.workflow,
+        return self._snapshot(request, time.time())
+
+    async def Snapshots(self, request: monitor_pb2.SnapshotsRequest,
+                        context: grpc.aio.ServicerContext) -> monitor_pb2.SnapshotsReply:
+        """Taken at one instant, so the engines' views are built once for all of them (``engine_views``)."""
+        _check_batch(len(request.calls), "calls")
+        now_s = time.time()
+        return monitor_pb2.SnapshotsReply(snapshots=[self._snapshot(call, now_s) for call in request.calls])
+
+    def _snapshot(self, request: monitor_pb2.SnapshotRequest, now_s: float) -> monitor_pb2.MonitorSnapshot:
+        snapshot = cluster_snapshot(self.state, now_s, request.program_id, request.agent, request.workflow,
                                     request.stage_index, request.stage_count, tuple(request.prefix_blocks),
                                     request.in_flight_calls, request.upstream_agent)
         reply = wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq, self.reports,

@@ -64,6 +64,8 @@ ACCESS: Mapping[str, frozenset[str]] = {
     "/hetflow.v1.Monitor/ReportEngineFailure": frozenset({"balancer"}),
     "/hetflow.v1.Monitor/Snapshot": frozenset({"balancer", "gateway", "operator"}),
     "/hetflow.v1.Monitor/GetProgram": frozenset({"balancer", "operator"}),
+    "/hetflow.v1.Monitor/Snapshots": frozenset({"balancer", "operator"}),
+    "/hetflow.v1.Monitor/AdmitBatch": frozenset({"balancer"}),
     "/hetflow.v1.Router/Score": frozenset({"balancer"}),
     "/hetflow.v1.Router/Describe": frozenset({"balancer", "operator"}),
     "/hetflow.v1.Predictor/Predict": frozenset({"balancer"}),

@@ -7,6 +7,40 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class SnapshotsRequest(_message.Message):
+    __slots__ = ("calls",)
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    calls: _containers.RepeatedCompositeFieldContainer[SnapshotRequest]
+    def __init__(self, calls: _Optional[_Iterable[_Union[SnapshotRequest, _Mapping]]] = ...) -> None: ...
+
+class SnapshotsReply(_message.Message):
+    __slots__ = ("snapshots",)
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    snapshots: _containers.RepeatedCompositeFieldContainer[MonitorSnapshot]
+    def __init__(self, snapshots: _Optional[_Iterable[_Union[MonitorSnapshot, _Mapping]]] = ...) -> None: ...
+
+class AdmitBatchRequest(_message.Message):
+    __slots__ = ("admits",)
+    ADMITS_FIELD_NUMBER: _ClassVar[int]
+    admits: _containers.RepeatedCompositeFieldContainer[AdmitRequest]
+    def __init__(self, admits: _Optional[_Iterable[_Union[AdmitRequest, _Mapping]]] = ...) -> None: ...
+
+class AdmitOutcome(_message.Message):
+    __slots__ = ("reply", "code", "details")
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    reply: AdmitReply
+    code: int
+    details: str
+    def __init__(self, reply: _Optional[_Union[AdmitReply, _Mapping]] = ..., code: _Optional[int] = ..., details: _Optional[str] = ...) -> None: ...
+
+class AdmitBatchReply(_message.Message):
+    __slots__ = ("outcomes",)
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[AdmitOutcome]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[AdmitOutcome, _Mapping]]] = ...) -> None: ...
+
 class AdmitRequest(_message.Message):
     __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens", "predicted_cost_s", "decode_tokens_per_s", "expected_s", "mean_cost_s", "prefix_blocks", "reregister", "retain_kv_s", "via_gateway", "stages_inferred")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]

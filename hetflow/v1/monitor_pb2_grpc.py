@@ -70,6 +70,16 @@ class MonitorStub:
                 request_serializer=hetflow_dot_v1_dot_monitor__pb2.GetProgramRequest.SerializeToString,
                 response_deserializer=hetflow_dot_v1_dot_monitor__pb2.ProgramEntry.FromString,
                 _registered_method=True)
+        self.Snapshots = channel.unary_unary(
+                '/hetflow.v1.Monitor/Snapshots',
+                request_serializer=hetflow_dot_v1_dot_monitor__pb2.SnapshotsRequest.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_monitor__pb2.SnapshotsReply.FromString,
+                _registered_method=True)
+        self.AdmitBatch = channel.unary_unary(
+                '/hetflow.v1.Monitor/AdmitBatch',
+                request_serializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchRequest.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchReply.FromString,
+                _registered_method=True)
 
 
 class MonitorServicer:
@@ -122,6 +132,21 @@ class MonitorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Snapshots(self, request, context):
+        """Several calls' snapshots, taken at one instant; a balancer sends the calls deciding in one turn of its
+        event loop together. Each answer is the one Snapshot would give.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AdmitBatch(self, request, context):
+        """Several admits in order, each with its own outcome: one admit refused does not refuse the others.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MonitorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -159,6 +184,16 @@ def add_MonitorServicer_to_server(servicer, server):
                     servicer.GetProgram,
                     request_deserializer=hetflow_dot_v1_dot_monitor__pb2.GetProgramRequest.FromString,
                     response_serializer=hetflow_dot_v1_dot_monitor__pb2.ProgramEntry.SerializeToString,
+            ),
+            'Snapshots': grpc.unary_unary_rpc_method_handler(
+                    servicer.Snapshots,
+                    request_deserializer=hetflow_dot_v1_dot_monitor__pb2.SnapshotsRequest.FromString,
+                    response_serializer=hetflow_dot_v1_dot_monitor__pb2.SnapshotsReply.SerializeToString,
+            ),
+            'AdmitBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdmitBatch,
+                    request_deserializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchRequest.FromString,
+                    response_serializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -350,6 +385,60 @@ class Monitor:
             '/hetflow.v1.Monitor/GetProgram',
             hetflow_dot_v1_dot_monitor__pb2.GetProgramRequest.SerializeToString,
             hetflow_dot_v1_dot_monitor__pb2.ProgramEntry.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Snapshots(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hetflow.v1.Monitor/Snapshots',
+            hetflow_dot_v1_dot_monitor__pb2.SnapshotsRequest.SerializeToString,
+            hetflow_dot_v1_dot_monitor__pb2.SnapshotsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdmitBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hetflow.v1.Monitor/AdmitBatch',
+            hetflow_dot_v1_dot_monitor__pb2.AdmitBatchRequest.SerializeToString,
+            hetflow_dot_v1_dot_monitor__pb2.AdmitBatchReply.FromString,
             options,
             channel_credentials,
             insecure,

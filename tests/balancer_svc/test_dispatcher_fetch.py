@@ -9,7 +9,7 @@ from balancer_svc.dispatcher import Dispatcher
 from hetflow import wire
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
-from hetflow.v1 import predictor_pb2, router_pb2
+from hetflow.v1 import monitor_pb2, predictor_pb2, router_pb2
 from tests.factories import call, profile
 
 
@@ -37,7 +37,11 @@ def stack(state: MonitorState, snapshot_waits_for: asyncio.Event | None = None):
         return predictor_pb2.PredictReply(predictions=[predictor_pb2.Prediction(median_tokens=50.0)
                                                        for _ in request.rows])
 
-    return asked, SimpleNamespace(Snapshot=snapshot), SimpleNamespace(Score=score), SimpleNamespace(Predict=predict)
+    async def snapshots(request, timeout):
+        return monitor_pb2.SnapshotsReply(snapshots=[await snapshot(c, timeout) for c in request.calls])
+
+    return (asked, SimpleNamespace(Snapshot=snapshot, Snapshots=snapshots), SimpleNamespace(Score=score),
+            SimpleNamespace(Predict=predict))
 
 
 def dispatcher_on(state, waits_for=None):

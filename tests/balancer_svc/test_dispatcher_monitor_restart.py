@@ -60,6 +60,20 @@ class StubMonitor:
             raise _failure(grpc.StatusCode.NOT_FOUND, str(exc)) from exc
         return monitor_pb2.AdmitReply(admit_seq=state.admit_seq, monitor_epoch=state.epoch)
 
+    async def Snapshots(self, request, timeout):
+        self._alive()
+        return monitor_pb2.SnapshotsReply(snapshots=[await self.Snapshot(c, timeout) for c in request.calls])
+
+    async def AdmitBatch(self, request, timeout):
+        self._alive()
+        reply = monitor_pb2.AdmitBatchReply()
+        for admit in request.admits:
+            try:
+                reply.outcomes.add(reply=await self.Admit(admit, timeout))
+            except grpc.aio.AioRpcError as exc:
+                reply.outcomes.add(code=exc.code().value[0], details=exc.details())
+        return reply
+
     async def Complete(self, request, timeout):
         self._alive()
         return monitor_pb2.ReleaseReply()

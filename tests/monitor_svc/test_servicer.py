@@ -1,5 +1,10 @@
-"""The monitor's servicer passes the balancer's KV hold to its state, and leaves it unset when none came."""
+"""The monitor's servicer: the balancer's KV hold passed to its state (unset when none came), and batches of
+snapshots and admits answered call by call as the single methods would answer them."""
 
+import grpc
+import pytest
+
+from hetflow.core.errors import InvalidArgument
 from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
 from hetflow.v1 import monitor_pb2
 from monitor_svc.servicer import MonitorServicer
@@ -16,3 +21,42 @@ async def test_an_admit_carries_the_kv_hold_only_when_the_balancer_decided_one()
     await servicer.Admit(monitor_pb2.AdmitRequest(request_id="none", program_id="r", model="m", engine_id="e0"),
                          None)
     assert [state.entries[r].retain_kv_s for r in ("held", "zero", "none")] == [2.5, 0.0, None]
+
+
+async def test_a_batch_of_admits_gives_each_its_own_outcome():
+    state = MonitorState(MonitorLimits())
+    state.report(EngineStatus("e0", model="m"), 0.0)
+    servicer = MonitorServicer(state)
+    reply = await servicer.AdmitBatch(monitor_pb2.AdmitBatchRequest(admits=[
+        monitor_pb2.AdmitRequest(request_id="a", program_id="p", model="m", engine_id="e0"),
+        monitor_pb2.AdmitRequest(request_id="b", program_id="q", model="m", engine_id="gone"),
+        monitor_pb2.AdmitRequest(request_id="c", program_id="r", model="m", engine_id="e0")]), None)
+    assert [o.code for o in reply.outcomes] == [0, grpc.StatusCode.NOT_FOUND.value[0], 0]
+    assert "gone" in reply.outcomes[1].details and set(state.entries) == {"a", "c"}
+    assert [o.reply.admit_seq for o in reply.outcomes if not o.code] == [1, 2]
+
+
+async def test_a_batch_of_snapshots_answers_each_call_as_snapshot_would():
+    state = MonitorState(MonitorLimits())
+    state.report(EngineStatus("e0", model="m", active_request_ids=("x",)), 0.0)
+    servicer = MonitorServicer(state)
+    await servicer.Admit(monitor_pb2.AdmitRequest(request_id="a", program_id="p", model="m", engine_id="e0"), None)
+    calls = [monitor_pb2.SnapshotRequest(program_id="p"), monitor_pb2.SnapshotRequest(program_id="new"),
+             monitor_pb2.SnapshotRequest(request_ids=True)]
+    batch = await servicer.Snapshots(monitor_pb2.SnapshotsRequest(calls=calls), None)
+    alone = [await servicer.Snapshot(c, None) for c in calls]
+    assert [s.program_model for s in batch.snapshots] == ["m", "", ""]
+    assert [list(s.engines[0].status.active_request_ids) for s in batch.snapshots] == [[], [], ["x"]]
+    for together, single in zip(batch.snapshots, alone):
+        together.taken_unix_s = single.taken_unix_s = 0.0
+        for engine in (*together.engines, *single.engines):
+            engine.status_age_s = 0.0
+        assert together == single
+
+
+async def test_a_batch_larger_than_the_monitor_takes_is_refused():
+    servicer = MonitorServicer(MonitorState(MonitorLimits()))
+    with pytest.raises(InvalidArgument, match="at most 256"):
+        await servicer.Snapshots(monitor_pb2.SnapshotsRequest(calls=[monitor_pb2.SnapshotRequest()] * 257), None)
+    with pytest.raises(InvalidArgument, match="at most 256"):
+        await servicer.AdmitBatch(monitor_pb2.AdmitBatchRequest(admits=[monitor_pb2.AdmitRequest()] * 257), None)

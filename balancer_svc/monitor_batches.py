@@ -1,0 +1,96 @@
+"""The monitor's per-call questions of a decision, snapshot and admit, batched per turn of the event loop.
+
+Each decision asks the monitor for its snapshot and then admits the call. The calls deciding in one turn
+share one ``Monitor.Snapshots`` and one ``Monitor.AdmitBatch`` (``hetflow.runtime.coalescing``), so under
+load the balancer and the monitor pay gRPC's per-call cost once per turn, and the monitor builds the
+engines' views once for all of them. Each caller still gets what ``Snapshot`` or ``Admit`` would have
+answered it: the snapshot for its call, or its own admit's status as an ``AioRpcError``. A monitor that
+predates the batch methods (UNIMPLEMENTED) is asked call by call from then on, so the balancer can be
+upgraded first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+import grpc
+
+from hetflow.runtime.coalescing import Coalescer
+from hetflow.runtime.logs import get_logger
+from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
+
+log = get_logger(__name__)
+
+BATCH_ITEMS = 64
+"""Calls one batch carries, at most (the monitor takes up to 256)."""
+STATUS_OF_CODE = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def _failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
+def _rejected(exc: BaseException) -> bool:
+    return isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+class MonitorBatches:
+    """``snapshot`` and ``admit`` of one call each, sent in batches; ``monitor`` gives the current stub."""
+
+    def __init__(self, monitor: Callable[[], monitor_pb2_grpc.MonitorStub], timeout_s: float) -> None:
+        self._monitor, self._timeout_s = monitor, timeout_s
+        self._batches = True
+        """False once the monitor answered UNIMPLEMENTED to a batch method: asked call by call."""
+        self._snapshots = Coalescer(self._snapshot_batch, BATCH_ITEMS, "monitor.Snapshots", _rejected)
+        self._admits = Coalescer(self._admit_batch, BATCH_ITEMS, "monitor.AdmitBatch", _rejected)
+
+    async def snapshot(self, request: monitor_pb2.SnapshotRequest) -> monitor_pb2.MonitorSnapshot:
+        if not self._batches:
+            return await self._monitor().Snapshot(request, timeout=self._timeout_s)
+        return await self._snapshots.ask(request)
+
+    async def admit(self, request: monitor_pb2.AdmitRequest) -> monitor_pb2.AdmitReply:
+        """The admit's reply; its refusal raised as the ``AioRpcError`` ``Admit`` would have ended with."""
+        if not self._batches:
+            return await self._monitor().Admit(request, timeout=self._timeout_s)
+        outcome = await self._admits.ask(request)
+        if outcome.code:
+            raise _failure(STATUS_OF_CODE.get(outcome.code, grpc.StatusCode.UNKNOWN), outcome.details)
+        return outcome.reply
+
+    async def _snapshot_batch(self, requests: list[monitor_pb2.SnapshotRequest]) -> list[monitor_pb2.MonitorSnapshot]:
+        monitor = self._monitor()
+        if self._batches:
+            try:
+                reply = await monitor.Snapshots(monitor_pb2.SnapshotsRequest(calls=requests), timeout=self._timeout_s)
+                return list(reply.snapshots)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                self._unbatched()
+        return list(await asyncio.gather(*(monitor.Snapshot(r, timeout=self._timeout_s) for r in requests)))
+
+    async def _admit_batch(self, admits: list[monitor_pb2.AdmitRequest]) -> list[monitor_pb2.AdmitOutcome]:
+        monitor = self._monitor()
+        if self._batches:
+            try:
+                reply = await monitor.AdmitBatch(monitor_pb2.AdmitBatchRequest(admits=admits), timeout=self._timeout_s)
+                return list(reply.outcomes)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                self._unbatched()
+        return list(await asyncio.gather(*(self._admit_alone(monitor, a) for a in admits)))
+
+    async def _admit_alone(self, monitor: monitor_pb2_grpc.MonitorStub,
+                           admit: monitor_pb2.AdmitRequest) -> monitor_pb2.AdmitOutcome:
+        try:
+            return monitor_pb2.AdmitOutcome(reply=await monitor.Admit(admit, timeout=self._timeout_s))
+        except grpc.aio.AioRpcError as exc:
+            return monitor_pb2.AdmitOutcome(code=exc.code().value[0], details=exc.details() or "")
+
+    def _unbatched(self) -> None:
+        if self._batches:
+            self._batches = False
+            log.warning("monitor_without_batches", fallback="one Snapshot and one Admit per call")
