@@ -15,7 +15,7 @@ from hetflow import wire
 from hetflow.core.call import LlmCall
 from hetflow.core.features import feature_row
 from hetflow.core.policies import Prediction
-from hetflow.runtime.coalescing import Coalescer
+from hetflow.runtime.coalescing import Coalescer, rejected
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import predictor_pb2, predictor_pb2_grpc, router_pb2, router_pb2_grpc
 
@@ -25,11 +25,6 @@ COALESCED_ITEMS = 64
 """Calls whose router or predictor questions share one RPC, at most (the prompts ride in it)."""
 
 
-def rejected(exc: BaseException) -> bool:
-    """A service refused a batch's content (one call's item, say): its calls are asked again one by one."""
-    return isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.INVALID_ARGUMENT
-
-
 class Advisors:
     """The router and predictor clients (None: not configured), asked per call, batched per loop turn."""
 
@@ -37,8 +32,10 @@ class Advisors:
                  quantiles: Sequence[float], timeout_s: float) -> None:
         self.router, self.predictor = router, predictor
         self.quantiles, self.timeout_s = list(quantiles), timeout_s
-        self._scores = Coalescer(self._score_batch, COALESCED_ITEMS, "router.Score", rejected)
-        self._predictions = Coalescer(self._predict_batch, COALESCED_ITEMS, "predictor.Predict", rejected)
+        self._scores: Coalescer[str, router_pb2.ModelConfidence] = Coalescer(
+            self._score_batch, COALESCED_ITEMS, "router.Score", rejected)
+        self._predictions: Coalescer[list[predictor_pb2.FeatureRow], list[predictor_pb2.Prediction]] = Coalescer(
+            self._predict_batch, COALESCED_ITEMS, "predictor.Predict", rejected)
 
     async def score(self, call: LlmCall) -> tuple[dict[str, float], bool]:
         """Router confidences q[m] (Chimera Algorithm 1, lines 4-5) and whether the prompt was cut."""
@@ -76,6 +73,9 @@ class Advisors:
             predictor_pb2.PredictRequest(rows=[row for rows in rows_per_call for row in rows],
                                          quantiles=self.quantiles), timeout=self.timeout_s)
         predictions, answers, start = list(reply.predictions), [], 0
+        if len(predictions) != sum(len(rows) for rows in rows_per_call):
+            raise RuntimeError(f"the predictor answered {len(predictions)} of "
+                               f"{sum(len(rows) for rows in rows_per_call)} rows")
         for rows in rows_per_call:
             answers.append(predictions[start:start + len(rows)])
             start += len(rows)

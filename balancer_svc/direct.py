@@ -87,7 +87,7 @@ class DirectDecisions:
         request = d.engine_request(call, dispatch, direct=True)
         try:
             if dispatch.admitted is not None:
-                await dispatch.admitted
+                await asyncio.shield(dispatch.admitted)
         except asyncio.CancelledError:
             d.release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
             raise

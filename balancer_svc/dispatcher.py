@@ -121,8 +121,6 @@ class Fetched:
     """The monitor's last admit the snapshot counts (``PendingAdmits`` adds the later ones)."""
     stale_s: float
     """How old the snapshot is when the monitor did not answer (0 when it did)."""
-    candidates: list[str]
-    """The models the call may go to (``Pipeline.candidate_models``)."""
     router_asked: bool
     confidences: tuple[dict[str, float], bool]
     """The router's confidence per model and whether it truncated the prompt (empty when not asked)."""
@@ -463,7 +461,7 @@ class Dispatcher:
             predictions = {**predictions, **late}
         if snapshot.program_model:
             self._remember_program(call.workflow.program_id, snapshot.program_model)
-        return Fetched(call, snapshot, snapshot_msg.admit_seq, stale_s, candidates, router_asked,
+        return Fetched(call, snapshot, snapshot_msg.admit_seq, stale_s, router_asked,
                        scored if router_asked else ({}, False), predictions)
 
     def _remember_program(self, program_id: str, model: str) -> None:
@@ -569,6 +567,7 @@ class Dispatcher:
         admit failed while it was away."""
         if self.registrations.saw_epoch(epoch):
             self.pending.forget_acks()
+            self.monitor_batches.monitor_restarted()
             log.warning("monitor_restarted", epoch=epoch, running_calls=len(self.registrations))
         if self.registrations.needs_telling() and (self._reregistering is None or self._reregistering.done()):
             self._reregistering = asyncio.get_running_loop().create_task(self._retell())
@@ -633,11 +632,8 @@ class Dispatcher:
 
     async def _release(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float,
                        admitted: asyncio.Task[None] | None = None) -> None:
-        if admitted is not None:
-            try:
-                await admitted
-            except Exception:  # noqa: BLE001 - an admit that failed leaves nothing to release, but try anyway
-                pass
+        if admitted is not None:  # ended, however (failed or cancelled too: release anyway)
+            await asyncio.wait({admitted})
         await release(self.monitor, request_id, output_tokens, outcome, started_unix_s, self.cfg.dependency_timeout_s)
 
     def channel(self, address: str) -> grpc.aio.Channel:

@@ -5,18 +5,18 @@ share one ``Monitor.Snapshots`` and one ``Monitor.AdmitBatch`` (``hetflow.runtim
 load the balancer and the monitor pay gRPC's per-call cost once per turn, and the monitor builds the
 engines' views once for all of them. Each caller still gets what ``Snapshot`` or ``Admit`` would have
 answered it: the snapshot for its call, or its own admit's status as an ``AioRpcError``. A monitor that
-predates the batch methods (UNIMPLEMENTED) is asked call by call from then on, so the balancer can be
-upgraded first.
+predates the batch methods (UNIMPLEMENTED) is asked call by call until a new monitor process answers, so
+the balancer can be upgraded first.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from typing import Callable, Sequence
 
 import grpc
 
-from hetflow.runtime.coalescing import Coalescer
+from hetflow.runtime.coalescing import Coalescer, rejected
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 
@@ -25,14 +25,12 @@ log = get_logger(__name__)
 BATCH_ITEMS = 64
 """Calls one batch carries, at most (the monitor takes up to 256)."""
 STATUS_OF_CODE = {code.value[0]: code for code in grpc.StatusCode}
+"""gRPC's status codes by number (``AdmitOutcome.code``)."""
 
 
 def _failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    """A status as the single RPC would have raised it."""
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
-
-
-def _rejected(exc: BaseException) -> bool:
-    return isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 class MonitorBatches:
@@ -42,10 +40,17 @@ class MonitorBatches:
         self._monitor, self._timeout_s = monitor, timeout_s
         self._batches = True
         """False once the monitor answered UNIMPLEMENTED to a batch method: asked call by call."""
-        self._snapshots = Coalescer(self._snapshot_batch, BATCH_ITEMS, "monitor.Snapshots", _rejected)
-        self._admits = Coalescer(self._admit_batch, BATCH_ITEMS, "monitor.AdmitBatch", _rejected)
+        self._snapshots: Coalescer[monitor_pb2.SnapshotRequest, monitor_pb2.MonitorSnapshot] = Coalescer(
+            self._snapshot_batch, BATCH_ITEMS, "monitor.Snapshots", rejected)
+        self._admits: Coalescer[monitor_pb2.AdmitRequest, monitor_pb2.AdmitOutcome] = Coalescer(
+            self._admit_batch, BATCH_ITEMS, "monitor.AdmitBatch", rejected)
+
+    def monitor_restarted(self) -> None:
+        """A new monitor process answered: it may have the batch methods its predecessor lacked."""
+        self._batches = True
 
     async def snapshot(self, request: monitor_pb2.SnapshotRequest) -> monitor_pb2.MonitorSnapshot:
+        """The snapshot ``Snapshot`` would answer for this call."""
         if not self._batches:
             return await self._monitor().Snapshot(request, timeout=self._timeout_s)
         return await self._snapshots.ask(request)
@@ -59,7 +64,8 @@ class MonitorBatches:
             raise _failure(STATUS_OF_CODE.get(outcome.code, grpc.StatusCode.UNKNOWN), outcome.details)
         return outcome.reply
 
-    async def _snapshot_batch(self, requests: list[monitor_pb2.SnapshotRequest]) -> list[monitor_pb2.MonitorSnapshot]:
+    async def _snapshot_batch(self, requests: list[monitor_pb2.SnapshotRequest]
+                              ) -> Sequence[monitor_pb2.MonitorSnapshot | BaseException]:
         monitor = self._monitor()
         if self._batches:
             try:
@@ -69,7 +75,8 @@ class MonitorBatches:
                 if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
                     raise
                 self._unbatched()
-        return list(await asyncio.gather(*(monitor.Snapshot(r, timeout=self._timeout_s) for r in requests)))
+        return await asyncio.gather(*(monitor.Snapshot(r, timeout=self._timeout_s) for r in requests),
+                                    return_exceptions=True)
 
     async def _admit_batch(self, admits: list[monitor_pb2.AdmitRequest]) -> list[monitor_pb2.AdmitOutcome]:
         monitor = self._monitor()

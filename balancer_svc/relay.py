@@ -6,6 +6,7 @@ dispatcher's decision, admission and release.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import AsyncIterator, Callable, ContextManager
 
@@ -103,7 +104,7 @@ class Relay:
         first, released = True, False
         try:
             if dispatch.admitted is not None:
-                await dispatch.admitted  # the monitor holds the call before any of it streams back
+                await asyncio.shield(dispatch.admitted)  # the monitor holds the call before any of it streams back
             async for chunk in engine_call:
                 out = balancer_pb2.GenerateChunk(request_id=call.request_id, text=chunk.text,
                                                  output_tokens=chunk.output_tokens, finished=chunk.finished,

@@ -133,6 +133,11 @@ class ReportProtos:
         self._by_engine[key] = (status, received_s, msg)
         return msg
 
+    def keep_only(self, records: Mapping[str, EngineRecord]) -> None:
+        """Forget engines the monitor no longer knows (swept after failing), once they are most of it."""
+        if len(self._by_engine) > 2 * len(records) + 2:
+            self._by_engine = {key: v for key, v in self._by_engine.items() if key[0] in records}
+
 
 def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRecord], admit_seq: int,
                       reports: ReportProtos | None = None, request_ids: bool = False) -> monitor_pb2.MonitorSnapshot:
@@ -140,6 +145,7 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
     request ids when ``request_ids``), with the snapshot's accounting of it."""
     now_s = snapshot.taken_unix_s
     reports = reports or ReportProtos()
+    reports.keep_only(records)
     msg = monitor_pb2.MonitorSnapshot(
         taken_unix_s=now_s, admit_seq=admit_seq, program_model=snapshot.program_model,
         program_start_unix_s=snapshot.program_start_s, remaining_stage_costs_s=snapshot.remaining_stage_costs_s,
@@ -192,9 +198,15 @@ class ProfileMemo:
         self._by_engine[engine_id] = (kept, profile)
         return profile
 
+    def keep_only(self, engine_ids: set[str]) -> None:
+        """Forget engines no snapshot shows any more, once they are most of it."""
+        if len(self._by_engine) > 2 * len(engine_ids) + 2:
+            self._by_engine = {e: v for e, v in self._by_engine.items() if e in engine_ids}
+
 
 def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot, profiles: ProfileMemo | None = None) -> ClusterSnapshot:
     profiles = profiles or ProfileMemo()
+    profiles.keep_only({e.status.engine_id for e in msg.engines})
     return ClusterSnapshot(
         taken_unix_s=msg.taken_unix_s, program_model=msg.program_model, program_start_s=msg.program_start_unix_s,
         agent_anchor_distance_s=msg.agent_anchor_distance_s if msg.HasField("agent_anchor_distance_s") else None,

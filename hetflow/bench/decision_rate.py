@@ -3,7 +3,7 @@ and balancer over 16 simulated engines, every service a process of its own, driv
 several processes that ask for decisions (``Balancer.Decide``) at a fixed open-loop rate and stream each
 decided call (one token) from its engine, as the direct path does.
 
-    python -m hetflow.bench.decision_rate --rates 100,200,400,800 --duration 20 --clients 4
+    python -m hetflow.bench.decision_rate --rates 100,200,400,800 --duration 20 --clients 4 [--context-tokens 4000]
 
 Each call asks for its receipt, whose ``decision_ms`` the balancer measures itself, from the call
 received to the decision returned (the admit included); p50 and p99 are over the calls decided in the
@@ -38,6 +38,7 @@ from hetflow import stackctl
 from hetflow.bench.three_doors import CLOCK_TICKS_PER_S, cpu_of, stack_pids
 from hetflow.client import build_request
 from hetflow.core.stats import percentile
+from hetflow.core.tokens import count_tokens
 from hetflow.runtime.ports import free_port
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, engine_pb2_grpc
 
@@ -61,8 +62,18 @@ def stack_config(out_dir: Path) -> Path:
     return path
 
 
-async def _client(address: str, rate_per_s: float, duration_s: float, seed: int) -> dict[str, Any]:
+def shared_context(tokens: int) -> str:
+    """About ``tokens`` tokens of code every call's prompt starts with (an agent's long context); "" for 0."""
+    lines: list[str] = []
+    while count_tokens("".join(lines)) < tokens:
+        lines.append(f"def step_{len(lines)}(values):\n    return [v * {len(lines) % 7 + 2} for v in values]\n")
+    return "".join(lines)
+
+
+async def _client(address: str, rate_per_s: float, duration_s: float, seed: int,
+                  context_tokens: int = 0) -> dict[str, Any]:
     """One load process: Poisson arrivals at ``rate_per_s``; each call decided, then streamed (1 token)."""
+    context = shared_context(context_tokens)
     rng = random.Random(seed)
     decision_ms: list[float] = []
     client_ms: list[float] = []
@@ -75,7 +86,7 @@ async def _client(address: str, rate_per_s: float, duration_s: float, seed: int)
     tasks: set[asyncio.Task[None]] = set()
 
     async def one(i: int) -> None:
-        request = build_request(prompt=f"Write function {seed}-{i} that sorts a list.", max_tokens=1,
+        request = build_request(prompt=f"{context}Write function {seed}-{i} that sorts a list.", max_tokens=1,
                                 ignore_eos=True, program_id=f"p{seed}-{i}", workflow="code", agent="coder",
                                 want_receipt=True, request_id=f"r{seed}-{i}")
         started = time.perf_counter()
@@ -117,7 +128,7 @@ async def _client(address: str, rate_per_s: float, duration_s: float, seed: int)
             "client_ms": client_ms, "refused_ms": refused_ms, "codes": codes}
 
 
-def _client_process(args: tuple[str, float, float, int]) -> dict[str, Any]:
+def _client_process(args: tuple[str, float, float, int, int]) -> dict[str, Any]:
     return asyncio.run(_client(*args))
 
 
@@ -129,11 +140,11 @@ def host_busy_s() -> float:
 
 
 def run_rate(address: str, rate_per_s: float, duration_s: float, clients: int,
-             pids: dict[str, int]) -> dict[str, Any]:
+             pids: dict[str, int], context_tokens: int = 0) -> dict[str, Any]:
     before, host_before, wall_s = cpu_of(pids), host_busy_s(), time.monotonic()
     with multiprocessing.get_context("spawn").Pool(clients) as pool:
-        parts = pool.map(_client_process, [(address, rate_per_s / clients, duration_s, int(1000 * rate_per_s) + k)
-                                           for k in range(clients)])
+        parts = pool.map(_client_process, [(address, rate_per_s / clients, duration_s, int(1000 * rate_per_s) + k,
+                                            context_tokens) for k in range(clients)])
     wall_s = time.monotonic() - wall_s
     after, host_s = cpu_of(pids), host_busy_s() - host_before
     decision_ms = sorted(ms for p in parts for ms in p["decision_ms"])
@@ -168,6 +179,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rates", default="100,200,400,800", help="decisions per second to offer, in turn")
     p.add_argument("--duration", type=float, default=20.0, help="seconds of load per rate")
     p.add_argument("--clients", type=int, default=4, help="load-client processes")
+    p.add_argument("--context-tokens", type=int, default=0,
+                   help="about this many tokens of shared context before each call's question (an agent's prompt)")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
     out_dir = Path(args.out or tempfile.mkdtemp(prefix="decision-rate-"))
@@ -181,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         pids = stack_pids(config)
         for rate in (float(r) for r in args.rates.split(",")):
-            row = run_rate(address, rate, args.duration, args.clients, pids)
+            row = run_rate(address, rate, args.duration, args.clients, pids, args.context_tokens)
             rows.append(row)
             print(f"offered {rate:.0f}/s: decided {row['decisions_per_s']:.0f}/s ({row['decided']} of {row['sent']} "
                   f"sent, {row['due']} due), decision p50 {_ms(row['decision_p50_ms'])} p99 "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from hetflow.core.errors import InvalidArgument
@@ -78,21 +79,31 @@ class LlmCall:
     """Chained hashes of the prompt's full blocks (``hetflow.core.prefix``): what it shares with the
     prompts engines were sent before."""
 
-    @property
+    # Computed once per call (a frozen dataclass keeps ``cached_property``'s value in its ``__dict__``): a
+    # decision reads them many times, and an agent's prompt runs to tens of thousands of tokens.
+    @functools.cached_property
     def system_prompt(self) -> str:
         return "\n".join(c for r, c in self.messages if r == "system")
 
-    @property
+    @functools.cached_property
     def user_prompt(self) -> str:
         """What the router reads: the last user turn, or the whole prompt."""
         users = [c for r, c in self.messages if r == "user"]
         return users[-1] if users else self.prompt
 
-    @property
+    @functools.cached_property
     def full_input(self) -> str:
         return self.prompt or "\n".join(c for _, c in self.messages)
 
-    @property
+    @functools.cached_property
+    def system_prompt_tokens(self) -> int:
+        return count_tokens(self.system_prompt)
+
+    @functools.cached_property
+    def user_prompt_tokens(self) -> int:
+        return count_tokens(self.user_prompt)
+
+    @functools.cached_property
     def input_tokens(self) -> int:
         return self.known_input_tokens if self.known_input_tokens is not None else count_tokens(self.full_input)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hetflow.core.call import LlmCall
-from hetflow.core.tokens import count_tokens
 
 
 @dataclass(frozen=True)
@@ -39,6 +38,6 @@ def feature_row(call: LlmCall, model: str) -> FeatureRow:
     """Chimera 3.4's features of ``call`` if it runs on ``model``."""
     wf = call.workflow
     return FeatureRow(model=model, workflow=wf.workflow, agent=wf.agent, stage_index=wf.stage_index,
-                      stage_count=wf.stage_count, system_prompt_tokens=count_tokens(call.system_prompt),
-                      user_prompt_tokens=count_tokens(call.user_prompt), input_tokens=call.input_tokens,
+                      stage_count=wf.stage_count, system_prompt_tokens=call.system_prompt_tokens,
+                      user_prompt_tokens=call.user_prompt_tokens, input_tokens=call.input_tokens,
                       user_prompt=call.user_prompt)

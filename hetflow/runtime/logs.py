@@ -12,8 +12,13 @@ import sys
 
 import structlog
 
+_level = logging.INFO
+"""The level ``configure`` set: structlog's filter and ``debug_enabled`` read the same one."""
+
 
 def configure(service: str, level: str = "info") -> None:
+    global _level
+    _level = logging.getLevelName(level.upper())
     logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level.upper())
     structlog.configure(
         processors=[
@@ -23,7 +28,7 @@ def configure(service: str, level: str = "info") -> None:
             structlog.processors.format_exc_info,
             structlog.processors.JSONRenderer(),
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        wrapper_class=structlog.make_filtering_bound_logger(_level),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
@@ -39,7 +44,7 @@ def bind_ids(request_id: str = "", program_id: str = "") -> None:
 
 def debug_enabled() -> bool:
     """Whether debug lines are written: check it before building an expensive debug field."""
-    return logging.getLogger().isEnabledFor(logging.DEBUG)
+    return bool(_level <= logging.DEBUG)
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:

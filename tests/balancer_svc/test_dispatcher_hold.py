@@ -144,6 +144,59 @@ def test_a_release_waits_for_the_admit_sent_beside_the_engine_request():
     assert asyncio.run(scenario()) == ["admit", "release:r1"]
 
 
+def test_a_call_whose_caller_gave_up_during_its_admit_is_still_admitted_then_released():
+    """The caller's cancellation does not reach the admit (shielded), and the release follows the admit."""
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
+        order = []
+
+        async def admit():
+            await asyncio.sleep(0.02)
+            order.append("admit")
+
+        async def complete(msg, timeout):
+            order.append(f"release:{msg.request_id}")
+
+        dispatcher.monitor = SimpleNamespace(Complete=complete, Cancel=complete)
+        admitted = asyncio.create_task(admit())
+
+        async def caller():
+            try:
+                await asyncio.shield(admitted)
+            except asyncio.CancelledError:
+                dispatcher.release_later("r1", 0, "cancelled", admitted=admitted)
+                raise
+        waiting = asyncio.create_task(caller())
+        await asyncio.sleep(0)
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        await asyncio.gather(*dispatcher._releases.values())
+        await dispatcher.close()
+        return order, admitted.cancelled()
+
+    assert asyncio.run(scenario()) == (["admit", "release:r1"], False)
+
+
+def test_a_release_goes_out_even_when_its_admit_was_cancelled():
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
+        released = []
+
+        async def complete(msg, timeout):
+            released.append(msg.request_id)
+
+        dispatcher.monitor = SimpleNamespace(Complete=complete, Cancel=complete)
+        admitted = asyncio.create_task(asyncio.sleep(10))
+        await asyncio.sleep(0)
+        admitted.cancel()
+        dispatcher.release_later("r1", 0, "cancelled", admitted=admitted)
+        await asyncio.gather(*dispatcher._releases.values())
+        await dispatcher.close()
+        return released
+
+    assert asyncio.run(scenario()) == ["r1"]
+
+
 def _never_room(dispatcher: Dispatcher) -> None:
     async def decide_once(c):
         raise WaitForCapacity("no room", retry_after_s=0.01)

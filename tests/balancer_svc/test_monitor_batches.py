@@ -87,3 +87,33 @@ def test_a_monitor_away_fails_every_caller_of_the_batch_with_its_status():
 
     assert all(isinstance(e, grpc.aio.AioRpcError) and e.code() == grpc.StatusCode.UNAVAILABLE
                for e in asyncio.run(scenario()))
+
+
+def test_a_new_monitor_process_is_asked_in_batches_again():
+    async def scenario():
+        monitor = Monitor(batches=False)
+        client = MonitorBatches(lambda: monitor, 1.0)
+        await client.snapshot(monitor_pb2.SnapshotRequest(program_id="a"))  # refused once: call by call
+        monitor.batches = True  # upgraded and restarted
+        await client.snapshot(monitor_pb2.SnapshotRequest(program_id="b"))
+        client.monitor_restarted()
+        await asyncio.gather(*(client.snapshot(monitor_pb2.SnapshotRequest(program_id=p)) for p in ("c", "d")))
+        return monitor.asked
+
+    assert asyncio.run(scenario()) == [("Snapshot", 1), ("Snapshot", 1), ("Snapshots", 2)]
+
+
+def test_asked_call_by_call_one_failing_snapshot_fails_only_its_caller():
+    class Older(Monitor):
+        async def Snapshot(self, request, timeout):
+            if request.program_id == "bad":
+                raise _failure(grpc.StatusCode.INVALID_ARGUMENT)
+            return await super().Snapshot(request, timeout)
+
+    async def scenario():
+        client = MonitorBatches(lambda: Older(batches=False), 1.0)
+        return await asyncio.gather(*(client.snapshot(monitor_pb2.SnapshotRequest(program_id=p))
+                                      for p in ("good", "bad")), return_exceptions=True)
+
+    good, bad = asyncio.run(scenario())
+    assert good.program_model == "model-of-good" and bad.code() == grpc.StatusCode.INVALID_ARGUMENT

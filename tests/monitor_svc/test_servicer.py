@@ -30,8 +30,10 @@ async def test_a_batch_of_admits_gives_each_its_own_outcome():
     reply = await servicer.AdmitBatch(monitor_pb2.AdmitBatchRequest(admits=[
         monitor_pb2.AdmitRequest(request_id="a", program_id="p", model="m", engine_id="e0"),
         monitor_pb2.AdmitRequest(request_id="b", program_id="q", model="m", engine_id="gone"),
-        monitor_pb2.AdmitRequest(request_id="c", program_id="r", model="m", engine_id="e0")]), None)
-    assert [o.code for o in reply.outcomes] == [0, grpc.StatusCode.NOT_FOUND.value[0], 0]
+        monitor_pb2.AdmitRequest(request_id="c", program_id="r", model="m", engine_id="e0"),
+        monitor_pb2.AdmitRequest(request_id="a", program_id="p", model="m", engine_id="e0")]), None)  # twice
+    assert [o.code for o in reply.outcomes] == [0, grpc.StatusCode.NOT_FOUND.value[0], 0,
+                                                grpc.StatusCode.INVALID_ARGUMENT.value[0]]
     assert "gone" in reply.outcomes[1].details and set(state.entries) == {"a", "c"}
     assert [o.reply.admit_seq for o in reply.outcomes if not o.code] == [1, 2]
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hetflow.bench.decision_rate import ENGINES, EXAMPLE, stack_config
+from hetflow.bench.decision_rate import ENGINES, EXAMPLE, shared_context, stack_config
+from hetflow.core.tokens import count_tokens
 from hetflow.runtime.config import load_stack
 
 
@@ -15,3 +16,9 @@ def test_the_stack_has_sixteen_engines_of_the_examples_models_on_distinct_ports(
     ports = services + [e["port"] for e in raw["engines"]]
     assert len(set(ports)) == len(ports)
     assert raw["balancer"]["policy"] == example["balancer"]["policy"]  # the example's default policy
+
+
+def test_the_shared_context_is_about_as_long_as_asked_and_the_same_each_time():
+    assert shared_context(0) == ""
+    context = shared_context(2000)
+    assert 2000 <= count_tokens(context) < 2100 and context == shared_context(2000)

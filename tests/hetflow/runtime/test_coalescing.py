@@ -69,7 +69,7 @@ def test_any_other_error_reaches_every_caller_of_the_batch_once():
     assert batches == [[0, 1, 2]] and all(isinstance(a, ConnectionError) for a in answers)
 
 
-def test_a_caller_that_gives_up_leaves_the_others_their_answers():
+def test_a_caller_that_gives_up_before_its_batch_leaves_is_not_sent_and_the_others_get_theirs():
     async def scenario():
         batches, send = recording()
         coalescer = Coalescer(send, max_items=64, name="test")
@@ -80,7 +80,35 @@ def test_a_caller_that_gives_up_leaves_the_others_their_answers():
         return batches, await patient, impatient
 
     batches, kept, impatient = asyncio.run(scenario())
-    assert kept == "answer-kept" and impatient.cancelled() and batches == [["gone", "kept"]]
+    assert kept == "answer-kept" and impatient.cancelled() and batches == [["kept"]]  # the one gone not sent
+
+
+def test_a_batch_cancelled_in_flight_cancels_its_callers():
+    async def scenario():
+        started = asyncio.Event()
+
+        async def send(items):
+            started.set()
+            await asyncio.sleep(10)
+        coalescer = Coalescer(send, max_items=64, name="test")
+        callers = [asyncio.ensure_future(coalescer.ask(i)) for i in range(2)]
+        await started.wait()
+        for task in coalescer._sending:
+            task.cancel()
+        return await asyncio.gather(*callers, return_exceptions=True)
+
+    assert all(isinstance(a, asyncio.CancelledError) for a in asyncio.run(scenario()))
+
+
+def test_an_item_answered_with_an_exception_fails_only_its_caller():
+    async def scenario():
+        async def send(items):
+            return [ValueError(item) if item == "bad" else item.upper() for item in items]
+        coalescer = Coalescer(send, max_items=64, name="test")
+        return await asyncio.gather(*(coalescer.ask(i) for i in ("a", "bad", "c")), return_exceptions=True)
+
+    a, bad, c = asyncio.run(scenario())
+    assert (a, c) == ("A", "C") and isinstance(bad, ValueError)
 
 
 def test_a_batch_with_the_wrong_number_of_answers_fails_its_callers():
