@@ -101,6 +101,8 @@ class LlmCall:
 
     @functools.cached_property
     def user_prompt_tokens(self) -> int:
+        if self.known_input_tokens is None and self.user_prompt is self.full_input:  # a prompt, not a chat
+            return self.input_tokens
         return count_tokens(self.user_prompt)
 
     @functools.cached_property

@@ -13,7 +13,10 @@ def test_the_token_counts_are_counted_once_per_call_and_equality_ignores_them(mo
     first = call(prompt="a long agent context " * 100)
     for _ in range(5):
         assert first.input_tokens == real(first.full_input) and first.user_prompt_tokens > 0
-    assert len(counted) == 2  # the input and the user prompt: once each
+    assert len(counted) == 1  # a prompt (not a chat) is its input and its user prompt: counted once
+    chat = dataclasses.replace(first, prompt="", messages=(("system", "be brief"), ("user", "a question " * 50)))
+    assert chat.input_tokens == real(chat.full_input) and chat.user_prompt_tokens == real("a question " * 50)
+    assert len(counted) == 3  # a chat's input and last user turn differ: once each
     assert first == dataclasses.replace(first)  # the cached values are not fields
     moved = dataclasses.replace(first, prompt="short")
     assert moved.input_tokens == real("short")  # a changed call counts again
