@@ -69,13 +69,12 @@ class Advisors:
                              ) -> list[list[predictor_pb2.Prediction]]:
         """One ``Predict`` for the rows of several calls, its predictions split back per call."""
         assert self.predictor is not None
-        reply = await self.predictor.Predict(
-            predictor_pb2.PredictRequest(rows=[row for rows in rows_per_call for row in rows],
-                                         quantiles=self.quantiles), timeout=self.timeout_s)
+        asked = [row for rows in rows_per_call for row in rows]
+        reply = await self.predictor.Predict(predictor_pb2.PredictRequest(rows=asked, quantiles=self.quantiles),
+                                             timeout=self.timeout_s)
         predictions, answers, start = list(reply.predictions), [], 0
-        if len(predictions) != sum(len(rows) for rows in rows_per_call):
-            raise RuntimeError(f"the predictor answered {len(predictions)} of "
-                               f"{sum(len(rows) for rows in rows_per_call)} rows")
+        if len(predictions) != len(asked):
+            raise RuntimeError(f"the predictor answered {len(predictions)} of {len(asked)} rows")
         for rows in rows_per_call:
             answers.append(predictions[start:start + len(rows)])
             start += len(rows)

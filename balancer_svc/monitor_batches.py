@@ -12,7 +12,7 @@ the balancer can be upgraded first.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, Sequence
+from typing import Awaitable, Callable, Sequence, TypeVar
 
 import grpc
 
@@ -22,6 +22,7 @@ from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 
 log = get_logger(__name__)
 
+AnswerT = TypeVar("AnswerT")
 BATCH_ITEMS = 64
 """Calls one batch carries, at most (the monitor takes up to 256)."""
 STATUS_OF_CODE = {code.value[0]: code for code in grpc.StatusCode}
@@ -31,6 +32,14 @@ STATUS_OF_CODE = {code.value[0]: code for code in grpc.StatusCode}
 def _failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     """A status as the single RPC would have raised it."""
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
+async def _snapshots_of(reply: Awaitable[monitor_pb2.SnapshotsReply]) -> Sequence[monitor_pb2.MonitorSnapshot]:
+    return (await reply).snapshots
+
+
+async def _outcomes_of(reply: Awaitable[monitor_pb2.AdmitBatchReply]) -> Sequence[monitor_pb2.AdmitOutcome]:
+    return (await reply).outcomes
 
 
 class MonitorBatches:
@@ -67,28 +76,30 @@ class MonitorBatches:
     async def _snapshot_batch(self, requests: list[monitor_pb2.SnapshotRequest]
                               ) -> Sequence[monitor_pb2.MonitorSnapshot | BaseException]:
         monitor = self._monitor()
-        if self._batches:
-            try:
-                reply = await monitor.Snapshots(monitor_pb2.SnapshotsRequest(calls=requests), timeout=self._timeout_s)
-                return list(reply.snapshots)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
-                    raise
-                self._unbatched()
-        return await asyncio.gather(*(monitor.Snapshot(r, timeout=self._timeout_s) for r in requests),
-                                    return_exceptions=True)
+        return await self._batched_or_each(
+            lambda: _snapshots_of(monitor.Snapshots(monitor_pb2.SnapshotsRequest(calls=requests),
+                                                    timeout=self._timeout_s)),
+            lambda: asyncio.gather(*(monitor.Snapshot(r, timeout=self._timeout_s) for r in requests),
+                                   return_exceptions=True))
 
-    async def _admit_batch(self, admits: list[monitor_pb2.AdmitRequest]) -> list[monitor_pb2.AdmitOutcome]:
+    async def _admit_batch(self, admits: list[monitor_pb2.AdmitRequest]) -> Sequence[monitor_pb2.AdmitOutcome]:
         monitor = self._monitor()
+        return await self._batched_or_each(
+            lambda: _outcomes_of(monitor.AdmitBatch(monitor_pb2.AdmitBatchRequest(admits=admits),
+                                                    timeout=self._timeout_s)),
+            lambda: asyncio.gather(*(self._admit_alone(monitor, a) for a in admits)))
+
+    async def _batched_or_each(self, batched: Callable[[], Awaitable[Sequence[AnswerT]]],
+                               each: Callable[[], Awaitable[Sequence[AnswerT]]]) -> Sequence[AnswerT]:
+        """The batch method's answers; the single method's, call by call, from a monitor without it."""
         if self._batches:
             try:
-                reply = await monitor.AdmitBatch(monitor_pb2.AdmitBatchRequest(admits=admits), timeout=self._timeout_s)
-                return list(reply.outcomes)
+                return await batched()
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
                     raise
                 self._unbatched()
-        return list(await asyncio.gather(*(self._admit_alone(monitor, a) for a in admits)))
+        return await each()
 
     async def _admit_alone(self, monitor: monitor_pb2_grpc.MonitorStub,
                            admit: monitor_pb2.AdmitRequest) -> monitor_pb2.AdmitOutcome:

@@ -6,7 +6,7 @@ monitor's snapshot), each conversion written once. A service's own messages conv
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from hetflow.core.call import SamplingSpec, StageInference, WorkflowInfo
 from hetflow.core.engine.profile import EngineProfile
@@ -198,15 +198,16 @@ class ProfileMemo:
         self._by_engine[engine_id] = (kept, profile)
         return profile
 
-    def keep_only(self, engine_ids: set[str]) -> None:
-        """Forget engines no snapshot shows any more, once they are most of it."""
-        if len(self._by_engine) > 2 * len(engine_ids) + 2:
-            self._by_engine = {e: v for e, v in self._by_engine.items() if e in engine_ids}
+    def keep_only(self, engines: Sequence[monitor_pb2.EngineLoad]) -> None:
+        """Forget engines this snapshot does not show, once they are most of the memo."""
+        if len(self._by_engine) > 2 * len(engines) + 2:
+            shown = {e.status.engine_id for e in engines}
+            self._by_engine = {e: v for e, v in self._by_engine.items() if e in shown}
 
 
 def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot, profiles: ProfileMemo | None = None) -> ClusterSnapshot:
     profiles = profiles or ProfileMemo()
-    profiles.keep_only({e.status.engine_id for e in msg.engines})
+    profiles.keep_only(msg.engines)
     return ClusterSnapshot(
         taken_unix_s=msg.taken_unix_s, program_model=msg.program_model, program_start_s=msg.program_start_unix_s,
         agent_anchor_distance_s=msg.agent_anchor_distance_s if msg.HasField("agent_anchor_distance_s") else None,

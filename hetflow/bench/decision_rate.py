@@ -65,8 +65,10 @@ def stack_config(out_dir: Path) -> Path:
 def shared_context(tokens: int) -> str:
     """About ``tokens`` tokens of code every call's prompt starts with (an agent's long context); "" for 0."""
     lines: list[str] = []
-    while count_tokens("".join(lines)) < tokens:
+    counted = 0  # each line ends in a newline, so no token spans two: the text's count is the lines' sum
+    while counted < tokens:
         lines.append(f"def step_{len(lines)}(values):\n    return [v * {len(lines) % 7 + 2} for v in values]\n")
+        counted += count_tokens(lines[-1])
     return "".join(lines)
 
 

@@ -8,10 +8,12 @@ from types import SimpleNamespace
 import pytest
 
 from balancer_svc.config import BalancerConfig
-from balancer_svc.dispatcher import Dispatcher
+from balancer_svc.direct import DirectDecisions
+from balancer_svc.dispatcher import Dispatch, Dispatcher
 from hetflow.core.errors import DeadlineExceeded, ResourceExhausted
-from hetflow.core.policies import Priority, WaitForCapacity
-from tests.factories import call
+from hetflow.core.policies import Prediction, Priority, WaitForCapacity
+from hetflow.v1 import balancer_pb2, monitor_pb2
+from tests.factories import call, engine
 
 
 def test_held_call_is_decided_again_until_an_engine_has_room():
@@ -121,21 +123,28 @@ def test_a_call_whose_caller_gives_up_while_a_round_admits_it_is_released():
     assert released == [(request_id, "cancelled")]
 
 
+def _recording_monitor(dispatcher: Dispatcher) -> list[str]:
+    """The dispatcher's monitor, recording each release in the list returned."""
+    order: list[str] = []
+
+    async def complete(msg, timeout):
+        order.append(f"release:{msg.request_id}")
+
+    dispatcher.monitor = SimpleNamespace(Complete=complete, Cancel=complete)
+    return order
+
+
+async def _slow_admit(order: list[str]) -> None:
+    await asyncio.sleep(0.02)
+    order.append("admit")
+
+
 def test_a_release_waits_for_the_admit_sent_beside_the_engine_request():
     """The admit runs beside the engine request; a release must never reach the monitor before it."""
     async def scenario():
         dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
-        order = []
-
-        async def admit():
-            await asyncio.sleep(0.02)
-            order.append("admit")
-
-        async def complete(msg, timeout):
-            order.append(f"release:{msg.request_id}")
-
-        dispatcher.monitor = SimpleNamespace(Complete=complete, Cancel=complete)
-        admitted = asyncio.create_task(admit())
+        order = _recording_monitor(dispatcher)
+        admitted = asyncio.create_task(_slow_admit(order))
         dispatcher.release_later("r1", 5, "completed", admitted=admitted)
         await asyncio.gather(*dispatcher._releases.values())
         await dispatcher.close()
@@ -144,57 +153,42 @@ def test_a_release_waits_for_the_admit_sent_beside_the_engine_request():
     assert asyncio.run(scenario()) == ["admit", "release:r1"]
 
 
-def test_a_call_whose_caller_gave_up_during_its_admit_is_still_admitted_then_released():
-    """The caller's cancellation does not reach the admit (shielded), and the release follows the admit."""
+def test_a_direct_caller_that_gives_up_during_its_admit_leaves_it_to_finish_then_releases_it():
+    """``DirectDecisions`` waits for the admit shielded: the caller's cancellation does not cancel it, and
+    the release follows it, so the monitor is never left holding the call."""
     async def scenario():
         dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
-        order = []
-
-        async def admit():
-            await asyncio.sleep(0.02)
-            order.append("admit")
-
-        async def complete(msg, timeout):
-            order.append(f"release:{msg.request_id}")
-
-        dispatcher.monitor = SimpleNamespace(Complete=complete, Cancel=complete)
-        admitted = asyncio.create_task(admit())
-
-        async def caller():
-            try:
-                await asyncio.shield(admitted)
-            except asyncio.CancelledError:
-                dispatcher.release_later("r1", 0, "cancelled", admitted=admitted)
-                raise
-        waiting = asyncio.create_task(caller())
+        order = _recording_monitor(dispatcher)
+        decided = call()
+        admitted = asyncio.create_task(_slow_admit(order))
+        dispatch = Dispatch("small", engine("small-0", "small"), Priority(1.0), Prediction(10.0),
+                            balancer_pb2.Receipt(), monitor_pb2.AdmitRequest(request_id=decided.request_id),
+                            admitted=admitted)
+        handing = asyncio.create_task(DirectDecisions(dispatcher)._handed_over(decided, dispatch, ()))
         await asyncio.sleep(0)
-        waiting.cancel()
-        await asyncio.gather(waiting, return_exceptions=True)
+        handing.cancel()
+        await asyncio.gather(handing, return_exceptions=True)
         await asyncio.gather(*dispatcher._releases.values())
         await dispatcher.close()
-        return order, admitted.cancelled()
+        return order, decided.request_id, admitted.cancelled()
 
-    assert asyncio.run(scenario()) == (["admit", "release:r1"], False)
+    order, request_id, admit_cancelled = asyncio.run(scenario())
+    assert order == ["admit", f"release:{request_id}"] and not admit_cancelled
 
 
 def test_a_release_goes_out_even_when_its_admit_was_cancelled():
     async def scenario():
         dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
-        released = []
-
-        async def complete(msg, timeout):
-            released.append(msg.request_id)
-
-        dispatcher.monitor = SimpleNamespace(Complete=complete, Cancel=complete)
+        order = _recording_monitor(dispatcher)
         admitted = asyncio.create_task(asyncio.sleep(10))
         await asyncio.sleep(0)
         admitted.cancel()
         dispatcher.release_later("r1", 0, "cancelled", admitted=admitted)
         await asyncio.gather(*dispatcher._releases.values())
         await dispatcher.close()
-        return released
+        return order
 
-    assert asyncio.run(scenario()) == ["r1"]
+    assert asyncio.run(scenario()) == ["release:r1"]
 
 
 def _never_room(dispatcher: Dispatcher) -> None:
