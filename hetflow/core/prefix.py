@@ -17,9 +17,12 @@ Three sources of blocks:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Container, Iterable, Sequence
+
+from hetflow.core.memo import BoundedMemo
 
 TEXT_BLOCK_CHARS = 64
 """Characters per block of a live prompt's text: about 16 tokens, vLLM's default block size (the
@@ -78,16 +81,42 @@ class BlockHasher:
         self._pieces, self._filled = [], 0
 
 
-def text_block_hashes(text: str, block_chars: int = TEXT_BLOCK_CHARS) -> tuple[int, ...]:
+SEGMENT_BLOCKS = 32
+"""Text blocks hashed and remembered together (``text_block_hashes``)."""
+
+_SEGMENTS: BoundedMemo[tuple[bytes, int, int, int], tuple[tuple[int, ...], bytes]] = BoundedMemo()
+"""Each segment's block hashes and last chained digest, by (the digest before it, block size, the
+segment's length and Python hash): a segment whose text and whole prefix match one seen before."""
+
+
+def text_block_hashes(text: str, block_chars: int = TEXT_BLOCK_CHARS,
+                      memo: BoundedMemo[tuple[bytes, int, int, int], tuple[tuple[int, ...], bytes]] = _SEGMENTS
+                      ) -> tuple[int, ...]:
     """Chained hashes of the full ``block_chars``-character blocks of ``text``: stable across
-    processes (BLAKE2b, 63 bits), so balancers and the monitor agree on them."""
+    processes (BLAKE2b, 63 bits), so balancers and the monitor agree on them. Hashed ``SEGMENT_BLOCKS``
+    blocks at a time, each segment remembered under the digest it chains on (``hetflow.core.memo``):
+    an agent's prompt repeats its last one, whose segments are then looked up, not hashed again."""
     hashes: list[int] = []
     parent = b""
+    whole = len(text) // block_chars * block_chars
+    step = block_chars * SEGMENT_BLOCKS
+    for start in range(0, whole, step):
+        segment = text[start:min(start + step, whole)]
+        segment_hashes, parent = memo.get((parent, block_chars, len(segment), hash(segment)),
+                                          functools.partial(chained_block_hashes, parent, segment, block_chars))
+        hashes += segment_hashes
+    return tuple(hashes)
+
+
+def chained_block_hashes(parent: bytes, text: str, block_chars: int) -> tuple[tuple[int, ...], bytes]:
+    """The hashes of ``text``'s full blocks chained on ``parent`` (the digest of the block before them;
+    empty at the start), and the last digest: each block's is BLAKE2b over the one before and its text."""
+    hashes = []
     for start in range(0, len(text) // block_chars * block_chars, block_chars):
         chunk = text[start:start + block_chars].encode("utf-8", errors="replace")
         parent = hashlib.blake2b(parent + chunk, digest_size=8).digest()
         hashes.append(int.from_bytes(parent, "big") >> 1)
-    return tuple(hashes)
+    return tuple(hashes), parent
 
 
 def token_block_hashes(token_ids: Sequence[int], block_size: int) -> tuple[int, ...]:

@@ -1,6 +1,16 @@
 """Prefix identity: chained block hashes of prompt parts and of text."""
 
-from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches, text_block_hashes, token_block_hashes
+from hetflow.core.memo import BoundedMemo
+from hetflow.core.prefix import (
+    SEGMENT_BLOCKS,
+    TEXT_BLOCK_CHARS,
+    BlockHasher,
+    PromptPart,
+    chained_block_hashes,
+    leading_matches,
+    text_block_hashes,
+    token_block_hashes,
+)
 from tests.factories import block_hashes_of
 
 
@@ -29,6 +39,27 @@ def test_text_hashes_are_stable_and_chained():
     assert len(hashes) == 2 and hashes == text_block_hashes(text)           # the 10-char tail fills no block
     assert text_block_hashes("z" * 64 + "b" * 64)[1] != hashes[1]
     assert all(0 <= h < 2 ** 63 for h in hashes)
+
+
+CODE = "".join(f"line {i}: def f_{i}(x): return x * {i}\n" for i in range(400))
+
+
+def test_text_hashes_are_the_same_in_every_process_and_release():
+    """Balancers and the monitor compare these: pinned to the values the unsegmented hashing gave (c680c1b)."""
+    hashes = text_block_hashes(CODE, memo=BoundedMemo())
+    assert len(hashes) == 238 and hashes[0] == 4167472507264733278 and hashes[-1] == 2516227139060342554
+
+
+def test_remembered_segments_give_the_hashes_of_hashing_from_scratch():
+    """A grown prompt, and a segment whose text repeats after a different prefix, each equal the whole
+    text hashed in one chain."""
+    memo: BoundedMemo = BoundedMemo()
+    segment_chars = SEGMENT_BLOCKS * TEXT_BLOCK_CHARS
+    texts = [CODE, CODE + "and a question?" * 40, CODE[:segment_chars] + "x" * segment_chars + CODE[segment_chars:],
+             "y" * segment_chars + CODE[segment_chars:]]
+    for text in texts:
+        assert text_block_hashes(text, memo=memo) == chained_block_hashes(b"", text, TEXT_BLOCK_CHARS)[0]
+    assert len(memo) < sum(len(t) // segment_chars + 1 for t in texts)  # segments were looked up, not all hashed
 
 
 def test_leading_matches_stop_at_the_first_miss():
