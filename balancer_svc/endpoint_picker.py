@@ -128,7 +128,7 @@ class EndpointPicker(ext_proc_grpc.ExternalProcessorServicer):
             if tenant:
                 call = convert.scoped_to_caller(call, Caller("tenant", tenant))
             d.gateway_calls.add(call.request_id)
-            with d.admission(call.workflow.tenant):
+            with d.admission(call.workflow.tenant, relays=False):
                 d.limit_endpoints(call.request_id, exchange.subset)
                 try:
                     dispatch = await d.decide(call)
