@@ -29,6 +29,18 @@ def test_non_finite_floats_in_lists_and_maps_are_found():
     assert problem(prediction) == "quantile_tokens[1] must be a finite number, got inf"
 
 
+def test_the_first_bad_item_of_a_long_list_is_named():
+    """Long scalar lists are checked whole; the path names the first item that fails."""
+    values = [1.0] * 5000
+    values[3001] = values[4000] = -math.inf
+    assert (problem(predictor_pb2.Prediction(quantile_tokens=values))
+            == "quantile_tokens[3001] must be a finite number, got -inf")
+    tags = ["ok"] * 100 + ["x" * (MAX_STRING_CHARS + 1)]
+    assert problem(monitor_pb2.SnapshotRequest(prefix_blocks=range(5000))) is None
+    assert (problem(common_pb2.EngineStatus(engine_id="e", active_request_ids=tags))
+            == f"active_request_ids[100] has {MAX_STRING_CHARS + 1} characters; at most {MAX_STRING_CHARS}")
+
+
 def test_sane_messages_and_huge_strings():
     assert problem(monitor_pb2.AdmitRequest(request_id="r", predicted_tokens=12.5, expected_s=3.0)) is None
     assert "at most" in (problem(monitor_pb2.AdmitRequest(request_id="x" * (MAX_STRING_CHARS + 1))) or "")
