@@ -52,10 +52,13 @@ class BalancerConfig:
     than this (median of the last 0.5 s of probes): its turns are then long, and gRPC, which accepts one
     call per turn, leaves calls unaccepted until it cancels them at 30 s (0 = never on lag; measured in
     docs/reliability.md: 0.1 ms at light load, 4-10 ms at 3x saturation)."""
-    max_decision_wait_s: float = 1.0
-    """Calls that only ask for a decision (``Decide``, the endpoint picker) are refused on lag only while the
-    oldest call still deciding has waited longer than this: a burst decided within it is taken whole, while
-    overload that lasts is refused (``hetflow.core.load_shedding``; 0 = on lag alone, as relayed calls)."""
+    decide_burst_calls: int = 128
+    """Calls that only ask for a decision (``Decide``, the endpoint picker) a late loop still takes: a burst
+    this size is taken whole, while overload that lasts is refused once it is spent
+    (``hetflow.core.load_shedding``; 0 = none, on lag alone as relayed calls)."""
+    decide_burst_refill_s: float = 10.0
+    """Seconds for a spent burst allowance to come back whole (at most ``decide_burst_calls`` over this
+    many seconds are taken beyond the lag rule)."""
     endpoint_picker_model: str = ""
     """Also serve the Gateway API Inference Extension's endpoint-picker protocol (Envoy ext_proc, issue 34)
     for one InferencePool of this model: a standard gateway then asks this balancer where each call of

@@ -63,8 +63,8 @@ STALE_DECISIONS = Counter("hetflow_balancer_stale_snapshot_decisions_total",
                           "Decisions taken on the last snapshot while the monitor did not answer")
 LOOP_LAG_S = Gauge("hetflow_balancer_loop_lag_seconds",
                    "How late the balancer's event loop runs timers (median of the last 10 probes, 50 ms apart)")
-DECISION_WAIT_S = Gauge("hetflow_balancer_oldest_decision_wait_seconds",
-                        "How long the oldest decision under way has taken so far (sampled with the loop lag)")
+BURST_ALLOWANCE = Gauge("hetflow_balancer_burst_allowance_calls",
+                        "Decide-only calls the balancer would still take while its event loop runs late")
 LATE_ENGINE_DECISIONS = Counter("hetflow_balancer_late_engine_decisions_total",
                                 "Decisions that used engines whose reports were late, none being on time")
 MONITOR_AWAY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
@@ -141,7 +141,8 @@ class Dispatcher:
         """Releases on their way to the monitor, by request id."""
         self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
         self.tenants = TenantLimiter.from_mapping(cfg.tenant_limits)
-        self.shedder = LoadShedder(cfg.max_calls, cfg.max_loop_lag_s, cfg.max_decision_wait_s)
+        self.shedder = LoadShedder(cfg.max_calls, cfg.max_loop_lag_s, cfg.decide_burst_calls,
+                                   cfg.decide_burst_refill_s)
         self.loop_lag = LoopLag()
         """How late the event loop runs timers (``_measure_loop_lag``)."""
         self._lag_probe: asyncio.Task[None] | None = None
@@ -198,7 +199,7 @@ class Dispatcher:
             asked_s = loop.time()
             await asyncio.sleep(interval_s)
             LOOP_LAG_S.set(self.loop_lag.add(loop.time() - asked_s - interval_s))
-            DECISION_WAIT_S.set(self.shedder.oldest_decision_wait_s(time.monotonic()))
+            BURST_ALLOWANCE.set(self.shedder.burst_allowance(time.monotonic()))
 
     async def _watch_monitor(self) -> None:
         """Without calls to carry them, a snapshot every ``monitor_probe_s`` keeps the fallback snapshot
@@ -228,8 +229,8 @@ class Dispatcher:
     # -- admission -----------------------------------------------------------------------
     @contextlib.contextmanager
     def admission(self, tenant: str, relays: bool = True) -> Iterator[None]:
-        """The balancer's own limits (calls at once, event-loop lag, the oldest decision's wait) and the
-        tenant's, entered once per client call (a cascade's stages and judge calls run inside one):
+        """The balancer's own limits (calls at once, event-loop lag, the burst allowance) and the tenant's,
+        entered once per client call (a cascade's stages and judge calls run inside one):
         RESOURCE_EXHAUSTED past them. ``relays``: this balancer streams the call's tokens (False: it only
         decides it, ``hetflow.core.load_shedding``)."""
         self.shedder.enter(self.loop_lag.lag_s, time.monotonic(), relays)
@@ -336,8 +337,7 @@ class Dispatcher:
         """Decide; a call no engine of its model has room for is held (Kairos 6) until a round finds it
         room, the client gives up (its gRPC deadline cancels this) or the program's deadline passes."""
         try:
-            with self.shedder.deciding(time.monotonic()):
-                return await self._decide_once(call)
+            return await self._decide_once(call)
         except WaitForCapacity as wait:
             return await self._hold(call, wait)
 

@@ -7,14 +7,18 @@ is short of CPU, and every call it takes on makes every other call later. Pure s
 and the time are measured by the caller and passed in.
 
 A call that only asks for a decision (the direct path's ``Decide``, the endpoint picker) costs the
-balancer nothing once decided, so a late loop refuses it only while the oldest call still deciding
-has waited longer than ``max_decision_wait_s``. A burst the balancer decides within that wait is then
-taken whole, where the lag alone refused the tail of every 100-call burst on a busy host
-(docs/benchmarks.md); overload that lasts grows the wait past it and is refused as before. This is
-CoDel's distinction between a queue that drains and one that stands (Nichols and Jacobson, "Controlling
-Queue Delay", 2012; RFC 8289), with the decision's wait as the sojourn time. The lag is kept beside it
-so that calls waiting on a slow dependency (the monitor's timeout), not on the loop, are not refused.
-A relayed call goes on costing the loop for every token it streams, so it is refused on the lag alone.
+balancer nothing once decided, so a late loop still takes up to ``burst_calls`` of them, an allowance
+that comes back at ``burst_calls`` per ``burst_refill_s`` (a token bucket, spent only while the loop
+runs late): a burst of that size is taken whole, where the lag alone refused the tail of every
+100-call burst on a busy host (docs/benchmarks.md), and overload that lasts is refused as before once
+the allowance is spent, with at most ``burst_calls / burst_refill_s`` calls a second taken beyond it.
+A relayed call goes on costing the loop for every token it streams, so it gets no allowance.
+
+Tried first and measured worse (docs/benchmarks.md): refusing decide-only calls on a late loop only
+while the oldest decision under way had waited past a second. A call's wait in gRPC's own queue,
+before the handler runs, is not part of that, so under lasting overload the loop decided every call
+it accepted and the queue in front of it grew: the client's median time to a decision went from 0.4 s
+to 5 s at twice the host's rate.
 
 Why lag and not a queue length: gRPC Python's asyncio server accepts one call per turn of the event
 loop, so calls past what it accepts wait inside gRPC, unseen by the handler, and only a loop whose
@@ -25,12 +29,9 @@ ms at 3x the stack's saturated throughput). The lag is the median of the last fe
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from hetflow.core.errors import ResourceExhausted
 
@@ -41,52 +42,46 @@ class LoadShedder:
     """Calls in the balancer at once; 0 = no cap."""
     max_loop_lag_s: float = 0.0
     """How late the event loop may run before new calls are refused; 0 = never on lag."""
-    max_decision_wait_s: float = 0.0
-    """How long the oldest call still deciding may have waited before a late loop refuses decide-only
-    calls too; 0 = refuse them on the lag alone, as relayed calls."""
+    burst_calls: int = 0
+    """Decide-only calls a late loop still takes (the allowance when full); 0 = none."""
+    burst_refill_s: float = 10.0
+    """Seconds for a spent allowance to come back whole."""
     retry_after_s: float = 1.0
     calls: int = 0
-    _deciding: dict[int, float] = field(default_factory=dict)
-    """Calls being decided now: a number each -> when its decision started, in the caller's clock (oldest first)."""
-    _numbers: Iterator[int] = field(default_factory=itertools.count)
+    _allowance: float | None = None
+    """Decide-only calls a late loop may still take now; None until first asked (then full)."""
+    _allowance_at_s: float = 0.0
 
     def enter(self, loop_lag_s: float, now_s: float = 0.0, relays: bool = True) -> None:
         """Count a call in, or refuse it with when to try again. ``relays``: the balancer streams the
-        call's tokens (False: it only decides it)."""
+        call's tokens (False: it only decides it); ``now_s``: the caller's clock, for the allowance."""
         if self.max_calls and self.calls >= self.max_calls:
             raise ResourceExhausted(f"the balancer holds {self.calls} calls; its limit is {self.max_calls}",
                                     retry_after_s=self.retry_after_s)
-        if self.max_loop_lag_s and loop_lag_s > self.max_loop_lag_s:
-            waited_s = self.oldest_decision_wait_s(now_s)
-            if relays or not self.max_decision_wait_s:
-                raise ResourceExhausted(f"the balancer is overloaded (its event loop runs {loop_lag_s * 1e3:.1f} ms "
-                                        f"late; the limit is {self.max_loop_lag_s * 1e3:.1f} ms)",
-                                        retry_after_s=self.retry_after_s)
-            if waited_s > self.max_decision_wait_s:
-                raise ResourceExhausted(f"the balancer is overloaded (its event loop runs {loop_lag_s * 1e3:.1f} ms "
-                                        f"late and a call has waited {waited_s:.2f} s for its decision; the limits "
-                                        f"are {self.max_loop_lag_s * 1e3:.1f} ms and {self.max_decision_wait_s:g} s)",
-                                        retry_after_s=self.retry_after_s)
+        if self.max_loop_lag_s and loop_lag_s > self.max_loop_lag_s and (relays or not self._take_burst(now_s)):
+            raise ResourceExhausted(f"the balancer is overloaded (its event loop runs {loop_lag_s * 1e3:.1f} ms "
+                                    f"late; the limit is {self.max_loop_lag_s * 1e3:.1f} ms)",
+                                    retry_after_s=self.retry_after_s)
         self.calls += 1
 
     def leave(self) -> None:
         self.calls -= 1
 
-    @contextlib.contextmanager
-    def deciding(self, now_s: float) -> Iterator[None]:
-        """Count a decision as under way from ``now_s`` until the block ends."""
-        number = next(self._numbers)
-        self._deciding[number] = now_s
-        try:
-            yield
-        finally:
-            del self._deciding[number]
+    def burst_allowance(self, now_s: float) -> float:
+        """Decide-only calls a late loop would still take at ``now_s``."""
+        if self._allowance is None:
+            return float(self.burst_calls)
+        refilled = (now_s - self._allowance_at_s) * self.burst_calls / self.burst_refill_s
+        return min(float(self.burst_calls), self._allowance + max(0.0, refilled))
 
-    def oldest_decision_wait_s(self, now_s: float) -> float:
-        """How long the oldest decision under way has taken so far; 0 with none."""
-        for started_s in self._deciding.values():
-            return max(0.0, now_s - started_s)
-        return 0.0
+    def _take_burst(self, now_s: float) -> bool:
+        allowance = self.burst_allowance(now_s)
+        self._allowance_at_s = now_s
+        if allowance < 1.0:
+            self._allowance = allowance
+            return False
+        self._allowance = allowance - 1.0
+        return True
 
 
 @dataclass

@@ -47,42 +47,34 @@ def test_loop_lag_counts_an_early_wake_as_on_time_and_forgets_old_probes():
     assert lag.lag_s == 0.0 and list(lag.samples_s) == [0.0, 0.0, 0.0]
 
 
-def test_a_late_loop_takes_decide_only_calls_while_the_oldest_decision_is_young():
-    """A burst the balancer decides within max_decision_wait_s is taken whole; a relayed call is refused
-    on the lag alone, since it costs the loop for every token."""
-    shedder = LoadShedder(max_loop_lag_s=0.005, max_decision_wait_s=1.0)
-    with shedder.deciding(now_s=10.0), shedder.deciding(now_s=10.4):
-        for _ in range(50):
-            shedder.enter(0.040, now_s=10.9, relays=False)
-        with pytest.raises(ResourceExhausted, match="event loop runs 40.0 ms late; the limit"):
-            shedder.enter(0.040, now_s=10.9, relays=True)
-    assert shedder.calls == 50
+def test_a_late_loop_takes_a_burst_of_decide_only_calls_and_refuses_relayed_ones():
+    """A burst within the allowance is taken whole; a relayed call is refused on the lag alone, since it
+    costs the loop for every token."""
+    shedder = LoadShedder(max_loop_lag_s=0.005, burst_calls=100, burst_refill_s=10.0)
+    for _ in range(100):
+        shedder.enter(0.040, now_s=5.0, relays=False)
+    with pytest.raises(ResourceExhausted, match="event loop runs 40.0 ms late"):
+        shedder.enter(0.040, now_s=5.0, relays=True)
+    assert shedder.calls == 100 and shedder.burst_allowance(5.0) == 0.0
 
 
-def test_a_decision_wait_past_the_limit_refuses_decide_only_calls_until_the_oldest_is_decided():
-    shedder = LoadShedder(max_loop_lag_s=0.005, max_decision_wait_s=1.0)
-    oldest, younger = shedder.deciding(now_s=10.0), shedder.deciding(now_s=10.8)
-    oldest.__enter__()
-    younger.__enter__()
-    with pytest.raises(ResourceExhausted, match="waited 1.50 s for its decision") as refused:
-        shedder.enter(0.040, now_s=11.5, relays=False)
-    assert refused.value.retry_after_s == 1.0 and shedder.calls == 0
-    shedder.enter(0.001, now_s=11.5, relays=False)  # the loop on time: taken whatever the wait
-    oldest.__exit__(None, None, None)  # decided first: the younger one is now the oldest
-    assert shedder.oldest_decision_wait_s(11.5) == pytest.approx(0.7)
-    shedder.enter(0.040, now_s=11.5, relays=False)
-    younger.__exit__(None, None, None)
-    assert shedder.oldest_decision_wait_s(11.5) == 0.0 and shedder.calls == 2
+def test_once_the_allowance_is_spent_lasting_overload_is_refused_and_the_allowance_comes_back_at_its_rate():
+    shedder = LoadShedder(max_loop_lag_s=0.005, burst_calls=100, burst_refill_s=10.0)
+    for _ in range(100):
+        shedder.enter(0.040, now_s=0.0, relays=False)
+    with pytest.raises(ResourceExhausted, match="event loop") as refused:
+        shedder.enter(0.040, now_s=0.0, relays=False)
+    assert refused.value.retry_after_s == 1.0
+    assert shedder.burst_allowance(0.5) == pytest.approx(5.0)  # 100 per 10 s
+    for _ in range(5):
+        shedder.enter(0.040, now_s=0.5, relays=False)
+    with pytest.raises(ResourceExhausted):
+        shedder.enter(0.040, now_s=0.5, relays=False)
+    assert shedder.burst_allowance(60.0) == 100.0  # whole again, never more
+    shedder.enter(0.001, now_s=60.0, relays=False)  # an on-time loop spends none
+    assert shedder.burst_allowance(60.0) == 100.0 and shedder.calls == 106
 
 
-def test_without_a_decision_wait_decide_only_calls_are_refused_on_the_lag_as_before():
-    shedder = LoadShedder(max_loop_lag_s=0.005)
+def test_without_an_allowance_decide_only_calls_are_refused_on_the_lag_as_relayed_ones():
     with pytest.raises(ResourceExhausted, match="event loop"):
-        shedder.enter(0.040, now_s=1.0, relays=False)
-
-
-def test_a_decision_that_fails_still_stops_counting():
-    shedder = LoadShedder(max_loop_lag_s=0.005, max_decision_wait_s=1.0)
-    with pytest.raises(RuntimeError), shedder.deciding(now_s=0.0):
-        raise RuntimeError("the pipeline failed")
-    assert shedder.oldest_decision_wait_s(100.0) == 0.0
+        LoadShedder(max_loop_lag_s=0.005).enter(0.040, now_s=1.0, relays=False)
