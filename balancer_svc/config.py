@@ -57,8 +57,8 @@ class BalancerConfig:
     this size is taken whole, while overload that lasts is refused once it is spent
     (``hetflow.core.load_shedding``; 0 = none, on lag alone as relayed calls)."""
     decide_burst_refill_s: float = 10.0
-    """Seconds for a spent burst allowance to come back whole (at most ``decide_burst_calls`` over this
-    many seconds are taken beyond the lag rule)."""
+    """Seconds of an on-time event loop for a spent burst allowance to come back whole (none comes back
+    while the loop runs late)."""
     endpoint_picker_model: str = ""
     """Also serve the Gateway API Inference Extension's endpoint-picker protocol (Envoy ext_proc, issue 34)
     for one InferencePool of this model: a standard gateway then asks this balancer where each call of

@@ -198,8 +198,10 @@ class Dispatcher:
         while True:
             asked_s = loop.time()
             await asyncio.sleep(interval_s)
-            LOOP_LAG_S.set(self.loop_lag.add(loop.time() - asked_s - interval_s))
-            BURST_ALLOWANCE.set(self.shedder.burst_allowance(time.monotonic()))
+            lag_s = self.loop_lag.add(loop.time() - asked_s - interval_s)
+            self.shedder.probed(lag_s, loop.time() - asked_s)
+            LOOP_LAG_S.set(lag_s)
+            BURST_ALLOWANCE.set(self.shedder.burst_allowance)
 
     async def _watch_monitor(self) -> None:
         """Without calls to carry them, a snapshot every ``monitor_probe_s`` keeps the fallback snapshot
@@ -233,7 +235,7 @@ class Dispatcher:
         entered once per client call (a cascade's stages and judge calls run inside one):
         RESOURCE_EXHAUSTED past them. ``relays``: this balancer streams the call's tokens (False: it only
         decides it, ``hetflow.core.load_shedding``)."""
-        self.shedder.enter(self.loop_lag.lag_s, time.monotonic(), relays)
+        self.shedder.enter(self.loop_lag.lag_s, relays)
         try:
             self.tenants.enter(tenant, time.monotonic())
         except ResourceExhausted:

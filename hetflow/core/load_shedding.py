@@ -7,18 +7,20 @@ is short of CPU, and every call it takes on makes every other call later. Pure s
 and the time are measured by the caller and passed in.
 
 A call that only asks for a decision (the direct path's ``Decide``, the endpoint picker) costs the
-balancer nothing once decided, so a late loop still takes up to ``burst_calls`` of them, an allowance
-that comes back at ``burst_calls`` per ``burst_refill_s`` (a token bucket, spent only while the loop
-runs late): a burst of that size is taken whole, where the lag alone refused the tail of every
-100-call burst on a busy host (docs/benchmarks.md), and overload that lasts is refused as before once
-the allowance is spent, with at most ``burst_calls / burst_refill_s`` calls a second taken beyond it.
-A relayed call goes on costing the loop for every token it streams, so it gets no allowance.
+balancer nothing once decided, so a late loop still takes up to ``burst_calls`` of them: an allowance
+spent only while the loop runs late, and earned back only while it runs on time (``burst_calls`` per
+``burst_refill_s`` of on-time probes). A burst that size is taken whole, where the lag alone refused
+the tail of every 100-call burst on a busy host (docs/benchmarks.md); overload that lasts keeps the
+loop late, so once the allowance is spent it is refused as before. A relayed call goes on costing the
+loop for every token it streams, so it gets no allowance.
 
-Tried first and measured worse (docs/benchmarks.md): refusing decide-only calls on a late loop only
-while the oldest decision under way had waited past a second. A call's wait in gRPC's own queue,
-before the handler runs, is not part of that, so under lasting overload the loop decided every call
-it accepted and the queue in front of it grew: the client's median time to a decision went from 0.4 s
-to 5 s at twice the host's rate.
+Tried first and measured worse (docs/benchmarks.md), at twice the host's rate of decisions:
+- refusing decide-only calls on a late loop only while the oldest decision under way had waited past a
+  second: a call's wait in gRPC's own queue, before the handler runs, is not part of that, so the loop
+  decided every call it accepted while the queue in front of it grew (the client's median time to a
+  decision 5 s against 0.4 s);
+- the same allowance earned back by the clock (a plain token bucket, 128 calls per 10 s): the calls it
+  let in beyond the lag rule, on a host already out of CPU, made a queue of their own (2.4 s).
 
 Why lag and not a queue length: gRPC Python's asyncio server accepts one call per turn of the event
 loop, so calls past what it accepts wait inside gRPC, unseen by the handler, and only a loop whose
@@ -45,43 +47,37 @@ class LoadShedder:
     burst_calls: int = 0
     """Decide-only calls a late loop still takes (the allowance when full); 0 = none."""
     burst_refill_s: float = 10.0
-    """Seconds for a spent allowance to come back whole."""
+    """Seconds of an on-time loop for a spent allowance to come back whole."""
     retry_after_s: float = 1.0
     calls: int = 0
-    _allowance: float | None = None
-    """Decide-only calls a late loop may still take now; None until first asked (then full)."""
-    _allowance_at_s: float = 0.0
+    burst_allowance: float = field(init=False)
+    """Decide-only calls a late loop may still take now (full at the start)."""
 
-    def enter(self, loop_lag_s: float, now_s: float = 0.0, relays: bool = True) -> None:
+    def __post_init__(self) -> None:
+        self.burst_allowance = float(self.burst_calls)
+
+    def enter(self, loop_lag_s: float, relays: bool = True) -> None:
         """Count a call in, or refuse it with when to try again. ``relays``: the balancer streams the
-        call's tokens (False: it only decides it); ``now_s``: the caller's clock, for the allowance."""
+        call's tokens (False: it only decides it)."""
         if self.max_calls and self.calls >= self.max_calls:
             raise ResourceExhausted(f"the balancer holds {self.calls} calls; its limit is {self.max_calls}",
                                     retry_after_s=self.retry_after_s)
-        if self.max_loop_lag_s and loop_lag_s > self.max_loop_lag_s and (relays or not self._take_burst(now_s)):
-            raise ResourceExhausted(f"the balancer is overloaded (its event loop runs {loop_lag_s * 1e3:.1f} ms "
-                                    f"late; the limit is {self.max_loop_lag_s * 1e3:.1f} ms)",
-                                    retry_after_s=self.retry_after_s)
+        if self.max_loop_lag_s and loop_lag_s > self.max_loop_lag_s:
+            if relays or self.burst_allowance < 1.0:
+                raise ResourceExhausted(f"the balancer is overloaded (its event loop runs {loop_lag_s * 1e3:.1f} ms "
+                                        f"late; the limit is {self.max_loop_lag_s * 1e3:.1f} ms)",
+                                        retry_after_s=self.retry_after_s)
+            self.burst_allowance -= 1.0  # a decide-only call taken on a late loop
         self.calls += 1
 
     def leave(self) -> None:
         self.calls -= 1
 
-    def burst_allowance(self, now_s: float) -> float:
-        """Decide-only calls a late loop would still take at ``now_s``."""
-        if self._allowance is None:
-            return float(self.burst_calls)
-        refilled = (now_s - self._allowance_at_s) * self.burst_calls / self.burst_refill_s
-        return min(float(self.burst_calls), self._allowance + max(0.0, refilled))
-
-    def _take_burst(self, now_s: float) -> bool:
-        allowance = self.burst_allowance(now_s)
-        self._allowance_at_s = now_s
-        if allowance < 1.0:
-            self._allowance = allowance
-            return False
-        self._allowance = allowance - 1.0
-        return True
+    def probed(self, loop_lag_s: float, interval_s: float) -> None:
+        """One probe of the loop, ``interval_s`` after the last: on time, it earns back allowance."""
+        if not self.max_loop_lag_s or loop_lag_s <= self.max_loop_lag_s:
+            self.burst_allowance = min(float(self.burst_calls),
+                                       self.burst_allowance + self.burst_calls * interval_s / self.burst_refill_s)
 
 
 @dataclass

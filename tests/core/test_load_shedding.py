@@ -52,29 +52,36 @@ def test_a_late_loop_takes_a_burst_of_decide_only_calls_and_refuses_relayed_ones
     costs the loop for every token."""
     shedder = LoadShedder(max_loop_lag_s=0.005, burst_calls=100, burst_refill_s=10.0)
     for _ in range(100):
-        shedder.enter(0.040, now_s=5.0, relays=False)
+        shedder.enter(0.040, relays=False)
     with pytest.raises(ResourceExhausted, match="event loop runs 40.0 ms late"):
-        shedder.enter(0.040, now_s=5.0, relays=True)
-    assert shedder.calls == 100 and shedder.burst_allowance(5.0) == 0.0
+        shedder.enter(0.040, relays=True)
+    assert shedder.calls == 100 and shedder.burst_allowance == 0.0
 
 
-def test_once_the_allowance_is_spent_lasting_overload_is_refused_and_the_allowance_comes_back_at_its_rate():
+def test_the_allowance_comes_back_only_while_the_loop_runs_on_time():
+    """Lasting overload keeps the loop late, so once the allowance is spent it is refused as before."""
     shedder = LoadShedder(max_loop_lag_s=0.005, burst_calls=100, burst_refill_s=10.0)
     for _ in range(100):
-        shedder.enter(0.040, now_s=0.0, relays=False)
+        shedder.enter(0.040, relays=False)
+    for _ in range(200):
+        shedder.probed(0.040, 0.05)  # ten seconds of a late loop: nothing comes back
     with pytest.raises(ResourceExhausted, match="event loop") as refused:
-        shedder.enter(0.040, now_s=0.0, relays=False)
+        shedder.enter(0.040, relays=False)
     assert refused.value.retry_after_s == 1.0
-    assert shedder.burst_allowance(0.5) == pytest.approx(5.0)  # 100 per 10 s
+    for _ in range(10):
+        shedder.probed(0.001, 0.05)  # half a second on time: 5 calls' worth
+    assert shedder.burst_allowance == pytest.approx(5.0)
     for _ in range(5):
-        shedder.enter(0.040, now_s=0.5, relays=False)
+        shedder.enter(0.040, relays=False)
     with pytest.raises(ResourceExhausted):
-        shedder.enter(0.040, now_s=0.5, relays=False)
-    assert shedder.burst_allowance(60.0) == 100.0  # whole again, never more
-    shedder.enter(0.001, now_s=60.0, relays=False)  # an on-time loop spends none
-    assert shedder.burst_allowance(60.0) == 100.0 and shedder.calls == 106
+        shedder.enter(0.040, relays=False)
+    for _ in range(1000):
+        shedder.probed(0.0, 0.05)
+    assert shedder.burst_allowance == 100.0  # whole again, never more
+    shedder.enter(0.001, relays=False)  # an on-time loop spends none
+    assert shedder.burst_allowance == 100.0 and shedder.calls == 106
 
 
 def test_without_an_allowance_decide_only_calls_are_refused_on_the_lag_as_relayed_ones():
     with pytest.raises(ResourceExhausted, match="event loop"):
-        LoadShedder(max_loop_lag_s=0.005).enter(0.040, now_s=1.0, relays=False)
+        LoadShedder(max_loop_lag_s=0.005).enter(0.040, relays=False)
