@@ -12,8 +12,9 @@ V = TypeVar("V")
 
 
 class BoundedMemo(Generic[K, V]):
-    """Values by key, at most ``max_entries`` of them, the oldest entry out first. Not thread-safe: one
-    event loop (a service) or one simulation owns it."""
+    """Values by key, at most ``max_entries`` of them, the oldest entry out first. Callers on several
+    threads are safe (each step is one dictionary operation under the GIL): at worst a value is computed
+    twice, or one entry too many is evicted."""
 
     def __init__(self, max_entries: int = 65_536) -> None:
         if max_entries < 1:
@@ -31,5 +32,7 @@ class BoundedMemo(Generic[K, V]):
         except KeyError:
             value = self._values[key] = compute()
             if len(self._values) > self.max_entries:
-                del self._values[next(iter(self._values))]
+                for oldest in self._values:  # the first key is the oldest
+                    self._values.pop(oldest, None)
+                    break
             return value
