@@ -4,7 +4,7 @@ behind, instead of letting gRPC's transport queue them unaccepted until it cance
 A call is refused (RESOURCE_EXHAUSTED) when the balancer already holds ``max_calls`` calls (deciding,
 held or streaming), or when its event loop runs late by more than ``max_loop_lag_s``: a loop that late
 is short of CPU, and every call it takes on makes every other call later. Pure state; the loop's lag
-and the time are measured by the caller and passed in.
+(and, for the burst allowance, each probe's interval) is measured by the caller and passed in.
 
 A call that only asks for a decision (the direct path's ``Decide``, the endpoint picker) costs the
 balancer nothing once decided, so a late loop still takes up to ``burst_calls`` of them: an allowance
