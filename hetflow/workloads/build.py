@@ -14,11 +14,13 @@ of that shared prefix can be reused (vLLM's automatic prefix caching).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from hetflow.core.memo import BoundedMemo
 from hetflow.core.tokens import count_tokens
 from hetflow.core.trace import StageRecord, ancestors
 from hetflow.workloads.correctness import fit_ability, sample_correct
@@ -90,9 +92,14 @@ def build(plans: Sequence[ProgramPlan], models: Sequence[str], arrivals: Sequenc
     return records
 
 
+_TEXT_TOKENS: BoundedMemo[str, int] = BoundedMemo()
+"""Token counts of prompt texts by their part key: a program's texts recur in every later stage's prompt."""
+
+
 def prompt_parts(stages: Sequence[StagePlan], index: int, context: set[int]) -> list[dict[str, Any]]:
     """Stage ``index``'s (0-based) prompt: each ancestor in ``context`` (1-based) as its texts and its
-    output, then its own texts, each text once."""
+    output, then its own texts, each text once (a text's key is its digest, and its count is taken once
+    per key)."""
     parts: list[dict[str, Any]] = []
     seen: set[str] = set()
     for j in [*sorted(context), index + 1]:
@@ -100,7 +107,7 @@ def prompt_parts(stages: Sequence[StagePlan], index: int, context: set[int]) -> 
             key = hashlib.sha256(text.encode()).hexdigest()[:16]
             if text and key not in seen:
                 seen.add(key)
-                parts.append({"text": key, "tokens": count_tokens(text)})
+                parts.append({"text": key, "tokens": _TEXT_TOKENS.get(key, functools.partial(count_tokens, text))})
         if j != index + 1:
             parts.append({"output_of": j})
     return parts
