@@ -94,6 +94,9 @@ class BalancerConfig:
     def __post_init__(self) -> None:
         if self.past_deadline not in ("reject", "best-effort"):
             raise ValueError(f"balancer.past_deadline must be reject or best-effort, got {self.past_deadline!r}")
+        if self.decide_burst_calls < 0 or self.decide_burst_refill_s <= 0:
+            raise ValueError("balancer.decide_burst_calls must be >= 0 and balancer.decide_burst_refill_s > 0, got "
+                             f"{self.decide_burst_calls} and {self.decide_burst_refill_s}")
 
 
 def from_stack(raw: Mapping[str, Any]) -> BalancerConfig:

@@ -198,8 +198,9 @@ class Dispatcher:
         while True:
             asked_s = loop.time()
             await asyncio.sleep(interval_s)
-            lag_s = self.loop_lag.add(loop.time() - asked_s - interval_s)
-            self.shedder.probed(lag_s, loop.time() - asked_s)
+            late_s = loop.time() - asked_s - interval_s
+            lag_s = self.loop_lag.add(late_s)
+            self.shedder.probed(late_s, interval_s)
             LOOP_LAG_S.set(lag_s)
             BURST_ALLOWANCE.set(self.shedder.burst_allowance)
 
@@ -235,11 +236,11 @@ class Dispatcher:
         entered once per client call (a cascade's stages and judge calls run inside one):
         RESOURCE_EXHAUSTED past them. ``relays``: this balancer streams the call's tokens (False: it only
         decides it, ``hetflow.core.load_shedding``)."""
-        self.shedder.enter(self.loop_lag.lag_s, relays)
+        spent_burst = self.shedder.enter(self.loop_lag.lag_s, relays)
         try:
             self.tenants.enter(tenant, time.monotonic())
         except ResourceExhausted:
-            self.shedder.leave()
+            self.shedder.leave(refund_burst=spent_burst)
             raise
         try:
             yield

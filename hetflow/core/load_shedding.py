@@ -9,7 +9,7 @@ is short of CPU, and every call it takes on makes every other call later. Pure s
 A call that only asks for a decision (the direct path's ``Decide``, the endpoint picker) costs the
 balancer nothing once decided, so a late loop still takes up to ``burst_calls`` of them: an allowance
 spent only while the loop runs late, and earned back only while it runs on time (``burst_calls`` per
-``burst_refill_s`` of on-time probes). A burst that size is taken whole, where the lag alone refused
+``burst_refill_s`` of probes that each woke on time). A burst that size is taken whole, where the lag alone refused
 the tail of every 100-call burst on a busy host (docs/benchmarks.md); overload that lasts keeps the
 loop late, so once the allowance is spent it is refused as before. A relayed call goes on costing the
 loop for every token it streams, so it gets no allowance.
@@ -54,11 +54,15 @@ class LoadShedder:
     """Decide-only calls a late loop may still take now (full at the start)."""
 
     def __post_init__(self) -> None:
+        if self.burst_calls < 0 or self.burst_refill_s <= 0:
+            raise ValueError(f"burst_calls must be >= 0 and burst_refill_s > 0, got {self.burst_calls} and "
+                             f"{self.burst_refill_s}")
         self.burst_allowance = float(self.burst_calls)
 
-    def enter(self, loop_lag_s: float, relays: bool = True) -> None:
+    def enter(self, loop_lag_s: float, relays: bool = True) -> bool:
         """Count a call in, or refuse it with when to try again. ``relays``: the balancer streams the
-        call's tokens (False: it only decides it)."""
+        call's tokens (False: it only decides it). True when the call spent burst allowance (``leave``
+        gives it back if the call is refused after all)."""
         if self.max_calls and self.calls >= self.max_calls:
             raise ResourceExhausted(f"the balancer holds {self.calls} calls; its limit is {self.max_calls}",
                                     retry_after_s=self.retry_after_s)
@@ -68,14 +72,22 @@ class LoadShedder:
                                         f"late; the limit is {self.max_loop_lag_s * 1e3:.1f} ms)",
                                         retry_after_s=self.retry_after_s)
             self.burst_allowance -= 1.0  # a decide-only call taken on a late loop
+            self.calls += 1
+            return True
         self.calls += 1
+        return False
 
-    def leave(self) -> None:
+    def leave(self, refund_burst: bool = False) -> None:
+        """Count a call out; ``refund_burst``: it was refused after spending allowance (``enter``)."""
         self.calls -= 1
+        if refund_burst:
+            self.burst_allowance = min(float(self.burst_calls), self.burst_allowance + 1.0)
 
-    def probed(self, loop_lag_s: float, interval_s: float) -> None:
-        """One probe of the loop, ``interval_s`` after the last: on time, it earns back allowance."""
-        if not self.max_loop_lag_s or loop_lag_s <= self.max_loop_lag_s:
+    def probed(self, late_s: float, interval_s: float) -> None:
+        """One probe of the loop, asked to wake ``interval_s`` after the last and woken ``late_s`` late:
+        on time, it earns back ``interval_s``'s share of the allowance (a late wake earns nothing, however
+        long it was)."""
+        if late_s <= self.max_loop_lag_s:
             self.burst_allowance = min(float(self.burst_calls),
                                        self.burst_allowance + self.burst_calls * interval_s / self.burst_refill_s)
 

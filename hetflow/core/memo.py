@@ -1,7 +1,7 @@
 """A bounded memo for work repeated across calls: an agent's prompt is its last prompt and answer plus
 a little, so what a decision derives from a long prompt (its token count, its block hashes) is mostly
-derived from text it has seen before. Keys are small (lengths and hashes, not the texts), so a memo
-holds a few megabytes whatever the prompts' size."""
+derived from text it has seen before. Keys are small (lengths and hashes, not the texts), so a memo's
+size is set by its entry count and its values, not by the prompts' length."""
 
 from __future__ import annotations
 

@@ -84,9 +84,10 @@ class BlockHasher:
 SEGMENT_BLOCKS = 32
 """Text blocks hashed and remembered together (``text_block_hashes``)."""
 
-_SEGMENTS: BoundedMemo[tuple[bytes, int, int, int], tuple[tuple[int, ...], bytes]] = BoundedMemo()
+_SEGMENTS: BoundedMemo[tuple[bytes, int, int, int], tuple[tuple[int, ...], bytes]] = BoundedMemo(8192)
 """Each segment's block hashes and last chained digest, by (the digest before it, block size, the
-segment's length and Python hash): a segment whose text and whole prefix match one seen before."""
+segment's length and Python hash): a segment whose text and whole prefix match one seen before. An
+entry takes about 1.7 KB, so the memo about 14 MB, covering the last 16 MB of distinct prompt text."""
 
 
 def text_block_hashes(text: str, block_chars: int = TEXT_BLOCK_CHARS,

@@ -3,6 +3,7 @@ its plugin's defaults."""
 
 import pytest
 
+from balancer_svc.config import BalancerConfig
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policy_config import PolicyConfig, StageConfig
 
@@ -69,3 +70,9 @@ def test_an_rl_router_policy_for_the_stacks_engines_is_taken_and_one_for_other_e
     (tmp_path / "rl.pt").write_bytes(b"corrupted")
     with pytest.raises(ValueError, match="cannot be read"):
         from_stack(_stack_with_rl_policy(path))
+
+
+@pytest.mark.parametrize("setting", [{"decide_burst_calls": -1}, {"decide_burst_refill_s": 0.0}])
+def test_a_burst_allowance_needs_a_size_and_a_refill_time(setting):
+    with pytest.raises(ValueError, match="decide_burst"):
+        BalancerConfig(**setting)

@@ -36,11 +36,11 @@ def test_a_burst_on_a_late_loop_is_decided_whole_and_a_relayed_call_is_refused()
             with dispatcher.admission("t", relays=False):
                 return await dispatcher.decide(c)
 
+        with pytest.raises(ResourceExhausted, match="event loop runs 50.0 ms late"):
+            with dispatcher.admission("t"):  # a relayed call, the allowance full
+                pass
         burst = [asyncio.create_task(decide_only(call())) for _ in range(100)]
         await asyncio.sleep(0)
-        with pytest.raises(ResourceExhausted, match="event loop runs 50.0 ms late"):
-            with dispatcher.admission("t"):
-                pass
         go.set()
         decided = await asyncio.gather(*burst)
         await dispatcher.close()
@@ -65,6 +65,25 @@ def test_a_late_loop_refuses_decide_only_calls_past_the_allowance():
             await dispatcher.close()
 
     assert asyncio.run(scenario()) == (1.0, 0)
+
+
+def test_a_call_its_tenant_refuses_does_not_spend_the_allowance():
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", max_loop_lag_s=0.005,
+                                               decide_burst_calls=100,
+                                               tenant_limits={"tenants": {"t": {"max_in_flight": 1}}}))
+        for _ in range(10):
+            dispatcher.loop_lag.add(0.050)
+        try:
+            with dispatcher.admission("t", relays=False):
+                with pytest.raises(ResourceExhausted, match="t"):
+                    with dispatcher.admission("t", relays=False):
+                        pass
+                return dispatcher.shedder.burst_allowance
+        finally:
+            await dispatcher.close()
+
+    assert asyncio.run(scenario()) == 99.0
 
 
 def test_the_direct_path_asks_as_a_decide_only_call():

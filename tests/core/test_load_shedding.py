@@ -51,11 +51,12 @@ def test_a_late_loop_takes_a_burst_of_decide_only_calls_and_refuses_relayed_ones
     """A burst within the allowance is taken whole; a relayed call is refused on the lag alone, since it
     costs the loop for every token."""
     shedder = LoadShedder(max_loop_lag_s=0.005, burst_calls=100, burst_refill_s=10.0)
-    for _ in range(100):
-        shedder.enter(0.040, relays=False)
     with pytest.raises(ResourceExhausted, match="event loop runs 40.0 ms late"):
-        shedder.enter(0.040, relays=True)
+        shedder.enter(0.040, relays=True)  # the allowance is full, and not for it
+    assert shedder.burst_allowance == 100.0 and shedder.calls == 0
+    assert all(shedder.enter(0.040, relays=False) for _ in range(100))  # each spent allowance
     assert shedder.calls == 100 and shedder.burst_allowance == 0.0
+    assert shedder.enter(0.001, relays=False) is False  # an on-time loop takes it without
 
 
 def test_the_allowance_comes_back_only_while_the_loop_runs_on_time():
@@ -65,6 +66,7 @@ def test_the_allowance_comes_back_only_while_the_loop_runs_on_time():
         shedder.enter(0.040, relays=False)
     for _ in range(200):
         shedder.probed(0.040, 0.05)  # ten seconds of a late loop: nothing comes back
+    shedder.probed(3.0, 0.05)  # nor from one long stall
     with pytest.raises(ResourceExhausted, match="event loop") as refused:
         shedder.enter(0.040, relays=False)
     assert refused.value.retry_after_s == 1.0
@@ -80,6 +82,19 @@ def test_the_allowance_comes_back_only_while_the_loop_runs_on_time():
     assert shedder.burst_allowance == 100.0  # whole again, never more
     shedder.enter(0.001, relays=False)  # an on-time loop spends none
     assert shedder.burst_allowance == 100.0 and shedder.calls == 106
+
+
+def test_a_call_refused_after_spending_allowance_gives_it_back():
+    shedder = LoadShedder(max_loop_lag_s=0.005, burst_calls=2)
+    spent = shedder.enter(0.040, relays=False)
+    shedder.leave(refund_burst=spent)  # refused by its tenant's limit, say
+    assert shedder.burst_allowance == 2.0 and shedder.calls == 0
+
+
+@pytest.mark.parametrize("burst_calls, burst_refill_s", [(-1, 10.0), (10, 0.0), (10, -1.0)])
+def test_an_allowance_needs_a_size_and_a_refill_time(burst_calls: int, burst_refill_s: float):
+    with pytest.raises(ValueError, match="burst_refill_s"):
+        LoadShedder(burst_calls=burst_calls, burst_refill_s=burst_refill_s)
 
 
 def test_without_an_allowance_decide_only_calls_are_refused_on_the_lag_as_relayed_ones():
