@@ -17,6 +17,7 @@ from typing import Awaitable, Callable, Sequence, TypeVar
 import grpc
 
 from hetflow.runtime.coalescing import Coalescer, rejected
+from hetflow.runtime.interceptors import rpc_error
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 
@@ -27,11 +28,6 @@ BATCH_ITEMS = 64
 """Calls one batch carries, at most (the monitor takes up to 256)."""
 STATUS_OF_CODE = {code.value[0]: code for code in grpc.StatusCode}
 """gRPC's status codes by number (``AdmitOutcome.code``)."""
-
-
-def _failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
-    """A status as the single RPC would have raised it."""
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
 async def _snapshots_of(reply: Awaitable[monitor_pb2.SnapshotsReply]) -> Sequence[monitor_pb2.MonitorSnapshot]:
@@ -70,7 +66,7 @@ class MonitorBatches:
             return await self._monitor().Admit(request, timeout=self._timeout_s)
         outcome = await self._admits.ask(request)
         if outcome.code:
-            raise _failure(STATUS_OF_CODE.get(outcome.code, grpc.StatusCode.UNKNOWN), outcome.details)
+            raise rpc_error(STATUS_OF_CODE.get(outcome.code, grpc.StatusCode.UNKNOWN), outcome.details)
         return outcome.reply
 
     async def _snapshot_batch(self, requests: list[monitor_pb2.SnapshotRequest]

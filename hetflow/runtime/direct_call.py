@@ -31,7 +31,7 @@ import grpc
 import httpx
 
 from hetflow.core.errors import HetflowError, Unavailable
-from hetflow.runtime.interceptors import REDISPATCHABLE, status_of
+from hetflow.runtime.interceptors import REDISPATCHABLE, rpc_error, status_of
 from hetflow.runtime.vllm_stream import CompletionEvent, stream_completion
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2, engine_pb2, engine_pb2_grpc
 
@@ -155,7 +155,7 @@ class DirectCall:
             await hold.write(engine_pb2.HoldMessage(request=decision.engine_request))
             grant = await hold.read()
             if grant is grpc.aio.EOF:  # a failed hold raises its status on read: this one ended OK, unanswered
-                raise _rpc_error(grpc.StatusCode.UNAVAILABLE, "the engine ended the hold without a turn")
+                raise rpc_error(grpc.StatusCode.UNAVAILABLE, "the engine ended the hold without a turn")
             chunks = self._from_model_server(decision, grant, end)
             while (chunk := await self._next_read(chunks)) is not None:
                 if chunk.finished:  # the engine (and through it the monitor) hears of the end before the caller
@@ -173,7 +173,7 @@ class DirectCall:
             code, details = status_of(exc) if isinstance(exc, HetflowError) else (
                 grpc.StatusCode.UNAVAILABLE, f"the model server failed the call: {type(exc).__name__}: {exc}")
             end.error = code.name
-            raise _rpc_error(code, details) from exc
+            raise rpc_error(code, details) from exc
         finally:
             if chunks is not None:
                 await chunks.aclose()  # a caller that stopped reading closes the model server's stream
@@ -244,10 +244,6 @@ async def _end_hold(hold: Any, end: engine_pb2.HoldEnd) -> None:
         await hold.code()  # the engine has freed the slot
     except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
         hold.cancel()  # the engine then cancels the call and frees its slot
-
-
-def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
 def _as_relayed(decision: balancer_pb2.DispatchDecision, text: str, output_tokens: int, prompt_tokens: int,

@@ -54,6 +54,12 @@ STATUS_OF: dict[type[errors.HetflowError], grpc.StatusCode] = {
 """The status each domain error answers with; any other HetflowError is INTERNAL."""
 
 
+def rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    """A status raised on the client's side as the RPC that ended with it would raise it (a batch's item,
+    a stream read from elsewhere)."""
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
 def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     """The status a failed call answers with: domain errors carry theirs, ValueError is bad input."""
     if isinstance(exc, errors.HetflowError):
