@@ -66,16 +66,15 @@ class LoadShedder:
         if self.max_calls and self.calls >= self.max_calls:
             raise ResourceExhausted(f"the balancer holds {self.calls} calls; its limit is {self.max_calls}",
                                     retry_after_s=self.retry_after_s)
-        if self.max_loop_lag_s and loop_lag_s > self.max_loop_lag_s:
+        spent_burst = bool(self.max_loop_lag_s) and loop_lag_s > self.max_loop_lag_s
+        if spent_burst:
             if relays or self.burst_allowance < 1.0:
                 raise ResourceExhausted(f"the balancer is overloaded (its event loop runs {loop_lag_s * 1e3:.1f} ms "
                                         f"late; the limit is {self.max_loop_lag_s * 1e3:.1f} ms)",
                                         retry_after_s=self.retry_after_s)
             self.burst_allowance -= 1.0  # a decide-only call taken on a late loop
-            self.calls += 1
-            return True
         self.calls += 1
-        return False
+        return spent_burst
 
     def leave(self, refund_burst: bool = False) -> None:
         """Count a call out; ``refund_burst``: it was refused after spending allowance (``enter``)."""
