@@ -45,7 +45,12 @@ class PolicyConfig:
       by Autellix's ATLAS/PLAS for DAGs), with the engine queue's aging;
     - retention: the program's KV kept across its tool gaps for a time chosen by its utility
       (Continuum's; freed at once after the last stage);
-    - reserve: KV room for every running call's output at the predictor's 0.9 quantile.
+    - reserve: none (``no-reserve``): calls are admitted as vLLM admits them, and a batch that outgrows
+      the KV preempts. The ``predicted-quantile`` reserve (room for every running call's output at the
+      predictor's 0.9 quantile) removes those preemptions but keeps KV empty that a batch could use: on
+      ShareGPT chains it cost 2-9% of capacity at SLO (queueing 7-31% with no preemption at the failing
+      rates), where on the agent family it added at most one step of the capacity search
+      (docs/results.md, "The reserve out of the default").
 
     Issue 12's default is the preset ``hetflow-issue12``; the design card's composition (slack 0.5,
     memory packer with eq. 4, urgency) is ``hetflow-card``."""
@@ -56,7 +61,7 @@ class PolicyConfig:
                                                              "program-affinity": 3.0}})
     priority: StageConfig = StageConfig("program-remaining-work")
     retention: StageConfig = StageConfig("workflow-ttl")
-    reserve: StageConfig = StageConfig("predicted-quantile")
+    reserve: StageConfig = StageConfig("no-reserve")
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> PolicyConfig:

@@ -32,7 +32,7 @@ class Preset:
 
 def _policy(model: str | StageConfig, engine: str | StageConfig, priority: str | StageConfig) -> PolicyConfig:
     """Every stage spelled out: a bare name runs that plugin with its own defaults; no retention (KV freed
-    at a call's end) and no reserve, as every engine but hetflow's default does."""
+    at a call's end) and no reserve (hetflow's default retains)."""
     def stage(s: str | StageConfig) -> StageConfig:
         return s if isinstance(s, StageConfig) else StageConfig(s)
 
@@ -114,7 +114,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("hetflow", "hetflow's default, chosen from issue 35's capacity sweeps: Chimera's slack rule with no "
            "slack among the models with a free batch slot, the working-set gate with resumes kept where their "
            "context fits, the queue, KV and program-affinity scorers, the program's remaining work on its "
-           "critical path with aging, workflow-aware KV retention and room reserved for decode growth",
+           "critical path with aging, workflow-aware KV retention",
            PolicyConfig()),
     Preset("hetflow-issue12", "issue 12's default, the baseline of issue 35's figures: Chimera's slack rule with no "
            "slack, the working-set gate, llm-d's engine scorers, Chimera's STJF priority with aging, no retention "

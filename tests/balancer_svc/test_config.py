@@ -11,7 +11,7 @@ from hetflow.core.policy_config import PolicyConfig, StageConfig
 def test_the_default_is_issue_35s_composition():
     policy = PolicyConfig()
     assert ((policy.model.type, policy.engine.type, policy.priority.type, policy.retention.type, policy.reserve.type)
-            == ("chimera-slack", "scored", "program-remaining-work", "workflow-ttl", "predicted-quantile"))
+            == ("chimera-slack", "scored", "program-remaining-work", "workflow-ttl", "no-reserve"))
     assert policy.model.params == {"latency_slack": 0.0, "open_slots_first": True}
     pipeline = Pipeline(policy)
     assert [f.type_name for f in pipeline.engine_picker.filters] == ["working-set"]

@@ -17,7 +17,7 @@ def test_every_preset_builds_a_pipeline(name):
 AGING = ("priority", {"starvation_threshold": 100, "running_quantum": 50})
 NONE = ("no-reserve", {})
 NO_KV = {"retention": ("free-at-finish", {}), "reserve": NONE}
-"""No retention and no reserve: every preset but the default."""
+"""No retention and no reserve: every preset but the default (which retains)."""
 PINNED = {
     "chimera": {"model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05,
                                             "open_slots_first": False}),
@@ -34,7 +34,7 @@ PINNED = {
                     "queue": 2.0, "kv-utilization": 2.0, "program-affinity": 3.0}}),
                 "priority": ("program-remaining-work", {}),
                 "retention": ("workflow-ttl", {"max_hold_s": 30.0, "single_gap_sigma": 1.0, "busy_hold_cost": 1.0}),
-                "reserve": ("predicted-quantile", {"quantile": 0.9}), "queue": AGING},
+                "reserve": NONE, "queue": AGING},
     "hetflow-issue12": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05,
                                                     "open_slots_first": False}),
                         "engine": ("scored", {"filters": ["working-set"], "scorers": {

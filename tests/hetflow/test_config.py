@@ -23,7 +23,7 @@ def test_the_example_spells_out_the_default_policy():
 
     spelled = balancer_config(load_stack(EXAMPLE, environ={})).policy
     assert full_parameters(Preset("example", "", spelled)) == full_parameters(Preset("default", "", PolicyConfig()))
-    assert spelled.retention.params and spelled.reserve.params          # spelled out, not left to the default
+    assert spelled.retention.params and spelled.reserve.type == "no-reserve"   # spelled out, not left to the default
 
 
 def test_environment_overrides_sections_and_engines():

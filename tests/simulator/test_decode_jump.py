@@ -3,12 +3,14 @@ same results on small traces, under light load, under KV pressure with preemptio
 with engines read and fed in the middle of a run."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.engine.request import EngineRequest
+from hetflow.core.policy_config import PolicyConfig, StageConfig
 from hetflow.core.presets import resolve
 from hetflow.workloads.generate import generate
 from simulator import decode_jump
@@ -23,6 +25,8 @@ pytestmark = pytest.mark.slow  # runs whole simulations
 SMALL, LARGE = "qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"
 WALL_CLOCK = {"scheduler_overhead_ms"}
 """Figures of the simulator's own wall time, not of the simulated cluster."""
+RESERVING = replace(PolicyConfig(), reserve=StageConfig("predicted-quantile"))
+"""The default with room reserved for decode growth (issue 35), which admission by reserve exercises."""
 
 
 def _engines(kv_tokens: int | None = None, gpu: str = "a6000") -> list[EngineSpec]:
@@ -32,10 +36,10 @@ def _engines(kv_tokens: int | None = None, gpu: str = "a6000") -> list[EngineSpe
             EngineSpec("large-0", LARGE, load_profile(f"{LARGE}@{gpu}", **over))]
 
 
-def _summary(records, policy: str, decode_runs: bool, kv_tokens: int | None = None,
+def _summary(records, policy: str | PolicyConfig, decode_runs: bool, kv_tokens: int | None = None,
              queue: str = "priority", gpu: str = "a6000") -> tuple[dict, Simulation]:
-    preset = resolve(policy)
-    sim = Simulation(_engines(kv_tokens, gpu), preset.policy, Signals("oracle", "oracle"), QueueConfig(queue),
+    config = resolve(policy).policy if isinstance(policy, str) else policy
+    sim = Simulation(_engines(kv_tokens, gpu), config, Signals("oracle", "oracle"), QueueConfig(queue),
                      decode_runs=decode_runs)
     return summarize(sim.run(records), sim.decision_ms), sim
 
@@ -58,11 +62,16 @@ def _differences(reference, fast, path="") -> list[str]:
     ("hetflow-issue12", "sql", 12.0, 3000, "preemptions"),  # a small cache, no reserve: queues and preemptions
     ("round-robin", "agent", 3.0, 20000, "preemptions"), # growing contexts, prefix reuse
     ("kairos", "kairos-qa", 12.0, 2500, "held"),         # the memory packer's holds and agent priorities
-    ("hetflow", "agent", 4.0, 20000, "retained"),        # KV kept across tool calls; growth reserved
+    ("hetflow", "agent", 4.0, 20000, "retained"),        # KV kept across tool calls
+    (RESERVING, "agent", 4.0, 20000, "reserved"),        # and growth reserved
     ("hetflow", "sql", 12.0, 6000, None),                # parallel candidates: the critical-path order
 ])
-def test_decode_runs_give_the_reference_results(policy, family, rate_per_s, kv_tokens, pressure):
+def test_decode_runs_give_the_reference_results(policy, family, rate_per_s, kv_tokens, pressure, monkeypatch):
     records = generate(family, 80, seed=5, models=(SMALL, LARGE), rate_per_s=rate_per_s)
+    reserves: list[int] = []
+    submit = VirtualEngine.submit
+    monkeypatch.setattr(VirtualEngine, "submit", lambda engine, req: (reserves.append(req.reserve_output_tokens),
+                                                                      submit(engine, req))[1])
     reference, ref_sim = _summary(records, policy, decode_runs=False, kv_tokens=kv_tokens)
     fast, fast_sim = _summary(records, policy, decode_runs=True, kv_tokens=kv_tokens)
     assert _differences(reference, fast) == []
@@ -71,6 +80,10 @@ def test_decode_runs_give_the_reference_results(policy, family, rate_per_s, kv_t
         assert reference["preemptions"] > 0  # the cache was tight enough to preempt
     if pressure == "held":
         assert ref_sim.held > 0  # the packer held calls for room
+    if pressure == "reserved":
+        assert any(reserves)  # admission counted the reserves
+    else:
+        assert not any(reserves)
     if pressure == "retained":
         released = [e.scheduler.retained_released for e in ref_sim.engines.values()]
         assert sum(r["resumed"] for r in released) > 0 and sum(r["expired"] + r["pressure"] for r in released) > 0
