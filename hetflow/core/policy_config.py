@@ -48,8 +48,8 @@ class PolicyConfig:
     - reserve: none (``no-reserve``): calls are admitted as vLLM admits them, and a batch that outgrows
       the KV preempts. The ``predicted-quantile`` reserve (room for every running call's output at the
       predictor's 0.9 quantile) removes those preemptions but keeps KV empty that a batch could use: on
-      ShareGPT chains it cost 2-9% of capacity at SLO (queueing 7-31% with no preemption at the failing
-      rates), where on the agent family it added at most one step of the capacity search
+      ShareGPT chains it cost 2-9% of capacity at SLO (queueing 11-31% with no preemption at the rates
+      it failed), where on the agent family it added at most one step of the capacity search
       (docs/results.md, "The reserve out of the default").
 
     Issue 12's default is the preset ``hetflow-issue12``; the design card's composition (slack 0.5,
