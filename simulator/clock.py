@@ -14,6 +14,7 @@ class EventLoop:
         self._seq = itertools.count()  # ties run in scheduling order: the run is deterministic
         self._work = 0
         """Events scheduled that are not background timers."""
+        self._stopped = False
 
     def at(self, time_s: float, fn: Callable[..., None], *args: Any) -> None:
         self._push(time_s, False, fn, args)
@@ -42,8 +43,12 @@ class EventLoop:
         """No work left (only background timers, if any)."""
         return self._work == 0
 
+    def stop(self) -> None:
+        """End ``run`` after the event in progress, whatever work is left (``simulator.settle``)."""
+        self._stopped = True
+
     def run(self) -> None:
-        while self._work:
+        while self._work and not self._stopped:
             self.now, _, background, fn, args = heapq.heappop(self._events)
             if not background:
                 self._work -= 1

@@ -30,6 +30,7 @@ from hetflow.core.trace import StageRecord, agent_calls_again, ancestors, progra
 from simulator.cascade import SimCascade
 from simulator.clock import EventLoop
 from simulator.engine import VirtualEngine
+from simulator.settle import SettledMisses, StopBelowSlo
 from simulator.signals import Signals
 
 ENGINE_REPORT_INTERVAL_S = 0.5
@@ -167,11 +168,15 @@ class Simulation:
         """Decisions whose model stage read the router's confidences."""
         self.router_changed = 0
         """Of those, decisions whose model differs from the one the fixed priors would have given."""
+        self._settled: SettledMisses | None = None
 
     def run(self, records: Sequence[StageRecord], deadlines_s: Mapping[str, float] | None = None,
-            isolated_s: Mapping[str, float] | None = None) -> list[ProgramResult]:
-        """Play the trace to the end. ``deadlines_s`` (program -> deadline in trace time) overrides the
-        tenants' SLO scales: the live tuner replays the deadlines its programs carried. ``isolated_s``:
+            isolated_s: Mapping[str, float] | None = None, stop_below_slo: StopBelowSlo | None = None
+            ) -> list[ProgramResult]:
+        """Play the trace to the end, or with ``stop_below_slo`` until the SLO verdict is settled as a failure
+        (``simulator.settle``; ``self.settled`` then says when and why). ``deadlines_s`` (program -> deadline
+        in trace time) overrides the tenants' SLO scales: the live tuner replays the deadlines its programs
+        carried. ``isolated_s``:
         each program's exclusive latency on these engines, computed once for a trace replayed at many
         rates (``reference_latencies`` on ``reference_engines`` when set; it does not depend on arrivals)."""
         self._programs = programs(records)
@@ -193,8 +198,21 @@ class Simulation:
         self.loop.every(ENGINE_REPORT_INTERVAL_S, self._report_engines)
         if self.identity == "session":  # runs of unknown length are learned when idle, as the monitor's sweep does
             self.loop.every(MONITOR_SWEEP_INTERVAL_S, lambda: self.monitor.sweep(self.loop.now))
+        if stop_below_slo is not None:
+            self._settled = SettledMisses(stop_below_slo, {p: r.arrival_s for p, r in self.results.items()},
+                                          {p: r.isolated_s for p, r in self.results.items()}, self.loop)
+            self.loop.every(stop_below_slo.check_interval_s, self._check_settled)
         self.loop.run()
         return [r for r in self.results.values() if r.finished_s]
+
+    def _check_settled(self) -> None:
+        if self._settled is not None:
+            self._settled.check(lambda program_id: self.results[program_id].finished_s)
+
+    @property
+    def settled(self) -> dict[str, float | int] | None:
+        """Where a run stopped by ``stop_below_slo`` stopped, and what it knew then; None for a whole run."""
+        return self._settled.summary() if self._settled is not None else None
 
     def _count_router_change(self, call: LlmCall, snapshot: ClusterSnapshot, candidates: list[str],
                              model: str) -> None:

@@ -44,7 +44,10 @@ class SloRule:
 
     def failures(self, summary: Mapping[str, Any]) -> tuple[str, ...]:
         """The conditions a run's summary (``hetflow.bench.sweep.simulate``) fails, in the rule's order;
-        empty when it meets the rule."""
+        empty when it meets the rule. A run stopped once its failure was settled (``simulator.settle``) failed
+        the SLO and, if it lost a call, for that; its other figures cover only what ran, so nothing else is read."""
+        if summary.get("settled"):
+            return ((REJECTED,) if summary.get("rejected_calls") else ()) + (BELOW_SLO,)
         if not summary.get("programs"):
             return (NO_PROGRAMS,)
         checks = ((REJECTED, bool(summary.get("rejected_calls"))),

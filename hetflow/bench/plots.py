@@ -84,14 +84,16 @@ def _save(fig: Any, path: Path) -> Path:
 
 def latency_against_load(probes: Mapping[str, Sequence[Mapping[str, Any]]], out: Path, title: str) -> Path:
     """P95 workflow latency against arrival rate, one line per policy (every capacity probe of every
-    seed; hollow markers: the probe failed the SLO rule)."""
+    seed; hollow markers: the probe failed the SLO rule; a probe stopped once its failure was settled has
+    no whole-run P95 and is left out)."""
     fig, axes = _panels(1, f"{title}: latency against load")
     ax = axes[0]
     policies: dict[str, list[Mapping[str, Any]]] = {}
     for key, runs in probes.items():
         policies.setdefault(key.rsplit("@", 1)[0], []).extend(runs)
     for policy, runs in policies.items():
-        ordered = sorted((r for r in runs if r.get("latency_s")), key=lambda r: r["rate_per_s"])
+        ordered = sorted((r for r in runs if r.get("latency_s") and not r.get("settled")),  # stopped: partial
+                         key=lambda r: r["rate_per_s"])
         line, = ax.plot([r["rate_per_s"] for r in ordered], [r["latency_s"]["p95"] for r in ordered], lw=0.8,
                         label=policy)
         for r in ordered:

@@ -48,6 +48,7 @@ from hetflow.core.trace import StageRecord, programs, read_jsonl
 from hetflow.runtime.config import load_stack
 from simulator.metrics import GOODPUT_SLO_SCALE, summarize
 from simulator.run import ProgramResult, Simulation, reference_latencies
+from simulator.settle import StopBelowSlo
 from simulator.signals import LearnedSignals, Signals
 
 CALIBRATION_POLICY = "least-load"
@@ -171,16 +172,23 @@ def signals_for(preset: Preset, signals: Signals) -> Signals:
 def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[StageRecord], signals: Signals,
              rate_per_s: float, slo_scales: Mapping[str, float] | None = None,
              slo_scale: float = GOODPUT_SLO_SCALE, decode_runs: bool = True,
-             isolated_s: Mapping[str, float] | None = None, identity: str = "full") -> dict[str, Any]:
+             isolated_s: Mapping[str, float] | None = None, identity: str = "full",
+             stop_below_slo: StopBelowSlo | None = None) -> dict[str, Any]:
     """One run of ``preset``; its summary (``slo_scale``: the X of its within-SLO share), with the
     latencies kept for the CDF plot. ``decode_runs``: the simulator's fast path (simulator.decode_jump;
     False: the reference mode);
     ``isolated_s``: the programs' exclusive latencies when already known (``Sweep.isolated_s``);
-    ``identity``: what calls tell of their place (``Simulation``)."""
+    ``identity``: what calls tell of their place (``Simulation``); ``stop_below_slo``: stop once the run
+    certainly fails that SLO (``simulator.settle``): a stopped run's summary is then only ``settled`` (where
+    it stopped, what it knew) and what no stop can make wrong (the calls lost, the prefix hits so far),
+    since a whole run's figures are not known."""
     signals = signals_for(preset, signals)
     sim = Simulation(engines, preset.policy, signals, QueueConfig(discipline=preset.queue_discipline), slo_scales,
                      decode_runs=decode_runs, identity=identity)
-    results = sim.run(at_rate(records, rate_per_s), isolated_s=isolated_s)
+    results = sim.run(at_rate(records, rate_per_s), isolated_s=isolated_s, stop_below_slo=stop_below_slo)
+    if sim.settled is not None:
+        return {"settled": sim.settled, "finished_programs": len(results), "rejected_calls": len(sim.rejected),
+                "prefix_hit_rate_so_far": sim.prefix_hit_rate}
     summary = summarize(results, sim.decision_ms, slo_scale)
     summary["rejected_calls"] = len(sim.rejected)
     summary["prefix_hit_rate"] = sim.prefix_hit_rate
@@ -202,9 +210,11 @@ def busiest_engine_call_share(results: Sequence[ProgramResult], engines: Sequenc
 
 class Sweep:
     def __init__(self, spec: SweepSpec, learned: Callable[[list[StageRecord], list[str]], LearnedSignals] | None = None,
-                 workers: int = 2, decode_runs: bool = True) -> None:
+                 workers: int = 2, decode_runs: bool = True, stop_settled: bool = False) -> None:
+        """``stop_settled``: each capacity probe stops once its SLO failure is certain (``simulator.settle``)."""
         self.spec = spec
         self.decode_runs = decode_runs
+        self.stop_settled = stop_settled
         raw = load_stack(Path(spec.cluster))
         self.engines = cluster_from_stack(raw)
         self.models = models_of(self.engines)
@@ -289,11 +299,12 @@ class Sweep:
     def _capacity(self, task: tuple[str, int]) -> Capacity:
         policy, seed = task
         preset, rule = resolve(policy), self.spec.slo_rule
+        stop = StopBelowSlo(rule.slo_scale, rule.attainment) if self.stop_settled else None
 
         def probe(rate: float) -> Probe:
             summary = simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate,
                                self.spec.slo_scales, rule.slo_scale, self.decode_runs, self.isolated_s(seed),
-                               self.spec.identity)
+                               self.spec.identity, stop)
             failures = rule.failures(summary)
             if rate > self.ceiling(seed)["ceiling_per_s"]:
                 failures += (ABOVE_WORK_CEILING,)

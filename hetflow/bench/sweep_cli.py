@@ -81,7 +81,8 @@ def run_sweep(args: argparse.Namespace) -> int:
         spec = replace(spec, capacity={**spec.capacity, "rel_tol": args.rel_tol})
     out = Path(args.out) if args.out else OUT_DIR / spec.name
     started = time.perf_counter()
-    sweep = Sweep(spec, _learned_source(spec), workers=args.workers, decode_runs=not args.reference)
+    sweep = Sweep(spec, _learned_source(spec), workers=args.workers, decode_runs=not args.reference,
+                  stop_settled=args.stop_settled)
     if "capacity_fractions" in spec.loads:
         return _run_capacity(args, sweep, out, started)
     rates = sweep.rates(progress=lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -205,9 +206,10 @@ def _cell(value: Any, fmt: str) -> str:
 
 def _command(args: argparse.Namespace) -> str:
     overrides = (("programs", args.programs), ("seeds", args.seeds), ("policies", args.policies),
-                 ("fractions", args.fractions))
+                 ("fractions", args.fractions), ("rel-tol", args.rel_tol))
     flags = [f"--sweep {args.sweep}"] + [f"--{k} {v}" for k, v in overrides if v]
-    return "hetflow bench " + " ".join(flags + (["--reference"] if args.reference else []))
+    switches = [f"--{k}" for k, on in (("reference", args.reference), ("stop-settled", args.stop_settled)) if on]
+    return "hetflow bench " + " ".join(flags + switches)
 
 
 def _progress(done: int, total: int) -> None:
@@ -248,6 +250,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reference", action="store_true",
                    help="step every engine iteration, the simulator's reference mode; by default pure decode "
                         "runs are one event (docs/simulator-speed.md)")
+    p.add_argument("--stop-settled", action="store_true",
+                   help="capacity sweeps: stop a probe once more workflows than the SLO rule allows have certainly "
+                        "missed it (the same verdicts and capacities; a stopped probe's figures cover only what ran, "
+                        "and it says where it stopped)")
     p.add_argument("-o", "--out", help="output folder (default bench_out/<sweep name>)")
     from hetflow.bench import live
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hetflow.bench.capacity import BELOW_SLO
 from hetflow.bench.cluster import cluster_from_stack
 from hetflow.bench.sweep import Sweep, SweepSpec, aggregate, busiest_engine_call_share, simulate
 from hetflow.cli import main
@@ -206,6 +207,30 @@ def test_rel_tol_overrides_the_searchs_tolerance_and_needs_a_capacity_sweep(tmp_
     capacity = result["capacity"][0]["capacity_per_s"][0]
     failed_above = min(p["rate_per_s"] for p in result["probes"]["llm-d@1"] if not p["passed"])
     assert capacity < failed_above <= capacity * 1.05 + 1e-9    # bracketed to 5%, not the file's 50%
+    assert "--rel-tol 0.05" in result["command"]                # the figures say how they were searched
     for bad in ("0", "1.5"):
         with pytest.raises(SystemExit, match="rel-tol"):
             main(["bench", "--sweep", str(path), "--workers", "1", "--rel-tol", bad, "-o", str(out)])
+
+
+def test_probes_stopped_once_settled_take_the_whole_runs_verdicts_and_capacity(tmp_path):
+    """``--stop-settled`` (issue 32): a probe stops once its SLO failure is certain, so every probe keeps
+    its rate and pass or fail, a passing probe its whole summary, and a stopped one says where it stopped."""
+    path = capacity_file(tmp_path, ["llm-d", "vllm-router-program"], programs=120, rel_tol=0.1,
+                         start_rate_per_s=16.0, slo_scale=2.0)  # a strict SLO, so that overload misses it
+    spec = SweepSpec.from_yaml(path)
+    found = [Sweep(spec, workers=1, stop_settled=stop).capacities() for stop in (False, True)]
+    stopped = 0
+    for key in found[0]:
+        whole, settled = (f[key] for f in found)
+        assert settled.rate_per_s == whole.rate_per_s
+        for w, s in zip(whole.probes, settled.probes, strict=True):
+            assert (s.rate_per_s, s.passed) == (w.rate_per_s, w.passed)
+            if "settled" in s.summary:
+                stopped += 1
+                assert BELOW_SLO in w.failures and BELOW_SLO in s.failures
+                assert s.summary["settled"]["within_slo_share_at_most"] >= w.summary["within_slo_share"]
+                assert s.summary["finished_programs"] < w.summary["programs"] and "latency_s" not in s.summary
+            else:
+                assert s.failures == w.failures and s.summary["latency_s"] == w.summary["latency_s"]
+    assert stopped  # the search started above capacity, so at least one probe stopped early
