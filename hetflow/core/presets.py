@@ -189,6 +189,10 @@ def resolve(spec: str) -> Preset:
 
 
 def _parsed(value: str) -> Any:
+    """An override's value: true/false as booleans (a plugin's ``bool("false")`` would be True), numbers as
+    floats, anything else as given."""
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
     try:
         return float(value)
     except ValueError:

@@ -52,7 +52,7 @@ PINNED = {
                                          "decode_buffer_tokens": 100, "max_acting_ttl_s": 10.0,
                                          "stats_window_size": 100, "force_resume_timeout_s": 300.0,
                                          "metrics_interval_s": 1.0, "cross_rank_headroom_ratio": 1.2,
-                                         "recheck_s": 0.2}),
+                                         "recheck_s": 0.2, "session_header": False}),
         "priority": ("fcfs", {}), **NO_KV, "queue": AGING},
     "mlfq": {"model": ("least-load", {}), "engine": ("least-load", {}), "priority": ("fcfs", {}),
              **NO_KV, "queue": ("mlfq", {"starvation_threshold": 100, "running_quantum": 50,
@@ -71,6 +71,14 @@ def test_overrides_change_the_stage_that_takes_the_parameter():
                                                                   "open_slots_first": False})
     assert resolve("hexgen:alpha=0.3").policy.engine.params == {"alpha": 0.3}
     assert full_parameters(resolve("chimera"))["model"][1]["latency_slack"] == 0.5
+
+
+def test_a_boolean_override_reads_false_as_false():
+    def engine_params(spec):
+        return full_parameters(resolve(spec))["engine"][1]
+
+    assert engine_params("vllm-router-program:global_queue=false")["global_queue"] is False
+    assert engine_params("vllm-router-program:session_header=true")["session_header"] is True
 
 
 @pytest.mark.parametrize("spec, match", [("fifo", "unknown policy"), ("chimera:tau=1", "not a parameter"),

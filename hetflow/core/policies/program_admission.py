@@ -16,7 +16,8 @@ Differences from the binary, each named in docs/rivals.md: waiting programs are 
 ``recheck_s`` in the balancer's hold-queue order (the router re-decides on every arrival, completion and
 tick, most recently finished first); the batch-gain bypass of the growth reserve, the segment-round yield,
 the shared-prefix credit, the queue timeout and the release of programs paused for 30 minutes are left
-out; the home rank comes from a stand-in hash (the router hashes the whole first request).
+out; the home rank comes from a stand-in hash (the router hashes the whole first request), or with
+``session_header`` from the workflow, as the router hashes a session header.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ class ProgramAdmission(EnginePicker):
     def __init__(self, global_queue: bool = True, max_active_programs: int = 64, waiting_threshold: int = 1,
                  decode_buffer_tokens: int = 100, max_acting_ttl_s: float = 10.0, stats_window_size: int = 100,
                  force_resume_timeout_s: float = 300.0, metrics_interval_s: float = 1.0,
-                 cross_rank_headroom_ratio: float = 1.2, recheck_s: float = 0.2) -> None:
+                 cross_rank_headroom_ratio: float = 1.2, recheck_s: float = 0.2, session_header: bool = False) -> None:
+        """``session_header``: each request carries its workflow as a session header (``x-session-id``, as
+        agent frameworks send theirs), which the router hashes for a new program's home rank, so a workflow's
+        agents share one; without it (the live harness's requests) the router hashes the whole first request."""
         if min(max_active_programs, stats_window_size) < 1 or min(metrics_interval_s, recheck_s) <= 0:
             raise ValueError("program-admission needs max_active_programs and stats_window_size >= 1 and "
                              "metrics_interval_s, recheck_s > 0")
@@ -60,6 +64,7 @@ class ProgramAdmission(EnginePicker):
                                        int(decode_buffer_tokens), max_acting_ttl_s, int(stats_window_size),
                                        force_resume_timeout_s, metrics_interval_s, cross_rank_headroom_ratio)
         self.recheck_s = recheck_s
+        self.session_header = bool(session_header)
 
     def _ledger(self, store: PolicyStore, snapshot: ClusterSnapshot) -> ProgramLedger:
         """The router's state, made at the first decision with the cost models fitted to the pool's profile
@@ -78,7 +83,7 @@ class ProgramAdmission(EnginePicker):
         ledger = self._ledger(store, snapshot)
         ledger.tick(engines, {k: e.kv_capacity_tokens for k, e in engines.items()}, now_s)
         program = ledger.arrive(program_key(call.workflow.program_id, call.workflow.agent), call.request_id,
-                                call.input_tokens, now_s)
+                                call.input_tokens, now_s, call.workflow.program_id if self.session_header else "")
         params = {"context_tokens": float(program.context_tokens)}
         if program.active and program.last_engine in engines:
             ledger.dispatch_active(program)

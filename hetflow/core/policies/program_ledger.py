@@ -288,15 +288,20 @@ class ProgramLedger:
         program.rounds_since_activation = program.rounds_since_ttl_pause = 0
 
     # -- arrivals -----------------------------------------------------------------------------------------
-    def arrive(self, key: str, request_id: str, prompt_tokens: int, now_s: float) -> RouterProgram:
+    def arrive(self, key: str, request_id: str, prompt_tokens: int, now_s: float,
+               session_id: str = "") -> RouterProgram:
         """A request of program ``key``: a new program is bound to its home rank; a returning one gives its
-        rank a tool-gap sample and, when active, grows its context there. Counted once per request."""
+        rank a tool-gap sample and, when active, grows its context there. Counted once per request. The home
+        is hashed from ``session_id`` when the request carries a session header (every program of the session
+        and every generation then has the same home: identity.rs ``consistent_hash_request_key``), from a
+        stand-in for the whole first request otherwise."""
         program = self.programs.get(key)
         if program is None:
             if self.ring is None:
                 raise RuntimeError("the router binds programs to ranks only after its first tick")
             generation = self.generations.get(key, 0)
-            program = self.programs[key] = RouterProgram(key, generation, self.ring.home(f"{key}#{generation}"))
+            home = self.ring.home(f"header:{session_id}" if session_id else f"{key}#{generation}")
+            program = self.programs[key] = RouterProgram(key, generation, home)
         if program.pending_request == request_id:
             return program
         program.pending_request = request_id

@@ -172,3 +172,17 @@ def test_bad_parameters_are_refused():
             plugins.build("engine-picker", "program-admission", params)
 
 
+
+
+def test_with_a_session_header_every_agent_of_a_workflow_has_the_workflows_home():
+    """identity.rs: a session header is the binding's hash key, whatever the program and its generation."""
+    engines = pool(0.0, 0.0, 0.0, 0.0)
+    homes = {}
+    for session_header in (False, True):
+        router = Router(session_header=session_header)
+        homes[session_header] = {(w, a): router.pick(engines, 0.0, program=w, agent=a).chosen
+                                 for w in ("w1", "w2", "w3") for a in ("planner", "coder", "tester", "critic")}
+    for w in ("w1", "w2", "w3"):
+        assert len({homes[True][(w, a)] for a in ("planner", "coder", "tester", "critic")}) == 1
+    assert any(len({homes[False][(w, a)] for a in ("planner", "coder", "tester", "critic")}) > 1
+               for w in ("w1", "w2", "w3"))  # without one, each agent's first request hashes apart
