@@ -62,6 +62,7 @@ def show_table(args: argparse.Namespace) -> int:
 def run_sweep(args: argparse.Namespace) -> int:
     from hetflow.bench import plots
     from hetflow.bench.sweep import Sweep, SweepSpec, aggregate
+    from hetflow.core.presets import resolve, split_specs
 
     spec = SweepSpec.from_yaml(Path(args.sweep))
     if args.programs:
@@ -69,7 +70,12 @@ def run_sweep(args: argparse.Namespace) -> int:
     if args.seeds:
         spec = replace(spec, seeds=tuple(int(s) for s in args.seeds.split(",")))
     if args.policies:
-        spec = replace(spec, policies=tuple(args.policies.split(",")))
+        spec = replace(spec, policies=tuple(split_specs(args.policies)))
+        for policy in spec.policies:
+            try:
+                resolve(policy)
+            except ValueError as exc:  # before any run starts, not in a worker
+                raise SystemExit(f"--policies: {exc}") from None
     if args.fractions:
         if "capacity_fractions" not in spec.loads:
             raise SystemExit(f"--fractions needs a capacity sweep; {args.sweep} has loads {dict(spec.loads)}")

@@ -188,6 +188,20 @@ def resolve(spec: str) -> Preset:
     return replace(preset, name=spec, policy=policy, params=params)
 
 
+def split_specs(text: str) -> list[str]:
+    """Comma-separated policy specs (``resolve``), where a spec may itself list overrides with commas:
+    ``llm-d,vllm-router-program:session_header=true,max_active_programs=256`` is two specs, since a
+    ``key=value`` with no ``:`` before its ``=`` continues the spec before it."""
+    specs: list[str] = []
+    for item in text.split(","):
+        key = item.partition("=")[0]
+        if specs and "=" in item and ":" not in key and ":" in specs[-1]:
+            specs[-1] += "," + item
+        else:
+            specs.append(item)
+    return specs
+
+
 def _parsed(value: str) -> Any:
     """An override's value: true/false as booleans (a plugin's ``bool("false")`` would be True), numbers as
     floats, anything else as given."""

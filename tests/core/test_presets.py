@@ -3,7 +3,7 @@
 import pytest
 
 from hetflow.core.pipeline import Pipeline
-from hetflow.core.presets import PRESETS, apply_to_stack, full_parameters, resolve
+from hetflow.core.presets import PRESETS, apply_to_stack, full_parameters, resolve, split_specs
 
 STACK = {"balancer": {"port": 1}, "engines": [{"name": "a"}, {"name": "b", "queue": {"starvation_threshold": 7}}]}
 
@@ -117,3 +117,9 @@ def test_a_composition_defined_in_configuration_becomes_a_named_policy():
         define({"name": "least-load", "engine": "round-robin"}, "clash.yaml")
     with pytest.raises(ValueError, match="unknown engine-scorer"):
         define({"name": "broken", "engine": "scored", "engine_params": {"scorers": {"nope": 1}}}, "bad.yaml")
+
+
+def test_policy_specs_split_at_commas_that_start_a_policy():
+    assert split_specs("llm-d,vllm-router-program:session_header=true,max_active_programs=256,hetflow") == \
+        ["llm-d", "vllm-router-program:session_header=true,max_active_programs=256", "hetflow"]
+    assert split_specs("chimera:latency_slack=1.0") == ["chimera:latency_slack=1.0"]

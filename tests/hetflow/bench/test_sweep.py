@@ -234,3 +234,10 @@ def test_probes_stopped_once_settled_take_the_whole_runs_verdicts_and_capacity(t
             else:
                 assert s.failures == w.failures and s.summary["latency_s"] == w.summary["latency_s"]
     assert stopped  # the search started above capacity, so at least one probe stopped early
+
+
+def test_an_unknown_policy_on_the_command_line_stops_before_any_run(tmp_path):
+    path = capacity_file(tmp_path, ["llm-d"])
+    with pytest.raises(SystemExit, match="unknown policy 'max_active=3'"):
+        main(["bench", "--sweep", str(path), "--workers", "1", "--policies", "llm-d,max_active=3",
+              "-o", str(tmp_path / "out")])
