@@ -88,9 +88,12 @@ class ProgramAdmission(EnginePicker):
         if program.active and program.last_engine in engines:
             ledger.dispatch_active(program)
             return Choice(program.last_engine, "vllm-router:active-program", params=params)
-        admission = ledger.admit(program, now_s) if program.last_engine in engines else None
-        if admission is None:
-            raise WaitForCapacity(f"program {program.key} waits for rank {program.last_engine}", self.recheck_s)
+        if program.last_engine not in engines:
+            raise WaitForCapacity(f"program {program.key} waits for rank {program.last_engine}: not healthy",
+                                  self.recheck_s)
+        admission = ledger.admit(program, now_s)
+        if admission is None:  # the receipt names the gate that refused (docs/results.md counts them)
+            raise WaitForCapacity(f"program {program.key} waits for rank {ledger.refusal}", self.recheck_s)
         return Choice(admission.engine_id, f"vllm-router:{admission.rule}",
                       loads={admission.engine_id: admission.used_tokens},
                       params={**params, "required_tokens": admission.required_tokens,

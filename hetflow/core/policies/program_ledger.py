@@ -193,6 +193,8 @@ class ProgramLedger:
         self.generations: dict[str, int] = {}
         self._ttl_heap: list[tuple[float, str]] = []
         self.ring: HashRing | None = None
+        self.refusal = ""
+        """Why the last ``admit`` refused on the program's own rank: the gate, in words ("" if admitted)."""
         self.holds: list[tuple[float, float]] = []
         """(admitted at, held for) in seconds, for each paused program: how long it held its rank's room,
         from its admission to its pause (the router logs both, ``program_admit`` and ``program_pause``; not
@@ -325,21 +327,24 @@ class ProgramLedger:
         if program.key not in self.force_deadline_s:
             self.force_deadline_s[program.key] = now_s + self._force_timeout_s(program)
         forced = now_s >= self.force_deadline_s[program.key]
-        plan = self._plan(program, program.last_engine, forced)
+        planned = self._plan(program, program.last_engine, forced)
+        plan = planned if isinstance(planned, Admission) else None
+        self.refusal = "" if plan else f"{program.last_engine}: {planned}"
         if plan is None and self.config.global_queue and program.was_paused:
             plan = self._cross_rank(program, now_s)
         if plan is not None:
             self._commit(program, plan.engine_id, now_s)
         return plan
 
-    def _plan(self, program: RouterProgram, engine_id: str, forced: bool) -> Admission | None:
+    def _plan(self, program: RouterProgram, engine_id: str, forced: bool) -> Admission | str:
         """scheduler_admission.rs ``rank_admission_plan``: vLLM's waiting queue (even when forced), the
-        active-program count, the tokens now and with the growth reserve; forced skips all but the first."""
+        active-program count, the tokens now and with the growth reserve; forced skips all but the first.
+        A refusal is the gate that refused, in words."""
         observation = self.observations.get(engine_id)
         if observation is None:
-            return None
+            return "no metrics scraped yet"
         if self.config.waiting_threshold and observation.waiting >= self.config.waiting_threshold:
-            return None
+            return "vLLM has waiting requests"
         programs = self.on_rank(engine_id)
         limit = self.capacity_tokens[engine_id] * self.config.watermark_ratio
         used, required = self.used_tokens(engine_id), float(self.private_tokens(program))
@@ -348,10 +353,13 @@ class ProgramLedger:
         growth = window.mean_growth_tokens()
         reserve = (growth * (target + sum(max(target - p.rounds_since_activation, 0) for p in programs))
                    if target > 0 and growth > 0 else 0.0)
-        fits = (len(programs) + 1 <= self.config.max_active_programs and used + required + reserve <= limit)
-        if forced or fits:
-            return Admission(engine_id, "forced" if forced and not fits else "admitted", used, required, reserve)
-        return None
+        refusal = (f"{self.config.max_active_programs} active programs"
+                   if len(programs) + 1 > self.config.max_active_programs
+                   else "KV tokens" if used + required > limit
+                   else "growth reserve" if used + required + reserve > limit else "")
+        if forced or not refusal:
+            return Admission(engine_id, "forced" if refusal else "admitted", used, required, reserve)
+        return refusal
 
     def _cross_rank(self, program: RouterProgram, now_s: float) -> Admission | None:
         """scheduler_global.rs ``select_cross_rank_admission``: a rank no other waiter is bound to, both
@@ -377,7 +385,7 @@ class ProgramLedger:
             if room < source_room + self.config.cross_rank_headroom_ratio * program.context_tokens:
                 continue
             plan = self._plan(program, engine_id, False)
-            if plan is None:
+            if not isinstance(plan, Admission):
                 continue
             rank = (self.observations[engine_id].waiting,
                     (plan.used_tokens + plan.required_tokens + plan.reserve_tokens) / self.capacity_tokens[engine_id],

@@ -74,17 +74,26 @@ def test_an_active_program_goes_to_its_rank_past_every_gate():
 def test_admission_counts_used_plus_the_programs_context_and_decode_buffer_against_capacity():
     one_rank = pool(0.89, running=(1,))  # vLLM reports 8,900 of 10,000 tokens in use
     assert Router().pick(one_rank, 0.0, tokens=1000).rule == "vllm-router:admitted"  # + 1,000 + 100 fits
-    with pytest.raises(WaitForCapacity):
+    with pytest.raises(WaitForCapacity, match="waits for rank e0: KV tokens"):  # the receipt names the gate
         Router().pick(one_rank, 0.0, tokens=1001)
 
 
 def test_vllms_waiting_queue_blocks_admission_even_when_forced():
     router = Router(force_resume_timeout_s=1.0)
     engines = pool(0.0, 0.0, waiting=(1, 1))
-    with pytest.raises(WaitForCapacity):
+    with pytest.raises(WaitForCapacity, match="vLLM has waiting requests"):
         router.pick(engines, 0.0)
-    with pytest.raises(WaitForCapacity):
+    with pytest.raises(WaitForCapacity, match="vLLM has waiting requests"):
         router.pick(engines, 5.0, received_s=0.0)
+
+
+def test_the_count_guard_refuses_a_program_past_max_active_programs_and_says_so():
+    router = Router(max_active_programs=2)
+    one_rank = pool(0.0)
+    for n in range(2):
+        router.pick(one_rank, 0.0, program=f"w{n}")
+    with pytest.raises(WaitForCapacity, match="waits for rank e0: 2 active programs"):
+        router.pick(one_rank, 0.0, program="w2")
 
 
 def test_a_forced_program_passes_capacity_after_the_force_resume_timeout():
