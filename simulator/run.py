@@ -199,15 +199,12 @@ class Simulation:
         if self.identity == "session":  # runs of unknown length are learned when idle, as the monitor's sweep does
             self.loop.every(MONITOR_SWEEP_INTERVAL_S, lambda: self.monitor.sweep(self.loop.now))
         if stop_below_slo is not None:
-            self._settled = SettledMisses(stop_below_slo, {p: r.arrival_s for p, r in self.results.items()},
-                                          {p: r.isolated_s for p, r in self.results.items()}, self.loop)
-            self.loop.every(stop_below_slo.check_interval_s, self._check_settled)
+            settled = self._settled = SettledMisses(stop_below_slo, {p: r.arrival_s for p, r in self.results.items()},
+                                                    {p: r.isolated_s for p, r in self.results.items()}, self.loop)
+            self.loop.every(stop_below_slo.check_interval_s,
+                            lambda: settled.check(lambda program_id: self.results[program_id].finished_s))
         self.loop.run()
         return [r for r in self.results.values() if r.finished_s]
-
-    def _check_settled(self) -> None:
-        if self._settled is not None:
-            self._settled.check(lambda program_id: self.results[program_id].finished_s)
 
     @property
     def settled(self) -> dict[str, float | int] | None:

@@ -181,8 +181,6 @@ def test_bad_parameters_are_refused():
             plugins.build("engine-picker", "program-admission", params)
 
 
-
-
 def test_with_a_session_header_every_agent_of_a_workflow_has_the_workflows_home():
     """identity.rs: a session header is the binding's hash key, whatever the program and its generation."""
     engines = pool(0.0, 0.0, 0.0, 0.0)
