@@ -85,6 +85,9 @@ class PolicyStore:
     program_ledger: Any = None
     """vLLM's router's own program state, for the rival preset that follows its Program scheduling
     (``program_ledger.ProgramLedger``); None for every other policy."""
+    first_call_prefixes: Any = None
+    """The recent first calls' leading blocks, for ``spread-prefix-affinity``
+    (``scorers.spread_prefix_affinity.FirstCallPrefixes``); None for every other policy."""
 
     def next_turn(self, rotation: str) -> int:
         """This decision's turn of ``rotation`` (0, 1, 2, ...)."""

@@ -56,6 +56,58 @@ def test_program_affinity_refuses_a_negative_fill_tolerance():
         plugins.build("engine-scorer", "program-affinity", {"first_call_fill_tolerance": -0.1})
 
 
+def first_call(*blocks: int) -> LlmCall:
+    return replace(call(), prefix_blocks=blocks)
+
+
+def test_spread_prefix_affinity_draws_by_a_prefix_few_programs_share_and_not_by_one_all_share():
+    """System prompt blocks 1-2 in every first call; schema blocks 10-11 or 20-21, each in half of them."""
+    scorer = plugins.build("engine-scorer", "spread-prefix-affinity", {"engine_share_tolerance": 0.0})
+    store = PolicyStore()
+    engines = [replace(engine("a", "m"), prefix_match_blocks=4), replace(engine("b", "m"), prefix_match_blocks=2),
+               engine("c", "m"), engine("d", "m")]   # a holds system prompt and schema, b the system prompt
+    for schema in (10, 20, 10, 20):
+        scorer.score(first_call(1, 2, schema, schema + 1, 99), engines, snapshot(*engines), Prediction(1.0), store)
+    # the system prompt is in all four first calls, more than a quarter (one engine's share of four): the
+    # head; the schema is in half, also more than a quarter, so no engine draws either
+    new = first_call(1, 2, 10, 11, 98)
+    assert scorer.score(new, engines, snapshot(*engines), Prediction(1.0), store) == {
+        "a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0}
+    # on two engines one engine's share is half: the schema (in 3 of 5 first calls now) still is more
+    two = engines[:2]
+    assert scorer.score(new, two, snapshot(*two), Prediction(1.0), store) == {"a": 0.0, "b": 0.0}
+    # among schemas each carried by a quarter of the first calls, the schema draws its programs
+    for schema in (30, 40, 50, 60, 30, 40, 50, 60, 30, 40, 50):
+        scorer.score(first_call(1, 2, schema, schema + 1, 97), engines, snapshot(*engines), Prediction(1.0), store)
+    scores = scorer.score(first_call(1, 2, 60, 61, 96), [replace(engines[0], prefix_match_blocks=4), *engines[1:]],
+                          snapshot(*engines), Prediction(1.0), store)
+    assert scores == {"a": 0.4, "b": 0.0, "c": 0.0, "d": 0.0}   # 2 of the call's 5 blocks beyond the head
+
+
+def test_spread_prefix_affinity_counts_a_call_decided_again_once_and_keeps_a_programs_own_context():
+    scorer = plugins.build("engine-scorer", "spread-prefix-affinity", {"window_first_calls": 2})
+    store = PolicyStore()
+    engines = [replace(engine("a", "m"), prefix_match_blocks=5), engine("b", "m")]
+    held = first_call(1, 2, 3)
+    for _ in range(5):  # a held call decided five times counts once
+        scorer.score(held, engines, snapshot(*engines), Prediction(1.0), store)
+    scorer.score(first_call(7, 8), engines, snapshot(*engines), Prediction(1.0), store)
+    assert store.first_call_prefixes.carriers[1] == 1 and len(store.first_call_prefixes.recent) == 2
+    scorer.score(first_call(9), engines, snapshot(*engines), Prediction(1.0), store)   # the window drops the first
+    assert store.first_call_prefixes.carriers[1] == 0
+    # a continuing call: its own context (blocks no first call carries) is matched as prefix-affinity does
+    continuing = replace(snapshot(*engines), program_dispatches=(("a", 80),))
+    assert scorer.score(first_call(4, 5, 6, 7, 8), engines, continuing, Prediction(1.0), store) == {"a": 1.0, "b": 0.0}
+    assert len(store.first_call_prefixes.recent) == 2                                # and is not recorded
+
+
+def test_spread_prefix_affinity_refuses_an_empty_window_and_a_negative_tolerance():
+    with pytest.raises(ValueError, match="window_first_calls"):
+        plugins.build("engine-scorer", "spread-prefix-affinity", {"window_first_calls": 0})
+    with pytest.raises(ValueError, match="engine_share_tolerance"):
+        plugins.build("engine-scorer", "spread-prefix-affinity", {"engine_share_tolerance": -1.0})
+
+
 def test_queue_is_min_max_normalised_and_all_ones_when_equal():
     engines = [replace(engine(e, "m"), waiting=w) for e, w in (("a", 0), ("b", 5), ("c", 10))]
     assert score("queue", engines) == {"a": 1.0, "b": 0.5, "c": 0.0}

@@ -6,5 +6,6 @@ from hetflow.core.policies.scorers import (  # noqa: F401
     prefix_affinity,
     program_affinity,
     queue,
+    spread_prefix_affinity,
     workload_balanced,
 )
