@@ -39,8 +39,11 @@ class PolicyConfig:
       among the models with a free batch slot when some have none (``open_slots_first``);
     - engine: the working-set gate (a new program starts only where the active programs' contexts
       leave it KV room; a resumed one stays or moves only where its context fits) and the scorers
-      queue x2, KV utilization x2 and ``program-affinity`` x3 (llm-d's prefix scorer for the calls
-      that continue a program; a program's first call placed by load);
+      queue x2, KV utilization x2, ``program-affinity`` x3 (llm-d's prefix scorer for the calls
+      that continue a program) and ``spread-prefix-affinity`` x3 (llm-d's prefix scorer less the
+      prompt's head that more of the recent first calls carry than one engine's share: a program's
+      first call goes where its database's schema is cached, not where the system prompt every
+      program shares is);
     - priority: the program's remaining work on its critical path (Chimera's STJF for chains, scaled
       by Autellix's ATLAS/PLAS for DAGs), with the engine queue's aging;
     - retention: the program's KV kept across its tool gaps for a time chosen by its utility
@@ -58,7 +61,8 @@ class PolicyConfig:
     model: StageConfig = StageConfig("chimera-slack", {"latency_slack": 0.0, "open_slots_first": True})
     engine: StageConfig = StageConfig("scored", {"filters": [{"working-set": {"resume_where_fits": True}}],
                                                  "scorers": {"queue": 2.0, "kv-utilization": 2.0,
-                                                             "program-affinity": 3.0}})
+                                                             "program-affinity": 3.0,
+                                                             "spread-prefix-affinity": 3.0}})
     priority: StageConfig = StageConfig("program-remaining-work")
     retention: StageConfig = StageConfig("workflow-ttl")
     reserve: StageConfig = StageConfig("no-reserve")

@@ -113,8 +113,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     _kairos("kairos-no-priority", "Kairos 7 ablation: without priority (FCFS)", "fcfs", "memory-packer"),
     Preset("hetflow", "hetflow's default, chosen from issue 35's capacity sweeps: Chimera's slack rule with no "
            "slack among the models with a free batch slot, the working-set gate with resumes kept where their "
-           "context fits, the queue, KV and program-affinity scorers, the program's remaining work on its "
-           "critical path with aging, workflow-aware KV retention",
+           "context fits, the queue, KV, program-affinity and spread-prefix-affinity scorers, the program's remaining "
+           "work on its critical path with aging, workflow-aware KV retention",
            PolicyConfig()),
     Preset("hetflow-issue12", "issue 12's default, the baseline of issue 35's figures: Chimera's slack rule with no "
            "slack, the working-set gate, llm-d's engine scorers, Chimera's STJF priority with aging, no retention "

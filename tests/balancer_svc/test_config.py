@@ -17,7 +17,7 @@ def test_the_default_is_issue_35s_composition():
     assert [f.type_name for f in pipeline.engine_picker.filters] == ["working-set"]
     assert pipeline.engine_picker.filters[0].resume_where_fits
     assert {s.type_name: w for s, w in pipeline.engine_picker.scorers} == {
-        "queue": 2.0, "kv-utilization": 2.0, "program-affinity": 3.0}
+        "queue": 2.0, "kv-utilization": 2.0, "program-affinity": 3.0, "spread-prefix-affinity": 3.0}
     assert pipeline.engine_picker.reads_prefix and not pipeline.engine_picker.plans_memory
 
 
