@@ -49,7 +49,12 @@ class FirstCallPrefixes:
         if len(self.recent) > self.window:
             old_id, old_blocks = self.recent.popleft()
             self.recent_ids.discard(old_id)
-            self.carriers.subtract(old_blocks)
+            for block in old_blocks:  # a block no call in the window carries is forgotten, not kept at 0
+                left = self.carriers[block] - 1
+                if left:
+                    self.carriers[block] = left
+                else:
+                    del self.carriers[block]
 
     def popular_head(self, blocks: tuple[int, ...], max_share: float) -> int:
         """How many of ``blocks``' leading blocks more than ``max_share`` of the recent first calls carry
