@@ -20,12 +20,18 @@ from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
 from hetflow.core.policies import Choice, Prediction, Priority, PriorityContext, PriorityRule
 
+SHARE_DIGITS = 9
+"""ATLAS and PLAS sum the same call times in different orders, so a chain's ratio comes out a rounding
+error below 1; rounded to this many digits it is 1, and programs with equal remaining tokens tie and
+keep their arrival order instead of one decided by rounding (which also differed between the
+simulator's decode runs and its stepping)."""
+
 
 def critical_path_share(service_s: float, critical_service_s: float) -> float:
     """ATLAS / PLAS (Autellix eq. 2 over eq. 1), in (0, 1]: 1 for a chain or a program with no completed call."""
     if service_s <= 0:
         return 1.0
-    return min(1.0, max(critical_service_s, 0.0) / service_s) or 1.0
+    return round(min(1.0, max(critical_service_s, 0.0) / service_s), SHARE_DIGITS) or 1.0
 
 
 @plugin("priority-rule", "program-remaining-work")

@@ -37,6 +37,14 @@ def test_the_share_is_one_without_service_and_never_above_one():
     assert critical_path_share(4.0, 0.0) == 1.0           # no critical path recorded: treated as a chain
 
 
+def test_a_chain_whose_sums_differ_by_rounding_has_a_share_of_exactly_one():
+    plas_s = 0.1 + 0.2 + 0.3        # 0.6000000000000001: the same call times summed in another order
+    atlas_s = 0.3 + 0.2 + 0.1       # 0.6
+    assert atlas_s / plas_s < 1.0
+    assert critical_path_share(plas_s, atlas_s) == 1.0
+    assert key(372.0, plas_s, atlas_s) == key(372.0, 0.0, 0.0) == 372.0   # equal tokens left: a tie
+
+
 def test_the_receipt_names_the_rule_and_the_share():
     ctx = context(0.0)
     ctx = replace(ctx, snapshot=replace(ctx.snapshot, program_service_s=6.0, program_critical_service_s=5.0))
