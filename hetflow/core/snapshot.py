@@ -56,6 +56,8 @@ class EngineView:
     resident_tokens: int = 0
     """Context tokens of the active programs whose last call went to the engine: the KV their next
     calls will ask it to hold again (``MonitorState.resident_tokens``)."""
+    resident_programs: int = 0
+    """How many active programs those are."""
     in_flight_calls: tuple[InFlightCall, ...] = ()
     """The engine's in-flight calls, oldest admit first."""
 

@@ -27,6 +27,7 @@ def test_the_monitor_snapshot_round_trips():
     sent = cluster_snapshot(state, 0.2, "p1", "a", prefix_blocks=(7, 8, 5), in_flight_calls=True)
     assert sent.program_dispatches == (("e0", 3000), ("e0", 48)) and sent.program_service_s > 0
     assert sent.engines[0].prefix_match_blocks == 2 and sent.engines[0].resident_tokens == 48  # p1's context
+    assert sent.engines[0].resident_programs == 1
     assert sent.engines[0].in_flight_calls == (InFlightCall(48, 64.0, 0.1),)
     assert sent.agent_tool_gap is not None and sent.agent_tool_gap.samples == 1  # r0's end to r1's admit
     received = wire.snapshot_from_proto(wire.snapshot_to_proto(sent, state.engines, state.admit_seq))
@@ -35,7 +36,8 @@ def test_the_monitor_snapshot_round_trips():
     for field in ("engine_id", "model", "address", "waiting", "running", "kv_cache_usage", "in_flight_tokens",
                   "in_flight_requests", "in_flight_cost_s", "dispatched_since_report", "max_batch_size",
                   "kv_capacity_tokens", "profile", "healthy", "suspended", "prefix_match_blocks",
-                  "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens", "in_flight_calls"):
+                  "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens", "resident_programs",
+                  "in_flight_calls"):
         assert getattr(received.engines[0], field) == getattr(sent.engines[0], field), field
     unasked = wire.snapshot_from_proto(wire.snapshot_to_proto(cluster_snapshot(state, 0.2, "p1", "a"), state.engines,
                                                               state.admit_seq))

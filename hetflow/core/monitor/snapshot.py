@@ -29,7 +29,7 @@ def _in_flight_calls(state: MonitorState, record: EngineRecord) -> tuple[InFligh
 
 
 def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[float, ...],
-                resident_tokens: int = 0) -> EngineView:
+                resident_tokens: int = 0, resident_programs: int = 0) -> EngineView:
     """One engine's report joined with the monitor's accounting of it."""
     status, profile, index = record.status, record.status.profile, record.prefix_index
     return EngineView(
@@ -42,7 +42,15 @@ def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[flo
         in_flight_cost_s=record.in_flight_cost_s, profile=profile, kv_ledger_tokens=kv_ledger_tokens,
         suspended=record.suspended, dispatched_since_report=record.dispatched_since_report,
         pending_prefill_tokens=status.pending_prefill_tokens + record.dispatched_prompt_tokens_since_report,
-        prefix_index_blocks=len(index) if index is not None else 0, resident_tokens=resident_tokens)
+        prefix_index_blocks=len(index) if index is not None else 0, resident_tokens=resident_tokens,
+        resident_programs=resident_programs)
+
+
+def _engine_view_at(state: MonitorState, record: EngineRecord, now_s: float, horizon: int) -> EngineView:
+    resident_tokens = state.resident_tokens(record, now_s)  # drops the programs gone idle from the record first
+    return engine_view(record, state.is_healthy(record, now_s),
+                       tuple(record.ledger.occupied_window(now_s, horizon).tolist()),
+                       resident_tokens, len(record.resident_programs))
 
 
 def engine_views(state: MonitorState, now_s: float, in_flight_calls: bool = False) -> tuple[EngineView, ...]:
@@ -53,10 +61,7 @@ def engine_views(state: MonitorState, now_s: float, in_flight_calls: bool = Fals
     if cached is not None and cached[0] == key:
         return cached[1]
     horizon = state.limits.ledger_horizon_slots
-    views = tuple(engine_view(record, state.is_healthy(record, now_s),
-                              tuple(record.ledger.occupied_window(now_s, horizon).tolist()),
-                              state.resident_tokens(record, now_s))
-                  for record in state.engines.values())
+    views = tuple(_engine_view_at(state, record, now_s, horizon) for record in state.engines.values())
     if in_flight_calls:
         views = tuple(view_with(view, in_flight_calls=_in_flight_calls(state, state.engines[view.engine_id]))
                       for view in views)

@@ -188,3 +188,17 @@ def test_a_report_that_names_no_engine_or_no_model_is_refused(engine_id, model):
     with pytest.raises(ValueError, match="engine_id and the model"):
         check_status(EngineStatus(engine_id=engine_id, model=model, serving=True))
     check_status(EngineStatus(engine_id="e9", model="m", serving=True))
+
+
+def test_snapshots_count_the_active_programs_whose_last_call_went_to_each_engine(state):
+    from hetflow.core.monitor.snapshot import engine_views
+
+    state.report(EngineStatus(engine_id="e0", model="m", serving=True), 0.0)
+    state.report(EngineStatus(engine_id="e1", model="m", serving=True), 0.0)
+    state.admit("r1", "p1", "m", "e0", 10.0, now_s=0, prompt_tokens=500)
+    state.admit("r2", "p2", "m", "e0", 10.0, now_s=0, prompt_tokens=300)
+    state.admit("r3", "p3", "m", "e1", 10.0, now_s=0, prompt_tokens=300)
+    assert {v.engine_id: v.resident_programs for v in engine_views(state, 0.0)} == {"e0": 2, "e1": 1}
+    state.release("r2", now_s=1)
+    idle = 1.1 + state.limits.program_idle_after_s
+    assert {v.engine_id: v.resident_programs for v in engine_views(state, idle)} == {"e0": 1, "e1": 1}

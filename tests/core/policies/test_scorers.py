@@ -60,11 +60,17 @@ def first_call(*blocks: int) -> LlmCall:
     return replace(call(), prefix_blocks=blocks)
 
 
+def active(view, programs: int = 300):
+    """The engine with ``programs`` active programs whose last call went to it."""
+    return replace(view, resident_programs=programs)
+
+
 def test_spread_prefix_affinity_draws_by_a_prefix_few_programs_share_and_not_by_one_all_share():
     """System prompt blocks 1-2 in every first call; schema blocks 10-11 or 20-21, each in half of them."""
     scorer = plugins.build("engine-scorer", "spread-prefix-affinity", {"engine_share_tolerance": 0.0})
     store = PolicyStore()
-    engines = [replace(engine("a", "m"), prefix_match_blocks=4), replace(engine("b", "m"), prefix_match_blocks=2),
+    engines = [active(replace(engine("a", "m"), prefix_match_blocks=4)),
+               replace(engine("b", "m"), prefix_match_blocks=2),
                engine("c", "m"), engine("d", "m")]   # a holds system prompt and schema, b the system prompt
     for schema in (10, 20, 10, 20):
         scorer.score(first_call(1, 2, schema, schema + 1, 99), engines, snapshot(*engines), Prediction(1.0), store)
@@ -87,7 +93,7 @@ def test_spread_prefix_affinity_draws_by_a_prefix_few_programs_share_and_not_by_
 def test_spread_prefix_affinity_counts_a_call_decided_again_once_and_keeps_a_programs_own_context():
     scorer = plugins.build("engine-scorer", "spread-prefix-affinity", {"window_first_calls": 2})
     store = PolicyStore()
-    engines = [replace(engine("a", "m"), prefix_match_blocks=5), engine("b", "m")]
+    engines = [active(replace(engine("a", "m"), prefix_match_blocks=5)), engine("b", "m")]
     held = first_call(1, 2, 3)
     for _ in range(5):  # a held call decided five times counts once
         scorer.score(held, engines, snapshot(*engines), Prediction(1.0), store)
@@ -99,6 +105,33 @@ def test_spread_prefix_affinity_counts_a_call_decided_again_once_and_keeps_a_pro
     continuing = replace(snapshot(*engines), program_dispatches=(("a", 80),))
     assert scorer.score(first_call(4, 5, 6, 7, 8), engines, continuing, Prediction(1.0), store) == {"a": 1.0, "b": 0.0}
     assert len(store.first_call_prefixes.recent) == 2                                # and is not recorded
+
+
+def test_spread_prefix_affinity_counts_popularity_over_as_many_first_calls_as_programs_are_active():
+    """Eight programs with prompts of their own, all ended; then agent programs sharing a system prompt
+    (blocks 1-2): with only the new ones active the system prompt is popular at once, where a window of
+    the last 256 first calls would hold the eight and find it in too few."""
+    scorer = plugins.build("engine-scorer", "spread-prefix-affinity", {})
+    store = PolicyStore()
+    engines = [replace(engine(e, "m"), prefix_match_blocks=2 if e == "a" else 0) for e in "abcd"]
+    for own in range(8):     # each of the eight active while the next starts
+        scorer.score(first_call(100 + own, 200 + own), engines, snapshot(active(engines[0], own), *engines[1:]),
+                     Prediction(1.0), store)
+    now_active = [active(engines[0], 2), *engines[1:]]   # the eight have ended; two agent programs run
+    for agent in range(2):
+        scorer.score(first_call(1, 2, 300 + agent), engines, snapshot(*now_active), Prediction(1.0), store)
+    scores = scorer.score(first_call(1, 2, 400), engines, snapshot(*now_active), Prediction(1.0), store)
+    assert scores == {"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0}            # the shared head draws nowhere
+    assert len(store.first_call_prefixes.recent) == 3
+    # the same calls with the eight still counted (a window that does not follow the active programs)
+    stale = PolicyStore()
+    for own in range(8):
+        scorer.score(first_call(100 + own, 200 + own), engines, snapshot(active(engines[0], 64), *engines[1:]),
+                     Prediction(1.0), stale)
+    busy = [active(engines[0], 64), *engines[1:]]
+    for agent in range(2):
+        scorer.score(first_call(1, 2, 300 + agent), engines, snapshot(*busy), Prediction(1.0), stale)
+    assert scorer.score(first_call(1, 2, 400), engines, snapshot(*busy), Prediction(1.0), stale)["a"] == 2 / 3
 
 
 def test_spread_prefix_affinity_refuses_an_empty_window_and_a_negative_tolerance():

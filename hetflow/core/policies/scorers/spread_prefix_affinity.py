@@ -9,9 +9,15 @@ holding the agents' system prompt take 38-53% of the calls of four (issue 33; do
 herding case"). A prefix a few programs share (a database's schema) is what the scorer is for: it
 sends them where it is cached and partitions the programs by it.
 
-This scorer keeps the recent first calls' leading blocks (``window_first_calls`` of them, each counted
-once however often it is decided again) and, for each call, finds the *popular head*: its leading
-blocks that more than ``(1 + engine_share_tolerance) / N`` of those first calls carry. The score is
+This scorer keeps the recent first calls' leading blocks (each counted once however often it is decided
+again) and, for each call, finds the *popular head*: its leading blocks that more than
+``(1 + engine_share_tolerance) / N`` of those first calls carry. The share is of the programs that
+compete for the engines now: the window holds the latest first calls, as many as the monitor counts
+active programs (``EngineView.resident_programs``, plus the call's own) and at most
+``window_first_calls``. A fixed count went stale when the mix of programs changed: after 120 programs
+with prompts of their own, 40 agent programs sharing a system prompt were at most a quarter of the last
+256 first calls, never popular, and herded onto two engines of four (docs/results.md, "The default
+against vLLM's router, live"). The score is
 ``prefix-affinity``'s less that head, ``max(0, matched - head) / total``: engines still differ by the
 rest of the match (a program's own context, a schema), not by a prefix every engine can hold after one
 prefill. hetflow knows which calls start programs (the monitor's record of their dispatches); a router
@@ -46,7 +52,11 @@ class FirstCallPrefixes:
         self.recent.append((request_id, blocks))
         self.recent_ids.add(request_id)
         self.carriers.update(blocks)
-        if len(self.recent) > self.window:
+        self.keep_latest(self.window)
+
+    def keep_latest(self, first_calls: int) -> None:
+        """Forget all but the latest ``first_calls`` (at least one)."""
+        while len(self.recent) > max(1, first_calls):
             old_id, old_blocks = self.recent.popleft()
             self.recent_ids.discard(old_id)
             for block in old_blocks:  # a block no call in the window carries is forgotten, not kept at 0
@@ -93,5 +103,6 @@ class SpreadPrefixAffinity(EngineScorer):
             prefixes = store.first_call_prefixes = FirstCallPrefixes(self.window_first_calls)
         if not snapshot.program_dispatches:
             prefixes.record(call.request_id, blocks)
+        prefixes.keep_latest(1 + sum(e.resident_programs for e in snapshot.engines))
         head = prefixes.popular_head(blocks, (1.0 + self.engine_share_tolerance) / len(engines))
         return {e.engine_id: max(0, min(e.prefix_match_blocks, len(blocks)) - head) / len(blocks) for e in engines}
