@@ -38,7 +38,7 @@ from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 @dataclass
 class FirstCallPrefixes:
-    """The leading blocks of the last ``window`` first calls, and how many of them carry each block."""
+    """The leading blocks of the latest first calls (at most ``window``), and how many of them carry each block."""
 
     window: int
     carriers: Counter[int] = field(default_factory=Counter)
