@@ -3,6 +3,7 @@
 import pytest
 
 from hetflow.core.monitor.memory_ledger import MemoryPlan
+from hetflow.core.monitor.snapshot import engine_views
 from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
 
 
@@ -191,10 +192,8 @@ def test_a_report_that_names_no_engine_or_no_model_is_refused(engine_id, model):
 
 
 def test_snapshots_count_the_active_programs_whose_last_call_went_to_each_engine(state):
-    from hetflow.core.monitor.snapshot import engine_views
-
-    state.report(EngineStatus(engine_id="e0", model="m", serving=True), 0.0)
-    state.report(EngineStatus(engine_id="e1", model="m", serving=True), 0.0)
+    state.report(status("e0"), 0.0)
+    state.report(status("e1"), 0.0)
     state.admit("r1", "p1", "m", "e0", 10.0, now_s=0, prompt_tokens=500)
     state.admit("r2", "p2", "m", "e0", 10.0, now_s=0, prompt_tokens=300)
     state.admit("r3", "p3", "m", "e1", 10.0, now_s=0, prompt_tokens=300)
