@@ -160,7 +160,7 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
             status_age_s=now_s - records[e.engine_id].received_s, dispatched_since_report=e.dispatched_since_report,
             prefix_match_blocks=e.prefix_match_blocks, prefix_index_blocks=e.prefix_index_blocks,
             pending_prefill_tokens=e.pending_prefill_tokens, resident_tokens=e.resident_tokens,
-            resident_programs=e.resident_programs,
+            resident_growth_tokens=e.resident_growth_tokens, resident_programs=e.resident_programs,
             in_flight_calls=[in_flight_call_to_proto(c) for c in e.in_flight_calls])
             for e in snapshot.engines])
     if snapshot.agent_anchor_distance_s is not None:
@@ -232,7 +232,8 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot, profiles: ProfileMemo 
             kv_ledger_tokens=tuple(e.kv_ledger_tokens), suspended=e.suspended,
             dispatched_since_report=e.dispatched_since_report, prefix_match_blocks=e.prefix_match_blocks,
             prefix_index_blocks=e.prefix_index_blocks, pending_prefill_tokens=e.pending_prefill_tokens,
-            resident_tokens=e.resident_tokens, resident_programs=e.resident_programs,
+            resident_tokens=e.resident_tokens, resident_growth_tokens=e.resident_growth_tokens,
+            resident_programs=e.resident_programs,
             in_flight_calls=tuple(in_flight_call_from_proto(c) for c in e.in_flight_calls))
             for e in msg.engines))
 

@@ -37,8 +37,9 @@ class PolicyConfig:
 
     - model: Chimera's slack rule with no slack (the router chooses among equally loaded models), run
       among the models with a free batch slot when some have none (``open_slots_first``);
-    - engine: the working-set gate (a new program starts only where the active programs' contexts
-      leave it KV room; a resumed one stays or moves only where its context fits) and the scorers
+    - engine: the working-set gate (a new program starts only where the active programs' contexts,
+      each with a quarter of what it will still grow by over its stages to come, leave it KV room; a
+      resumed one stays or moves only where its context fits) and the scorers
       queue x2, KV utilization x2, ``program-affinity`` x3 (llm-d's prefix scorer for the calls
       that continue a program) and ``spread-prefix-affinity`` x3 (llm-d's prefix scorer less the
       prompt's head that more of the recent first calls carry than one engine's share: a program's
@@ -59,7 +60,8 @@ class PolicyConfig:
     memory packer with eq. 4, urgency) is ``hetflow-card``."""
 
     model: StageConfig = StageConfig("chimera-slack", {"latency_slack": 0.0, "open_slots_first": True})
-    engine: StageConfig = StageConfig("scored", {"filters": [{"working-set": {"resume_where_fits": True}}],
+    engine: StageConfig = StageConfig("scored", {"filters": [{"working-set": {"resume_where_fits": True,
+                                                                             "growth_share": 0.25}}],
                                                  "scorers": {"queue": 2.0, "kv-utilization": 2.0,
                                                              "program-affinity": 3.0,
                                                              "spread-prefix-affinity": 3.0}})

@@ -56,6 +56,9 @@ class EngineView:
     resident_tokens: int = 0
     """Context tokens of the active programs whose last call went to the engine: the KV their next
     calls will ask it to hold again (``MonitorState.resident_tokens``)."""
+    resident_growth_tokens: int = 0
+    """What those contexts will still grow by over their programs' stages to come: each program's calls
+    still to come times its growth per call (``MonitorState.resident``); 0 for programs of unknown stages."""
     resident_programs: int = 0
     """How many active programs those are."""
     in_flight_calls: tuple[InFlightCall, ...] = ()

@@ -144,7 +144,7 @@ class SnapshotRequest(_message.Message):
     def __init__(self, program_id: _Optional[str] = ..., agent: _Optional[str] = ..., workflow: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., in_flight_calls: _Optional[bool] = ..., upstream_agent: _Optional[str] = ..., request_ids: _Optional[bool] = ...) -> None: ...
 
 class EngineLoad(_message.Message):
-    __slots__ = ("status", "in_flight_tokens", "in_flight_requests", "healthy", "status_age_s", "in_flight_cost_s", "kv_ledger_tokens", "suspended", "dispatched_since_report", "prefix_match_blocks", "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens", "in_flight_calls", "resident_programs")
+    __slots__ = ("status", "in_flight_tokens", "in_flight_requests", "healthy", "status_age_s", "in_flight_cost_s", "kv_ledger_tokens", "suspended", "dispatched_since_report", "prefix_match_blocks", "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens", "in_flight_calls", "resident_programs", "resident_growth_tokens")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_REQUESTS_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +160,7 @@ class EngineLoad(_message.Message):
     RESIDENT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_CALLS_FIELD_NUMBER: _ClassVar[int]
     RESIDENT_PROGRAMS_FIELD_NUMBER: _ClassVar[int]
+    RESIDENT_GROWTH_TOKENS_FIELD_NUMBER: _ClassVar[int]
     status: _common_pb2.EngineStatus
     in_flight_tokens: float
     in_flight_requests: int
@@ -175,7 +176,8 @@ class EngineLoad(_message.Message):
     resident_tokens: int
     in_flight_calls: _containers.RepeatedCompositeFieldContainer[InFlightCall]
     resident_programs: int
-    def __init__(self, status: _Optional[_Union[_common_pb2.EngineStatus, _Mapping]] = ..., in_flight_tokens: _Optional[float] = ..., in_flight_requests: _Optional[int] = ..., healthy: _Optional[bool] = ..., status_age_s: _Optional[float] = ..., in_flight_cost_s: _Optional[float] = ..., kv_ledger_tokens: _Optional[_Iterable[float]] = ..., suspended: _Optional[bool] = ..., dispatched_since_report: _Optional[int] = ..., prefix_match_blocks: _Optional[int] = ..., prefix_index_blocks: _Optional[int] = ..., pending_prefill_tokens: _Optional[int] = ..., resident_tokens: _Optional[int] = ..., in_flight_calls: _Optional[_Iterable[_Union[InFlightCall, _Mapping]]] = ..., resident_programs: _Optional[int] = ...) -> None: ...
+    resident_growth_tokens: int
+    def __init__(self, status: _Optional[_Union[_common_pb2.EngineStatus, _Mapping]] = ..., in_flight_tokens: _Optional[float] = ..., in_flight_requests: _Optional[int] = ..., healthy: _Optional[bool] = ..., status_age_s: _Optional[float] = ..., in_flight_cost_s: _Optional[float] = ..., kv_ledger_tokens: _Optional[_Iterable[float]] = ..., suspended: _Optional[bool] = ..., dispatched_since_report: _Optional[int] = ..., prefix_match_blocks: _Optional[int] = ..., prefix_index_blocks: _Optional[int] = ..., pending_prefill_tokens: _Optional[int] = ..., resident_tokens: _Optional[int] = ..., in_flight_calls: _Optional[_Iterable[_Union[InFlightCall, _Mapping]]] = ..., resident_programs: _Optional[int] = ..., resident_growth_tokens: _Optional[int] = ...) -> None: ...
 
 class InFlightCall(_message.Message):
     __slots__ = ("prompt_tokens", "predicted_tokens", "admitted_unix_s")

@@ -30,8 +30,9 @@ PINNED = {
                "priority": ("agent-priority", {}), **NO_KV, "queue": AGING},
     "hetflow": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05,
                                             "open_slots_first": True}),
-                "engine": ("scored", {"filters": [{"working-set": {"resume_where_fits": True}}], "scorers": {
-                    "queue": 2.0, "kv-utilization": 2.0, "program-affinity": 3.0, "spread-prefix-affinity": 3.0}}),
+                "engine": ("scored", {"filters": [{"working-set": {"resume_where_fits": True, "growth_share": 0.25}}],
+                                      "scorers": {"queue": 2.0, "kv-utilization": 2.0, "program-affinity": 3.0,
+                                                  "spread-prefix-affinity": 3.0}}),
                 "priority": ("program-remaining-work", {}),
                 "retention": ("workflow-ttl", {"max_hold_s": 30.0, "single_gap_sigma": 1.0, "busy_hold_cost": 1.0}),
                 "reserve": NONE, "queue": AGING},

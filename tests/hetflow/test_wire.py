@@ -23,11 +23,15 @@ def test_the_monitor_snapshot_round_trips():
     state.release("r0", 0.05, started_s=0.01)
     state.admit("r1", "p1", "m", "e0", 64.0, 0.1, predicted_cost_s=0.5, memory_plan=MemoryPlan(10, 100.0, 1.0),
                 prefix_blocks=(7, 8, 9), prompt_tokens=48)
+    state.admit("q0", "p2", "m", "e0", 8.0, 0.0, prompt_tokens=100, stage_index=1, stage_count=3)
+    state.release("q0", 0.02, output_tokens=50)
+    state.admit("q1", "p2", "m", "e0", 8.0, 0.03, prompt_tokens=400, stage_index=2, stage_count=3)
+    state.release("q1", 0.04)                                        # p2 grew 300 a call, one call to come
     state.agent_stats.anchor_distance_s["a"] = 2.5
     sent = cluster_snapshot(state, 0.2, "p1", "a", prefix_blocks=(7, 8, 5), in_flight_calls=True)
     assert sent.program_dispatches == (("e0", 3000), ("e0", 48)) and sent.program_service_s > 0
-    assert sent.engines[0].prefix_match_blocks == 2 and sent.engines[0].resident_tokens == 48  # p1's context
-    assert sent.engines[0].resident_programs == 1
+    assert sent.engines[0].prefix_match_blocks == 2 and sent.engines[0].resident_tokens == 48 + 400
+    assert sent.engines[0].resident_programs == 2 and sent.engines[0].resident_growth_tokens == 300
     assert sent.engines[0].in_flight_calls == (InFlightCall(48, 64.0, 0.1),)
     assert sent.agent_tool_gap is not None and sent.agent_tool_gap.samples == 1  # r0's end to r1's admit
     received = wire.snapshot_from_proto(wire.snapshot_to_proto(sent, state.engines, state.admit_seq))
@@ -36,7 +40,8 @@ def test_the_monitor_snapshot_round_trips():
     for field in ("engine_id", "model", "address", "waiting", "running", "kv_cache_usage", "in_flight_tokens",
                   "in_flight_requests", "in_flight_cost_s", "dispatched_since_report", "max_batch_size",
                   "kv_capacity_tokens", "profile", "healthy", "suspended", "prefix_match_blocks",
-                  "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens", "resident_programs",
+                  "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens", "resident_growth_tokens",
+                  "resident_programs",
                   "in_flight_calls"):
         assert getattr(received.engines[0], field) == getattr(sent.engines[0], field), field
     unasked = wire.snapshot_from_proto(wire.snapshot_to_proto(cluster_snapshot(state, 0.2, "p1", "a"), state.engines,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from hetflow.core.call import check_stages
-from hetflow.core.monitor.state import EngineRecord, MonitorState
+from hetflow.core.monitor.state import EngineRecord, MonitorState, Resident
 from hetflow.core.snapshot import ClusterSnapshot, EngineView, InFlightCall, view_with
 from hetflow.core.stats import percentile
 
@@ -29,7 +29,7 @@ def _in_flight_calls(state: MonitorState, record: EngineRecord) -> tuple[InFligh
 
 
 def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[float, ...],
-                resident_tokens: int = 0, resident_programs: int = 0) -> EngineView:
+                resident: Resident) -> EngineView:
     """One engine's report joined with the monitor's accounting of it."""
     status, profile, index = record.status, record.status.profile, record.prefix_index
     return EngineView(
@@ -42,15 +42,13 @@ def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[flo
         in_flight_cost_s=record.in_flight_cost_s, profile=profile, kv_ledger_tokens=kv_ledger_tokens,
         suspended=record.suspended, dispatched_since_report=record.dispatched_since_report,
         pending_prefill_tokens=status.pending_prefill_tokens + record.dispatched_prompt_tokens_since_report,
-        prefix_index_blocks=len(index) if index is not None else 0, resident_tokens=resident_tokens,
-        resident_programs=resident_programs)
+        prefix_index_blocks=len(index) if index is not None else 0, resident_tokens=resident.tokens,
+        resident_growth_tokens=resident.growth_tokens, resident_programs=resident.programs)
 
 
 def _engine_view_at(state: MonitorState, record: EngineRecord, now_s: float, horizon: int) -> EngineView:
-    resident_tokens = state.resident_tokens(record, now_s)  # drops the programs gone idle from the record first
     return engine_view(record, state.is_healthy(record, now_s),
-                       tuple(record.ledger.occupied_window(now_s, horizon).tolist()),
-                       resident_tokens, len(record.resident_programs))
+                       tuple(record.ledger.occupied_window(now_s, horizon).tolist()), state.resident(record, now_s))
 
 
 def engine_views(state: MonitorState, now_s: float, in_flight_calls: bool = False) -> tuple[EngineView, ...]:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from hetflow.core.call import StageInference, check_stages
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.monitor.agent_latency import AgentStats
+from hetflow.core.monitor.context_growth import ContextGrowth
 from hetflow.core.monitor.memory_ledger import MemoryLedger, MemoryPlan
 from hetflow.core.monitor.prefix_index import PrefixIndex
 from hetflow.core.monitor.spans import CallSpan
@@ -73,11 +74,12 @@ class ProgramRecord:
     brings back (an agent's next prompt repeats it)."""
     ended: bool = False
     """Its last stage finished: no next call will bring its context back."""
+    stage_count: int = 0
+    """Its calls' stage count as its client told it (0: unknown or inferred): the calls still to come."""
     last_finished_agent: str = ""
     """The agent of its last call to finish, whose tool gap its next call ends."""
     held_until_s: float | None = None
-    """When the KV hold its last finished call was given ends (issue 35); None: no hold was decided, and
-    it counts as resident for ``program_idle_after_s``."""
+    """When the KV hold its last finished call was given ends (issue 35); None: no hold was decided."""
     run: RunSoFar = field(default_factory=RunSoFar)
     """Its finished calls (Kairos 4.1): its run so far (``workflow_graph``)."""
     learned: LearnedRun | None = None
@@ -200,6 +202,16 @@ class MonitorLimits:
     it has (the Gateway API Inference Extension's default ``lruCapacityPerServer``)."""
 
 
+class Resident(NamedTuple):
+    """An engine's active programs (``MonitorState.resident``)."""
+
+    tokens: int
+    """Their contexts now."""
+    growth_tokens: int
+    """What their contexts will still grow by over their stages to come (``ContextGrowth``)."""
+    programs: int
+
+
 class MonitorState:
     def __init__(self, limits: MonitorLimits) -> None:
         self.limits = limits
@@ -212,6 +224,8 @@ class MonitorState:
         """Each workflow stage's mean cost (HexGen-Flow eq. 5-6), learned from the calls admitted to it."""
         self.tool_gaps = ToolGaps()
         """Each agent's tool gaps, for the retention rule (issue 35)."""
+        self.context_growth = ContextGrowth()
+        """Each workflow's context growth per call, for the working-set gate (issue 35)."""
         self.workflow_stages = WorkflowStages()
         """Each workflow's stage counts, learned from finished runs (Kairos 4.2): what a call that comes
         without its stage position and count is given."""
@@ -263,12 +277,15 @@ class MonitorState:
             self.tool_gaps.record(program.workflow, program.last_finished_agent, now_s - program.last_seen_s)
             program.last_finished_agent = ""
         program.last_seen_s, program.ended = now_s, False
+        program.stage_count = 0 if stages_inferred else stage_count
         if program.learned is not None:  # it came back after it was learned from: learn it again when it ends
             self.workflow_stages.forget(program.workflow, program.learned)
             program.learned = None
         program.in_flight.add(request_id)
         if program_id:
             self._move_resident(program, engine_id)
+        if program.dispatches:
+            self.context_growth.record(program.workflow, program.dispatches[-1][1], prompt_tokens)
         program.dispatches.append((engine_id, prompt_tokens))
         program.context_tokens = prompt_tokens
         entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s,
@@ -337,26 +354,41 @@ class MonitorState:
                 previous.resident_programs.discard(program.program_id)
         self.engines[engine_id].resident_programs.add(program.program_id)
 
-    def resident_tokens(self, record: EngineRecord, now_s: float) -> int:
-        """The context tokens of the active programs whose last call went to the engine: what their next
-        calls will ask it to hold again. A program is active while it has a call in flight and, after its
-        last one (its tool gap), until the KV hold the balancer gave that call ends (issue 35) or, with no
-        hold decided, for ``program_idle_after_s``; never after a call of its last stage. Idle and ended ones
-        are dropped here."""
-        total, idle = 0, []
+    def resident(self, record: EngineRecord, now_s: float) -> Resident:
+        """The active programs whose last call went to the engine: what their next calls will ask it to
+        hold again. A program is active while it has a call in flight and, after its last one (its tool
+        gap), for ``program_idle_after_s``; with stages it did not tell, only until the KV hold the balancer
+        gave that call ends (issue 35), if one was decided; never after a call of its last stage. Idle and
+        ended ones are dropped here."""
+        tokens, growth, idle = 0, 0.0, []
         for program_id in record.resident_programs:
             program = self.programs.get(program_id)
             if program is None or (not program.in_flight and (program.ended or now_s > self._active_until_s(program))):
                 idle.append(program_id)
                 continue
-            total += program.context_tokens
+            tokens += program.context_tokens
+            growth += self._growth_to_come(program)
         record.resident_programs.difference_update(idle)
-        return total
+        return Resident(tokens, int(growth), len(record.resident_programs))
 
     def _active_until_s(self, program: ProgramRecord) -> float:
-        if program.held_until_s is not None:
-            return program.held_until_s
-        return program.last_seen_s + self.limits.program_idle_after_s
+        """A program that told its stages comes back while it has stages left, whether or not its KV was
+        held: it counts until it goes idle. One that did not counts for its hold when it was given one."""
+        idle_s = program.last_seen_s + self.limits.program_idle_after_s
+        if program.held_until_s is None:
+            return idle_s
+        return max(program.held_until_s, idle_s) if program.stage_count else program.held_until_s
+
+    def _growth_to_come(self, program: ProgramRecord) -> float:
+        """The tokens its context will still grow by: its calls still to come (its stage count less its
+        calls so far) times its own growth per call so far, or its workflow's before its second call."""
+        calls = len(program.dispatches)
+        to_come = program.stage_count - calls
+        if to_come <= 0:
+            return 0.0
+        if calls > 1:
+            return to_come * max(0, program.context_tokens - program.dispatches[0][1]) / (calls - 1)
+        return to_come * self.context_growth.tokens_per_call(program.workflow)
 
     # -- engines -------------------------------------------------------------------------
     def report(self, status: EngineStatus, now_s: float) -> int:

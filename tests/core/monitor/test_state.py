@@ -119,17 +119,21 @@ def test_an_engine_reporting_new_preemptions_is_suspended_until_a_clean_report(s
 def test_resident_tokens_follow_a_programs_last_engine_until_it_goes_idle(state):
     state.admit("r1", "p1", "m", "e0", 10.0, now_s=0, prompt_tokens=500)
     state.admit("r2", "p2", "m", "e0", 10.0, now_s=0, prompt_tokens=300)
-    assert state.resident_tokens(state.engines["e0"], now_s=0) == 800
+    assert tokens(state, "e0", 0) == 800
     state.release("r1", now_s=1, output_tokens=40)               # its context grows by its output
-    assert state.resident_tokens(state.engines["e0"], now_s=1) == 840
+    assert tokens(state, "e0", 1) == 840
     state.admit("r3", "p1", "m", "e1", 10.0, now_s=2, prompt_tokens=600)  # p1 moves to e1
-    assert state.resident_tokens(state.engines["e0"], now_s=2) == 300
-    assert state.resident_tokens(state.engines["e1"], now_s=2) == 600
+    assert tokens(state, "e0", 2) == 300
+    assert tokens(state, "e1", 2) == 600
     state.release("r2", now_s=3)
     idle_after = state.limits.program_idle_after_s
-    assert state.resident_tokens(state.engines["e0"], now_s=3 + idle_after) == 300   # within its tool gap
-    assert state.resident_tokens(state.engines["e0"], now_s=3.1 + idle_after) == 0   # idle: dropped
-    assert state.resident_tokens(state.engines["e1"], now_s=1000) == 600             # still in flight
+    assert tokens(state, "e0", 3 + idle_after) == 300   # within its tool gap
+    assert tokens(state, "e0", 3.1 + idle_after) == 0   # idle: dropped
+    assert tokens(state, "e1", 1000) == 600             # still in flight
+
+
+def tokens(state, engine_id, now_s):
+    return state.resident(state.engines[engine_id], now_s).tokens
 
 
 def test_a_program_given_a_kv_hold_stays_resident_until_the_hold_ends_not_for_the_idle_time(state):
@@ -137,10 +141,10 @@ def test_a_program_given_a_kv_hold_stays_resident_until_the_hold_ends_not_for_th
     state.admit("r2", "not-worth", "m", "e0", 10.0, now_s=0, prompt_tokens=300, retain_kv_s=0.0)
     state.release("r1", now_s=1, output_tokens=20)
     state.release("r2", now_s=1, output_tokens=20)
-    assert state.resident_tokens(state.engines["e0"], now_s=1) == 840     # both holds start now
-    assert state.resident_tokens(state.engines["e0"], now_s=1.01) == 520  # a hold of 0 ends at once
-    assert state.resident_tokens(state.engines["e0"], now_s=5) == 520     # within its 4 s hold
-    assert state.resident_tokens(state.engines["e0"], now_s=5.01) == 0    # well before the idle time
+    assert tokens(state, "e0", 1) == 840     # both holds start now
+    assert tokens(state, "e0", 1.01) == 520  # a hold of 0 ends at once
+    assert tokens(state, "e0", 5) == 520     # within its 4 s hold
+    assert tokens(state, "e0", 5.01) == 0    # well before the idle time
     assert state.limits.program_idle_after_s > 5
 
 
@@ -175,10 +179,10 @@ def test_an_absurd_report_is_refused_and_leaves_the_engine_as_it_was(state):
 def test_a_program_whose_last_stage_finished_holds_no_context_on_its_engine(state):
     state.admit("r1", "one-call", "m", "e0", 10.0, now_s=1, prompt_tokens=500, stage_index=1, stage_count=1)
     state.admit("r2", "two-stage", "m", "e0", 10.0, now_s=1, prompt_tokens=300, stage_index=1, stage_count=2)
-    assert state.resident_tokens(state.engines["e0"], now_s=1) == 800
+    assert tokens(state, "e0", 1) == 800
     state.release("r1", now_s=2, output_tokens=20)
     state.release("r2", now_s=2, output_tokens=20)
-    assert state.resident_tokens(state.engines["e0"], now_s=2.1) == 320  # the one-call program ended
+    assert tokens(state, "e0", 2.1) == 320  # the one-call program ended
 
 
 @pytest.mark.parametrize("engine_id, model", [("", "m"), ("e9", ""), ("e9", "  ")])
@@ -201,3 +205,33 @@ def test_snapshots_count_the_active_programs_whose_last_call_went_to_each_engine
     state.release("r2", now_s=1)
     idle = 1.1 + state.limits.program_idle_after_s
     assert {v.engine_id: v.resident_programs for v in engine_views(state, idle)} == {"e0": 1, "e1": 1}
+
+
+def test_a_program_that_told_its_stages_stays_resident_past_its_hold_while_stages_are_left(state):
+    """Its next call brings its context back whether or not its KV was held; its last stage ends it."""
+    state.admit("r1", "told", "m", "e0", 10.0, now_s=0, prompt_tokens=500, retain_kv_s=0.0,
+                stage_index=1, stage_count=3)
+    state.admit("r2", "untold", "m", "e0", 10.0, now_s=0, prompt_tokens=300, retain_kv_s=0.0)
+    state.release("r1", now_s=1, output_tokens=20)
+    state.release("r2", now_s=1, output_tokens=20)
+    idle_after = state.limits.program_idle_after_s
+    assert tokens(state, "e0", 1.01) == 520                        # the untold one's hold of 0 ended
+    assert tokens(state, "e0", 1 + idle_after) == 520
+    assert tokens(state, "e0", 1.01 + idle_after) == 0               # idle: dropped all the same
+    state.admit("r3", "told", "m", "e0", 10.0, now_s=50, prompt_tokens=600, stage_index=3, stage_count=3)
+    state.release("r3", now_s=51, output_tokens=10)
+    assert tokens(state, "e0", 51) == 0                              # its last stage ended it
+
+
+def test_resident_growth_counts_each_programs_calls_to_come_at_its_growth_per_call(state):
+    """Before its second call a program grows as its workflow's earlier programs did; after, as it did."""
+    state.admit("a1", "early", "m", "e1", 10.0, now_s=0, workflow="w", prompt_tokens=1000, stage_index=1, stage_count=4)
+    state.release("a1", now_s=1, output_tokens=100)
+    state.admit("a2", "early", "m", "e1", 10.0, now_s=2, workflow="w", prompt_tokens=1400, stage_index=2, stage_count=4)
+    assert state.context_growth.tokens_per_call("w") == 400
+    state.admit("b1", "new", "m", "e0", 10.0, now_s=3, workflow="w", prompt_tokens=800, stage_index=1, stage_count=5)
+    state.admit("c1", "untold", "m", "e0", 10.0, now_s=3, workflow="w", prompt_tokens=700)
+    resident = state.resident(state.engines["e0"], now_s=3)
+    assert (resident.tokens, resident.growth_tokens, resident.programs) == (1500, 4 * 400, 2)  # untold: no growth
+    state.release("a2", now_s=4, output_tokens=100)                  # its own: (1500 - 1000) per call, 2 to come
+    assert state.resident(state.engines["e1"], now_s=4).growth_tokens == 2 * 500

@@ -60,6 +60,18 @@ def test_a_resumed_program_whose_engine_is_gone_waits_when_its_context_fits_nowh
         gate(resume_where_fits=True).keep(call(input_tokens=600), [full], resumed, Prediction(10.0))
 
 
-def test_bad_parameters_are_refused():
+def test_growth_share_counts_that_share_of_the_active_programs_growth_to_come():
+    """300 resident now, 400 more over their stages to come: a 500-token program fits today's contexts,
+    and half the growth (500 + 200 + 300 = 1000), but not all of it."""
+    growing = replace(engine("growing", "m"), kv_capacity_tokens=1000, resident_tokens=300, resident_growth_tokens=400)
+    new = call(input_tokens=400, stage_count=3)
+    for share, kept in ((0.0, [growing]), (0.5, [growing])):
+        assert gate(growth_share=share).keep(new, [growing], snapshot(growing), Prediction(100.0)) == kept
+    with pytest.raises(WaitForCapacity):
+        gate(growth_share=1.0).keep(new, [growing], snapshot(growing), Prediction(100.0))
+
+
+@pytest.mark.parametrize("params", [{"kv_fraction": 0}, {"growth_share": -0.1}, {"growth_share": 1.5}])
+def test_bad_parameters_are_refused(params):
     with pytest.raises(ValueError, match="kv_fraction"):
-        gate(kv_fraction=0)
+        gate(**params)

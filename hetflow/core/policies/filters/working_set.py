@@ -15,6 +15,14 @@ before the gate instead of thrashing the caches of the programs already running.
 control at program level, the unit Autellix (4.2) and Kairos (6) schedule at, applied to KV memory as
 Kairos's packer applies it to calls.
 
+With ``growth_share`` (issue 35) an active program counts, besides its context now, that share of what
+its context will still grow by over its stages to come (the monitor's ``resident_growth_tokens``: its
+calls still to come times its growth per call). What only hetflow knows, a program's stages, lets the
+gate admit a program for the working set it will have rather than the one it starts with: counted at
+today's contexts, the programs admitted outgrow the KV a few stages later and thrash it. 0.5 counts
+each program at its mean context over its remaining stages (its context grows by about as much each
+call); 1 at its largest, which leaves KV idle early in every program's life.
+
 A call that continues a program passes by default (its context is already counted, and prefix affinity
 keeps it where the context is). With ``resume_where_fits`` (issue 35, program order) it keeps the engine
 its program's last call went to, which holds its context, and any other engine only where its context
@@ -35,16 +43,18 @@ from hetflow.core.snapshot import ClusterSnapshot, EngineView
 @plugin("engine-filter", "working-set")
 class WorkingSet(EngineFilter):
     def __init__(self, kv_fraction: float = 1.0, retry_after_s: float = SLOT_S,
-                 resume_where_fits: bool = False) -> None:
-        if kv_fraction <= 0 or retry_after_s <= 0:
-            raise ValueError(f"working-set needs kv_fraction > 0 and retry_after_s > 0, got {kv_fraction}, "
-                             f"{retry_after_s}")
+                 resume_where_fits: bool = False, growth_share: float = 0.0) -> None:
+        if kv_fraction <= 0 or retry_after_s <= 0 or not 0.0 <= growth_share <= 1.0:
+            raise ValueError(f"working-set needs kv_fraction > 0, retry_after_s > 0 and growth_share in [0, 1], "
+                             f"got {kv_fraction}, {retry_after_s}, {growth_share}")
         self.kv_fraction, self.retry_after_s = kv_fraction, retry_after_s
         self.resume_where_fits = bool(resume_where_fits)
+        self.growth_share = growth_share
 
     def _fits(self, engine: EngineView, need_tokens: float) -> bool:
+        working_set_tokens = engine.resident_tokens + self.growth_share * engine.resident_growth_tokens
         return (not engine.kv_capacity_tokens or not engine.resident_tokens
-                or engine.resident_tokens + need_tokens <= self.kv_fraction * engine.kv_capacity_tokens)
+                or working_set_tokens + need_tokens <= self.kv_fraction * engine.kv_capacity_tokens)
 
     def keep(self, call: LlmCall, engines: list[EngineView], snapshot: ClusterSnapshot,
              prediction: Prediction) -> list[EngineView]:

@@ -1,0 +1,30 @@
+"""How much a program's context grows from one call to the next, per workflow (issue 35).
+
+An agent's next prompt repeats its last one and adds the call's output, the tool's result and the next
+message; a chain's next stage adds its upstream's answer. The growth is what the working-set gate needs
+to count an active program at the context its remaining stages will bring back to the engine, not only
+at the one it holds now: a gate that counts only today's contexts admits programs whose working sets
+then outgrow the KV, and the prefix cache evicts the contexts about to return (the agent family's
+capacity cliff, docs/results.md, "Working sets counted with their growth").
+
+Learned from each program's second call on: the prompt tokens a call adds over its program's previous
+call (0 when it has fewer, as a DAG's branch may), averaged per workflow.
+"""
+
+from __future__ import annotations
+
+
+class ContextGrowth:
+    def __init__(self) -> None:
+        self._sums: dict[str, tuple[int, int]] = {}
+        """Workflow -> (tokens added over the calls seen, calls seen)."""
+
+    def record(self, workflow: str, previous_prompt_tokens: int, prompt_tokens: int) -> None:
+        """A call of ``workflow`` with ``prompt_tokens`` after its program's call of ``previous_prompt_tokens``."""
+        added, calls = self._sums.get(workflow, (0, 0))
+        self._sums[workflow] = (added + max(0, prompt_tokens - previous_prompt_tokens), calls + 1)
+
+    def tokens_per_call(self, workflow: str) -> float:
+        """The workflow's mean growth per call; 0 before any program of it made a second call."""
+        added, calls = self._sums.get(workflow, (0, 0))
+        return added / calls if calls else 0.0
