@@ -60,6 +60,10 @@ class SimulatedCall:
     preemption."""
     first_token_s: float = 0.0
     """When the answering engine produced its first token (TTFT's end)."""
+    prompt_tokens: int = 0
+    prefix_hit_tokens: int = 0
+    """Prompt tokens its engine found in its prefix cache, over every admission (a preempted call's
+    re-admissions included); 0 where the engine does not say."""
 
     @property
     def queued_s(self) -> float:
@@ -373,6 +377,7 @@ class Simulation:
         call = self.results[program_id].calls[stage]
         call.queued_intervals_s += req.queued_intervals_s  # after any time held in the balancer for KV room
         call.preemptions += req.preemptions
+        call.prompt_tokens, call.prefix_hit_tokens = req.prompt_tokens, req.prefix_hit_tokens
         record = self._record(program_id, stage)
         if self.pipeline.engine_picker.follows_completions and kind == "answer":
             self._tell_finished(record, call.engine_id, req)

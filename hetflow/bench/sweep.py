@@ -182,9 +182,7 @@ def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[St
     certainly fails that SLO (``simulator.settle``): a stopped run's summary is then only ``settled`` (where
     it stopped, what it knew) and what no stop can make wrong (the calls lost, the prefix hits so far),
     since a whole run's figures are not known."""
-    signals = signals_for(preset, signals)
-    sim = Simulation(engines, preset.policy, signals, QueueConfig(discipline=preset.queue_discipline), slo_scales,
-                     decode_runs=decode_runs, identity=identity)
+    sim = simulation(engines, preset, signals, slo_scales, decode_runs, identity)
     results = sim.run(at_rate(records, rate_per_s), isolated_s=isolated_s, stop_below_slo=stop_below_slo)
     if sim.settled is not None:
         return {"settled": sim.settled, "finished_programs": len(results), "rejected_calls": len(sim.rejected),
@@ -198,6 +196,15 @@ def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[St
     summary["retained_kv_released"] = {why: sum(r[why] for r in released) for why in released[0]}
     summary["latencies_s"] = sorted(round(r.latency_s, 4) for r in results)
     return summary
+
+
+def simulation(engines: Sequence[EngineSpec], preset: Preset, signals: Signals,
+               slo_scales: Mapping[str, float] | None = None, decode_runs: bool = True,
+               identity: str = "full") -> Simulation:
+    """The simulator set up to run ``preset`` as a sweep runs it."""
+    return Simulation(engines, preset.policy, signals_for(preset, signals),
+                      QueueConfig(discipline=preset.queue_discipline), slo_scales, decode_runs=decode_runs,
+                      identity=identity)
 
 
 def busiest_engine_call_share(results: Sequence[ProgramResult], engines: Sequence[EngineSpec]) -> float | None:

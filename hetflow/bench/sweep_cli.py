@@ -87,7 +87,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         spec = replace(spec, capacity={**spec.capacity, "rel_tol": args.rel_tol})
     out = Path(args.out) if args.out else OUT_DIR / spec.name
     started = time.perf_counter()
-    sweep = Sweep(spec, _learned_source(spec), workers=args.workers, decode_runs=not args.reference,
+    sweep = Sweep(spec, learned_source(spec), workers=args.workers, decode_runs=not args.reference,
                   stop_settled=args.stop_settled)
     if "capacity_fractions" in spec.loads:
         return _run_capacity(args, sweep, out, started)
@@ -225,7 +225,7 @@ def _progress(done: int, total: int) -> None:
           file=sys.stderr, flush=True)
 
 
-def _learned_source(spec: Any) -> Any:
+def learned_source(spec: Any) -> Any:
     if "learned" not in (spec.router, spec.predictor):
         return None
     from hetflow.bench.learned_signals import learned_signals

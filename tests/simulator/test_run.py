@@ -182,6 +182,20 @@ def test_a_chain_on_one_engine_reuses_its_parents_prompt_and_output():
     assert sim.prefix_hit_rate > 0.3 and without.prefix_hit_rate == 0.0
 
 
+def test_each_call_records_its_prompt_and_the_part_of_it_found_cached():
+    trace = generate("agent", 6, seed=2, models=(SMALL, LARGE), rate_per_s=0.05)
+    one_engine = [EngineSpec("small-0", SMALL, load_profile(f"{SMALL}@a6000"))]
+    sim = Simulation(one_engine, CARD, ORACLE)
+    sim.run(trace)
+    prompts = {(r.program_id, r.stage_index): r.input_tokens[SMALL] for r in trace}
+    calls = [c for r in sim.results.values() for c in r.calls.values()]
+    assert len(calls) == len(trace)
+    assert all(c.prompt_tokens == prompts[(r.program_id, c.stage_index)]
+               for r in sim.results.values() for c in r.calls.values())
+    assert sum(c.prefix_hit_tokens for c in calls) == sim.engines["small-0"].scheduler.prefix_hit_tokens > 0
+    assert all(0 < c.prompt_tokens and 0 <= c.prefix_hit_tokens for c in calls)
+
+
 def test_an_engine_with_other_kv_blocks_gets_the_prompt_hashed_at_its_own_size():
     trace = generate("code", 40, seed=3, models=(SMALL, LARGE), rate_per_s=0.5)
     wide = [EngineSpec("small-0", SMALL, load_profile(f"{SMALL}@a6000", block_size=128))]

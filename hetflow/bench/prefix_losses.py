@@ -1,0 +1,115 @@
+"""Where a run's prefix hits went: the prompt tokens each kind of call prefilled, and why.
+
+Issue 35 asks that a missed capacity target be explained by the probes. On the agent family every call
+of a program repeats its program's context, so a call that runs where its program's previous call ran
+should find all of it cached and prefill only what the tool and the next message added. This tool
+plays one probe of a sweep and sorts its calls:
+
+- **first**: a program's first call (its prompt's shared head at best is cached);
+- **same engine**: the engine of its program's previous call (by dispatch), which held its context;
+  split by the share of its prompt found cached: at least 60% (the context was there), 20-60% (part of
+  it was evicted) and under 20% (all of it was);
+- **moved**: another engine, where its context had to be prefilled again.
+
+A run whose same-engine calls prefill far more than the new part of their prompts has working sets that
+outgrew the KV: the prefix cache evicted contexts that were about to come back (docs/results.md,
+"Working sets counted with their growth"). The KV holds the retention stage gave end by a next call
+(``resumed``), by time (``expired``) or to make room (``pressure``).
+
+    python -m hetflow.bench.prefix_losses --sweep bench/sweeps/capacity-agent.yaml --policy hetflow \\
+        --seed 3 --rate 0.711
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from simulator.run import ProgramResult
+
+CACHED_BUCKETS = ((0.6, "same engine, >= 60% cached"), (0.2, "same engine, 20-60% cached"),
+                  (0.0, "same engine, < 20% cached"))
+"""The least share of its prompt a same-engine call found cached, and its row."""
+
+
+@dataclass(frozen=True)
+class LossRow:
+    calls: int = 0
+    prompt_tokens: int = 0
+    prefilled_tokens: int = 0
+    """Prompt tokens not found cached: what the engine computed."""
+
+    def add(self, prompt_tokens: int, hit_tokens: int) -> LossRow:
+        return LossRow(self.calls + 1, self.prompt_tokens + prompt_tokens,
+                       self.prefilled_tokens + max(0, prompt_tokens - hit_tokens))
+
+
+def call_kind(prompt_tokens: int, hit_tokens: int, first: bool, moved: bool) -> str:
+    if first:
+        return "first"
+    if moved:
+        return "moved"
+    cached = min(1.0, hit_tokens / prompt_tokens) if prompt_tokens else 1.0
+    return next(label for least, label in CACHED_BUCKETS if cached >= least)
+
+
+def prefix_losses(results: Iterable[ProgramResult]) -> dict[str, LossRow]:
+    """Every answered call of the run, sorted into ``call_kind``'s rows (each program's calls in dispatch
+    order)."""
+    rows: dict[str, LossRow] = {}
+    for result in results:
+        previous_engine = None
+        for call in sorted(result.calls.values(), key=lambda c: (c.dispatched_s, c.stage_index)):
+            kind = call_kind(call.prompt_tokens, call.prefix_hit_tokens, previous_engine is None,
+                             previous_engine not in (None, call.engine_id))
+            rows[kind] = rows.get(kind, LossRow()).add(call.prompt_tokens, call.prefix_hit_tokens)
+            previous_engine = call.engine_id
+    return rows
+
+
+def table(rows: dict[str, LossRow], released: Counter[str]) -> str:
+    total = sum(r.prompt_tokens for r in rows.values()) or 1
+    lines = ["| calls | count | prompt tokens | prefilled tokens | prefilled, share of all prompt tokens |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for kind in ("first", *(label for _, label in CACHED_BUCKETS), "moved"):
+        row = rows.get(kind, LossRow())
+        lines.append(f"| {kind} | {row.calls:,} | {row.prompt_tokens:,} | {row.prefilled_tokens:,} "
+                     f"| {row.prefilled_tokens / total:.1%} |")
+    hits = 1.0 - sum(r.prefilled_tokens for r in rows.values()) / total
+    lines.append(f"\nprefix hits {hits:.1%}; KV holds ended: "
+                 + ", ".join(f"{why} {n:,}" for why, n in sorted(released.items())))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sweep", type=Path, required=True, help="the sweep's YAML: cluster, trace, signals")
+    parser.add_argument("--policy", required=True, help="a policy of the sweep, or any named policy")
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--rate", type=float, required=True, help="programs/s")
+    args = parser.parse_args(argv)
+    from hetflow.bench.sweep import Sweep, SweepSpec, at_rate, simulation
+    from hetflow.bench.sweep_cli import learned_source
+    from hetflow.core.presets import resolve
+
+    spec = SweepSpec.from_yaml(args.sweep)
+    spec = replace(spec, seeds=(args.seed,))
+    sweep = Sweep(spec, learned_source(spec), workers=1)
+    sim = simulation(sweep.engines, resolve(args.policy), sweep.signals[args.seed], spec.slo_scales,
+                     identity=spec.identity)
+    results = sim.run(at_rate(sweep.traces[args.seed], args.rate), isolated_s=sweep.isolated_s(args.seed))
+    late = sum(r.latency_s > spec.slo_rule.slo_scale * r.isolated_s for r in results)
+    released: Counter[str] = Counter()
+    for engine in sim.engines.values():
+        released.update(engine.scheduler.retained_released)
+    print(f"{args.policy} on {spec.name}, seed {args.seed}, {args.rate:g} programs/s: {len(results):,} programs, "
+          f"{late:,} later than {spec.slo_rule.slo_scale:g}x their exclusive latency\n")
+    print(table(prefix_losses(results), released))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
