@@ -377,7 +377,6 @@ class Simulation:
         call = self.results[program_id].calls[stage]
         call.queued_intervals_s += req.queued_intervals_s  # after any time held in the balancer for KV room
         call.preemptions += req.preemptions
-        call.prompt_tokens, call.prefix_hit_tokens = req.prompt_tokens, req.prefix_hit_tokens
         record = self._record(program_id, stage)
         if self.pipeline.engine_picker.follows_completions and kind == "answer":
             self._tell_finished(record, call.engine_id, req)
@@ -388,6 +387,7 @@ class Simulation:
         call.first_scheduled_s = call.first_scheduled_s or req.first_scheduled_s or now
         call.first_token_s = req.first_token_s or now
         call.output_tokens = req.output_tokens
+        call.prompt_tokens, call.prefix_hit_tokens = req.prompt_tokens, req.prefix_hit_tokens
         if self.cascade is None or self._cascade_stage[f"{program_id}/{stage}"] == len(self.cascade.config.models):
             self._graded(program_id, record, self._answering_model(record), None)
         elif self.cascade.config.judge.kind == "learned":

@@ -14,7 +14,9 @@ plays one probe of a sweep and sorts its calls:
 A run whose same-engine calls prefill far more than the new part of their prompts has working sets that
 outgrew the KV: the prefix cache evicted contexts that were about to come back (docs/results.md,
 "Working sets counted with their growth"). The KV holds the retention stage gave end by a next call
-(``resumed``), by time (``expired``) or to make room (``pressure``).
+(``resumed``), by time (``expired``) or to make room (``pressure``). A call's cached tokens are summed
+over its admissions, so a preempted call that found its prefix again counts as cached; the run's
+preemptions are in the sweep's own figures.
 
     python -m hetflow.bench.prefix_losses --sweep bench/sweeps/capacity-agent.yaml --policy hetflow \\
         --seed 3 --rate 0.711
@@ -37,6 +39,8 @@ CACHED_BUCKETS = ((0.6, "same engine, >= 60% cached"), (0.2, "same engine, 20-60
 
 @dataclass(frozen=True)
 class LossRow:
+    """The calls of one kind and their prompt tokens."""
+
     calls: int = 0
     prompt_tokens: int = 0
     prefilled_tokens: int = 0
@@ -48,6 +52,7 @@ class LossRow:
 
 
 def call_kind(prompt_tokens: int, hit_tokens: int, first: bool, moved: bool) -> str:
+    """The row of a call: first, moved, or on its program's engine by the share of its prompt cached."""
     if first:
         return "first"
     if moved:
@@ -71,6 +76,7 @@ def prefix_losses(results: Iterable[ProgramResult]) -> dict[str, LossRow]:
 
 
 def table(rows: dict[str, LossRow], released: Counter[str]) -> str:
+    """The rows as markdown, then the run's prefix hits and how its KV holds ended."""
     total = sum(r.prompt_tokens for r in rows.values()) or 1
     lines = ["| calls | count | prompt tokens | prefilled tokens | prefilled, share of all prompt tokens |",
              "| --- | ---: | ---: | ---: | ---: |"]

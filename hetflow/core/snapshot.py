@@ -55,7 +55,7 @@ class EngineView:
     """Blocks recently sent to the engine that its index remembers (SGLang's tree size)."""
     resident_tokens: int = 0
     """Context tokens of the active programs whose last call went to the engine: the KV their next
-    calls will ask it to hold again (``MonitorState.resident_tokens``)."""
+    calls will ask it to hold again (``MonitorState.resident``)."""
     resident_growth_tokens: int = 0
     """What those contexts will still grow by over their programs' stages to come: each program's calls
     still to come times its growth per call (``MonitorState.resident``); 0 for programs of unknown stages."""

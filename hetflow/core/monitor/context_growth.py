@@ -8,7 +8,9 @@ then outgrow the KV, and the prefix cache evicts the contexts about to return (t
 capacity cliff, docs/results.md, "Working sets counted with their growth").
 
 Learned from each program's second call on: the prompt tokens a call adds over its program's previous
-call (0 when it has fewer, as a DAG's branch may), averaged per workflow.
+call (0 when it has fewer, as a DAG's branch may), averaged per workflow over every call seen. A chain's
+growth is what this models; a DAG's parallel branches add little each and pull the mean down, so its
+growth to come is undercounted, never over.
 """
 
 from __future__ import annotations
@@ -16,15 +18,15 @@ from __future__ import annotations
 
 class ContextGrowth:
     def __init__(self) -> None:
-        self._sums: dict[str, tuple[int, int]] = {}
-        """Workflow -> (tokens added over the calls seen, calls seen)."""
+        self._added_tokens_and_calls: dict[str, tuple[int, int]] = {}
+        """Workflow -> (prompt tokens added over the calls seen, calls seen)."""
 
     def record(self, workflow: str, previous_prompt_tokens: int, prompt_tokens: int) -> None:
         """A call of ``workflow`` with ``prompt_tokens`` after its program's call of ``previous_prompt_tokens``."""
-        added, calls = self._sums.get(workflow, (0, 0))
-        self._sums[workflow] = (added + max(0, prompt_tokens - previous_prompt_tokens), calls + 1)
+        added, calls = self._added_tokens_and_calls.get(workflow, (0, 0))
+        self._added_tokens_and_calls[workflow] = (added + max(0, prompt_tokens - previous_prompt_tokens), calls + 1)
 
     def tokens_per_call(self, workflow: str) -> float:
         """The workflow's mean growth per call; 0 before any program of it made a second call."""
-        added, calls = self._sums.get(workflow, (0, 0))
+        added, calls = self._added_tokens_and_calls.get(workflow, (0, 0))
         return added / calls if calls else 0.0

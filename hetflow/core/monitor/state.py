@@ -75,7 +75,8 @@ class ProgramRecord:
     ended: bool = False
     """Its last stage finished: no next call will bring its context back."""
     stage_count: int = 0
-    """Its calls' stage count as its client told it (0: unknown or inferred): the calls still to come."""
+    """Its stage count as its client told it (0: unknown or inferred); less its calls so far, the calls
+    still to come."""
     last_finished_agent: str = ""
     """The agent of its last call to finish, whose tool gap its next call ends."""
     held_until_s: float | None = None
@@ -133,7 +134,7 @@ class EngineRecord:
     prefix_index: PrefixIndex | None = None
     """The blocks recently sent to the engine (its likely prefix cache); made at its first report."""
     resident_programs: set[str] = field(default_factory=set)
-    """Programs whose last call went to this engine, until they go idle (``MonitorState.resident_tokens``)."""
+    """Programs whose last call went to this engine, until they go idle (``MonitorState.resident``)."""
     unreachable: str = ""
     """Why a balancer last failed to reach it; unhealthy until its next report ("" = none)."""
 
@@ -210,6 +211,7 @@ class Resident(NamedTuple):
     growth_tokens: int
     """What their contexts will still grow by over their stages to come (``ContextGrowth``)."""
     programs: int
+    """How many active programs those are."""
 
 
 class MonitorState:
@@ -277,7 +279,7 @@ class MonitorState:
             self.tool_gaps.record(program.workflow, program.last_finished_agent, now_s - program.last_seen_s)
             program.last_finished_agent = ""
         program.last_seen_s, program.ended = now_s, False
-        program.stage_count = 0 if stages_inferred else stage_count
+        program.stage_count = 0 if stages_inferred else stage_count or program.stage_count
         if program.learned is not None:  # it came back after it was learned from: learn it again when it ends
             self.workflow_stages.forget(program.workflow, program.learned)
             program.learned = None

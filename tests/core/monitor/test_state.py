@@ -235,3 +235,11 @@ def test_resident_growth_counts_each_programs_calls_to_come_at_its_growth_per_ca
     assert (resident.tokens, resident.growth_tokens, resident.programs) == (1500, 4 * 400, 2)  # untold: no growth
     state.release("a2", now_s=4, output_tokens=100)                  # its own: (1500 - 1000) per call, 2 to come
     assert state.resident(state.engines["e1"], now_s=4).growth_tokens == 2 * 500
+
+
+def test_a_later_call_that_does_not_tell_its_stages_keeps_the_count_its_program_told(state):
+    state.admit("r1", "p", "m", "e0", 10.0, now_s=0, prompt_tokens=500, stage_index=1, stage_count=4)
+    state.admit("r2", "p", "m", "e0", 10.0, now_s=1, prompt_tokens=700)
+    assert state.programs["p"].stage_count == 4
+    state.admit("r3", "p", "m", "e0", 10.0, now_s=2, prompt_tokens=900, stages_inferred=True)
+    assert state.programs["p"].stage_count == 0                      # inferred stages end nothing

@@ -7,7 +7,8 @@ call prefills its context again, and the extra work lengthens every program: the
 the agent family's sweeps (hit rate falling from about 80% to 60% within 3% of the rate).
 
 A program's first call keeps the engines whose resident tokens (the monitor's ``resident_tokens``: the
-active programs last sent there, until their KV hold ends or, without one, for their idle time) plus the
+active programs last sent there; one that told its stages until it ends or goes idle, one that did not
+until its KV hold ends or, without one, for its idle time) plus the
 call's prompt and predicted output fit in ``kv_fraction`` of their KV capacity (an engine no active
 program holds always may take it, so a program larger than that fraction still starts); with none, it
 waits in the balancer's hold queue for the next round (``WaitForCapacity``), so new programs queue
