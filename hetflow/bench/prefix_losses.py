@@ -25,10 +25,9 @@ preemptions are in the sweep's own figures.
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from simulator.run import ProgramResult
 
@@ -75,7 +74,7 @@ def prefix_losses(results: Iterable[ProgramResult]) -> dict[str, LossRow]:
     return rows
 
 
-def table(rows: dict[str, LossRow], released: Counter[str]) -> str:
+def table(rows: dict[str, LossRow], released: Mapping[str, int]) -> str:
     """The rows as markdown, then the run's prefix hits and how its KV holds ended."""
     total = sum(r.prompt_tokens for r in rows.values()) or 1
     lines = ["| calls | count | prompt tokens | prefilled tokens | prefilled, share of all prompt tokens |",
@@ -97,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--rate", type=float, required=True, help="programs/s")
     args = parser.parse_args(argv)
-    from hetflow.bench.sweep import Sweep, SweepSpec, at_rate, simulation
+    from hetflow.bench.sweep import Sweep, SweepSpec, at_rate, retained_kv_released, simulation
     from hetflow.bench.sweep_cli import learned_source
     from hetflow.core.presets import resolve
 
@@ -108,12 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                      identity=spec.identity)
     results = sim.run(at_rate(sweep.traces[args.seed], args.rate), isolated_s=sweep.isolated_s(args.seed))
     late = sum(r.latency_s > spec.slo_rule.slo_scale * r.isolated_s for r in results)
-    released: Counter[str] = Counter()
-    for engine in sim.engines.values():
-        released.update(engine.scheduler.retained_released)
     print(f"{args.policy} on {spec.name}, seed {args.seed}, {args.rate:g} programs/s: {len(results):,} programs, "
           f"{late:,} later than {spec.slo_rule.slo_scale:g}x their exclusive latency\n")
-    print(table(prefix_losses(results), released))
+    print(table(prefix_losses(results), retained_kv_released(sim)))
     return 0
 
 

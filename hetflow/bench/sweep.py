@@ -192,8 +192,7 @@ def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[St
     summary["prefix_hit_rate"] = sim.prefix_hit_rate
     summary["router_changed_share"] = sim.router_changed_share
     summary["busiest_engine_call_share"] = busiest_engine_call_share(results, engines)
-    released = [e.scheduler.retained_released for e in sim.engines.values()]
-    summary["retained_kv_released"] = {why: sum(r[why] for r in released) for why in released[0]}
+    summary["retained_kv_released"] = retained_kv_released(sim)
     summary["latencies_s"] = sorted(round(r.latency_s, 4) for r in results)
     return summary
 
@@ -205,6 +204,13 @@ def simulation(engines: Sequence[EngineSpec], preset: Preset, signals: Signals,
     return Simulation(engines, preset.policy, signals_for(preset, signals),
                       QueueConfig(discipline=preset.queue_discipline), slo_scales, decode_runs=decode_runs,
                       identity=identity)
+
+
+def retained_kv_released(sim: Simulation) -> dict[str, int]:
+    """How the run's KV holds ended, over every engine: by the next call (``resumed``), by time
+    (``expired``), to make room (``pressure``)."""
+    released = [e.scheduler.retained_released for e in sim.engines.values()]
+    return {why: sum(r[why] for r in released) for why in released[0]}
 
 
 def busiest_engine_call_share(results: Sequence[ProgramResult], engines: Sequence[EngineSpec]) -> float | None:

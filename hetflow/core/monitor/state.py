@@ -376,10 +376,10 @@ class MonitorState:
     def _active_until_s(self, program: ProgramRecord) -> float:
         """A program that told its stages comes back while it has stages left, whether or not its KV was
         held: it counts until it goes idle. One that did not counts for its hold when it was given one."""
-        idle_s = program.last_seen_s + self.limits.program_idle_after_s
+        idle_at_s = program.last_seen_s + self.limits.program_idle_after_s
         if program.held_until_s is None:
-            return idle_s
-        return max(program.held_until_s, idle_s) if program.stage_count else program.held_until_s
+            return idle_at_s
+        return max(program.held_until_s, idle_at_s) if program.stage_count else program.held_until_s
 
     def _growth_to_come(self, program: ProgramRecord) -> float:
         """The tokens its context will still grow by: its calls still to come (its stage count less its

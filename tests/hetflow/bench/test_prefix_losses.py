@@ -1,7 +1,5 @@
 """Where a run's prefix hits went: each call sorted by where it ran against its program's previous call."""
 
-from collections import Counter
-
 from hetflow.bench.prefix_losses import LossRow, call_kind, prefix_losses, table
 from simulator.run import ProgramResult, SimulatedCall
 
@@ -33,5 +31,5 @@ def test_calls_are_compared_with_their_programs_previous_call_in_dispatch_order(
     assert rows["same engine, >= 60% cached"] == LossRow(1, 800, 100)
     assert rows["same engine, < 20% cached"] == LossRow(1, 900, 850)
     assert rows["moved"] == LossRow(1, 600, 600)
-    text = table(rows, Counter(resumed=1, expired=2))
+    text = table(rows, {"resumed": 1, "expired": 2})
     assert "prefix hits 24.3%" in text and "expired 2, resumed 1" in text   # 1 - 2,650 prefilled / 3,500
