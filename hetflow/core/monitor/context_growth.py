@@ -21,10 +21,11 @@ class ContextGrowth:
         self._added_tokens_and_calls: dict[str, tuple[int, int]] = {}
         """Workflow -> (prompt tokens added over the calls seen, calls seen)."""
 
-    def record(self, workflow: str, previous_prompt_tokens: int, prompt_tokens: int) -> None:
-        """A call of ``workflow`` with ``prompt_tokens`` after its program's call of ``previous_prompt_tokens``."""
-        added, calls = self._added_tokens_and_calls.get(workflow, (0, 0))
-        self._added_tokens_and_calls[workflow] = (added + max(0, prompt_tokens - previous_prompt_tokens), calls + 1)
+    def record(self, workflow: str, previous_prompt_tokens: int, prompt_tokens: int, calls: int = 1) -> None:
+        """A call of ``workflow`` with ``prompt_tokens``, ``calls`` stages after its program's call of
+        ``previous_prompt_tokens`` (more than 1 when the stages between were not seen here)."""
+        added, seen = self._added_tokens_and_calls.get(workflow, (0, 0))
+        self._added_tokens_and_calls[workflow] = (added + max(0, prompt_tokens - previous_prompt_tokens), seen + calls)
 
     def tokens_per_call(self, workflow: str) -> float:
         """The workflow's mean growth per call; 0 before any program of it made a second call."""

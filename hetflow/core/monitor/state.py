@@ -88,6 +88,12 @@ class ProgramRecord:
     forgotten if it comes back, to be learned again whole."""
     one_call: bool = False
     """A call that named no program: a run of one call by construction, never learned from."""
+    first_stage: tuple[int, int] = (0, 0)
+    """(stage index, prompt tokens) of its first call that told its stage index; (0, 0) before one."""
+    reached_stage: tuple[int, int] = (0, 0)
+    """(stage index, largest prompt tokens) of the highest stage it has dispatched a call of: its calls
+    so far are counted by stage, not by dispatch, so a retried stage, a cascade's escalation or its
+    judge, or a call told again to a restarted monitor counts once."""
 
 
 @dataclass(frozen=True)
@@ -286,8 +292,7 @@ class MonitorState:
         program.in_flight.add(request_id)
         if program_id:
             self._move_resident(program, engine_id)
-        if program.dispatches:
-            self.context_growth.record(program.workflow, program.dispatches[-1][1], prompt_tokens)
+        self._count_stage(program, stage_index, prompt_tokens)
         program.dispatches.append((engine_id, prompt_tokens))
         program.context_tokens = prompt_tokens
         entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s,
@@ -349,6 +354,26 @@ class MonitorState:
             program.held_until_s = None if entry.retain_kv_s is None else now_s + entry.retain_kv_s
         return True
 
+    def _count_stage(self, program: ProgramRecord, stage_index: int, prompt_tokens: int) -> None:
+        """Learn the workflow's growth from a call that starts a new, higher stage, prompt to prompt
+        against the highest stage before it; a call of a stage already reached (a retry, an escalation, a
+        judge) only raises that stage's prompt. A call that tells no stage index is counted per dispatch,
+        as before stages were told."""
+        if stage_index <= 0:
+            if program.dispatches:
+                self.context_growth.record(program.workflow, program.dispatches[-1][1], prompt_tokens)
+            return
+        reached, reached_prompt_tokens = program.reached_stage
+        if stage_index == reached:
+            program.reached_stage = (reached, max(reached_prompt_tokens, prompt_tokens))
+        elif stage_index > reached:
+            if reached:
+                self.context_growth.record(program.workflow, reached_prompt_tokens, prompt_tokens,
+                                           calls=stage_index - reached)
+            else:
+                program.first_stage = (stage_index, prompt_tokens)
+            program.reached_stage = (stage_index, prompt_tokens)
+
     def _move_resident(self, program: ProgramRecord, engine_id: str) -> None:
         if program.dispatches:
             previous = self.engines.get(program.dispatches[-1][0])
@@ -382,14 +407,19 @@ class MonitorState:
         return max(program.held_until_s, idle_at_s) if program.stage_count else program.held_until_s
 
     def _growth_to_come(self, program: ProgramRecord) -> float:
-        """The tokens its context will still grow by: its calls still to come (its stage count less its
-        calls so far) times its own growth per call so far, or its workflow's before its second call."""
-        calls = len(program.dispatches)
-        to_come = program.stage_count - calls
+        """The tokens its context will still grow by: its stages still to come (its stage count less the
+        highest stage it reached) times its own growth per stage so far (its context now, outputs released
+        since its last call included, over its first stage's prompt), or its workflow's before its second
+        stage. Programs that tell no stage index count their dispatches as stages."""
+        (first, first_prompt_tokens), (reached, _) = program.first_stage, program.reached_stage
+        if not reached:
+            first, first_prompt_tokens = 1, program.dispatches[0][1] if program.dispatches else 0
+            reached = len(program.dispatches)
+        to_come = program.stage_count - reached
         if to_come <= 0:
             return 0.0
-        if calls > 1:
-            return to_come * max(0, program.context_tokens - program.dispatches[0][1]) / (calls - 1)
+        if reached > first:
+            return to_come * max(0, program.context_tokens - first_prompt_tokens) / (reached - first)
         return to_come * self.context_growth.tokens_per_call(program.workflow)
 
     # -- engines -------------------------------------------------------------------------

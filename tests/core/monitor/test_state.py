@@ -243,3 +243,38 @@ def test_a_later_call_that_does_not_tell_its_stages_keeps_the_count_its_program_
     assert state.programs["p"].stage_count == 4
     state.admit("r3", "p", "m", "e0", 10.0, now_s=2, prompt_tokens=900, stages_inferred=True)
     assert state.programs["p"].stage_count == 0                      # inferred stages end nothing
+
+
+def test_calls_so_far_are_counted_by_stage_so_a_retried_stage_or_a_judge_counts_once(state):
+    """A stage decided again (its call failed before its first token), a cascade's escalation or its judge's
+    call is another dispatch of a stage already reached: neither shortens the stages to come nor enters the
+    workflow's growth, which is learned prompt to prompt between stages."""
+    state.admit("s1", "p", "m", "e0", 10.0, now_s=0, workflow="w", prompt_tokens=1000, stage_index=1, stage_count=5)
+    state.release("s1", now_s=0.1, completed=False)
+    state.admit("s1-again", "p", "m", "e0", 10.0, now_s=0.2, workflow="w", prompt_tokens=1000, stage_index=1,
+                stage_count=5)
+    state.admit("judge", "p", "m", "e0", 10.0, now_s=0.3, workflow="w", prompt_tokens=1200, stage_index=1,
+                stage_count=5)
+    assert state.context_growth.tokens_per_call("w") == 0.0          # no second stage yet
+    state.admit("s2", "p", "m", "e0", 10.0, now_s=1, workflow="w", prompt_tokens=1600, stage_index=2, stage_count=5)
+    assert state.context_growth.tokens_per_call("w") == 400           # against stage 1's largest prompt, 1,200
+    assert state.resident(state.engines["e0"], now_s=1).growth_tokens == 3 * 600   # 3 stages to come, not 1
+
+
+def test_a_call_told_again_to_a_restarted_monitor_counts_the_stages_before_it(state):
+    """After a restart the monitor sees a program first at its stage 3: two stages are to come, not four."""
+    state.admit("r3", "p", "m", "e0", 10.0, now_s=0, workflow="w", prompt_tokens=900, stage_index=3, stage_count=5,
+                reregister=True)
+    state.context_growth.record("w", 500, 700)
+    assert state.resident(state.engines["e0"], now_s=0).growth_tokens == 2 * 200
+
+
+def test_a_stage_reached_out_of_order_spreads_its_growth_over_the_stages_between(state):
+    """A DAG's sibling stages may start in any order: stage 4 before stage 3 adds its growth over two stages,
+    and stage 3 then counts as reached."""
+    state.admit("a", "p", "m", "e0", 10.0, now_s=0, workflow="w", prompt_tokens=1000, stage_index=2, stage_count=6)
+    state.admit("b", "p", "m", "e0", 10.0, now_s=1, workflow="w", prompt_tokens=1600, stage_index=4, stage_count=6)
+    assert state.context_growth.tokens_per_call("w") == 300
+    state.admit("c", "p", "m", "e0", 10.0, now_s=1, workflow="w", prompt_tokens=1100, stage_index=3, stage_count=6)
+    assert state.context_growth.tokens_per_call("w") == 300
+    assert state.programs["p"].reached_stage == (4, 1600)
