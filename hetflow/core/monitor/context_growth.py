@@ -7,8 +7,10 @@ at the one it holds now: a gate that counts only today's contexts admits program
 then outgrow the KV, and the prefix cache evicts the contexts about to return (the agent family's
 capacity cliff, docs/results.md, "Working sets counted with their growth").
 
-Learned from each program's second call on: the prompt tokens a call adds over its program's previous
-call (0 when it has fewer, as a DAG's branch may), averaged per workflow over every call seen. A chain's
+Learned from each program's second stage on: the prompt tokens a call of a new stage adds over the
+largest prompt of its program's stage before (``MonitorState._count_stage``; over its previous call for
+programs that tell no stage index), 0 when it has fewer, as a DAG's branch may, averaged per workflow over
+the stages seen. A chain's
 growth is what this models; a DAG's parallel branches add little each and pull the mean down, so its
 growth to come is undercounted, never over.
 """
