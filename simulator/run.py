@@ -64,6 +64,9 @@ class SimulatedCall:
     prefix_hit_tokens: int = 0
     """Prompt tokens its engine found in its prefix cache, over every admission (a preempted call's
     re-admissions included); 0 where the engine does not say."""
+    held_s: float = 0.0
+    """The part of its waits it spent held in the balancer for KV room (the working-set gate), before
+    any engine had it."""
 
     @property
     def queued_s(self) -> float:
@@ -362,9 +365,10 @@ class Simulation:
         if escalated is not None:  # a cascade's next stage: the call's timeline goes on
             escalated.engine_id = outcome.engine_id
             escalated.queued_intervals_s += held
+            escalated.held_s += now - held_since
             return
         result.calls[record.stage_index] = SimulatedCall(record.stage_index, outcome.engine_id, held_since, 0.0, 0.0,
-                                                         0, 0, queued_intervals_s=held)
+                                                         0, 0, queued_intervals_s=held, held_s=now - held_since)
 
     def _after_tool(self, program_id: str, record: StageRecord) -> None:
         self._in_tool.discard(f"{program_id}/{record.stage_index}")

@@ -11,6 +11,11 @@ plays one probe of a sweep and sorts its calls:
   it was evicted) and under 20% (all of it was);
 - **moved**: another engine, where its context had to be prefilled again.
 
+It then says where the time of the programs that missed the SLO went, by decile of exclusive latency:
+how many were late, their mean slowdown, and the shares of their latency held in the balancer for KV
+room (the working-set gate) and queued in engines (the rest ran, or waited in tools). Programs late
+with most of their time held at the gate were kept out of a KV that working sets filled.
+
 A run whose same-engine calls prefill far more than the new part of their prompts has working sets that
 outgrew the KV: the prefix cache evicted contexts that were about to come back (docs/results.md,
 "Working sets counted with their growth"). The KV holds the retention stage gave end by a next call
@@ -89,6 +94,48 @@ def table(rows: dict[str, LossRow], released: Mapping[str, int]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class LateRow:
+    """The programs of one decile of exclusive latency, and where their time went."""
+
+    programs: int
+    late: int
+    mean_exclusive_s: float
+    mean_slowdown: float
+    held_share: float
+    """Of their latency, the share their calls were held in the balancer for KV room."""
+    engine_queue_share: float
+    """Of their latency, the share their calls waited in engine queues (or preempted)."""
+
+
+def late_by_decile(results: Sequence[ProgramResult], slo_scale: float) -> list[LateRow]:
+    """The programs sorted by exclusive latency, in ten groups (the last takes the remainder): how many
+    finished later than ``slo_scale`` times their exclusive latency, and where their time went."""
+    ordered = sorted(results, key=lambda r: r.isolated_s)
+    rows = []
+    for k in range(10):
+        group = ordered[k * len(ordered) // 10:(k + 1) * len(ordered) // 10]
+        if not group:
+            continue
+        latency = sum(r.latency_s for r in group) or 1.0
+        held = sum(c.held_s for r in group for c in r.calls.values())
+        queued = sum(c.queued_s for r in group for c in r.calls.values())
+        rows.append(LateRow(len(group), sum(r.latency_s > slo_scale * r.isolated_s for r in group),
+                            sum(r.isolated_s for r in group) / len(group),
+                            sum(r.latency_s / r.isolated_s for r in group if r.isolated_s > 0) / len(group),
+                            held / latency, (queued - held) / latency))
+    return rows
+
+
+def late_table(rows: Sequence[LateRow]) -> str:
+    lines = ["| decile of exclusive latency | programs | mean exclusive s | late | mean slowdown "
+             "| held for KV room | queued in engines |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for k, row in enumerate(rows, 1):
+        lines.append(f"| {k} | {row.programs:,} | {row.mean_exclusive_s:.1f} | {row.late:,} | {row.mean_slowdown:.2f} "
+                     f"| {row.held_share:.0%} | {row.engine_queue_share:.0%} |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweep", type=Path, required=True, help="the sweep's YAML: cluster, trace, signals")
@@ -110,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{args.policy} on {spec.name}, seed {args.seed}, {args.rate:g} programs/s: {len(results):,} programs, "
           f"{late:,} later than {spec.slo_rule.slo_scale:g}x their exclusive latency\n")
     print(table(prefix_losses(results), retained_kv_released(sim)))
+    print("\n" + late_table(late_by_decile(results, spec.slo_rule.slo_scale)))
     return 0
 
 
