@@ -64,9 +64,9 @@ class SimulatedCall:
     prefix_hit_tokens: int = 0
     """Prompt tokens its engine found in its prefix cache, over every admission (a preempted call's
     re-admissions included); 0 where the engine does not say."""
-    held_s: float = 0.0
-    """The part of its waits it spent held in the balancer for KV room (the working-set gate), before
-    any engine had it."""
+    held_intervals_s: list[tuple[float, float]] = field(default_factory=list)
+    """The part of ``queued_intervals_s`` it spent held in the balancer for KV room (the working-set
+    gate), before any engine had it."""
 
     @property
     def queued_s(self) -> float:
@@ -359,16 +359,19 @@ class Simulation:
         result = self.results[program_id]
         if record.stage_index == record.stage_count:  # the final answer's model decides correctness
             result.model = outcome.model
-        held_since = self._leave_hold(key) or now  # a call held for room was dispatched when first held
+        held_since = self._leave_hold(key)  # a call held for room was dispatched when first held
+        if held_since is None:
+            held_since = now
         held = [(held_since, now)] if now > held_since else []
         escalated = result.calls.get(record.stage_index)
         if escalated is not None:  # a cascade's next stage: the call's timeline goes on
             escalated.engine_id = outcome.engine_id
             escalated.queued_intervals_s += held
-            escalated.held_s += now - held_since
+            escalated.held_intervals_s += held
             return
         result.calls[record.stage_index] = SimulatedCall(record.stage_index, outcome.engine_id, held_since, 0.0, 0.0,
-                                                         0, 0, queued_intervals_s=held, held_s=now - held_since)
+                                                         0, 0, queued_intervals_s=list(held),
+                                                         held_intervals_s=list(held))
 
     def _after_tool(self, program_id: str, record: StageRecord) -> None:
         self._in_tool.discard(f"{program_id}/{record.stage_index}")

@@ -9,7 +9,13 @@ this bounds latency. A program's floor is its critical path with every call at i
   pool serves that call fastest;
 - with the ideal prefix cache of the work ceiling (``ceiling.ideal_cache_work``): the longest prefix any
   earlier call had, the shared system prompt and the program's own earlier prompts and outputs, cached;
-- after each stage's tool time, once the stages it depends on have ended.
+- after each stage's tool time, once the stages it depends on have ended (a first stage starts at the
+  program's arrival, as the simulator starts it).
+
+Two assumptions, both met by the shipped traces: the ideal cache fills in arrival order (a program's
+calls in stage order), so a prompt part is cached for the calls that arrive after its first one; and on
+a pool of several models a call's cached prefix and prompt are counted in one model's tokens at a time,
+as if every earlier output of its program came from that model.
 
 Every schedule's latency for a program is at least its floor, so every quantile of a run's latencies over
 a set of programs is at least that quantile of their floors (each order statistic of a set dominated
@@ -60,7 +66,7 @@ def latency_floors_s(records: Sequence[StageRecord], engines: Sequence[EngineSpe
         done_at: dict[int, float] = {}
         for k, record in enumerate(group):
             call_s = min(fastest_call_s(work[model][program_id][k], profiles) for model, profiles in kinds.items())
-            start_s = max((done_at[d] for d in record.depends_on), default=0.0) + record.tool_s
+            start_s = max(done_at[d] for d in record.depends_on) + record.tool_s if record.depends_on else 0.0
             done_at[record.stage_index] = start_s + call_s
         floors[program_id] = max(done_at.values())
     return floors
@@ -113,6 +119,7 @@ def _by_policy_and_load(runs: list[dict[str, Any]], seeds: list[int]) -> dict[tu
 
 
 def _measured(run: dict[str, Any], key: str) -> float:
+    """A run's figure under the floor's key: its P95 or its longest decile's P95."""
     return float(run["latency_s"]["p95"] if key == "p95_s" else run[key])
 
 

@@ -11,10 +11,11 @@ plays one probe of a sweep and sorts its calls:
   it was evicted) and under 20% (all of it was);
 - **moved**: another engine, where its context had to be prefilled again.
 
-It then says where the time of the programs that missed the SLO went, by decile of exclusive latency:
-how many were late, their mean slowdown, and the shares of their latency held in the balancer for KV
-room (the working-set gate) and queued in engines (the rest ran, or waited in tools). Programs late
-with most of their time held at the gate were kept out of a KV that working sets filled.
+It then sorts the programs by exclusive latency into ten deciles and says, for each, how many missed
+the SLO, their mean slowdown, and the shares of the decile's latency its programs spent held in the
+balancer for KV room (the working-set gate) and queued in engines (the rest ran, or waited in tools;
+each program's waits taken as a union of intervals, so parallel stages waiting together count once).
+Deciles late with most of their time held at the gate were kept out of a KV that working sets filled.
 
 A run whose same-engine calls prefill far more than the new part of their prompts has working sets that
 outgrew the KV: the prefix cache evicted contexts that were about to come back (docs/results.md,
@@ -34,6 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from hetflow.core.stats import union_length_s
 from simulator.run import ProgramResult
 
 CACHED_BUCKETS = ((0.6, "same engine, >= 60% cached"), (0.2, "same engine, 20-60% cached"),
@@ -98,6 +100,8 @@ def table(rows: dict[str, LossRow], released: Mapping[str, int]) -> str:
 class LateRow:
     """The programs of one decile of exclusive latency, and where their time went."""
 
+    decile: int
+    """1 for the programs of shortest exclusive latency, 10 for the longest."""
     programs: int
     late: int
     mean_exclusive_s: float
@@ -109,30 +113,32 @@ class LateRow:
 
 
 def late_by_decile(results: Sequence[ProgramResult], slo_scale: float) -> list[LateRow]:
-    """The programs sorted by exclusive latency, in ten groups (the last takes the remainder): how many
-    finished later than ``slo_scale`` times their exclusive latency, and where their time went."""
+    """The programs sorted by exclusive latency and cut into ten groups of as near equal size as their
+    count allows (empty ones left out): how many finished later than ``slo_scale`` times their
+    exclusive latency, and where the group's time went."""
     ordered = sorted(results, key=lambda r: r.isolated_s)
     rows = []
-    for k in range(10):
-        group = ordered[k * len(ordered) // 10:(k + 1) * len(ordered) // 10]
+    for decile in range(1, 11):
+        group = ordered[(decile - 1) * len(ordered) // 10:decile * len(ordered) // 10]
         if not group:
             continue
-        latency = sum(r.latency_s for r in group) or 1.0
-        held = sum(c.held_s for r in group for c in r.calls.values())
-        queued = sum(c.queued_s for r in group for c in r.calls.values())
-        rows.append(LateRow(len(group), sum(r.latency_s > slo_scale * r.isolated_s for r in group),
+        latency_s = sum(r.latency_s for r in group) or 1.0
+        held_s = sum(union_length_s(i for c in r.calls.values() for i in c.held_intervals_s) for r in group)
+        queued_s = sum(r.queued_s for r in group)
+        rows.append(LateRow(decile, len(group), sum(r.latency_s > slo_scale * r.isolated_s for r in group),
                             sum(r.isolated_s for r in group) / len(group),
-                            sum(r.latency_s / r.isolated_s for r in group if r.isolated_s > 0) / len(group),
-                            held / latency, (queued - held) / latency))
+                            sum(r.latency_s / r.isolated_s for r in group) / len(group),
+                            held_s / latency_s, (queued_s - held_s) / latency_s))
     return rows
 
 
 def late_table(rows: Sequence[LateRow]) -> str:
+    """``late_by_decile``'s rows as markdown."""
     lines = ["| decile of exclusive latency | programs | mean exclusive s | late | mean slowdown "
              "| held for KV room | queued in engines |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for k, row in enumerate(rows, 1):
-        lines.append(f"| {k} | {row.programs:,} | {row.mean_exclusive_s:.1f} | {row.late:,} | {row.mean_slowdown:.2f} "
-                     f"| {row.held_share:.0%} | {row.engine_queue_share:.0%} |")
+    for row in rows:
+        lines.append(f"| {row.decile} | {row.programs:,} | {row.mean_exclusive_s:.1f} | {row.late:,} "
+                     f"| {row.mean_slowdown:.2f} | {row.held_share:.0%} | {row.engine_queue_share:.0%} |")
     return "\n".join(lines)
 
 

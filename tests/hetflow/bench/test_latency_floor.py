@@ -43,6 +43,12 @@ def test_a_later_program_finds_the_shared_system_prompt_cached_so_its_floor_is_b
     assert floors["b"] < exclusive["b"]
 
 
+def test_a_first_stage_starts_at_arrival_whatever_its_tool_time_as_the_simulator_starts_it():
+    root = stage("r", 1, [{"text": "q", "tokens": 50}], 50, 10, tool_s=7.0)
+    p = profile()
+    assert latency_floors_s([root], [EngineSpec("e0", M, p)])["r"] == pytest.approx(p.isolated_request_s(50, 10, 0))
+
+
 def test_parallel_stages_count_once_on_the_critical_path():
     parts = [{"text": "q", "tokens": 50}]
     dag = [stage("d", 1, parts, 50, 30),

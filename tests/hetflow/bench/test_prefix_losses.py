@@ -36,19 +36,29 @@ def test_calls_are_compared_with_their_programs_previous_call_in_dispatch_order(
     assert "prefix hits 24.3%" in text and "expired 2, resumed 1" in text   # 1 - 2,650 prefilled / 3,500
 
 
-def timed(program_id: str, exclusive_s: float, latency_s: float, held_s: float, queued_s: float) -> ProgramResult:
-    """A one-call program: held ``held_s`` at the gate, then queued the rest of ``queued_s`` in an engine."""
-    done = SimulatedCall(1, "e0", 0.0, queued_s, latency_s, 10, 0,
-                         queued_intervals_s=[(0.0, held_s), (held_s, queued_s)], held_s=held_s)
-    return ProgramResult(program_id, "agent", 0.0, finished_s=latency_s, isolated_s=exclusive_s, calls={1: done})
+def timed(program_id: str, exclusive_s: float, latency_s: float, held_s: float, queued_s: float,
+          parallel: bool = False) -> ProgramResult:
+    """A program held ``held_s`` at the gate, then queued the rest of ``queued_s`` in an engine; with
+    ``parallel``, a second stage beside it waited the same intervals."""
+    def waited(stage: int) -> SimulatedCall:
+        return SimulatedCall(stage, "e0", 0.0, queued_s, latency_s, 10, 0,
+                             queued_intervals_s=[(0.0, held_s), (held_s, queued_s)], held_intervals_s=[(0.0, held_s)])
+    calls = {1: waited(1), 2: waited(2)} if parallel else {1: waited(1)}
+    return ProgramResult(program_id, "agent", 0.0, finished_s=latency_s, isolated_s=exclusive_s, calls=calls)
 
 
 def test_late_programs_are_counted_by_decile_of_exclusive_latency_with_their_time_held_and_queued():
     short = [timed(f"s{i}", 10.0, 20.0, 0.0, 2.0) for i in range(10)]
-    starved = [timed(f"m{i}", 50.0, 400.0, 300.0, 310.0) for i in range(10)]   # late: held at the gate
+    starved = [timed(f"m{i}", 50.0, 400.0, 300.0, 310.0, parallel=i % 2 == 0) for i in range(10)]  # late: held
     rows = late_by_decile(short + starved, slo_scale=5.0)
-    assert [r.programs for r in rows] == [2] * 10
+    assert [r.decile for r in rows] == list(range(1, 11)) and [r.programs for r in rows] == [2] * 10
     assert [r.late for r in rows] == [0] * 5 + [2] * 5
     assert rows[0].mean_slowdown == 2.0 and rows[0].held_share == 0.0 and rows[0].engine_queue_share == 0.1
+    # parallel stages waiting together count once: the shares stay those of one stage
     assert rows[9].mean_exclusive_s == 50.0 and rows[9].held_share == 0.75 and rows[9].engine_queue_share == 0.025
     assert "| 10 | 2 | 50.0 | 2 | 8.00 | 75% | 2% |" in late_table(rows)
+
+
+def test_deciles_of_fewer_than_ten_programs_keep_their_numbers():
+    rows = late_by_decile([timed(f"p{i}", 10.0 + i, 20.0, 0.0, 1.0) for i in range(3)], slo_scale=5.0)
+    assert [r.decile for r in rows] == [4, 7, 10]
