@@ -35,10 +35,13 @@ log = get_logger(__name__)
 RETRY_PUSHBACK_KEY = "grpc-retry-pushback-ms"
 """Trailing metadata of a RESOURCE_EXHAUSTED answer that may succeed later: how long to wait (gRPC A6)."""
 REDISPATCHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNKNOWN,
-                  grpc.StatusCode.INTERNAL, grpc.StatusCode.FAILED_PRECONDITION)
+                  grpc.StatusCode.INTERNAL, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.CANCELLED)
 """An engine's failures before the first token that another engine may not share (a refusal of the
 call itself, INVALID_ARGUMENT, would be the same everywhere). FAILED_PRECONDITION: the dispatch ticket
 expired before the engine read the request (a stalled engine), so the call is decided again.
+CANCELLED: the engine's server cancelled the call, as gRPC does to a call that arrives as the server
+stops (a drained engine, the instant its drain begins; docs/reliability.md); a caller that cancels its
+own call sees ``asyncio.CancelledError``, never this status.
 The balancer's relay and the direct path's callers (``direct_call``) both decide again on these."""
 
 STATUS_OF: dict[type[errors.HetflowError], grpc.StatusCode] = {

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
+
 from hetflow.client import HetflowClient, build_request
 from tests.factories import free_port
 from tests.integration.harness import SMALL, stack_config, start_stack, wait_for_snapshot, wait_until_idle
@@ -71,3 +73,29 @@ async def test_when_every_engine_reports_late_the_calls_still_go_to_those_that_l
         assert result.output_tokens == 4
     finally:
         await stack.close()
+
+
+async def test_calls_an_engine_cancels_before_their_first_token_go_to_its_replica():
+    async def cancel(request, context):  # as gRPC cancels a call that arrives while the server stops
+        await context.abort(grpc.StatusCode.CANCELLED, "server stopping")
+        yield  # a server-streaming handler
+
+    cancelling = grpc.aio.server()
+    cancelling.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "hetflow.v1.Engine", {"Generate": grpc.unary_stream_rpc_method_handler(cancel)}),))
+    port = cancelling.add_insecure_port("127.0.0.1:0")
+    await cancelling.start()
+    stack = await start_stack(stack_config([
+        {"name": "small-0", "profile": f"{SMALL}@a6000", "advertise_address": f"127.0.0.1:{port}"},
+        {"name": "small-1", "profile": f"{SMALL}@a6000"}]))
+    try:
+        async with HetflowClient(stack.address("balancer")) as client:
+            results = await asyncio.gather(*(client.complete(build_request(
+                prompt=f"question {i}", max_tokens=8, ignore_eos=True, want_receipt=True, model_pin=SMALL))
+                for i in range(12)))
+        assert all(r.output_tokens == 8 and r.engine_id == "small-1" for r in results)
+        moved = [r for r in results if r.receipt is not None and list(r.receipt.redispatched_from)]
+        assert moved and all(list(r.receipt.redispatched_from) == ["small-0"] for r in moved)
+    finally:
+        await stack.close()
+        await cancelling.stop(None)
