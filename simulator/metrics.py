@@ -6,7 +6,7 @@ and a stability check (the first half of the run against the second)."""
 from __future__ import annotations
 
 import statistics
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 from hetflow.core.stats import UNSTABLE_HALF_RATIO, percentile, stability
 from simulator.run import ProgramResult
@@ -18,6 +18,16 @@ TARGET_ATTAINMENT = 0.95
 WARMUP_SHARE = 1 / 3
 """The first third of a run's programs arrive while the system fills up from empty; the steady-state
 stability check leaves them out (capacity at SLO reads it)."""
+
+
+T = TypeVar("T")
+
+
+def longest_decile(items: Sequence[T], exclusive_s: Callable[[T], float]) -> list[T]:
+    """The tenth of ``items`` (at least one) with the longest exclusive latency: the programs whose P95 a
+    run reports beside its own (``summarize``), and whose floors ``hetflow.bench.latency_floor`` bounds it by."""
+    by_size = sorted(items, key=exclusive_s)
+    return by_size[len(by_size) - max(1, len(by_size) // 10):]
 
 
 MATERIAL_QUEUEING_SHARE = 0.02
@@ -66,8 +76,7 @@ def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (
     labelled = [r for r in ordered if r.correct is not None]
     with_deadline = [r for r in ordered if r.deadline_s]
     within = sum(1 for r in ordered if r.latency_s <= slo_scale * r.isolated_s)
-    by_size = sorted(ordered, key=lambda r: r.isolated_s)
-    longest_decile = [r.latency_s for r in by_size[len(by_size) - max(1, len(by_size) // 10):]]
+    longest = [r.latency_s for r in longest_decile(ordered, lambda r: r.isolated_s)]
     return {
         "programs": len(ordered),
         "latency_s": {"mean": statistics.mean(latency), "p50": percentile(latency, 0.5),
@@ -85,7 +94,7 @@ def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (
         "goodput_programs_per_s": within / span if span > 0 else 0.0,
         "goodput_slo_scale": slo_scale,
         "within_slo_share": within / len(ordered),
-        "longest_decile_p95_s": percentile(sorted(longest_decile), 0.95),
+        "longest_decile_p95_s": percentile(longest, 0.95),
         "queueing_share": sum(r.queued_s for r in ordered) / sum(latency) if sum(latency) else 0.0,
         "preemptions": sum(c.preemptions for r in ordered for c in r.calls.values()),
         "models": {m: sum(r.model == m for r in ordered) for m in sorted({r.model for r in ordered})},

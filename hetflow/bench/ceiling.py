@@ -34,7 +34,7 @@ import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 from scipy import optimize, sparse
@@ -153,34 +153,48 @@ def sweep_ceilings(spec: SweepSpec) -> dict[int, dict[str, float]]:
             for seed in spec.seeds}
 
 
+def seed_table_head(bound: str, spec: SweepSpec) -> list[str]:
+    """The title and header of a table with a column per seed of the sweep and one for their mean."""
+    seeds = list(spec.seeds)
+    return [f"## {bound}: {spec.name} ({spec.cluster}, {spec.trace}), seeds {seeds}", "",
+            "| | " + " | ".join(f"seed {s}" for s in seeds) + " | mean |", "|---|" + "---|" * (len(seeds) + 1)]
+
+
+def seed_row(label: str, values: Sequence[float], fmt: str) -> str:
+    """One row of ``seed_table_head``'s table: each seed's value, then their mean, in ``fmt``."""
+    return (f"| {label} | " + " | ".join(fmt.format(v) for v in values)
+            + f" | {fmt.format(statistics.fmean(values))} |")
+
+
 def table(spec: SweepSpec, ceilings: dict[int, dict[str, float]], results: dict[str, Any] | None) -> str:
     seeds = list(spec.seeds)
-    lines = [f"## work ceiling: {spec.name} ({spec.cluster}, {spec.trace}), seeds {seeds}", "",
-             "| | " + " | ".join(f"seed {s}" for s in seeds) + " | mean |", "|---|" + "---|" * (len(seeds) + 1)]
-    row = [ceilings[s]["ceiling_per_s"] for s in seeds]
-    lines.append("| ceiling, programs/s | " + " | ".join(f"{v:.3f}" for v in row)
-                 + f" | {statistics.fmean(row):.3f} |")
-    hits = [ceilings[s]["ideal_hit_rate"] for s in seeds]
-    lines.append("| ideal prefix hit rate | " + " | ".join(f"{v:.0%}" for v in hits)
-                 + f" | {statistics.fmean(hits):.0%} |")
+    lines = seed_table_head("work ceiling", spec)
+    lines.append(seed_row("ceiling, programs/s", [ceilings[s]["ceiling_per_s"] for s in seeds], "{:.3f}"))
+    lines.append(seed_row("ideal prefix hit rate", [ceilings[s]["ideal_hit_rate"] for s in seeds], "{:.0%}"))
     for cap in (results or {}).get("capacity", []):
         shares = [c / ceilings[s]["ceiling_per_s"] for c, s in zip(cap["capacity_per_s"], seeds)]
-        lines.append(f"| {cap['policy']}: capacity / ceiling | " + " | ".join(f"{v:.0%}" for v in shares)
-                     + f" | {statistics.fmean(shares):.0%} |")
+        lines.append(seed_row(f"{cap['policy']}: capacity / ceiling", shares, "{:.0%}"))
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def sweep_main(argv: Sequence[str] | None, description: str, results_help: str,
+               table_of: Callable[[SweepSpec, dict[str, Any] | None], str]) -> int:
+    """A bound's command line: ``--sweep`` (cluster, trace and seeds) and an optional ``--results`` of
+    the same sweep; prints ``table_of`` them."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--sweep", type=Path, required=True, help="the sweep's YAML: cluster, trace and seeds")
-    parser.add_argument("--results", type=Path, help="a results.json of the same sweep: capacities as shares")
+    parser.add_argument("--results", type=Path, help=results_help)
     args = parser.parse_args(argv)
     from hetflow.bench.sweep import SweepSpec
 
     spec = SweepSpec.from_yaml(args.sweep)
-    results = json.loads(args.results.read_text()) if args.results else None
-    print(table(spec, sweep_ceilings(spec), results))
+    print(table_of(spec, json.loads(args.results.read_text()) if args.results else None))
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return sweep_main(argv, __doc__.split("\n\n")[0], "a results.json of the same sweep: capacities as shares",
+                      lambda spec, results: table(spec, sweep_ceilings(spec), results))
 
 
 if __name__ == "__main__":

@@ -29,18 +29,16 @@ tenth of programs with the longest exclusive latency.
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from hetflow.bench.ceiling import CallWork, ideal_cache_work
+from hetflow.bench.ceiling import CallWork, ideal_cache_work, seed_row, seed_table_head, sweep_main
 from hetflow.bench.cluster import cluster_from_stack, models_of
 from hetflow.core.engine.profile import EngineProfile, EngineSpec
 from hetflow.core.stats import percentile
 from hetflow.core.trace import StageRecord, programs
 from hetflow.runtime.config import load_stack
+from simulator.metrics import longest_decile
 from simulator.run import reference_latencies
 
 if TYPE_CHECKING:
@@ -75,8 +73,7 @@ def latency_floors_s(records: Sequence[StageRecord], engines: Sequence[EngineSpe
 def floor_quantiles_s(floors: dict[str, float], exclusive_s: dict[str, float]) -> dict[str, float]:
     """The floors' P95 over every program and over the longest decile (by exclusive latency, as
     ``simulator.metrics.summarize`` picks it)."""
-    by_size = sorted(floors, key=lambda p: exclusive_s[p])
-    decile = by_size[len(by_size) - max(1, len(by_size) // 10):]
+    decile = longest_decile(list(floors), lambda p: exclusive_s[p])
     return {"p95_s": percentile(list(floors.values()), 0.95),
             "longest_decile_p95_s": percentile([floors[p] for p in decile], 0.95)}
 
@@ -96,17 +93,13 @@ def sweep_floors(spec: SweepSpec) -> dict[int, dict[str, float]]:
 
 def table(spec: SweepSpec, floors: dict[int, dict[str, float]], results: dict[str, Any] | None) -> str:
     seeds = list(spec.seeds)
-    lines = [f"## latency floor: {spec.name} ({spec.cluster}, {spec.trace}), seeds {seeds}", "",
-             "| | " + " | ".join(f"seed {s}" for s in seeds) + " | mean |", "|---|" + "---|" * (len(seeds) + 1)]
+    lines = seed_table_head("latency floor", spec)
     for key, label in (("p95_s", "P95"), ("longest_decile_p95_s", "longest decile's P95")):
-        row = [floors[s][key] for s in seeds]
-        lines.append(f"| floor: {label}, s | " + " | ".join(f"{v:.1f}" for v in row)
-                     + f" | {statistics.fmean(row):.1f} |")
+        lines.append(seed_row(f"floor: {label}, s", [floors[s][key] for s in seeds], "{:.1f}"))
     for (policy, load), runs in _by_policy_and_load((results or {}).get("runs", []), seeds).items():
         for key, label in (("p95_s", "P95"), ("longest_decile_p95_s", "longest decile's P95")):
             ratios = [_measured(runs[s], key) / floors[s][key] for s in seeds]
-            lines.append(f"| {policy} at {load}: {label} / floor | " + " | ".join(f"{v:.2f}x" for v in ratios)
-                         + f" | {statistics.fmean(ratios):.2f}x |")
+            lines.append(seed_row(f"{policy} at {load}: {label} / floor", ratios, "{:.2f}x"))
     return "\n".join(lines)
 
 
@@ -124,17 +117,9 @@ def _measured(run: dict[str, Any], key: str) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sweep", type=Path, required=True, help="the sweep's YAML: cluster, trace and seeds")
-    parser.add_argument("--results", type=Path,
-                        help="a results.json of the same sweep: each policy's P95 as a multiple of the floor's")
-    args = parser.parse_args(argv)
-    from hetflow.bench.sweep import SweepSpec
-
-    spec = SweepSpec.from_yaml(args.sweep)
-    results = json.loads(args.results.read_text()) if args.results else None
-    print(table(spec, sweep_floors(spec), results))
-    return 0
+    return sweep_main(argv, __doc__.split("\n\n")[0],
+                      "a results.json of the same sweep: each policy's P95 as a multiple of the floor's",
+                      lambda spec, results: table(spec, sweep_floors(spec), results))
 
 
 if __name__ == "__main__":
