@@ -43,19 +43,29 @@ async def test_calls_go_on_while_the_monitor_is_away_and_a_new_monitor_is_told_t
         await stack.close()
 
 
+async def stack_with_small_0_at(address: str):
+    """Two small-model engines; small-0 reports ``address`` to the monitor, where the test decides what answers."""
+    return await start_stack(stack_config([
+        {"name": "small-0", "profile": f"{SMALL}@a6000", "advertise_address": address},
+        {"name": "small-1", "profile": f"{SMALL}@a6000"}]))
+
+
+async def assert_every_call_served_by_small_1(stack) -> None:
+    """Twelve calls pinned to the small model all finish on small-1, and those first sent to small-0 say so."""
+    async with HetflowClient(stack.address("balancer")) as client:
+        results = await asyncio.gather(*(client.complete(build_request(
+            prompt=f"question {i}", max_tokens=8, ignore_eos=True, want_receipt=True, model_pin=SMALL))
+            for i in range(12)))
+    assert all(r.output_tokens == 8 and r.engine_id == "small-1" for r in results)
+    moved = [r for r in results if r.receipt is not None and list(r.receipt.redispatched_from)]
+    assert moved and all(list(r.receipt.redispatched_from) == ["small-0"] for r in moved)
+
+
 async def test_calls_sent_to_an_engine_nobody_can_reach_go_to_its_replica_and_none_is_lost():
     closed_port = free_port()  # the engine reports this address, where nothing listens
-    stack = await start_stack(stack_config([
-        {"name": "small-0", "profile": f"{SMALL}@a6000", "advertise_address": f"127.0.0.1:{closed_port}"},
-        {"name": "small-1", "profile": f"{SMALL}@a6000"}]))
+    stack = await stack_with_small_0_at(f"127.0.0.1:{closed_port}")
     try:
-        async with HetflowClient(stack.address("balancer")) as client:
-            results = await asyncio.gather(*(client.complete(build_request(
-                prompt=f"question {i}", max_tokens=8, ignore_eos=True, want_receipt=True, model_pin=SMALL))
-                for i in range(12)))
-        assert all(r.output_tokens == 8 and r.engine_id == "small-1" for r in results)
-        moved = [r for r in results if r.receipt is not None and list(r.receipt.redispatched_from)]
-        assert moved and all(list(r.receipt.redispatched_from) == ["small-0"] for r in moved)
+        await assert_every_call_served_by_small_1(stack)
         snap = await wait_until_idle(stack)
         assert all(e.in_flight_requests == 0 for e in snap.engines)
     finally:
@@ -85,17 +95,9 @@ async def test_calls_an_engine_cancels_before_their_first_token_go_to_its_replic
         "hetflow.v1.Engine", {"Generate": grpc.unary_stream_rpc_method_handler(cancel)}),))
     port = cancelling.add_insecure_port("127.0.0.1:0")
     await cancelling.start()
-    stack = await start_stack(stack_config([
-        {"name": "small-0", "profile": f"{SMALL}@a6000", "advertise_address": f"127.0.0.1:{port}"},
-        {"name": "small-1", "profile": f"{SMALL}@a6000"}]))
+    stack = await stack_with_small_0_at(f"127.0.0.1:{port}")
     try:
-        async with HetflowClient(stack.address("balancer")) as client:
-            results = await asyncio.gather(*(client.complete(build_request(
-                prompt=f"question {i}", max_tokens=8, ignore_eos=True, want_receipt=True, model_pin=SMALL))
-                for i in range(12)))
-        assert all(r.output_tokens == 8 and r.engine_id == "small-1" for r in results)
-        moved = [r for r in results if r.receipt is not None and list(r.receipt.redispatched_from)]
-        assert moved and all(list(r.receipt.redispatched_from) == ["small-0"] for r in moved)
+        await assert_every_call_served_by_small_1(stack)
     finally:
         await stack.close()
         await cancelling.stop(None)
