@@ -55,7 +55,16 @@ CALIBRATION_POLICY = "least-load"
 CALIBRATION_STEPS = 9
 """Bisection steps on log(rate) per load: the rate is found to within ~2**(-9) of its bracket."""
 MAX_RATE_PER_S = 100.0
-"""Past this, a finite trace arrives as one burst: a share not reached by then is reported unreachable."""
+"""Past this, a finite trace arrives as one burst: a share not reached by then is reported unreachable,
+and a capacity search stops here unless the trace's work ceiling lies higher (``capacity_search_top_per_s``)."""
+
+
+def capacity_search_top_per_s(ceiling_per_s: float) -> float:
+    """The highest rate a capacity search probes: ``MAX_RATE_PER_S``, or the work ceiling where that is
+    higher (short calls on fast engines, e.g. the code family on the measured-GPU cluster, whose ceiling is
+    115 programs/s), so that a capacity below the ceiling is measured rather than reported as a lower bound.
+    No probe above the ceiling can pass (``ABOVE_WORK_CEILING``)."""
+    return max(MAX_RATE_PER_S, ceiling_per_s)
 
 
 @dataclass(frozen=True)
@@ -324,7 +333,8 @@ class Sweep:
             return Probe(rate, not failures, {k: v for k, v in summary.items() if k != "latencies_s"}, failures)
 
         return find_capacity(probe, float(self.spec.capacity.get("start_rate_per_s", 1.0)),
-                             float(self.spec.capacity.get("rel_tol", 0.03)), max_rate_per_s=MAX_RATE_PER_S)
+                             float(self.spec.capacity.get("rel_tol", 0.03)),
+                             max_rate_per_s=capacity_search_top_per_s(self.ceiling(seed)["ceiling_per_s"]))
 
     def _calibrate(self, target_share: float) -> float | None:
         """Bisection on log(rate) for the calibration policy's queueing share on the first seed; None

@@ -196,8 +196,8 @@ def capacity_table(rows: Sequence[Mapping[str, Any]]) -> str:
                      "fewer median latencies than the rule needs): a lower bound set by the trace's length; "
                      "run more programs to measure it.")
     if any(any(r.get("search_bound") or ()) for r in rows):
-        lines.append("\n>= at the search's highest rate (hetflow.bench.sweep.MAX_RATE_PER_S): it passed, so the "
-                     "capacity is at least that.")
+        lines.append("\n>= at the search's highest rate (hetflow.bench.sweep.capacity_search_top_per_s): it passed, "
+                     "so the capacity is at least that.")
     return "\n".join(lines)
 
 

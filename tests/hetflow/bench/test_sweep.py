@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hetflow.bench.capacity import BELOW_SLO
+from hetflow.bench import sweep as sweep_module
+from hetflow.bench.capacity import BELOW_SLO, Probe, find_capacity
 from hetflow.bench.cluster import cluster_from_stack
 from hetflow.bench.sweep import Sweep, SweepSpec, aggregate, busiest_engine_call_share, simulate
 from hetflow.cli import main
@@ -155,6 +156,17 @@ def test_no_rate_above_the_work_ceiling_passes_and_each_such_probe_says_so(tmp_p
     for probe in probes:
         assert ("above the work ceiling" in probe.failures) == (probe.rate_per_s > ceiling)
         assert not (probe.passed and probe.rate_per_s > ceiling)
+
+
+def test_a_capacity_search_reaches_a_work_ceiling_above_the_default_top():
+    """The code family on the measured-GPU cluster: ceiling 115/s, a policy passing up to 110/s."""
+    def capacity(ceiling_per_s: float):
+        return find_capacity(lambda rate: Probe(rate, rate <= 110.0), 1.0, rel_tol=0.01,
+                             max_rate_per_s=sweep_module.capacity_search_top_per_s(ceiling_per_s))
+
+    measured = capacity(115.0)
+    assert 108.9 <= measured.rate_per_s <= 110.0 and not measured.search_bound
+    assert capacity(60.0).search_bound and capacity(60.0).rate_per_s == sweep_module.MAX_RATE_PER_S
 
 
 def test_fraction_runs_need_least_loads_capacity_on_the_same_seed():
