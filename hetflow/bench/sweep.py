@@ -62,7 +62,7 @@ and a capacity search stops here unless the trace's work ceiling lies higher (``
 def capacity_search_top_per_s(ceiling_per_s: float) -> float:
     """The highest rate a capacity search probes: ``MAX_RATE_PER_S``, or the work ceiling where that is
     higher (short calls on fast engines, e.g. the code family on the measured-GPU cluster, whose ceiling is
-    115 programs/s), so that a capacity below the ceiling is measured rather than reported as a lower bound.
+    115-119 programs/s), so that a capacity below the ceiling is measured rather than reported as a lower bound.
     No probe above the ceiling can pass (``ABOVE_WORK_CEILING``)."""
     return max(MAX_RATE_PER_S, ceiling_per_s)
 

@@ -6,10 +6,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hetflow.bench import sweep as sweep_module
 from hetflow.bench.capacity import BELOW_SLO, Probe, find_capacity
 from hetflow.bench.cluster import cluster_from_stack
-from hetflow.bench.sweep import Sweep, SweepSpec, aggregate, busiest_engine_call_share, simulate
+from hetflow.bench.sweep import (
+    MAX_RATE_PER_S,
+    Sweep,
+    SweepSpec,
+    aggregate,
+    busiest_engine_call_share,
+    capacity_search_top_per_s,
+    simulate,
+)
 from hetflow.cli import main
 from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.presets import resolve
@@ -162,11 +169,11 @@ def test_a_capacity_search_reaches_a_work_ceiling_above_the_default_top():
     """The code family on the measured-GPU cluster: ceiling 115/s, a policy passing up to 110/s."""
     def capacity(ceiling_per_s: float):
         return find_capacity(lambda rate: Probe(rate, rate <= 110.0), 1.0, rel_tol=0.01,
-                             max_rate_per_s=sweep_module.capacity_search_top_per_s(ceiling_per_s))
+                             max_rate_per_s=capacity_search_top_per_s(ceiling_per_s))
 
     measured = capacity(115.0)
     assert 108.9 <= measured.rate_per_s <= 110.0 and not measured.search_bound
-    assert capacity(60.0).search_bound and capacity(60.0).rate_per_s == sweep_module.MAX_RATE_PER_S
+    assert capacity(60.0).search_bound and capacity(60.0).rate_per_s == MAX_RATE_PER_S
 
 
 def test_fraction_runs_need_least_loads_capacity_on_the_same_seed():
