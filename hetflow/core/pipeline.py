@@ -86,6 +86,13 @@ def models_able_to_hold(call: LlmCall, snapshot: ClusterSnapshot, models: list[s
     return able
 
 
+def serving(snapshot: ClusterSnapshot, models: list[str]) -> ClusterSnapshot:
+    """``snapshot`` with only the engines of ``models``: what a model picker chooses among, so that it
+    never picks a model that is no candidate (one whose engines could never hold the call, which the
+    predictor is not asked about)."""
+    return replace(snapshot, engines=tuple(e for e in snapshot.engines if e.model in models))
+
+
 class Pipeline:
     def __init__(self, policy: PolicyConfig, tells_completions: bool = False) -> None:
         """``tells_completions``: the caller calls ``finished`` for every call it placed (the simulator); an
@@ -134,7 +141,8 @@ class Pipeline:
             stages, engine_choice = self._engine_first(call, view, predictions)
             model = stages[0].choice.chosen
         else:
-            stages = [self._model_stage(call, view, confidence, router_asked)]
+            stages = [self._model_stage(call, serving(view, self.candidate_models(call, view)), confidence,
+                                        router_asked)]
             model = stages[0].choice.chosen
             engine_choice = self._engine_stage(call, view, model, predictions[model][0])
         if prompt_truncated:  # the encoder saw only the first max_length tokens of the prompt
@@ -191,8 +199,7 @@ class Pipeline:
                       ) -> tuple[list[StageDecision], _Timed]:
         """The engine stage over every candidate model's engines; the model is the chosen engine's."""
         candidates = self.candidate_models(call, view)
-        among = replace(view, engines=tuple(e for e in view.engines if e.model in candidates))
-        timed = self._engine_stage(call, among, "", predictions[candidates[0]][0])
+        timed = self._engine_stage(call, serving(view, candidates), "", predictions[candidates[0]][0])
         model = next(e.model for e in view.engines if e.engine_id == timed.choice.chosen)
         return [StageDecision("model", self.model_picker.type_name, Choice(model, "engine-first"), 0.0)], timed
 
