@@ -20,7 +20,7 @@ from hetflow.core.errors import ResourceExhausted
 from hetflow.core.hold_queue import HoldQueue
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import MonitorLimits, MonitorState
-from hetflow.core.pipeline import Pipeline
+from hetflow.core.pipeline import Pipeline, serving
 from hetflow.core.policies import FinishedCall, Prediction, Priority, WaitForCapacity
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches
@@ -223,7 +223,8 @@ class Simulation:
         """Whether the router changed this decision: the model stage again on the fixed priors."""
         priors = {m: float(self.signals.priors.get(m, 0.5)) for m in candidates}
         self.router_asked += 1
-        prior_model = self.pipeline.model_picker.pick(call, snapshot, priors, self.pipeline.store).chosen
+        prior_model = self.pipeline.model_picker.pick(call, serving(snapshot, candidates), priors,
+                                                      self.pipeline.store).chosen
         self.router_changed += prior_model != model
 
     @property

@@ -87,9 +87,9 @@ def models_able_to_hold(call: LlmCall, snapshot: ClusterSnapshot, models: list[s
 
 
 def serving(snapshot: ClusterSnapshot, models: list[str]) -> ClusterSnapshot:
-    """``snapshot`` with only the engines of ``models``: what a model picker chooses among, so that it
-    never picks a model that is no candidate (one whose engines could never hold the call, which the
-    predictor is not asked about)."""
+    """``snapshot`` with only the engines of ``models`` (the call's candidates, ``candidate_models``):
+    what the model picker, or an engine-first engine stage, chooses among, so that neither picks a model
+    the predictor was not asked about."""
     return replace(snapshot, engines=tuple(e for e in snapshot.engines if e.model in models))
 
 

@@ -7,6 +7,7 @@ import pytest
 from hetflow.core.errors import ResourceExhausted
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies import Prediction
+from hetflow.core.policy_config import StageConfig
 from hetflow.core.presets import resolve
 from tests.factories import call, engine, snapshot
 
@@ -50,13 +51,15 @@ def test_a_call_no_engine_could_ever_hold_names_the_largest_engine():
         pipeline.candidate_models(call(input_tokens=200_000), snapshot(small, engine("large-0", "large")))
 
 
-def test_the_model_picker_never_picks_a_model_that_could_not_hold_the_call():
-    """A reported engine with no KV room looks idle (L = 0) to the slack rule; it is no candidate, so the
+@pytest.mark.parametrize("model_picker", ["chimera-slack", "least-load", "join-shortest-queue", "round-robin"])
+def test_the_model_picker_never_picks_a_model_that_could_not_hold_the_call(model_picker: str):
+    """A reported engine with no KV room looks idle to a model picker; it is no candidate, so the
     predictor is never asked about its model and the picker must not choose it (fresh-clone run AM2)."""
-    pipeline = Pipeline(resolve("hetflow").policy)
+    policy = resolve("hetflow").policy
+    pipeline = Pipeline(replace(policy, model=StageConfig(model_picker)))
     busy = replace(engine("small-0", "small"), kv_capacity_tokens=120_000, in_flight_tokens=5_000.0)
     empty = replace(engine("ghost-0", "ghost"), kv_capacity_tokens=0)
     decision = pipeline.decide(call(), snapshot(busy, empty), {}, {"small": (Prediction(10.0), "")},
                                router_asked=False)
     assert (decision.model, decision.engine_id) == ("small", "small-0")
-    assert set(decision.stages[0].choice.loads) == {"small"}
+    assert not {"ghost", "ghost-0"} & set(decision.stages[0].choice.loads)
