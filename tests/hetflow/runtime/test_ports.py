@@ -2,6 +2,8 @@
 kernel hands out for outgoing connections (where one could be taken before the service binds it)."""
 
 import socket
+import subprocess
+import sys
 
 from hetflow.runtime import ports
 
@@ -29,3 +31,18 @@ def test_a_port_taken_is_not_handed_out(monkeypatch):
     finally:
         holder.close()
     assert port != taken
+
+
+def test_a_port_another_process_was_handed_is_not_handed_out_until_that_process_exits():
+    """Two test runs side by side on one host (docs/reliability.md, "Address already in use")."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from hetflow.runtime import ports; "
+         "print(ports.free_port(), flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        port = int(holder.stdout.readline())
+        assert not ports.reserve(port)
+    finally:
+        holder.communicate("")
+    assert ports.reserve(port)
