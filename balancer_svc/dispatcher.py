@@ -123,6 +123,8 @@ class Fetched:
     """The monitor's last admit the snapshot counts (``PendingAdmits`` adds the later ones)."""
     stale_s: float
     """How old the snapshot is when the monitor did not answer (0 when it did)."""
+    candidates: list[str]
+    """The models the call may go to (``Pipeline.candidate_models``), each with a prediction."""
     router_asked: bool
     confidences: tuple[dict[str, float], bool]
     """The router's confidence per model and whether it truncated the prompt (empty when not asked)."""
@@ -414,7 +416,8 @@ class Dispatcher:
         view = self.pending.apply(snapshot, fetched.admit_seq, time.monotonic())
         self.pipeline.store.waiting_calls = self.held.waiting_with(call.request_id)
         self.pipeline.store.call_is_held = call.request_id in self.held
-        decision = self.pipeline.decide(call, view, confidence, fetched.predictions, fetched.router_asked, truncated)
+        decision = self.pipeline.decide(call, view, fetched.candidates, confidence, fetched.predictions,
+                                        fetched.router_asked, truncated)
         engine = next(e for e in view.engines if e.engine_id == decision.engine_id)
         self.pending.add(call.request_id, engine.engine_id, decision.prediction.median_tokens,
                          decision.predicted_cost_s, decision.memory_plan, call.input_tokens, time.time())
@@ -470,7 +473,7 @@ class Dispatcher:
             predictions = {**predictions, **late}
         if snapshot.program_model:
             self._remember_program(call.workflow.program_id, snapshot.program_model)
-        return Fetched(call, snapshot, snapshot_msg.admit_seq, stale_s, router_asked,
+        return Fetched(call, snapshot, snapshot_msg.admit_seq, stale_s, candidates, router_asked,
                        scored if router_asked else ({}, False), predictions)
 
     def _remember_program(self, program_id: str, model: str) -> None:

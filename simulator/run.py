@@ -314,7 +314,7 @@ class Simulation:
         self.pipeline.store.call_is_held = key in self.hold_queue
         started = time.perf_counter()
         try:
-            outcome = self.pipeline.decide(call, snapshot, confidence, predictions, router_asked)
+            outcome = self.pipeline.decide(call, snapshot, candidates, confidence, predictions, router_asked)
             if router_asked:
                 self._count_router_change(call, snapshot, candidates, outcome.model)
         except ResourceExhausted as exc:  # no engine could ever hold it: the live balancer's RESOURCE_EXHAUSTED
@@ -441,7 +441,8 @@ class Simulation:
                                     record.stage_index, record.stage_count, ())
         predictions = {spec.model: (Prediction(float(spec.max_tokens)), "")}
         try:
-            outcome = self.pipeline.decide(call, snapshot, {}, predictions, False)
+            outcome = self.pipeline.decide(call, snapshot, self.pipeline.candidate_models(call, snapshot), {},
+                                           predictions, False)
         except WaitForCapacity as wait:
             self.loop.at(now + wait.retry_after_s, self._dispatch_judge, program_id, record, question_answer_tokens)
             return

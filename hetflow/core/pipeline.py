@@ -134,15 +134,16 @@ class Pipeline:
     def needs_router(self, call: LlmCall, candidates: list[str]) -> bool:
         return not call.model_pin and len(candidates) > 1 and self.model_picker.needs_router
 
-    def decide(self, call: LlmCall, view: ClusterSnapshot, confidence: Mapping[str, float],
+    def decide(self, call: LlmCall, view: ClusterSnapshot, candidates: list[str], confidence: Mapping[str, float],
                predictions: Mapping[str, tuple[Prediction, str]], router_asked: bool,
                prompt_truncated: bool = False) -> Decision:
+        """``candidates``: ``candidate_models(call, view)``, which the caller took to ask the router and the
+        predictor about them; ``predictions`` holds one for each."""
         if self.model_picker.engine_first and not call.model_pin:
-            stages, engine_choice = self._engine_first(call, view, predictions)
+            stages, engine_choice = self._engine_first(call, view, candidates, predictions)
             model = stages[0].choice.chosen
         else:
-            stages = [self._model_stage(call, serving(view, self.candidate_models(call, view)), confidence,
-                                        router_asked)]
+            stages = [self._model_stage(call, serving(view, candidates), confidence, router_asked)]
             model = stages[0].choice.chosen
             engine_choice = self._engine_stage(call, view, model, predictions[model][0])
         if prompt_truncated:  # the encoder saw only the first max_length tokens of the prompt
@@ -195,10 +196,9 @@ class Pipeline:
                                   self._priority_on(call, view, model, prediction)) from wait
         return _Timed(choice, (time.perf_counter() - t) * 1e3)
 
-    def _engine_first(self, call: LlmCall, view: ClusterSnapshot, predictions: Mapping[str, tuple[Prediction, str]]
-                      ) -> tuple[list[StageDecision], _Timed]:
+    def _engine_first(self, call: LlmCall, view: ClusterSnapshot, candidates: list[str],
+                      predictions: Mapping[str, tuple[Prediction, str]]) -> tuple[list[StageDecision], _Timed]:
         """The engine stage over every candidate model's engines; the model is the chosen engine's."""
-        candidates = self.candidate_models(call, view)
         timed = self._engine_stage(call, serving(view, candidates), "", predictions[candidates[0]][0])
         model = next(e.model for e in view.engines if e.engine_id == timed.choice.chosen)
         return [StageDecision("model", self.model_picker.type_name, Choice(model, "engine-first"), 0.0)], timed

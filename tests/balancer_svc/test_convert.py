@@ -23,7 +23,7 @@ def test_past_deadline_best_effort_is_served_without_it_and_the_receipt_says_so(
                            now_unix_s=100.0, past_deadline="best-effort")
     assert call.workflow.deadline_unix_s == 0.0 and call.workflow.deadline_missed
     pipeline = Pipeline(PolicyConfig(StageConfig("least-load"), StageConfig("least-load"), StageConfig("urgency")))
-    outcome = pipeline.decide(call, snapshot(engine("e", "m")), {}, {"m": (Prediction(10), "")}, False)
+    outcome = pipeline.decide(call, snapshot(engine("e", "m")), ["m"], {}, {"m": (Prediction(10), "")}, False)
     priority = next(s for s in outcome.stages if s.stage == "priority")
     assert priority.choice.rule.startswith("deadline-passed:best-effort") and "no-deadline" in priority.choice.rule
 

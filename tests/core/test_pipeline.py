@@ -19,7 +19,8 @@ def test_an_engine_first_router_chooses_among_every_models_engines_and_the_model
     large = replace(engine("large-0", "large"), kv_capacity_tokens=1600, prefix_match_blocks=4)
     view = snapshot(small, large)
     predictions = {m: (Prediction(10.0), "") for m in ("large", "small")}
-    decision = pipeline.decide(prompt, view, {}, predictions, router_asked=False)
+    decision = pipeline.decide(prompt, view, pipeline.candidate_models(prompt, view), {}, predictions,
+                               router_asked=False)
     assert (decision.model, decision.engine_id) == ("large", "large-0")
     assert [s.stage for s in decision.stages] == ["model", "engine", "priority", "retention", "reserve"]
     assert decision.stages[0].choice.rule == "engine-first" and set(decision.stages[1].choice.scores) == {
@@ -30,7 +31,7 @@ def test_a_pinned_call_stays_on_its_model_under_an_engine_first_router():
     pipeline = Pipeline(resolve("llm-d").policy)
     view = snapshot(engine("small-0", "small"), engine("large-0", "large"))
     pinned = replace(call(), model_pin="small")
-    decision = pipeline.decide(pinned, view, {}, {"small": (Prediction(1.0), "")}, router_asked=False)
+    decision = pipeline.decide(pinned, view, ["small"], {}, {"small": (Prediction(1.0), "")}, router_asked=False)
     assert (decision.model, decision.engine_id) == ("small", "small-0")
 
 
@@ -59,7 +60,8 @@ def test_the_model_picker_never_picks_a_model_that_could_not_hold_the_call(model
     pipeline = Pipeline(replace(policy, model=StageConfig(model_picker)))
     busy = replace(engine("small-0", "small"), kv_capacity_tokens=120_000, in_flight_tokens=5_000.0)
     empty = replace(engine("ghost-0", "ghost"), kv_capacity_tokens=0)
-    decision = pipeline.decide(call(), snapshot(busy, empty), {}, {"small": (Prediction(10.0), "")},
-                               router_asked=False)
+    view = snapshot(busy, empty)
+    decision = pipeline.decide(call(), view, pipeline.candidate_models(call(), view), {},
+                               {"small": (Prediction(10.0), "")}, router_asked=False)
     assert (decision.model, decision.engine_id) == ("small", "small-0")
     assert not {"ghost", "ghost-0"} & set(decision.stages[0].choice.loads)
