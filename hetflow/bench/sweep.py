@@ -23,6 +23,11 @@ at fixed fractions of least load's capacity on that seed. A sweep is described i
     slo_scales: {gold: 2.0, "*": 5.0}        # deadlines by tenant (HexGen-Flow 5.1), optional
     identity: full                           # or session: calls tell program and agent only, their
                                              # stages inferred (an agent framework; needs input-length)
+    rivals:                                  # capacity sweeps: each rival's grid of documented settings,
+      vllm-router: [vllm-router-program, "vllm-router-program:max_active_programs=256"]
+      llm-d: [llm-d]                         # fixed before any run; its best capacity per seed is its figure
+    fractions_of: best-rival                 # capacity_fractions of the best rival's capacity on each seed
+                                             # (default: least-load's)
 """
 
 from __future__ import annotations
@@ -86,6 +91,17 @@ class SweepSpec:
     ``find_capacity`` defaults for any left out)."""
     identity: str = "full"
     """What calls tell of their place (``Simulation``'s ``identity``): ``full`` or ``session``."""
+    rivals: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Rival -> its grid: the policy specs of its documented settings sized for the cluster, fixed before
+    any run. Each runs a capacity search; the rival's figure on a seed is its grid's best there."""
+    fractions_of: str = "least-load"
+    """What ``capacity_fractions`` are fractions of on each seed: ``least-load``'s capacity, or the
+    ``best-rival``'s (the highest of every rival's grid)."""
+
+    @property
+    def capacity_policies(self) -> tuple[str, ...]:
+        """Every policy a capacity sweep searches: ``policies``, then each rival's grid, each once."""
+        return tuple(dict.fromkeys([*self.policies, *(p for grid in self.rivals.values() for p in grid)]))
 
     @property
     def slo_rule(self) -> SloRule:
@@ -95,11 +111,19 @@ class SweepSpec:
     def from_yaml(cls, path: Path) -> SweepSpec:
         raw = yaml.safe_load(path.read_text())
         raw["policies"] = tuple(p if isinstance(p, str) else define(p, str(path)).name for p in raw["policies"])
+        raw["rivals"] = {str(label): tuple(p if isinstance(p, str) else define(p, str(path)).name for p in grid)
+                         for label, grid in (raw.get("rivals") or {}).items()}
         raw["seeds"] = tuple(raw.get("seeds", (1,)))
         raw["loads"] = {k: tuple(float(x) for x in v) for k, v in raw.get("loads", {}).items()}
         spec = cls(**raw)
-        for p in spec.policies:
+        for p in spec.capacity_policies:
             resolve(p)  # fail before running anything
+        if any(not grid for grid in spec.rivals.values()):
+            raise ValueError(f"{path}: every rival needs at least one setting in its grid")
+        if spec.fractions_of not in ("least-load", "best-rival") or (spec.fractions_of == "best-rival"
+                                                                     and not spec.rivals):
+            raise ValueError(f"{path}: fractions_of is least-load or best-rival (which needs rivals), "
+                             f"got {spec.fractions_of!r}")
         if set(spec.loads) - {"queueing_share", "rates", "capacity_fractions"} or len(spec.loads) != 1:
             raise ValueError(f"{path}: loads must be one of queueing_share, rates or capacity_fractions")
         unknown = set(spec.capacity) - {"slo_scale", "attainment", "span_latencies", "rel_tol", "start_rate_per_s"}
@@ -117,6 +141,8 @@ class RunSpec:
     seed: int
     rate_per_s: float
     load_label: str
+    label: str = ""
+    """What its rows are called: the rival whose grid's best on this seed ``policy`` is; "" for ``policy``."""
 
 
 def load_trace(spec: SweepSpec, seed: int, models: Sequence[str]) -> list[StageRecord]:
@@ -285,8 +311,8 @@ class Sweep:
 
     def capacities(self, progress: Callable[[int, int], None] = lambda done, total: None
                    ) -> dict[tuple[str, int], Capacity]:
-        """Each policy's capacity at SLO on each seed's trace."""
-        tasks = [(p, seed) for p in self.spec.policies for seed in self.spec.seeds]
+        """Each policy's capacity at SLO on each seed's trace, every rival's grid included."""
+        tasks = [(p, seed) for p in self.spec.capacity_policies for seed in self.spec.seeds]
         out = {}
         with self._pool() as pool:
             for n, (task, found) in enumerate(zip(tasks, pool.map(_capacity_task, tasks)), 1):
@@ -295,13 +321,28 @@ class Sweep:
         return out
 
     def fraction_runs(self, capacities: Mapping[tuple[str, int], Capacity]) -> list[RunSpec]:
-        """Every policy at each fraction of the calibration policy's capacity on the same seed; none for
-        a seed the calibration policy did not run on (a sweep narrowed with ``--policies``)."""
-        base = {seed: capacities[(CALIBRATION_POLICY, seed)].rate_per_s for seed in self.spec.seeds
-                if (CALIBRATION_POLICY, seed) in capacities}
-        return [RunSpec(p, seed, f * base[seed], f"{100 * f:g}% of {CALIBRATION_POLICY} capacity")
-                for f in self.spec.loads["capacity_fractions"] for p in self.spec.policies for seed in self.spec.seeds
-                if base.get(seed, 0.0) > 0]
+        """Every policy, and each rival's best setting on the seed, at each fraction of the base capacity on
+        the same seed (``fractions_of``: the calibration policy's, or the best rival's); none for a seed
+        without a base (a sweep narrowed with ``--policies``)."""
+        best = best_of_grids(capacities, self.spec.rivals, self.spec.seeds)
+        if self.spec.fractions_of == "best-rival":
+            base_name = "the best rival's"
+            base = {seed: max(c.rate_per_s for by_seed in best.values() for s, (_, c) in by_seed.items() if s == seed)
+                    for seed in self.spec.seeds if any(seed in by_seed for by_seed in best.values())}
+        else:
+            base_name = f"{CALIBRATION_POLICY}"
+            base = {seed: capacities[(CALIBRATION_POLICY, seed)].rate_per_s for seed in self.spec.seeds
+                    if (CALIBRATION_POLICY, seed) in capacities}
+        runs = []
+        for f in self.spec.loads["capacity_fractions"]:
+            label = f"{100 * f:g}% of {base_name} capacity"
+            for seed in self.spec.seeds:
+                if base.get(seed, 0.0) <= 0:
+                    continue
+                runs += [RunSpec(p, seed, f * base[seed], label) for p in self.spec.policies]
+                runs += [RunSpec(by_seed[seed][0], seed, f * base[seed], label, rival)
+                         for rival, by_seed in best.items() if seed in by_seed]
+        return runs
 
     def run_all(self, runs: Sequence[RunSpec], progress: Callable[[int, int], None] = lambda done, total: None
                 ) -> list[dict[str, Any]]:
@@ -316,7 +357,8 @@ class Sweep:
         summary = simulate(self.engines, resolve(run.policy), self.traces[run.seed], self.signals[run.seed],
                            run.rate_per_s, self.spec.slo_scales, self.spec.slo_rule.slo_scale, self.decode_runs,
                            self.isolated_s(run.seed), self.spec.identity)
-        return {"policy": run.policy, "seed": run.seed, "load": run.load_label, "rate_per_s": run.rate_per_s, **summary}
+        return {"policy": run.label or run.policy, "setting": run.policy, "seed": run.seed, "load": run.load_label,
+                "rate_per_s": run.rate_per_s, **summary}
 
     def _capacity(self, task: tuple[str, int]) -> Capacity:
         policy, seed = task
@@ -368,6 +410,19 @@ class Sweep:
 
 
 _ACTIVE: Sweep | None = None
+
+
+def best_of_grids(capacities: Mapping[tuple[str, int], Capacity], rivals: Mapping[str, Sequence[str]],
+                  seeds: Sequence[int]) -> dict[str, dict[int, tuple[str, Capacity]]]:
+    """Rival -> seed -> (the setting of its grid with the highest capacity on that seed, that capacity);
+    the first setting listed wins a tie. Seeds none of its settings ran on are left out."""
+    out: dict[str, dict[int, tuple[str, Capacity]]] = {}
+    for rival, grid in rivals.items():
+        for seed in seeds:
+            ran = [(p, capacities[(p, seed)]) for p in grid if (p, seed) in capacities]
+            if ran:
+                out.setdefault(rival, {})[seed] = max(ran, key=lambda pc: pc[1].rate_per_s)
+    return out
 
 
 def _run_task(run: RunSpec) -> dict[str, Any]:

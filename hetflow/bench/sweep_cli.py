@@ -76,6 +76,13 @@ def run_sweep(args: argparse.Namespace) -> int:
                 resolve(policy)
             except ValueError as exc:  # before any run starts, not in a worker
                 raise SystemExit(f"--policies: {exc}") from None
+    if args.rivals is not None:
+        chosen = [] if args.rivals == "none" else args.rivals.split(",")
+        unknown = sorted(set(chosen) - set(spec.rivals))
+        if unknown:
+            raise SystemExit(f"--rivals: {', '.join(unknown)} not in {args.sweep} (has {', '.join(spec.rivals)})")
+        spec = replace(spec, rivals={r: spec.rivals[r] for r in chosen},
+                       fractions_of=spec.fractions_of if chosen else "least-load")
     if args.fractions:
         if "capacity_fractions" not in spec.loads:
             raise SystemExit(f"--fractions needs a capacity sweep; {args.sweep} has loads {dict(spec.loads)}")
@@ -114,7 +121,7 @@ def _run_capacity(args: argparse.Namespace, sweep: Any, out: Path, started: floa
     """Capacity at SLO per policy and seed, then every policy at fractions of least load's capacity."""
     from hetflow.bench import plots
     from hetflow.bench.capacity import Capacity
-    from hetflow.bench.sweep import aggregate
+    from hetflow.bench.sweep import aggregate, best_of_grids
 
     spec = sweep.spec
     for seed, dropped in sweep.dropped.items():
@@ -125,10 +132,11 @@ def _run_capacity(args: argparse.Namespace, sweep: Any, out: Path, started: floa
     capacities: dict[tuple[str, int], Capacity] = sweep.capacities(progress=_progress)
     runs = sweep.run_all(sweep.fraction_runs(capacities), progress=_progress)
     rows = aggregate(runs)
-    per_policy = capacity_rows(capacities, spec.policies, spec.seeds)
+    per_policy = capacity_rows(capacities, spec.capacity_policies, spec.seeds)
+    rivals = rival_rows(best_of_grids(capacities, spec.rivals, spec.seeds), spec.rivals, spec.seeds)
     out.mkdir(parents=True, exist_ok=True)
     result = {"command": _command(args), "machine": machine(), "spec": spec.__dict__,
-              "slo_rule": spec.slo_rule.__dict__, "capacity": per_policy, "work_ceiling": ceilings,
+              "slo_rule": spec.slo_rule.__dict__, "capacity": per_policy, "rivals": rivals, "work_ceiling": ceilings,
               "dropped_programs": sweep.dropped,
               "probes": {f"{p}@{seed}": [{"rate_per_s": pr.rate_per_s, "passed": pr.passed,
                                           "failures": list(pr.failures), **pr.summary}
@@ -140,6 +148,9 @@ def _run_capacity(args: argparse.Namespace, sweep: Any, out: Path, started: floa
           f"seeds {list(spec.seeds)}; SLO: {spec.slo_rule.attainment:.0%} within {spec.slo_rule.slo_scale:g}x "
           "exclusive latency, stable, no call lost")
     print(capacity_table(per_policy))
+    if rivals:
+        print(rival_table(rivals))
+        print(against_best_rival_table(per_policy, rivals, spec.policies))
     print("\nwork ceiling per seed (hetflow.bench.ceiling), programs/s: "
           + ", ".join(f"{c['ceiling_per_s']:.3g}" for c in ceilings.values())
           + "; ideal prefix hits " + ", ".join(f"{c['ideal_hit_rate']:.0%}" for c in ceilings.values()))
@@ -156,8 +167,7 @@ def capacity_rows(capacities: Mapping[tuple[str, int], Any], policies: Sequence[
         rates = [capacities[(p, s)].rate_per_s for s in seeds]
         base = [capacities[(baseline, s)].rate_per_s for s in seeds] if (baseline, seeds[0]) in capacities else []
         ratios = [r / b for r, b in zip(rates, base) if b > 0]
-        at_capacity: list[Mapping[str, Any]] = [next((pr.summary for pr in reversed(capacities[(p, s)].probes)
-                             if pr.passed and pr.rate_per_s == capacities[(p, s)].rate_per_s), {}) for s in seeds]
+        at_capacity = [summary_at_capacity(capacities[(p, s)]) for s in seeds]
         rows.append({"policy": p, "capacity_per_s": rates,
                      "trace_bound": [capacities[(p, s)].trace_bound for s in seeds],
                      "search_bound": [capacities[(p, s)].search_bound for s in seeds],
@@ -168,8 +178,74 @@ def capacity_rows(capacities: Mapping[tuple[str, int], Any], policies: Sequence[
                      "queueing_share_at_capacity": _mean(s.get("queueing_share") for s in at_capacity),
                      "prefix_hit_rate_at_capacity": _mean(s.get("prefix_hit_rate") for s in at_capacity),
                      "p95_s_at_capacity": _mean((s.get("latency_s") or {}).get("p95") for s in at_capacity),
+                     "task_score_at_capacity": [s.get("task_score") for s in at_capacity],
                      "longest_decile_p95_s_at_capacity": _mean(s.get("longest_decile_p95_s") for s in at_capacity)})
     return rows
+
+
+def summary_at_capacity(capacity: Any) -> Mapping[str, Any]:
+    """The summary of the passing probe at ``capacity``'s rate ({} when none passed)."""
+    return next((pr.summary for pr in reversed(capacity.probes)
+                 if pr.passed and pr.rate_per_s == capacity.rate_per_s), {})
+
+
+def rival_rows(best: Mapping[str, Mapping[int, tuple[str, Any]]], rivals: Mapping[str, Sequence[str]],
+               seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """Per rival: its grid, and on each seed the setting that won and its capacity and task score there."""
+    rows = []
+    for rival, by_seed in best.items():
+        ran = [s for s in seeds if s in by_seed]
+        rows.append({"rival": rival, "grid": list(rivals[rival]), "seeds": ran,
+                     "winner": [by_seed[s][0] for s in ran],
+                     "capacity_per_s": [by_seed[s][1].rate_per_s for s in ran],
+                     "task_score_at_capacity": [summary_at_capacity(by_seed[s][1]).get("task_score") for s in ran]})
+    return rows
+
+
+def rival_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown: each rival at its best, seed by seed, with the grid it was chosen from."""
+    lines = ["", "| rival | capacity /s per seed (best of its grid) | winner per seed | task score at capacity "
+                 "| grid |", "|---|---|---|---|---|"]
+    for r in rows:
+        scores = ", ".join(_cell(t, "{:.3f}") for t in r["task_score_at_capacity"])
+        lines.append(f"| {r['rival']} | " + ", ".join(f"{c:.3g}" for c in r["capacity_per_s"]) + " | "
+                     + ", ".join(r["winner"]) + f" | {scores} | " + "; ".join(r["grid"]) + " |")
+    return "\n".join(lines)
+
+
+def against_best_rival(policy_row: Mapping[str, Any], rivals: Sequence[Mapping[str, Any]],
+                       score_tolerance: float = 0.005) -> list[dict[str, Any]]:
+    """Per seed: the policy's capacity over the best rival's on that seed, the task scores at capacity, and
+    whether a higher capacity was bought with a task score lower by more than ``score_tolerance`` (a trade)."""
+    out = []
+    for i, rate in enumerate(policy_row["capacity_per_s"]):
+        seed_rivals = [(r["rival"], r["capacity_per_s"][i], r["task_score_at_capacity"][i]) for r in rivals
+                       if i < len(r["capacity_per_s"])]
+        if not seed_rivals:
+            continue
+        name, best_rate, best_score = max(seed_rivals, key=lambda x: x[1])
+        score = (policy_row.get("task_score_at_capacity") or [None] * (i + 1))[i]
+        lower = score is not None and best_score is not None and score < best_score - score_tolerance
+        out.append({"best_rival": name, "ratio": rate / best_rate if best_rate > 0 else None, "task_score": score,
+                    "rival_task_score": best_score, "trade": bool(lower and rate > best_rate)})
+    return out
+
+
+def against_best_rival_table(policy_rows: Sequence[Mapping[str, Any]], rivals: Sequence[Mapping[str, Any]],
+                             ours: Sequence[str]) -> str:
+    """Markdown: each of ``ours`` against the best rival seed by seed; a capacity gain with a lower task score
+    is written as a trade."""
+    lines = ["", "| policy | vs the best rival per seed | task score at capacity, ours / rival's | trade |",
+             "|---|---|---|---|"]
+    for row in (r for r in policy_rows if r["policy"] in ours):
+        seeds = against_best_rival(row, rivals)
+        lines.append(f"| {row['policy']} | "
+                     + ", ".join(f"{_cell(s['ratio'], '{:.2f}x')} ({s['best_rival']})" for s in seeds) + " | "
+                     + ", ".join(f"{_cell(s['task_score'], '{:.3f}')} / {_cell(s['rival_task_score'], '{:.3f}')}"
+                                 for s in seeds) + " | "
+                     + ("a trade: more capacity at a lower task score" if any(s["trade"] for s in seeds) else "no")
+                     + " |")
+    return "\n".join(lines)
 
 
 def capacity_table(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -177,8 +253,8 @@ def capacity_table(rows: Sequence[Mapping[str, Any]]) -> str:
     (``Capacity.trace_bound``) or by the search's highest rate (``Capacity.search_bound``), and a note
     below says which."""
     head = ("| policy | capacity /s, mean | min-max | per seed | vs least-load (min) | queueing at capacity "
-            "| prefix hits | p95 s | longest-decile p95 s |")
-    lines = ["", head, "|" + "---|" * 9]
+            "| prefix hits | p95 s | longest-decile p95 s | task score at capacity |")
+    lines = ["", head, "|" + "---|" * 10]
     for r in rows:
         vs = f"{r['vs_baseline']:.2f}x ({r['vs_baseline_min']:.2f}x)" if r["vs_baseline"] else "-"
         absent = [False] * len(r["capacity_per_s"])                          # absent from older results
@@ -190,6 +266,7 @@ def capacity_table(rows: Sequence[Mapping[str, Any]]) -> str:
                                                               ("prefix_hit_rate_at_capacity", "{:.0%}"),
                                                               ("p95_s_at_capacity", "{:.1f}"),
                                                               ("longest_decile_p95_s_at_capacity", "{:.1f}")))
+                     + " | " + ", ".join(_cell(t, "{:.3f}") for t in r.get("task_score_at_capacity") or [None])
                      + " |")
     if any(any(r.get("trace_bound") or ()) for r in rows):
         lines.append("\n>= : the next rate up failed only for not being sustained (its trace arrived within "
@@ -212,7 +289,7 @@ def _cell(value: Any, fmt: str) -> str:
 
 def _command(args: argparse.Namespace) -> str:
     overrides = (("programs", args.programs), ("seeds", args.seeds), ("policies", args.policies),
-                 ("fractions", args.fractions), ("rel-tol", args.rel_tol))
+                 ("rivals", args.rivals), ("fractions", args.fractions), ("rel-tol", args.rel_tol))
     flags = [f"--sweep {args.sweep}"] + [f"--{k} {v}" for k, v in overrides if v]
     switches = [f"--{k}" for k, on in (("reference", args.reference), ("stop-settled", args.stop_settled)) if on]
     return "hetflow bench " + " ".join(flags + switches)
@@ -248,6 +325,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--programs", type=int, help="override the sweep's programs per trace")
     p.add_argument("--seeds", help="override the sweep's seeds, comma-separated")
     p.add_argument("--policies", help="override the sweep's policies, comma-separated")
+    p.add_argument("--rivals", help="capacity sweeps: only these rivals' grids, comma-separated ('none': no rival; "
+                                     "the fractions are then of least load's capacity)")
     p.add_argument("--fractions", help="capacity sweeps: override the fractions of least load's capacity, "
                                         "comma-separated")
     p.add_argument("--rel-tol", type=float, help="capacity sweeps: override the capacity search's relative "

@@ -143,7 +143,38 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("autellix-plas", "Autellix 4.2.1: PLAS (program-level attained service, eq. 1) and its data-locality "
            "balancer", _policy("engine-first", "program-locality", StageConfig("attained-service",
                                                                                {"variant": "plas"}))),
+    Preset("vllm-router-cache-aware", "vLLM's router 0.1.17 through its default door, --policy cache_aware with "
+           "its launcher's defaults (0.3, 64, 1.5), the least loaded among the best matches "
+           "(vllm-project/router src/policies/cache_aware.rs); requests without agentic_context take it; FCFS "
+           "engines", _policy("engine-first", StageConfig("cache-aware", {"best_match_tiebreak": "least-load"}),
+                              "fcfs")),
+    Preset("vllm-router-power-of-two", "vLLM's router 0.1.17, --policy power_of_two: the less loaded of two random "
+           "workers by in-flight requests (src/policies/power_of_two.rs), its docs' door for variable request "
+           "complexity; FCFS engines", _policy("engine-first", "power-of-two", "fcfs")),
+    Preset("vllm-router-consistent-hash", "vLLM's router 0.1.17, --policy consistent_hash on the x-session-id "
+           "header (src/policies/consistent_hash.rs, hash_key.rs), its docs' door for multi-turn sessions and KV "
+           "reuse; FCFS engines", _policy("engine-first", "consistent-hash", "fcfs")),
+    Preset("semantic-router", "vLLM's Semantic Router: the request's category's highest-scored model, else the best "
+           "average performer (pkg/classification/classifier.go, pkg/selection/static.go), Envoy's round robin "
+           "among its replicas; FCFS engines",
+           _policy("semantic-router", "round-robin", "fcfs"), confidence="prior"),
 )}
+
+RIVALS_ENGINE_FIRST = ("llm-d", "sglang", "dynamo", "autellix", "vllm-router-program", "vllm-router-cache-aware",
+                       "vllm-router-power-of-two", "vllm-router-consistent-hash")
+"""The rivals that route engines, not models: each also as ``<name>-per-model``."""
+
+
+def _per_model(preset: Preset) -> Preset:
+    """``preset`` deployed with one pool per model: the client names the model (``named-pool``, each model's
+    share of programs its share of the pool's decode rate) and the rival routes among that model's engines."""
+    return replace(preset, name=f"{preset.name}-per-model",
+                   source=f"{preset.source}; one pool per model, the model named by the client in proportion to "
+                          "each pool's decode rate",
+                   policy=replace(preset.policy, model=StageConfig("named-pool")))
+
+
+PRESETS.update({p.name: p for p in (_per_model(PRESETS[name]) for name in RIVALS_ENGINE_FIRST)})
 
 
 def define(raw: Mapping[str, Any], source: str) -> Preset:

@@ -83,8 +83,9 @@ class PolicyStore:
     """Whether the call being decided is one the hold queue holds (decided again in a round), set with
     ``waiting_calls``: the RL router lets a call it held wait for room undecided."""
     program_ledger: Any = None
-    """vLLM's router's own program state, for the rival preset that follows its Program scheduling
-    (``program_ledger.ProgramLedger``); None for every other policy."""
+    """vLLM's router's own program state, for the rival preset that follows its Program scheduling: a
+    ``program_ledger.ProgramLedger`` per model pool ("" for one pool of every engine); None for every other
+    policy."""
     first_call_prefixes: Any = None
     """The recent first calls' leading blocks, for ``spread-prefix-affinity``
     (``scorers.spread_prefix_affinity.FirstCallPrefixes``); None for every other policy."""
@@ -259,6 +260,7 @@ def _register_builtins() -> None:
         attained_service,
         cache_aware,
         chimera_slack,
+        consistent_hash,
         dedicated_small_large,
         engine_first,
         fcfs,
@@ -271,7 +273,9 @@ def _register_builtins() -> None:
         max_capacity,
         memory_packer,
         min_min,
+        named_pool,
         no_reserve,
+        power_of_two,
         predicted_call_tokens,
         predicted_quantile_reserve,
         predicted_total_tokens,
@@ -281,6 +285,7 @@ def _register_builtins() -> None:
         round_robin,
         scored,
         scorers,
+        semantic_router,
         urgency,
         work_left_tokens,
         workflow_ttl,

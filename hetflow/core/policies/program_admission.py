@@ -66,21 +66,25 @@ class ProgramAdmission(EnginePicker):
         self.recheck_s = recheck_s
         self.session_header = bool(session_header)
 
-    def _ledger(self, store: PolicyStore, snapshot: ClusterSnapshot) -> ProgramLedger:
-        """The router's state, made at the first decision with the cost models fitted to the pool's profile
-        (the router takes one for all ranks)."""
-        if store.program_ledger is None:
-            profile = next((e.profile for e in snapshot.engines if e.profile is not None), None)
+    def _ledger(self, store: PolicyStore, snapshot: ClusterSnapshot, model: str) -> ProgramLedger:
+        """The router's state over ``model``'s pool ("" for one pool of every engine), made at the pool's
+        first decision with the cost models fitted to its profile (the router takes one for all ranks). With
+        one pool per model (the router's ``--enable-igw`` worker registry) each pool has its own scheduler."""
+        ledgers: dict[str, ProgramLedger] = store.program_ledger if store.program_ledger is not None else {}
+        store.program_ledger = ledgers
+        if model not in ledgers:
+            profile = next((e.profile for e in snapshot.engines if e.profile is not None
+                            and (not model or e.model == model)), None)
             if profile is None:
                 raise ValueError("program-admission needs the engines' profiles for the router's cost models")
-            store.program_ledger = ProgramLedger(self.config, calibrate(profile).cache_miss_impact_s)
-        return store.program_ledger
+            ledgers[model] = ProgramLedger(self.config, calibrate(profile).cache_miss_impact_s)
+        return ledgers[model]
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction,
              store: PolicyStore) -> Choice:
         now_s = snapshot.taken_unix_s
         engines = {e.engine_id: e for e in healthy_or_unavailable(snapshot, model)}
-        ledger = self._ledger(store, snapshot)
+        ledger = self._ledger(store, snapshot, model)
         ledger.tick(engines, {k: e.kv_capacity_tokens for k, e in engines.items()}, now_s)
         program = ledger.arrive(program_key(call.workflow.program_id, call.workflow.agent), call.request_id,
                                 call.input_tokens, now_s, call.workflow.program_id if self.session_header else "")
@@ -100,8 +104,8 @@ class ProgramAdmission(EnginePicker):
                               "reserve_tokens": admission.reserve_tokens})
 
     def finished(self, call: FinishedCall, store: PolicyStore) -> None:
-        if store.program_ledger is None:
-            return
-        store.program_ledger.finish(program_key(call.workflow.program_id, call.workflow.agent), call.engine_id,
-                                    call.prompt_tokens, call.output_tokens, call.cached_prompt_tokens,
-                                    call.agent_resumes, call.finished_s)
+        key = program_key(call.workflow.program_id, call.workflow.agent)
+        for ledger in (store.program_ledger or {}).values():   # the pool that placed the program
+            if key in ledger.programs:
+                ledger.finish(key, call.engine_id, call.prompt_tokens, call.output_tokens, call.cached_prompt_tokens,
+                              call.agent_resumes, call.finished_s)

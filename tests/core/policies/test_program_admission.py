@@ -43,7 +43,7 @@ class Router:
 
     @property
     def ledger(self):
-        return self.store.program_ledger
+        return self.store.program_ledger["m"]      # the pool of model "m"
 
 
 def test_a_new_program_waits_for_its_home_rank_only():

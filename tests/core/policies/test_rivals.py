@@ -62,3 +62,51 @@ def test_llm_d_default_profile_weights_prefix_three_to_queue_and_kv_two_each():
     assert choice.scores == {"a": 3 + 2 * 0.5 + 2 * 0.5, "b": 4.0, "c": 0.0} and choice.chosen == "a"
     loaded = replace(holder, waiting=4, kv_cache_usage=0.9)
     assert picker.pick(prompt, snapshot(loaded, idle), "m", Prediction(1.0), PolicyStore()).chosen == "b"
+
+
+def vllm_router(policy, *engines, program_id="p1", request_id=None, blocks=(1, 2, 3, 4)):
+    prompt = replace(call(program_id=program_id), prefix_blocks=blocks)
+    if request_id:
+        prompt = replace(prompt, request_id=request_id)
+    stage = resolve(policy).policy.engine
+    return plugins.build("engine-picker", stage.type, stage.params).pick(prompt, snapshot(*engines), "m",
+                                                                         Prediction(1.0), PolicyStore())
+
+
+def test_vllm_routers_cache_aware_takes_the_least_loaded_of_the_best_matches():
+    """vllm-project/router cache_aware.rs: balanced and best rate above 0.3 -> the least loaded among the
+    workers with the best rate (SGLang's takes the first of them)."""
+    first = replace(engine("a", "m", in_flight_requests=20), prefix_match_blocks=4)
+    second = replace(engine("b", "m", in_flight_requests=3), prefix_match_blocks=4)
+    cold = engine("c", "m", in_flight_requests=0)
+    assert vllm_router("vllm-router-cache-aware", first, second, cold).chosen == "b"
+    assert sglang(first, second, cold, blocks=(1, 2, 3, 4)).chosen == "a"
+
+
+def test_vllm_routers_power_of_two_keeps_the_less_loaded_of_two_different_draws():
+    from hetflow.core.policies.power_of_two import two_draws
+
+    draws = [two_draws(f"r{i}", 4) for i in range(2000)]
+    assert all(i != j for i, j in draws) and {i for i, _ in draws} == {0, 1, 2, 3}
+    pool = [engine(name, "m", in_flight_requests=load) for name, load in (("a", 9), ("b", 1), ("c", 5), ("d", 7))]
+    for i in range(200):
+        choice = vllm_router("vllm-router-power-of-two", *pool, request_id=f"r{i}")
+        assert choice.chosen == min(choice.loads, key=choice.loads.get) and len(choice.loads) == 2
+    # the busiest engine is never chosen: it loses every draw it is in
+    assert "a" not in {vllm_router("vllm-router-power-of-two", *pool, request_id=f"r{i}").chosen for i in range(200)}
+
+
+def test_vllm_routers_consistent_hash_keeps_a_session_on_one_worker_whatever_the_load():
+    pool = [engine(name, "m") for name in "abcd"]
+    homes = {p: vllm_router("vllm-router-consistent-hash", *pool, program_id=p).chosen for p in map(str, range(200))}
+    assert set(homes.values()) == set("abcd")                       # sessions spread over the ring
+    loaded = [replace(e, in_flight_requests=100) if e.engine_id == homes["7"] else e for e in pool]
+    assert vllm_router("vllm-router-consistent-hash", *loaded, program_id="7").chosen == homes["7"]
+    down = [replace(e, healthy=False) if e.engine_id == homes["7"] else e for e in pool]
+    fallback = vllm_router("vllm-router-consistent-hash", *down, program_id="7")
+    assert fallback.chosen == min(set("abcd") - {homes["7"]}) and "target-down" in fallback.rule
+    # a worker that leaves moves only its own sessions (the ring's point)
+    three = [e for e in pool if e.engine_id != "a"]
+    moved = {p for p, home in homes.items()
+             if vllm_router("vllm-router-consistent-hash", *three, program_id=p).chosen != home}
+    assert moved == {p for p, home in homes.items() if home == "a"}

@@ -43,15 +43,16 @@ def sweep_file(tmp_path):
     return path
 
 
-def capacity_file(tmp_path, policies, seeds=(1,), family="code", programs=60, **capacity) -> Path:
-    """A tiny capacity sweep over ``CLUSTER``, its search's settings given as keywords."""
+def capacity_file(tmp_path, policies, seeds=(1,), family="code", programs=60, extra=None, **capacity) -> Path:
+    """A tiny capacity sweep over ``CLUSTER``, its search's settings given as keywords; ``extra``: more of
+    the file's fields (rivals, fractions_of)."""
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(yaml.safe_dump(CLUSTER))
     path = tmp_path / "capacity.yaml"
     path.write_text(yaml.safe_dump({"name": "cap", "cluster": str(cluster),
                                     "trace": {"family": family, "programs": programs},
                                     "loads": {"capacity_fractions": [0.5]}, "seeds": list(seeds),
-                                    "capacity": capacity, "policies": list(policies)}))
+                                    "capacity": capacity, "policies": list(policies), **(extra or {})}))
     return path
 
 
@@ -179,7 +180,8 @@ def test_a_capacity_search_reaches_a_work_ceiling_above_the_default_top():
 def test_fraction_runs_need_least_loads_capacity_on_the_same_seed():
     from types import SimpleNamespace
 
-    spec = SimpleNamespace(loads={"capacity_fractions": [0.5]}, policies=["llm-d"], seeds=[1, 2])
+    spec = SimpleNamespace(loads={"capacity_fractions": [0.5]}, policies=["llm-d"], seeds=[1, 2], rivals={},
+                           fractions_of="least-load")
     capacities = {("least-load", 1): SimpleNamespace(rate_per_s=2.0), ("llm-d", 1): SimpleNamespace(rate_per_s=3.0),
                   ("llm-d", 2): SimpleNamespace(rate_per_s=3.0)}   # a sweep narrowed with --policies on seed 2
     runs = Sweep.fraction_runs(SimpleNamespace(spec=spec), capacities)  # type: ignore[arg-type]
@@ -260,3 +262,51 @@ def test_an_unknown_policy_on_the_command_line_stops_before_any_run(tmp_path):
     with pytest.raises(SystemExit, match="unknown policy 'max_active=3'"):
         main(["bench", "--sweep", str(path), "--workers", "1", "--policies", "llm-d,max_active=3",
               "-o", str(tmp_path / "out")])
+
+
+def test_each_rival_is_its_grids_best_on_each_seed_and_the_fractions_follow_the_best_rival():
+    """A handmade grid: seed 1 is won by the router's second setting, seed 2 by its first; llm-d's one setting
+    is the best rival on seed 2 only; every policy and each rival's winner run at half the best rival's."""
+    from types import SimpleNamespace
+
+    from hetflow.bench.sweep import best_of_grids
+
+    cap = {("hetflow", 1): 5.0, ("hetflow", 2): 5.0, ("r64", 1): 2.0, ("r256", 1): 3.0, ("r64", 2): 2.5,
+           ("r256", 2): 1.0, ("llm-d", 1): 2.9, ("llm-d", 2): 4.0}
+    capacities = {k: SimpleNamespace(rate_per_s=v) for k, v in cap.items()}
+    rivals = {"vllm-router": ("r64", "r256"), "llm-d": ("llm-d",)}
+    best = best_of_grids(capacities, rivals, [1, 2])        # type: ignore[arg-type]
+    assert {r: {s: p for s, (p, _) in by.items()} for r, by in best.items()} == {
+        "vllm-router": {1: "r256", 2: "r64"}, "llm-d": {1: "llm-d", 2: "llm-d"}}
+    spec = SimpleNamespace(loads={"capacity_fractions": [0.5]}, policies=["hetflow"], seeds=[1, 2], rivals=rivals,
+                           fractions_of="best-rival")
+    runs = Sweep.fraction_runs(SimpleNamespace(spec=spec), capacities)  # type: ignore[arg-type]
+    assert sorted((r.label or r.policy, r.policy, r.seed, r.rate_per_s) for r in runs) == sorted([
+        ("hetflow", "hetflow", 1, 1.5), ("vllm-router", "r256", 1, 1.5), ("llm-d", "llm-d", 1, 1.5),
+        ("hetflow", "hetflow", 2, 2.0), ("vllm-router", "r64", 2, 2.0), ("llm-d", "llm-d", 2, 2.0)])
+
+
+def test_a_capacity_sweep_with_rivals_reports_each_grid_its_winners_and_every_task_score(tmp_path, capsys):
+    path = capacity_file(tmp_path, ["hetflow"], rel_tol=0.3,
+                         extra={"rivals": {"sglang": ["sglang", "sglang:cache_threshold=0.5"]},
+                                "fractions_of": "best-rival"})
+    out = tmp_path / "out"
+    assert main(["bench", "--sweep", str(path), "--workers", "1", "-o", str(out)]) == 0
+    result = json.loads((out / "results.json").read_text())
+    (rival,) = result["rivals"]
+    assert rival["rival"] == "sglang" and rival["grid"] == ["sglang", "sglang:cache_threshold=0.5"]
+    by_policy = {r["policy"]: r for r in result["capacity"]}
+    assert rival["capacity_per_s"] == [max(by_policy[p]["capacity_per_s"][0] for p in rival["grid"])]
+    assert all(0.0 <= t <= 1.0 for r in result["capacity"] for t in r["task_score_at_capacity"])
+    assert {r["policy"] for r in result["runs"]} == {"hetflow", "sglang"}
+    assert {r["setting"] for r in result["runs"] if r["policy"] == "sglang"} == set(rival["winner"])
+    assert {(r["load"], r["rate_per_s"]) for r in result["runs"]} == {
+        ("50% of the best rival's capacity", 0.5 * rival["capacity_per_s"][0])}
+    printed = capsys.readouterr().out
+    assert "best of its grid" in printed and "vs the best rival per seed" in printed
+
+
+def test_fractions_of_the_best_rival_need_rivals(tmp_path):
+    path = capacity_file(tmp_path, ["hetflow"], extra={"fractions_of": "best-rival"})
+    with pytest.raises(ValueError, match="fractions_of"):
+        SweepSpec.from_yaml(path)
