@@ -107,3 +107,39 @@ def latency_against_load(probes: Mapping[str, Sequence[Mapping[str, Any]]], out:
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def slack_of(policy: str) -> tuple[str, float | None]:
+    """A policy spec's name without its ``latency_slack`` override, and that slack (None when not set)."""
+    name, _, overrides = policy.partition(":")
+    slack, rest = None, []
+    for item in filter(None, overrides.split(",")):
+        key, _, value = item.partition("=")
+        if key == "latency_slack":
+            slack = float(value)
+        else:
+            rest.append(item)
+    return name + (":" + ",".join(rest) if rest else ""), slack
+
+
+def score_against_latency(panels: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], out: Path) -> Path:
+    """Chimera's figure 5 for several sweeps: task score against latency per output token, one panel per
+    (title, rows at one load), one point per policy; a policy run at several latency slacks is one line,
+    each point labelled with its slack (its default's slack unlabelled)."""
+    fig, axes = _panels(len(panels), "task score against latency per output token")
+    for ax, (title, rows) in zip(axes, panels):
+        lines: dict[str, list[tuple[float, float, float | None]]] = {}
+        for r in (r for r in rows if r.get("task_score") is not None):
+            base, slack = slack_of(r["policy"])
+            lines.setdefault(base, []).append((r["latency_per_output_token_ms"], r["task_score"], slack))
+        for base, points in lines.items():
+            points.sort()
+            drawn, = ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", ms=4,
+                             lw=0.8 if len(points) > 1 else 0, label=base)
+            for x, y, slack in points:
+                if slack is not None:
+                    ax.annotate(f"τ={slack:g}", (x, y), fontsize=6, color=drawn.get_color(),
+                                xytext=(3, 3), textcoords="offset points")
+        ax.set(title=title, xlabel="E2E latency per output token (ms)", ylabel="task score")
+        ax.legend(fontsize=6)
+    return _save(fig, out)
