@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 
-def panel(result: Mapping[str, Any], load: str | None = None) -> tuple[str, list[Mapping[str, Any]]]:
+def panel(result: Mapping[str, Any], load: str | None = None) -> tuple[str, list[dict[str, Any]]]:
     """(title, rows) of one results file at ``load`` (its first load when None), rows re-aggregated from its runs."""
     from hetflow.bench.sweep import aggregate
 
