@@ -545,7 +545,9 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
 
 
 SIMULATED_AS = {"client-rr": "round-robin", "vllm-router:round_robin": "round-robin",
-                "vllm-router:program": "vllm-router-program", "hetflow": "hetflow"}
+                "vllm-router:program": "vllm-router-program", "vllm-router:cache_aware": "vllm-router-cache-aware",
+                "vllm-router:power_of_two": "vllm-router-power-of-two",
+                "vllm-router:consistent_hash": "vllm-router-consistent-hash", "hetflow": "hetflow"}
 """The simulator's preset for each door it has one for (docs/rivals.md), run on the same trace and
 engines for the simulator-vs-live error."""
 
