@@ -71,23 +71,27 @@ class ChimeraSlack(ModelPicker):
     program_affinity = True
 
     def __init__(self, latency_slack: float = 0.5, confidence_margin: float = 0.05,
-                 open_slots_first: bool = False) -> None:
-        if latency_slack < 0 or confidence_margin < 0:
-            raise ValueError("latency_slack (tau) and confidence_margin (delta_s) must be >= 0")
+                 open_slots_first: bool = False, workflow_slack: Mapping[str, float] | None = None) -> None:
+        """``workflow_slack``: tau for the calls of these workflows (the call's ``workflow``), each chosen from
+        that family's sweeps; ``latency_slack`` for every other call."""
+        self.workflow_slack = {str(k): float(v) for k, v in (workflow_slack or {}).items()}
+        if min([latency_slack, confidence_margin, *self.workflow_slack.values()]) < 0:
+            raise ValueError("latency_slack and workflow_slack (tau) and confidence_margin (delta_s) must be >= 0")
         self.latency_slack, self.confidence_margin = latency_slack, confidence_margin
         self.open_slots_first = bool(open_slots_first)
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
              store: PolicyStore) -> Choice:
         ttlt = ttlt_ms(snapshot)
-        params = {"latency_slack": self.latency_slack, "confidence_margin": self.confidence_margin,
+        latency_slack = self.workflow_slack.get(call.workflow.workflow, self.latency_slack)
+        params = {"latency_slack": latency_slack, "confidence_margin": self.confidence_margin,
                   "open_slots_first": float(self.open_slots_first)}
         if not ttlt:
             raise Unavailable("no healthy engine serves any model")
         if snapshot.program_model and snapshot.program_model in ttlt:                # line 2, 26
             return Choice(snapshot.program_model, "program-affinity", confidence, ttlt, params)
         among = with_open_slots(snapshot, ttlt) if self.open_slots_first else ttlt
-        model, rule = slack_rule(confidence, among, self.latency_slack, self.confidence_margin)
+        model, rule = slack_rule(confidence, among, latency_slack, self.confidence_margin)
         if len(among) < len(ttlt):
             rule = f"open-slots;{rule}"
         if snapshot.program_model:

@@ -103,3 +103,15 @@ def test_program_affinity_holds_under_open_slots_first():
                     engine("l0", "large", 0, max_batch_size=4), program_model="small")
     choice = ChimeraSlack(open_slots_first=True).pick(call(), snap, Q, PolicyStore())
     assert (choice.chosen, choice.rule) == ("small", "program-affinity")
+
+
+def test_a_workflows_own_slack_decides_its_calls_and_the_default_slack_the_others():
+    """The large model's drain time is 1.5x the small one's: within tau 1 (code's), beyond tau 0.2 (the rest)."""
+    picker = ChimeraSlack(latency_slack=0.2, workflow_slack={"code": 1.0})
+    snap = snapshot(engine("s0", "small", 1_000), engine("l0", "large", 1_500))
+    code = picker.pick(call(program_id="", workflow="code"), snap, Q, PolicyStore())
+    chat = picker.pick(call(program_id="", workflow="chat"), snap, Q, PolicyStore())
+    assert (code.chosen, code.params["latency_slack"]) == ("large", 1.0)
+    assert (chat.chosen, chat.params["latency_slack"]) == ("small", 0.2)
+    with pytest.raises(ValueError, match="workflow_slack"):
+        ChimeraSlack(workflow_slack={"code": -1.0})
