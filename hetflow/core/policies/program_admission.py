@@ -37,6 +37,8 @@ from hetflow.core.policies import (
 from hetflow.core.policies.program_ledger import ProgramLedger, SchedulingConfig
 from hetflow.core.snapshot import ClusterSnapshot
 
+BINDING_STRATEGIES = ("consistent_hash", "program_round_robin", "least_program_count", "reasoning_token_balance")
+
 
 def program_key(program_id: str, agent: str) -> str:
     """vLLM's program: one agent of hetflow's workflow (docs/vllm-sim.md, the identity mapping)."""
@@ -50,10 +52,16 @@ class ProgramAdmission(EnginePicker):
     def __init__(self, global_queue: bool = True, max_active_programs: int = 64, waiting_threshold: int = 1,
                  decode_buffer_tokens: int = 100, max_acting_ttl_s: float = 10.0, stats_window_size: int = 100,
                  force_resume_timeout_s: float = 300.0, metrics_interval_s: float = 1.0,
-                 cross_rank_headroom_ratio: float = 1.2, recheck_s: float = 0.2, session_header: bool = False) -> None:
+                 cross_rank_headroom_ratio: float = 1.2, recheck_s: float = 0.2, session_header: bool = False,
+                 binding_strategy: str = "consistent_hash") -> None:
         """``session_header``: each request carries its workflow as a session header (``x-session-id``, as
         agent frameworks send theirs), which the router hashes for a new program's home rank, so a workflow's
-        agents share one; without it (the live harness's requests) the router hashes the whole first request."""
+        agents share one; without it (the live harness's requests) the router hashes the whole first request.
+        ``binding_strategy``: how a new program is bound to its home rank (``SchedulingConfig``); the router's
+        ``cache_aware`` binding is left out (it needs the router's prefix tree of committed dispatches)."""
+        if binding_strategy not in BINDING_STRATEGIES:
+            raise ValueError(f"program-admission's binding_strategy is one of {BINDING_STRATEGIES}, "
+                             f"got {binding_strategy!r}")
         if min(max_active_programs, stats_window_size) < 1 or min(metrics_interval_s, recheck_s) <= 0:
             raise ValueError("program-admission needs max_active_programs and stats_window_size >= 1 and "
                              "metrics_interval_s, recheck_s > 0")
@@ -62,7 +70,8 @@ class ProgramAdmission(EnginePicker):
                              "force_resume_timeout_s > 0 and max_acting_ttl_s >= 0")
         self.config = SchedulingConfig(bool(global_queue), int(max_active_programs), int(waiting_threshold),
                                        int(decode_buffer_tokens), max_acting_ttl_s, int(stats_window_size),
-                                       force_resume_timeout_s, metrics_interval_s, cross_rank_headroom_ratio)
+                                       force_resume_timeout_s, metrics_interval_s, cross_rank_headroom_ratio,
+                                       binding_strategy)
         self.recheck_s = recheck_s
         self.session_header = bool(session_header)
 

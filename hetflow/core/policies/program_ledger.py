@@ -148,6 +148,9 @@ class SchedulingConfig:
     force_resume_timeout_s: float
     metrics_interval_s: float
     cross_rank_headroom_ratio: float
+    binding_strategy: str = "consistent_hash"
+    """How a new program generation is bound to its home rank (binding/mod.rs): ``consistent_hash`` (the
+    default), ``program_round_robin``, ``least_program_count`` or ``reasoning_token_balance``."""
     max_segment_rounds: int = 14
     """The router's default, which the preset does not vary (its defaults live in ``ProgramAdmission``)."""
     watermark_ratio: float = 1.0
@@ -192,6 +195,8 @@ class ProgramLedger:
         self.capacity_tokens: dict[str, int] = {}
         self.generations: dict[str, int] = {}
         self._ttl_heap: list[tuple[float, str]] = []
+        self.bindings = 0
+        """New program generations bound so far (``program_round_robin``'s counter)."""
         self.ring: HashRing | None = None
         self.refusal = ""
         """Why the last ``admit`` refused on the program's own rank: the gate, in words ("" if admitted)."""
@@ -302,7 +307,7 @@ class ProgramLedger:
             if self.ring is None:
                 raise RuntimeError("the router binds programs to ranks only after its first tick")
             generation = self.generations.get(key, 0)
-            home = self.ring.home(f"header:{session_id}" if session_id else f"{key}#{generation}")
+            home = self._bind(f"header:{session_id}" if session_id else f"{key}#{generation}")
             program = self.programs[key] = RouterProgram(key, generation, home)
         if program.pending_request == request_id:
             return program
@@ -314,6 +319,26 @@ class ProgramLedger:
                 self.adjust(program.last_engine, prompt_tokens - program.context_tokens)
             program.context_tokens = prompt_tokens
         return program
+
+    def _bind(self, hash_key: str) -> str:
+        """A new generation's home rank by the binding strategy (binding/mod.rs, ranks sorted by id): the
+        ring; the next rank in turn; the fewest accounted programs; the most capacity left over the accounted
+        programs' private tokens. Accounted on a rank (scheduler.rs): its active programs and the waiting
+        ones last bound there; ties to the first rank by id."""
+        assert self.ring is not None
+        ranks = list(self.ring.engine_ids)
+        strategy = self.config.binding_strategy
+        self.bindings += 1
+        if strategy == "consistent_hash":
+            return self.ring.home(hash_key)
+        if strategy == "program_round_robin":
+            return ranks[(self.bindings - 1) % len(ranks)]
+        accounted = {rank: [*self.on_rank(rank), *(self.programs[k] for k in self.queued
+                                                   if self.programs[k].last_engine == rank)] for rank in ranks}
+        if strategy == "least_program_count":
+            return min(ranks, key=lambda r: len(accounted[r]))
+        return max(ranks, key=lambda r: (self.capacity_tokens.get(r, 0)
+                                         - sum(self.private_tokens(p) for p in accounted[r]), -ranks.index(r)))
 
     def dispatch_active(self, program: RouterProgram) -> None:
         """An active program's request goes to its rank at once, past every gate."""

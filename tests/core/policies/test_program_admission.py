@@ -193,3 +193,38 @@ def test_with_a_session_header_every_agent_of_a_workflow_has_the_workflows_home(
         assert len({homes[True][(w, a)] for a in ("planner", "coder", "tester", "critic")}) == 1
     assert any(len({homes[False][(w, a)] for a in ("planner", "coder", "tester", "critic")}) > 1
                for w in ("w1", "w2", "w3"))  # without one, each agent's first request hashes apart
+
+
+def homes(strategy: str, programs: int, usage=(0.0, 0.0, 0.0), tokens: int = 1000) -> list[str]:
+    """The home rank of each new program, one per second, every one admitted and still active."""
+    router = Router(binding_strategy=strategy)
+    engines = pool(*usage)
+    return [router.pick(engines, float(i), program=f"w{i}", tokens=tokens).chosen for i in range(programs)]
+
+
+def test_round_robin_binding_takes_the_ranks_in_turn():
+    """binding/mod.rs ``program_round_robin``: a counter over the ranks sorted by id."""
+    assert homes("program_round_robin", 6) == ["e0", "e1", "e2", "e0", "e1", "e2"]
+
+
+def test_least_program_count_binds_to_the_rank_with_the_fewest_accounted_programs():
+    """binding/mod.rs ``least_program_count``: the fewest active and waiting programs, the first by id on a tie."""
+    assert homes("least_program_count", 6) == ["e0", "e1", "e2", "e0", "e1", "e2"]
+    router = Router(binding_strategy="least_program_count")
+    engines = pool(0.0, 0.0)
+    router.pick(engines, 0.0, program="w0")
+    router.finish("e0", 0.5, program="w0", resumes=False)                 # released: e0 counts none again
+    assert router.pick(engines, 1.0, program="w1").chosen == "e0"
+
+
+def test_token_balance_binds_where_the_most_capacity_is_left_over_the_accounted_programs():
+    """binding/mod.rs ``reasoning_token_balance``: capacity less the accounted programs' private tokens."""
+    router = Router(binding_strategy="reasoning_token_balance")
+    engines = pool(0.0, 0.0, 0.0)
+    assert router.pick(engines, 0.0, program="big", tokens=5000).chosen == "e0"
+    assert [router.pick(engines, 1.0 + i, program=f"w{i}", tokens=1000).chosen for i in range(3)] == ["e1", "e2", "e1"]
+
+
+def test_an_unknown_binding_strategy_is_refused():
+    with pytest.raises(ValueError, match="binding_strategy"):
+        Router(binding_strategy="cache_aware")
