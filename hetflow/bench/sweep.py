@@ -32,6 +32,7 @@ at fixed fractions of least load's capacity on that seed. A sweep is described i
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections import Counter
@@ -309,16 +310,23 @@ class Sweep:
         return self.run_all([RunSpec(p, seed, rate, label) for label, rate in rates.items()
                              for p in self.spec.policies for seed in self.spec.seeds], progress)
 
-    def capacities(self, progress: Callable[[int, int], None] = lambda done, total: None
-                   ) -> dict[tuple[str, int], Capacity]:
-        """Each policy's capacity at SLO on each seed's trace, every rival's grid included."""
-        tasks = [(p, seed) for p in self.spec.capacity_policies for seed in self.spec.seeds]
-        out = {}
+    def capacities(self, progress: Callable[[int, int], None] = lambda done, total: None,
+                   journal: Path | None = None) -> dict[tuple[str, int], Capacity]:
+        """Each policy's capacity at SLO on each seed's trace, every rival's grid included, seed by seed (a
+        sweep cut short has every policy's figure on its first seeds). ``journal``: each search is appended
+        there as it ends, and a search already there for the same rule is taken from it, not run again (a
+        sweep resumed after an interruption)."""
+        tasks = [(p, seed) for seed in self.spec.seeds for p in self.spec.capacity_policies]
+        out = read_journal(journal, self.spec) if journal is not None else {}
+        todo = [t for t in tasks if t not in out]
+        progress(len(tasks) - len(todo), len(tasks))
         with self._pool() as pool:
-            for n, (task, found) in enumerate(zip(tasks, pool.map(_capacity_task, tasks)), 1):
+            for n, (task, found) in enumerate(zip(todo, pool.map(_capacity_task, todo)), len(tasks) - len(todo) + 1):
                 out[task] = found
+                if journal is not None:
+                    append_journal(journal, self.spec, task, found)
                 progress(n, len(tasks))
-        return out
+        return {t: out[t] for t in tasks}
 
     def fraction_runs(self, capacities: Mapping[tuple[str, int], Capacity]) -> list[RunSpec]:
         """Every policy, and each rival's best setting on the seed, at each fraction of the base capacity on
@@ -410,6 +418,42 @@ class Sweep:
 
 
 _ACTIVE: Sweep | None = None
+
+
+def rule_key(spec: SweepSpec) -> str:
+    """What a capacity search's result depends on besides its policy and seed: the cluster, the trace, the
+    signals and the SLO rule (not the policy list, the seeds or the fixed loads)."""
+    fields = {k: v for k, v in spec.__dict__.items() if k not in ("policies", "rivals", "seeds", "loads", "name",
+                                                                   "fractions_of")}
+    return json.dumps(fields, sort_keys=True, default=list)
+
+
+def append_journal(path: Path, spec: SweepSpec, task: tuple[str, int], found: Capacity) -> None:
+    """One line for one finished search: its rule, policy, seed and every probe."""
+    line = {"rule": rule_key(spec), "policy": task[0], "seed": task[1], "rate_per_s": found.rate_per_s,
+            "failed_above_per_s": found.failed_above_per_s,
+            "probes": [{"rate_per_s": p.rate_per_s, "passed": p.passed, "summary": p.summary,
+                        "failures": list(p.failures)} for p in found.probes]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(line, default=list) + "\n")
+
+
+def read_journal(path: Path, spec: SweepSpec) -> dict[tuple[str, int], Capacity]:
+    """The searches ``append_journal`` kept for this rule (a line cut off by an interruption is skipped)."""
+    if not path.exists():
+        return {}
+    rule, out = rule_key(spec), {}
+    for text in path.read_text().splitlines():
+        try:
+            line = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if line.get("rule") == rule:
+            probes = tuple(Probe(p["rate_per_s"], p["passed"], p["summary"], tuple(p["failures"]))
+                           for p in line["probes"])
+            out[(line["policy"], int(line["seed"]))] = Capacity(line["rate_per_s"], line["failed_above_per_s"], probes)
+    return out
 
 
 def best_of_grids(capacities: Mapping[tuple[str, int], Capacity], rivals: Mapping[str, Sequence[str]],

@@ -129,7 +129,10 @@ def _run_capacity(args: argparse.Namespace, sweep: Any, out: Path, started: floa
             print(f"seed {seed}: {len(dropped)} program(s) no engine could ever hold, left out: {', '.join(dropped)}",
                   file=sys.stderr, flush=True)
     ceilings = {seed: sweep.ceiling(seed) for seed in spec.seeds}  # before the workers fork: they inherit them
-    capacities: dict[tuple[str, int], Capacity] = sweep.capacities(progress=_progress)
+    journal = out / "capacity-searches.jsonl"
+    if not args.resume:
+        journal.unlink(missing_ok=True)
+    capacities: dict[tuple[str, int], Capacity] = sweep.capacities(progress=_progress, journal=journal)
     runs = sweep.run_all(sweep.fraction_runs(capacities), progress=_progress)
     rows = aggregate(runs)
     per_policy = capacity_rows(capacities, spec.capacity_policies, spec.seeds)
@@ -291,7 +294,8 @@ def _command(args: argparse.Namespace) -> str:
     overrides = (("programs", args.programs), ("seeds", args.seeds), ("policies", args.policies),
                  ("rivals", args.rivals), ("fractions", args.fractions), ("rel-tol", args.rel_tol))
     flags = [f"--sweep {args.sweep}"] + [f"--{k} {v}" for k, v in overrides if v]
-    switches = [f"--{k}" for k, on in (("reference", args.reference), ("stop-settled", args.stop_settled)) if on]
+    switches = [f"--{k}" for k, on in (("reference", args.reference), ("stop-settled", args.stop_settled),
+                                       ("resume", args.resume)) if on]
     return "hetflow bench " + " ".join(flags + switches)
 
 
@@ -332,6 +336,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rel-tol", type=float, help="capacity sweeps: override the capacity search's relative "
                                                   "tolerance (issue 35: a \"never below\" is decided at 0.01)")
     p.add_argument("--workers", type=int, default=2, help="simulation processes")
+    p.add_argument("--resume", action="store_true",
+                   help="capacity sweeps: take the searches already in the output folder's capacity-searches.jsonl "
+                        "(each appended as it ends) for the same rule, and run only the rest")
     p.add_argument("--reference", action="store_true",
                    help="step every engine iteration, the simulator's reference mode; by default pure decode "
                         "runs are one event (docs/simulator-speed.md)")
