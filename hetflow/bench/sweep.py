@@ -435,8 +435,9 @@ def append_journal(path: Path, spec: SweepSpec, task: tuple[str, int], found: Ca
             "probes": [{"rate_per_s": p.rate_per_s, "passed": p.passed, "summary": p.summary,
                         "failures": list(p.failures)} for p in found.probes]}
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        f.write(json.dumps(line, default=list) + "\n")
+    cut_off = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+    with path.open("a") as f:                     # a line an interruption cut off stays a line of its own
+        f.write(("\n" if cut_off else "") + json.dumps(line, default=list) + "\n")
 
 
 def read_journal(path: Path, spec: SweepSpec) -> dict[tuple[str, int], Capacity]:

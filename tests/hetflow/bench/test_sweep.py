@@ -310,3 +310,25 @@ def test_fractions_of_the_best_rival_need_rivals(tmp_path):
     path = capacity_file(tmp_path, ["hetflow"], extra={"fractions_of": "best-rival"})
     with pytest.raises(ValueError, match="fractions_of"):
         SweepSpec.from_yaml(path)
+
+
+def test_a_resumed_capacity_sweep_runs_only_the_searches_its_journal_lacks(tmp_path):
+    """Each search is journalled as it ends; --resume takes those of the same rule (an interrupted line is
+    skipped) and runs the rest, with the same figures as a whole run; without --resume the journal restarts."""
+    path = capacity_file(tmp_path, ["llm-d", "sglang"], rel_tol=0.3)
+    out = tmp_path / "out"
+    assert main(["bench", "--sweep", str(path), "--workers", "1", "-o", str(out)]) == 0
+    journal = out / "capacity-searches.jsonl"
+    whole = json.loads((out / "results.json").read_text())["capacity"]
+    lines = journal.read_text().splitlines()
+    assert [json.loads(line)["policy"] for line in lines] == ["llm-d", "sglang"]
+    journal.write_text(lines[0] + "\n" + lines[1][: len(lines[1]) // 2])   # sglang's line cut off mid-write
+    assert main(["bench", "--sweep", str(path), "--workers", "1", "-o", str(out), "--resume"]) == 0
+    assert [json.loads(line)["policy"] for line in journal.read_text().splitlines()[2:]] == ["sglang"]  # after the cut
+    assert json.loads((out / "results.json").read_text())["capacity"] == whole
+    (tmp_path / "other").mkdir()
+    other_rule = capacity_file(tmp_path / "other", ["llm-d"], rel_tol=0.5)     # another rule: nothing reused
+    assert main(["bench", "--sweep", str(other_rule), "--workers", "1", "-o", str(out), "--resume"]) == 0
+    assert json.loads(journal.read_text().splitlines()[-1])["policy"] == "llm-d"
+    assert main(["bench", "--sweep", str(path), "--workers", "1", "-o", str(out)]) == 0   # not resumed: afresh
+    assert len(journal.read_text().splitlines()) == 2
