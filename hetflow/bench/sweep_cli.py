@@ -93,6 +93,8 @@ def run_sweep(args: argparse.Namespace) -> int:
                              f"{args.sweep}")
         spec = replace(spec, capacity={**spec.capacity, "rel_tol": args.rel_tol})
     out = Path(args.out) if args.out else OUT_DIR / spec.name
+    if args.so_far:
+        return show_so_far(spec, out / "capacity-searches.jsonl")
     started = time.perf_counter()
     sweep = Sweep(spec, learned_source(spec), workers=args.workers, decode_runs=not args.reference,
                   stop_settled=args.stop_settled)
@@ -159,6 +161,26 @@ def _run_capacity(args: argparse.Namespace, sweep: Any, out: Path, started: floa
           + "; ideal prefix hits " + ", ".join(f"{c['ideal_hit_rate']:.0%}" for c in ceilings.values()))
     print(table(rows))
     print(f"\n-> {out}/results.json, latency_against_load.png ({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+def show_so_far(spec: Any, journal: Path) -> int:
+    """The capacity tables of a capacity sweep still running or cut short, from its journal: the seeds every
+    policy and rival setting has finished on; nothing is run."""
+    from hetflow.bench.sweep import best_of_grids, read_journal
+
+    found = read_journal(journal, spec)
+    seeds = [s for s in spec.seeds if all((p, s) in found for p in spec.capacity_policies)]
+    print(f"## {spec.name} so far: {len(found)} of {len(spec.capacity_policies) * len(spec.seeds)} searches in "
+          f"{journal}; seeds every setting finished on: {seeds or 'none yet'}")
+    if not seeds:
+        return 0
+    per_policy = capacity_rows(found, spec.capacity_policies, seeds)
+    rivals = rival_rows(best_of_grids(found, spec.rivals, seeds), spec.rivals, seeds)
+    print(capacity_table(per_policy))
+    if rivals:
+        print(rival_table(rivals))
+        print(against_best_rival_table(per_policy, rivals, spec.policies))
     return 0
 
 
@@ -336,6 +358,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rel-tol", type=float, help="capacity sweeps: override the capacity search's relative "
                                                   "tolerance (issue 35: a \"never below\" is decided at 0.01)")
     p.add_argument("--workers", type=int, default=2, help="simulation processes")
+    p.add_argument("--so-far", action="store_true",
+                   help="capacity sweeps: print the capacity tables of the seeds every setting has finished on, from "
+                        "the output folder's capacity-searches.jsonl, and run nothing")
     p.add_argument("--resume", action="store_true",
                    help="capacity sweeps: take the searches already in the output folder's capacity-searches.jsonl "
                         "(each appended as it ends) for the same rule, and run only the rest")

@@ -332,3 +332,16 @@ def test_a_resumed_capacity_sweep_runs_only_the_searches_its_journal_lacks(tmp_p
     assert json.loads(journal.read_text().splitlines()[-1])["policy"] == "llm-d"
     assert main(["bench", "--sweep", str(path), "--workers", "1", "-o", str(out)]) == 0   # not resumed: afresh
     assert len(journal.read_text().splitlines()) == 2
+
+
+def test_so_far_prints_the_seeds_every_setting_finished_on_and_runs_nothing(tmp_path, capsys):
+    path = capacity_file(tmp_path, ["llm-d", "sglang"], seeds=(1, 2), rel_tol=0.3)
+    out = tmp_path / "out"
+    assert main(["bench", "--sweep", str(path), "--workers", "1", "-o", str(out)]) == 0
+    journal = out / "capacity-searches.jsonl"
+    journal.write_text("\n".join(journal.read_text().splitlines()[:3]) + "\n")   # seed 2's sglang not yet done
+    capsys.readouterr()
+    assert main(["bench", "--sweep", str(path), "-o", str(out), "--so-far"]) == 0
+    printed = capsys.readouterr().out
+    assert "3 of 4 searches" in printed and "finished on: [1]" in printed and "| llm-d |" in printed
+    assert len(journal.read_text().splitlines()) == 3                              # nothing ran
