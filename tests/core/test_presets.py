@@ -20,7 +20,7 @@ NO_KV = {"retention": ("free-at-finish", {}), "reserve": NONE}
 """No retention and no reserve: every preset but the default (which retains)."""
 PINNED = {
     "chimera": {"model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05,
-                                            "open_slots_first": False, "workflow_slack": None}),
+                                            "open_slots_first": False, "per_workflow": None}),
                 "engine": ("least-inflight-tokens", {}), "priority": ("predicted-total-tokens", {}), **NO_KV,
                 "queue": AGING},
     "hexgen": {"model": ("least-load", {}), "engine": ("workload-balanced", {"alpha": 0.0, "beta": 1.0}),
@@ -29,7 +29,7 @@ PINNED = {
                "engine": ("memory-packer", {"slot_s": 0.5, "then": "lowest-peak", "alpha": 0.0, "beta": 1.0}),
                "priority": ("agent-priority", {}), **NO_KV, "queue": AGING},
     "hetflow": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05,
-                                            "open_slots_first": True, "workflow_slack": None}),
+                                            "open_slots_first": True, "per_workflow": None}),
                 "engine": ("scored", {"filters": [{"working-set": {"resume_where_fits": True, "growth_share": 0.25}}],
                                       "scorers": {"queue": 2.0, "kv-utilization": 2.0, "program-affinity": 3.0,
                                                   "spread-prefix-affinity": 3.0}}),
@@ -37,12 +37,12 @@ PINNED = {
                 "retention": ("workflow-ttl", {"max_hold_s": 30.0, "single_gap_sigma": 1.0, "busy_hold_cost": 1.0}),
                 "reserve": NONE, "queue": AGING},
     "hetflow-issue12": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05,
-                                                    "open_slots_first": False, "workflow_slack": None}),
+                                                    "open_slots_first": False, "per_workflow": None}),
                         "engine": ("scored", {"filters": ["working-set"], "scorers": {
                             "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}}),
                         "priority": ("predicted-total-tokens", {}), **NO_KV, "queue": AGING},
     "hetflow-card": {"model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05,
-                                                 "open_slots_first": False, "workflow_slack": None}),
+                                                 "open_slots_first": False, "per_workflow": None}),
                 "engine": ("memory-packer", {"slot_s": 0.5, "then": "workload-balanced", "alpha": 0.0, "beta": 1.0}),
                 "priority": ("urgency", {"default_slo_scale": 5.0}), **NO_KV, "queue": AGING},
     "least-load": {"model": ("least-load", {}), "engine": ("least-load", {}), "priority": ("fcfs", {}), **NO_KV,
@@ -53,7 +53,8 @@ PINNED = {
                                          "decode_buffer_tokens": 100, "max_acting_ttl_s": 10.0,
                                          "stats_window_size": 100, "force_resume_timeout_s": 300.0,
                                          "metrics_interval_s": 1.0, "cross_rank_headroom_ratio": 1.2,
-                                         "recheck_s": 0.2, "session_header": False}),
+                                         "recheck_s": 0.2, "session_header": False,
+                                         "binding_strategy": "consistent_hash"}),
         "priority": ("fcfs", {}), **NO_KV, "queue": AGING},
     "mlfq": {"model": ("least-load", {}), "engine": ("least-load", {}), "priority": ("fcfs", {}),
              **NO_KV, "queue": ("mlfq", {"starvation_threshold": 100, "running_quantum": 50,
@@ -69,7 +70,7 @@ def test_each_preset_runs_exactly_its_papers_parameters(name):
 def test_overrides_change_the_stage_that_takes_the_parameter():
     preset = resolve("chimera:latency_slack=1.5")
     assert full_parameters(preset)["model"] == ("chimera-slack", {"latency_slack": 1.5, "confidence_margin": 0.05,
-                                                                  "open_slots_first": False, "workflow_slack": None})
+                                                                  "open_slots_first": False, "per_workflow": None})
     assert resolve("hexgen:alpha=0.3").policy.engine.params == {"alpha": 0.3}
     assert full_parameters(resolve("chimera"))["model"][1]["latency_slack"] == 0.5
 

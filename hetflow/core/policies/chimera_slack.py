@@ -71,27 +71,37 @@ class ChimeraSlack(ModelPicker):
     program_affinity = True
 
     def __init__(self, latency_slack: float = 0.5, confidence_margin: float = 0.05,
-                 open_slots_first: bool = False, workflow_slack: Mapping[str, float] | None = None) -> None:
-        """``workflow_slack``: tau for the calls of these workflows (the call's ``workflow``), each chosen from
-        that family's sweeps; ``latency_slack`` for every other call."""
-        self.workflow_slack = {str(k): float(v) for k, v in (workflow_slack or {}).items()}
-        if min([latency_slack, confidence_margin, *self.workflow_slack.values()]) < 0:
-            raise ValueError("latency_slack and workflow_slack (tau) and confidence_margin (delta_s) must be >= 0")
+                 open_slots_first: bool = False,
+                 per_workflow: Mapping[str, Mapping[str, float]] | None = None) -> None:
+        """``per_workflow``: workflow -> its own ``latency_slack`` (tau) and ``confidence_margin`` (delta_s)
+        for the calls of that workflow (the call's ``workflow``), each chosen from that family's sweeps; the
+        top-level values for every other call and for any of the two a workflow leaves out."""
         self.latency_slack, self.confidence_margin = latency_slack, confidence_margin
+        self.per_workflow: dict[str, tuple[float, float]] = {}
+        for workflow, params in (per_workflow or {}).items():
+            unknown = set(params) - {"latency_slack", "confidence_margin"}
+            if unknown:
+                raise ValueError(f"per_workflow[{workflow!r}] takes latency_slack and confidence_margin, "
+                                 f"not {sorted(unknown)}")
+            self.per_workflow[str(workflow)] = (float(params.get("latency_slack", latency_slack)),
+                                                float(params.get("confidence_margin", confidence_margin)))
+        if min([latency_slack, confidence_margin, *(v for pair in self.per_workflow.values() for v in pair)]) < 0:
+            raise ValueError("latency_slack (tau) and confidence_margin (delta_s) must be >= 0, per_workflow too")
         self.open_slots_first = bool(open_slots_first)
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
              store: PolicyStore) -> Choice:
         ttlt = ttlt_ms(snapshot)
-        latency_slack = self.workflow_slack.get(call.workflow.workflow, self.latency_slack)
-        params = {"latency_slack": latency_slack, "confidence_margin": self.confidence_margin,
+        latency_slack, confidence_margin = self.per_workflow.get(call.workflow.workflow,
+                                                                 (self.latency_slack, self.confidence_margin))
+        params = {"latency_slack": latency_slack, "confidence_margin": confidence_margin,
                   "open_slots_first": float(self.open_slots_first)}
         if not ttlt:
             raise Unavailable("no healthy engine serves any model")
         if snapshot.program_model and snapshot.program_model in ttlt:                # line 2, 26
             return Choice(snapshot.program_model, "program-affinity", confidence, ttlt, params)
         among = with_open_slots(snapshot, ttlt) if self.open_slots_first else ttlt
-        model, rule = slack_rule(confidence, among, latency_slack, self.confidence_margin)
+        model, rule = slack_rule(confidence, among, latency_slack, confidence_margin)
         if len(among) < len(ttlt):
             rule = f"open-slots;{rule}"
         if snapshot.program_model:

@@ -105,13 +105,19 @@ def test_program_affinity_holds_under_open_slots_first():
     assert (choice.chosen, choice.rule) == ("small", "program-affinity")
 
 
-def test_a_workflows_own_slack_decides_its_calls_and_the_default_slack_the_others():
-    """The large model's drain time is 1.5x the small one's: within tau 1 (code's), beyond tau 0.2 (the rest)."""
-    picker = ChimeraSlack(latency_slack=0.2, workflow_slack={"code": 1.0})
+def test_a_workflows_own_slack_and_margin_decide_its_calls_and_the_top_level_ones_the_others():
+    """The large model's drain time is 1.5x the small one's and its confidence 0.3 higher: within tau 1 at
+    margin 0.05 (code's), beyond tau 0.2 (the rest), and below math's margin 0.4 at math's tau 1."""
+    picker = ChimeraSlack(latency_slack=0.2, per_workflow={"code": {"latency_slack": 1.0},
+                                                           "math": {"latency_slack": 1.0, "confidence_margin": 0.4}})
     snap = snapshot(engine("s0", "small", 1_000), engine("l0", "large", 1_500))
-    code = picker.pick(call(program_id="", workflow="code"), snap, Q, PolicyStore())
-    chat = picker.pick(call(program_id="", workflow="chat"), snap, Q, PolicyStore())
-    assert (code.chosen, code.params["latency_slack"]) == ("large", 1.0)
-    assert (chat.chosen, chat.params["latency_slack"]) == ("small", 0.2)
-    with pytest.raises(ValueError, match="workflow_slack"):
-        ChimeraSlack(workflow_slack={"code": -1.0})
+    chosen = {w: picker.pick(call(program_id="", workflow=w), snap, Q, PolicyStore()) for w in ("code", "chat", "math")}
+    assert (chosen["code"].chosen, chosen["code"].params["latency_slack"]) == ("large", 1.0)
+    assert (chosen["chat"].chosen, chosen["chat"].params["latency_slack"]) == ("small", 0.2)
+    assert (chosen["math"].chosen, chosen["math"].params["confidence_margin"]) == ("small", 0.4)
+
+
+@pytest.mark.parametrize("per_workflow", [{"code": {"latency_slack": -1.0}}, {"code": {"slack": 1.0}}])
+def test_a_workflows_settings_must_be_known_and_not_negative(per_workflow):
+    with pytest.raises(ValueError, match="per_workflow"):
+        ChimeraSlack(per_workflow=per_workflow)
