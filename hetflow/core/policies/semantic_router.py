@@ -46,6 +46,9 @@ def best_scored(scores: Mapping[str, float], served: list[str]) -> str | None:
 class SemanticRouter(ModelPicker):
     needs_router = True
     """It reads the fixed priors only, for the best average performer when no ``default_model`` is set."""
+    program_affinity = True
+    """A program's calls share its workflow, so its category and model: the first call decides (and is the
+    only one the router is asked about)."""
 
     def __init__(self, model_scores: Mapping[str, Mapping[str, float]] | None = None,
                  categories: Mapping[str, str] | None = None, default_model: str = "") -> None:

@@ -1,6 +1,7 @@
 """A tiny sweep runs end to end (table, JSON, plots); loads are calibrated by queueing share."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -345,3 +346,19 @@ def test_so_far_prints_the_seeds_every_setting_finished_on_and_runs_nothing(tmp_
     printed = capsys.readouterr().out
     assert "3 of 4 searches" in printed and "finished on: [1]" in printed and "| llm-d |" in printed
     assert len(journal.read_text().splitlines()) == 3                              # nothing ran
+
+
+def test_the_semantic_router_asks_the_router_about_a_programs_first_call_only():
+    """The learned router scores first calls only (as the balancer asks it); a picker that asked about every
+    call stopped frontier-code's sweep with a KeyError on a second stage."""
+    from hetflow.workloads.generate import generate
+    from simulator.signals import LearnedSignals, Signals
+
+    engines = cluster_from_stack(CLUSTER)
+    models = sorted({e.model for e in engines})
+    records = generate("code", 20, seed=1, models=models, rate_per_s=1.0)
+    first_calls = {(r.program_id, r.stage_index): {m: 0.5 for m in models} for r in records if not r.depends_on}
+    signals = Signals("learned", "oracle", CLUSTER["router"]["models"], LearnedSignals(confidence=first_calls))
+    as_in_a_sweep = replace(resolve("semantic-router"), confidence="router")   # a sweep's definition reads it
+    summary = simulate(engines, as_in_a_sweep, records, signals, 1.0)
+    assert summary["programs"] == 20 and summary["task_score"] is not None
