@@ -335,7 +335,7 @@ class Sweep:
         best = best_of_grids(capacities, self.spec.rivals, self.spec.seeds)
         if self.spec.fractions_of == "best-rival":
             base_name = "the best rival's"
-            base = {seed: max(c.rate_per_s for by_seed in best.values() for s, (_, c) in by_seed.items() if s == seed)
+            base = {seed: max(by_seed[seed][1].rate_per_s for by_seed in best.values() if seed in by_seed)
                     for seed in self.spec.seeds if any(seed in by_seed for by_seed in best.values())}
         else:
             base_name = f"{CALIBRATION_POLICY}"
@@ -435,7 +435,11 @@ def append_journal(path: Path, spec: SweepSpec, task: tuple[str, int], found: Ca
             "probes": [{"rate_per_s": p.rate_per_s, "passed": p.passed, "summary": p.summary,
                         "failures": list(p.failures)} for p in found.probes]}
     path.parent.mkdir(parents=True, exist_ok=True)
-    cut_off = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+    cut_off = False
+    if path.exists() and path.stat().st_size > 0:
+        with path.open("rb") as tail:             # the last byte only: the journal grows to megabytes
+            tail.seek(-1, 2)
+            cut_off = tail.read(1) != b"\n"
     with path.open("a") as f:                     # a line an interruption cut off stays a line of its own
         f.write(("\n" if cut_off else "") + json.dumps(line, default=list) + "\n")
 

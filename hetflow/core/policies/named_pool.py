@@ -30,7 +30,7 @@ from hetflow.core.snapshot import ClusterSnapshot
 
 def model_shares(snapshot: ClusterSnapshot, mix: str | Mapping[str, float]) -> dict[str, float]:
     """Each healthy model's share of programs (summing to 1) under ``mix``; a model the mapping leaves out
-    gets none."""
+    gets none, and when it weights no healthy model every one gets an equal share (any may serve)."""
     healthy = snapshot.healthy_models()
     if mix == "throughput":
         weights = {m: sum(e.max_batch_size / e.decode_ms_per_token for e in snapshot.healthy_engines(m))
@@ -74,8 +74,6 @@ class NamedPool(ModelPicker):
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
              store: PolicyStore) -> Choice:
         shares = model_shares(snapshot, self.mix)
-        if not any(shares.values()):
-            shares = {m: 1.0 / len(shares) for m in shares}  # the mix names no healthy model: any may serve
         model = drawn_model(shares, unit_draw(call.workflow.program_id))
         return Choice(model, "named-pool:" + ("throughput-mix" if self.mix == "throughput" else "stated-mix"),
                       loads=shares)
