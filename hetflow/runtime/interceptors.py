@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
+import contextlib
 import inspect
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -152,13 +153,19 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             return self._unary(path, behaviour)
         method = path.rsplit("/", 1)[-1]
 
-        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> None:
             structlog.contextvars.bind_contextvars(rpc=method)
             start = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
-                async for item in behaviour(self._admit(path, request, context), context):
-                    yield item
+                # Written with ``context.write``, not yielded: a caller's cancel that lands while a message
+                # is being sent then reaches this frame, and ``aclosing`` closes the handler's generator at
+                # once. Yielded, the cancel lands in gRPC's send loop; the generator is left suspended
+                # until the garbage collector closes it with GeneratorExit, so the engine's work for a
+                # caller that left goes on and the call is counted OK (run AO2, docs/reliability.md).
+                async with contextlib.aclosing(behaviour(self._admit(path, request, context), context)) as items:
+                    async for item in items:
+                        await context.write(item)
             except asyncio.CancelledError:
                 code = _cancelled(method, start, context)
                 raise
