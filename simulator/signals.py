@@ -1,8 +1,10 @@
 """What the simulated balancer is told in place of router_svc and predictor_svc.
 
 Confidence: ``prior`` (a fixed prior per model: Chimera's without-router ablation), ``oracle`` (the
-trace's per-model correctness: Chimera's oracle router, 4.4) or ``learned`` (a router artifact's
-scores, computed once per trace). Prediction: ``oracle`` (the true length: of the rest of the
+trace's per-model correctness: Chimera's oracle router, 4.4), ``probability`` (the probability each
+outcome was drawn with: the best any router could know), ``visible-probability`` (the same from what the
+prompt shows of the item's difficulty: the ceiling of a router that reads the text) or ``learned`` (a
+router artifact's scores, computed once per trace). Prediction: ``oracle`` (the true length: of the rest of the
 workflow, vLLM(STJF) and Chimera's oracle predictor; or of the call alone, LTR's upper bound),
 ``input-length`` (Chimera table 3's proxy) or ``learned`` (a QRF artifact's median).
 """
@@ -15,7 +17,9 @@ from typing import Mapping
 from hetflow.core.policies import Prediction
 from hetflow.core.trace import StageRecord, remaining_output_tokens
 
-CONFIDENCE_SOURCES = ("prior", "oracle", "learned")
+CONFIDENCE_SOURCES = ("prior", "oracle", "probability", "visible-probability", "learned")
+PROBABILITY_FIELDS = {"probability": "solve_probability", "visible-probability": "visible_solve_probability"}
+"""The probability oracles and the trace field each reads."""
 UPPER_QUANTILE = 0.9
 """The upper quantile the learned predictor gives beside its median (balancer_svc's default quantiles
 are 0.1 and 0.9)."""
@@ -46,6 +50,12 @@ class Signals:
     def confidence_for(self, record: StageRecord, models: list[str]) -> dict[str, float]:
         if self.confidence == "oracle":
             return {m: float(record.correct.get(m, False)) for m in models}
+        if self.confidence in PROBABILITY_FIELDS:
+            probabilities = getattr(record, PROBABILITY_FIELDS[self.confidence])
+            if not probabilities:
+                raise ValueError(f"the {self.confidence} oracle needs a trace from the workload's item-response "
+                                 f"model; program {record.program_id} has none")
+            return {m: float(probabilities[m]) for m in models}
         if self.confidence == "learned":
             scores = self.learned.confidence[(record.program_id, record.stage_index)]
             return {m: float(scores[m]) for m in models}

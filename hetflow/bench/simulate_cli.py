@@ -54,7 +54,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", required=True)
     p.add_argument("-c", "--config", default="examples/local-sim.yaml", help="stack config: engines, policy, priors")
     p.add_argument("--router", choices=[s for s in CONFIDENCE_SOURCES if s != "learned"], default="prior",
-                   help="confidence: the config's fixed priors, or the trace's correctness (oracle router)")
+                   help="confidence: the config's fixed priors; the trace's answers (oracle), the probabilities "
+                        "they were drawn with (probability) or those from what the prompt shows (visible-probability)")
     p.add_argument("--predictor", choices=[s for s in PREDICTION_SOURCES if s != "learned"], default="oracle")
     p.add_argument("--policy", help=f"a named policy ({', '.join(PRESETS)}; e.g. chimera:latency_slack=1.0); "
                                     "default: the config's balancer policy")

@@ -28,6 +28,8 @@ at fixed fractions of least load's capacity on that seed. A sweep is described i
       llm-d: [llm-d]                         # fixed before any run; its best capacity per seed is its figure
     fractions_of: best-rival                 # capacity_fractions of the best rival's capacity on each seed
                                              # (default: least-load's)
+    searched: base                           # capacity searched for the base alone, the policies run at
+                                             # its fractions (default: all)
 """
 
 from __future__ import annotations
@@ -98,11 +100,24 @@ class SweepSpec:
     fractions_of: str = "least-load"
     """What ``capacity_fractions`` are fractions of on each seed: ``least-load``'s capacity, or the
     ``best-rival``'s (the highest of every rival's grid)."""
+    searched: str = "all"
+    """Whose capacity a capacity sweep searches: ``all`` (the policies and every rival's grid) or ``base``
+    (only what ``fractions_of`` names), the policies then running at the fractions alone: task score and
+    P95 at a common load, a router's frontier."""
 
     @property
     def capacity_policies(self) -> tuple[str, ...]:
-        """Every policy a capacity sweep searches: ``policies``, then each rival's grid, each once."""
-        return tuple(dict.fromkeys([*self.policies, *(p for grid in self.rivals.values() for p in grid)]))
+        """Every policy a capacity sweep searches: ``policies``, then each rival's grid, each once (with
+        ``searched: base``, least load or the rivals' grids alone)."""
+        grids = [p for grid in self.rivals.values() for p in grid]
+        if self.searched == "base":
+            return (CALIBRATION_POLICY,) if self.fractions_of == "least-load" else tuple(dict.fromkeys(grids))
+        return tuple(dict.fromkeys([*self.policies, *grids]))
+
+    @property
+    def searched_policies(self) -> tuple[str, ...]:
+        """Those of ``policies`` whose capacity is searched."""
+        return tuple(p for p in self.policies if p in self.capacity_policies)
 
     @property
     def slo_rule(self) -> SloRule:
@@ -125,6 +140,8 @@ class SweepSpec:
                                                                      and not spec.rivals):
             raise ValueError(f"{path}: fractions_of is least-load or best-rival (which needs rivals), "
                              f"got {spec.fractions_of!r}")
+        if spec.searched not in ("all", "base"):
+            raise ValueError(f"{path}: searched is all or base, got {spec.searched!r}")
         if set(spec.loads) - {"queueing_share", "rates", "capacity_fractions"} or len(spec.loads) != 1:
             raise ValueError(f"{path}: loads must be one of queueing_share, rates or capacity_fractions")
         unknown = set(spec.capacity) - {"slo_scale", "attainment", "span_latencies", "rel_tol", "start_rate_per_s"}
@@ -196,10 +213,10 @@ def at_rate(records: Sequence[StageRecord], rate_per_s: float) -> list[StageReco
 
 
 def signals_for(preset: Preset, signals: Signals) -> Signals:
-    """The run's signals as ``preset`` uses them: fixed priors for the without-router ablation, true
-    lengths for the oracles."""
-    if preset.confidence == "prior":
-        signals = replace(signals, confidence="prior")
+    """The run's signals as ``preset`` uses them: fixed priors for the without-router ablation, the trace's
+    answers for the oracle routers, true lengths for the oracle predictors."""
+    if preset.confidence != "router":
+        signals = replace(signals, confidence=preset.confidence)
     if preset.prediction == "oracle":
         signals = replace(signals, prediction="oracle")
     return signals
@@ -422,9 +439,9 @@ _ACTIVE: Sweep | None = None
 
 def rule_key(spec: SweepSpec) -> str:
     """What a capacity search's result depends on besides its policy and seed: the cluster, the trace, the
-    signals and the SLO rule (not the policy list, the seeds or the fixed loads)."""
+    signals and the SLO rule (not the policy list, the seeds, the fixed loads or which policies are searched)."""
     fields = {k: v for k, v in spec.__dict__.items() if k not in ("policies", "rivals", "seeds", "loads", "name",
-                                                                   "fractions_of")}
+                                                                   "fractions_of", "searched")}
     return json.dumps(fields, sort_keys=True, default=list)
 
 

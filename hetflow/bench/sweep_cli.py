@@ -155,7 +155,7 @@ def _run_capacity(args: argparse.Namespace, sweep: Any, out: Path, started: floa
     print(capacity_table(per_policy))
     if rivals:
         print(rival_table(rivals))
-        print(against_best_rival_table(per_policy, rivals, spec.policies))
+        print(against_best_rival_table(per_policy, rivals, spec.searched_policies))
     print("\nwork ceiling per seed (hetflow.bench.ceiling), programs/s: "
           + ", ".join(f"{c['ceiling_per_s']:.3g}" for c in ceilings.values())
           + "; ideal prefix hits " + ", ".join(f"{c['ideal_hit_rate']:.0%}" for c in ceilings.values()))
@@ -180,7 +180,7 @@ def show_so_far(spec: Any, journal: Path) -> int:
     print(capacity_table(per_policy))
     if rivals:
         print(rival_table(rivals))
-        print(against_best_rival_table(per_policy, rivals, spec.policies))
+        print(against_best_rival_table(per_policy, rivals, spec.searched_policies))
     return 0
 
 

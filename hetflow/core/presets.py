@@ -24,10 +24,17 @@ class Preset:
     policy: PolicyConfig
     queue_discipline: str = "priority"
     confidence: str = "router"
-    """``router``: the router the run is given; ``prior``: fixed priors (the without-router ablation)."""
+    """``router``: the router the run is given; ``prior``: fixed priors (the without-router ablation); one of
+    ``ORACLE_ROUTERS``: the trace's own knowledge of each call's answer (simulator only)."""
     prediction: str = "predictor"
     """``predictor``: the predictor the run is given; ``oracle``: the true lengths (simulator only)."""
     params: Mapping[str, Any] = field(default_factory=dict)
+
+
+ORACLE_ROUTERS = ("oracle", "probability", "visible-probability")
+"""Confidences only a simulated trace can give (``simulator.signals``): each call's sampled outcome, the
+probability it was drawn with, and that probability from what the prompt shows: a router's ceilings."""
+CONFIDENCES = ("router", "prior", *ORACLE_ROUTERS)
 
 
 def _policy(model: str | StageConfig, engine: str | StageConfig, priority: str | StageConfig) -> PolicyConfig:
@@ -179,23 +186,43 @@ PRESETS.update({p.name: p for p in (_per_model(PRESETS[name]) for name in RIVALS
 
 def define(raw: Mapping[str, Any], source: str) -> Preset:
     """A composition named in configuration (a sweep's ``policies`` entry): ``name``, the stages as in a
-    stack's ``balancer.policy``, and ``queue`` (the engine queue's discipline). It must not reuse a
-    built-in preset's name; the same definition twice is the same preset."""
+    stack's ``balancer.policy``, ``queue`` (the engine queue's discipline) and ``confidence``
+    (``CONFIDENCES``); or ``base``, a preset whose stages, queue and confidence it keeps where it names
+    none. It must not reuse a built-in preset's name; the same definition twice is the same preset."""
     fields = dict(raw)
-    name, queue = str(fields.pop("name", "")), str(fields.pop("queue", "priority"))
+    name = str(fields.pop("name", ""))
     if not name or ":" in name:
         raise ValueError(f"{source}: a defined policy needs a name without ':', got {name!r}")
-    preset = Preset(name, f"defined in {source}", PolicyConfig.from_mapping(fields), queue_discipline=queue)
+    base = resolve(str(fields.pop("base"))) if "base" in fields else None
+    queue = str(fields.pop("queue", base.queue_discipline if base else "priority"))
+    confidence = str(fields.pop("confidence", base.confidence if base else "router"))
+    if confidence not in CONFIDENCES:
+        raise ValueError(f"{source}: policy {name!r}: confidence is one of {', '.join(CONFIDENCES)}, "
+                         f"got {confidence!r}")
+    stages = _on_base(base, fields) if base else fields
+    preset = Preset(name, f"defined in {source}" + (f" on {base.name}" if base else ""),
+                    PolicyConfig.from_mapping(stages), queue_discipline=queue, confidence=confidence)
     for stage in STAGES:
         config: StageConfig = getattr(preset.policy, stage)
         plugins.build(KIND_OF_STAGE[stage], config.type, config.params)  # fail before anything runs
     existing = PRESETS.get(name)
     if existing is not None:
-        if (existing.policy, existing.queue_discipline) != (preset.policy, preset.queue_discipline):
+        if ((existing.policy, existing.queue_discipline, existing.confidence)
+                != (preset.policy, preset.queue_discipline, preset.confidence)):
             raise ValueError(f"{source}: policy {name!r} is already defined differently")
         return existing
     PRESETS[name] = preset
     return preset
+
+
+def _on_base(base: Preset, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``base``'s stages with those ``fields`` names replaced (a stage named without its parameters takes its
+    plugin's defaults, not the base plugin's parameters)."""
+    stages = base.policy.to_mapping()
+    for stage in STAGES:
+        if stage in fields:
+            stages.pop(f"{stage}_params")
+    return {**stages, **fields}
 
 
 def resolve(spec: str) -> Preset:
@@ -257,8 +284,9 @@ def full_parameters(preset: Preset) -> dict[str, tuple[str, dict[str, Any]]]:
 
 def apply_to_stack(raw: Mapping[str, Any], preset: Preset) -> dict[str, Any]:
     """A copy of the stack config whose balancer and engines run ``preset``."""
-    if preset.prediction == "oracle":
-        raise ValueError(f"policy {preset.name!r} needs the true lengths: it runs in the simulator only")
+    if preset.prediction == "oracle" or preset.confidence in ORACLE_ROUTERS:
+        raise ValueError(f"policy {preset.name!r} needs what only a simulated trace knows (true lengths or "
+                         "answers): it runs in the simulator only")
     if getattr(plugins.plugin_class("engine-picker", preset.policy.engine.type), "follows_completions", False):
         raise ValueError(f"policy {preset.name!r} learns from finished calls: it runs in the simulator only (live, "
                          "run the rival itself: python -m hetflow.bench.doors)")

@@ -53,6 +53,12 @@ class StageRecord:
     (a system or user prompt, keyed by its digest; a Mooncake block by its hash id) and
     ``{"output_of": j}`` for stage j's output, whose length depends on the model. The parts' tokens
     sum to ``input_tokens``. Empty: the prompt shares no prefix with any other."""
+    solve_probability: dict[str, float] = field(default_factory=dict)
+    """Per model, the probability ``correct`` was drawn with (the workload's item-response model):
+    the probability oracle's confidence. Empty where the trace has no such model."""
+    visible_solve_probability: dict[str, float] = field(default_factory=dict)
+    """The same from the part of the item's difficulty its prompt shows, the rest averaged over: the
+    ceiling of a router that reads the text."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"), sort_keys=True)

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 from hetflow.core.memo import BoundedMemo
 from hetflow.core.tokens import count_tokens
 from hetflow.core.trace import StageRecord, ancestors
-from hetflow.workloads.correctness import fit_ability, sample_correct
+from hetflow.workloads.correctness import expected_solve_probability, fit_ability, solve_probability
 from hetflow.workloads.models import MODELS
 
 LengthSampler = Callable[[str, random.Random], list[int]]
@@ -47,6 +47,11 @@ class ProgramPlan:
     stages: list[StagePlan]
     difficulty: float
     """b_i of the item-response model."""
+    visible_difficulty: float
+    """The part of b_i the prompt's text shows (the family's explained difficulty, as far as the text
+    carries it): what a router could learn."""
+    hidden_difficulty_sd: float
+    """The spread of the rest of b_i around ``visible_difficulty``: what no prompt shows."""
     accuracy_family: str
     """Which published accuracy the models' abilities are fitted to: code, math or general."""
     lengths: LengthSampler
@@ -73,8 +78,11 @@ def build(plans: Sequence[ProgramPlan], models: Sequence[str], arrivals: Sequenc
     for n, (plan, arrival) in enumerate(zip(plans, arrivals)):
         program_id = f"{prefix}{seed}-{n:06d}"
         outputs = {m: plan.lengths(m, rng) for m in models}
-        correct = {m: sample_correct(rng, abilities[(m, plan.accuracy_family)], plan.difficulty, plan.bonus)
-                   for m in models}
+        ability = {m: abilities[(m, plan.accuracy_family)] for m in models}
+        probability = {m: solve_probability(ability[m], plan.difficulty, plan.bonus) for m in models}
+        visible = {m: expected_solve_probability(ability[m], plan.visible_difficulty, plan.hidden_difficulty_sd,
+                                                 plan.bonus) for m in models}
+        correct = {m: rng.random() < probability[m] for m in models}
         context = ancestors([stage.depends_on for stage in plan.stages])
         for i, stage in enumerate(plan.stages):
             parts = prompt_parts(plan.stages, i, context[i])
@@ -87,6 +95,7 @@ def build(plans: Sequence[ProgramPlan], models: Sequence[str], arrivals: Sequenc
                 depends_on=list(stage.depends_on), system_prompt=stage.system_prompt, user_prompt=stage.user_prompt,
                 input_tokens=inputs,
                 output_tokens={m: outputs[m][i] for m in models}, correct=dict(correct),
+                solve_probability=dict(probability), visible_solve_probability=dict(visible),
                 arrival_s=round(arrival, 6), tenant=plan.tenant, item=dict(plan.item), prompt_parts=parts,
                 tool_s=stage.tool_s))
     return records

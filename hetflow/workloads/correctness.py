@@ -9,12 +9,15 @@ P(model m solves item i) = (1 - noise) * sigmoid(slope * (theta_m - b_i + bonus_
 - theta_m, the model's ability, is solved by bisection so that the model's mean P over the trace's
   items equals its published accuracy (hetflow.workloads.models).
 - noise is label noise: a share of outcomes independent of model and item.
+
+A trace keeps, beside each sampled outcome, the probability it was drawn from and the probability a
+router could know from the prompt alone (``expected_solve_probability``): the ceilings a confidence
+router is measured against.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from typing import Sequence
 
 SLOPE = 1.7          # discrimination; 1.7 makes the logistic close to the normal ogive of classic IRT
@@ -46,5 +49,11 @@ def fit_ability(target_accuracy: float, difficulties: Sequence[float], bonuses: 
     return (lo + hi) / 2
 
 
-def sample_correct(rng: random.Random, theta: float, difficulty: float, bonus: float = 0.0) -> bool:
-    return rng.random() < solve_probability(theta, difficulty, bonus)
+def expected_solve_probability(theta: float, visible_difficulty: float, hidden_sd: float, bonus: float = 0.0,
+                               slope: float = SLOPE, noise: float = LABEL_NOISE) -> float:
+    """The solve probability averaged over the part of the difficulty the prompt does not show, taken as
+    N(0, hidden_sd^2) around ``visible_difficulty``: E[sigmoid(x)] for x ~ N(mu, s^2) by the probit
+    approximation sigmoid(mu / sqrt(1 + pi s^2 / 8)) (MacKay 1992), with mu = slope * (theta - visible +
+    bonus) and s = slope * hidden_sd. What a router that read everything the text says could know."""
+    mu, s = slope * (theta - visible_difficulty + bonus), slope * hidden_sd
+    return (1.0 - noise) * sigmoid(mu / math.sqrt(1.0 + math.pi * s * s / 8.0)) + noise / 2.0

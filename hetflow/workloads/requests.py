@@ -48,4 +48,5 @@ def _as_served(record: StageRecord, models: Sequence[str]) -> StageRecord:
         return {m: values[STAND_INS.get(m, m)] for m in models}
 
     return replace(record, input_tokens=keyed(record.input_tokens), output_tokens=keyed(record.output_tokens),
-                   correct=keyed(record.correct))
+                   correct=keyed(record.correct), solve_probability=keyed(record.solve_probability),
+                   visible_solve_probability=keyed(record.visible_solve_probability))

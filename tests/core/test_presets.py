@@ -125,3 +125,19 @@ def test_policy_specs_split_at_commas_that_start_a_policy():
     assert split_specs("llm-d,vllm-router-program:session_header=true,max_active_programs=256,hetflow") == \
         ["llm-d", "vllm-router-program:session_header=true,max_active_programs=256", "hetflow"]
     assert split_specs("chimera:latency_slack=1.0") == ["chimera:latency_slack=1.0"]
+
+
+def test_a_composition_on_a_base_keeps_its_stages_and_may_take_an_oracle_router_in_the_simulator_only():
+    from hetflow.core.presets import define
+
+    preset = define({"name": "hetflow-probability-test", "base": "hetflow", "confidence": "probability"}, "t.yaml")
+    hetflow = resolve("hetflow")
+    assert (preset.policy, preset.queue_discipline) == (hetflow.policy, hetflow.queue_discipline)
+    assert preset.confidence == "probability"
+    assert resolve("hetflow-probability-test:latency_slack=1.0").policy.model.params["latency_slack"] == 1.0
+    renamed = define({"name": "hetflow-rr-test", "base": "hetflow", "engine": "round-robin"}, "t.yaml")
+    assert renamed.policy.engine.params == {} and renamed.policy.model == hetflow.policy.model
+    with pytest.raises(ValueError, match="simulator only"):
+        apply_to_stack(STACK, preset)
+    with pytest.raises(ValueError, match="confidence is one of"):
+        define({"name": "hetflow-psychic", "base": "hetflow", "confidence": "psychic"}, "t.yaml")

@@ -25,7 +25,13 @@ from functools import lru_cache
 from typing import cast
 
 from hetflow.workloads.build import LengthSampler, ProgramPlan, StagePlan
-from hetflow.workloads.families.code import UNEXPLAINED_SD, _problem_features, explained_difficulty
+from hetflow.workloads.families.code import (
+    UNEXPLAINED_SD,
+    _problem_features,
+    explained_difficulty,
+    hidden_difficulty_sd,
+    visible_difficulty,
+)
 from hetflow.workloads.families.common import model_length_factor
 from hetflow.workloads.sources import humaneval_problems
 
@@ -76,7 +82,9 @@ def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
         stages += [StagePlan("agent", TOOLS, text, [k + 1], tool_s=_tool_s(rng)) for k, text in enumerate(observations)]
         plans.append(ProgramPlan(
             workflow="agent", variant=f"{steps}-step", stages=stages,
-            difficulty=explained_difficulty(z) + rng.gauss(0, UNEXPLAINED_SD), accuracy_family="code",
+            difficulty=explained_difficulty(z) + rng.gauss(0, UNEXPLAINED_SD),
+            visible_difficulty=visible_difficulty(z), hidden_difficulty_sd=hidden_difficulty_sd(),
+            accuracy_family="code",
             lengths=cast(LengthSampler, lambda m, r, steps=steps: _action_lengths(m, r, steps)),
             bonus=BONUS, item={"source": "human-eval", "task_id": problem["task_id"], "steps": steps, **z}))
     return plans

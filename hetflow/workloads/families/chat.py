@@ -17,6 +17,8 @@ from hetflow.workloads.families.common import model_length_factor, sharegpt_chai
 
 SYSTEM = "You are a helpful assistant."
 JITTER_SIGMA = 0.15
+UNEXPLAINED_SD = 0.5
+"""The difficulty's spread around what the first turn's length and code show."""
 
 
 def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
@@ -30,7 +32,8 @@ def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
         plans.append(ProgramPlan(
             workflow="chat", variant=f"{len(turns)}-turn",
             stages=[StagePlan("assistant", SYSTEM, text, [i] if i else []) for i, (text, _) in enumerate(turns)],
-            difficulty=difficulty + rng.gauss(0, 0.5), accuracy_family="general",
+            difficulty=difficulty + rng.gauss(0, UNEXPLAINED_SD), visible_difficulty=difficulty,
+            hidden_difficulty_sd=UNEXPLAINED_SD, accuracy_family="general",
             lengths=cast(LengthSampler, lambda m, r, real=real: [max(1, int(round(t * model_length_factor(m) *
                                                                                 math.exp(r.gauss(0, JITTER_SIGMA)))))
                                                                  for t in real]),

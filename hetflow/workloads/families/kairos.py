@@ -27,6 +27,10 @@ RESEARCHER = "You are a researcher. Gather the key facts and sources on the topi
 WRITER = "You are a writer. Turn the research notes into a structured report."
 CODER = "You are a coder. Write or fix the Python function so that its tests pass."
 TESTER = "You are a tester. Run the tests mentally and report which fail and why."
+UNEXPLAINED_SD = 0.4
+"""A question's difficulty around what its module and level (math) or its domain (humanities) show."""
+REPORT_DIFFICULTY_SD = 0.5
+"""A report's difficulty, none of which its topic's text is modelled to show."""
 MEANS = {"router": 12, "math_expert": 220, "researcher": 320, "writer": 650, "coder": 260, "tester": 110}
 
 
@@ -56,7 +60,8 @@ def plan_qa(n: int, rng: random.Random) -> list[ProgramPlan]:
         plans.append(ProgramPlan(
             workflow="kairos-qa", variant=expert[0],
             stages=[StagePlan("router", ROUTER, text), StagePlan(expert[0], expert[1], text, [1])],
-            difficulty=difficulty + rng.gauss(0, 0.4), accuracy_family="general", lengths=lengths,
+            difficulty=difficulty + rng.gauss(0, UNEXPLAINED_SD), visible_difficulty=difficulty,
+            hidden_difficulty_sd=UNEXPLAINED_SD, accuracy_family="general", lengths=lengths,
             item={"source": "kairos-qa", **item}))
     return plans
 
@@ -70,7 +75,8 @@ def plan_report(n: int, rng: random.Random) -> list[ProgramPlan]:
         plans.append(ProgramPlan(
             workflow="kairos-report", variant="research-write",
             stages=[StagePlan("researcher", RESEARCHER, text), StagePlan("writer", WRITER, text, [1])],
-            difficulty=rng.gauss(0, 0.5), accuracy_family="general",
+            difficulty=rng.gauss(0, REPORT_DIFFICULTY_SD), visible_difficulty=0.0,
+            hidden_difficulty_sd=REPORT_DIFFICULTY_SD, accuracy_family="general",
             lengths=cast(LengthSampler, lambda m, r, means=means: assumed_lengths(means, m, r)),
             item={"source": "sharegpt"}))
     return plans
@@ -90,6 +96,8 @@ def plan_code(n: int, rng: random.Random) -> list[ProgramPlan]:
         means = [MEANS[s.agent] for s in stages]
         plans.append(ProgramPlan(
             workflow="kairos-code", variant=f"{loops}-loop", stages=stages, difficulty=difficulty,
+            visible_difficulty=code_family.visible_difficulty(z),
+            hidden_difficulty_sd=code_family.hidden_difficulty_sd(),
             accuracy_family="code",
             lengths=cast(LengthSampler,
                          lambda m, r, means=means, z=z["solution"]: assumed_lengths(means, m, r, item_z=z)),

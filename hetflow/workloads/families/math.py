@@ -46,7 +46,8 @@ def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
         shares = next(s.shares for s in SHAPES if s.name == variant)
         plans.append(ProgramPlan(
             workflow="math", variant=variant, stages=chain(AGENTS[variant], q.question),
-            difficulty=explained + rng.gauss(0, UNEXPLAINED_SD), accuracy_family="math",
+            difficulty=explained + rng.gauss(0, UNEXPLAINED_SD), visible_difficulty=explained,
+            hidden_difficulty_sd=UNEXPLAINED_SD, accuracy_family="math",
             lengths=cast(LengthSampler, lambda m, r, shares=shares, z=explained / EXPLAINED_SD: calibrate(
                 SHAPES, *MODELS[m].total_output("math"), RUNAWAY_TOKENS).sample(r, shares, item_z=z)),
             bonus=BONUS[variant],

@@ -38,6 +38,8 @@ AGENTS = {
 }
 MEAN_TOKENS = {"schema_linker": 120, "sql_writer": 90, "sql_fixer": 110, "evaluator": 40}
 MAX_CORRECTION_ROUNDS = 10
+UNEXPLAINED_SD = 0.3
+"""The difficulty's spread within a tier, which the question's text does not show."""
 
 
 def _poisson(rng: random.Random, lam: float) -> int:
@@ -63,7 +65,7 @@ def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
     plans = []
     for _ in range(n):
         text, schema_name, tier_difficulty, tier = _question(rng)
-        difficulty = tier_difficulty + rng.gauss(0, 0.3)
+        difficulty = tier_difficulty + rng.gauss(0, UNEXPLAINED_SD)
         k = rng.randint(2, 5)
         rounds = min(MAX_CORRECTION_ROUNDS, _poisson(rng, math.exp(0.9 * difficulty)))
         stages = [StagePlan("schema_linker", AGENTS["schema_linker"], text)]
@@ -76,6 +78,7 @@ def plan(n: int, rng: random.Random) -> list[ProgramPlan]:
         means = [MEAN_TOKENS[s.agent] for s in stages]
         plans.append(ProgramPlan(
             workflow="sql", variant=f"k{k}-r{rounds}", stages=stages, difficulty=difficulty,
+            visible_difficulty=tier_difficulty, hidden_difficulty_sd=UNEXPLAINED_SD,
             accuracy_family="general",
             lengths=cast(LengthSampler,
                          lambda m, r, means=means, z=tier_difficulty / 0.7: assumed_lengths(means, m, r, item_z=z)),

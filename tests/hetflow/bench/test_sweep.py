@@ -362,3 +362,34 @@ def test_the_semantic_router_asks_the_router_about_a_programs_first_call_only():
     as_in_a_sweep = replace(resolve("semantic-router"), confidence="router")   # a sweep's definition reads it
     summary = simulate(engines, as_in_a_sweep, records, signals, 1.0)
     assert summary["programs"] == 20 and summary["task_score"] is not None
+
+
+def test_a_ceilings_sweep_searches_the_bases_capacity_alone_and_runs_each_router_at_its_fraction(tmp_path):
+    """``searched: base``: least load's capacity alone is searched, and each policy (here hetflow's model stage
+    under the oracle routers, defined on its base) runs at the fraction of it; the runs' confidences are the
+    oracles' (the outcome oracle's are each call's answer, so its score is the highest)."""
+    policies = ["least-load", {"name": "hetflow-outcome-oracle-t", "base": "hetflow", "confidence": "oracle"},
+                {"name": "hetflow-visible-oracle-t", "base": "hetflow", "confidence": "visible-probability"},
+                "hetflow-outcome-oracle-t:latency_slack=3.0", "hetflow-visible-oracle-t:latency_slack=3.0"]
+    path = capacity_file(tmp_path, policies, rel_tol=0.3, extra={"searched": "base"})
+    spec = SweepSpec.from_yaml(path)
+    assert spec.capacity_policies == ("least-load",) and spec.searched_policies == ("least-load",)
+    out = tmp_path / "out"
+    assert main(["bench", "--sweep", str(path), "--workers", "1", "-o", str(out)]) == 0
+    result = json.loads((out / "results.json").read_text())
+    assert [r["policy"] for r in result["capacity"]] == ["least-load"]
+    score = {r["policy"]: r["task_score"] for r in result["runs"]}
+    assert len(score) == 5 and all(r["load"] == "50% of least-load capacity" for r in result["runs"])
+    assert score["hetflow-outcome-oracle-t:latency_slack=3.0"] >= score["hetflow-visible-oracle-t:latency_slack=3.0"]
+    assert score["hetflow-outcome-oracle-t:latency_slack=3.0"] > score["least-load"]
+
+
+def test_which_policies_are_searched_leaves_the_journals_rule_alone(tmp_path):
+    from hetflow.bench.sweep import rule_key
+
+    path = capacity_file(tmp_path, ["least-load", "hetflow"])
+    spec = SweepSpec.from_yaml(path)
+    assert rule_key(replace(spec, searched="base")) == rule_key(spec)
+    path.write_text(path.read_text() + "searched: some\n")
+    with pytest.raises(ValueError, match="searched"):
+        SweepSpec.from_yaml(path)

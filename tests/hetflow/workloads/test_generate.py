@@ -153,3 +153,23 @@ def test_unknown_family_and_model_are_rejected():
         generate("poetry", 5, seed=0)
     with pytest.raises(ValueError, match="model"):
         generate("code", 5, seed=0, models=("gpt-17",))
+
+
+def test_each_outcome_carries_the_probability_it_was_drawn_with_and_what_the_prompt_shows_of_it():
+    groups = list(programs(generate("code", 600, seed=7, models=MODELS)).values())
+    firsts = [g[0] for g in groups]
+    for group in groups:
+        for record in group:
+            assert record.solve_probability == group[0].solve_probability   # the program's, on every stage
+            assert all(0.0 < p < 1.0 for p in [*record.solve_probability.values(),
+                                               *record.visible_solve_probability.values()])
+    for m in MODELS:  # the outcomes are drawn with the probabilities, whose mean is the published accuracy
+        drawn = statistics.mean(r.correct[m] for r in firsts)
+        assert drawn == pytest.approx(statistics.mean(r.solve_probability[m] for r in firsts), abs=0.05)
+    # the full probability tells outcomes apart better than what the prompt shows of it, and both better
+    # than chance: the ceilings are ordered
+    small = MODELS[0]
+    outcome = [float(r.correct[small]) for r in firsts]
+    full = statistics.correlation([r.solve_probability[small] for r in firsts], outcome)
+    visible = statistics.correlation([r.visible_solve_probability[small] for r in firsts], outcome)
+    assert full > visible > 0.0
