@@ -1,0 +1,142 @@
+"""How well a router tells which programs the larger model would help, without a simulation (issue 62).
+
+On a pool of two models, Chimera's slack rule (3.6) sends a program's first call to the larger model when
+that model is within the latency slack and its confidence exceeds the smaller's by the margin: the router
+matters through its predicted gain, confidence(larger) - confidence(smaller). Here each router ranks a
+trace's programs by that gain, the top share goes to the larger model and the rest to the smaller, and the
+split is scored by the item-response model's own probabilities (``StageRecord.solve_probability``: the
+expected task score, free of sampling noise). A router's scores over the share are its budget frontier:
+a router that ranks no better than chance lies on the random split's, the probability oracle on the top.
+What it leaves out, a simulation measures: latency, load, and which calls the slack lets through.
+
+Routers: ``random`` (the baseline at the same share), ``learned`` (the router artifact's sigmoids),
+``learned-one-difficulty`` (the same read through one difficulty per prompt, ``one_difficulty``),
+``visible-probability`` (the best a router reading the prompt could know) and ``probability``.
+
+    python -m hetflow.bench.router_budget --sweep bench/sweeps/frontier-code.yaml [--seeds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from hetflow.core.trace import StageRecord
+
+SHARES = (0.1, 0.2, 0.3, 0.5)
+"""Shares of programs sent to the larger model."""
+CLIP = 1e-4
+"""Confidences are clipped to [CLIP, 1 - CLIP] before their logit."""
+
+
+def logit(p: float) -> float:
+    p = min(max(p, CLIP), 1.0 - CLIP)
+    return math.log(p / (1.0 - p))
+
+
+def sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def one_difficulty(confidence: Mapping[str, float], abilities: Mapping[str, float]) -> dict[str, float]:
+    """Per-model confidences read as the item-response model has them (a two-parameter model with one
+    difficulty per item, ``hetflow/workloads/correctness.py``): logit q_m = theta_m - b. The prompt's
+    difficulty b is the mean over models of theta_m - logit q_m, and each model's confidence is then
+    sigmoid(theta_m - b): the models' gaps come from one estimate, not from the difference of two noisy
+    heads. ``abilities``: theta_m, each model's mean logit confidence."""
+    difficulty = statistics.mean(abilities[m] - logit(q) for m, q in confidence.items())
+    return {m: sigmoid(abilities[m] - difficulty) for m in confidence}
+
+
+def mean_logits(confidences: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Each model's mean logit confidence over ``confidences``: the abilities ``one_difficulty`` reads with."""
+    return {m: statistics.mean(logit(c[m]) for c in confidences) for m in confidences[0]}
+
+
+def budget_score(firsts: Sequence[StageRecord], gains: Sequence[float], share: float, small: str,
+                 large: str) -> float:
+    """The expected task score when the ``share`` of programs with the largest ``gains`` go to ``large``."""
+    order = sorted(range(len(firsts)), key=lambda i: -gains[i])
+    chosen = set(order[: round(share * len(firsts))])
+    return statistics.mean(r.solve_probability[large if i in chosen else small] for i, r in enumerate(firsts))
+
+
+def router_gains(firsts: Sequence[StageRecord], small: str, large: str,
+                 learned: Mapping[tuple[str, int], Mapping[str, float]] | None, seed: int) -> dict[str, list[float]]:
+    """Each router's predicted gain of ``large`` over ``small`` on each program's first call."""
+    rng = random.Random(seed)
+    out = {"random": [rng.random() for _ in firsts]}
+    if learned:
+        raw = [learned[(r.program_id, r.stage_index)] for r in firsts]
+        out["learned"] = [c[large] - c[small] for c in raw]
+        abilities = mean_logits(raw)
+        read = [one_difficulty({m: c[m] for m in (small, large)}, abilities) for c in raw]
+        out["learned-one-difficulty"] = [c[large] - c[small] for c in read]
+    out["visible-probability"] = [r.visible_solve_probability[large] - r.visible_solve_probability[small]
+                                  for r in firsts]
+    out["probability"] = [r.solve_probability[large] - r.solve_probability[small] for r in firsts]
+    return out
+
+
+def frontier(firsts: Sequence[StageRecord], small: str, large: str,
+             learned: Mapping[tuple[str, int], Mapping[str, float]] | None, seed: int) -> dict[str, list[float]]:
+    """Each router's expected task score at each of ``SHARES``."""
+    return {name: [budget_score(firsts, gains, share, small, large) for share in SHARES]
+            for name, gains in router_gains(firsts, small, large, learned, seed).items()}
+
+
+def recovered(scores: Mapping[str, Sequence[float]], name: str) -> float:
+    """The share of the visible-probability oracle's gain over the random split that ``name`` recovers,
+    summed over the shares."""
+    over_random = sum(s - r for s, r in zip(scores[name], scores["random"]))
+    ceiling = sum(s - r for s, r in zip(scores["visible-probability"], scores["random"]))
+    return over_random / ceiling if ceiling > 0 else float("nan")
+
+
+def table(by_seed: Mapping[int, Mapping[str, Sequence[float]]]) -> str:
+    lines = ["| router | seed | " + " | ".join(f"score, {s:.0%} to the larger" for s in SHARES)
+             + " | of the visible oracle's gain over random |",
+             "|---|---|" + "---|" * (len(SHARES) + 1)]
+    for seed, scores in by_seed.items():
+        for name, row in scores.items():
+            share = "-" if name == "random" else f"{recovered(scores, name):.0%}"
+            lines.append(f"| {name} | {seed} | " + " | ".join(f"{s:.3f}" for s in row) + f" | {share} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sweep", type=Path, required=True, help="a sweep on a two-model pool: cluster, trace, seeds")
+    parser.add_argument("--seeds", help="comma-separated (default: the sweep's)")
+    parser.add_argument("--no-learned", action="store_true", help="leave the learned router out (no artifact run)")
+    args = parser.parse_args(argv)
+    from hetflow.bench.cluster import cluster_from_stack, models_of
+    from hetflow.bench.sweep import SweepSpec, load_trace, servable
+    from hetflow.bench.sweep_cli import learned_source
+    from hetflow.runtime.config import load_stack
+    from hetflow.workloads.models import MODELS
+
+    spec = SweepSpec.from_yaml(args.sweep)
+    engines = cluster_from_stack(load_stack(Path(spec.cluster)))
+    models = models_of(engines)
+    if len(models) != 2:
+        parser.error(f"{args.sweep}: the budget frontier needs a pool of two models, this one has {models}")
+    small, large = sorted(models, key=lambda m: MODELS[m].params_b)
+    compute = None if args.no_learned else learned_source(spec)
+    by_seed = {}
+    for seed in (int(s) for s in args.seeds.split(",")) if args.seeds else spec.seeds:
+        records, _ = servable(load_trace(spec, seed, models), engines)
+        learned = compute(records, models).confidence if compute else None
+        by_seed[seed] = frontier([r for r in records if not r.depends_on], small, large, learned, seed)
+    print(f"## {spec.name}: {small} or {large} on each program's first call, expected task score "
+          "(the item-response model's probabilities)")
+    print(table(by_seed))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
