@@ -11,7 +11,7 @@ from hetflow.runtime.artifacts import write_meta as _write_meta
 KIND = "minilm-onnx"
 FORMAT = 1
 FILES = ("model.onnx", "model.int8.onnx", "tokenizer.json")
-__all__ = ["ArtifactError", "read", "write_meta"]
+__all__ = ["ArtifactError", "read", "solve_rates", "write_meta"]
 
 
 def write_meta(out_dir: Path, models: list[str], max_length: int, data_sha256: str, metrics: dict[str, Any]) -> None:
@@ -29,3 +29,10 @@ def read(path: Path, expected_models: list[str]) -> dict[str, Any]:
         raise ArtifactError(f"{path}: the router artifact scores {meta['models']}, but router.models is "
                             f"{sorted(expected_models)}; retrain for these models or fix the configuration")
     return meta
+
+
+def solve_rates(path: Path) -> dict[str, float]:
+    """The share of its training programs each model solved (the labels' rates, in ``meta.json``): the
+    reference the one-difficulty reading takes the models' abilities from."""
+    meta = read_meta(path, KIND, FORMAT, "hetflow train router")
+    return {m: float(r) for m, r in meta["metrics"]["label_rate"].items()}

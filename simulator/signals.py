@@ -3,8 +3,10 @@
 Confidence: ``prior`` (a fixed prior per model: Chimera's without-router ablation), ``oracle`` (the
 trace's per-model correctness: Chimera's oracle router, 4.4), ``probability`` (the probability each
 outcome was drawn with: the best any router could know), ``visible-probability`` (the same from what the
-prompt shows of the item's difficulty: the ceiling of a router that reads the text) or ``learned`` (a
-router artifact's scores, computed once per trace). Prediction: ``oracle`` (the true length: of the rest of the
+prompt shows of the item's difficulty: the ceiling of a router that reads the text), ``learned`` (a
+router artifact's scores, computed once per trace) or ``learned-one-difficulty`` (the same read through
+one difficulty per prompt, ``hetflow.core.confidence``, as the served router does with ``reading:
+one-difficulty``). Prediction: ``oracle`` (the true length: of the rest of the
 workflow, vLLM(STJF) and Chimera's oracle predictor; or of the call alone, LTR's upper bound),
 ``input-length`` (Chimera table 3's proxy) or ``learned`` (a QRF artifact's median).
 """
@@ -14,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from hetflow.core.confidence import one_difficulty
 from hetflow.core.policies import Prediction
 from hetflow.core.trace import StageRecord, remaining_output_tokens
 
-CONFIDENCE_SOURCES = ("prior", "oracle", "probability", "visible-probability", "learned")
+CONFIDENCE_SOURCES = ("prior", "oracle", "probability", "visible-probability", "learned", "learned-one-difficulty")
 PROBABILITY_FIELDS = {"probability": "solve_probability", "visible-probability": "visible_solve_probability"}
 """The probability oracles and the trace field each reads."""
 UPPER_QUANTILE = 0.9
@@ -34,6 +37,9 @@ class LearnedSignals:
     median_tokens: Mapping[tuple[str, int, str], float] = field(default_factory=dict)
     upper_tokens: Mapping[tuple[str, int, str], float] = field(default_factory=dict)
     """The predictor's ``UPPER_QUANTILE`` of the same, as the balancer asks for it (its default quantiles)."""
+    abilities: Mapping[str, float] = field(default_factory=dict)
+    """Each model's ability as the router artifact gives it (``hetflow.core.confidence.abilities_from_rates``
+    of its training label rates): what ``learned-one-difficulty`` reads the confidences with."""
 
 
 @dataclass(frozen=True)
@@ -56,9 +62,10 @@ class Signals:
                 raise ValueError(f"the {self.confidence} oracle needs a trace from the workload's item-response "
                                  f"model; program {record.program_id} has none")
             return {m: float(probabilities[m]) for m in models}
-        if self.confidence == "learned":
+        if self.confidence in ("learned", "learned-one-difficulty"):
             scores = self.learned.confidence[(record.program_id, record.stage_index)]
-            return {m: float(scores[m]) for m in models}
+            asked = {m: float(scores[m]) for m in models}
+            return asked if self.confidence == "learned" else one_difficulty(asked, self.learned.abilities)
         return {m: float(self.priors.get(m, 0.5)) for m in models}
 
     def prediction_for(self, program: list[StageRecord], record: StageRecord, model: str,

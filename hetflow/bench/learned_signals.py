@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+from hetflow.core.confidence import abilities_from_rates
 from hetflow.core.features import PredictItem
 from hetflow.core.trace import StageRecord, trace_sha256
 from predictor_svc.training import examples
@@ -30,15 +32,24 @@ def learned_signals(records: Sequence[StageRecord], models: Sequence[str], route
                     *(_artifact_id(p) if p else "none" for p in (router_dir, predictor_dir)),
                     hashlib.sha256(json.dumps(sorted(models)).encode()).hexdigest()[:8]])
     cached = cache_dir / f"signals-{key}.json"
+    abilities = router_abilities(router_dir) if router_dir else {}
     if cached.exists():
-        return _load(cached)
+        return replace(_load(cached), abilities=abilities)
     confidence = _confidence(records, models, router_dir) if router_dir else {}
     median, upper = _predicted_tokens(records, models, predictor_dir) if predictor_dir else ({}, {})
     cache_dir.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps({"confidence": [[p, s, c] for (p, s), c in confidence.items()],
                                   "median_tokens": [[p, s, m, v] for (p, s, m), v in median.items()],
                                   "upper_tokens": [[p, s, m, v] for (p, s, m), v in upper.items()]}))
-    return LearnedSignals(confidence, median, upper)
+    return LearnedSignals(confidence, median, upper, abilities)
+
+
+def router_abilities(router_dir: Path) -> dict[str, float]:
+    """Each model's ability from the router artifact's training label rates, as the served router reads
+    its confidences with ``reading: one-difficulty``."""
+    from router_svc.artifact import solve_rates
+
+    return abilities_from_rates(solve_rates(router_dir))
 
 
 def _confidence(records: Sequence[StageRecord], models: Sequence[str], router_dir: Path) -> dict:

@@ -10,7 +10,8 @@ a router that ranks no better than chance lies on the random split's, the probab
 What it leaves out, a simulation measures: latency, load, and which calls the slack lets through.
 
 Routers: ``random`` (the baseline at the same share), ``learned`` (the router artifact's sigmoids),
-``learned-one-difficulty`` (the same read through one difficulty per prompt, ``one_difficulty``),
+``learned-one-difficulty`` (the same read through one difficulty per prompt,
+``hetflow.core.confidence.one_difficulty``, with the router's training label rates as the abilities),
 ``visible-probability`` (the best a router reading the prompt could know) and ``probability``.
 
     python -m hetflow.bench.router_budget --sweep bench/sweeps/frontier-code.yaml [--seeds 1]
@@ -19,44 +20,17 @@ Routers: ``random`` (the baseline at the same share), ``learned`` (the router ar
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import statistics
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from hetflow.core.confidence import one_difficulty
 from hetflow.core.trace import StageRecord
+from simulator.signals import LearnedSignals
 
 SHARES = (0.1, 0.2, 0.3, 0.5)
 """Shares of programs sent to the larger model."""
-CLIP = 1e-4
-"""Confidences are clipped to [CLIP, 1 - CLIP] before their logit."""
-
-
-def logit(p: float) -> float:
-    p = min(max(p, CLIP), 1.0 - CLIP)
-    return math.log(p / (1.0 - p))
-
-
-def sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x))
-
-
-def one_difficulty(confidence: Mapping[str, float], abilities: Mapping[str, float]) -> dict[str, float]:
-    """Per-model confidences read as the item-response model has them (a two-parameter model with one
-    difficulty per item, ``hetflow/workloads/correctness.py``): logit q_m = theta_m - b. The prompt's
-    difficulty b is the mean over models of theta_m - logit q_m, and each model's confidence is then
-    sigmoid(theta_m - b): the models' gaps come from one estimate, not from the difference of two noisy
-    heads. ``abilities``: theta_m, each model's mean logit confidence."""
-    difficulty = statistics.mean(abilities[m] - logit(q) for m, q in confidence.items())
-    return {m: sigmoid(abilities[m] - difficulty) for m in confidence}
-
-
-def mean_logits(confidences: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    """Each model's mean logit confidence over ``confidences``: the abilities ``one_difficulty`` reads with."""
-    return {m: statistics.mean(logit(c[m]) for c in confidences) for m in confidences[0]}
-
-
 def budget_score(firsts: Sequence[StageRecord], gains: Sequence[float], share: float, small: str,
                  large: str) -> float:
     """The expected task score when the ``share`` of programs with the largest ``gains`` go to ``large``."""
@@ -66,15 +40,14 @@ def budget_score(firsts: Sequence[StageRecord], gains: Sequence[float], share: f
 
 
 def router_gains(firsts: Sequence[StageRecord], small: str, large: str,
-                 learned: Mapping[tuple[str, int], Mapping[str, float]] | None, seed: int) -> dict[str, list[float]]:
+                 learned: LearnedSignals | None, seed: int) -> dict[str, list[float]]:
     """Each router's predicted gain of ``large`` over ``small`` on each program's first call."""
     rng = random.Random(seed)
     out = {"random": [rng.random() for _ in firsts]}
-    if learned:
-        raw = [learned[(r.program_id, r.stage_index)] for r in firsts]
+    if learned is not None:
+        raw = [learned.confidence[(r.program_id, r.stage_index)] for r in firsts]
         out["learned"] = [c[large] - c[small] for c in raw]
-        abilities = mean_logits(raw)
-        read = [one_difficulty({m: c[m] for m in (small, large)}, abilities) for c in raw]
+        read = [one_difficulty({m: c[m] for m in (small, large)}, learned.abilities) for c in raw]
         out["learned-one-difficulty"] = [c[large] - c[small] for c in read]
     out["visible-probability"] = [r.visible_solve_probability[large] - r.visible_solve_probability[small]
                                   for r in firsts]
@@ -82,8 +55,8 @@ def router_gains(firsts: Sequence[StageRecord], small: str, large: str,
     return out
 
 
-def frontier(firsts: Sequence[StageRecord], small: str, large: str,
-             learned: Mapping[tuple[str, int], Mapping[str, float]] | None, seed: int) -> dict[str, list[float]]:
+def frontier(firsts: Sequence[StageRecord], small: str, large: str, learned: LearnedSignals | None,
+             seed: int) -> dict[str, list[float]]:
     """Each router's expected task score at each of ``SHARES``."""
     return {name: [budget_score(firsts, gains, share, small, large) for share in SHARES]
             for name, gains in router_gains(firsts, small, large, learned, seed).items()}
@@ -130,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     by_seed = {}
     for seed in (int(s) for s in args.seeds.split(",")) if args.seeds else spec.seeds:
         records, _ = servable(load_trace(spec, seed, models), engines)
-        learned = compute(records, models).confidence if compute else None
+        learned = compute(records, models) if compute and spec.router == "learned" else None
         by_seed[seed] = frontier([r for r in records if not r.depends_on], small, large, learned, seed)
     print(f"## {spec.name}: {small} or {large} on each program's first call, expected task score "
           "(the item-response model's probabilities)")

@@ -215,7 +215,12 @@ def at_rate(records: Sequence[StageRecord], rate_per_s: float) -> list[StageReco
 def signals_for(preset: Preset, signals: Signals) -> Signals:
     """The run's signals as ``preset`` uses them: fixed priors for the without-router ablation, the trace's
     answers for the oracle routers, true lengths for the oracle predictors."""
-    if preset.confidence != "router":
+    if preset.confidence == "router-one-difficulty":
+        if signals.confidence != "learned":
+            raise ValueError(f"policy {preset.name!r} reads the learned router: the sweep's router must be "
+                             f"learned, not {signals.confidence!r}")
+        signals = replace(signals, confidence="learned-one-difficulty")
+    elif preset.confidence != "router":
         signals = replace(signals, confidence=preset.confidence)
     if preset.prediction == "oracle":
         signals = replace(signals, prediction="oracle")

@@ -24,8 +24,9 @@ class Preset:
     policy: PolicyConfig
     queue_discipline: str = "priority"
     confidence: str = "router"
-    """``router``: the router the run is given; ``prior``: fixed priors (the without-router ablation); one of
-    ``ORACLE_ROUTERS``: the trace's own knowledge of each call's answer (simulator only)."""
+    """``router``: the router the run is given; ``router-one-difficulty``: the learned router read through one
+    difficulty per prompt (``hetflow.core.confidence``); ``prior``: fixed priors (the without-router
+    ablation); one of ``ORACLE_ROUTERS``: the trace's own knowledge of each call's answer (simulator only)."""
     prediction: str = "predictor"
     """``predictor``: the predictor the run is given; ``oracle``: the true lengths (simulator only)."""
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -34,7 +35,7 @@ class Preset:
 ORACLE_ROUTERS = ("oracle", "probability", "visible-probability")
 """Confidences only a simulated trace can give (``simulator.signals``): each call's sampled outcome, the
 probability it was drawn with, and that probability from what the prompt shows: a router's ceilings."""
-CONFIDENCES = ("router", "prior", *ORACLE_ROUTERS)
+CONFIDENCES = ("router", "router-one-difficulty", "prior", *ORACLE_ROUTERS)
 
 
 def _policy(model: str | StageConfig, engine: str | StageConfig, priority: str | StageConfig) -> PolicyConfig:
@@ -296,4 +297,6 @@ def apply_to_stack(raw: Mapping[str, Any], preset: Preset) -> dict[str, Any]:
         engine.setdefault("queue", {})["discipline"] = preset.queue_discipline
     if preset.confidence == "prior":
         out.setdefault("router", {})["kind"] = "fixed-prior"
+    if preset.confidence == "router-one-difficulty":
+        out.setdefault("router", {})["reading"] = "one-difficulty"   # the learned router's (minilm-onnx)
     return out

@@ -9,16 +9,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from hetflow.core.confidence import abilities_from_rates, one_difficulty
 from router_svc import artifact as artifacts
 from router_svc.encoding import PromptEncoder
+
+READINGS = ("per-model", "one-difficulty")
 
 
 class OnnxRouterScorer:
     def __init__(self, artifact: str, models: Sequence[str], precision: str = "int8", threads: int = 1,
-                 micro_batch: int = 4) -> None:
+                 micro_batch: int = 4, reading: str = "per-model") -> None:
         """``artifact``: the directory ``hetflow train router`` wrote, scoring exactly ``models``;
         ``precision``: int8 or fp32 export; ``threads``: onnxruntime threads; ``micro_batch``: prompts per
-        onnxruntime run, after sorting a batch by length."""
+        onnxruntime run, after sorting a batch by length; ``reading``: ``per-model`` (each sigmoid as it is,
+        Chimera 3.3) or ``one-difficulty`` (read through one difficulty per prompt, the models' abilities
+        from the artifact's training label rates: ``hetflow.core.confidence``)."""
         import onnxruntime as ort
 
         if not artifact:
@@ -27,11 +32,14 @@ class OnnxRouterScorer:
 
         if precision not in ("int8", "fp32"):
             raise ValueError(f"router.precision must be int8 or fp32, got {precision!r}")
+        if reading not in READINGS:
+            raise ValueError(f"router.reading must be one of {', '.join(READINGS)}, got {reading!r}")
         self.micro_batch = max(1, micro_batch)
         root = Path(path)
         self.meta = artifacts.read(root, expected_models)
         self.models = tuple(self.meta["models"])
         self.encoder = PromptEncoder(root / "tokenizer.json", int(self.meta["max_length"]))
+        self.abilities = abilities_from_rates(artifacts.solve_rates(root)) if reading == "one-difficulty" else None
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -53,5 +61,6 @@ class OnnxRouterScorer:
             confidence = self.session.run(None, {"input_ids": batch.input_ids,
                                                  "attention_mask": batch.attention_mask})[0]
             for i, row, cut in zip(idx, confidence, batch.truncated):
-                out[i] = ({m: float(c) for m, c in zip(self.models, row)}, cut)
+                scores = {m: float(c) for m, c in zip(self.models, row)}
+                out[i] = (one_difficulty(scores, self.abilities) if self.abilities else scores, cut)
         return out

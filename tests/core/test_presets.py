@@ -141,3 +141,11 @@ def test_a_composition_on_a_base_keeps_its_stages_and_may_take_an_oracle_router_
         apply_to_stack(STACK, preset)
     with pytest.raises(ValueError, match="confidence is one of"):
         define({"name": "hetflow-psychic", "base": "hetflow", "confidence": "psychic"}, "t.yaml")
+
+
+def test_a_policy_reading_the_router_through_one_difficulty_sets_the_served_routers_reading():
+    from hetflow.core.presets import define
+
+    preset = define({"name": "hetflow-one-difficulty-test", "base": "hetflow", "confidence": "router-one-difficulty"},
+                    "t.yaml")
+    assert apply_to_stack(STACK, preset)["router"]["reading"] == "one-difficulty"

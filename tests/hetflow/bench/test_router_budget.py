@@ -4,8 +4,10 @@ import random
 
 import pytest
 
-from hetflow.bench.router_budget import SHARES, frontier, logit, one_difficulty, recovered, sigmoid, table
+from hetflow.bench.router_budget import SHARES, frontier, recovered, table
+from hetflow.core.confidence import logit, sigmoid
 from hetflow.workloads.generate import generate
+from simulator.signals import LearnedSignals
 
 SMALL, LARGE = "qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"
 
@@ -13,13 +15,6 @@ SMALL, LARGE = "qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct"
 @pytest.fixture(scope="module")
 def firsts():
     return [r for r in generate("code", 800, seed=11, models=(SMALL, LARGE)) if not r.depends_on]
-
-
-def test_confidences_that_follow_one_difficulty_are_read_back_unchanged():
-    abilities = {SMALL: 0.2, LARGE: 1.4}
-    for difficulty in (-1.0, 0.3, 2.0):
-        confidence = {m: sigmoid(theta - difficulty) for m, theta in abilities.items()}
-        assert one_difficulty(confidence, abilities) == pytest.approx(confidence)
 
 
 def test_the_probability_oracle_tops_every_share_and_the_visible_one_beats_chance(firsts):
@@ -37,5 +32,6 @@ def test_reading_two_noisy_heads_through_one_difficulty_recovers_more_of_the_gai
     rng = random.Random(3)
     learned = {(r.program_id, r.stage_index): {m: sigmoid(logit(r.visible_solve_probability[m]) + rng.gauss(0, 0.6))
                                                for m in (SMALL, LARGE)} for r in firsts}
-    scores = frontier(firsts, SMALL, LARGE, learned, seed=1)
+    abilities = {SMALL: logit(0.62), LARGE: logit(0.85)}    # the models' published HumanEval scores
+    scores = frontier(firsts, SMALL, LARGE, LearnedSignals(confidence=learned, abilities=abilities), seed=1)
     assert recovered(scores, "learned-one-difficulty") > recovered(scores, "learned") + 0.2

@@ -393,3 +393,16 @@ def test_which_policies_are_searched_leaves_the_journals_rule_alone(tmp_path):
     path.write_text(path.read_text() + "searched: some\n")
     with pytest.raises(ValueError, match="searched"):
         SweepSpec.from_yaml(path)
+
+
+def test_a_policy_reading_the_router_through_one_difficulty_needs_the_learned_router():
+    from hetflow.bench.sweep import signals_for
+    from hetflow.core.presets import define
+    from simulator.signals import Signals
+
+    preset = define({"name": "hetflow-one-difficulty-sweep", "base": "hetflow", "confidence": "router-one-difficulty"},
+                    "t.yaml")
+    assert signals_for(preset, Signals("learned")).confidence == "learned-one-difficulty"
+    assert signals_for(resolve("hetflow"), Signals("learned")).confidence == "learned"
+    with pytest.raises(ValueError, match="must be learned"):
+        signals_for(preset, Signals("prior"))
