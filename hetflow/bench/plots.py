@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 
 def _by_load(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -122,6 +123,10 @@ def slack_of(policy: str) -> tuple[str, float | None]:
     return name + (":" + ",".join(rest) if rest else ""), slack
 
 
+SPREAD_FOR_LOG_AXIS = 10.0
+"""Past this ratio of the slowest point's latency to the fastest's, the latency axis is logarithmic."""
+
+
 def score_against_latency(panels: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], out: Path) -> Path:
     """Chimera's figure 5 for several sweeps: task score against latency per output token, one panel per
     (title, rows at one load), one point per policy; a policy run at several latency slacks is one line,
@@ -141,5 +146,11 @@ def score_against_latency(panels: Sequence[tuple[str, Sequence[Mapping[str, Any]
                     ax.annotate(f"τ={slack:g}", (x, y), fontsize=6, color=drawn.get_color(),
                                 xytext=(3, 3), textcoords="offset points")
         ax.set(title=title, xlabel="E2E latency per output token (ms)", ylabel="task score")
+        latencies = [p[0] for points in lines.values() for p in points]
+        if latencies and max(latencies) > SPREAD_FOR_LOG_AXIS * min(latencies):
+            ax.set_xscale("log")   # a point an order of magnitude out (an overloaded model pool) hides the rest
+            ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+            ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         ax.legend(fontsize=6)
     return _save(fig, out)
