@@ -154,3 +154,20 @@ def score_against_latency(panels: Sequence[tuple[str, Sequence[Mapping[str, Any]
             ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         ax.legend(fontsize=6)
     return _save(fig, out)
+
+
+def reliability_diagram(diagrams: Mapping[tuple[str, str], Sequence[tuple[float, float, int]]], out: Path,
+                        title: str) -> Path:
+    """Share solved against mean confidence per bin, one panel per model, one line per router (each
+    (router, model)'s bins as ``hetflow.bench.router_budget.reliability`` gives them); the diagonal is a
+    calibrated router."""
+    models = sorted({m for _, m in diagrams})
+    fig, axes = _panels(len(models), f"{title}: reliability of each router's confidences")
+    for ax, model in zip(axes, models):
+        ax.plot([0, 1], [0, 1], color="grey", lw=0.6, ls="--")
+        for (router, m), points in diagrams.items():
+            if m == model:
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", ms=3, lw=0.8, label=router)
+        ax.set(title=model, xlabel="confidence (bin mean)", ylabel="share solved", xlim=(0, 1), ylim=(0, 1))
+        ax.legend(fontsize=6)
+    return _save(fig, out)

@@ -14,7 +14,8 @@ Routers: ``random`` (the baseline at the same share), ``learned`` (the router ar
 ``hetflow.core.confidence.one_difficulty``, with the router's training label rates as the abilities),
 ``visible-probability`` (the best a router reading the prompt could know) and ``probability``.
 
-    python -m hetflow.bench.router_budget --sweep bench/sweeps/frontier-code.yaml [--seeds 1]
+    python -m hetflow.bench.router_budget --sweep bench/sweeps/frontier-code.yaml [--seeds 1] \
+        [--reliability reliability.png]
 """
 
 from __future__ import annotations
@@ -44,14 +45,8 @@ def router_gains(firsts: Sequence[StageRecord], small: str, large: str,
     """Each router's predicted gain of ``large`` over ``small`` on each program's first call."""
     rng = random.Random(seed)
     out = {"random": [rng.random() for _ in firsts]}
-    if learned is not None:
-        raw = [learned.confidence[(r.program_id, r.stage_index)] for r in firsts]
-        out["learned"] = [c[large] - c[small] for c in raw]
-        read = [one_difficulty({m: c[m] for m in (small, large)}, learned.abilities) for c in raw]
-        out["learned-one-difficulty"] = [c[large] - c[small] for c in read]
-    out["visible-probability"] = [r.visible_solve_probability[large] - r.visible_solve_probability[small]
-                                  for r in firsts]
-    out["probability"] = [r.solve_probability[large] - r.solve_probability[small] for r in firsts]
+    for name, confidences in confidences_by_router(firsts, learned).items():
+        out[name] = [c[large] - c[small] for c in confidences]
     return out
 
 
@@ -70,6 +65,37 @@ def recovered(scores: Mapping[str, Sequence[float]], name: str) -> float:
     return over_random / ceiling if ceiling > 0 else float("nan")
 
 
+RELIABILITY_BINS = 10
+
+
+def reliability(firsts: Sequence[StageRecord], confidences: Sequence[Mapping[str, float]], model: str
+                ) -> tuple[list[tuple[float, float, int]], float]:
+    """A reliability diagram of one model's confidences against its answers on the programs' first calls:
+    per equal-width bin of confidence, (mean confidence, share solved, programs), and the expected
+    calibration error (the bins' gaps weighted by their programs)."""
+    bins: list[list[tuple[float, bool]]] = [[] for _ in range(RELIABILITY_BINS)]
+    for record, confidence in zip(firsts, confidences):
+        q = confidence[model]
+        bins[min(int(q * RELIABILITY_BINS), RELIABILITY_BINS - 1)].append((q, record.correct[model]))
+    points = [(statistics.mean(q for q, _ in b), statistics.mean(float(c) for _, c in b), len(b)) for b in bins if b]
+    error = sum(n * abs(q - solved) for q, solved, n in points) / len(firsts)
+    return points, error
+
+
+def confidences_by_router(firsts: Sequence[StageRecord], learned: LearnedSignals | None
+                          ) -> dict[str, list[Mapping[str, float]]]:
+    """The confidences each router gives the first calls: the learned router raw and read through one
+    difficulty, and the two probability oracles."""
+    out: dict[str, list[Mapping[str, float]]] = {}
+    if learned is not None:
+        raw = [learned.confidence[(r.program_id, r.stage_index)] for r in firsts]
+        out["learned"] = raw
+        out["learned-one-difficulty"] = [one_difficulty(dict(c), learned.abilities) for c in raw]
+    out["visible-probability"] = [r.visible_solve_probability for r in firsts]
+    out["probability"] = [r.solve_probability for r in firsts]
+    return out
+
+
 def table(by_seed: Mapping[int, Mapping[str, Sequence[float]]]) -> str:
     lines = ["| router | seed | " + " | ".join(f"score, {s:.0%} to the larger" for s in SHARES)
              + " | of the visible oracle's gain over random |",
@@ -86,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sweep", type=Path, required=True, help="a sweep on a two-model pool: cluster, trace, seeds")
     parser.add_argument("--seeds", help="comma-separated (default: the sweep's)")
     parser.add_argument("--no-learned", action="store_true", help="leave the learned router out (no artifact run)")
+    parser.add_argument("--reliability", type=Path, help="also draw each router's reliability diagram there (PNG) "
+                        "and print its calibration error, on the first seed")
     args = parser.parse_args(argv)
     from hetflow.bench.cluster import cluster_from_stack, models_of
     from hetflow.bench.sweep import SweepSpec, load_trace, servable
@@ -100,14 +128,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{args.sweep}: the budget frontier needs a pool of two models, this one has {models}")
     small, large = sorted(models, key=lambda m: MODELS[m].params_b)
     compute = None if args.no_learned else learned_source(spec)
-    by_seed = {}
+    by_seed, first_seed = {}, None
     for seed in (int(s) for s in args.seeds.split(",")) if args.seeds else spec.seeds:
         records, _ = servable(load_trace(spec, seed, models), engines)
         learned = compute(records, models) if compute and spec.router == "learned" else None
-        by_seed[seed] = frontier([r for r in records if not r.depends_on], small, large, learned, seed)
+        firsts = [r for r in records if not r.depends_on]
+        by_seed[seed] = frontier(firsts, small, large, learned, seed)
+        first_seed = first_seed or (seed, firsts, learned)
     print(f"## {spec.name}: {small} or {large} on each program's first call, expected task score "
           "(the item-response model's probabilities)")
     print(table(by_seed))
+    if args.reliability and first_seed:
+        seed, firsts, learned = first_seed
+        diagrams = {(name, m): reliability(firsts, confidences, m)
+                    for name, confidences in confidences_by_router(firsts, learned).items() for m in (small, large)}
+        print(f"\nexpected calibration error against the answers, seed {seed}: "
+              + "; ".join(f"{name} {m} {error:.3f}" for (name, m), (_, error) in diagrams.items()))
+        from hetflow.bench.plots import reliability_diagram
+
+        print(reliability_diagram({k: v[0] for k, v in diagrams.items()}, args.reliability, spec.name))
     return 0
 
 

@@ -35,3 +35,16 @@ def test_reading_two_noisy_heads_through_one_difficulty_recovers_more_of_the_gai
     abilities = {SMALL: logit(0.62), LARGE: logit(0.85)}    # the models' published HumanEval scores
     scores = frontier(firsts, SMALL, LARGE, LearnedSignals(confidence=learned, abilities=abilities), seed=1)
     assert recovered(scores, "learned-one-difficulty") > recovered(scores, "learned") + 0.2
+
+
+def test_a_reliability_diagram_bins_confidences_against_answers(firsts):
+    from hetflow.bench.router_budget import reliability
+
+    knows = [{m: float(r.correct[m]) for m in (SMALL, LARGE)} for r in firsts]       # the outcome oracle
+    points, error = reliability(firsts, knows, SMALL)
+    assert error == 0.0 and sum(n for _, _, n in points) == len(firsts)
+    assert [(q, solved) for q, solved, _ in points] == [(0.0, 0.0), (1.0, 1.0)]
+    coin = [{SMALL: 0.5} for _ in firsts]                                             # says nothing
+    (only,), error = reliability(firsts, coin, SMALL)
+    solved = sum(r.correct[SMALL] for r in firsts) / len(firsts)
+    assert only == (0.5, pytest.approx(solved), len(firsts)) and error == pytest.approx(abs(0.5 - solved))
