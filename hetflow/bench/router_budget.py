@@ -32,12 +32,30 @@ from simulator.signals import LearnedSignals
 
 SHARES = (0.1, 0.2, 0.3, 0.5)
 """Shares of programs sent to the larger model."""
+RELIABILITY_BINS = 10
+"""Equal-width bins of confidence in a reliability diagram."""
+
+
 def budget_score(firsts: Sequence[StageRecord], gains: Sequence[float], share: float, small: str,
                  large: str) -> float:
     """The expected task score when the ``share`` of programs with the largest ``gains`` go to ``large``."""
     order = sorted(range(len(firsts)), key=lambda i: -gains[i])
     chosen = set(order[: round(share * len(firsts))])
     return statistics.mean(r.solve_probability[large if i in chosen else small] for i, r in enumerate(firsts))
+
+
+def confidences_by_router(firsts: Sequence[StageRecord], learned: LearnedSignals | None
+                          ) -> dict[str, list[Mapping[str, float]]]:
+    """The confidences each router gives the first calls: the learned router raw and read through one
+    difficulty, and the two probability oracles."""
+    out: dict[str, list[Mapping[str, float]]] = {}
+    if learned is not None:
+        raw = [learned.confidence[(r.program_id, r.stage_index)] for r in firsts]
+        out["learned"] = raw
+        out["learned-one-difficulty"] = [one_difficulty(dict(c), learned.abilities) for c in raw]
+    out["visible-probability"] = [r.visible_solve_probability for r in firsts]
+    out["probability"] = [r.solve_probability for r in firsts]
+    return out
 
 
 def router_gains(firsts: Sequence[StageRecord], small: str, large: str,
@@ -65,8 +83,6 @@ def recovered(scores: Mapping[str, Sequence[float]], name: str) -> float:
     return over_random / ceiling if ceiling > 0 else float("nan")
 
 
-RELIABILITY_BINS = 10
-
 
 def reliability(firsts: Sequence[StageRecord], confidences: Sequence[Mapping[str, float]], model: str
                 ) -> tuple[list[tuple[float, float, int]], float]:
@@ -80,20 +96,6 @@ def reliability(firsts: Sequence[StageRecord], confidences: Sequence[Mapping[str
     points = [(statistics.mean(q for q, _ in b), statistics.mean(float(c) for _, c in b), len(b)) for b in bins if b]
     error = sum(n * abs(q - solved) for q, solved, n in points) / len(firsts)
     return points, error
-
-
-def confidences_by_router(firsts: Sequence[StageRecord], learned: LearnedSignals | None
-                          ) -> dict[str, list[Mapping[str, float]]]:
-    """The confidences each router gives the first calls: the learned router raw and read through one
-    difficulty, and the two probability oracles."""
-    out: dict[str, list[Mapping[str, float]]] = {}
-    if learned is not None:
-        raw = [learned.confidence[(r.program_id, r.stage_index)] for r in firsts]
-        out["learned"] = raw
-        out["learned-one-difficulty"] = [one_difficulty(dict(c), learned.abilities) for c in raw]
-    out["visible-probability"] = [r.visible_solve_probability for r in firsts]
-    out["probability"] = [r.solve_probability for r in firsts]
-    return out
 
 
 def table(by_seed: Mapping[int, Mapping[str, Sequence[float]]]) -> str:
