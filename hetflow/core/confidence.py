@@ -17,7 +17,6 @@ middling difficulty, where the larger model's extra ability decides. hetflow's r
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Mapping
 
 CLIP = 1e-4
@@ -37,7 +36,7 @@ def one_difficulty(confidence: Mapping[str, float], abilities: Mapping[str, floa
     """Per-model confidences read with one difficulty per prompt: b = mean over models of
     theta_m - logit q_m, then q'_m = sigmoid(theta_m - b). ``abilities``: theta_m for every model of
     ``confidence`` (``abilities_from_rates``)."""
-    difficulty = statistics.mean(abilities[m] - logit(q) for m, q in confidence.items())
+    difficulty = sum(abilities[m] - logit(q) for m, q in confidence.items()) / len(confidence)
     return {m: sigmoid(abilities[m] - difficulty) for m in confidence}
 
 
