@@ -98,6 +98,16 @@ def reliability(firsts: Sequence[StageRecord], confidences: Sequence[Mapping[str
     return points, error
 
 
+GAP_QUANTILES = (0.0, 0.1, 0.5, 0.9, 1.0)
+
+
+def gap_quantiles(gains: Sequence[float]) -> list[float]:
+    """The predicted gain at each of ``GAP_QUANTILES`` over the programs: where a margin in the router's own
+    units would cut (Chimera 3.6's delta_s)."""
+    ordered = sorted(gains)
+    return [ordered[round(q * (len(ordered) - 1))] for q in GAP_QUANTILES]
+
+
 def table(by_seed: Mapping[int, Mapping[str, Sequence[float]]]) -> str:
     lines = ["| router | seed | " + " | ".join(f"score, {s:.0%} to the larger" for s in SHARES)
              + " | of the visible oracle's gain over random |",
@@ -130,16 +140,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{args.sweep}: the budget frontier needs a pool of two models, this one has {models}")
     small, large = sorted(models, key=lambda m: MODELS[m].params_b)
     compute = None if args.no_learned else learned_source(spec)
-    by_seed, first_seed = {}, None
+    by_seed, first_seed, gaps = {}, None, []
     for seed in (int(s) for s in args.seeds.split(",")) if args.seeds else spec.seeds:
         records, _ = servable(load_trace(spec, seed, models), engines)
         learned = compute(records, models) if compute and spec.router == "learned" else None
         firsts = [r for r in records if not r.depends_on]
         by_seed[seed] = frontier(firsts, small, large, learned, seed)
+        gaps += [f"{name} on seed {seed}: " + ", ".join(f"{g:.3f}" for g in gap_quantiles(gains))
+                 for name, gains in router_gains(firsts, small, large, learned, seed).items() if name != "random"]
         first_seed = first_seed or (seed, firsts, learned)
     print(f"## {spec.name}: {small} or {large} on each program's first call, expected task score "
           "(the item-response model's probabilities)")
     print(table(by_seed))
+    print(f"\neach router's predicted gain of {large} at the quantiles {', '.join(f'{q:g}' for q in GAP_QUANTILES)} "
+          "of the programs:\n" + "\n".join(gaps))
     if args.reliability and first_seed:
         seed, firsts, learned = first_seed
         diagrams = {(name, m): reliability(firsts, confidences, m)
