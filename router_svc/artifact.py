@@ -31,8 +31,7 @@ def read(path: Path, expected_models: list[str]) -> dict[str, Any]:
     return meta
 
 
-def solve_rates(path: Path) -> dict[str, float]:
-    """The share of its training programs each model solved (the labels' rates, in ``meta.json``): the
-    reference the one-difficulty reading takes the models' abilities from."""
-    meta = read_meta(path, KIND, FORMAT, "hetflow train router")
+def solve_rates(meta: dict[str, Any]) -> dict[str, float]:
+    """The share of its training programs each model solved (the labels' rates, in the metadata ``read``
+    returns): the reference the one-difficulty reading takes the models' abilities from."""
     return {m: float(r) for m, r in meta["metrics"]["label_rate"].items()}

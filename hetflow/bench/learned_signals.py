@@ -32,7 +32,7 @@ def learned_signals(records: Sequence[StageRecord], models: Sequence[str], route
                     *(_artifact_id(p) if p else "none" for p in (router_dir, predictor_dir)),
                     hashlib.sha256(json.dumps(sorted(models)).encode()).hexdigest()[:8]])
     cached = cache_dir / f"signals-{key}.json"
-    abilities = router_abilities(router_dir) if router_dir else {}
+    abilities = router_abilities(router_dir, models) if router_dir else {}
     if cached.exists():
         return replace(_load(cached), abilities=abilities)
     confidence = _confidence(records, models, router_dir) if router_dir else {}
@@ -44,12 +44,12 @@ def learned_signals(records: Sequence[StageRecord], models: Sequence[str], route
     return LearnedSignals(confidence, median, upper, abilities)
 
 
-def router_abilities(router_dir: Path) -> dict[str, float]:
+def router_abilities(router_dir: Path, models: Sequence[str]) -> dict[str, float]:
     """Each model's ability from the router artifact's training label rates, as the served router reads
     its confidences with ``reading: one-difficulty``."""
-    from router_svc.artifact import solve_rates
+    from router_svc import artifact
 
-    return abilities_from_rates(solve_rates(router_dir))
+    return abilities_from_rates(artifact.solve_rates(artifact.read(router_dir, list(models))))
 
 
 def _confidence(records: Sequence[StageRecord], models: Sequence[str], router_dir: Path) -> dict:

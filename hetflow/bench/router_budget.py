@@ -26,9 +26,8 @@ import statistics
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from hetflow.core.confidence import one_difficulty
 from hetflow.core.trace import StageRecord
-from simulator.signals import LearnedSignals
+from simulator.signals import LearnedSignals, Signals
 
 SHARES = (0.1, 0.2, 0.3, 0.5)
 """Shares of programs sent to the larger model."""
@@ -44,18 +43,14 @@ def budget_score(firsts: Sequence[StageRecord], gains: Sequence[float], share: f
     return statistics.mean(r.solve_probability[large if i in chosen else small] for i, r in enumerate(firsts))
 
 
-def confidences_by_router(firsts: Sequence[StageRecord], learned: LearnedSignals | None
+def confidences_by_router(firsts: Sequence[StageRecord], learned: LearnedSignals | None, models: Sequence[str]
                           ) -> dict[str, list[Mapping[str, float]]]:
-    """The confidences each router gives the first calls: the learned router raw and read through one
-    difficulty, and the two probability oracles."""
-    out: dict[str, list[Mapping[str, float]]] = {}
-    if learned is not None:
-        raw = [learned.confidence[(r.program_id, r.stage_index)] for r in firsts]
-        out["learned"] = raw
-        out["learned-one-difficulty"] = [one_difficulty(dict(c), learned.abilities) for c in raw]
-    out["visible-probability"] = [r.visible_solve_probability for r in firsts]
-    out["probability"] = [r.solve_probability for r in firsts]
-    return out
+    """The confidences each router gives the first calls, as the simulator reads them (``Signals``): the
+    learned router raw and read through one difficulty, and the two probability oracles."""
+    sources = [*(("learned", "learned-one-difficulty") if learned is not None else ()),
+               "visible-probability", "probability"]
+    return {source: [Signals(source, learned=learned or LearnedSignals()).confidence_for(r, list(models))
+                     for r in firsts] for source in sources}
 
 
 def router_gains(firsts: Sequence[StageRecord], small: str, large: str,
@@ -63,7 +58,7 @@ def router_gains(firsts: Sequence[StageRecord], small: str, large: str,
     """Each router's predicted gain of ``large`` over ``small`` on each program's first call."""
     rng = random.Random(seed)
     out = {"random": [rng.random() for _ in firsts]}
-    for name, confidences in confidences_by_router(firsts, learned).items():
+    for name, confidences in confidences_by_router(firsts, learned, (small, large)).items():
         out[name] = [c[large] - c[small] for c in confidences]
     return out
 
@@ -157,7 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.reliability and first_seed:
         seed, firsts, learned = first_seed
         diagrams = {(name, m): reliability(firsts, confidences, m)
-                    for name, confidences in confidences_by_router(firsts, learned).items() for m in (small, large)}
+                    for name, confidences in confidences_by_router(firsts, learned, (small, large)).items()
+                    for m in (small, large)}
         print(f"\nexpected calibration error against the answers, seed {seed}: "
               + "; ".join(f"{name} {m} {error:.3f}" for (name, m), (_, error) in diagrams.items()))
         from hetflow.bench.plots import reliability_diagram

@@ -39,7 +39,7 @@ class OnnxRouterScorer:
         self.meta = artifacts.read(root, expected_models)
         self.models = tuple(self.meta["models"])
         self.encoder = PromptEncoder(root / "tokenizer.json", int(self.meta["max_length"]))
-        self.abilities = abilities_from_rates(artifacts.solve_rates(root)) if reading == "one-difficulty" else None
+        self.abilities = abilities_from_rates(artifacts.solve_rates(self.meta)) if reading == "one-difficulty" else None
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
