@@ -93,7 +93,7 @@ def reliability(firsts: Sequence[StageRecord], confidences: Sequence[Mapping[str
     return points, error
 
 
-GAP_QUANTILES = (0.0, 0.1, 0.5, 0.9, 1.0)
+GAP_QUANTILES = (0.0, 0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 1.0)
 
 
 def gap_quantiles(gains: Sequence[float]) -> list[float]:

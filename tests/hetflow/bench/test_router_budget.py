@@ -53,5 +53,5 @@ def test_a_reliability_diagram_bins_confidences_against_answers(firsts):
 def test_gap_quantiles_say_where_a_margin_would_cut():
     from hetflow.bench.router_budget import GAP_QUANTILES, gap_quantiles
 
-    assert GAP_QUANTILES == (0.0, 0.1, 0.5, 0.9, 1.0)
-    assert gap_quantiles([0.3, 0.1, 0.2] + [0.25] * 8) == [0.1, 0.2, 0.25, 0.25, 0.3]
+    assert GAP_QUANTILES == (0.0, 0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 1.0)
+    assert gap_quantiles([0.3, 0.1, 0.2] + [0.25] * 8) == [0.1, 0.2, 0.25, 0.25, 0.25, 0.25, 0.25, 0.3]
