@@ -74,6 +74,7 @@ def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (
     span = max(r.finished_s for r in ordered) - min(r.arrival_s for r in ordered)
     slowdown = [r.latency_s / r.isolated_s for r in ordered if r.isolated_s > 0]
     labelled = [r for r in ordered if r.correct is not None]
+    with_probability = [r.solve_probability for r in ordered if r.solve_probability is not None]
     with_deadline = [r for r in ordered if r.deadline_s]
     within = sum(1 for r in ordered if r.latency_s <= slo_scale * r.isolated_s)
     longest = [r.latency_s for r in longest_decile(ordered, lambda r: r.isolated_s)]
@@ -84,6 +85,7 @@ def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (
         "latency_per_output_token_ms": 1e3 * statistics.mean(r.latency_s / max(1, r.output_tokens) for r in ordered),
         "makespan_s": span,
         "task_score": statistics.mean(float(bool(r.correct)) for r in labelled) if labelled else None,
+        "expected_task_score": statistics.mean(with_probability) if with_probability else None,
         "slo": {"attainment": {f"{s:g}": sum(x <= s for x in slowdown) / len(slowdown) for s in SLO_SCALES},
                 "scale_for_95pct": slo_scale_for(ordered)},
         "deadline_attainment": _met(with_deadline),

@@ -91,6 +91,10 @@ class ProgramResult:
     deadline_s: float = 0.0
     """Arrival + SLO scale x reference latency; 0 when the program's tenant has no SLO."""
     tenant: str = "default"
+    solve_probability: float | None = None
+    """The probability the answer's model solves the program's item (the workload's item-response model,
+    ``StageRecord.solve_probability``): ``correct``'s expectation, free of the outcome's sampling noise;
+    None when the trace has none."""
 
     @property
     def latency_s(self) -> float:
@@ -219,11 +223,12 @@ class Simulation:
         return self._settled.summary() if self._settled is not None else None
 
     def _count_router_change(self, call: LlmCall, snapshot: ClusterSnapshot, candidates: list[str],
-                             model: str) -> None:
+                             predictions: Mapping[str, tuple[Prediction, str]], model: str) -> None:
         """Whether the router changed this decision: the model stage again on the fixed priors."""
         priors = {m: float(self.signals.priors.get(m, 0.5)) for m in candidates}
         self.router_asked += 1
         prior_model = self.pipeline.model_picker.pick(call, serving(snapshot, candidates), priors,
+                                                      {m: p for m, (p, _) in predictions.items()},
                                                       self.pipeline.store).chosen
         self.router_changed += prior_model != model
 
@@ -316,7 +321,7 @@ class Simulation:
         try:
             outcome = self.pipeline.decide(call, snapshot, candidates, confidence, predictions, router_asked)
             if router_asked:
-                self._count_router_change(call, snapshot, candidates, outcome.model)
+                self._count_router_change(call, snapshot, candidates, predictions, outcome.model)
         except ResourceExhausted as exc:  # no engine could ever hold it: the live balancer's RESOURCE_EXHAUSTED
             self.rejected.append((call.request_id, str(exc)))
             self._leave_hold(key)
@@ -496,6 +501,7 @@ class Simulation:
         if len(done) == len(program):
             result.finished_s = now
             result.correct = program[0].correct.get(result.model)
+            result.solve_probability = program[0].solve_probability.get(result.model)
             for observer in self.on_program_finished:
                 observer(result)
 

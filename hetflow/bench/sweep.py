@@ -537,6 +537,7 @@ def aggregate(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "latency_mean_s": statistics.mean(r["latency_s"]["mean"] for r in rs),
             "latency_p95_s": statistics.mean(r["latency_s"]["p95"] for r in rs),
             "task_score": statistics.mean(scores) if scores else None,
+            "expected_task_score": _mean_present(r.get("expected_task_score") for r in rs),
             "slo_scale_for_95pct": statistics.mean(r["slo"]["scale_for_95pct"] for r in rs),
             "goodput_programs_per_s": statistics.mean(r["goodput_programs_per_s"] for r in rs),
             "queueing_share": statistics.mean(r["queueing_share"] for r in rs),

@@ -16,7 +16,8 @@ from hetflow.bench.common import OUT_DIR, machine
 
 COLUMNS = (("policy", "policy", "{}"), ("lat/tok ms", "latency_per_output_token_ms", "{:.2f}"),
            ("mean s", "latency_mean_s", "{:.1f}"), ("p95 s", "latency_p95_s", "{:.1f}"),
-           ("score", "task_score", "{:.3f}"), ("SLO95 x", "slo_scale_for_95pct", "{:.1f}"),
+           ("score", "task_score", "{:.3f}"), ("expected score", "expected_task_score", "{:.3f}"),
+           ("SLO95 x", "slo_scale_for_95pct", "{:.1f}"),
            ("goodput/s", "goodput_programs_per_s", "{:.2f}"), ("queue", "queueing_share", "{:.0%}"),
            ("preempt", "preemptions", "{:.0f}"), ("prefix hits", "prefix_hit_rate", "{:.0%}"),
            ("busiest engine", "busiest_engine_call_share", "{:.0%}"),

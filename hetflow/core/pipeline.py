@@ -143,7 +143,8 @@ class Pipeline:
             stages, engine_choice = self._engine_first(call, view, candidates, predictions)
             model = stages[0].choice.chosen
         else:
-            stages = [self._model_stage(call, serving(view, candidates), confidence, router_asked)]
+            stages = [self._model_stage(call, serving(view, candidates), confidence,
+                                        {m: p for m, (p, _) in predictions.items()}, router_asked)]
             model = stages[0].choice.chosen
             engine_choice = self._engine_stage(call, view, model, predictions[model][0])
         if prompt_truncated:  # the encoder saw only the first max_length tokens of the prompt
@@ -176,11 +177,11 @@ class Pipeline:
                         context.mean_cost_s, retain_kv_s, reserve_tokens)
 
     def _model_stage(self, call: LlmCall, view: ClusterSnapshot, confidence: Mapping[str, float],
-                     router_asked: bool) -> StageDecision:
+                     predictions: Mapping[str, Prediction], router_asked: bool) -> StageDecision:
         t = time.perf_counter()
         if call.model_pin:
             return StageDecision("model", "model-pin", Choice(call.model_pin, "model-pin"), 0.0)
-        choice = self.model_picker.pick(call, view, confidence, self.store)
+        choice = self.model_picker.pick(call, view, confidence, predictions, self.store)
         if router_asked and not confidence:
             choice = _noted(choice, "router-unavailable")
         return StageDecision("model", self.model_picker.type_name, choice, (time.perf_counter() - t) * 1e3)

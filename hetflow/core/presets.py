@@ -36,6 +36,7 @@ ORACLE_ROUTERS = ("oracle", "probability", "visible-probability")
 """Confidences only a simulated trace can give (``simulator.signals``): each call's sampled outcome, the
 probability it was drawn with, and that probability from what the prompt shows: a router's ceilings."""
 CONFIDENCES = ("router", "router-one-difficulty", "prior", *ORACLE_ROUTERS)
+PREDICTIONS = ("predictor", "oracle")
 
 
 def _policy(model: str | StageConfig, engine: str | StageConfig, priority: str | StageConfig) -> PolicyConfig:
@@ -187,9 +188,10 @@ PRESETS.update({p.name: p for p in (_per_model(PRESETS[name]) for name in RIVALS
 
 def define(raw: Mapping[str, Any], source: str) -> Preset:
     """A composition named in configuration (a sweep's ``policies`` entry): ``name``, the stages as in a
-    stack's ``balancer.policy``, ``queue`` (the engine queue's discipline) and ``confidence``
-    (``CONFIDENCES``); or ``base``, a preset whose stages, queue and confidence it keeps where it names
-    none. It must not reuse a built-in preset's name; the same definition twice is the same preset."""
+    stack's ``balancer.policy``, ``queue`` (the engine queue's discipline), ``confidence``
+    (``CONFIDENCES``) and ``prediction`` (``PREDICTIONS``); or ``base``, a preset whose stages, queue,
+    confidence and prediction it keeps where it names none. It must not reuse a built-in preset's name;
+    the same definition twice is the same preset."""
     fields = dict(raw)
     name = str(fields.pop("name", ""))
     if not name or ":" in name:
@@ -200,16 +202,21 @@ def define(raw: Mapping[str, Any], source: str) -> Preset:
     if confidence not in CONFIDENCES:
         raise ValueError(f"{source}: policy {name!r}: confidence is one of {', '.join(CONFIDENCES)}, "
                          f"got {confidence!r}")
+    prediction = str(fields.pop("prediction", base.prediction if base else "predictor"))
+    if prediction not in PREDICTIONS:
+        raise ValueError(f"{source}: policy {name!r}: prediction is one of {', '.join(PREDICTIONS)}, "
+                         f"got {prediction!r}")
     stages = _on_base(base, fields) if base else fields
     preset = Preset(name, f"defined in {source}" + (f" on {base.name}" if base else ""),
-                    PolicyConfig.from_mapping(stages), queue_discipline=queue, confidence=confidence)
+                    PolicyConfig.from_mapping(stages), queue_discipline=queue, confidence=confidence,
+                    prediction=prediction)
     for stage in STAGES:
         config: StageConfig = getattr(preset.policy, stage)
         plugins.build(KIND_OF_STAGE[stage], config.type, config.params)  # fail before anything runs
     existing = PRESETS.get(name)
     if existing is not None:
-        if ((existing.policy, existing.queue_discipline, existing.confidence)
-                != (preset.policy, preset.queue_discipline, preset.confidence)):
+        if ((existing.policy, existing.queue_discipline, existing.confidence, existing.prediction)
+                != (preset.policy, preset.queue_discipline, preset.confidence, preset.prediction)):
             raise ValueError(f"{source}: policy {name!r} is already defined differently")
         return existing
     PRESETS[name] = preset

@@ -149,3 +149,16 @@ def test_a_policy_reading_the_router_through_one_difficulty_sets_the_served_rout
     preset = define({"name": "hetflow-one-difficulty-test", "base": "hetflow", "confidence": "router-one-difficulty"},
                     "t.yaml")
     assert apply_to_stack(STACK, preset)["router"]["reading"] == "one-difficulty"
+
+
+def test_a_composition_may_take_the_true_lengths_in_the_simulator_only():
+    from hetflow.core.presets import define
+
+    preset = define({"name": "hetflow-true-lengths-test", "base": "hetflow", "prediction": "oracle"}, "t.yaml")
+    assert (preset.prediction, preset.policy) == ("oracle", resolve("hetflow").policy)
+    assert define({"name": "hetflow-on-true-lengths-test", "base": "hetflow-true-lengths-test"},
+                  "t.yaml").prediction == "oracle"
+    with pytest.raises(ValueError, match="simulator only"):
+        apply_to_stack(STACK, preset)
+    with pytest.raises(ValueError, match="prediction is one of"):
+        define({"name": "hetflow-clairvoyant", "base": "hetflow", "prediction": "psychic"}, "t.yaml")

@@ -38,8 +38,15 @@ def test_slo_attainment_and_the_smallest_scale_for_95_percent():
 
 
 def test_unlabelled_programs_have_no_task_score():
-    assert summarize([result(1.0, 1.0, correct=None),
-                      result(2.0, 1.0, correct=None, arrival_s=1)])["task_score"] is None
+    summary = summarize([result(1.0, 1.0, correct=None), result(2.0, 1.0, correct=None, arrival_s=1)])
+    assert summary["task_score"] is None and summary["expected_task_score"] is None
+
+
+def test_the_expected_task_score_is_the_mean_solve_probability_of_the_answers_models():
+    programs = [result(1.0, 1.0, correct=True), result(1.0, 1.0, correct=False, arrival_s=1)]
+    programs[0].solve_probability, programs[1].solve_probability = 0.9, 0.2
+    summary = summarize(programs)
+    assert summary["task_score"] == 0.5 and summary["expected_task_score"] == pytest.approx(0.55)
 
 
 def test_long_workflows_arriving_late_are_not_a_growing_queue():

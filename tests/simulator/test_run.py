@@ -92,6 +92,7 @@ def test_latency_slack_trades_latency_for_score():
     tight, loose = summarize(simulate(trace, tau=0.0)[1]), summarize(simulate(trace, tau=4.0)[1])
     assert loose["models"].get(LARGE, 0) > tight["models"].get(LARGE, 0)
     assert loose["task_score"] > tight["task_score"]
+    assert loose["expected_task_score"] > tight["expected_task_score"]
 
 
 @pytest.mark.parametrize("model_policy", ["least-load", "round-robin"])

@@ -2,7 +2,7 @@
 
 Five stages, run in this order, each a plugin kind of ``hetflow.core.plugins`` (STYLE.md; Gateway API
 Inference Extension's endpoint picker):
-  model-picker   ModelPicker.pick(call, snapshot, confidence, store)           -> Choice
+  model-picker   ModelPicker.pick(call, snapshot, confidence, predictions, store) -> Choice
   engine-picker  EnginePicker.pick(call, snapshot, model, prediction, store)   -> Choice
   priority-rule  PriorityRule.priority(call, prediction, context)              -> (Priority, Choice)
   retention-rule RetentionRule.hold_s(call, context)                           -> (seconds, Choice)
@@ -144,7 +144,7 @@ class ModelPicker:
     """Whether a program keeps the model of its first call (Chimera Algorithm 1, line 2)."""
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
-             store: PolicyStore) -> Choice:
+             predictions: Mapping[str, Prediction], store: PolicyStore) -> Choice:
         raise NotImplementedError
 
 

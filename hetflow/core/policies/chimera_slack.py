@@ -15,6 +15,14 @@ that rate's cost. So when some models have an engine with a free slot and others
 among the models with one. On a cluster of a fast small model and a slow large one, plain L keeps the
 large model's batch a fifth full while the small model's queue grows (docs/results.md, "The code
 sweep's model stage").
+
+``margin_per_ktoken`` (kappa; hetflow's extension, issue 62): line 19's margin grows with the work the call
+would bring to the more confident model, delta_s + kappa * Y_m / 1000 with Y_m the predictor's median
+remaining output tokens of the call's program on m. Chimera charges every call the same margin, so the
+larger model's capacity goes to whichever calls clear it, long or short; charging by predicted tokens
+ranks calls by confidence gained per token, the greedy order of a knapsack (Dantzig, 1957), so the same
+share of the larger model's tokens buys more task score and fewer long programs wait on the slow model.
+kappa = 0 is Chimera's rule.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from typing import Mapping
 from hetflow.core.call import LlmCall
 from hetflow.core.errors import Unavailable
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, ModelPicker, PolicyStore
+from hetflow.core.policies import Choice, ModelPicker, PolicyStore, Prediction
 from hetflow.core.snapshot import ClusterSnapshot
 
 
@@ -51,15 +59,17 @@ def with_open_slots(snapshot: ClusterSnapshot, ttlt: Mapping[str, float]) -> dic
 
 
 def slack_rule(confidence: Mapping[str, float], ttlt: Mapping[str, float], latency_slack: float,
-               confidence_margin: float) -> tuple[str, str]:
-    """Algorithm 1, lines 12-22. Returns (m*, rule). Ties: lower L, then higher q, then name."""
+               confidence_margin: float, work_margin: Mapping[str, float] | None = None) -> tuple[str, str]:
+    """Algorithm 1, lines 12-22. Returns (m*, rule). Ties: lower L, then higher q, then name.
+    ``work_margin``: each model's addition to the margin for this call (``margin_per_ktoken``)."""
     models = sorted(ttlt)
     m_fast = min(models, key=lambda m: (ttlt[m], -confidence.get(m, 0.0), m))      # line 12
     l_fast = ttlt[m_fast]                                                             # line 13
     m_star, q_star = m_fast, confidence.get(m_fast, 0.0)                              # lines 15-16
     for m in sorted(models, key=lambda m: (-confidence.get(m, 0.0), ttlt[m], m)):    # line 17
         if ttlt[m] <= (1.0 + latency_slack) * l_fast:                                 # line 18
-            if confidence.get(m, 0.0) >= q_star + confidence_margin and m != m_fast:  # line 19
+            margin = confidence_margin + (work_margin or {}).get(m, 0.0)
+            if confidence.get(m, 0.0) >= q_star + margin and m != m_fast:                # line 19
                 return m, "slack:more-confident-within-slack"                         # lines 20-21
             break                                                                     # line 22
     return m_star, "slack:fastest"
@@ -71,37 +81,43 @@ class ChimeraSlack(ModelPicker):
     program_affinity = True
 
     def __init__(self, latency_slack: float = 0.5, confidence_margin: float = 0.05,
-                 open_slots_first: bool = False,
+                 open_slots_first: bool = False, margin_per_ktoken: float = 0.0,
                  per_workflow: Mapping[str, Mapping[str, float]] | None = None) -> None:
-        """``per_workflow``: workflow -> its own ``latency_slack`` (tau) and ``confidence_margin`` (delta_s)
-        for the calls of that workflow (the call's ``workflow``), each chosen from that family's sweeps; the
-        top-level values for every other call and for any of the two a workflow leaves out."""
-        self.latency_slack, self.confidence_margin = latency_slack, confidence_margin
-        self.per_workflow: dict[str, tuple[float, float]] = {}
+        """``per_workflow``: workflow -> its own ``latency_slack`` (tau), ``confidence_margin`` (delta_s) and
+        ``margin_per_ktoken`` (kappa) for the calls of that workflow (the call's ``workflow``), each chosen
+        from that family's sweeps; the top-level values for every other call and for any a workflow leaves
+        out."""
+        top = {"latency_slack": latency_slack, "confidence_margin": confidence_margin,
+               "margin_per_ktoken": margin_per_ktoken}
+        self.settings: tuple[float, float, float] = (latency_slack, confidence_margin, margin_per_ktoken)
+        self.per_workflow: dict[str, tuple[float, float, float]] = {}
         for workflow, params in (per_workflow or {}).items():
-            unknown = set(params) - {"latency_slack", "confidence_margin"}
+            unknown = set(params) - set(top)
             if unknown:
-                raise ValueError(f"per_workflow[{workflow!r}] takes latency_slack and confidence_margin, "
-                                 f"not {sorted(unknown)}")
-            self.per_workflow[str(workflow)] = (float(params.get("latency_slack", latency_slack)),
-                                                float(params.get("confidence_margin", confidence_margin)))
-        if min([latency_slack, confidence_margin, *(v for pair in self.per_workflow.values() for v in pair)]) < 0:
-            raise ValueError("latency_slack (tau) and confidence_margin (delta_s) must be >= 0, per_workflow too")
+                raise ValueError(f"per_workflow[{workflow!r}] takes {', '.join(top)}, not {sorted(unknown)}")
+            merged = {**top, **params}
+            self.per_workflow[str(workflow)] = (float(merged["latency_slack"]), float(merged["confidence_margin"]),
+                                                float(merged["margin_per_ktoken"]))
+        if min([*self.settings, *(v for values in self.per_workflow.values() for v in values)]) < 0:
+            raise ValueError("latency_slack (tau), confidence_margin (delta_s) and margin_per_ktoken (kappa) must "
+                             "be >= 0, per_workflow too")
         self.open_slots_first = bool(open_slots_first)
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
-             store: PolicyStore) -> Choice:
+             predictions: Mapping[str, Prediction], store: PolicyStore) -> Choice:
         ttlt = ttlt_ms(snapshot)
-        latency_slack, confidence_margin = self.per_workflow.get(call.workflow.workflow,
-                                                                 (self.latency_slack, self.confidence_margin))
+        latency_slack, confidence_margin, per_ktoken = self.per_workflow.get(call.workflow.workflow,
+                                                                             self.settings)
         params = {"latency_slack": latency_slack, "confidence_margin": confidence_margin,
-                  "open_slots_first": float(self.open_slots_first)}
+                  "margin_per_ktoken": per_ktoken, "open_slots_first": float(self.open_slots_first)}
         if not ttlt:
             raise Unavailable("no healthy engine serves any model")
         if snapshot.program_model and snapshot.program_model in ttlt:                # line 2, 26
             return Choice(snapshot.program_model, "program-affinity", confidence, ttlt, params)
         among = with_open_slots(snapshot, ttlt) if self.open_slots_first else ttlt
-        model, rule = slack_rule(confidence, among, latency_slack, confidence_margin)
+        work_margin = ({m: per_ktoken * predictions[m].median_tokens / 1e3 for m in among}
+                       if per_ktoken else None)
+        model, rule = slack_rule(confidence, among, latency_slack, confidence_margin, work_margin)
         if len(among) < len(ttlt):
             rule = f"open-slots;{rule}"
         if snapshot.program_model:

@@ -13,7 +13,7 @@ from typing import Mapping
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, ModelPicker, PolicyStore
+from hetflow.core.policies import Choice, ModelPicker, PolicyStore, Prediction
 from hetflow.core.snapshot import ClusterSnapshot
 
 
@@ -22,5 +22,5 @@ class EngineFirst(ModelPicker):
     engine_first = True
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
-             store: PolicyStore) -> Choice:
+             predictions: Mapping[str, Prediction], store: PolicyStore) -> Choice:
         raise RuntimeError("engine-first has no model choice of its own: the pipeline asks the engine stage")

@@ -28,7 +28,7 @@ class ShortestQueueModel(ModelPicker):
 
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
-             store: PolicyStore) -> Choice:
+             predictions: Mapping[str, Prediction], store: PolicyStore) -> Choice:
         choice = shortest_queue(snapshot.healthy_engines())
         model = next(e.model for e in snapshot.engines if e.engine_id == choice.chosen)
         return Choice(model, "join-shortest-queue:engine-first", loads=choice.loads)

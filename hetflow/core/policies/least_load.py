@@ -52,7 +52,7 @@ class LeastLoadModel(ModelPicker):
     """Model stage: the model of the least-loaded engine of the whole pool."""
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
-             store: PolicyStore) -> Choice:
+             predictions: Mapping[str, Prediction], store: PolicyStore) -> Choice:
         engines = healthy_or_unavailable(snapshot)
         choice = least_loaded(engines, store, "least-load")
         model = next(e.model for e in engines if e.engine_id == choice.chosen)

@@ -24,7 +24,7 @@ from typing import Mapping
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, ModelPicker, PolicyStore
+from hetflow.core.policies import Choice, ModelPicker, PolicyStore, Prediction
 from hetflow.core.snapshot import ClusterSnapshot
 
 
@@ -72,7 +72,7 @@ class NamedPool(ModelPicker):
         self.mix = mix if isinstance(mix, str) else dict(mix)
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
-             store: PolicyStore) -> Choice:
+             predictions: Mapping[str, Prediction], store: PolicyStore) -> Choice:
         shares = model_shares(snapshot, self.mix)
         model = drawn_model(shares, unit_draw(call.workflow.program_id))
         return Choice(model, "named-pool:" + ("throughput-mix" if self.mix == "throughput" else "stated-mix"),

@@ -20,7 +20,7 @@ class RoundRobinModel(ModelPicker):
     """Model stage: the model of the next engine in turn over the whole pool."""
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
-             store: PolicyStore) -> Choice:
+             predictions: Mapping[str, Prediction], store: PolicyStore) -> Choice:
         engines = healthy_or_unavailable(snapshot)
         engine_id = next_in_turn([e.engine_id for e in engines], store, "round-robin")
         return Choice(next(e.model for e in engines if e.engine_id == engine_id), f"round-robin:{engine_id}")

@@ -23,7 +23,7 @@ from typing import Mapping
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, ModelPicker, PolicyStore
+from hetflow.core.policies import Choice, ModelPicker, PolicyStore, Prediction
 from hetflow.core.snapshot import ClusterSnapshot
 
 FALLBACK_CATEGORY = "other"
@@ -57,7 +57,7 @@ class SemanticRouter(ModelPicker):
         self.default_model = default_model
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
-             store: PolicyStore) -> Choice:
+             predictions: Mapping[str, Prediction], store: PolicyStore) -> Choice:
         served = snapshot.healthy_models()
         category = self.categories.get(call.workflow.workflow, FALLBACK_CATEGORY)
         scores = self.model_scores.get(category, {})

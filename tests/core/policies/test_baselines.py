@@ -31,7 +31,7 @@ def test_the_load_is_vllm_0_32s(waiting, running, in_flight, kv, dispatched, exp
 
 def test_least_load_picks_the_engine_then_its_model_across_the_pool():
     snap = snapshot(busy("s0", "small", 4, 8), busy("l0", "large", 1, 2), busy("s1", "small", 0, 9))
-    choice = LeastLoadModel().pick(call(), snap, {}, PolicyStore())
+    choice = LeastLoadModel().pick(call(), snap, {}, {}, PolicyStore())
     assert choice.chosen == "large" and choice.rule == "vllm-least-load:engine-first"
     assert LeastLoadEngine().pick(call(), snap, "small", Prediction(1), PolicyStore()).chosen == "s1"
 
@@ -53,7 +53,7 @@ def test_round_robin_cycles_in_engine_order_with_the_turn_in_the_store():
     assert [picker.pick(call(), snap, "m", Prediction(1), store).chosen for _ in range(4)] == ["a", "b", "a", "b"]
     snap2 = snapshot(engine("x", "small"), engine("y", "large"))
     models = RoundRobinModel()
-    assert [models.pick(call(), snap2, {}, store).chosen for _ in range(3)] == ["small", "large", "small"]
+    assert [models.pick(call(), snap2, {}, {}, store).chosen for _ in range(3)] == ["small", "large", "small"]
 
 
 def test_fcfs_gives_everyone_the_same_priority():
@@ -65,7 +65,7 @@ def test_join_shortest_queue_counts_outstanding_requests_as_the_monitor_sees_the
     from hetflow.core.policies.join_shortest_queue import ShortestQueueEngine, ShortestQueueModel
 
     snap = snapshot(busy("s0", "small", 0, 3, in_flight=5), busy("l0", "large", 1, 3), busy("s1", "small", 0, 4))
-    assert ShortestQueueModel().pick(call(), snap, {}, PolicyStore()).chosen == "large"  # 4 against 5 and 4: by id
+    assert ShortestQueueModel().pick(call(), snap, {}, {}, PolicyStore()).chosen == "large"  # 4 against 5 and 4: by id
     choice = ShortestQueueEngine().pick(call(), snap, "small", Prediction(1), PolicyStore())
     assert choice.chosen == "s1" and choice.loads == {"s0": 5.0, "s1": 4.0}
 

@@ -3,7 +3,7 @@
 import pytest
 
 from hetflow.core.errors import Unavailable
-from hetflow.core.policies import PolicyStore
+from hetflow.core.policies import PolicyStore, Prediction
 from hetflow.core.policies.chimera_slack import ChimeraSlack, slack_rule, ttlt_ms, with_open_slots
 from tests.factories import call, engine, snapshot
 
@@ -43,7 +43,7 @@ def test_fallback_under_load_is_monotone():
     chosen = []
     for large_tokens in range(0, 20_000, 1_000):
         snap = snapshot(engine("s0", "small", 2_000), engine("l0", "large", large_tokens))
-        chosen.append(picker.pick(call(program_id=""), snap, Q, PolicyStore()).chosen)
+        chosen.append(picker.pick(call(program_id=""), snap, Q, {}, PolicyStore()).chosen)
     switch = chosen.index("small")
     assert chosen[:switch] == ["large"] * switch and set(chosen[switch:]) == {"small"}
 
@@ -51,19 +51,19 @@ def test_fallback_under_load_is_monotone():
 def test_program_affinity_reuses_model_even_when_loaded():
     picker = ChimeraSlack()
     snap = snapshot(engine("s0", "small", 0), engine("l0", "large", 1e9), program_model="large")
-    choice = picker.pick(call(), snap, {}, PolicyStore())
+    choice = picker.pick(call(), snap, {}, {}, PolicyStore())
     assert (choice.chosen, choice.rule) == ("large", "program-affinity")
 
 
 def test_affinity_to_a_model_without_healthy_engine_falls_back_to_the_rule():
     snap = snapshot(engine("s0", "small", 0), engine("l0", "large", 0, healthy=False), program_model="large")
-    choice = ChimeraSlack().pick(call(), snap, Q, PolicyStore())
+    choice = ChimeraSlack().pick(call(), snap, Q, {}, PolicyStore())
     assert choice.chosen == "small" and choice.rule.startswith("affinity-model-unavailable")
 
 
 def test_no_healthy_engine_is_unavailable():
     with pytest.raises(Unavailable):
-        ChimeraSlack().pick(call(), snapshot(engine("s0", "small", healthy=False)), Q, PolicyStore())
+        ChimeraSlack().pick(call(), snapshot(engine("s0", "small", healthy=False)), Q, {}, PolicyStore())
 
 
 def test_open_slots_first_sends_a_call_past_a_full_batch_to_a_model_with_room():
@@ -71,9 +71,10 @@ def test_open_slots_first_sends_a_call_past_a_full_batch_to_a_model_with_room():
     small_full = engine("s0", "small", 256 * 200, decode_ms_per_token=22, max_batch_size=256, in_flight_requests=256)
     large_open = engine("l0", "large", 50 * 400, decode_ms_per_token=61, max_batch_size=256, in_flight_requests=50)
     snap = snapshot(small_full, large_open)
-    plain = ChimeraSlack(latency_slack=0.0).pick(call(program_id=""), snap, Q, PolicyStore())
+    plain = ChimeraSlack(latency_slack=0.0).pick(call(program_id=""), snap, Q, {}, PolicyStore())
     assert plain.chosen == "small"          # L: 51,200 * 22 / 256 = 4.4 s against 20,000 * 61 / 256 = 4.8 s
-    choice = ChimeraSlack(latency_slack=0.0, open_slots_first=True).pick(call(program_id=""), snap, Q, PolicyStore())
+    slots = ChimeraSlack(latency_slack=0.0, open_slots_first=True)
+    choice = slots.pick(call(program_id=""), snap, Q, {}, PolicyStore())
     assert (choice.chosen, choice.rule) == ("large", "open-slots;slack:fastest")
     assert set(choice.loads) == {"small", "large"}   # the receipt keeps every model's L
 
@@ -82,8 +83,8 @@ def test_open_slots_first_sends_a_call_past_a_full_batch_to_a_model_with_room():
 def test_open_slots_first_is_plain_chimera_when_all_or_no_models_have_room(small_requests, large_requests):
     snap = snapshot(engine("s0", "small", 1_000, max_batch_size=256, in_flight_requests=small_requests),
                     engine("l0", "large", 9_000, max_batch_size=256, in_flight_requests=large_requests))
-    plain = ChimeraSlack(latency_slack=0.0).pick(call(program_id=""), snap, Q, PolicyStore())
-    slots = ChimeraSlack(latency_slack=0.0, open_slots_first=True).pick(call(program_id=""), snap, Q, PolicyStore())
+    plain = ChimeraSlack(latency_slack=0.0).pick(call(program_id=""), snap, Q, {}, PolicyStore())
+    slots = ChimeraSlack(latency_slack=0.0, open_slots_first=True).pick(call(program_id=""), snap, Q, {}, PolicyStore())
     assert (slots.chosen, slots.rule) == (plain.chosen, plain.rule) == ("small", "slack:fastest")
 
 
@@ -101,7 +102,7 @@ def test_open_slots_first_counts_any_engine_of_the_model():
 def test_program_affinity_holds_under_open_slots_first():
     snap = snapshot(engine("s0", "small", 0, max_batch_size=4, in_flight_requests=4),
                     engine("l0", "large", 0, max_batch_size=4), program_model="small")
-    choice = ChimeraSlack(open_slots_first=True).pick(call(), snap, Q, PolicyStore())
+    choice = ChimeraSlack(open_slots_first=True).pick(call(), snap, Q, {}, PolicyStore())
     assert (choice.chosen, choice.rule) == ("small", "program-affinity")
 
 
@@ -111,7 +112,8 @@ def test_a_workflows_own_slack_and_margin_decide_its_calls_and_the_top_level_one
     picker = ChimeraSlack(latency_slack=0.2, per_workflow={"code": {"latency_slack": 1.0},
                                                            "math": {"latency_slack": 1.0, "confidence_margin": 0.4}})
     snap = snapshot(engine("s0", "small", 1_000), engine("l0", "large", 1_500))
-    chosen = {w: picker.pick(call(program_id="", workflow=w), snap, Q, PolicyStore()) for w in ("code", "chat", "math")}
+    chosen = {w: picker.pick(call(program_id="", workflow=w), snap, Q, {}, PolicyStore())
+              for w in ("code", "chat", "math")}
     assert (chosen["code"].chosen, chosen["code"].params["latency_slack"]) == ("large", 1.0)
     assert (chosen["chat"].chosen, chosen["chat"].params["latency_slack"]) == ("small", 0.2)
     assert (chosen["math"].chosen, chosen["math"].params["confidence_margin"]) == ("small", 0.4)
@@ -121,3 +123,24 @@ def test_a_workflows_own_slack_and_margin_decide_its_calls_and_the_top_level_one
 def test_a_workflows_settings_must_be_known_and_not_negative(per_workflow):
     with pytest.raises(ValueError, match="per_workflow"):
         ChimeraSlack(per_workflow=per_workflow)
+
+
+def test_the_work_margin_adds_to_the_confidence_margin_of_its_model_only():
+    ttlt = {"small": 100, "large": 120}                                   # large within tau 0.5; gain 0.30
+    assert slack_rule(Q, ttlt, 0.5, 0.05, {"large": 0.20})[0] == "large"   # 0.70 >= 0.40 + 0.25
+    assert slack_rule(Q, ttlt, 0.5, 0.05, {"large": 0.30}) == ("small", "slack:fastest")  # 0.70 < 0.40 + 0.35
+    assert slack_rule(Q, ttlt, 0.5, 0.05, {"small": 1.0})[0] == "large"    # the fallback's own cost never counts
+
+
+@pytest.mark.parametrize("large_tokens, expected", [(500, "large"), (4_000, "small")])
+def test_margin_per_ktoken_keeps_long_programs_off_the_more_confident_model(large_tokens, expected):
+    """Gain 0.30 against delta_s 0.05 + kappa 0.1 per 1,000 predicted tokens on the large model: 0.10 for a
+    500-token program (it goes), 0.45 for a 4,000-token one (it stays); at kappa 0 both go (Chimera)."""
+    snap = snapshot(engine("s0", "small", 1_000), engine("l0", "large", 1_200))
+    predictions = {"small": Prediction(large_tokens * 1.2), "large": Prediction(large_tokens)}
+    choice = ChimeraSlack(margin_per_ktoken=0.1).pick(call(program_id=""), snap, Q, predictions, PolicyStore())
+    assert (choice.chosen, choice.params["margin_per_ktoken"]) == (expected, 0.1)
+    assert ChimeraSlack().pick(call(program_id=""), snap, Q, predictions, PolicyStore()).chosen == "large"
+    code_only = ChimeraSlack(per_workflow={"code": {"margin_per_ktoken": 0.1}})
+    assert code_only.pick(call(program_id="", workflow="code"), snap, Q, predictions, PolicyStore()).chosen == expected
+    assert code_only.pick(call(program_id="", workflow="chat"), snap, Q, predictions, PolicyStore()).chosen == "large"

@@ -12,7 +12,7 @@ from tests.factories import call, engine, snapshot
 
 def pick(mix, *engines, program_id="p1"):
     picker = plugins.build("model-picker", "named-pool", {} if mix is None else {"mix": mix})
-    return picker.pick(call(program_id=program_id), snapshot(*engines), {}, PolicyStore())
+    return picker.pick(call(program_id=program_id), snapshot(*engines), {}, {}, PolicyStore())
 
 
 def test_the_throughput_mix_shares_programs_by_each_pools_full_batch_decode_rate():

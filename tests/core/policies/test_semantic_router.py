@@ -12,7 +12,7 @@ POOL = (engine("a", "phi4"), engine("b", "mistral-small3.1", in_flight_requests=
 
 def pick(workflow, *engines, confidence=None, **params):
     picker = plugins.build("model-picker", "semantic-router", {"model_scores": DOCS_SCORES, **params})
-    return picker.pick(call(workflow=workflow), snapshot(*engines), confidence or {}, PolicyStore())
+    return picker.pick(call(workflow=workflow), snapshot(*engines), confidence or {}, {}, PolicyStore())
 
 
 def test_the_category_takes_its_highest_scored_model_and_the_first_listed_on_a_tie():
