@@ -9,6 +9,11 @@ expected task score, free of sampling noise). A router's scores over the share a
 a router that ranks no better than chance lies on the random split's, the probability oracle on the top.
 What it leaves out, a simulation measures: latency, load, and which calls the slack lets through.
 
+A program's share of the larger model is not its share of that model's work: the token budget ranks
+programs by predicted gain per token the predictor expects them to bring the larger model (the order
+``margin_per_ktoken`` gives Chimera's rule) and sends them, best first, while their true tokens fit a
+share of all programs' tokens on it; ``shortest`` ranks by predicted tokens alone (no router).
+
 Routers: ``random`` (the baseline at the same share), ``learned`` (the router artifact's sigmoids),
 ``learned-one-difficulty`` (the same read through one difficulty per prompt,
 ``hetflow.core.confidence.one_difficulty``, with the router's training label rates as the abilities),
@@ -26,11 +31,13 @@ import statistics
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from hetflow.core.trace import StageRecord
+from hetflow.core.trace import StageRecord, programs
 from simulator.signals import LearnedSignals, Signals
 
 SHARES = (0.1, 0.2, 0.3, 0.5)
 """Shares of programs sent to the larger model."""
+TOKEN_SHARES = (0.1, 0.2, 0.3)
+"""Shares of the larger model's tokens (all programs' on it) spent on the programs sent to it."""
 RELIABILITY_BINS = 10
 """Equal-width bins of confidence in a reliability diagram."""
 
@@ -70,6 +77,30 @@ def frontier(firsts: Sequence[StageRecord], small: str, large: str, learned: Lea
             for name, gains in router_gains(firsts, small, large, learned, seed).items()}
 
 
+def token_budget_score(firsts: Sequence[StageRecord], order_key: Sequence[float], tokens: Sequence[float],
+                       share: float, small: str, large: str) -> float:
+    """The expected task score when programs go to ``large`` in ascending ``order_key`` while their
+    ``tokens`` on it fit ``share`` of all programs' (one that does not fit is passed over)."""
+    budget, used, chosen = share * sum(tokens), 0.0, set()
+    for i in sorted(range(len(firsts)), key=lambda i: order_key[i]):
+        if used + tokens[i] <= budget:
+            chosen.add(i)
+            used += tokens[i]
+    return statistics.mean(r.solve_probability[large if i in chosen else small] for i, r in enumerate(firsts))
+
+
+def token_frontier(firsts: Sequence[StageRecord], gains: Mapping[str, Sequence[float]],
+                   predicted_tokens: Sequence[float], tokens: Sequence[float], small: str, large: str
+                   ) -> dict[str, list[float]]:
+    """Each router's expected task score at each of ``TOKEN_SHARES``, ranked by gain per predicted token,
+    beside ``shortest`` (predicted tokens alone) and ``random`` (its gains alone: a random order)."""
+    keys = {name: [-g if name == "random" else -g / max(1.0, y) for g, y in zip(gain, predicted_tokens)]
+            for name, gain in gains.items()}
+    keys["shortest"] = list(predicted_tokens)
+    return {name: [token_budget_score(firsts, key, tokens, share, small, large) for share in TOKEN_SHARES]
+            for name, key in keys.items()}
+
+
 def recovered(scores: Mapping[str, Sequence[float]], name: str) -> float:
     """The share of the visible-probability oracle's gain over the random split that ``name`` recovers,
     summed over the shares."""
@@ -103,10 +134,11 @@ def gap_quantiles(gains: Sequence[float]) -> list[float]:
     return [ordered[round(q * (len(ordered) - 1))] for q in GAP_QUANTILES]
 
 
-def table(by_seed: Mapping[int, Mapping[str, Sequence[float]]]) -> str:
-    lines = ["| router | seed | " + " | ".join(f"score, {s:.0%} to the larger" for s in SHARES)
+def table(by_seed: Mapping[int, Mapping[str, Sequence[float]]], shares: Sequence[float] = SHARES,
+          what: str = "to the larger") -> str:
+    lines = ["| router | seed | " + " | ".join(f"score, {s:.0%} {what}" for s in shares)
              + " | of the visible oracle's gain over random |",
-             "|---|---|" + "---|" * (len(SHARES) + 1)]
+             "|---|---|" + "---|" * (len(shares) + 1)]
     for seed, scores in by_seed.items():
         for name, row in scores.items():
             share = "-" if name == "random" else f"{recovered(scores, name):.0%}"
@@ -135,18 +167,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{args.sweep}: the budget frontier needs a pool of two models, this one has {models}")
     small, large = sorted(models, key=lambda m: MODELS[m].params_b)
     compute = None if args.no_learned else learned_source(spec)
-    by_seed, first_seed, gaps = {}, None, []
+    by_seed, by_seed_tokens, first_seed, gaps = {}, {}, None, []
     for seed in (int(s) for s in args.seeds.split(",")) if args.seeds else spec.seeds:
         records, _ = servable(load_trace(spec, seed, models), engines)
         learned = compute(records, models) if compute and spec.router == "learned" else None
         firsts = [r for r in records if not r.depends_on]
         by_seed[seed] = frontier(firsts, small, large, learned, seed)
+        gains_by_router = router_gains(firsts, small, large, learned, seed)
         gaps += [f"{name} on seed {seed}: " + ", ".join(f"{g:.3f}" for g in gap_quantiles(gains))
-                 for name, gains in router_gains(firsts, small, large, learned, seed).items() if name != "random"]
+                 for name, gains in gains_by_router.items() if name != "random"]
+        if learned is not None:
+            program_of = programs(records)
+            tokens = [float(sum(r.output_tokens[large] for r in program_of[f.program_id])) for f in firsts]
+            predicted = [learned.median_tokens[(f.program_id, f.stage_index, large)] for f in firsts]
+            by_seed_tokens[seed] = token_frontier(firsts, gains_by_router, predicted, tokens, small, large)
         first_seed = first_seed or (seed, firsts, learned)
     print(f"## {spec.name}: {small} or {large} on each program's first call, expected task score "
           "(the item-response model's probabilities)")
     print(table(by_seed))
+    if by_seed_tokens:
+        print(f"\n## the token budget: programs by predicted gain per token the predictor expects on {large}")
+        print(table(by_seed_tokens, TOKEN_SHARES, f"of {large}'s tokens"))
     print(f"\neach router's predicted gain of {large} at the quantiles {', '.join(f'{q:g}' for q in GAP_QUANTILES)} "
           "of the programs:\n" + "\n".join(gaps))
     if args.reliability and first_seed:

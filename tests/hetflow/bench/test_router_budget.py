@@ -55,3 +55,23 @@ def test_gap_quantiles_say_where_a_margin_would_cut():
 
     assert GAP_QUANTILES == (0.0, 0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 1.0)
     assert gap_quantiles([0.3, 0.1, 0.2] + [0.25] * 8) == [0.1, 0.2, 0.25, 0.25, 0.25, 0.25, 0.25, 0.3]
+
+
+def test_the_token_budget_spends_a_share_of_the_larger_models_tokens_best_ratio_first(firsts):
+    from hetflow.bench.router_budget import TOKEN_SHARES, token_budget_score, token_frontier
+
+    three = firsts[:3]
+    tokens = [100.0, 300.0, 600.0]                  # 1,000 in all: 30% holds the first two or the second alone
+    base = [r.solve_probability[SMALL] for r in three]
+    gain = [r.solve_probability[LARGE] - r.solve_probability[SMALL] for r in three]
+    assert token_budget_score(three, [0, 1, 2], tokens, 0.4, SMALL, LARGE) == pytest.approx(
+        (sum(base) + gain[0] + gain[1]) / 3)
+    assert token_budget_score(three, [2, 1, 0], tokens, 0.3, SMALL, LARGE) == pytest.approx(   # 600 never fits
+        (sum(base) + gain[1]) / 3)
+    program_tokens = [float(r.output_tokens[LARGE]) for r in firsts]
+    gains = {"random": [random.Random(2).random() for _ in firsts],
+             "probability": [r.solve_probability[LARGE] - r.solve_probability[SMALL] for r in firsts]}
+    scores = token_frontier(firsts, gains, program_tokens, program_tokens, SMALL, LARGE)
+    assert set(scores) == {"random", "probability", "shortest"}
+    for i, _ in enumerate(TOKEN_SHARES):     # true tokens as the prediction: the greedy order beats chance
+        assert scores["probability"][i] > scores["shortest"][i] > scores["random"][i]
