@@ -239,10 +239,15 @@ def rival_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+TRADE_CAPACITY = "a trade: more capacity at a lower task score"
+TRADE_SCORE = "a trade: a higher task score at less capacity"
+
+
 def against_best_rival(policy_row: Mapping[str, Any], rivals: Sequence[Mapping[str, Any]],
                        score_tolerance: float = 0.005) -> list[dict[str, Any]]:
     """Per seed: the policy's capacity over the best rival's on that seed, the task scores at capacity, and
-    whether a higher capacity was bought with a task score lower by more than ``score_tolerance`` (a trade)."""
+    the trade, if any: a higher capacity bought with a task score lower by more than ``score_tolerance``,
+    or a higher task score (by more than it) bought with a lower capacity."""
     out = []
     for i, rate in enumerate(policy_row["capacity_per_s"]):
         seed_rivals = [(r["rival"], r["capacity_per_s"][i], r["task_score_at_capacity"][i]) for r in rivals
@@ -251,9 +256,14 @@ def against_best_rival(policy_row: Mapping[str, Any], rivals: Sequence[Mapping[s
             continue
         name, best_rate, best_score = max(seed_rivals, key=lambda x: x[1])
         score = (policy_row.get("task_score_at_capacity") or [None] * (i + 1))[i]
-        lower = score is not None and best_score is not None and score < best_score - score_tolerance
+        scored = score is not None and best_score is not None
+        trade = None
+        if scored and score < best_score - score_tolerance and rate > best_rate:
+            trade = TRADE_CAPACITY
+        elif scored and score > best_score + score_tolerance and rate < best_rate:
+            trade = TRADE_SCORE
         out.append({"best_rival": name, "ratio": rate / best_rate if best_rate > 0 else None, "task_score": score,
-                    "rival_task_score": best_score, "trade": bool(lower and rate > best_rate)})
+                    "rival_task_score": best_score, "trade": trade})
     return out
 
 
@@ -269,8 +279,7 @@ def against_best_rival_table(policy_rows: Sequence[Mapping[str, Any]], rivals: S
                      + ", ".join(f"{_cell(s['ratio'], '{:.2f}x')} ({s['best_rival']})" for s in seeds) + " | "
                      + ", ".join(f"{_cell(s['task_score'], '{:.3f}')} / {_cell(s['rival_task_score'], '{:.3f}')}"
                                  for s in seeds) + " | "
-                     + ("a trade: more capacity at a lower task score" if any(s["trade"] for s in seeds) else "no")
-                     + " |")
+                     + ("; ".join(sorted({s["trade"] for s in seeds if s["trade"]})) or "no") + " |")
     return "\n".join(lines)
 
 

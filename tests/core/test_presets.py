@@ -20,7 +20,8 @@ NO_KV = {"retention": ("free-at-finish", {}), "reserve": NONE}
 """No retention and no reserve: every preset but the default (which retains)."""
 PINNED = {
     "chimera": {"model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05,
-                                            "open_slots_first": False, "per_workflow": None}),
+                                            "open_slots_first": False, "margin_per_ktoken": 0.0,
+                                            "per_workflow": None}),
                 "engine": ("least-inflight-tokens", {}), "priority": ("predicted-total-tokens", {}), **NO_KV,
                 "queue": AGING},
     "hexgen": {"model": ("least-load", {}), "engine": ("workload-balanced", {"alpha": 0.0, "beta": 1.0}),
@@ -29,7 +30,8 @@ PINNED = {
                "engine": ("memory-packer", {"slot_s": 0.5, "then": "lowest-peak", "alpha": 0.0, "beta": 1.0}),
                "priority": ("agent-priority", {}), **NO_KV, "queue": AGING},
     "hetflow": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05,
-                                            "open_slots_first": True, "per_workflow": None}),
+                                            "open_slots_first": True, "margin_per_ktoken": 0.0,
+                                            "per_workflow": None}),
                 "engine": ("scored", {"filters": [{"working-set": {"resume_where_fits": True, "growth_share": 0.25}}],
                                       "scorers": {"queue": 2.0, "kv-utilization": 2.0, "program-affinity": 3.0,
                                                   "spread-prefix-affinity": 3.0}}),
@@ -37,12 +39,14 @@ PINNED = {
                 "retention": ("workflow-ttl", {"max_hold_s": 30.0, "single_gap_sigma": 1.0, "busy_hold_cost": 1.0}),
                 "reserve": NONE, "queue": AGING},
     "hetflow-issue12": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05,
-                                                    "open_slots_first": False, "per_workflow": None}),
+                                                    "open_slots_first": False, "margin_per_ktoken": 0.0,
+                                            "per_workflow": None}),
                         "engine": ("scored", {"filters": ["working-set"], "scorers": {
                             "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}}),
                         "priority": ("predicted-total-tokens", {}), **NO_KV, "queue": AGING},
     "hetflow-card": {"model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05,
-                                                 "open_slots_first": False, "per_workflow": None}),
+                                                 "open_slots_first": False, "margin_per_ktoken": 0.0,
+                                            "per_workflow": None}),
                 "engine": ("memory-packer", {"slot_s": 0.5, "then": "workload-balanced", "alpha": 0.0, "beta": 1.0}),
                 "priority": ("urgency", {"default_slo_scale": 5.0}), **NO_KV, "queue": AGING},
     "least-load": {"model": ("least-load", {}), "engine": ("least-load", {}), "priority": ("fcfs", {}), **NO_KV,
@@ -70,7 +74,8 @@ def test_each_preset_runs_exactly_its_papers_parameters(name):
 def test_overrides_change_the_stage_that_takes_the_parameter():
     preset = resolve("chimera:latency_slack=1.5")
     assert full_parameters(preset)["model"] == ("chimera-slack", {"latency_slack": 1.5, "confidence_margin": 0.05,
-                                                                  "open_slots_first": False, "per_workflow": None})
+                                                                  "open_slots_first": False, "margin_per_ktoken": 0.0,
+                                            "per_workflow": None})
     assert resolve("hexgen:alpha=0.3").policy.engine.params == {"alpha": 0.3}
     assert full_parameters(resolve("chimera"))["model"][1]["latency_slack"] == 0.5
 
