@@ -6,7 +6,9 @@ Routes as ``vllm serve`` 0.32 registers them for a generate model with default f
 ``GET /v1/models``, ``/health`` and ``/ping`` (200, empty), ``/version``, ``/load``, ``/kv_event_sources``
 (``{}``: no KV events), ``POST /tokenize`` and ``/detokenize``, ``GET /metrics``. The scale-out render
 routes answer 403 as vLLM's do without ``--enable-scale-out``, so a router that asks for them falls back
-as it would in front of real vLLM. Nothing vLLM lacks is served.
+as it would in front of real vLLM; with ``enable_scale_out`` the chat and completion render routes answer
+with the request's token ids, as vLLM's do (the rest of scale-out answers 501). Nothing vLLM lacks is
+served.
 
 Thin handlers: checks and shapes are ``protocol``'s, the engine is ``SimBackend``'s, metrics are
 ``metrics``'. A client that disconnects mid-stream aborts its request: the engine frees its blocks.
@@ -284,6 +286,21 @@ async def _kv_event_sources(request: Request) -> Response:
     return JSONResponse({})
 
 
+def _render_route(server: VllmSimServer, chat: bool) -> Any:
+    async def handle(request: Request) -> Response:
+        try:
+            req, _ = server.check(await _body(request), request.headers, chat)
+        except VllmHttpError as exc:
+            return _error(exc)
+        return JSONResponse(protocol.rendered(req))
+    return handle
+
+
+async def _scale_out_not_simulated(request: Request) -> Response:
+    return _error(VllmHttpError(501, "NotImplementedError", f"hetflow's vllm-sim serves the render routes of "
+                                f"scale-out only, not {request.url.path}."))
+
+
 async def _scale_out_disabled(request: Request) -> Response:
     return _error(VllmHttpError(403, "PermissionDeniedError", "Scale-out endpoints are disabled. Restart vllm serve "
                                 "with --enable-scale-out to enable them."))
@@ -298,6 +315,15 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 SCALE_OUT_ROUTES = ("/v1/chat/completions/render", "/v1/completions/render", "/v1/messages/render",
                     "/v1/responses/render", "/v1/chat/completions/derender", "/v1/completions/derender",
                     "/inference/v1/generate", "/inference/v1/abort_requests")
+RENDER_ROUTES = {"/v1/chat/completions/render": True, "/v1/completions/render": False}
+"""The render routes vllm-sim serves with ``enable_scale_out``: path -> whether it renders a chat."""
+
+
+def _scale_out_routes(server: VllmSimServer) -> list[Route]:
+    if not server.cfg.enable_scale_out:
+        return [Route(path, _scale_out_disabled, methods=["POST"]) for path in SCALE_OUT_ROUTES]
+    return [Route(path, _render_route(server, RENDER_ROUTES[path]) if path in RENDER_ROUTES
+                  else _scale_out_not_simulated, methods=["POST"]) for path in SCALE_OUT_ROUTES]
 
 
 def build(cfg: VllmSimConfig, tokenizer: PromptTokenizer | None = None, clock: EngineClock | None = None
@@ -323,5 +349,5 @@ def build(cfg: VllmSimConfig, tokenizer: PromptTokenizer | None = None, clock: E
               Route("/version", _version, methods=["GET"]),
               Route("/load", _load, methods=["GET"]),
               Route("/kv_event_sources", _kv_event_sources, methods=["GET"]),
-              *(Route(path, _scale_out_disabled, methods=["POST"]) for path in SCALE_OUT_ROUTES)]
+              *_scale_out_routes(server)]
     return server, Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error})

@@ -32,6 +32,11 @@ class VllmSimConfig:
     output_median_tokens: int = 128
     """Median output length of a request that does not set ``ignore_eos`` (drawn log-normal, seeded
     by its request id)."""
+    enable_scale_out: bool = False
+    """vLLM's ``--enable-scale-out``: ``POST /v1/chat/completions/render`` and ``/v1/completions/render``
+    answer with the token ids the request would run (vLLM's ``GenerateRequest``), which vLLM's router's
+    ``cache_aware`` policy matches prefixes on; off, they answer 403 as vLLM's do. The other scale-out
+    routes are not simulated (501)."""
     serve: ServeConfig = field(default_factory=ServeConfig)
 
     def __post_init__(self) -> None:

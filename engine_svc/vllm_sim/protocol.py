@@ -274,3 +274,18 @@ def usage_chunk(req: GenerateRequest, created: int, prompt_tokens: int, completi
 def sse(payload: Mapping[str, Any] | str) -> bytes:
     data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
     return f"data: {data}\n\n".encode()
+
+
+def rendered(req: GenerateRequest) -> dict[str, Any]:
+    """vLLM 0.32's answer to a render route (``entrypoints/scale_out/token_in_token_out/protocol.py``,
+    ``GenerateRequest``): the prompt's token ids and the sampling parameters the request would run with,
+    no multimodal features."""
+    return {"request_id": req.request_id, "token_ids": list(req.prompt_token_ids), "token_offsets": None,
+            "features": None, "content_parts": None,
+            "sampling_params": {"n": 1, "max_tokens": req.max_tokens, "min_tokens": req.min_tokens,
+                                "ignore_eos": req.ignore_eos},
+            "model": req.model, "reasoning_ended": None, "reasoning_parser_kwargs": None, "return_token_ids": None,
+            "output_mode": "tokens", "stream": req.stream,
+            "stream_options": {"include_usage": req.include_usage, "continuous_usage_stats": req.continuous_usage}
+            if req.stream else None,
+            "cache_salt": None, "priority": req.priority}

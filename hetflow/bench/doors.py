@@ -126,12 +126,20 @@ class Door:
         return []
 
 
+RENDERING_DOORS = ("vllm-router:cache_aware",)
+"""Doors whose router tokenizes each request through the workers' render routes (vLLM's router 0.1.17's
+``cache_aware`` matches token prefixes and asks ``/v1/chat/completions/render``, which vLLM serves only
+with ``--enable-scale-out``): their servers run with it, as an operator of that door would."""
+
+
 def pool_stack(pool: dict[str, Any], out: Path, door: str, scheduling_policy: str) -> tuple[Path, dict[str, Any]]:
-    """The pool's servers on free ports, as a stack of their own (or the base of hetflow's)."""
+    """The pool's servers on free ports, as a stack of their own (or the base of hetflow's); with the
+    scale-out routes for a door in ``RENDERING_DOORS``."""
     raw = json.loads(json.dumps(pool))
     raw["stack"] = {**raw.get("stack", {}), "name": f"doors-{door.replace(':', '-')}-{os.getpid()}"}
     for server in raw["vllm_sim"]:
-        server.update(port=free_port(), scheduling_policy=scheduling_policy)
+        server.update(port=free_port(), scheduling_policy=scheduling_policy,
+                      enable_scale_out=door in RENDERING_DOORS)
     path = out / f"pool-{door.replace(':', '-')}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path, raw

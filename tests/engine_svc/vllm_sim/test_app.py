@@ -208,3 +208,22 @@ async def test_health_fails_once_the_engine_loop_has_died(served):
     assert (await client.get("/health")).status_code == 200
     await server.backend.close()  # the loop gone, as after an engine crash
     assert (await client.get("/health")).status_code == 503 and (await client.get("/ping")).status_code == 503
+
+
+async def test_with_scale_out_the_render_routes_answer_with_the_token_ids_the_request_would_run(tokenizer):
+    server, app = build(VllmSimConfig("sim-0", profile=PROFILE, enable_scale_out=True), tokenizer, MovedClock())
+    await server.backend.start()
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sim") as client:
+            messages = [{"role": "user", "content": "hi"}]
+            chat = await client.post("/v1/chat/completions/render",
+                                     json={"model": MODEL, "messages": messages, "max_tokens": 7})
+            text = await client.post("/v1/completions/render", json={"prompt": "hello world", "stream": True})
+            unknown_model = await client.post("/v1/completions/render", json={"model": "gpt-9", "prompt": "x"})
+            derender = await client.post("/v1/completions/derender", json={})
+    finally:
+        await server.backend.close()
+    assert chat.status_code == 200 and chat.json()["token_ids"] == list(tokenizer.chat(messages))
+    assert chat.json()["features"] is None and chat.json()["sampling_params"]["max_tokens"] == 7
+    assert text.json()["token_ids"] == list(tokenizer.encode("hello world")) and text.json()["stream"] is True
+    assert unknown_model.status_code == 404 and derender.status_code == 501

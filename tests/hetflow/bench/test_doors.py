@@ -162,3 +162,13 @@ def test_a_refusal_before_the_stream_is_retried_as_the_openai_client_retries_it(
     assert answer == "hi" and door.retried_calls == 2 == CLIENT_RETRIES
     with pytest.raises(RuntimeError, match="HTTP 429"):  # refused every time: the call fails, nothing hangs
         asyncio.run(call(httpx.MockTransport(lambda request: httpx.Response(429, json={"error": {}}))))
+
+
+def test_the_servers_behind_a_door_that_tokenizes_through_them_serve_the_render_routes(tmp_path):
+    from hetflow.bench.doors import pool_stack
+
+    pool = {"stack": {"name": "p"}, "vllm_sim": [{"name": "sim-0", "profile": "qwen2.5-7b-instruct@h100-80g"}]}
+    for door, scale_out in (("vllm-router:cache_aware", True), ("vllm-router:power_of_two", False),
+                            ("hetflow", False)):
+        _, raw = pool_stack(pool, tmp_path, door, "fcfs")
+        assert raw["vllm_sim"][0]["enable_scale_out"] is scale_out
