@@ -105,6 +105,8 @@ class Door:
     stack_config: Path | None = None
     router: subprocess.Popen[bytes] | None = None
     router_log: IO[bytes] | None = None
+    router_metrics_port: int = 0
+    """vLLM's router's Prometheus port (0: no router)."""
     time_scale: float = 1.0
     retried_calls: int = 0
     """Refusals the client retried (``send``)."""
@@ -204,8 +206,9 @@ def start_router(door: Door, binary: str, urls: list[str], policy: str, raw: dic
         if policy == "program" else None
     (out / f"vllm-router-{policy}-config.json").write_text(json.dumps(program or {}, indent=1))
     door.router_log = open(out / f"vllm-router-{policy}.log", "wb")
-    command = router_command(urls, port, free_port(), "consistent_hash" if program else policy, program, binary,
-                             request_timeout_s=ROUTER_REQUEST_TIMEOUT_S * time_scale)
+    door.router_metrics_port = free_port()
+    command = router_command(urls, port, door.router_metrics_port, "consistent_hash" if program else policy,
+                             program, binary, request_timeout_s=ROUTER_REQUEST_TIMEOUT_S * time_scale)
     door.router = subprocess.Popen(command, stdout=door.router_log, stderr=subprocess.STDOUT)
     return f"http://127.0.0.1:{port}"
 
@@ -451,6 +454,29 @@ def counters_of(metrics_text: str) -> dict[str, float]:
     return out
 
 
+PREFIX_DECISIONS = "vllm_router_prefix_routing_decisions_total"
+"""vLLM's router's count of its prefix-matching policies' decisions, by outcome (``prefix_hit``,
+``prefix_miss``, ``load_imbalance``, ``missing_tokens``: no tokens, the least loaded worker taken)."""
+
+
+def prefix_decisions_of(metrics_text: str) -> dict[str, float]:
+    """The router's ``PREFIX_DECISIONS`` summed per label value other than the worker's."""
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name == PREFIX_DECISIONS:
+                key = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()) if k != "worker")
+                out[key] = out.get(key, 0.0) + sample.value
+    return out
+
+
+def router_prefix_decisions(door: Door) -> dict[str, float]:
+    """``prefix_decisions_of`` the door's router; empty for a door without one."""
+    if not door.router_metrics_port:
+        return {}
+    return prefix_decisions_of(httpx.get(f"http://127.0.0.1:{door.router_metrics_port}/metrics", timeout=10).text)
+
+
 def server_counters(pool_path: Path) -> list[dict[str, float]]:
     """``counters_of`` each of the pool's servers."""
     raw = load_stack(pool_path)
@@ -522,6 +548,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     model = engines[0].model
     warmup_failed = await warm_up(door, text, model, args.warmup_programs, args.time_scale, engines)
     before, cpu_before = server_counters(door.pool_config), cpu_seconds(door.pids())
+    decisions_before = router_prefix_decisions(door)
     door.retried_calls = 0  # the trace's, not the warm-up's
     groups = list(programs(records).values())
     trace_start_unix_s = time.time()
@@ -531,6 +558,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
                                                     args.slo_scale)) for g in groups]
         done = await asyncio.gather(*tasks, return_exceptions=True)
     after, cpu_after = server_counters(door.pool_config), cpu_seconds(door.pids())
+    decisions = {k: v - decisions_before.get(k, 0.0) for k, v in router_prefix_decisions(door).items()}
     results = [r for r in done if isinstance(r, ProgramResult)]
     errors = [f"{type(e).__name__}: {e}" for e in done if isinstance(e, BaseException)]
     summary = summarize(results, (), args.slo_scale)
@@ -545,6 +573,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
             "server_queueing_share": delta["queue_s"] / delta["e2e_s"] if delta["e2e_s"] else 0.0,
             "late_iteration_share": late, "host_kept_up": late <= LATE_ITERATIONS_LIMIT,
             "call_shares": call_shares([d["calls"] for d in per_server]),
+            **({"router_prefix_decisions": decisions} if decisions else {}),
             **({"router_holds": hold_summary(router_holds(Path(door.router_log.name).read_text(), trace_start_unix_s,
                                                           args.time_scale))}
                if door.name == "vllm-router:program" and door.router_log is not None else {}),

@@ -172,3 +172,14 @@ def test_the_servers_behind_a_door_that_tokenizes_through_them_serve_the_render_
                             ("hetflow", False)):
         _, raw = pool_stack(pool, tmp_path, door, "fcfs")
         assert raw["vllm_sim"][0]["enable_scale_out"] is scale_out
+
+
+def test_the_routers_prefix_decisions_are_summed_over_workers_by_outcome():
+    from hetflow.bench.doors import prefix_decisions_of
+
+    text = ('# TYPE vllm_router_prefix_routing_decisions_total counter\n'
+            'vllm_router_prefix_routing_decisions_total{result="missing_tokens",worker="http://a"} 3\n'
+            'vllm_router_prefix_routing_decisions_total{result="missing_tokens",worker="http://b"} 4\n'
+            'vllm_router_prefix_routing_decisions_total{result="prefix_hit",worker="http://a"} 5\n'
+            '# TYPE vllm_router_requests_total counter\nvllm_router_requests_total{route="/v1"} 12\n')
+    assert prefix_decisions_of(text) == {"result=missing_tokens": 7.0, "result=prefix_hit": 5.0}
