@@ -455,12 +455,13 @@ def counters_of(metrics_text: str) -> dict[str, float]:
 
 
 PREFIX_DECISIONS = "vllm_router_prefix_routing_decisions_total"
-"""vLLM's router's count of its prefix-matching policies' decisions, by outcome (``prefix_hit``,
-``prefix_miss``, ``load_imbalance``, ``missing_tokens``: no tokens, the least loaded worker taken)."""
+"""vLLM's router's count of its prefix-matching policies' decisions, labelled by policy, stage and outcome
+(``prefix_hit``, ``prefix_miss``, ``load_imbalance``, ``missing_tokens``: no tokens, the least loaded
+worker taken)."""
 
 
 def prefix_decisions_of(metrics_text: str) -> dict[str, float]:
-    """The router's ``PREFIX_DECISIONS`` summed per label value other than the worker's."""
+    """The router's ``PREFIX_DECISIONS`` per set of labels (a worker's label, if any, summed over)."""
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(metrics_text):
         for sample in family.samples:

@@ -174,12 +174,14 @@ def test_the_servers_behind_a_door_that_tokenizes_through_them_serve_the_render_
         assert raw["vllm_sim"][0]["enable_scale_out"] is scale_out
 
 
-def test_the_routers_prefix_decisions_are_summed_over_workers_by_outcome():
+def test_the_routers_prefix_decisions_are_read_by_outcome():
+    """The router 0.1.17's own exposition (its labels as it writes them in front of two vllm-sim servers)."""
     from hetflow.bench.doors import prefix_decisions_of
 
+    labels = 'policy="cache_aware",stage="regular"'
     text = ('# TYPE vllm_router_prefix_routing_decisions_total counter\n'
-            'vllm_router_prefix_routing_decisions_total{result="missing_tokens",worker="http://a"} 3\n'
-            'vllm_router_prefix_routing_decisions_total{result="missing_tokens",worker="http://b"} 4\n'
-            'vllm_router_prefix_routing_decisions_total{result="prefix_hit",worker="http://a"} 5\n'
+            f'vllm_router_prefix_routing_decisions_total{{{labels},outcome="prefix_hit"}} 2\n'
+            f'vllm_router_prefix_routing_decisions_total{{{labels},outcome="missing_tokens"}} 7\n'
             '# TYPE vllm_router_requests_total counter\nvllm_router_requests_total{route="/v1"} 12\n')
-    assert prefix_decisions_of(text) == {"result=missing_tokens": 7.0, "result=prefix_hit": 5.0}
+    assert prefix_decisions_of(text) == {"outcome=missing_tokens,policy=cache_aware,stage=regular": 7.0,
+                                         "outcome=prefix_hit,policy=cache_aware,stage=regular": 2.0}
