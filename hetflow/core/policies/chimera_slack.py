@@ -122,4 +122,6 @@ class ChimeraSlack(ModelPicker):
             rule = f"open-slots;{rule}"
         if snapshot.program_model:
             rule = f"affinity-model-unavailable;{rule}"
+        if work_margin:  # the receipt shows what each model's confidence had to clear beyond delta_s
+            params.update({f"work_margin:{m}": v for m, v in work_margin.items()})
         return Choice(model, rule, confidence, ttlt, params)

@@ -140,6 +140,7 @@ def test_margin_per_ktoken_keeps_long_programs_off_the_more_confident_model(larg
     predictions = {"small": Prediction(large_tokens * 1.2), "large": Prediction(large_tokens)}
     choice = ChimeraSlack(margin_per_ktoken=0.1).pick(call(program_id=""), snap, Q, predictions, PolicyStore())
     assert (choice.chosen, choice.params["margin_per_ktoken"]) == (expected, 0.1)
+    assert choice.params["work_margin:large"] == pytest.approx(0.1 * large_tokens / 1e3)   # in the receipt
     assert ChimeraSlack().pick(call(program_id=""), snap, Q, predictions, PolicyStore()).chosen == "large"
     code_only = ChimeraSlack(per_workflow={"code": {"margin_per_ktoken": 0.1}})
     assert code_only.pick(call(program_id="", workflow="code"), snap, Q, predictions, PolicyStore()).chosen == expected
