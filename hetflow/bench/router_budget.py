@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         gains_by_router = router_gains(firsts, small, large, learned, seed)
         gaps += [f"{name} on seed {seed}: " + ", ".join(f"{g:.3f}" for g in gap_quantiles(gains))
                  for name, gains in gains_by_router.items() if name != "random"]
-        if learned is not None:
+        if learned is not None and learned.median_tokens:   # a learned predictor's token counts
             program_of = programs(records)
             tokens = [float(sum(r.output_tokens[large] for r in program_of[f.program_id])) for f in firsts]
             predicted = [learned.median_tokens[(f.program_id, f.stage_index, large)] for f in firsts]

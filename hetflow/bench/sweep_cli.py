@@ -269,8 +269,8 @@ def against_best_rival(policy_row: Mapping[str, Any], rivals: Sequence[Mapping[s
 
 def against_best_rival_table(policy_rows: Sequence[Mapping[str, Any]], rivals: Sequence[Mapping[str, Any]],
                              ours: Sequence[str]) -> str:
-    """Markdown: each of ``ours`` against the best rival seed by seed; a capacity gain with a lower task score
-    is written as a trade."""
+    """Markdown: each of ``ours`` against the best rival seed by seed; a capacity gain with a lower task score,
+    or a higher task score with less capacity, is written as a trade."""
     lines = ["", "| policy | vs the best rival per seed | task score at capacity, ours / rival's | trade |",
              "|---|---|---|---|"]
     for row in (r for r in policy_rows if r["policy"] in ours):

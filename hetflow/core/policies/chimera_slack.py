@@ -17,12 +17,13 @@ large model's batch a fifth full while the small model's queue grows (docs/resul
 sweep's model stage").
 
 ``margin_per_ktoken`` (kappa; hetflow's extension, issue 62): line 19's margin grows with the work the call
-would bring to the more confident model, delta_s + kappa * Y_m / 1000 with Y_m the predictor's median
-remaining output tokens of the call's program on m. Chimera charges every call the same margin, so the
-larger model's capacity goes to whichever calls clear it, long or short; charging by predicted tokens
-ranks calls by confidence gained per token, the greedy order of a knapsack (Dantzig, 1957), so the same
-share of the larger model's tokens buys more task score and fewer long programs wait on the slow model.
-kappa = 0 is Chimera's rule.
+would bring to the more confident model, delta_s + kappa * Y_m / 1000 with Y_m the predictor's median for
+the call on m (the remaining output tokens of its program, under the priority rules that predict the
+workflow's, hetflow's default among them). Chimera charges every call the same margin, so the larger
+model's capacity goes to whichever calls clear it, long or short; charged by predicted tokens, a call
+goes when its confidence gained per token clears kappa (at delta_s 0 exactly the greedy order of a
+knapsack, Dantzig 1957; above it, net of the fixed margin), so the same share of the larger model's
+tokens buys more task score and fewer long programs wait on the slow model. kappa = 0 is Chimera's rule.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ def test_the_token_budget_spends_a_share_of_the_larger_models_tokens_best_ratio_
     from hetflow.bench.router_budget import TOKEN_SHARES, token_budget_score, token_frontier
 
     three = firsts[:3]
-    tokens = [100.0, 300.0, 600.0]                  # 1,000 in all: 30% holds the first two or the second alone
+    tokens = [100.0, 300.0, 600.0]                  # 1,000 in all: 40% holds the first two, 30% the second alone
     base = [r.solve_probability[SMALL] for r in three]
     gain = [r.solve_probability[LARGE] - r.solve_probability[SMALL] for r in three]
     assert token_budget_score(three, [0, 1, 2], tokens, 0.4, SMALL, LARGE) == pytest.approx(

@@ -13,7 +13,7 @@ def row(policy, capacities, scores):
 def test_each_seed_is_set_against_its_own_best_rival_and_a_gain_bought_with_score_is_a_trade():
     seeds = against_best_rival(row("p", [13.2, 21.0], [0.69, 0.61]), RIVALS)
     assert [(s["best_rival"], round(s["ratio"], 2)) for s in seeds] == [("b", 1.1), ("a", 1.05)]
-    assert [s["trade"] for s in seeds] == [TRADE_CAPACITY, None]      # 0.69 < 0.70 - 0.005; 0.61 is level
+    assert [s["trade"] for s in seeds] == [TRADE_CAPACITY, None]   # 0.69 < 0.70 - 0.005; seed 2 leads on both
 
 
 def test_a_higher_score_at_less_capacity_is_the_other_trade_and_within_tolerance_is_none():
