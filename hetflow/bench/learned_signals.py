@@ -56,7 +56,7 @@ def _confidence(records: Sequence[StageRecord], models: Sequence[str], router_di
     from router_svc.scorers import build_scorer
 
     scorer = build_scorer({"kind": "minilm-onnx", "artifact": str(router_dir), "models": list(models), "threads": 2,
-                           "micro_batch": 8})
+                           "micro_batch": 8, "reading": "per-model"})   # read per policy: simulator.signals
     first_calls = [r for r in records if not r.depends_on]  # the router is asked before a program has a model
     scored = scorer.score_batch([r.user_prompt for r in first_calls])
     return {(r.program_id, r.stage_index): scores for r, (scores, _) in zip(first_calls, scored)}

@@ -34,6 +34,7 @@ at fixed fractions of least load's capacity on that seed. A sweep is described i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import statistics
@@ -51,7 +52,7 @@ from hetflow.bench.ceiling import trace_ceiling
 from hetflow.bench.cluster import cluster_from_stack, models_of
 from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.engine.queues import QueueConfig
-from hetflow.core.presets import Preset, define, resolve
+from hetflow.core.presets import Preset, define, full_parameters, resolve
 from hetflow.core.trace import StageRecord, programs, read_jsonl
 from hetflow.runtime.config import load_stack
 from simulator.metrics import GOODPUT_SLO_SCALE, summarize
@@ -214,12 +215,11 @@ def at_rate(records: Sequence[StageRecord], rate_per_s: float) -> list[StageReco
 
 def signals_for(preset: Preset, signals: Signals) -> Signals:
     """The run's signals as ``preset`` uses them: fixed priors for the without-router ablation, the trace's
-    answers for the oracle routers, true lengths for the oracle predictors."""
+    answers for the oracle routers, the learned router read through one difficulty where the preset reads
+    it so, true lengths for the oracle predictors."""
     if preset.confidence == "router-one-difficulty":
-        if signals.confidence != "learned":
-            raise ValueError(f"policy {preset.name!r} reads the learned router: the sweep's router must be "
-                             f"learned, not {signals.confidence!r}")
-        signals = replace(signals, confidence="learned-one-difficulty")
+        if signals.confidence == "learned":        # fixed priors read so are themselves; oracles are not read
+            signals = replace(signals, confidence="learned-one-difficulty")
     elif preset.confidence != "router":
         signals = replace(signals, confidence=preset.confidence)
     if preset.prediction == "oracle":
@@ -450,9 +450,29 @@ def rule_key(spec: SweepSpec) -> str:
     return json.dumps(fields, sort_keys=True, default=list)
 
 
+def policy_hash(policy: str) -> str:
+    """What the policy named ``policy`` runs today (every stage's plugin and parameters, the engine queue, the
+    router's reading, the predictions), hashed: a journal's search is taken only for the same policy, so a
+    default that changed is searched again rather than resumed from its old self."""
+    preset = resolve(policy)
+    described = {"stages": full_parameters(preset), "confidence": preset.confidence, "prediction": preset.prediction}
+    return hashlib.sha256(json.dumps(described, sort_keys=True, default=list).encode()).hexdigest()[:12]
+
+
+def _runs_as_written(line: Mapping[str, Any]) -> bool:
+    """Whether a journal line's policy still runs as it did when the line was written."""
+    if "policy_hash" not in line:
+        return True
+    try:
+        return bool(line["policy_hash"] == policy_hash(line["policy"]))
+    except ValueError:                            # a policy no longer defined
+        return False
+
+
 def append_journal(path: Path, spec: SweepSpec, task: tuple[str, int], found: Capacity) -> None:
-    """One line for one finished search: its rule, policy, seed and every probe."""
-    line = {"rule": rule_key(spec), "policy": task[0], "seed": task[1], "rate_per_s": found.rate_per_s,
+    """One line for one finished search: its rule, policy (with ``policy_hash``), seed and every probe."""
+    line = {"rule": rule_key(spec), "policy": task[0], "policy_hash": policy_hash(task[0]), "seed": task[1],
+            "rate_per_s": found.rate_per_s,
             "failed_above_per_s": found.failed_above_per_s,
             "probes": [{"rate_per_s": p.rate_per_s, "passed": p.passed, "summary": p.summary,
                         "failures": list(p.failures)} for p in found.probes]}
@@ -467,7 +487,9 @@ def append_journal(path: Path, spec: SweepSpec, task: tuple[str, int], found: Ca
 
 
 def read_journal(path: Path, spec: SweepSpec) -> dict[tuple[str, int], Capacity]:
-    """The searches ``append_journal`` kept for this rule (a line cut off by an interruption is skipped)."""
+    """The searches ``append_journal`` kept for this rule and for each policy as it runs today (a line cut
+    off by an interruption is skipped; a line without ``policy_hash``, written before it was kept, is
+    taken: the journals' README says which commit wrote each)."""
     if not path.exists():
         return {}
     rule, out = rule_key(spec), {}
@@ -476,7 +498,7 @@ def read_journal(path: Path, spec: SweepSpec) -> dict[tuple[str, int], Capacity]
             line = json.loads(text)
         except json.JSONDecodeError:
             continue
-        if line.get("rule") == rule:
+        if line.get("rule") == rule and _runs_as_written(line):
             probes = tuple(Probe(p["rate_per_s"], p["passed"], p["summary"], tuple(p["failures"]))
                            for p in line["probes"])
             out[(line["policy"], int(line["seed"]))] = Capacity(line["rate_per_s"], line["failed_above_per_s"], probes)

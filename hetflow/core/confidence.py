@@ -19,6 +19,10 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
+READINGS = ("one-difficulty", "per-model")
+"""How a router's confidences are read: through one difficulty per prompt (hetflow's default) or each
+model's sigmoid as it is (Chimera 3.3)."""
+
 CLIP = 1e-4
 """Probabilities are clipped to [CLIP, 1 - CLIP] before their logit."""
 

@@ -36,7 +36,11 @@ class PolicyConfig:
     router with Program scheduling, llm-d and the others:
 
     - model: Chimera's slack rule with no slack (the router chooses among equally loaded models), run
-      among the models with a free batch slot when some have none (``open_slots_first``);
+      among the models with a free batch slot when some have none (``open_slots_first``); on code, slack 1
+      and a margin of 0.4 per 1,000 tokens the predictor expects the program to bring the more confident
+      model (``margin_per_ktoken``), with the router read through one difficulty (the preset's and the
+      router's default reading): confirmed on held-out seeds (docs/results.md, "The margin in tokens at
+      tau 1, confirmed on seeds 5-7");
     - engine: the working-set gate (a new program starts only where the active programs' contexts,
       each with a quarter of what it will still grow by over its stages to come, leave it KV room; a
       resumed one stays or moves only where its context fits) and the scorers
@@ -59,7 +63,9 @@ class PolicyConfig:
     Issue 12's default is the preset ``hetflow-issue12``; the design card's composition (slack 0.5,
     memory packer with eq. 4, urgency) is ``hetflow-card``."""
 
-    model: StageConfig = StageConfig("chimera-slack", {"latency_slack": 0.0, "open_slots_first": True})
+    model: StageConfig = StageConfig("chimera-slack", {"latency_slack": 0.0, "open_slots_first": True,
+                                                       "per_workflow": {"code": {"latency_slack": 1.0,
+                                                                                 "margin_per_ktoken": 0.4}}})
     engine: StageConfig = StageConfig("scored", {"filters": [{"working-set": {"resume_where_fits": True,
                                                                              "growth_share": 0.25}}],
                                                  "scorers": {"queue": 2.0, "kv-utilization": 2.0,

@@ -24,9 +24,11 @@ class Preset:
     policy: PolicyConfig
     queue_discipline: str = "priority"
     confidence: str = "router"
-    """``router``: the router the run is given; ``router-one-difficulty``: the learned router read through one
-    difficulty per prompt (``hetflow.core.confidence``); ``prior``: fixed priors (the without-router
-    ablation); one of ``ORACLE_ROUTERS``: the trace's own knowledge of each call's answer (simulator only)."""
+    """``router``: the router the run is given, each model's sigmoid as it is (Chimera 3.3);
+    ``router-one-difficulty``: the same router read through one difficulty per prompt
+    (``hetflow.core.confidence``; a learned router's reading, the identity on fixed priors and not applied
+    to an oracle); ``prior``: fixed priors (the without-router ablation); one of ``ORACLE_ROUTERS``: the
+    trace's own knowledge of each call's answer (simulator only)."""
     prediction: str = "predictor"
     """``predictor``: the predictor the run is given; ``oracle``: the true lengths (simulator only)."""
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -36,6 +38,8 @@ ORACLE_ROUTERS = ("oracle", "probability", "visible-probability")
 """Confidences only a simulated trace can give (``simulator.signals``): each call's sampled outcome, the
 probability it was drawn with, and that probability from what the prompt shows: a router's ceilings."""
 CONFIDENCES = ("router", "router-one-difficulty", "prior", *ORACLE_ROUTERS)
+READING_OF = {"router": "per-model", "router-one-difficulty": "one-difficulty"}
+"""The router's ``reading`` (``hetflow.core.confidence.READINGS``) each router confidence runs it with."""
 PREDICTIONS = ("predictor", "oracle")
 
 
@@ -123,8 +127,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("hetflow", "hetflow's default, chosen from issue 35's capacity sweeps: Chimera's slack rule with no "
            "slack among the models with a free batch slot, the working-set gate with resumes kept where their "
            "context fits, the queue, KV, program-affinity and spread-prefix-affinity scorers, the program's remaining "
-           "work on its critical path with aging, workflow-aware KV retention",
-           PolicyConfig()),
+           "work on its critical path with aging, workflow-aware KV retention; on code, slack 1 and a margin "
+           "of 0.4 per 1,000 predicted tokens with the router read through one difficulty (confirmed on "
+           "held-out seeds: confirm-code-kappa.yaml)",
+           PolicyConfig(), confidence="router-one-difficulty"),
     Preset("hetflow-issue12", "issue 12's default, the baseline of issue 35's figures: Chimera's slack rule with no "
            "slack, the working-set gate, llm-d's engine scorers, Chimera's STJF priority with aging, no retention "
            "and no reserve", ISSUE12_DEFAULT),
@@ -304,6 +310,6 @@ def apply_to_stack(raw: Mapping[str, Any], preset: Preset) -> dict[str, Any]:
         engine.setdefault("queue", {})["discipline"] = preset.queue_discipline
     if preset.confidence == "prior":
         out.setdefault("router", {})["kind"] = "fixed-prior"
-    if preset.confidence == "router-one-difficulty":
-        out.setdefault("router", {})["reading"] = "one-difficulty"   # the learned router's (minilm-onnx)
+    elif preset.confidence in READING_OF:
+        out.setdefault("router", {})["reading"] = READING_OF[preset.confidence]
     return out

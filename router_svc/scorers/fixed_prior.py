@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from hetflow.core.confidence import READINGS
+
 
 class FixedPriorScorer:
-    def __init__(self, models: Mapping[str, float]) -> None:
-        """``models``: each model with the confidence returned for every prompt."""
+    def __init__(self, models: Mapping[str, float], reading: str = "one-difficulty") -> None:
+        """``models``: each model with the confidence returned for every prompt. ``reading``: accepted as the
+        learned router's is, and the same either way: the priors are the scorer's abilities (theta_m =
+        logit prior_m), so the one difficulty of every prompt is 0 and reading through it gives the priors
+        back (``hetflow.core.confidence.one_difficulty``)."""
+        if reading not in READINGS:
+            raise ValueError(f"router.reading must be one of {', '.join(READINGS)}, got {reading!r}")
         priors = models
         if not priors:
             raise ValueError("router.models must name at least one model with its prior")

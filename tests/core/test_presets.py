@@ -31,7 +31,8 @@ PINNED = {
                "priority": ("agent-priority", {}), **NO_KV, "queue": AGING},
     "hetflow": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05,
                                             "open_slots_first": True, "margin_per_ktoken": 0.0,
-                                            "per_workflow": None}),
+                                            "per_workflow": {"code": {"latency_slack": 1.0,
+                                                                      "margin_per_ktoken": 0.4}}}),
                 "engine": ("scored", {"filters": [{"working-set": {"resume_where_fits": True, "growth_share": 0.25}}],
                                       "scorers": {"queue": 2.0, "kv-utilization": 2.0, "program-affinity": 3.0,
                                                   "spread-prefix-affinity": 3.0}}),
@@ -148,12 +149,14 @@ def test_a_composition_on_a_base_keeps_its_stages_and_may_take_an_oracle_router_
         define({"name": "hetflow-psychic", "base": "hetflow", "confidence": "psychic"}, "t.yaml")
 
 
-def test_a_policy_reading_the_router_through_one_difficulty_sets_the_served_routers_reading():
+def test_each_preset_sets_the_served_routers_reading_as_it_reads_the_router():
     from hetflow.core.presets import define
 
-    preset = define({"name": "hetflow-one-difficulty-test", "base": "hetflow", "confidence": "router-one-difficulty"},
-                    "t.yaml")
-    assert apply_to_stack(STACK, preset)["router"]["reading"] == "one-difficulty"
+    raw = define({"name": "hetflow-raw-reading-test", "base": "hetflow", "confidence": "router"}, "t.yaml")
+    assert apply_to_stack(STACK, resolve("hetflow"))["router"]["reading"] == "one-difficulty"   # the default's
+    assert apply_to_stack(STACK, raw)["router"]["reading"] == "per-model"
+    assert apply_to_stack(STACK, resolve("chimera"))["router"]["reading"] == "per-model"       # Chimera 3.3's
+    assert apply_to_stack(STACK, resolve("chimera-no-router"))["router"]["kind"] == "fixed-prior"
 
 
 def test_a_composition_may_take_the_true_lengths_in_the_simulator_only():

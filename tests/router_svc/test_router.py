@@ -43,14 +43,14 @@ def test_scorer_serves_both_exports(trained, precision):
     assert scorer.score_batch([]) == []
 
 
-def test_the_one_difficulty_reading_reads_the_sigmoids_with_the_artifacts_label_rates(trained):
+def test_the_default_reading_reads_the_sigmoids_through_one_difficulty_with_the_artifacts_label_rates(trained):
     from hetflow.core.confidence import abilities_from_rates, one_difficulty
 
     out, metrics, records = trained
     spec = {"kind": "minilm-onnx", "artifact": str(out), "models": MODELS, "precision": "fp32"}
     prompts = [g.user_prompt for g in records[:6]]
-    per_model = build_scorer(spec).score_batch(prompts)
-    read = build_scorer({**spec, "reading": "one-difficulty"}).score_batch(prompts)
+    per_model = build_scorer({**spec, "reading": "per-model"}).score_batch(prompts)
+    read = build_scorer(spec).score_batch(prompts)                       # hetflow's default reading
     abilities = abilities_from_rates(metrics["label_rate"])
     for (raw, cut), (got, got_cut) in zip(per_model, read):
         assert got == pytest.approx(one_difficulty(raw, abilities)) and got_cut == cut

@@ -14,6 +14,7 @@ from hetflow.bench.sweep import (
     Sweep,
     SweepSpec,
     aggregate,
+    policy_hash,
     busiest_engine_call_share,
     capacity_search_top_per_s,
     simulate,
@@ -335,6 +336,22 @@ def test_a_resumed_capacity_sweep_runs_only_the_searches_its_journal_lacks(tmp_p
     assert len(journal.read_text().splitlines()) == 2
 
 
+def test_a_journals_search_is_resumed_only_for_the_policy_as_it_runs_today(tmp_path):
+    """A line whose policy ran with other parameters (a default since changed) is searched again; a line
+    written before the hash was kept is taken as it is."""
+    path = capacity_file(tmp_path, ["llm-d", "sglang"], rel_tol=0.3)
+    out = tmp_path / "out"
+    assert main(["bench", "--sweep", str(path), "--workers", "1", "-o", str(out)]) == 0
+    journal = out / "capacity-searches.jsonl"
+    llm_d, sglang = (json.loads(line) for line in journal.read_text().splitlines())
+    llm_d["policy_hash"] = "an-older-one"                  # llm-d's parameters have changed since
+    del sglang["policy_hash"]                              # written before the hash was kept
+    journal.write_text(json.dumps(llm_d) + "\n" + json.dumps(sglang) + "\n")
+    assert main(["bench", "--sweep", str(path), "--workers", "1", "-o", str(out), "--resume"]) == 0
+    rerun = [json.loads(line) for line in journal.read_text().splitlines()[2:]]
+    assert [line["policy"] for line in rerun] == ["llm-d"] and rerun[0]["policy_hash"] == policy_hash("llm-d")
+
+
 def test_so_far_prints_the_seeds_every_setting_finished_on_and_runs_nothing(tmp_path, capsys):
     path = capacity_file(tmp_path, ["llm-d", "sglang"], seeds=(1, 2), rel_tol=0.3)
     out = tmp_path / "out"
@@ -395,14 +412,13 @@ def test_which_policies_are_searched_leaves_the_journals_rule_alone(tmp_path):
         SweepSpec.from_yaml(path)
 
 
-def test_a_policy_reading_the_router_through_one_difficulty_needs_the_learned_router():
+def test_a_policy_reading_the_router_through_one_difficulty_reads_the_learned_router_so_and_nothing_else():
     from hetflow.bench.sweep import signals_for
     from hetflow.core.presets import define
     from simulator.signals import Signals
 
-    preset = define({"name": "hetflow-one-difficulty-sweep", "base": "hetflow", "confidence": "router-one-difficulty"},
-                    "t.yaml")
-    assert signals_for(preset, Signals("learned")).confidence == "learned-one-difficulty"
-    assert signals_for(resolve("hetflow"), Signals("learned")).confidence == "learned"
-    with pytest.raises(ValueError, match="must be learned"):
-        signals_for(preset, Signals("prior"))
+    raw = define({"name": "hetflow-raw-reading-sweep", "base": "hetflow", "confidence": "router"}, "t.yaml")
+    assert signals_for(resolve("hetflow"), Signals("learned")).confidence == "learned-one-difficulty"
+    assert signals_for(raw, Signals("learned")).confidence == "learned"
+    for source in ("prior", "oracle", "probability"):          # the priors read so are themselves; oracles unread
+        assert signals_for(resolve("hetflow"), Signals(source)).confidence == source
