@@ -14,9 +14,9 @@ from hetflow.bench.sweep import (
     Sweep,
     SweepSpec,
     aggregate,
-    policy_hash,
     busiest_engine_call_share,
     capacity_search_top_per_s,
+    policy_hash,
     simulate,
 )
 from hetflow.cli import main
