@@ -33,8 +33,8 @@ from balancer_svc.registrations import Registrations
 from hetflow import wire
 from hetflow.core.admission import TenantLimiter
 from hetflow.core.call import LlmCall, stages_unknown, with_stages
+from hetflow.core.decision_loop import DecisionLoop, Gathered, HoldLimits
 from hetflow.core.errors import DeadlineExceeded, ResourceExhausted, Unavailable
-from hetflow.core.hold_queue import HoldQueue
 from hetflow.core.load_shedding import LoadShedder, LoopLag
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies import Prediction, Priority, WaitForCapacity
@@ -135,6 +135,9 @@ class Dispatcher:
     def __init__(self, cfg: BalancerConfig, alpha_replay: AlphaReplay | None = None) -> None:
         self.cfg = cfg
         self.pipeline = Pipeline(cfg.policy)
+        self.decisions = DecisionLoop(self.pipeline, HoldLimits(cfg.max_held_calls, cfg.max_hold_s,
+                                                               refuse_past_deadline=True))
+        """The decision loop (``hetflow.core.decision_loop``) and its hold queue (Kairos 6)."""
         tunable = cfg.alpha_tuning and self.pipeline.store.alpha is not None
         self.alpha_tuning = (LiveAlphaTuning(self.pipeline.store, cfg.policy, cfg.alpha_window_s, alpha_replay)
                              if tunable and alpha_replay is not None else None)
@@ -170,8 +173,6 @@ class Dispatcher:
         """Per running call, the engines that failed it before its first token."""
         self._allowed_endpoints: dict[str, frozenset[str]] = {}
         """Per call being decided for a gateway, the model-server endpoints its subset hint allows."""
-        self.held = HoldQueue()
-        """Calls waiting for KV room, decided again each round in priority order (Kairos 6)."""
         self._held_calls: dict[str, tuple[LlmCall, asyncio.Future[Dispatch]]] = {}
         self._releaser: asyncio.Task[None] | None = None
         self._retry_after_s = 0.5
@@ -349,19 +350,13 @@ class Dispatcher:
     async def _hold(self, call: LlmCall, wait: WaitForCapacity) -> Dispatch:
         """Wait in the hold queue; each round (``_release_rounds``) decides the held calls again in
         priority order and resolves this call's future once it gets room or fails for good."""
+        give_up_s = self.decisions.hold(call, wait, time.time())
         deadline = call.workflow.deadline_unix_s
-        if deadline and time.time() + wait.retry_after_s > deadline:
-            raise DeadlineExceeded(f"program deadline passed while waiting for KV room: {wait}") from wait
-        if len(self.held) >= self.cfg.max_held_calls:
-            raise ResourceExhausted(f"{len(self.held)} calls already wait for KV room (max_held_calls): {wait}",
-                                    retry_after_s=max(1.0, wait.retry_after_s)) from wait
-        give_up_s = min(self.cfg.max_hold_s, deadline - time.time()) if deadline else self.cfg.max_hold_s
-        self.held.hold(call.request_id, wait.priority or Priority(0.0), time.time())
         outcome: asyncio.Future[Dispatch] = asyncio.get_running_loop().create_future()
         self._held_calls[call.request_id] = (call, outcome)
         self._retry_after_s = wait.retry_after_s
         HELD.inc()
-        log.info("held_for_capacity", reason=str(wait), held=len(self.held))
+        log.info("held_for_capacity", reason=str(wait), held=len(self.decisions.held))
         if self._releaser is None or self._releaser.done():
             self._releaser = asyncio.get_running_loop().create_task(self._release_rounds())
         try:
@@ -377,15 +372,15 @@ class Dispatcher:
                 self.release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
             raise
         finally:
-            self.held.release(call.request_id)
+            self.decisions.leave(call.request_id)
             self._held_calls.pop(call.request_id, None)
 
     async def _release_rounds(self) -> None:
         """A round a slot: every held call, in the hold queue's order, is decided again; each that fits
         goes, the others stay for the next round (Kairos 6). Ends when nothing is held."""
-        while self.held:
+        while self.decisions.held:
             await asyncio.sleep(self._retry_after_s)
-            for held in self.held.in_order():
+            for held in self.decisions.round():
                 call, outcome = self._held_calls.get(held.request_id, (None, None))
                 if call is None or outcome is None or outcome.done():
                     continue  # its caller gave up
@@ -397,7 +392,7 @@ class Dispatcher:
                     if not outcome.done():
                         outcome.set_exception(exc)
                     continue
-                self.held.release(held.request_id)
+                self.decisions.leave(held.request_id)
                 if outcome.done():  # the caller gave up while this round admitted it: nothing may linger
                     self.release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
                 else:
@@ -414,10 +409,8 @@ class Dispatcher:
 
         # From here to the pending entry: no await, so no other decision interleaves.
         view = self.pending.apply(snapshot, fetched.admit_seq, time.monotonic())
-        self.pipeline.store.waiting_calls = self.held.waiting_with(call.request_id)
-        self.pipeline.store.call_is_held = call.request_id in self.held
-        decision = self.pipeline.decide(call, view, fetched.candidates, confidence, fetched.predictions,
-                                        fetched.router_asked, truncated)
+        decision = self.decisions.decide(Gathered(call, view, fetched.candidates, fetched.router_asked, confidence,
+                                                  fetched.predictions, truncated))
         engine = next(e for e in view.engines if e.engine_id == decision.engine_id)
         self.pending.add(call.request_id, engine.engine_id, decision.prediction.median_tokens,
                          decision.predicted_cost_s, decision.memory_plan, call.input_tokens, time.time())
@@ -462,8 +455,7 @@ class Dispatcher:
             self.advisors.predict(call, guess) if guess else _no_predictions())
         snapshot = wire.snapshot_from_proto(snapshot_msg, self._profiles)
         self._served_models = snapshot.healthy_models()
-        candidates = self.pipeline.candidate_models(call, snapshot)
-        router_asked = self.pipeline.needs_router(call, candidates)
+        candidates, router_asked = self.decisions.candidates(call, snapshot)
         missing = [m for m in candidates if m not in predictions]
         if (router_asked and not ask_router) or missing:
             late_scored, late = await asyncio.gather(self.advisors.score(call) if router_asked and not ask_router

@@ -13,15 +13,15 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo, with_stages
 from hetflow.core.cascade.verdict import ESCALATED, verdict
+from hetflow.core.decision_loop import DecisionLoop, Gathered, HoldLimits
 from hetflow.core.engine.profile import EngineProfile, EngineSpec
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.engine.request import EngineRequest
 from hetflow.core.errors import ResourceExhausted
-from hetflow.core.hold_queue import HoldQueue
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.pipeline import Pipeline, serving
-from hetflow.core.policies import FinishedCall, Prediction, Priority, WaitForCapacity
+from hetflow.core.policies import FinishedCall, Prediction, WaitForCapacity
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches
 from hetflow.core.snapshot import ClusterSnapshot
@@ -149,6 +149,10 @@ class Simulation:
         self.agent_priority_interval_s = agent_priority_interval_s
         """How often the monitor's Kairos agent priorities are recomputed, in virtual time."""
         self.pipeline = Pipeline(policy, tells_completions=True)
+        self.decisions = DecisionLoop(self.pipeline, HoldLimits())
+        """The balancer's decision loop (``hetflow.core.decision_loop``), holding calls for KV room (Kairos 6)
+        without its live limits: a held call waits for room however long it takes, its hold counted as
+        queueing, and is never dispatched twice."""
         self.signals = signals
         self.monitor = MonitorState(MonitorLimits(engine_stale_after_s=float("inf"), engine_failed_after_s=float("inf"),
                                                   orphan_grace_s=float("inf"), program_ttl_s=float("inf")))
@@ -162,9 +166,6 @@ class Simulation:
         self._packs = self.pipeline.engine_picker.plans_memory
         self.held = 0
         """Decisions deferred because no engine had KV room (Kairos 6)."""
-        self.hold_queue = HoldQueue()
-        """Calls held for KV room, decided again each round in priority order (Kairos 6); their hold
-        counts as queueing, and a held call is never dispatched twice."""
         self._held_records: dict[str, tuple[str, StageRecord]] = {}
         self._prompts: dict[str, tuple[int, BlockHasher, list[PromptPart]]] = {}
         """Prompt length and blocks of each call being decided (kept while it is held)."""
@@ -256,16 +257,15 @@ class Simulation:
         """Kairos 6's next scheduling round: every held call, in the hold queue's order, is decided
         again; each that fits is dispatched, the others stay for the round after."""
         self._round_pending = False
-        for held in self.hold_queue.in_order():
+        for held in self.decisions.round():
             program_id, record = self._held_records[held.request_id]
             self._dispatch(program_id, record)
 
     def _leave_hold(self, request_id: str) -> float | None:
         """The call left the hold queue (dispatched or rejected); returns when it was first held, None
         if it never was."""
-        held = self.hold_queue.release(request_id)
         self._held_records.pop(request_id, None)
-        return held.held_since_s if held is not None else None
+        return self.decisions.leave(request_id)
 
     def _start(self, program_id: str) -> None:
         for record in self._programs[program_id]:
@@ -289,7 +289,7 @@ class Simulation:
     def _dispatch(self, program_id: str, record: StageRecord) -> None:
         program, now = self._programs[program_id], self.loop.now
         key = f"{program_id}/{record.stage_index}"
-        held_since_s = self.hold_queue.held_since_s(key)
+        held_since_s = self.decisions.held.held_since_s(key)
         prompt_tokens, hasher, parts = self._prompt(program_id, record)
         blocks = tuple(hasher.hashes) if hasher else ()
         cascade_stage = self._cascade_stage.setdefault(key, 1) if self.cascade else 0
@@ -310,16 +310,14 @@ class Simulation:
                                     self.pipeline.engine_picker.reads_in_flight_calls, wf.upstream_agent)
         if snapshot.inferred_stages is not None and snapshot.inferred_stages.stage_index:
             call = with_stages(call, snapshot.inferred_stages.stage_index, snapshot.inferred_stages.stage_count)
-        candidates = self.pipeline.candidate_models(call, snapshot)
-        router_asked = self.pipeline.needs_router(call, candidates)
+        candidates, router_asked = self.decisions.candidates(call, snapshot)
         confidence = self.signals.confidence_for(record, candidates) if router_asked else {}
         target = self.pipeline.priority_rule.prediction_target
         predictions = {m: (self.signals.prediction_for(program, record, m, target), "") for m in candidates}
-        self.pipeline.store.waiting_calls = self.hold_queue.waiting_with(key)
-        self.pipeline.store.call_is_held = key in self.hold_queue
         started = time.perf_counter()
         try:
-            outcome = self.pipeline.decide(call, snapshot, candidates, confidence, predictions, router_asked)
+            outcome = self.decisions.decide(Gathered(call, snapshot, candidates, router_asked, confidence,
+                                                     predictions), held_as=key)
             if router_asked:
                 self._count_router_change(call, snapshot, candidates, predictions, outcome.model)
         except ResourceExhausted as exc:  # no engine could ever hold it: the live balancer's RESOURCE_EXHAUSTED
@@ -328,7 +326,7 @@ class Simulation:
             return
         except WaitForCapacity as wait:  # held in the balancer's hold queue until its turn and room (Kairos 6)
             self.held += 1
-            self.hold_queue.hold(key, wait.priority or Priority(0.0), now)
+            self.decisions.hold(call, wait, now, held_as=key)
             self._held_records[key] = (program_id, record)
             if not self._round_pending:
                 self._round_pending = True
@@ -492,7 +490,7 @@ class Simulation:
         for record in program:
             key = f"{program_id}/{record.stage_index}"
             if (record.stage_index not in result.calls and set(record.depends_on) <= done
-                    and key not in self.hold_queue and key not in self._in_tool):
+                    and key not in self.decisions.held and key not in self._in_tool):
                 if record.tool_s > 0:  # the agent's tool runs first, with nothing of the program in flight
                     self._in_tool.add(key)
                     self.loop.at(now + record.tool_s, self._after_tool, program_id, record)

@@ -8,11 +8,12 @@ from hetflow.core.pipeline import Pipeline
 from hetflow.core.policy_config import PolicyConfig, StageConfig
 
 
-def test_the_default_is_issue_35s_composition():
+def test_the_default_is_issue_35s_composition_with_codes_confirmed_model_stage():
     policy = PolicyConfig()
     assert ((policy.model.type, policy.engine.type, policy.priority.type, policy.retention.type, policy.reserve.type)
             == ("chimera-slack", "scored", "program-remaining-work", "workflow-ttl", "no-reserve"))
-    assert policy.model.params == {"latency_slack": 0.0, "open_slots_first": True}
+    assert policy.model.params == {"latency_slack": 0.0, "open_slots_first": True,
+                                   "per_workflow": {"code": {"latency_slack": 1.0, "margin_per_ktoken": 0.4}}}
     pipeline = Pipeline(policy)
     assert [f.type_name for f in pipeline.engine_picker.filters] == ["working-set"]
     assert pipeline.engine_picker.filters[0].resume_where_fits

@@ -74,7 +74,7 @@ def test_held_calls_are_released_in_priority_order_as_room_frees():
         for c, p in zip(calls, (3.0, 1.0, 2.0)):
             priority_of[c.request_id] = Priority(p)
         tasks = [asyncio.create_task(dispatcher.decide(c)) for c in calls]
-        while len(dispatcher.held) < 3:
+        while len(dispatcher.decisions.held) < 3:
             await asyncio.sleep(0.005)
         for _ in calls:
             room[0] += 1
@@ -82,7 +82,7 @@ def test_held_calls_are_released_in_priority_order_as_room_frees():
                 await asyncio.sleep(0.005)
         await asyncio.gather(*tasks)
         await dispatcher.close()
-        return [priority_of[r].key for r in released], len(dispatcher.held)
+        return [priority_of[r].key for r in released], len(dispatcher.decisions.held)
 
     order, still_held = asyncio.run(scenario())
     assert order == [1.0, 2.0, 3.0] and still_held == 0
@@ -113,7 +113,7 @@ def test_a_call_whose_caller_gives_up_while_a_round_admits_it_is_released():
         caller.cancel()                                  # the client gives up mid-round
         await asyncio.sleep(0)
         finish.set()
-        while dispatcher.held:
+        while dispatcher.decisions.held:
             await asyncio.sleep(0.001)
         await asyncio.sleep(0.01)
         await dispatcher.close()
@@ -205,7 +205,7 @@ def test_a_held_call_waits_at_most_max_hold_s_then_is_resource_exhausted_with_a_
         try:
             with pytest.raises(ResourceExhausted, match="max_hold_s") as refused:
                 await dispatcher.decide(call())
-            return refused.value.retry_after_s, len(dispatcher.held)
+            return refused.value.retry_after_s, len(dispatcher.decisions.held)
         finally:
             await dispatcher.close()
 
@@ -218,7 +218,7 @@ def test_a_full_hold_queue_refuses_at_once():
         dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", max_held_calls=1))
         _never_room(dispatcher)
         first = asyncio.ensure_future(dispatcher.decide(call()))
-        while not dispatcher.held:
+        while not dispatcher.decisions.held:
             await asyncio.sleep(0.001)
         try:
             with pytest.raises(ResourceExhausted, match="max_held_calls"):

@@ -145,7 +145,7 @@ def test_memory_packer_holds_calls_under_kv_pressure_and_every_program_finishes(
     results = sim.run(sql_trace)
     assert len(results) == len(programs(sql_trace)) and not sim.rejected
     assert sim.held > 0                                   # the packer made calls wait for room
-    assert len(sim.hold_queue) == 0                        # ... and released every one of them
+    assert len(sim.decisions.held) == 0                        # ... and released every one of them
     for record in sim.monitor.engines.values():
         assert list(record.ledger.window(sim.loop.now, 10)) == [0.0] * 10 and not record.in_flight
 
@@ -241,7 +241,7 @@ def test_each_decision_tells_the_policies_how_many_calls_wait_and_whether_this_o
     pick = picker.pick
 
     def recording_pick(call, snapshot, model, prediction, store):
-        seen.append((call.request_id, store.call_is_held, store.waiting_calls, len(sim.hold_queue)))
+        seen.append((call.request_id, store.call_is_held, store.waiting_calls, len(sim.decisions.held)))
         return pick(call, snapshot, model, prediction, store)
 
     picker.pick = recording_pick
