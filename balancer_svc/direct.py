@@ -71,11 +71,11 @@ class DirectDecisions:
                 await self._after_failure(call, failed)
             else:
                 d.workload.record(call.received_unix_s, call.full_input, call.input_tokens, call.workflow.workflow)
-            d.exclude(call.request_id, {f.engine_id for f in failed if not f.expired})
+            d.monitor_view.exclude(call.request_id, {f.engine_id for f in failed if not f.expired})
             try:
                 dispatch = await d.decide(call)
             finally:
-                d.exclude(call.request_id, set())
+                d.monitor_view.exclude(call.request_id, set())
             return await self._handed_over(call, dispatch, failed)
 
     async def _handed_over(self, call: LlmCall, dispatch: Dispatch,
@@ -89,9 +89,9 @@ class DirectDecisions:
             if dispatch.admitted is not None:
                 await asyncio.shield(dispatch.admitted)
         except asyncio.CancelledError:
-            d.release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
+            d.monitor_view.release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
             raise
-        d.hand_over(call.request_id, TICKET_TTL_S)
+        d.monitor_view.hand_over(call.request_id, TICKET_TTL_S)
         d.sent(dispatch)
         return convert.dispatch_decision(request, dispatch.model, dispatch.engine.engine_id, dispatch.engine.address,
                                          dispatch.receipt if call.want_receipt else None)
@@ -102,12 +102,12 @@ class DirectDecisions:
         has ended it already, which is no error)."""
         d = self.dispatcher
         last = failed[-1]
-        address = d.engine_status(last.engine_id).address
+        address = d.monitor_view.engine_status(last.engine_id).address
         failure = NeverReached(last.engine_id, address, last.code, last.details)
         if len(failed) > d.cfg.redispatch_attempts:
             raise failure.as_error()
         if failure.engine_fault and not last.expired and (not address or not await d.answers_health(address)):
-            await d.engine_unreachable(last.engine_id, str(failure))
-        d.release_later(call.request_id, 0, f"engine-error:{last.code.name}")
-        await d.released(call.request_id)
+            await d.monitor_view.engine_unreachable(last.engine_id, str(failure))
+        d.monitor_view.release_later(call.request_id, 0, f"engine-error:{last.code.name}")
+        await d.monitor_view.released(call.request_id)
         log.warning("redeciding", failed_engine=last.engine_id, reason=str(failure), attempt=len(failed))

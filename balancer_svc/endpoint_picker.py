@@ -129,16 +129,16 @@ class EndpointPicker(ext_proc_grpc.ExternalProcessorServicer):
                 call = convert.scoped_to_caller(call, Caller("tenant", tenant))
             d.gateway_calls.add(call.request_id)
             with d.admission(call.workflow.tenant, relays=False):
-                d.limit_endpoints(call.request_id, exchange.subset)
+                d.monitor_view.limit_endpoints(call.request_id, exchange.subset)
                 try:
                     dispatch = await d.decide(call)
                 finally:
-                    d.limit_endpoints(call.request_id, None)
+                    d.monitor_view.limit_endpoints(call.request_id, None)
         except (HetflowError, PermissionDenied) as exc:
             d.gateway_calls.discard(parsed.request.request_id)
             status = next((code for cls, code in HTTP_OF_ERROR if isinstance(exc, cls)), 503)
             return [_immediate(status, str(exc))]
-        endpoint = d.engine_status(dispatch.engine.engine_id).serving_endpoint
+        endpoint = d.monitor_view.engine_status(dispatch.engine.engine_id).serving_endpoint
         if not endpoint:
             self._release(call.request_id, 0, "cancelled", dispatch)
             return [_immediate(503, f"engine {dispatch.engine.engine_id} reports no model-server endpoint")]
@@ -156,7 +156,7 @@ class EndpointPicker(ext_proc_grpc.ExternalProcessorServicer):
 
     async def _bodiless(self, exchange: Exchange) -> ext_proc.ProcessingResponse:
         """A request with no body (``GET /v1/models``): the least loaded ready endpoint, nothing admitted."""
-        endpoint = self.dispatcher.least_loaded_endpoint(self.pool_model, exchange.subset)
+        endpoint = self.dispatcher.monitor_view.least_loaded_endpoint(self.pool_model, exchange.subset)
         if not endpoint:
             return _immediate(503, f"no ready endpoint serves {self.pool_model}")
         return ext_proc.ProcessingResponse(
@@ -184,7 +184,7 @@ class EndpointPicker(ext_proc_grpc.ExternalProcessorServicer):
 
     def _release(self, request_id: str, output_tokens: int, outcome: str, dispatch: Dispatch) -> None:
         self.dispatcher.gateway_calls.discard(request_id)
-        self.dispatcher.release_later(request_id, output_tokens, outcome, admitted=dispatch.admitted)
+        self.dispatcher.monitor_view.release_later(request_id, output_tokens, outcome, admitted=dispatch.admitted)
 
 
 def _json(body: bytearray) -> Any:

@@ -74,18 +74,18 @@ class Relay:
                 except NeverReached as exc:
                     await self._redispatching(call, exc, failures)
         finally:
-            self.dispatcher.exclude(call.request_id, set())
+            self.dispatcher.monitor_view.exclude(call.request_id, set())
 
     async def _redispatching(self, call: LlmCall, failure: NeverReached, failures: list[NeverReached]) -> None:
         """Exclude the failed engine (for everyone when it is the engine's fault), or give up."""
         d = self.dispatcher
         failures.append(failure)
-        d.exclude(call.request_id, {f.engine_id for f in failures})
+        d.monitor_view.exclude(call.request_id, {f.engine_id for f in failures})
         if failure.engine_fault and not await d.answers_health(failure.address):
-            await d.engine_unreachable(failure.engine_id, str(failure))
+            await d.monitor_view.engine_unreachable(failure.engine_id, str(failure))
         if len(failures) > d.cfg.redispatch_attempts:
             raise failure.as_error()
-        await d.released(call.request_id)  # the monitor drops the failed attempt's entry before the next admit
+        await d.monitor_view.released(call.request_id)  # the failed attempt's entry goes before the next admit
         REDISPATCHED.inc()
         log.warning("redispatching", failed_engine=failure.engine_id, reason=str(failure), attempt=len(failures))
 
@@ -125,7 +125,7 @@ class Relay:
                         d.alpha_tuning.call_finished(call, dispatch.engine, dispatch.program_start_unix_s,
                                                      chunk.prompt_tokens, output_tokens, sent_unix_s, time.time())
                     released = True  # the monitor hears of the end before the caller does
-                    await released_before_end(d.release_later(call.request_id, output_tokens, outcome,
+                    await released_before_end(d.monitor_view.release_later(call.request_id, output_tokens, outcome,
                                                               started_unix_s, dispatch.admitted))
                 yield out
         except grpc.aio.AioRpcError as exc:
@@ -143,7 +143,7 @@ class Relay:
         finally:
             engine_call.cancel()  # no-op when finished; otherwise the engine aborts the request
             if not released:
-                d.release_later(call.request_id, output_tokens, outcome, started_unix_s, dispatch.admitted)
+                d.monitor_view.release_later(call.request_id, output_tokens, outcome, started_unix_s, dispatch.admitted)
 
 
 def _retry_pushback_s(exc: grpc.aio.AioRpcError) -> float | None:

@@ -53,7 +53,8 @@ def stack(state: MonitorState, snapshot_waits_for: asyncio.Event | None = None):
 def dispatcher_on(state, waits_for=None):
     dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", router_address="127.0.0.1:2",
                                            predictor_address="127.0.0.1:3"))
-    asked, dispatcher.monitor, dispatcher.advisors.router, dispatcher.advisors.predictor = stack(state, waits_for)
+    view, advisors = dispatcher.monitor_view, dispatcher.advisors
+    asked, view.monitor, advisors.router, advisors.predictor = stack(state, waits_for)
     return dispatcher, asked
 
 

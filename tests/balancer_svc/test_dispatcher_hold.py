@@ -105,8 +105,8 @@ def test_a_call_whose_caller_gives_up_while_a_round_admits_it_is_released():
             return SimpleNamespace(admitted=None)
 
         dispatcher._decide_once = decide_once
-        dispatcher.release_later = lambda request_id, tokens, outcome, started=0.0, admitted=None: released.append(
-            (request_id, outcome))
+        dispatcher.monitor_view.release_later = (
+            lambda request_id, tokens, outcome, started=0.0, admitted=None: released.append((request_id, outcome)))
         c = call()
         caller = asyncio.create_task(dispatcher.decide(c))
         await deciding.wait()
@@ -130,7 +130,7 @@ def _recording_monitor(dispatcher: Dispatcher) -> list[str]:
     async def complete(msg, timeout):
         order.append(f"release:{msg.request_id}")
 
-    dispatcher.monitor = SimpleNamespace(Complete=complete, Cancel=complete)
+    dispatcher.monitor_view.monitor = SimpleNamespace(Complete=complete, Cancel=complete)
     return order
 
 
@@ -145,8 +145,8 @@ def test_a_release_waits_for_the_admit_sent_beside_the_engine_request():
         dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
         order = _recording_monitor(dispatcher)
         admitted = asyncio.create_task(_slow_admit(order))
-        dispatcher.release_later("r1", 5, "completed", admitted=admitted)
-        await asyncio.gather(*dispatcher._releases.values())
+        dispatcher.monitor_view.release_later("r1", 5, "completed", admitted=admitted)
+        await asyncio.gather(*dispatcher.monitor_view._releases.values())
         await dispatcher.close()
         return order
 
@@ -168,7 +168,7 @@ def test_a_direct_caller_that_gives_up_during_its_admit_leaves_it_to_finish_then
         await asyncio.sleep(0)
         handing.cancel()
         await asyncio.gather(handing, return_exceptions=True)
-        await asyncio.gather(*dispatcher._releases.values())
+        await asyncio.gather(*dispatcher.monitor_view._releases.values())
         await dispatcher.close()
         return order, decided.request_id, admitted.cancelled()
 
@@ -183,8 +183,8 @@ def test_a_release_goes_out_even_when_its_admit_was_cancelled():
         admitted = asyncio.create_task(asyncio.sleep(10))
         await asyncio.sleep(0)
         admitted.cancel()
-        dispatcher.release_later("r1", 0, "cancelled", admitted=admitted)
-        await asyncio.gather(*dispatcher._releases.values())
+        dispatcher.monitor_view.release_later("r1", 0, "cancelled", admitted=admitted)
+        await asyncio.gather(*dispatcher.monitor_view._releases.values())
         await dispatcher.close()
         return order
 

@@ -88,7 +88,7 @@ def _report(state: MonitorState, *engines: str) -> None:
 
 def _dispatcher(monitor: StubMonitor, **cfg) -> Dispatcher:
     dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", **cfg))
-    dispatcher.monitor = monitor
+    dispatcher.monitor_view.monitor = monitor
     return dispatcher
 
 

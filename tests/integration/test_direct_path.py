@@ -161,7 +161,8 @@ async def test_a_restarted_monitor_is_told_the_running_direct_calls_by_their_eng
                 engine_id = engine_id or chunk.engine_id
                 if chunk.output_tokens >= 2:
                     break
-            stack.balancer_servicer.dispatcher.registrations.remove("long-d")  # as once its ticket has expired
+            view = stack.balancer_servicer.dispatcher.monitor_view
+            view.registrations.remove("long-d")  # as once its ticket has expired
             await stack.stop("monitor")
             await stack.start_monitor()  # a new process: nothing in flight, no engine known
             snap = await wait_for_snapshot(stack, lambda s: any(e.in_flight_requests for e in s.engines))
