@@ -99,7 +99,6 @@ class MonitorView:
                 continue
             self._monitor_answer(msg)
 
-
     async def engine_unreachable(self, engine_id: str, reason: str) -> None:
         """Skip the engine here at once and tell the monitor, which marks it unhealthy for every balancer
         until it reports again."""
@@ -110,7 +109,6 @@ class MonitorView:
         except grpc.aio.AioRpcError as exc:
             log.warning("engine_failure_report_failed", engine=engine_id, code=exc.code().name)
 
-
     def exclude(self, request_id: str, engine_ids: set[str]) -> None:
         """The engines ``request_id`` must not be decided onto (those that failed it); empty: none."""
         if engine_ids:
@@ -118,13 +116,11 @@ class MonitorView:
         else:
             self._excluded.pop(request_id, None)
 
-
     def engine_status(self, engine_id: str) -> common_pb2.EngineStatus:
         """What the last snapshot said of ``engine_id`` (an empty status when it is not in it): its
         address, its model server's own endpoint."""
         engines = self._last_snapshot[0].engines if self._last_snapshot else ()
         return next((e.status for e in engines if e.status.engine_id == engine_id), common_pb2.EngineStatus())
-
 
     def limit_endpoints(self, request_id: str, endpoints: frozenset[str] | None) -> None:
         """Decide ``request_id`` only onto engines whose model-server endpoint is among ``endpoints`` (a
@@ -134,7 +130,6 @@ class MonitorView:
         else:
             self._allowed_endpoints[request_id] = endpoints
 
-
     def least_loaded_endpoint(self, model: str, endpoints: frozenset[str] | None) -> str:
         """The healthy engine of ``model`` with the fewest calls in flight, as its model-server endpoint."""
         engines = [e for e in (self._last_snapshot[0].engines if self._last_snapshot else ())
@@ -143,18 +138,15 @@ class MonitorView:
         return min(engines, key=lambda e: (e.in_flight_requests, e.status.engine_id)).status.serving_endpoint \
             if engines else ""
 
-
     def hand_over(self, request_id: str, ticket_ttl_s: float) -> None:
         """A direct-path call is the engine's to end once its ticket is used: this balancer stops telling a
         restarted monitor of it when the ticket expires (the engine tells it from then on)."""
         asyncio.get_running_loop().call_later(ticket_ttl_s, self.registrations.remove, request_id)
 
-
     async def released(self, request_id: str) -> None:
         """Wait for the release of ``request_id`` on its way to the monitor, if one is."""
         if (releasing := self._releases.get(request_id)) is not None:
             await asyncio.gather(releasing, return_exceptions=True)
-
 
     def _decision_view(self, msg: monitor_pb2.MonitorSnapshot, request_id: str) -> monitor_pb2.MonitorSnapshot:
         """The snapshot the call is decided on: a copy with the engines this balancer could not reach
@@ -185,7 +177,6 @@ class MonitorView:
                 engine.healthy = True
         return marked
 
-
     def remember_program(self, program_id: str, model: str) -> None:
         """A hint of A[p] (the monitor stays the truth): a program seen assigned needs no router."""
         if program_id:
@@ -193,7 +184,6 @@ class MonitorView:
             self._program_models.move_to_end(program_id)
             while len(self._program_models) > PROGRAM_HINTS:
                 self._program_models.popitem(last=False)
-
 
     async def snapshot(self, call: LlmCall) -> tuple[monitor_pb2.MonitorSnapshot, float]:
         """The monitor's snapshot for the call, and 0; while the monitor does not answer, its last one
@@ -213,7 +203,6 @@ class MonitorView:
             return self._stale_snapshot(call, "restarted, rebuilding from engine reports")
         return self._decision_view(msg, call.request_id), 0.0
 
-
     def _monitor_answer(self, msg: monitor_pb2.MonitorSnapshot) -> bool:
         """Take a snapshot the monitor answered, to a call or to the probe: the one place a snapshot
         becomes the fallback that calls are decided on while the monitor is away. A rebuilding
@@ -223,7 +212,6 @@ class MonitorView:
             self._last_snapshot = (msg, time.monotonic())
         self._monitor_answered(msg.monitor_epoch)
         return not rebuilding
-
 
     def _rebuilding(self, msg: monitor_pb2.MonitorSnapshot) -> bool:
         """A restarted monitor (a new epoch) that has not yet heard from every engine its predecessor's
@@ -246,7 +234,6 @@ class MonitorView:
             return False
         return any(e.healthy and e.status.engine_id not in heard for e in last.engines)
 
-
     def _stale_snapshot(self, call: LlmCall, why: str) -> tuple[monitor_pb2.MonitorSnapshot, float]:
         """The last snapshot's cluster-wide part (engines, loads, admit_seq), with what this balancer
         knows of the call's program (its model hint); per-call fields of another call are left out."""
@@ -263,7 +250,6 @@ class MonitorView:
         STALE_DECISIONS.inc()
         log.warning("deciding_on_stale_snapshot", age_s=round(age_s, 3), why=why)
         return self._decision_view(stale, call.request_id), max(age_s, 1e-6)
-
 
     async def admit(self, call: LlmCall, admit: monitor_pb2.AdmitRequest) -> None:
         """Chimera Algorithm 1, line 32: I[m*][r.id] = r.predicted_tokens (and A[p] = m*, line 23), with
@@ -289,7 +275,6 @@ class MonitorView:
         self.registrations.registered(call.request_id, reply.monitor_epoch)
         self.pending.acked(call.request_id, reply.admit_seq, time.monotonic())
 
-
     def _monitor_answered(self, epoch: str) -> None:
         """The monitor answered: if it restarted, every running call is told again; so is any whose
         admit failed while it was away."""
@@ -299,7 +284,6 @@ class MonitorView:
             log.warning("monitor_restarted", epoch=epoch, running_calls=len(self.registrations))
         if self.registrations.needs_telling() and (self._reregistering is None or self._reregistering.done()):
             self._reregistering = asyncio.get_running_loop().create_task(self._retell())
-
 
     async def _retell(self) -> None:
         """Re-register the running calls the monitor does not know; stops at the first failure (the next
@@ -321,7 +305,6 @@ class MonitorView:
             told += 1
         log.info("calls_reregistered", count=told, epoch=self.registrations.epoch)
 
-
     def release_later(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float = 0.0,
                        admitted: asyncio.Task[None] | None = None) -> asyncio.Task[None]:
         """Remove the in-flight entry off the caller's task, so a cancelled caller cannot skip it; after
@@ -334,7 +317,6 @@ class MonitorView:
         self._releases[request_id] = task
         task.add_done_callback(lambda _: self._releases.pop(request_id, None))
         return task
-
 
     async def _release(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float,
                        admitted: asyncio.Task[None] | None = None) -> None:

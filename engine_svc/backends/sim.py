@@ -34,7 +34,10 @@ from hetflow.core.prefix import token_block_hashes
 from hetflow.core.tokens import count_tokens, render_chat
 
 _WORDS = ("the", "model", "returns", "a", "value", "for", "each", "step", "of", "plan", "code", "test",
-          "answer", "is", "def", "solve", "(", ")", ":", "return", "x", "+", "1", "\n")
+          "answer", "is", "def", "solve", "(", ")", ":", "return", "x", "+", "y", "\n")
+"""Filler for calls no script answers: no digit, so that a judge reading it never finds a rating in it
+(``hetflow.core.cascade.judge_prompt.parse_grade``); it once held "1", and a cascade test failed whenever
+an engine's request count put that word in the judge's two tokens."""
 OUTPUT_SIGMA = 0.8  # log-normal spread of simulated output lengths
 CATCH_UP_S = 0.05
 """How far behind its intended timeline the loop may run and still make the time up with the next

@@ -124,3 +124,14 @@ async def test_a_program_s_kv_is_kept_after_its_call_and_let_go_when_it_expires_
     again = await stream_times(backend, call("p/2", tuple(range(300)), 1))
     await backend.close()
     assert again and backend.scheduler.prefix_hit_tokens > 0  # the freed blocks stay cached until evicted
+
+
+def test_no_run_of_filler_words_reads_as_a_judges_rating():
+    """A cascade's LLM judge on sim engines must never find a rating in filler (it gets one or two tokens)."""
+    from engine_svc.backends.sim import _WORDS
+    from hetflow.core.cascade.judge_prompt import parse_grade
+
+    for first in _WORDS:
+        for second in _WORDS:
+            with pytest.raises(ValueError, match="no rating"):
+                parse_grade(f" {first} {second}")
