@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -35,6 +36,7 @@ import grpc
 import yaml
 
 from hetflow import stackctl
+from hetflow.bench.flame import flame_graphs
 from hetflow.bench.three_doors import CLOCK_TICKS_PER_S, cpu_of, stack_pids
 from hetflow.client import build_request
 from hetflow.core.stats import percentile
@@ -43,6 +45,7 @@ from hetflow.runtime.ports import free_port
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, engine_pb2_grpc
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local-sim.yaml"
+CONTROL_SERVICES = ("balancer", "monitor", "router", "predictor")
 ENGINES = 16
 
 
@@ -172,6 +175,17 @@ def run_rate(address: str, rate_per_s: float, duration_s: float, clients: int,
             "host_cores_busy": host_s / wall_s, "host_cores": os.cpu_count()}
 
 
+def per_decision_ms(row: dict[str, Any]) -> dict[str, float]:
+    """Each service's CPU per decision (ms), the control services' together as ``control``, the engines'
+    together as ``engines``."""
+    decided = max(1, row["decided"])
+    cpu_s = row["cpu_s"]
+    out = {name: round(1e3 * cpu_s[name] / decided, 2) for name in CONTROL_SERVICES if name in cpu_s}
+    out["control"] = round(sum(out.values()), 2)
+    out["engines"] = round(1e3 * sum(v for k, v in cpu_s.items() if k not in CONTROL_SERVICES) / decided, 2)
+    return out
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} ms"
 
@@ -184,6 +198,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--context-tokens", type=int, default=0,
                    help="about this many tokens of shared context before each call's question (an agent's prompt)")
     p.add_argument("--out", default="")
+    p.add_argument("--profile", action="store_true",
+                   help="record a py-spy flame graph of each control service at each rate, into --out")
     args = p.parse_args(argv)
     out_dir = Path(args.out or tempfile.mkdtemp(prefix="decision-rate-"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -195,15 +211,18 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     try:
         pids = stack_pids(config)
+        control = {name: pid for name, pid in pids.items() if name in CONTROL_SERVICES}
         for rate in (float(r) for r in args.rates.split(",")):
-            row = run_rate(address, rate, args.duration, args.clients, pids, args.context_tokens)
+            with (flame_graphs(control, args.duration, out_dir, f"{rate:g}") if args.profile
+                  else contextlib.nullcontext()):
+                row = run_rate(address, rate, args.duration, args.clients, pids, args.context_tokens)
             rows.append(row)
             print(f"offered {rate:.0f}/s: decided {row['decisions_per_s']:.0f}/s ({row['decided']} of {row['sent']} "
                   f"sent, {row['due']} due), decision p50 {_ms(row['decision_p50_ms'])} p99 "
                   f"{_ms(row['decision_p99_ms'])} (client p50 {_ms(row['client_p50_ms'])} p99 "
                   f"{_ms(row['client_p99_ms'])}), codes {row['codes']} (refusals p99 {_ms(row['refused_p99_ms'])}), "
                   f"unfinished {row['unfinished']}, "
-                  f"sustained {row['sustained']}, "
+                  f"sustained {row['sustained']}, CPU ms per decision {per_decision_ms(row)}, "
                   f"host cores busy {row['host_cores_busy']:.2f} of {row['host_cores']}", flush=True)
     finally:
         stackctl.down(config)
