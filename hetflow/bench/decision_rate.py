@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         pids = stack_pids(config)
         control = {name: pid for name, pid in pids.items() if name in CONTROL_SERVICES}
         for rate in (float(r) for r in args.rates.split(",")):
-            with (flame_graphs(control, args.duration, out_dir, f"{rate:g}") if args.profile
+            with (flame_graphs(control, out_dir, f"{rate:g}") if args.profile
                   else contextlib.nullcontext()):
                 row = run_rate(address, rate, args.duration, args.clients, pids, args.context_tokens)
             rows.append(row)

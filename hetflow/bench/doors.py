@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -47,6 +48,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hetflow import stackctl
 from hetflow.bench.common import OUT_DIR, machine
+from hetflow.bench.flame import flame_graphs
 from hetflow.bench.sweep import signals_for
 from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_binary, router_command
 from hetflow.core.engine.profile import EngineSpec, load_profile
@@ -119,13 +121,17 @@ class Door:
 
     def pids(self) -> list[int]:
         """The door's own processes (its CPU time is charged per call)."""
+        return list(self.processes().values())
+
+    def processes(self) -> dict[str, int]:
+        """The door's own processes by name."""
         if self.router is not None:
-            return [self.router.pid]
+            return {"vllm-router": self.router.pid}
         if self.stack_config is not None:
             state = stackctl.read_state(load_stack(self.stack_config)) or {}
-            return [s["pid"] for name, s in state.get("services", {}).items()
-                    if s.get("pid") and not name.startswith("vllm-sim:")]
-        return []
+            return {name: s["pid"] for name, s in state.get("services", {}).items()
+                    if s.get("pid") and not name.startswith("vllm-sim:")}
+        return {}
 
 
 RENDERING_DOORS = ("vllm-router:cache_aware",)
@@ -537,14 +543,15 @@ def run_door(name: str, pool: dict[str, Any], records: Sequence[StageRecord], ar
              text: PromptText, engines: Sequence[EngineSpec], out: Path) -> dict[str, Any]:
     door = open_door(name, pool, args.time_scale, out)
     try:
-        return asyncio.run(measure(door, records, args, text, engines))
+        return asyncio.run(measure(door, records, args, text, engines, out))
     finally:
         close_door(door)
 
 
 async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Namespace, text: PromptText,
-                  engines: Sequence[EngineSpec]) -> dict[str, Any]:
-    """Warm the door up, replay the trace through it, and read what the client and the servers saw."""
+                  engines: Sequence[EngineSpec], out: Path) -> dict[str, Any]:
+    """Warm the door up, replay the trace through it, and read what the client and the servers saw (with
+    ``args.profile``, a flame graph of each of the door's processes over the trace, into ``out``)."""
     await wait_serving(door)
     model = engines[0].model
     warmup_failed = await warm_up(door, text, model, args.warmup_programs, args.time_scale, engines)
@@ -553,11 +560,14 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     door.retried_calls = 0  # the trace's, not the warm-up's
     groups = list(programs(records).values())
     trace_start_unix_s = time.time()
-    async with httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None)) as client:
-        t0 = time.perf_counter()
-        tasks = [asyncio.create_task(replay_program(client, door, g, text, model, t0, args.time_scale, engines,
-                                                    args.slo_scale)) for g in groups]
-        done = await asyncio.gather(*tasks, return_exceptions=True)
+    profiled = (flame_graphs(door.processes(), out, door.name.replace(":", "-"))
+                if args.profile else contextlib.nullcontext())
+    with profiled:
+        async with httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None)) as client:
+            t0 = time.perf_counter()
+            tasks = [asyncio.create_task(replay_program(client, door, g, text, model, t0, args.time_scale, engines,
+                                                        args.slo_scale)) for g in groups]
+            done = await asyncio.gather(*tasks, return_exceptions=True)
     after, cpu_after = server_counters(door.pool_config), cpu_seconds(door.pids())
     decisions = {k: v - decisions_before.get(k, 0.0) for k, v in router_prefix_decisions(door).items()}
     results = [r for r in done if isinstance(r, ProgramResult)]
@@ -625,6 +635,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slo-scale", type=float, default=5.0)
     p.add_argument("--warmup-programs", type=int, default=WARMUP_PROGRAMS)
     p.add_argument("--out", default=None)
+    p.add_argument("--profile", action="store_true",
+                   help="record a py-spy flame graph of each of a door's processes over the trace, into --out")
     p.add_argument("--simulate", action="store_true",
                    help="also run each door's simulator preset on the same trace (the simulator-vs-live error)")
     args = p.parse_args(argv)

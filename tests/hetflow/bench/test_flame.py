@@ -12,7 +12,7 @@ def test_a_flame_graph_is_recorded_per_named_process_and_shows_where_it_spends_i
     busy = subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, text=True)
     try:
         assert busy.stdout is not None and busy.stdout.readline() == "spinning\n"   # recorded once it spins
-        with flame_graphs({"busy": busy.pid}, 1.0, tmp_path, "50") as graphs:
+        with flame_graphs({"busy": busy.pid}, tmp_path, "50") as graphs:
             time.sleep(1.0)
     finally:
         busy.kill()
