@@ -67,16 +67,19 @@ def build_request(messages: Sequence[tuple[str, str]] = (), prompt: str = "", *,
 
 class HetflowClient:
     def __init__(self, address: str, api_key: str = "", ca_file: str = "",
-                 security: SecurityConfig | None = None, direct: bool = False) -> None:
+                 security: SecurityConfig | None = None, direct: bool = False, refusal_attempts: int = 1) -> None:
         """``api_key``: the tenant's key when the stack checks them; ``ca_file``: the CA to verify the
         balancer's certificate with when it serves TLS; ``security``: a service identity's instead (the
         operator's, for ``hetflow replan``); ``direct``: stream tokens from the engines, not through the
-        balancer (the engines must be reachable from here, and under mutual TLS only services reach them)."""
+        balancer (the engines must be reachable from here, and under mutual TLS only services reach them);
+        ``refusal_attempts``: how many times a call the balancer refuses (RESOURCE_EXHAUSTED) is sent in
+        all, each after the balancer's retry hint (``hetflow.runtime.channels.refusal_retries``; at most 5;
+        1: the caller sees the first refusal)."""
         self.address = address
         if security is None and ca_file:
             security = SecurityConfig(tls=TlsConfig(ca_file=ca_file, mutual=False))
         self._security, self._api_key = security, api_key
-        self._channel = open_channel(address, security, api_key)
+        self._channel = open_channel(address, security, api_key, refusal_attempts)
         self.stub = balancer_pb2_grpc.BalancerStub(self._channel)
         self.direct = direct
         self._engine_channels: dict[str, grpc.aio.Channel] = {}

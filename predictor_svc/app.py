@@ -22,7 +22,7 @@ def build(cfg: PredictorConfig,
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
         workers = await start_model_workers(  # on_swap runs on a reload, after the servicer exists
-            "predictor", spec, cfg.workers, cfg.max_batch_size, cfg.max_wait_ms / 1e3, worker.init,
+            "predictor", spec, cfg.worker_processes(), cfg.max_batch_size, cfg.max_wait_ms / 1e3, worker.init,
             worker.predict_batch, cfg.artifact, cfg.reload_poll_s, build_predictor,
             on_swap=lambda p: setattr(servicer, "kind", p.type_name))
         servicer = PredictorServicer(predictor.type_name, workers.collector)

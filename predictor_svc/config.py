@@ -23,8 +23,17 @@ class PredictorConfig:
     max_batch_size: int = 64
     max_wait_ms: float = 0.0
     """Extra wait to fill a batch. 0: calls that arrive while a batch runs form the next one."""
-    workers: int = 1
+    workers: int | None = None
+    """Prediction processes; 0 predicts in the service's own process. None: 0 for ``input-length``,
+    whose prediction costs less than handing a batch to a worker and back, and 1 for the QRF."""
     serve: ServeConfig = field(default_factory=ServeConfig)
+
+    def worker_processes(self) -> int:
+        if self.workers is None:
+            return 0 if self.kind == "input-length" else 1
+        if self.workers < 0:
+            raise ValueError(f"predictor.workers must be >= 0, got {self.workers}")
+        return self.workers
 
     def predictor_spec(self) -> dict[str, Any]:
         if self.kind == "input-length":

@@ -26,9 +26,18 @@ class RouterConfig:
     max_batch_size: int = 32
     max_wait_ms: float = 0.0
     """Extra wait to fill a batch. 0: calls that arrive while a batch runs form the next one."""
-    workers: int = 1
-    """Inference processes."""
+    workers: int | None = None
+    """Inference processes; 0 scores in the service's own process. None: 0 for ``fixed-prior``, whose
+    scoring costs less than handing a batch to a worker and back, and 1 for the encoder, whose forward
+    passes must not hold up the event loop."""
     serve: ServeConfig = field(default_factory=ServeConfig)
+
+    def worker_processes(self) -> int:
+        if self.workers is None:
+            return 0 if self.kind == "fixed-prior" else 1
+        if self.workers < 0:
+            raise ValueError(f"router.workers must be >= 0, got {self.workers}")
+        return self.workers
 
     def scorer_spec(self) -> dict[str, Any]:
         artifact = {"artifact": self.artifact} if self.kind != "fixed-prior" else {}

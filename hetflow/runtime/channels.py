@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Sequence
 
 import grpc
@@ -60,13 +61,36 @@ def _with(details: Any, metadata: tuple[tuple[str, str], ...]) -> Any:
     return details._replace(metadata=(*(details.metadata or ()), *metadata))
 
 
-def open_channel(address: str, security: SecurityConfig | None = None, api_key: str = "") -> grpc.aio.Channel:
+MAX_REFUSAL_ATTEMPTS = 5
+"""gRPC's own cap on a call's attempts under a retry policy."""
+
+
+def refusal_retries(attempts: int) -> tuple[tuple[str, Any], ...]:
+    """Channel options under which gRPC itself sends a refused call (RESOURCE_EXHAUSTED) again, up to
+    ``attempts`` attempts in all, each after the server's retry hint (its ``grpc-retry-pushback-ms``; a
+    refusal that retrying cannot help carries -1, which gRPC does not retry: gRFC A6). A streamed call is
+    sent again only while no message of it has come back. 1: none."""
+    if not 1 <= attempts <= MAX_REFUSAL_ATTEMPTS:
+        raise ValueError(f"refusal attempts must be in 1..{MAX_REFUSAL_ATTEMPTS}, got {attempts}")
+    if attempts == 1:
+        return ()
+    policy = {"maxAttempts": attempts, "initialBackoff": "0.5s", "maxBackoff": "5s", "backoffMultiplier": 2,
+              "retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}
+    config = {"methodConfig": [{"name": [{}], "retryPolicy": policy}]}
+    return (("grpc.enable_retries", 1), ("grpc.service_config", json.dumps(config)))
+
+
+def open_channel(address: str, security: SecurityConfig | None = None, api_key: str = "",
+                 refusal_attempts: int = 1) -> grpc.aio.Channel:
     """A channel to ``address`` as ``security`` says: TLS (and this service's certificate under mutual
-    TLS) or plaintext, and the API key or service token on every call."""
+    TLS) or plaintext, and the API key or service token on every call; ``refusal_attempts``: how many
+    times a refused call is sent in all (``refusal_retries``; the services' own channels send once and
+    decide what a refusal means themselves)."""
     security = security or SecurityConfig()
     metadata = call_metadata(security, api_key)
     interceptors = [_MetadataUnary(metadata), _MetadataStream(metadata)] if metadata else None
     credentials = channel_credentials(security)
+    options = (*CHANNEL_OPTIONS, *refusal_retries(refusal_attempts))
     if credentials is None:
-        return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS, interceptors=interceptors)
-    return grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS, interceptors=interceptors)
+        return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
+    return grpc.aio.secure_channel(address, credentials, options=options, interceptors=interceptors)

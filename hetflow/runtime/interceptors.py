@@ -220,4 +220,6 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
     retry_after_s = getattr(exc, "retry_after_s", None)
     if retry_after_s is not None:  # gRPC's retry pushback: clients (and gRPC's own retry policy) wait this long
         context.set_trailing_metadata(((RETRY_PUSHBACK_KEY, str(max(0, round(retry_after_s * 1e3)))),))
+    elif code == grpc.StatusCode.RESOURCE_EXHAUSTED:  # no hint: trying again cannot help (gRFC A6: -1, no retry)
+        context.set_trailing_metadata(((RETRY_PUSHBACK_KEY, "-1"),))
     await context.abort(code, message)

@@ -20,8 +20,26 @@ PARENT_CHECK_S = 1.0
 """How often a worker checks that its service is still alive."""
 
 
-def process_pool(workers: int, initializer: Callable[..., None],
-                 *initargs: Any) -> concurrent.futures.ProcessPoolExecutor:
+class InProcess(concurrent.futures.Executor):
+    """Runs each batch in the service's own process, on its event loop, at once: for a model whose
+    batch costs less than handing it to a worker process and back (fixed priors, the input-length
+    predictor), where the hand-off was most of the service's CPU per call (docs/benchmarks.md)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - the caller gets the failure, as from a worker
+            future.set_exception(exc)
+        return future
+
+
+def process_pool(workers: int, initializer: Callable[..., None], *initargs: Any) -> concurrent.futures.Executor:
+    """``workers`` processes, each built by ``initializer(*initargs)``; 0: the model built here and run in
+    this process (``InProcess``)."""
+    if workers == 0:
+        initializer(*initargs)
+        return InProcess()
     # spawn, not fork: a forked child would inherit gRPC's threads and locks.
     return concurrent.futures.ProcessPoolExecutor(
         max_workers=workers, mp_context=multiprocessing.get_context("spawn"),

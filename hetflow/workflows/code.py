@@ -69,12 +69,17 @@ async def run_code_workflow(client: HetflowClient, task: str, variant: str = "pl
     return WorkflowRun(program.program_id, variant, task, calls, time.perf_counter() - start)
 
 
+RUN_REFUSAL_ATTEMPTS = 5
+"""A call the balancer refuses under load is sent again after its retry hint, up to five times in all: the
+workflows run through a busy stack rather than fail on its first refusal."""
+
+
 async def run_many(address: str, count: int, rate_per_s: float, seed: int = 0,
                    variant: str | None = None, api_key: str = "", ca_file: str = "") -> list[WorkflowRun]:
     """``count`` workflows with Poisson arrivals at ``rate_per_s``; variants drawn uniformly unless fixed
     (``api_key``, ``ca_file``: a stack with security on)."""
     rng = random.Random(seed)
-    async with HetflowClient(address, api_key, ca_file) as client:
+    async with HetflowClient(address, api_key, ca_file, refusal_attempts=RUN_REFUSAL_ATTEMPTS) as client:
         tasks = []
         for i in range(count):
             v = variant or rng.choice(list(VARIANTS))

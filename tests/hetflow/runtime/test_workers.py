@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import time
+
+import pytest
+
+from hetflow.runtime.batching import BatchCollector
+from hetflow.runtime.workers import InProcess, process_pool, warm_pool
+from predictor_svc.config import PredictorConfig
+from router_svc.config import RouterConfig
 
 SERVICE = """
 import asyncio, time
@@ -42,3 +50,40 @@ def test_workers_exit_when_their_service_is_killed():
     while any(_alive(pid) for pid in workers) and time.monotonic() < give_up_s:
         time.sleep(0.2)
     assert not any(_alive(pid) for pid in workers)
+
+
+def test_no_worker_processes_builds_the_model_here_and_runs_each_batch_in_this_process():
+    built: list[str] = []
+    pool = process_pool(0, built.append, "spec")
+    assert isinstance(pool, InProcess) and built == ["spec"]
+
+    def batch(items):
+        if "bad" in items:
+            raise ValueError("bad item")
+        return [(item, os.getpid()) for item in items]
+
+    async def scenario():
+        await warm_pool(pool, 0)
+        collector = BatchCollector(batch, 8, 0.0, pool)
+        try:
+            ok = await collector.submit(["a", "b"])
+            try:
+                await collector.submit(["bad"])
+            except ValueError as exc:
+                return ok, str(exc)
+            return ok, ""
+        finally:
+            await collector.close()
+
+    ok, failed = asyncio.run(scenario())
+    assert ok == [("a", os.getpid()), ("b", os.getpid())] and failed == "bad item"
+
+
+def test_cheap_models_run_in_the_service_process_by_default_and_learned_ones_in_a_worker():
+    assert RouterConfig(kind="fixed-prior").worker_processes() == 0
+    assert RouterConfig(kind="minilm-onnx").worker_processes() == 1
+    assert RouterConfig(kind="minilm-onnx", workers=3).worker_processes() == 3
+    assert PredictorConfig(kind="input-length").worker_processes() == 0
+    assert PredictorConfig(kind="qrf").worker_processes() == 1
+    with pytest.raises(ValueError, match="workers must be >= 0"):
+        RouterConfig(workers=-1).worker_processes()
