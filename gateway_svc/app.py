@@ -54,6 +54,19 @@ class Gateway:
         """Engines with no model server, or one this gateway cannot reach: streamed from themselves."""
         self.responses = ResponseStore(cfg.responses_store_max, cfg.responses_store_ttl_s)
         """The Responses API's stored responses (``store: true``)."""
+        self.in_flight = 0
+        """Calls between their request's arrival and their response's end (``max_in_flight``)."""
+
+    def enter(self) -> None:
+        """Count a call in, or refuse it (429 with ``Retry-After``) past ``max_in_flight``: before its body
+        is read, so an overloaded gateway spends nothing more on a call it turns away."""
+        if self.cfg.max_in_flight and self.in_flight >= self.cfg.max_in_flight:
+            raise OpenAIError(429, f"the gateway carries {self.in_flight} calls; its limit is {self.cfg.max_in_flight}",
+                              "rate_limit_error", None, "overloaded", self.cfg.overload_retry_after_s)
+        self.in_flight += 1
+
+    def leave(self) -> None:
+        self.in_flight -= 1
 
     def _open(self, address: str) -> grpc.aio.Channel:
         channel = open_channel(address, self.cfg.serve.security)
@@ -116,7 +129,7 @@ async def _body(request: Request, limit_bytes: int) -> Any:
 
 def _error_response(error: OpenAIError) -> JSONResponse:
     REQUEST_FAILURE.labels(str(error.status_code)).inc()
-    return JSONResponse(error.body(), status_code=error.status_code)
+    return JSONResponse(error.body(), status_code=error.status_code, headers=error.headers())
 
 
 def _caller(request: Request, cfg: GatewayConfig) -> tuple[str, str]:
@@ -148,12 +161,20 @@ async def _answer(request: Request, prepare: Prepare) -> Any:
     received_s = time.perf_counter()
     gateway: Gateway = request.app.state.gateway
     try:
+        gateway.enter()
+    except OpenAIError as error:
+        return _error_response(error)
+    try:
         api_key, tenant = _caller(request, gateway.cfg)
         body = await _body(request, gateway.cfg.max_body_bytes)
         parsed, reply = await prepare(gateway, body, tenant)
     except OpenAIError as error:
+        gateway.leave()
         return _error_response(error)
-    return CallResponse(gateway.call, parsed, received_s, _passed_on(api_key), reply)
+    except BaseException:
+        gateway.leave()
+        raise
+    return CallResponse(gateway.call, parsed, received_s, _passed_on(api_key), reply, on_end=gateway.leave)
 
 
 async def _completion(request: Request, kind: str) -> Any:

@@ -36,6 +36,11 @@ class GatewayConfig:
     streamed from that server itself once the engine's queue gives it its turn (``Engine.Hold``): no
     Python process relays its tokens. The model servers must be reachable from the gateway. False: every
     call streams through its engine service."""
+    max_in_flight: int = 0
+    """Calls the gateway carries at once (from the request's arrival to its response's end); a call past it
+    is answered 429 with ``Retry-After`` before its body is read. 0: no bound."""
+    overload_retry_after_s: float = 1.0
+    """The ``Retry-After`` of a call refused for ``max_in_flight``."""
     responses_store_max: int = 10_000
     """Stored responses (the Responses API's ``store``) the gateway keeps; the oldest go first."""
     responses_store_ttl_s: float = 3600.0
@@ -47,6 +52,8 @@ class GatewayConfig:
             raise ValueError("gateway.responses_store_max must be at least 0 and responses_store_ttl_s positive")
         if self.default_max_tokens < 1:
             raise ValueError(f"gateway.default_max_tokens must be at least 1, got {self.default_max_tokens}")
+        if self.max_in_flight < 0 or self.overload_retry_after_s <= 0:
+            raise ValueError("gateway.max_in_flight must be at least 0 and overload_retry_after_s positive")
         if self.max_body_bytes < 1024:
             raise ValueError(f"gateway.max_body_bytes must be at least 1024, got {self.max_body_bytes}")
 

@@ -63,7 +63,7 @@ async def send_json(send: Send, status: int, body: dict[str, Any], headers: dict
 
 async def send_error(send: Send, error: OpenAIError) -> None:
     REQUEST_FAILURE.labels(str(error.status_code)).inc()
-    await send_json(send, error.status_code, error.body())
+    await send_json(send, error.status_code, error.body(), error.headers())
 
 
 def sse(data: dict[str, Any] | str, event: str = "") -> bytes:
@@ -81,14 +81,17 @@ class CallResponse:
     """Runs ``parsed`` as this request's response."""
 
     def __init__(self, open_call: OpenCall, parsed: ParsedRequest, received_s: float,
-                 metadata: Sequence[tuple[str, str]] = (), reply: Reply | None = None) -> None:
+                 metadata: Sequence[tuple[str, str]] = (), reply: Reply | None = None,
+                 on_end: Callable[[], None] = lambda: None) -> None:
         """``received_s``: ``time.perf_counter()`` when the request reached the gateway; ``metadata``: the
-        caller's API key, passed on; ``reply``: the API's shapes (default: Chat Completions'/Completions')."""
+        caller's API key, passed on; ``reply``: the API's shapes (default: Chat Completions'/Completions');
+        ``on_end``: called once when the response has ended, however it ended."""
         self.open_call, self.parsed, self.received_s = open_call, parsed, received_s
         self.reply: Reply = reply or ChatReply(parsed)
         self.metadata = tuple(metadata)
         self.timer = RequestTimer(received_s)
         self._awaiting_balancer_s = 0.0
+        self._on_end = on_end
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         call = self.open_call(self.parsed.request, self.metadata)
@@ -105,6 +108,7 @@ class CallResponse:
         finally:
             watcher.cancel()
             call.cancel()  # a no-op once the stream has finished
+            self._on_end()
 
     async def _read(self, call: Any) -> Any:
         """The call's next chunk, or EOF; the wait is not the gateway's own time."""

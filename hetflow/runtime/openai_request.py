@@ -24,6 +24,7 @@ from typing import Any, Mapping
 import grpc
 
 from hetflow.core import identity
+from hetflow.runtime.interceptors import RETRY_PUSHBACK_KEY
 from hetflow.runtime.tool_calls import (
     Tool,
     ToolCall,
@@ -57,9 +58,14 @@ class OpenAIError(Exception):
     type: str = "invalid_request_error"
     param: str | None = None
     code: str | None = None
+    retry_after_s: float | None = None
+    """When to try again (a refusal's hint): sent as ``Retry-After``, in whole seconds rounded up."""
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def headers(self) -> dict[str, str]:
+        return {} if self.retry_after_s is None else {"retry-after": str(max(1, math.ceil(self.retry_after_s)))}
 
 
 def invalid(message: str, param: str | None = None, code: str | None = None) -> OpenAIError:
@@ -67,9 +73,12 @@ def invalid(message: str, param: str | None = None, code: str | None = None) -> 
 
 
 def from_grpc(exc: grpc.aio.AioRpcError) -> OpenAIError:
-    """The balancer's (or monitor's) failure as the client sees it."""
+    """The balancer's (or monitor's) failure as the client sees it, with its retry hint (gRPC's pushback,
+    ``hetflow.runtime.interceptors``) as ``Retry-After``."""
     status, kind = HTTP_OF_STATUS.get(exc.code(), (500, "internal_error"))
-    return OpenAIError(status, exc.details() or exc.code().name, kind, None, exc.code().name.lower())
+    pushback_ms = dict(exc.trailing_metadata() or ()).get(RETRY_PUSHBACK_KEY)
+    retry_after_s = int(pushback_ms) / 1e3 if isinstance(pushback_ms, str) and pushback_ms.isdigit() else None
+    return OpenAIError(status, exc.details() or exc.code().name, kind, None, exc.code().name.lower(), retry_after_s)
 
 
 HEADER_OF_FIELD = {
