@@ -6,8 +6,8 @@ one round trip to the slowest dependency plus the policies. Policies decide (the
 ``hetflow.core.decision_loop``, holds included); this module only fetches what they read and carries
 out what they chose, and the monitor's side of it (snapshots, admits, releases) is ``monitor_view``.
 The router and predictor are advisory: if either is down the call still goes through on the
-documented fallback (fastest model; input-length priority) and the receipt says so. The monitor is not advisory: without it there is no load
-picture, so the call fails UNAVAILABLE.
+documented fallback (fastest model; input-length priority) and the receipt says so. The monitor is
+not advisory: without it there is no load picture, so the call fails UNAVAILABLE.
 """
 
 from __future__ import annotations
