@@ -36,7 +36,8 @@ def build(cfg: EngineConfig, port: int | None = None) -> tuple[
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
         await backend.start()
         reporter = StatusReporter(cfg.monitor_address, cfg.report_interval_s, servicer.status_proto,
-                                  cfg.serve.security, link.monitor_answered if link else None) if link else None
+                                  cfg.serve.security, link.monitor_answered if link else None,
+                                  cfg.report_heartbeat_s) if link else None
         if reporter:
             reporter.start()
 

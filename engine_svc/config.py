@@ -97,6 +97,11 @@ class EngineConfig:
     monitor_address: str = ""
     """Where status reports go; empty disables reporting."""
     report_interval_s: float = 0.5
+    """How often the engine looks at its status for the monitor."""
+    report_heartbeat_s: float = 1.0
+    """The longest time between two reports: a status that has not changed since the last report waits
+    until then. Keep it under the monitor's ``engine_stale_after_s`` (2 s), which takes an engine that
+    stops reporting out of the decisions."""
     max_tokens_limit: int = 32768
     """Largest max_tokens accepted."""
     max_waiting: int = 4096

@@ -1,8 +1,11 @@
-"""Pushes the engine's status to the monitor at a fixed interval (engine -> monitor)."""
+"""Pushes the engine's status to the monitor (engine -> monitor): looked at every interval, sent when it
+changed since the last one sent, and at least every heartbeat, so a quiet engine costs the monitor
+little and still reads as alive (under the monitor's ``engine_stale_after_s``)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Callable
 
 import grpc
@@ -17,8 +20,18 @@ log = get_logger(__name__)
 
 class StatusReporter:
     def __init__(self, monitor_address: str, interval_s: float, status: Callable[[], common_pb2.EngineStatus],
-                 security: SecurityConfig | None = None, on_epoch: Callable[[str], None] | None = None) -> None:
+                 security: SecurityConfig | None = None, on_epoch: Callable[[str], None] | None = None,
+                 heartbeat_s: float | None = None) -> None:
+        """``interval_s``: how often the status is looked at; ``heartbeat_s``: the longest time between two
+        reports, changed or not (None: every look is sent)."""
+        if heartbeat_s is not None and heartbeat_s < interval_s:
+            raise ValueError(f"report heartbeat {heartbeat_s}s is shorter than the report interval {interval_s}s")
         self._address, self._interval_s, self._status = monitor_address, interval_s, status
+        self._heartbeat_s = heartbeat_s
+        self._last_sent: tuple[common_pb2.EngineStatus, float] | None = None
+        """The last status sent (its report time cleared) and when (monotonic s)."""
+        self.skipped = 0
+        """Looks that sent nothing: the status had not changed and the heartbeat was not due."""
         self._security = security
         self._on_epoch = on_epoch
         """Told the monitor's epoch from each reply (``MonitorLink.monitor_answered``)."""
@@ -29,11 +42,25 @@ class StatusReporter:
         self._channel = open_channel(self._address, self._security)
         self._task = asyncio.get_running_loop().create_task(self._run_forever())
 
-    async def report_now(self) -> None:
+    async def report_now(self, status: common_pb2.EngineStatus | None = None) -> None:
         assert self._channel is not None
-        reply = await monitor_pb2_grpc.MonitorStub(self._channel).ReportEngineStatus(self._status(), timeout=2.0)
+        status = status if status is not None else self._status()
+        reply = await monitor_pb2_grpc.MonitorStub(self._channel).ReportEngineStatus(status, timeout=2.0)
+        self.sent(status, time.monotonic())
         if self._on_epoch is not None:
             self._on_epoch(reply.monitor_epoch)
+
+    def sent(self, status: common_pb2.EngineStatus, at_s: float) -> None:
+        """The monitor took ``status`` at ``at_s`` (monotonic s)."""
+        self._last_sent = (_without_time(status), at_s)
+
+    def due(self, status: common_pb2.EngineStatus, now_s: float) -> bool:
+        """Whether ``status`` goes to the monitor now: it changed since the last report, or the heartbeat
+        is due (always, without a heartbeat)."""
+        if self._heartbeat_s is None or self._last_sent is None:
+            return True
+        last, sent_s = self._last_sent
+        return now_s - sent_s >= self._heartbeat_s or _without_time(status) != last
 
     async def close(self, final_report: bool = True) -> None:
         if self._task is not None:
@@ -50,8 +77,13 @@ class StatusReporter:
     async def _run_forever(self) -> None:
         failures = 0
         while True:
+            status = self._status()
+            if not self.due(status, time.monotonic()):
+                self.skipped += 1
+                await asyncio.sleep(self._interval_s)
+                continue
             try:
-                await self.report_now()
+                await self.report_now(status)
                 if failures:
                     log.info("monitor_reachable_again", address=self._address)
                 failures = 0
@@ -61,3 +93,11 @@ class StatusReporter:
                     log.warning("monitor_report_failed", address=self._address, code=exc.code().name,
                                 failures=failures)
             await asyncio.sleep(self._interval_s)
+
+
+def _without_time(status: common_pb2.EngineStatus) -> common_pb2.EngineStatus:
+    """The status without its report time: what tells whether anything changed."""
+    copy = common_pb2.EngineStatus()
+    copy.CopyFrom(status)
+    copy.ClearField("reported_unix_s")
+    return copy
