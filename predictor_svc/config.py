@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from hetflow.runtime.config import service_config, stack_defaults
 from hetflow.runtime.server import ServeConfig
+from hetflow.runtime.workers import worker_count
 
 
 @dataclass(frozen=True)
@@ -29,11 +30,7 @@ class PredictorConfig:
     serve: ServeConfig = field(default_factory=ServeConfig)
 
     def worker_processes(self) -> int:
-        if self.workers is None:
-            return 0 if self.kind == "input-length" else 1
-        if self.workers < 0:
-            raise ValueError(f"predictor.workers must be >= 0, got {self.workers}")
-        return self.workers
+        return worker_count(self.workers, self.kind == "input-length", "predictor")
 
     def predictor_spec(self) -> dict[str, Any]:
         if self.kind == "input-length":

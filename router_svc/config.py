@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from hetflow.runtime.config import SERVE_KEYS, service_config, stack_defaults
 from hetflow.runtime.server import ServeConfig
+from hetflow.runtime.workers import worker_count
 
 
 @dataclass(frozen=True)
@@ -33,11 +34,7 @@ class RouterConfig:
     serve: ServeConfig = field(default_factory=ServeConfig)
 
     def worker_processes(self) -> int:
-        if self.workers is None:
-            return 0 if self.kind == "fixed-prior" else 1
-        if self.workers < 0:
-            raise ValueError(f"router.workers must be >= 0, got {self.workers}")
-        return self.workers
+        return worker_count(self.workers, self.kind == "fixed-prior", "router")
 
     def scorer_spec(self) -> dict[str, Any]:
         artifact = {"artifact": self.artifact} if self.kind != "fixed-prior" else {}

@@ -23,6 +23,13 @@ READINGS = ("one-difficulty", "per-model")
 """How a router's confidences are read: through one difficulty per prompt (hetflow's default) or each
 model's sigmoid as it is (Chimera 3.3)."""
 
+
+def check_reading(reading: str) -> str:
+    """``reading`` when it is one of ``READINGS``; a ValueError naming them otherwise."""
+    if reading not in READINGS:
+        raise ValueError(f"router.reading must be one of {', '.join(READINGS)}, got {reading!r}")
+    return reading
+
 CLIP = 1e-4
 """Probabilities are clipped to [CLIP, 1 - CLIP] before their logit."""
 

@@ -34,6 +34,17 @@ class InProcess(concurrent.futures.Executor):
         return future
 
 
+def worker_count(configured: int | None, in_process_by_default: bool, section: str) -> int:
+    """The worker processes a model service runs: ``configured`` (0 runs the model in the service's own
+    process), or when it is None, 0 for a model cheaper than the hand-off to a worker and back and 1 for
+    one whose batches must not hold up the event loop."""
+    if configured is None:
+        return 0 if in_process_by_default else 1
+    if configured < 0:
+        raise ValueError(f"{section}.workers must be >= 0, got {configured}")
+    return configured
+
+
 def process_pool(workers: int, initializer: Callable[..., None], *initargs: Any) -> concurrent.futures.Executor:
     """``workers`` processes, each built by ``initializer(*initargs)``; 0: the model built here and run in
     this process (``InProcess``)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from hetflow.core.confidence import READINGS
+from hetflow.core.confidence import check_reading
 
 
 class FixedPriorScorer:
@@ -17,8 +17,7 @@ class FixedPriorScorer:
         learned router's is, and the same either way: the priors are the scorer's abilities (theta_m =
         logit prior_m), so the one difficulty of every prompt is 0 and reading through it gives the priors
         back (``hetflow.core.confidence.one_difficulty``)."""
-        if reading not in READINGS:
-            raise ValueError(f"router.reading must be one of {', '.join(READINGS)}, got {reading!r}")
+        check_reading(reading)
         priors = models
         if not priors:
             raise ValueError("router.models must name at least one model with its prior")

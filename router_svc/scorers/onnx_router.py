@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from hetflow.core.confidence import READINGS, abilities_from_rates, one_difficulty
+from hetflow.core.confidence import abilities_from_rates, check_reading, one_difficulty
 from router_svc import artifact as artifacts
 from router_svc.encoding import PromptEncoder
 
@@ -31,8 +31,7 @@ class OnnxRouterScorer:
 
         if precision not in ("int8", "fp32"):
             raise ValueError(f"router.precision must be int8 or fp32, got {precision!r}")
-        if reading not in READINGS:
-            raise ValueError(f"router.reading must be one of {', '.join(READINGS)}, got {reading!r}")
+        check_reading(reading)
         self.micro_batch = max(1, micro_batch)
         root = Path(path)
         self.meta = artifacts.read(root, expected_models)
