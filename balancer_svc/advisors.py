@@ -2,12 +2,14 @@
 
 Both are advisory (docs/architecture.md): while one is down, a call is still decided, without the router's
 confidences or on the input-length proxy, and its receipt says so. The questions of the calls deciding in
-one event-loop turn share one RPC (``hetflow.runtime.coalescing``; both services take batches, Chimera 3.8).
+one event-loop turn share one batch (``hetflow.runtime.coalescing``; both services take batches, Chimera 3.8),
+sent as a message on one long-lived stream per service (``hetflow.runtime.batch_streams``), or by the unary
+method to a service without the stream.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Awaitable, Callable, Sequence
 
 import grpc
 
@@ -15,6 +17,7 @@ from hetflow import wire
 from hetflow.core.call import LlmCall
 from hetflow.core.features import feature_row
 from hetflow.core.policies import Prediction
+from hetflow.runtime.batch_streams import BatchStream, ReplyT, RequestT
 from hetflow.runtime.coalescing import Coalescer, rejected
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import predictor_pb2, predictor_pb2_grpc, router_pb2, router_pb2_grpc
@@ -36,6 +39,15 @@ class Advisors:
             self._score_batch, COALESCED_ITEMS, "router.Score", rejected)
         self._predictions: Coalescer[list[predictor_pb2.FeatureRow], list[predictor_pb2.Prediction]] = Coalescer(
             self._predict_batch, COALESCED_ITEMS, "predictor.Predict", rejected)
+        self._score_stream: BatchStream[router_pb2.ScoreRequest, router_pb2.ScoreReply] = BatchStream(
+            lambda: self.router.ScoreStream(), "router.ScoreStream", timeout_s)  # type: ignore[union-attr]
+        self._predict_stream: BatchStream[predictor_pb2.PredictRequest, predictor_pb2.PredictReply] = BatchStream(
+            lambda: self.predictor.PredictStream(),  # type: ignore[union-attr]
+            "predictor.PredictStream", timeout_s)
+
+    async def close(self) -> None:
+        for stream in (self._score_stream, self._predict_stream):
+            await stream.close()
 
     async def score(self, call: LlmCall) -> tuple[dict[str, float], bool]:
         """Router confidences q[m] (Chimera Algorithm 1, lines 4-5) and whether the prompt was cut."""
@@ -62,7 +74,9 @@ class Advisors:
 
     async def _score_batch(self, prompts: list[str]) -> Sequence[router_pb2.ModelConfidence]:
         assert self.router is not None
-        reply = await self.router.Score(router_pb2.ScoreRequest(prompts=prompts), timeout=self.timeout_s)
+        request = router_pb2.ScoreRequest(prompts=prompts)
+        reply = await _streamed_or_unary(self._score_stream, request,
+                                         lambda: self.router.Score(request, timeout=self.timeout_s))  # type: ignore[union-attr]
         return reply.scores
 
     async def _predict_batch(self, rows_per_call: list[list[predictor_pb2.FeatureRow]]
@@ -70,8 +84,9 @@ class Advisors:
         """One ``Predict`` for the rows of several calls, its predictions split back per call."""
         assert self.predictor is not None
         asked = [row for rows in rows_per_call for row in rows]
-        reply = await self.predictor.Predict(predictor_pb2.PredictRequest(rows=asked, quantiles=self.quantiles),
-                                             timeout=self.timeout_s)
+        request = predictor_pb2.PredictRequest(rows=asked, quantiles=self.quantiles)
+        reply = await _streamed_or_unary(self._predict_stream, request,
+                                         lambda: self.predictor.Predict(request, timeout=self.timeout_s))  # type: ignore[union-attr]
         predictions, answers, start = list(reply.predictions), [], 0
         if len(predictions) != len(asked):
             raise RuntimeError(f"the predictor answered {len(predictions)} of {len(asked)} rows")
@@ -79,3 +94,15 @@ class Advisors:
             answers.append(predictions[start:start + len(rows)])
             start += len(rows)
         return answers
+
+
+async def _streamed_or_unary(stream: BatchStream[RequestT, ReplyT], request: RequestT,
+                             unary: Callable[[], Awaitable[ReplyT]]) -> ReplyT:
+    """The batch's reply on its stream; by the unary method from a service without the stream."""
+    if stream.supported:
+        try:
+            return await stream.ask(request)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+    return await unary()

@@ -180,6 +180,7 @@ class Dispatcher:
             if task is not None:
                 task.cancel()
         await self.monitor_view.close()
+        await self.advisors.close()
         for channel in self._channels.values():
             await channel.close()
         if self.alpha_tuning is not None:
@@ -361,11 +362,12 @@ class Dispatcher:
         receipt = dispatch.receipt
         receipt.decision_ms = (time.perf_counter() - dispatch.started_perf_s) * 1e3
         DECISION_S.observe(receipt.decision_ms / 1e3)
-        log.info("decision", model=receipt.model, engine=receipt.engine_id, priority=receipt.priority,
-                 predicted_tokens=receipt.predicted_tokens, decision_ms=round(receipt.decision_ms, 3),
-                 rules={s.stage: s.rule for s in receipt.stages}, stale_snapshot_s=receipt.stale_snapshot_s,
-                 redispatched_from=list(receipt.redispatched_from))
-        if debug_enabled():  # the whole receipt, per-engine scores and loads included: ~0.5 ms a decision
+        if debug_enabled():  # nothing rendered per decision at info: the receipt and the metrics carry it
+            log.debug("decision", model=receipt.model, engine=receipt.engine_id, priority=receipt.priority,
+                      predicted_tokens=receipt.predicted_tokens, decision_ms=round(receipt.decision_ms, 3),
+                      rules={s.stage: s.rule for s in receipt.stages}, stale_snapshot_s=receipt.stale_snapshot_s,
+                      redispatched_from=list(receipt.redispatched_from))
+            # the whole receipt, per-engine scores and loads included: ~0.5 ms a decision
             log.debug("decision_receipt", receipt=MessageToDict(receipt, preserving_proto_field_name=True))
 
     def channel(self, address: str) -> grpc.aio.Channel:

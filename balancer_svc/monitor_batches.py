@@ -3,19 +3,22 @@
 Each decision asks the monitor for its snapshot and then admits the call. The calls deciding in one turn
 share one ``Monitor.Snapshots`` and one ``Monitor.AdmitBatch`` (``hetflow.runtime.coalescing``), so under
 load the balancer and the monitor pay gRPC's per-call cost once per turn, and the monitor builds the
-engines' views once for all of them. Each caller still gets what ``Snapshot`` or ``Admit`` would have
-answered it: the snapshot for its call, or its own admit's status as an ``AioRpcError``. A monitor that
-predates the batch methods (UNIMPLEMENTED) is asked call by call until a new monitor process answers, so
-the balancer can be upgraded first.
+engines' views once for all of them. The batches go as messages on one long-lived stream each
+(``SnapshotsStream``, ``AdmitStream``: ``hetflow.runtime.batch_streams``), so a batch does not pay for a
+call of its own either. Each caller still gets what ``Snapshot`` or ``Admit`` would have answered it: the
+snapshot for its call, or its own admit's status as an ``AioRpcError``. A monitor that predates the
+streams is asked by the unary batch methods, and one that predates those (UNIMPLEMENTED) call by call,
+until a new monitor process answers, so the balancer can be upgraded first.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 import grpc
 
+from hetflow.runtime.batch_streams import BatchStream
 from hetflow.runtime.coalescing import Coalescer, rejected
 from hetflow.runtime.interceptors import rpc_error
 from hetflow.runtime.logs import get_logger
@@ -45,6 +48,10 @@ class MonitorBatches:
         self._monitor, self._timeout_s = monitor, timeout_s
         self._batches = True
         """False once the monitor answered UNIMPLEMENTED to a batch method: asked call by call."""
+        self._snapshot_stream: BatchStream[monitor_pb2.SnapshotsRequest, monitor_pb2.SnapshotsReply] = BatchStream(
+            lambda: self._monitor().SnapshotsStream(), "monitor.SnapshotsStream", timeout_s)
+        self._admit_stream: BatchStream[monitor_pb2.AdmitBatchRequest, monitor_pb2.AdmitBatchReply] = BatchStream(
+            lambda: self._monitor().AdmitStream(), "monitor.AdmitStream", timeout_s)
         self._snapshots: Coalescer[monitor_pb2.SnapshotRequest, monitor_pb2.MonitorSnapshot] = Coalescer(
             self._snapshot_batch, BATCH_ITEMS, "monitor.Snapshots", rejected)
         self._admits: Coalescer[monitor_pb2.AdmitRequest, monitor_pb2.AdmitOutcome] = Coalescer(
@@ -53,6 +60,12 @@ class MonitorBatches:
     def monitor_restarted(self) -> None:
         """A new monitor process answered: it may have the batch methods its predecessor lacked."""
         self._batches = True
+        for stream in (self._snapshot_stream, self._admit_stream):
+            stream.service_restarted()
+
+    async def close(self) -> None:
+        for stream in (self._snapshot_stream, self._admit_stream):
+            await stream.close()
 
     async def snapshot(self, request: monitor_pb2.SnapshotRequest) -> monitor_pb2.MonitorSnapshot:
         """The snapshot ``Snapshot`` would answer for this call."""
@@ -71,23 +84,32 @@ class MonitorBatches:
 
     async def _snapshot_batch(self, requests: list[monitor_pb2.SnapshotRequest]
                               ) -> Sequence[monitor_pb2.MonitorSnapshot | BaseException]:
-        monitor = self._monitor()
-        return await self._batched_or_each(
-            lambda: _snapshots_of(monitor.Snapshots(monitor_pb2.SnapshotsRequest(calls=requests),
-                                                    timeout=self._timeout_s)),
+        monitor, batch = self._monitor(), monitor_pb2.SnapshotsRequest(calls=requests)
+        return await self._streamed_batched_or_each(
+            self._snapshot_stream, lambda: _snapshots_of(self._snapshot_stream.ask(batch)),
+            lambda: _snapshots_of(monitor.Snapshots(batch, timeout=self._timeout_s)),
             lambda: asyncio.gather(*(monitor.Snapshot(r, timeout=self._timeout_s) for r in requests),
                                    return_exceptions=True))
 
     async def _admit_batch(self, admits: list[monitor_pb2.AdmitRequest]) -> Sequence[monitor_pb2.AdmitOutcome]:
-        monitor = self._monitor()
-        return await self._batched_or_each(
-            lambda: _outcomes_of(monitor.AdmitBatch(monitor_pb2.AdmitBatchRequest(admits=admits),
-                                                    timeout=self._timeout_s)),
+        monitor, batch = self._monitor(), monitor_pb2.AdmitBatchRequest(admits=admits)
+        return await self._streamed_batched_or_each(
+            self._admit_stream, lambda: _outcomes_of(self._admit_stream.ask(batch)),
+            lambda: _outcomes_of(monitor.AdmitBatch(batch, timeout=self._timeout_s)),
             lambda: asyncio.gather(*(self._admit_alone(monitor, a) for a in admits)))
 
-    async def _batched_or_each(self, batched: Callable[[], Awaitable[Sequence[AnswerT]]],
-                               each: Callable[[], Awaitable[Sequence[AnswerT]]]) -> Sequence[AnswerT]:
-        """The batch method's answers; the single method's, call by call, from a monitor without it."""
+    async def _streamed_batched_or_each(self, stream: BatchStream[Any, Any],
+                                        streamed: Callable[[], Awaitable[Sequence[AnswerT]]],
+                                        batched: Callable[[], Awaitable[Sequence[AnswerT]]],
+                                        each: Callable[[], Awaitable[Sequence[AnswerT]]]) -> Sequence[AnswerT]:
+        """The batch's answers on its stream; by the unary batch method from a monitor without the
+        stream; the single method's, call by call, from a monitor without either (UNIMPLEMENTED)."""
+        if self._batches and stream.supported:
+            try:
+                return await streamed()
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
         if self._batches:
             try:
                 return await batched()

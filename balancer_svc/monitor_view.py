@@ -80,6 +80,7 @@ class MonitorView:
                 task.cancel()
         if self._releases:
             await asyncio.wait(self._releases.values(), timeout=5.0)
+        await self.monitor_batches.close()
 
     def knows_program(self, program_id: str) -> bool:
         """Whether this balancer has seen the program assigned to a model (it then needs no router)."""

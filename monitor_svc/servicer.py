@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import AsyncIterator
 
 import grpc
 from prometheus_client import Gauge
@@ -12,6 +13,7 @@ from hetflow.core.errors import InvalidArgument, NotFound
 from hetflow.core.monitor.memory_ledger import MemoryPlan
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import MonitorState
+from hetflow.runtime.batch_streams import answer_in_order, checks_each_message
 from hetflow.runtime.interceptors import status_of
 from hetflow.runtime.logs import bind_ids, get_logger
 from hetflow.v1 import common_pb2, monitor_pb2, monitor_pb2_grpc
@@ -54,6 +56,14 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                 code, outcome.details = status_of(exc)
                 outcome.code = code.value[0]
         return reply
+
+    @checks_each_message
+    async def AdmitStream(self, requests: AsyncIterator[monitor_pb2.AdmitBatchRequest],
+                          context: grpc.aio.ServicerContext) -> AsyncIterator[monitor_pb2.AdmitBatchReply]:
+        """AdmitBatch on one stream, each batch answered in order (``hetflow.runtime.batch_streams``)."""
+        async for reply in answer_in_order(requests, lambda r: self.AdmitBatch(r, context),
+                                           lambda status: monitor_pb2.AdmitBatchReply(status=status)):
+            yield reply
 
     def _admit(self, request: monitor_pb2.AdmitRequest, now_s: float) -> monitor_pb2.AdmitReply:
         try:
@@ -109,6 +119,14 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         _check_batch(len(request.calls), "calls")
         now_s = time.time()
         return monitor_pb2.SnapshotsReply(snapshots=[self._snapshot(call, now_s) for call in request.calls])
+
+    @checks_each_message
+    async def SnapshotsStream(self, requests: AsyncIterator[monitor_pb2.SnapshotsRequest],
+                              context: grpc.aio.ServicerContext) -> AsyncIterator[monitor_pb2.SnapshotsReply]:
+        """Snapshots on one stream, each batch answered in order (``hetflow.runtime.batch_streams``)."""
+        async for reply in answer_in_order(requests, lambda r: self.Snapshots(r, context),
+                                           lambda status: monitor_pb2.SnapshotsReply(status=status)):
+            yield reply
 
     def _snapshot(self, request: monitor_pb2.SnapshotRequest, now_s: float) -> monitor_pb2.MonitorSnapshot:
         snapshot = cluster_snapshot(self.state, now_s, request.program_id, request.agent, request.workflow,

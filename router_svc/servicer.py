@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import AsyncIterator
+
 import grpc
 
+from hetflow.runtime.batch_streams import answer_in_order, checks_each_message
 from hetflow.runtime.batching import BatchCollector
 from hetflow.v1 import router_pb2, router_pb2_grpc
 
@@ -18,6 +21,14 @@ class RouterServicer(router_pb2_grpc.RouterServicer):
         return router_pb2.ScoreReply(
             scores=[router_pb2.ModelConfidence(confidence=conf, truncated=truncated) for conf, truncated in results],
             router_kind=self.kind)
+
+    @checks_each_message
+    async def ScoreStream(self, requests: AsyncIterator[router_pb2.ScoreRequest],
+                          context: grpc.aio.ServicerContext) -> AsyncIterator[router_pb2.ScoreReply]:
+        """Score on one stream, each batch answered in order (``hetflow.runtime.batch_streams``)."""
+        async for reply in answer_in_order(requests, lambda r: self.Score(r, context),
+                                           lambda status: router_pb2.ScoreReply(status=status)):
+            yield reply
 
     async def Describe(self, request: router_pb2.DescribeRouterRequest,
                        context: grpc.aio.ServicerContext) -> router_pb2.RouterDescription:

@@ -8,6 +8,7 @@ import itertools
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+import grpc
 import yaml
 
 from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
@@ -115,3 +116,42 @@ async def wait_until(condition: Callable[[], bool | Awaitable[bool]], timeout_s:
             return
         assert loop.time() < deadline, "condition never held"
         await asyncio.sleep(0.05)
+
+
+class StreamedCall:
+    """A fake bidirectional call of a batch stream (``hetflow.runtime.batch_streams``): each request
+    written is answered in order by ``unary(request, timeout)`` as the server's ``answer_in_order``
+    answers it, a failure in the reply's status; ``unimplemented``: the service has no such stream."""
+
+    def __init__(self, unary: Callable[..., Awaitable[Any]], reply_type: type, unimplemented: bool = False) -> None:
+        from hetflow.runtime.batch_streams import answer_in_order
+
+        self._written: asyncio.Queue[Any] = asyncio.Queue()
+        self._unimplemented = unimplemented
+        self._replies = answer_in_order(self._requests(), lambda r: unary(r, timeout=None),
+                                        lambda status: reply_type(status=status))
+        self.cancelled = False
+
+    async def _requests(self) -> Any:
+        while True:
+            yield await self._written.get()
+
+    async def write(self, request: Any) -> None:
+        self._written.put_nowait(request)
+
+    async def read(self) -> Any:
+        from hetflow.runtime.interceptors import rpc_error
+
+        if self._unimplemented:
+            raise rpc_error(grpc.StatusCode.UNIMPLEMENTED, "no such method")
+        return await self._replies.__anext__()
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        return True
+
+
+def streamed(unary: Callable[..., Awaitable[Any]], reply_type: type,
+             unimplemented: bool = False) -> Callable[[], StreamedCall]:
+    """A fake stub's stream method over its unary one (``StreamedCall``)."""
+    return lambda: StreamedCall(unary, reply_type, unimplemented)

@@ -57,6 +57,16 @@ class _MetadataStream(grpc.aio.UnaryStreamClientInterceptor):
         return await continuation(_with(details, self.metadata), request)
 
 
+class _MetadataBidi(grpc.aio.StreamStreamClientInterceptor):
+    """The same for bidirectional calls (the batch streams, ``hetflow.runtime.batch_streams``)."""
+
+    def __init__(self, metadata: Sequence[tuple[str, str]]) -> None:
+        self.metadata = tuple(metadata)
+
+    async def intercept_stream_stream(self, continuation: Any, details: Any, request_iterator: Any) -> Any:
+        return await continuation(_with(details, self.metadata), request_iterator)
+
+
 def _with(details: Any, metadata: tuple[tuple[str, str], ...]) -> Any:
     return details._replace(metadata=(*(details.metadata or ()), *metadata))
 
@@ -88,7 +98,8 @@ def open_channel(address: str, security: SecurityConfig | None = None, api_key: 
     decide what a refusal means themselves)."""
     security = security or SecurityConfig()
     metadata = call_metadata(security, api_key)
-    interceptors = [_MetadataUnary(metadata), _MetadataStream(metadata)] if metadata else None
+    interceptors = [_MetadataUnary(metadata), _MetadataStream(metadata), _MetadataBidi(metadata)] \
+        if metadata else None
     credentials = channel_credentials(security)
     options = (*CHANNEL_OPTIONS, *refusal_retries(refusal_attempts))
     if credentials is None:

@@ -114,14 +114,15 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             )
         return handler
 
-    def _admit(self, path: str, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    def _admit(self, path: str, request: Any, context: grpc.aio.ServicerContext, checks_each: bool = False) -> Any:
         """Who calls, whether they may, and whether the message is sane (each message of a request stream
-        as it is read); the caller is kept for the handler. Returns the request to hand it."""
+        as it is read, unless the handler ``checks_each`` itself: ``batch_streams.checks_each_message``);
+        the caller is kept for the handler. Returns the request to hand it."""
         caller = caller_of(path, context, self._security, self._service_token)
         authorize(path, caller)
         CURRENT_CALLER.set(caller)
         if isinstance(request, collections.abc.AsyncIterator):
-            return _checked(request)
+            return request if checks_each else _checked(request)
         _check(request)
         return request
 
@@ -152,6 +153,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             # coroutine: awaited as a unary one is, its writes go straight to the stream.
             return self._unary(path, behaviour)
         method = path.rsplit("/", 1)[-1]
+        checks_each = getattr(behaviour, "checks_each_message", False)
 
         async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> None:
             structlog.contextvars.bind_contextvars(rpc=method)
@@ -163,7 +165,8 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 # once. Yielded, the cancel lands in gRPC's send loop; the generator is left suspended
                 # until the garbage collector closes it with GeneratorExit, so the engine's work for a
                 # caller that left goes on and the call is counted OK (run AO2, docs/reliability.md).
-                async with contextlib.aclosing(behaviour(self._admit(path, request, context), context)) as items:
+                async with contextlib.aclosing(behaviour(self._admit(path, request, context, checks_each),
+                                                          context)) as items:
                     async for item in items:
                         await context.write(item)
             except asyncio.CancelledError:

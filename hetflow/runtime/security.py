@@ -66,9 +66,13 @@ ACCESS: Mapping[str, frozenset[str]] = {
     "/hetflow.v1.Monitor/GetProgram": frozenset({"balancer", "operator"}),
     "/hetflow.v1.Monitor/Snapshots": frozenset({"balancer", "operator"}),
     "/hetflow.v1.Monitor/AdmitBatch": frozenset({"balancer"}),
+    "/hetflow.v1.Monitor/SnapshotsStream": frozenset({"balancer", "operator"}),
+    "/hetflow.v1.Monitor/AdmitStream": frozenset({"balancer"}),
     "/hetflow.v1.Router/Score": frozenset({"balancer"}),
+    "/hetflow.v1.Router/ScoreStream": frozenset({"balancer"}),
     "/hetflow.v1.Router/Describe": frozenset({"balancer", "operator"}),
     "/hetflow.v1.Predictor/Predict": frozenset({"balancer"}),
+    "/hetflow.v1.Predictor/PredictStream": frozenset({"balancer"}),
 }
 """Method -> the callers it serves: service identities, or "tenant" for any holder of an API key."""
 

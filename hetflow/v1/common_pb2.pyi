@@ -6,6 +6,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class BatchStatus(_message.Message):
+    __slots__ = ("code", "details")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    details: str
+    def __init__(self, code: _Optional[int] = ..., details: _Optional[str] = ...) -> None: ...
+
 class ChatMessage(_message.Message):
     __slots__ = ("role", "content")
     ROLE_FIELD_NUMBER: _ClassVar[int]

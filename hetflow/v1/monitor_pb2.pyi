@@ -14,10 +14,12 @@ class SnapshotsRequest(_message.Message):
     def __init__(self, calls: _Optional[_Iterable[_Union[SnapshotRequest, _Mapping]]] = ...) -> None: ...
 
 class SnapshotsReply(_message.Message):
-    __slots__ = ("snapshots",)
+    __slots__ = ("snapshots", "status")
     SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     snapshots: _containers.RepeatedCompositeFieldContainer[MonitorSnapshot]
-    def __init__(self, snapshots: _Optional[_Iterable[_Union[MonitorSnapshot, _Mapping]]] = ...) -> None: ...
+    status: _common_pb2.BatchStatus
+    def __init__(self, snapshots: _Optional[_Iterable[_Union[MonitorSnapshot, _Mapping]]] = ..., status: _Optional[_Union[_common_pb2.BatchStatus, _Mapping]] = ...) -> None: ...
 
 class AdmitBatchRequest(_message.Message):
     __slots__ = ("admits",)
@@ -36,10 +38,12 @@ class AdmitOutcome(_message.Message):
     def __init__(self, reply: _Optional[_Union[AdmitReply, _Mapping]] = ..., code: _Optional[int] = ..., details: _Optional[str] = ...) -> None: ...
 
 class AdmitBatchReply(_message.Message):
-    __slots__ = ("outcomes",)
+    __slots__ = ("outcomes", "status")
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     outcomes: _containers.RepeatedCompositeFieldContainer[AdmitOutcome]
-    def __init__(self, outcomes: _Optional[_Iterable[_Union[AdmitOutcome, _Mapping]]] = ...) -> None: ...
+    status: _common_pb2.BatchStatus
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[AdmitOutcome, _Mapping]]] = ..., status: _Optional[_Union[_common_pb2.BatchStatus, _Mapping]] = ...) -> None: ...
 
 class AdmitRequest(_message.Message):
     __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens", "predicted_cost_s", "decode_tokens_per_s", "expected_s", "mean_cost_s", "prefix_blocks", "reregister", "retain_kv_s", "via_gateway", "stages_inferred")

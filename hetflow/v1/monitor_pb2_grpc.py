@@ -80,6 +80,16 @@ class MonitorStub:
                 request_serializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchRequest.SerializeToString,
                 response_deserializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchReply.FromString,
                 _registered_method=True)
+        self.SnapshotsStream = channel.stream_stream(
+                '/hetflow.v1.Monitor/SnapshotsStream',
+                request_serializer=hetflow_dot_v1_dot_monitor__pb2.SnapshotsRequest.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_monitor__pb2.SnapshotsReply.FromString,
+                _registered_method=True)
+        self.AdmitStream = channel.stream_stream(
+                '/hetflow.v1.Monitor/AdmitStream',
+                request_serializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchRequest.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchReply.FromString,
+                _registered_method=True)
 
 
 class MonitorServicer:
@@ -147,6 +157,21 @@ class MonitorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SnapshotsStream(self, request_iterator, context):
+        """Snapshots and AdmitBatch on one long-lived stream each: every request message is answered by one reply,
+        in order, with the status the unary method would have ended with (its reply's status), so a balancer
+        pays gRPC's per-call cost once per stream rather than once per batch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AdmitStream(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MonitorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -192,6 +217,16 @@ def add_MonitorServicer_to_server(servicer, server):
             ),
             'AdmitBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.AdmitBatch,
+                    request_deserializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchRequest.FromString,
+                    response_serializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchReply.SerializeToString,
+            ),
+            'SnapshotsStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.SnapshotsStream,
+                    request_deserializer=hetflow_dot_v1_dot_monitor__pb2.SnapshotsRequest.FromString,
+                    response_serializer=hetflow_dot_v1_dot_monitor__pb2.SnapshotsReply.SerializeToString,
+            ),
+            'AdmitStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.AdmitStream,
                     request_deserializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchRequest.FromString,
                     response_serializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchReply.SerializeToString,
             ),
@@ -437,6 +472,60 @@ class Monitor:
             request,
             target,
             '/hetflow.v1.Monitor/AdmitBatch',
+            hetflow_dot_v1_dot_monitor__pb2.AdmitBatchRequest.SerializeToString,
+            hetflow_dot_v1_dot_monitor__pb2.AdmitBatchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SnapshotsStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/hetflow.v1.Monitor/SnapshotsStream',
+            hetflow_dot_v1_dot_monitor__pb2.SnapshotsRequest.SerializeToString,
+            hetflow_dot_v1_dot_monitor__pb2.SnapshotsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdmitStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/hetflow.v1.Monitor/AdmitStream',
             hetflow_dot_v1_dot_monitor__pb2.AdmitBatchRequest.SerializeToString,
             hetflow_dot_v1_dot_monitor__pb2.AdmitBatchReply.FromString,
             options,

@@ -22,23 +22,24 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from hetflow.v1 import common_pb2 as hetflow_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ahetflow/v1/predictor.proto\x12\nhetflow.v1\"\xcb\x01\n\nFeatureRow\x12\r\n\x05model\x18\x01 \x01(\t\x12\x10\n\x08workflow\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x13\n\x0bstage_index\x18\x04 \x01(\r\x12\x13\n\x0bstage_count\x18\x05 \x01(\r\x12\x1c\n\x14system_prompt_tokens\x18\x06 \x01(\r\x12\x1a\n\x12user_prompt_tokens\x18\x07 \x01(\r\x12\x14\n\x0cinput_tokens\x18\x08 \x01(\r\x12\x13\n\x0buser_prompt\x18\t \x01(\t\"I\n\x0ePredictRequest\x12$\n\x04rows\x18\x01 \x03(\x0b\x32\x16.hetflow.v1.FeatureRow\x12\x11\n\tquantiles\x18\x02 \x03(\x01\"<\n\nPrediction\x12\x15\n\rmedian_tokens\x18\x01 \x01(\x01\x12\x17\n\x0fquantile_tokens\x18\x02 \x03(\x01\"S\n\x0cPredictReply\x12+\n\x0bpredictions\x18\x01 \x03(\x0b\x32\x16.hetflow.v1.Prediction\x12\x16\n\x0epredictor_kind\x18\x02 \x01(\t2L\n\tPredictor\x12?\n\x07Predict\x12\x1a.hetflow.v1.PredictRequest\x1a\x18.hetflow.v1.PredictReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ahetflow/v1/predictor.proto\x12\nhetflow.v1\x1a\x17hetflow/v1/common.proto\"\xcb\x01\n\nFeatureRow\x12\r\n\x05model\x18\x01 \x01(\t\x12\x10\n\x08workflow\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x13\n\x0bstage_index\x18\x04 \x01(\r\x12\x13\n\x0bstage_count\x18\x05 \x01(\r\x12\x1c\n\x14system_prompt_tokens\x18\x06 \x01(\r\x12\x1a\n\x12user_prompt_tokens\x18\x07 \x01(\r\x12\x14\n\x0cinput_tokens\x18\x08 \x01(\r\x12\x13\n\x0buser_prompt\x18\t \x01(\t\"I\n\x0ePredictRequest\x12$\n\x04rows\x18\x01 \x03(\x0b\x32\x16.hetflow.v1.FeatureRow\x12\x11\n\tquantiles\x18\x02 \x03(\x01\"<\n\nPrediction\x12\x15\n\rmedian_tokens\x18\x01 \x01(\x01\x12\x17\n\x0fquantile_tokens\x18\x02 \x03(\x01\"|\n\x0cPredictReply\x12+\n\x0bpredictions\x18\x01 \x03(\x0b\x32\x16.hetflow.v1.Prediction\x12\x16\n\x0epredictor_kind\x18\x02 \x01(\t\x12\'\n\x06status\x18\x03 \x01(\x0b\x32\x17.hetflow.v1.BatchStatus2\x97\x01\n\tPredictor\x12?\n\x07Predict\x12\x1a.hetflow.v1.PredictRequest\x1a\x18.hetflow.v1.PredictReply\x12I\n\rPredictStream\x12\x1a.hetflow.v1.PredictRequest\x1a\x18.hetflow.v1.PredictReply(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'hetflow.v1.predictor_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FEATUREROW']._serialized_start=43
-  _globals['_FEATUREROW']._serialized_end=246
-  _globals['_PREDICTREQUEST']._serialized_start=248
-  _globals['_PREDICTREQUEST']._serialized_end=321
-  _globals['_PREDICTION']._serialized_start=323
-  _globals['_PREDICTION']._serialized_end=383
-  _globals['_PREDICTREPLY']._serialized_start=385
-  _globals['_PREDICTREPLY']._serialized_end=468
-  _globals['_PREDICTOR']._serialized_start=470
-  _globals['_PREDICTOR']._serialized_end=546
+  _globals['_FEATUREROW']._serialized_start=68
+  _globals['_FEATUREROW']._serialized_end=271
+  _globals['_PREDICTREQUEST']._serialized_start=273
+  _globals['_PREDICTREQUEST']._serialized_end=346
+  _globals['_PREDICTION']._serialized_start=348
+  _globals['_PREDICTION']._serialized_end=408
+  _globals['_PREDICTREPLY']._serialized_start=410
+  _globals['_PREDICTREPLY']._serialized_end=534
+  _globals['_PREDICTOR']._serialized_start=537
+  _globals['_PREDICTOR']._serialized_end=688
 # @@protoc_insertion_point(module_scope)

@@ -1,3 +1,4 @@
+from hetflow.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -45,9 +46,11 @@ class Prediction(_message.Message):
     def __init__(self, median_tokens: _Optional[float] = ..., quantile_tokens: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class PredictReply(_message.Message):
-    __slots__ = ("predictions", "predictor_kind")
+    __slots__ = ("predictions", "predictor_kind", "status")
     PREDICTIONS_FIELD_NUMBER: _ClassVar[int]
     PREDICTOR_KIND_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     predictions: _containers.RepeatedCompositeFieldContainer[Prediction]
     predictor_kind: str
-    def __init__(self, predictions: _Optional[_Iterable[_Union[Prediction, _Mapping]]] = ..., predictor_kind: _Optional[str] = ...) -> None: ...
+    status: _common_pb2.BatchStatus
+    def __init__(self, predictions: _Optional[_Iterable[_Union[Prediction, _Mapping]]] = ..., predictor_kind: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.BatchStatus, _Mapping]] = ...) -> None: ...

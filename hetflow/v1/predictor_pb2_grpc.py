@@ -39,6 +39,11 @@ class PredictorStub:
                 request_serializer=hetflow_dot_v1_dot_predictor__pb2.PredictRequest.SerializeToString,
                 response_deserializer=hetflow_dot_v1_dot_predictor__pb2.PredictReply.FromString,
                 _registered_method=True)
+        self.PredictStream = channel.stream_stream(
+                '/hetflow.v1.Predictor/PredictStream',
+                request_serializer=hetflow_dot_v1_dot_predictor__pb2.PredictRequest.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_predictor__pb2.PredictReply.FromString,
+                _registered_method=True)
 
 
 class PredictorServicer:
@@ -50,11 +55,23 @@ class PredictorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PredictStream(self, request_iterator, context):
+        """Predict on one long-lived stream: each request answered in order, its status in the reply.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PredictorServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Predict': grpc.unary_unary_rpc_method_handler(
                     servicer.Predict,
+                    request_deserializer=hetflow_dot_v1_dot_predictor__pb2.PredictRequest.FromString,
+                    response_serializer=hetflow_dot_v1_dot_predictor__pb2.PredictReply.SerializeToString,
+            ),
+            'PredictStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.PredictStream,
                     request_deserializer=hetflow_dot_v1_dot_predictor__pb2.PredictRequest.FromString,
                     response_serializer=hetflow_dot_v1_dot_predictor__pb2.PredictReply.SerializeToString,
             ),
@@ -84,6 +101,33 @@ class Predictor:
             request,
             target,
             '/hetflow.v1.Predictor/Predict',
+            hetflow_dot_v1_dot_predictor__pb2.PredictRequest.SerializeToString,
+            hetflow_dot_v1_dot_predictor__pb2.PredictReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PredictStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/hetflow.v1.Predictor/PredictStream',
             hetflow_dot_v1_dot_predictor__pb2.PredictRequest.SerializeToString,
             hetflow_dot_v1_dot_predictor__pb2.PredictReply.FromString,
             options,

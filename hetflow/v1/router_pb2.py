@@ -22,9 +22,10 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from hetflow.v1 import common_pb2 as hetflow_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hetflow/v1/router.proto\x12\nhetflow.v1\"\x1f\n\x0cScoreRequest\x12\x0f\n\x07prompts\x18\x01 \x03(\t\"\x98\x01\n\x0fModelConfidence\x12?\n\nconfidence\x18\x01 \x03(\x0b\x32+.hetflow.v1.ModelConfidence.ConfidenceEntry\x12\x11\n\ttruncated\x18\x02 \x01(\x08\x1a\x31\n\x0f\x43onfidenceEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"N\n\nScoreReply\x12+\n\x06scores\x18\x01 \x03(\x0b\x32\x1b.hetflow.v1.ModelConfidence\x12\x13\n\x0brouter_kind\x18\x02 \x01(\t\"\x17\n\x15\x44\x65scribeRouterRequest\"8\n\x11RouterDescription\x12\x13\n\x0brouter_kind\x18\x01 \x01(\t\x12\x0e\n\x06models\x18\x02 \x03(\t2\x91\x01\n\x06Router\x12\x39\n\x05Score\x12\x18.hetflow.v1.ScoreRequest\x1a\x16.hetflow.v1.ScoreReply\x12L\n\x08\x44\x65scribe\x12!.hetflow.v1.DescribeRouterRequest\x1a\x1d.hetflow.v1.RouterDescriptionb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hetflow/v1/router.proto\x12\nhetflow.v1\x1a\x17hetflow/v1/common.proto\"\x1f\n\x0cScoreRequest\x12\x0f\n\x07prompts\x18\x01 \x03(\t\"\x98\x01\n\x0fModelConfidence\x12?\n\nconfidence\x18\x01 \x03(\x0b\x32+.hetflow.v1.ModelConfidence.ConfidenceEntry\x12\x11\n\ttruncated\x18\x02 \x01(\x08\x1a\x31\n\x0f\x43onfidenceEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"w\n\nScoreReply\x12+\n\x06scores\x18\x01 \x03(\x0b\x32\x1b.hetflow.v1.ModelConfidence\x12\x13\n\x0brouter_kind\x18\x02 \x01(\t\x12\'\n\x06status\x18\x03 \x01(\x0b\x32\x17.hetflow.v1.BatchStatus\"\x17\n\x15\x44\x65scribeRouterRequest\"8\n\x11RouterDescription\x12\x13\n\x0brouter_kind\x18\x01 \x01(\t\x12\x0e\n\x06models\x18\x02 \x03(\t2\xd6\x01\n\x06Router\x12\x39\n\x05Score\x12\x18.hetflow.v1.ScoreRequest\x1a\x16.hetflow.v1.ScoreReply\x12L\n\x08\x44\x65scribe\x12!.hetflow.v1.DescribeRouterRequest\x1a\x1d.hetflow.v1.RouterDescription\x12\x43\n\x0bScoreStream\x12\x18.hetflow.v1.ScoreRequest\x1a\x16.hetflow.v1.ScoreReply(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,18 +34,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_MODELCONFIDENCE_CONFIDENCEENTRY']._loaded_options = None
   _globals['_MODELCONFIDENCE_CONFIDENCEENTRY']._serialized_options = b'8\001'
-  _globals['_SCOREREQUEST']._serialized_start=39
-  _globals['_SCOREREQUEST']._serialized_end=70
-  _globals['_MODELCONFIDENCE']._serialized_start=73
-  _globals['_MODELCONFIDENCE']._serialized_end=225
-  _globals['_MODELCONFIDENCE_CONFIDENCEENTRY']._serialized_start=176
-  _globals['_MODELCONFIDENCE_CONFIDENCEENTRY']._serialized_end=225
-  _globals['_SCOREREPLY']._serialized_start=227
-  _globals['_SCOREREPLY']._serialized_end=305
-  _globals['_DESCRIBEROUTERREQUEST']._serialized_start=307
-  _globals['_DESCRIBEROUTERREQUEST']._serialized_end=330
-  _globals['_ROUTERDESCRIPTION']._serialized_start=332
-  _globals['_ROUTERDESCRIPTION']._serialized_end=388
-  _globals['_ROUTER']._serialized_start=391
-  _globals['_ROUTER']._serialized_end=536
+  _globals['_SCOREREQUEST']._serialized_start=64
+  _globals['_SCOREREQUEST']._serialized_end=95
+  _globals['_MODELCONFIDENCE']._serialized_start=98
+  _globals['_MODELCONFIDENCE']._serialized_end=250
+  _globals['_MODELCONFIDENCE_CONFIDENCEENTRY']._serialized_start=201
+  _globals['_MODELCONFIDENCE_CONFIDENCEENTRY']._serialized_end=250
+  _globals['_SCOREREPLY']._serialized_start=252
+  _globals['_SCOREREPLY']._serialized_end=371
+  _globals['_DESCRIBEROUTERREQUEST']._serialized_start=373
+  _globals['_DESCRIBEROUTERREQUEST']._serialized_end=396
+  _globals['_ROUTERDESCRIPTION']._serialized_start=398
+  _globals['_ROUTERDESCRIPTION']._serialized_end=454
+  _globals['_ROUTER']._serialized_start=457
+  _globals['_ROUTER']._serialized_end=671
 # @@protoc_insertion_point(module_scope)

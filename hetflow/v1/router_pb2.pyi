@@ -1,3 +1,4 @@
+from hetflow.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -28,12 +29,14 @@ class ModelConfidence(_message.Message):
     def __init__(self, confidence: _Optional[_Mapping[str, float]] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
 class ScoreReply(_message.Message):
-    __slots__ = ("scores", "router_kind")
+    __slots__ = ("scores", "router_kind", "status")
     SCORES_FIELD_NUMBER: _ClassVar[int]
     ROUTER_KIND_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     scores: _containers.RepeatedCompositeFieldContainer[ModelConfidence]
     router_kind: str
-    def __init__(self, scores: _Optional[_Iterable[_Union[ModelConfidence, _Mapping]]] = ..., router_kind: _Optional[str] = ...) -> None: ...
+    status: _common_pb2.BatchStatus
+    def __init__(self, scores: _Optional[_Iterable[_Union[ModelConfidence, _Mapping]]] = ..., router_kind: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.BatchStatus, _Mapping]] = ...) -> None: ...
 
 class DescribeRouterRequest(_message.Message):
     __slots__ = ()

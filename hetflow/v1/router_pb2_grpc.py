@@ -44,6 +44,11 @@ class RouterStub:
                 request_serializer=hetflow_dot_v1_dot_router__pb2.DescribeRouterRequest.SerializeToString,
                 response_deserializer=hetflow_dot_v1_dot_router__pb2.RouterDescription.FromString,
                 _registered_method=True)
+        self.ScoreStream = channel.stream_stream(
+                '/hetflow.v1.Router/ScoreStream',
+                request_serializer=hetflow_dot_v1_dot_router__pb2.ScoreRequest.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_router__pb2.ScoreReply.FromString,
+                _registered_method=True)
 
 
 class RouterServicer:
@@ -61,6 +66,13 @@ class RouterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScoreStream(self, request_iterator, context):
+        """Score on one long-lived stream: each request answered in order, its status in the reply.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RouterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -73,6 +85,11 @@ def add_RouterServicer_to_server(servicer, server):
                     servicer.Describe,
                     request_deserializer=hetflow_dot_v1_dot_router__pb2.DescribeRouterRequest.FromString,
                     response_serializer=hetflow_dot_v1_dot_router__pb2.RouterDescription.SerializeToString,
+            ),
+            'ScoreStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ScoreStream,
+                    request_deserializer=hetflow_dot_v1_dot_router__pb2.ScoreRequest.FromString,
+                    response_serializer=hetflow_dot_v1_dot_router__pb2.ScoreReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -129,6 +146,33 @@ class Router:
             '/hetflow.v1.Router/Describe',
             hetflow_dot_v1_dot_router__pb2.DescribeRouterRequest.SerializeToString,
             hetflow_dot_v1_dot_router__pb2.RouterDescription.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScoreStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/hetflow.v1.Router/ScoreStream',
+            hetflow_dot_v1_dot_router__pb2.ScoreRequest.SerializeToString,
+            hetflow_dot_v1_dot_router__pb2.ScoreReply.FromString,
             options,
             channel_credentials,
             insecure,

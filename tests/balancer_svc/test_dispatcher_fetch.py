@@ -10,7 +10,7 @@ from hetflow import wire
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
 from hetflow.v1 import monitor_pb2, predictor_pb2, router_pb2
-from tests.factories import call, profile
+from tests.factories import call, profile, streamed
 
 
 def _number_in(prompt: str) -> int:
@@ -46,8 +46,13 @@ def stack(state: MonitorState, snapshot_waits_for: asyncio.Event | None = None):
     async def snapshots(request, timeout):
         return monitor_pb2.SnapshotsReply(snapshots=[await snapshot(c, timeout) for c in request.calls])
 
-    return (asked, SimpleNamespace(Snapshot=snapshot, Snapshots=snapshots), SimpleNamespace(Score=score),
-            SimpleNamespace(Predict=predict))
+    monitor = SimpleNamespace(Snapshot=snapshot, Snapshots=snapshots)
+    router, predictor = SimpleNamespace(Score=score), SimpleNamespace(Predict=predict)
+    # each stream answers by its stub's unary method as it is when asked (a test may swap it)
+    monitor.SnapshotsStream = streamed(lambda r, timeout: monitor.Snapshots(r, timeout), monitor_pb2.SnapshotsReply)
+    router.ScoreStream = streamed(lambda r, timeout: router.Score(r, timeout), router_pb2.ScoreReply)
+    predictor.PredictStream = streamed(lambda r, timeout: predictor.Predict(r, timeout), predictor_pb2.PredictReply)
+    return asked, monitor, router, predictor
 
 
 def dispatcher_on(state, waits_for=None):

@@ -13,7 +13,7 @@ from hetflow import wire
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
 from hetflow.v1 import monitor_pb2
-from tests.factories import call, profile
+from tests.factories import StreamedCall, call, profile
 
 
 def _failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
@@ -73,6 +73,12 @@ class StubMonitor:
             except grpc.aio.AioRpcError as exc:
                 reply.outcomes.add(code=exc.code().value[0], details=exc.details())
         return reply
+
+    def SnapshotsStream(self):
+        return StreamedCall(self.Snapshots, monitor_pb2.SnapshotsReply)
+
+    def AdmitStream(self):
+        return StreamedCall(self.AdmitBatch, monitor_pb2.AdmitBatchReply)
 
     async def Complete(self, request, timeout):
         self._alive()

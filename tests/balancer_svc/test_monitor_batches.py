@@ -1,5 +1,6 @@
 """A decision's snapshot and admit go to the monitor with the others of their loop turn, each caller still
-getting its own answer or status; a monitor without the batch methods is asked call by call."""
+getting its own answer or status; the batches go on one stream each, by the unary batch methods to a monitor
+without the streams, and call by call to one without either."""
 
 import asyncio
 
@@ -8,6 +9,7 @@ import pytest
 
 from balancer_svc.monitor_batches import MonitorBatches
 from hetflow.v1 import monitor_pb2
+from tests.factories import StreamedCall
 
 
 def _failure(code: grpc.StatusCode) -> grpc.aio.AioRpcError:
@@ -15,11 +17,13 @@ def _failure(code: grpc.StatusCode) -> grpc.aio.AioRpcError:
 
 
 class Monitor:
-    """Records what it was asked; ``batches``: whether it has the batch methods (an older monitor has not)."""
+    """Records what it was asked; ``batches``: whether it has the batch methods, ``streams`` whether it has
+    their streams (an older monitor has neither, or the batch methods only)."""
 
-    def __init__(self, batches: bool = True) -> None:
+    def __init__(self, batches: bool = True, streams: bool | None = None) -> None:
         self.asked: list[tuple[str, int]] = []
         self.batches = batches
+        self.streams = batches if streams is None else streams
 
     async def Snapshot(self, request, timeout):
         self.asked.append(("Snapshot", 1))
@@ -32,16 +36,32 @@ class Monitor:
         return monitor_pb2.AdmitReply(admit_seq=len(self.asked))
 
     async def Snapshots(self, request, timeout):
+        return self._snapshots(request, "Snapshots")
+
+    async def AdmitBatch(self, request, timeout):
+        return self._admit_batch(request, "AdmitBatch")
+
+    def SnapshotsStream(self):
+        async def answer(request, timeout):
+            return self._snapshots(request, "SnapshotsStream")
+        return StreamedCall(answer, monitor_pb2.SnapshotsReply, unimplemented=not self.streams)
+
+    def AdmitStream(self):
+        async def answer(request, timeout):
+            return self._admit_batch(request, "AdmitStream")
+        return StreamedCall(answer, monitor_pb2.AdmitBatchReply, unimplemented=not self.streams)
+
+    def _snapshots(self, request, how):
         if not self.batches:
             raise _failure(grpc.StatusCode.UNIMPLEMENTED)
-        self.asked.append(("Snapshots", len(request.calls)))
+        self.asked.append((how, len(request.calls)))
         return monitor_pb2.SnapshotsReply(snapshots=[
             monitor_pb2.MonitorSnapshot(program_model=f"model-of-{c.program_id}") for c in request.calls])
 
-    async def AdmitBatch(self, request, timeout):
+    def _admit_batch(self, request, how):
         if not self.batches:
             raise _failure(grpc.StatusCode.UNIMPLEMENTED)
-        self.asked.append(("AdmitBatch", len(request.admits)))
+        self.asked.append((how, len(request.admits)))
         return monitor_pb2.AdmitBatchReply(outcomes=[
             monitor_pb2.AdmitOutcome(code=grpc.StatusCode.NOT_FOUND.value[0], details="no engine 'gone'")
             if a.engine_id == "gone" else monitor_pb2.AdmitOutcome(reply=monitor_pb2.AdmitReply(admit_seq=i + 1))
@@ -52,10 +72,10 @@ def _admits(*engines: str) -> list[monitor_pb2.AdmitRequest]:
     return [monitor_pb2.AdmitRequest(request_id=f"r{i}", engine_id=e) for i, e in enumerate(engines)]
 
 
-@pytest.mark.parametrize("batches", [True, False])
-def test_each_caller_gets_its_own_snapshot_and_its_own_admit_status(batches):
+@pytest.mark.parametrize("batches,streams", [(True, True), (True, False), (False, False)])
+def test_each_caller_gets_its_own_snapshot_and_its_own_admit_status(batches, streams):
     async def scenario():
-        monitor = Monitor(batches)
+        monitor = Monitor(batches, streams)
         client = MonitorBatches(lambda: monitor, 1.0)
         snapshots = await asyncio.gather(*(client.snapshot(monitor_pb2.SnapshotRequest(program_id=p))
                                            for p in ("a", "b", "c")))
@@ -69,7 +89,9 @@ def test_each_caller_gets_its_own_snapshot_and_its_own_admit_status(batches):
     assert later.program_model == "model-of-d"
     assert isinstance(admits[1], grpc.aio.AioRpcError) and admits[1].code() == grpc.StatusCode.NOT_FOUND
     assert all(isinstance(a, monitor_pb2.AdmitReply) for a in (admits[0], admits[2]))
-    if batches:
+    if streams:
+        assert asked == [("SnapshotsStream", 3), ("AdmitStream", 3), ("SnapshotsStream", 1)]
+    elif batches:  # a monitor without the streams: their unary batch methods
         assert asked == [("Snapshots", 3), ("AdmitBatch", 3), ("Snapshots", 1)]
     else:  # the first refusal of a batch method turns batches off: the rest go call by call
         assert asked == [("Snapshot", 1)] * 3 + [("Admit", 1)] * 3 + [("Snapshot", 1)]
@@ -77,7 +99,7 @@ def test_each_caller_gets_its_own_snapshot_and_its_own_admit_status(batches):
 
 def test_a_monitor_away_fails_every_caller_of_the_batch_with_its_status():
     class Away(Monitor):
-        async def Snapshots(self, request, timeout):
+        def _snapshots(self, request, how):
             raise _failure(grpc.StatusCode.UNAVAILABLE)
 
     async def scenario():
@@ -94,13 +116,13 @@ def test_a_new_monitor_process_is_asked_in_batches_again():
         monitor = Monitor(batches=False)
         client = MonitorBatches(lambda: monitor, 1.0)
         await client.snapshot(monitor_pb2.SnapshotRequest(program_id="a"))  # refused once: call by call
-        monitor.batches = True  # upgraded and restarted
+        monitor.batches = monitor.streams = True  # upgraded and restarted
         await client.snapshot(monitor_pb2.SnapshotRequest(program_id="b"))
         client.monitor_restarted()
         await asyncio.gather(*(client.snapshot(monitor_pb2.SnapshotRequest(program_id=p)) for p in ("c", "d")))
         return monitor.asked
 
-    assert asyncio.run(scenario()) == [("Snapshot", 1), ("Snapshot", 1), ("Snapshots", 2)]
+    assert asyncio.run(scenario()) == [("Snapshot", 1), ("Snapshot", 1), ("SnapshotsStream", 2)]
 
 
 def test_asked_call_by_call_one_failing_snapshot_fails_only_its_caller():
