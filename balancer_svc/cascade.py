@@ -44,7 +44,7 @@ class CascadeServing:
                 yield chunk
             return
         deadline_s = time.monotonic() + time_remaining_s if time_remaining_s is not None else None
-        with self.relay.admission(call.workflow.tenant):
+        with self.relay.admission(call.workflow.tenant, accept_wait_s=call.accept_wait_s):
             sampled = self.relay.workload.record(call.received_unix_s, call.full_input, call.input_tokens,
                                                       call.workflow.workflow)
             answer, stages = await self._run(call, deadline_s)

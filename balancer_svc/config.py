@@ -52,6 +52,14 @@ class BalancerConfig:
     than this (median of the last 0.5 s of probes): its turns are then long, and gRPC, which accepts one
     call per turn, leaves calls unaccepted until it cancels them at 30 s (0 = never on lag; measured in
     docs/reliability.md: 0.1 ms at light load, 4-10 ms at 3x saturation)."""
+    accept_wait_target_s: float = 0.05
+    """New calls are refused (RESOURCE_EXHAUSTED, retry hint) while calls wait to be taken longer than this:
+    the shortest wait over ``accept_wait_interval_s`` (at least 8 calls) above it, CoDel's standing queue
+    (``hetflow.core.load_shedding.AcceptWaits``). A call's wait is known when its client sends its timeout
+    (``hetflow.runtime.accept_wait``; hetflow's client does). 0 = never on waits."""
+    accept_wait_interval_s: float = 0.2
+    """The window of calls whose shortest wait decides a standing queue: a burst whose calls are all taken
+    within it passes whole."""
     decide_burst_calls: int = 128
     """Calls that only ask for a decision (``Decide``, the endpoint picker) a late loop still takes: a burst
     this size is taken whole, while overload that lasts is refused once it is spent
@@ -97,6 +105,9 @@ class BalancerConfig:
         if self.decide_burst_calls < 0 or self.decide_burst_refill_s <= 0:
             raise ValueError("balancer.decide_burst_calls must be >= 0 and balancer.decide_burst_refill_s > 0, got "
                              f"{self.decide_burst_calls} and {self.decide_burst_refill_s}")
+        if self.accept_wait_target_s < 0 or self.accept_wait_interval_s <= 0:
+            raise ValueError("balancer.accept_wait_target_s must be >= 0 and balancer.accept_wait_interval_s > 0, "
+                             f"got {self.accept_wait_target_s} and {self.accept_wait_interval_s}")
 
 
 def from_stack(raw: Mapping[str, Any]) -> BalancerConfig:

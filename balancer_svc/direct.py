@@ -66,7 +66,7 @@ class DirectDecisions:
     async def decide(self, call: LlmCall, failed: Sequence[FailedAttempt]) -> balancer_pb2.DispatchDecision:
         """Decide and admit ``call`` for its caller to stream from the engine."""
         d = self.dispatcher
-        with d.admission(call.workflow.tenant, relays=False):
+        with d.admission(call.workflow.tenant, relays=False, accept_wait_s=call.accept_wait_s):
             if failed:
                 await self._after_failure(call, failed)
             else:

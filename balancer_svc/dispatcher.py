@@ -33,7 +33,7 @@ from hetflow.core.admission import TenantLimiter
 from hetflow.core.call import LlmCall, stages_unknown, with_stages
 from hetflow.core.decision_loop import DecisionLoop, Gathered, HoldLimits
 from hetflow.core.errors import DeadlineExceeded, ResourceExhausted, Unavailable
-from hetflow.core.load_shedding import LoadShedder, LoopLag
+from hetflow.core.load_shedding import AcceptWaits, LoadShedder, LoopLag
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
@@ -137,6 +137,8 @@ class Dispatcher:
         self.tenants = TenantLimiter.from_mapping(cfg.tenant_limits)
         self.shedder = LoadShedder(cfg.max_calls, cfg.max_loop_lag_s, cfg.decide_burst_calls,
                                    cfg.decide_burst_refill_s)
+        self.accept_waits = AcceptWaits(cfg.accept_wait_target_s, cfg.accept_wait_interval_s)
+        """How long calls waited to be taken: a standing queue refuses new ones at once (CoDel's rule)."""
         self.loop_lag = LoopLag()
         """How late the event loop runs timers (``_measure_loop_lag``)."""
         self._lag_probe: asyncio.Task[None] | None = None
@@ -188,12 +190,14 @@ class Dispatcher:
 
     # -- admission -----------------------------------------------------------------------
     @contextlib.contextmanager
-    def admission(self, tenant: str, relays: bool = True) -> Iterator[None]:
-        """The balancer's own limits (calls at once, event-loop lag, the burst allowance) and the tenant's,
-        entered once per client call (a cascade's stages and judge calls run inside one):
-        RESOURCE_EXHAUSTED past them. ``relays``: this balancer streams the call's tokens (False: it only
-        decides it, ``hetflow.core.load_shedding``)."""
-        spent_burst = self.shedder.enter(self.loop_lag.lag_s, relays)
+    def admission(self, tenant: str, relays: bool = True, accept_wait_s: float | None = None) -> Iterator[None]:
+        """The balancer's own limits (calls at once, event-loop lag, a standing queue of calls waiting to be
+        taken, the burst allowance) and the tenant's, entered once per client call (a cascade's stages and
+        judge calls run inside one): RESOURCE_EXHAUSTED past them. ``relays``: this balancer streams the
+        call's tokens (False: it only decides it, ``hetflow.core.load_shedding``); ``accept_wait_s``: how
+        long the call waited to be taken (None: not known)."""
+        standing_s = self.accept_waits.add(time.monotonic(), accept_wait_s)
+        spent_burst = self.shedder.enter(self.loop_lag.lag_s, relays, standing_s)
         try:
             self.tenants.enter(tenant, time.monotonic())
         except ResourceExhausted:

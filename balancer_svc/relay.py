@@ -32,7 +32,7 @@ class Relay:
         self.dispatcher = dispatcher
 
     @property
-    def admission(self) -> Callable[[str], ContextManager[None]]:
+    def admission(self) -> Callable[..., ContextManager[None]]:
         return self.dispatcher.admission
 
     @property
@@ -41,7 +41,7 @@ class Relay:
 
     async def serve(self, call: LlmCall, time_remaining_s: float | None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         """Admit the call (the dispatcher's ``admission``), then decide and stream it (``serve_admitted``)."""
-        with self.dispatcher.admission(call.workflow.tenant):
+        with self.dispatcher.admission(call.workflow.tenant, accept_wait_s=call.accept_wait_s):
             sampled = self.dispatcher.workload.record(call.received_unix_s, call.full_input, call.input_tokens,
                                                       call.workflow.workflow)
             async for chunk in self.serve_admitted(call, time_remaining_s):

@@ -14,6 +14,7 @@ from balancer_svc.relay import Relay
 from hetflow.core.call import LlmCall
 from hetflow.core.cascade.config import CascadeConfig
 from hetflow.core.errors import FailedPrecondition
+from hetflow.runtime.accept_wait import accept_wait_s
 from hetflow.runtime.logs import bind_ids
 from hetflow.runtime.security import CURRENT_CALLER
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc
@@ -33,8 +34,10 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
 
     def _call(self, request: balancer_pb2.GenerateRequest, context: grpc.aio.ServicerContext) -> LlmCall:
         cfg, now_unix_s = self.dispatcher.cfg, time.time()
-        request = convert.identified(request, context.invocation_metadata() or (), now_unix_s)
-        call = convert.call_from_proto(request, cfg.max_tokens_limit, now_unix_s, cfg.past_deadline)
+        metadata = context.invocation_metadata() or ()
+        request = convert.identified(request, metadata, now_unix_s)
+        call = convert.call_from_proto(request, cfg.max_tokens_limit, now_unix_s, cfg.past_deadline,
+                                       accept_wait_s(metadata, context.time_remaining()))
         return convert.scoped_to_caller(call, CURRENT_CALLER.get())
 
     async def Generate(self, request: balancer_pb2.GenerateRequest,

@@ -24,6 +24,7 @@ from typing import AsyncIterator, Sequence
 import grpc
 
 from hetflow.core.errors import Unavailable
+from hetflow.runtime.accept_wait import sent_timeout
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.direct_call import DirectCall
 from hetflow.runtime.security import SecurityConfig, TlsConfig
@@ -103,7 +104,7 @@ class HetflowClient:
         """Stream one call's chunks. Cancel the returned call (or let its task be cancelled) to abort."""
         if self.direct:
             return DirectCall(self.stub, self._engine_at, request, timeout_s)
-        return self.stub.Generate(request, timeout=timeout_s)
+        return self.stub.Generate(request, timeout=timeout_s, metadata=sent_timeout(timeout_s) or None)
 
     def _engine_at(self, address: str) -> engine_pb2_grpc.EngineStub:
         channel = self._engine_channels.get(address)
@@ -122,7 +123,7 @@ class HetflowClient:
                               last.usage.prompt_tokens, last.usage.output_tokens, first.model, first.engine_id,
                               time.perf_counter() - start, first.receipt if first.HasField("receipt") else None,
                               last.queued_s)
-        reply = await self.stub.Complete(request, timeout=timeout_s)
+        reply = await self.stub.Complete(request, timeout=timeout_s, metadata=sent_timeout(timeout_s) or None)
         return CallResult(reply.request_id, reply.text, reply.finish_reason, reply.usage.prompt_tokens,
                           reply.usage.output_tokens, reply.model, reply.engine_id, time.perf_counter() - start,
                           reply.receipt if reply.HasField("receipt") else None, reply.queued_s)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import random
 import re
@@ -44,6 +45,7 @@ import yaml
 from hetflow import stackctl
 from hetflow.bench.common import OUT_DIR, write
 from hetflow.client import HetflowClient, build_request
+from hetflow.core.stats import percentile
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.config import load_stack
 from hetflow.runtime.ports import free_port
@@ -94,10 +96,10 @@ def write_stack(base: Path, scenario: str, max_waiting: int, out_dir: Path = OUT
     return path
 
 
-def _request(rng: random.Random, i: int) -> Any:
+def _request(rng: random.Random, program_id: str) -> Any:
     prompt = "\n\n".join(rng.choice(TASKS) for _ in range(rng.choice((1, 1, 1, 2, 4, 8))))
     return build_request([("user", prompt)], max_tokens=rng.randint(16, 256), ignore_eos=True,
-                         program_id=f"rel-{i}", workflow="reliability", want_receipt=True)
+                         program_id=program_id, workflow="reliability", want_receipt=True)
 
 
 async def _call(client: HetflowClient, request: Any, t0: float) -> Outcome:
@@ -116,7 +118,8 @@ async def _call(client: HetflowClient, request: Any, t0: float) -> Outcome:
 
 
 async def drive(address: str, rate: float, duration_s: float, seed: int,
-                during: Callable[[float], Coroutine[Any, Any, None]] | None = None) -> list[Outcome]:
+                during: Callable[[float], Coroutine[Any, Any, None]] | None = None,
+                client_id: int = 0) -> list[Outcome]:
     """Poisson calls at ``rate`` for ``duration_s``; ``during(t0)`` runs beside them (the fault)."""
     rng = random.Random(seed)
     async with HetflowClient(address) as client:
@@ -124,7 +127,7 @@ async def drive(address: str, rate: float, duration_s: float, seed: int,
         side: asyncio.Task[None] | None = asyncio.create_task(during(t0)) if during is not None else None
         calls: list[asyncio.Task[Outcome]] = []
         while time.perf_counter() - t0 < duration_s:
-            calls.append(asyncio.create_task(_call(client, _request(rng, len(calls)), t0)))
+            calls.append(asyncio.create_task(_call(client, _request(rng, f"rel-{client_id}-{len(calls)}"), t0)))
             await asyncio.sleep(rng.expovariate(rate))
         outcomes = list(await asyncio.gather(*calls))
         if side is not None:
@@ -186,11 +189,12 @@ def _codes(outcomes: list[Outcome]) -> dict[str, int]:
 
 
 def _time_to_answer_s(outcomes: list[Outcome]) -> dict[str, dict[str, float]]:
-    """Per status, how long callers waited for it (median and longest): a refusal should come at once."""
+    """Per status, how long callers waited for it (median, p99 and longest): a refusal should come at once."""
     out = {}
     for code in _codes(outcomes):
         waits = sorted(o.end_s - o.arrival_s for o in outcomes if o.code == code)
-        out[code] = {"median_s": round(waits[len(waits) // 2], 3), "max_s": round(waits[-1], 3)}
+        out[code] = {"median_s": round(waits[len(waits) // 2], 3), "p99_s": round(percentile(waits, 0.99), 3),
+                     "max_s": round(waits[-1], 3)}
     return out
 
 
@@ -240,17 +244,37 @@ def saturated_throughput(config: Path, rate: float, seed: int, max_rate: float =
         rate *= 2
 
 
-def run_overload(config: Path, capacity_per_s: float, duration_s: float, seed: int) -> dict[str, Any]:
+def _drive_process(args: tuple[str, float, float, int, int]) -> list[Outcome]:
+    address, rate, duration_s, seed, client_id = args
+    return asyncio.run(drive(address, rate, duration_s, seed, client_id=client_id))
+
+
+def drive_processes(address: str, rate: float, duration_s: float, seed: int, clients: int) -> list[Outcome]:
+    """``drive`` from ``clients`` processes, each offering ``rate / clients`` on its own connection: one
+    process receiving every token of three times the stack's capacity falls behind itself, and its
+    calls then wait on the client's side, which a refusal's time would count."""
+    if clients == 1:
+        return asyncio.run(drive(address, rate, duration_s, seed))
+    with multiprocessing.get_context("spawn").Pool(clients) as pool:
+        parts = pool.map(_drive_process, [(address, rate / clients, duration_s, seed * 1000 + k, k)
+                                          for k in range(clients)])
+    return [o for part in parts for o in part]
+
+
+def run_overload(config: Path, capacity_per_s: float, duration_s: float, seed: int,
+                 clients: int = 1) -> dict[str, Any]:
     raw = load_stack(config)
     pids = _service_pids(raw)
     before = _rss_mb(pids)
-    outcomes = asyncio.run(drive(f"127.0.0.1:{raw['balancer']['port']}", 3 * capacity_per_s, duration_s, seed))
+    outcomes = drive_processes(f"127.0.0.1:{raw['balancer']['port']}", 3 * capacity_per_s, duration_s, seed,
+                               clients)
     served = [o for o in outcomes if o.code == "OK"]
     cut = sorted(o.priority for o in served)[int(0.9 * len(served))] if served else 0.0
     lowest = [o for o in served if o.priority >= cut]
     return {
         "capacity_per_s": capacity_per_s, "offered_per_s": 3 * capacity_per_s, "duration_s": duration_s,
-        "calls": len(outcomes), "codes": _codes(outcomes), "time_to_answer": _time_to_answer_s(outcomes),
+        "clients": clients, "calls": len(outcomes), "sent_per_s": len(outcomes) / duration_s,
+        "codes": _codes(outcomes), "time_to_answer": _time_to_answer_s(outcomes),
         "failure_details": _failure_details(outcomes),
         "resource_exhausted_share": sum(o.code == "RESOURCE_EXHAUSTED" for o in outcomes) / len(outcomes),
         "lost_before_first_token": sum(o.lost for o in outcomes),
@@ -329,7 +353,8 @@ def run(scenario: str, args: argparse.Namespace) -> dict[str, Any]:
     if scenario == "overload":
         capacity = ({"c": args.capacity} if args.capacity else _on_stack(
             "saturate", args, lambda c: {"c": saturated_throughput(c, args.saturate_rate, args.seed)}))
-        return _on_stack(scenario, args, lambda c: run_overload(c, capacity["c"], args.duration, args.seed))
+        return _on_stack(scenario, args, lambda c: run_overload(c, capacity["c"], args.duration, args.seed,
+                                                                  args.clients))
     return _on_stack(scenario, args, lambda c: run_soak(c, args.rate, args.duration, args.seed))
 
 
@@ -346,6 +371,7 @@ def main() -> None:
                         help="overload: the saturated throughput (calls/s) measured before; 0 = measure it first")
     parser.add_argument("--max-waiting", type=int, default=32, help="each engine's bound on waiting requests")
     parser.add_argument("--stream-interval", type=int, default=1, help="engines' tokens per streamed chunk")
+    parser.add_argument("--clients", type=int, default=1, help="overload: load-client processes")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     for scenario in args.scenario.split(","):
@@ -362,7 +388,8 @@ def _command(scenario: str, args: argparse.Namespace) -> str:
     return (f"python -m hetflow.bench.reliability --scenario {scenario} -c {args.config} --rate {args.rate:g} "
             f"--duration {args.duration:g} --stop-s {args.stop_s:g} --saturate-rate {args.saturate_rate:g} "
             + (f"--capacity {args.capacity:g} " if args.capacity else "")
-            + f"--max-waiting {args.max_waiting} --stream-interval {args.stream_interval} --seed {args.seed}")
+            + f"--max-waiting {args.max_waiting} --stream-interval {args.stream_interval} --seed {args.seed}"
+            + (f" --clients {args.clients}" if args.clients != 1 else ""))
 
 
 if __name__ == "__main__":

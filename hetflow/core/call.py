@@ -78,6 +78,9 @@ class LlmCall:
     prefix_blocks: tuple[int, ...] = ()
     """Chained hashes of the prompt's full blocks (``hetflow.core.prefix``): what it shares with the
     prompts engines were sent before."""
+    accept_wait_s: float | None = None
+    """How long the call waited between its client's send and the balancer taking it
+    (``hetflow.runtime.accept_wait``); None when not known."""
 
     # Computed once per call (a frozen dataclass keeps ``cached_property``'s value in its ``__dict__``): a
     # decision reads them many times, and an agent's prompt runs to tens of thousands of tokens.

@@ -59,22 +59,24 @@ class LoadShedder:
                              f"{self.burst_refill_s}")
         self.burst_allowance = float(self.burst_calls)
 
-    def enter(self, loop_lag_s: float, relays: bool = True) -> bool:
+    def enter(self, loop_lag_s: float, relays: bool = True, standing_wait_s: float = 0.0) -> bool:
         """Count a call in, or refuse it with when to try again. ``relays``: the balancer streams the
-        call's tokens (False: it only decides it). True when the call spent burst allowance (``leave``
-        gives it back if the call is refused after all)."""
+        call's tokens (False: it only decides it). ``standing_wait_s``: the standing queue of calls
+        waiting to be taken (``AcceptWaits``; 0: none). True when the call spent burst allowance
+        (``leave`` gives it back if the call is refused after all)."""
         if self.max_calls and self.calls >= self.max_calls:
             raise ResourceExhausted(f"the balancer holds {self.calls} calls; its limit is {self.max_calls}",
                                     retry_after_s=self.retry_after_s)
-        spent_burst = bool(self.max_loop_lag_s) and loop_lag_s > self.max_loop_lag_s
-        if spent_burst:
+        late = bool(self.max_loop_lag_s) and loop_lag_s > self.max_loop_lag_s
+        if late or standing_wait_s:
             if relays or self.burst_allowance < 1.0:
-                raise ResourceExhausted(f"the balancer is overloaded (its event loop runs {loop_lag_s * 1e3:.1f} ms "
-                                        f"late; the limit is {self.max_loop_lag_s * 1e3:.1f} ms)",
-                                        retry_after_s=self.retry_after_s)
+                why = (f"its event loop runs {loop_lag_s * 1e3:.1f} ms late; the limit is "
+                       f"{self.max_loop_lag_s * 1e3:.1f} ms" if late else
+                       f"calls wait {standing_wait_s * 1e3:.0f} ms for it to take them")
+                raise ResourceExhausted(f"the balancer is overloaded ({why})", retry_after_s=self.retry_after_s)
             self.burst_allowance -= 1.0  # a decide-only call taken on a late loop
         self.calls += 1
-        return spent_burst
+        return late or bool(standing_wait_s)
 
     def leave(self, refund_burst: bool = False) -> None:
         """Count a call out; ``refund_burst``: it was refused after spending allowance (``enter``)."""
@@ -108,3 +110,36 @@ class LoopLag:
     @property
     def lag_s(self) -> float:
         return statistics.median(self.samples_s) if self.samples_s else 0.0
+
+
+@dataclass
+class AcceptWaits:
+    """A standing queue of calls waiting for the balancer to take them (CoDel's rule, Nichols and
+    Jacobson, "Controlling Queue Delay", 2012: a queue is bad when even its shortest sojourn over an
+    interval stays above the target). Each call's wait before its handler started
+    (``hetflow.runtime.accept_wait``) is added as it arrives; while the shortest of the last
+    ``interval_s``'s waits, over at least ``min_calls`` calls, exceeds ``target_s``, ``standing_s`` is
+    that shortest wait, and new calls are refused at once. Refusing costs the loop far less than a call
+    it takes, so the queue drains, and the calls that come through quickly again end the refusals: a
+    burst passes, a lasting overload is answered in milliseconds rather than after the queue. Time
+    passed in (seconds, any monotonic clock); ``target_s`` 0: never."""
+
+    target_s: float = 0.0
+    interval_s: float = 0.1
+    min_calls: int = 8
+    waits: deque[tuple[float, float]] = field(default_factory=deque)
+    """(arrival, wait) of the calls within the last ``interval_s``."""
+
+    def add(self, now_s: float, wait_s: float | None) -> float:
+        """Record a call's wait (None: not known, nothing recorded) and return the standing wait now
+        (0: none)."""
+        if not self.target_s:
+            return 0.0
+        if wait_s is not None:
+            self.waits.append((now_s, wait_s))
+        while self.waits and self.waits[0][0] < now_s - self.interval_s:
+            self.waits.popleft()
+        if len(self.waits) < self.min_calls:
+            return 0.0
+        shortest_s = min(w for _, w in self.waits)
+        return shortest_s if shortest_s > self.target_s else 0.0

@@ -31,6 +31,7 @@ import grpc
 import httpx
 
 from hetflow.core.errors import HetflowError, Unavailable
+from hetflow.runtime.accept_wait import sent_timeout
 from hetflow.runtime.interceptors import REDISPATCHABLE, rpc_error, status_of
 from hetflow.runtime.vllm_stream import CompletionEvent, stream_completion
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2, engine_pb2, engine_pb2_grpc
@@ -85,6 +86,11 @@ class DirectCall:
     def _left_s(self) -> float | None:
         return self._deadline_s - time.monotonic() if self._deadline_s is not None else None
 
+    def _with_timeout(self, timeout_s: float | None) -> tuple[tuple[str, str], ...] | None:
+        """The call's metadata with the timeout it is sent with, so the balancer can tell how long it
+        waited to be taken (``hetflow.runtime.accept_wait``)."""
+        return (*(self._metadata or ()), *sent_timeout(timeout_s)) or None
+
     async def aclose(self) -> None:
         """Stop reading: the engine's stream is cancelled, so the engine aborts the call."""
         await self._chunks.aclose()
@@ -92,8 +98,9 @@ class DirectCall:
     async def _run(self) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:
         failed: list[balancer_pb2.FailedDispatch] = []
         while True:
+            left_s = self._left_s()
             self._current = self._balancer.Decide(balancer_pb2.DecideRequest(call=self._call, failed=failed),
-                                                  timeout=self._left_s(), metadata=self._metadata)
+                                                  timeout=left_s, metadata=self._with_timeout(left_s))
             try:
                 decision = await self._current
             except grpc.aio.AioRpcError as exc:
@@ -224,7 +231,8 @@ class DirectCall:
                     raise
 
     async def _relayed(self) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:
-        self._current = self._balancer.Generate(self._call, timeout=self._left_s(), metadata=self._metadata)
+        left_s = self._left_s()
+        self._current = self._balancer.Generate(self._call, timeout=left_s, metadata=self._with_timeout(left_s))
         async for chunk in self._current:
             yield chunk
 

@@ -106,3 +106,38 @@ def test_the_direct_path_asks_as_a_decide_only_call():
             await dispatcher.close()
 
     assert asyncio.run(scenario())
+
+
+def test_calls_that_waited_to_be_taken_past_the_target_refuse_the_next_until_one_comes_through_quickly():
+    """The wait each call's client let the balancer know (its sent timeout less its deadline's time left)
+    feeds the standing-queue rule; the servicer reads it from the call's metadata."""
+    from types import SimpleNamespace
+
+    from balancer_svc.servicer import BalancerServicer
+    from hetflow.runtime.accept_wait import sent_timeout
+    from hetflow.v1 import balancer_pb2, common_pb2
+
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", accept_wait_target_s=0.02,
+                                               accept_wait_interval_s=600.0))  # no call ages out on a slow host
+        servicer = BalancerServicer(dispatcher)
+        request = balancer_pb2.GenerateRequest(prompt="hi", sampling=common_pb2.SamplingParams(max_tokens=4))
+
+        def taken_after(wait_s: float):
+            context = SimpleNamespace(invocation_metadata=lambda: sent_timeout(30.0),
+                                      time_remaining=lambda: 30.0 - wait_s)
+            return servicer._call(request, context)
+
+        for _ in range(7):  # seven calls that each waited 80 ms: too few to say
+            late = taken_after(0.08)
+            with dispatcher.admission("t", accept_wait_s=late.accept_wait_s):
+                pass
+        assert late.accept_wait_s == pytest.approx(0.08)
+        with pytest.raises(ResourceExhausted, match="calls wait 80 ms"):  # the eighth: a standing queue
+            with dispatcher.admission("t", accept_wait_s=taken_after(0.08).accept_wait_s):
+                pass
+        with dispatcher.admission("t", accept_wait_s=taken_after(0.001).accept_wait_s):
+            pass  # it came through quickly: the queue has drained
+        await dispatcher.close()
+
+    asyncio.run(scenario())

@@ -3,7 +3,7 @@
 import pytest
 
 from hetflow.core.errors import ResourceExhausted
-from hetflow.core.load_shedding import LoadShedder, LoopLag
+from hetflow.core.load_shedding import AcceptWaits, LoadShedder, LoopLag
 
 
 def test_calls_past_the_cap_are_refused_with_a_retry_hint_and_room_comes_back_as_calls_leave():
@@ -100,3 +100,25 @@ def test_an_allowance_needs_a_size_and_a_refill_time(burst_calls: int, burst_ref
 def test_without_an_allowance_decide_only_calls_are_refused_on_the_lag_as_relayed_ones():
     with pytest.raises(ResourceExhausted, match="event loop"):
         LoadShedder(max_loop_lag_s=0.005).enter(0.040, relays=False)
+
+
+def test_a_standing_queue_of_waits_refuses_relayed_calls_and_a_burst_or_a_quick_call_does_not():
+    """CoDel's rule: refused while even the shortest wait of the last interval (at least ``min_calls``
+    calls) is above the target; one long wait, or a call that came through quickly, ends it."""
+    waits = AcceptWaits(target_s=0.02, interval_s=0.1, min_calls=4)
+    assert waits.add(0.00, 0.5) == 0.0  # one call, however late: a burst, not a standing queue
+    assert [waits.add(t, 0.05) for t in (0.01, 0.02, 0.03)] == [0.0, 0.0, 0.05]
+    with pytest.raises(ResourceExhausted, match="calls wait 50 ms for it to take them"):
+        LoadShedder().enter(0.0, relays=True, standing_wait_s=waits.add(0.04, None))  # unknown: not recorded
+    assert waits.add(0.05, 0.001) == 0.0  # one came through quickly: the queue has drained
+    assert waits.add(0.20, 0.06) == 0.0  # the interval forgot the older waits: too few to say
+    assert AcceptWaits().add(0.0, 9.0) == 0.0  # no target: never
+
+
+def test_a_standing_queue_spends_the_burst_allowance_of_decide_only_calls():
+    shedder = LoadShedder(burst_calls=2)
+    assert shedder.enter(0.0, relays=False, standing_wait_s=0.05) is True
+    assert shedder.enter(0.0, relays=False, standing_wait_s=0.05) is True
+    with pytest.raises(ResourceExhausted, match="calls wait"):
+        shedder.enter(0.0, relays=False, standing_wait_s=0.05)
+    assert shedder.calls == 2
