@@ -120,7 +120,7 @@ def engine_request(call: LlmCall, priority: Priority, retain_kv_s: float = 0.0,
 
 def admit_request(call: LlmCall, decision: Decision) -> monitor_pb2.AdmitRequest:
     """The monitor's entry for a decided call (Chimera Algorithm 1, lines 23 and 32), with HexGen-Flow's
-    cost and Kairos's memory plan."""
+    cost and Kairos's memory plan; a planned call is admitted only while its plan still fits (``within_kv``)."""
     plan = decision.memory_plan
     return monitor_pb2.AdmitRequest(
         request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
@@ -130,7 +130,7 @@ def admit_request(call: LlmCall, decision: Decision) -> monitor_pb2.AdmitRequest
         decode_tokens_per_s=plan.decode_tokens_per_s if plan else 0.0,
         expected_s=plan.expected_s if plan else 0.0, mean_cost_s=decision.mean_cost_s,
         prefix_blocks=call.prefix_blocks, retain_kv_s=decision.retain_kv_s,
-        stages_inferred=call.workflow.stages_inferred)
+        stages_inferred=call.workflow.stages_inferred, within_kv=plan is not None)
 
 
 def dispatch_decision(request: engine_pb2.EngineGenerateRequest, model: str, engine_id: str, address: str,

@@ -32,8 +32,9 @@ from hetflow import wire
 from hetflow.core.admission import TenantLimiter
 from hetflow.core.call import LlmCall, stages_unknown, with_stages
 from hetflow.core.decision_loop import DecisionLoop, Gathered, HoldLimits
-from hetflow.core.errors import DeadlineExceeded, ResourceExhausted, Unavailable
+from hetflow.core.errors import Aborted, DeadlineExceeded, ResourceExhausted, Unavailable
 from hetflow.core.load_shedding import AcceptWaits, LoadShedder, LoopLag
+from hetflow.core.monitor.memory_ledger import SLOT_S
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
@@ -298,6 +299,8 @@ class Dispatcher:
         admit = convert.admit_request(call, decision)
         admit.via_gateway = call.request_id in self.gateway_calls
         admitted = asyncio.get_running_loop().create_task(self.monitor_view.admit(call, admit))
+        if admit.within_kv:  # admitted before it is sent: the room may have gone to another balancer's call
+            await self._admitted_within_kv(call.request_id, admitted, decision.priority)
         receipt = balancer_pb2.Receipt(
             request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
             engine_id=engine.engine_id, priority=decision.priority.key, priority_tiebreak=decision.priority.tiebreak,
@@ -311,6 +314,19 @@ class Dispatcher:
         return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt, admit,
                         snapshot.program_start_s, start, admitted, decision.retain_kv_s,
                         decision.reserve_output_tokens)
+
+    async def _admitted_within_kv(self, request_id: str, admitted: asyncio.Task[None], priority: Priority) -> None:
+        """Wait for a conditional admit (the memory packer's calls, ``AdmitRequest.within_kv``): refused
+        because the engine's room went to calls admitted since the snapshot, by this balancer or another,
+        the call is held and decided again on the next round (Kairos 6), never sent to an engine that
+        cannot hold it."""
+        try:
+            await asyncio.shield(admitted)
+        except Aborted as exc:
+            raise WaitForCapacity(str(exc), SLOT_S, priority) from exc
+        except asyncio.CancelledError:  # its caller gave up: nothing may linger in the monitor
+            self.monitor_view.release_later(request_id, 0, "cancelled", admitted=admitted)
+            raise
 
     async def _fetch(self, call: LlmCall) -> Fetched:
         """The call, the snapshot, the router's confidences and the predictions, in one round trip's time:

@@ -22,7 +22,7 @@ from balancer_svc.monitor_batches import MonitorBatches
 from balancer_svc.pending import PendingAdmits
 from balancer_svc.registrations import Registrations
 from hetflow.core.call import LlmCall
-from hetflow.core.errors import Unavailable
+from hetflow.core.errors import Aborted, Unavailable
 from hetflow.runtime.logs import get_logger
 from hetflow.runtime.releases import release
 from hetflow.v1 import common_pb2, monitor_pb2, monitor_pb2_grpc
@@ -271,6 +271,8 @@ class MonitorView:
             self.registrations.remove(call.request_id)
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 raise
+            if exc.code() == grpc.StatusCode.ABORTED:  # a conditional admit whose room was taken meanwhile
+                raise Aborted(exc.details() or "the admit's condition no longer held") from exc
             raise Unavailable(f"monitor admit failed: {exc.code().name} {exc.details()}") from exc
         self._monitor_answered(reply.monitor_epoch)
         self.registrations.registered(call.request_id, reply.monitor_epoch)

@@ -41,6 +41,11 @@ class FailedPrecondition(HetflowError):
     expired (FAILED_PRECONDITION): decide again rather than retry as is."""
 
 
+class Aborted(HetflowError):
+    """A concurrency conflict (ABORTED): what the caller decided on changed before its request landed,
+    e.g. another balancer's admits took the KV room a conditional admit needed: decide again."""
+
+
 class AlreadyExists(HetflowError):
     """What the call would create exists already, e.g. a dispatch ticket presented twice (ALREADY_EXISTS)."""
 

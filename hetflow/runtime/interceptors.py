@@ -53,6 +53,7 @@ STATUS_OF: dict[type[errors.HetflowError], grpc.StatusCode] = {
     errors.DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     errors.FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     errors.AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
+    errors.Aborted: grpc.StatusCode.ABORTED,
     errors.Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
 }
 """The status each domain error answers with; any other HetflowError is INTERNAL."""

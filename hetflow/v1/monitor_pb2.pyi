@@ -46,7 +46,7 @@ class AdmitBatchReply(_message.Message):
     def __init__(self, outcomes: _Optional[_Iterable[_Union[AdmitOutcome, _Mapping]]] = ..., status: _Optional[_Union[_common_pb2.BatchStatus, _Mapping]] = ...) -> None: ...
 
 class AdmitRequest(_message.Message):
-    __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens", "predicted_cost_s", "decode_tokens_per_s", "expected_s", "mean_cost_s", "prefix_blocks", "reregister", "retain_kv_s", "via_gateway", "stages_inferred")
+    __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens", "predicted_cost_s", "decode_tokens_per_s", "expected_s", "mean_cost_s", "prefix_blocks", "reregister", "retain_kv_s", "via_gateway", "stages_inferred", "within_kv")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +63,7 @@ class AdmitRequest(_message.Message):
     RETAIN_KV_S_FIELD_NUMBER: _ClassVar[int]
     VIA_GATEWAY_FIELD_NUMBER: _ClassVar[int]
     STAGES_INFERRED_FIELD_NUMBER: _ClassVar[int]
+    WITHIN_KV_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     program_id: str
     model: str
@@ -79,7 +80,8 @@ class AdmitRequest(_message.Message):
     retain_kv_s: float
     via_gateway: bool
     stages_inferred: bool
-    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., predicted_tokens: _Optional[float] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., predicted_cost_s: _Optional[float] = ..., decode_tokens_per_s: _Optional[float] = ..., expected_s: _Optional[float] = ..., mean_cost_s: _Optional[float] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., reregister: _Optional[bool] = ..., retain_kv_s: _Optional[float] = ..., via_gateway: _Optional[bool] = ..., stages_inferred: _Optional[bool] = ...) -> None: ...
+    within_kv: bool
+    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., predicted_tokens: _Optional[float] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., predicted_cost_s: _Optional[float] = ..., decode_tokens_per_s: _Optional[float] = ..., expected_s: _Optional[float] = ..., mean_cost_s: _Optional[float] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., reregister: _Optional[bool] = ..., retain_kv_s: _Optional[float] = ..., via_gateway: _Optional[bool] = ..., stages_inferred: _Optional[bool] = ..., within_kv: _Optional[bool] = ...) -> None: ...
 
 class AdmitReply(_message.Message):
     __slots__ = ("program_model", "admit_seq", "monitor_epoch")

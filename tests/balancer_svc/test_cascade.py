@@ -26,7 +26,7 @@ class FakeRelay:
         self.workload = WorkloadWindow()
 
     @contextlib.contextmanager
-    def admission(self, tenant):
+    def admission(self, tenant, accept_wait_s=None):
         self.admitted += 1
         yield
 

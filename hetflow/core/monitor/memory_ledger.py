@@ -63,6 +63,12 @@ class MemoryLedger:
             span = self._tokens[:len(left)]
             np.maximum(span - left, 0.0, out=span)  # no float drift below zero
 
+    def fits(self, plan: MemoryPlan, now_s: float, capacity_tokens: float) -> bool:
+        """Whether ``plan`` added now keeps every slot it spans within ``capacity_tokens``: the memory
+        packer's test (Kairos 6), on the ledger as it is now."""
+        mine = plan.slot_tokens(self.slot_s)[:len(self._tokens)]
+        return bool((self.window(now_s, len(mine)) + mine).max() <= capacity_tokens)
+
     def window(self, now_s: float, slots: int) -> np.ndarray:
         """Expected tokens in the ``slots`` slots from the current one on."""
         self._advance(now_s)

@@ -15,6 +15,7 @@ from typing import NamedTuple, Sequence
 
 from hetflow.core.call import StageInference, check_stages
 from hetflow.core.engine.profile import EngineProfile
+from hetflow.core.errors import Aborted
 from hetflow.core.monitor.agent_latency import AgentStats
 from hetflow.core.monitor.context_growth import ContextGrowth
 from hetflow.core.monitor.memory_ledger import MemoryLedger, MemoryPlan
@@ -253,12 +254,14 @@ class MonitorState:
               memory_plan: MemoryPlan | None = None, stage_index: int = 0, mean_cost_s: float = 0.0,
               prefix_blocks: Sequence[int] = (), prompt_tokens: int = 0, reregister: bool = False,
               stage_count: int = 0, retain_kv_s: float | None = None, via_gateway: bool = False,
-              stages_inferred: bool = False, one_call: bool = False) -> ProgramRecord:
+              stages_inferred: bool = False, one_call: bool = False, within_kv: bool = False) -> ProgramRecord:
         """Add the call's entry. ``reregister``: a running call told again after this monitor restarted
         (its balancer saw a new ``epoch``); one already known is left as it is. ``retain_kv_s``: the KV
         hold the balancer chose for it (issue 35), None when none was decided. ``stages_inferred``: its
         stages were inferred (an inferred last stage does not end its program); ``one_call``: it named no
-        program (its run is not learned from)."""
+        program (its run is not learned from). ``within_kv``: admitted only while its memory plan still
+        fits the engine's ledger (the packer's test on what every balancer has admitted), else
+        ``Aborted``: several balancers deciding on their own snapshots never over-admit an engine."""
         if not request_id:
             raise ValueError("request_id is required")
         if request_id in self.entries:
@@ -275,6 +278,10 @@ class MonitorState:
         if profile is not None and profile.kv_capacity_tokens and prompt_tokens > profile.kv_capacity_tokens:
             raise ValueError(f"prompt_tokens {prompt_tokens} exceed engine {engine_id!r}'s KV capacity "
                              f"{profile.kv_capacity_tokens}")
+        if within_kv and not reregister and memory_plan is not None and \
+                not self._kv_room_for(engine_id, memory_plan, now_s):
+            raise Aborted(f"engine {engine_id!r} has no KV room left for the call's plan: admits since the "
+                          "balancer's snapshot took it; decide again")
         program = self.programs.get(program_id) if program_id else None
         if program is None:
             program = ProgramRecord(program_id, model, workflow, deadline_unix_s, first_seen_s=now_s,
@@ -315,6 +322,13 @@ class MonitorState:
         self.admit_seq += 1
         self.version += 1
         return program
+
+    def _kv_room_for(self, engine_id: str, plan: MemoryPlan, now_s: float) -> bool:
+        """Whether the engine's ledger has room for ``plan`` now (an engine of unknown size: yes)."""
+        profile = self.engines[engine_id].status.profile
+        if profile is None or not profile.kv_capacity_tokens:
+            return True
+        return self.engines[engine_id].ledger.fits(plan, now_s, profile.kv_capacity_tokens)
 
     def release(self, request_id: str, now_s: float, output_tokens: int = 0, completed: bool = True,
                 started_s: float = 0.0) -> bool:

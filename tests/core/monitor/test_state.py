@@ -278,3 +278,23 @@ def test_a_stage_reached_out_of_order_spreads_its_growth_over_the_stages_between
     state.admit("c", "p", "m", "e0", 10.0, now_s=1, workflow="w", prompt_tokens=1100, stage_index=3, stage_count=6)
     assert state.context_growth.tokens_per_call("w") == 300
     assert state.programs["p"].reached_stage == (4, 1600)
+
+
+def test_a_conditional_admit_whose_plan_no_longer_fits_is_aborted_and_changes_nothing():
+    """``within_kv``: the packer's test on the ledger every balancer's admits went into; a running call
+    told again to a restarted monitor is never refused by it."""
+    from hetflow.core.errors import Aborted
+    from tests.factories import profile
+
+    state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
+    state.report(EngineStatus("e0", model="m", profile=profile(kv_capacity_tokens=1000)), 0.0)
+    plan = MemoryPlan(prompt_tokens=400, decode_tokens_per_s=100.0, expected_s=1.0)  # 450, then 500 tokens
+    state.admit("a", "p", "m", "e0", 100.0, 0.0, memory_plan=plan, prompt_tokens=400, within_kv=True)
+    state.admit("b", "q", "m", "e0", 100.0, 0.0, memory_plan=plan, prompt_tokens=400, within_kv=True)
+    seq = state.admit_seq
+    with pytest.raises(Aborted, match="no KV room"):
+        state.admit("c", "r", "m", "e0", 100.0, 0.0, memory_plan=plan, prompt_tokens=400, within_kv=True)
+    assert "c" not in state.entries and "r" not in state.programs and state.admit_seq == seq
+    state.admit("c", "r", "m", "e0", 100.0, 0.0, memory_plan=plan, prompt_tokens=400, within_kv=True,
+                reregister=True)
+    assert "c" in state.entries

@@ -1,0 +1,107 @@
+"""Two balancers share one monitor and decide on their own snapshots: the memory packer's calls are
+admitted only while their plans still fit the engine's ledger as the monitor holds it (``within_kv``), so
+however their decisions interleave, the engine is never promised more KV than it has; a call whose room
+went to the other balancer is held and decided again, not sent."""
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from balancer_svc import convert
+from balancer_svc.config import BalancerConfig
+from balancer_svc.dispatcher import Dispatcher
+from hetflow.core.errors import ResourceExhausted
+from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
+from hetflow.core.policy_config import PolicyConfig
+from hetflow.v1 import monitor_pb2
+from monitor_svc.servicer import MonitorServicer
+from tests.factories import StreamedCall, call, profile
+
+KV_CAPACITY_TOKENS = 1000
+
+
+class InProcessMonitor:
+    """A balancer's monitor stub answered by a real ``MonitorServicer`` in this process: both balancers'
+    stubs share it, as two balancer processes share one monitor."""
+
+    def __init__(self, servicer: MonitorServicer) -> None:
+        self.servicer = servicer
+
+    async def Snapshot(self, request, timeout):
+        return await self.servicer.Snapshot(request, None)
+
+    async def Snapshots(self, request, timeout):
+        return await self.servicer.Snapshots(request, None)
+
+    async def Admit(self, request, timeout):
+        return await self.servicer.Admit(request, None)
+
+    async def AdmitBatch(self, request, timeout):
+        return await self.servicer.AdmitBatch(request, None)
+
+    def SnapshotsStream(self):
+        return StreamedCall(self.Snapshots, monitor_pb2.SnapshotsReply)
+
+    def AdmitStream(self):
+        return StreamedCall(self.AdmitBatch, monitor_pb2.AdmitBatchReply)
+
+    async def Complete(self, request, timeout):
+        return await self.servicer.Complete(request, None)
+
+    Cancel = Complete
+
+
+def _balancer(monitor: InProcessMonitor) -> Dispatcher:
+    dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", max_hold_s=0.2,
+                                           policy=PolicyConfig.from_mapping({"engine": "memory-packer"})))
+    dispatcher.monitor_view.monitor = monitor
+    return dispatcher
+
+
+def _promised_peak_tokens(state: MonitorState, now_s: float) -> float:
+    window = state.engines["small-0"].ledger.window(now_s, 64)
+    return float(np.max(window)) if len(window) else 0.0
+
+
+@pytest.mark.parametrize("conditional", [True, False])
+def test_two_balancers_deciding_at_once_never_promise_an_engine_more_kv_than_it_has(conditional, monkeypatch):
+    """Control (``conditional`` False, the admit sent without its condition): the two balancers, each
+    counting only its own admits on top of a snapshot taken before either admitted, promise the engine
+    more than its capacity between them; the check that fails there is the one that holds otherwise."""
+    if not conditional:
+        admit_request = convert.admit_request
+
+        def unconditional(c, decision):
+            admit = admit_request(c, decision)
+            admit.within_kv = False
+            return admit
+        monkeypatch.setattr(convert, "admit_request", unconditional)
+
+    async def scenario():
+        state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
+        state.report(EngineStatus("small-0", model="small", address="127.0.0.1:1",
+                                  profile=profile(kv_capacity_tokens=KV_CAPACITY_TOKENS, max_model_len=1000)),
+                     time.time())
+        monitor = InProcessMonitor(MonitorServicer(state))
+        balancers = [_balancer(monitor), _balancer(monitor)]
+        calls = [call(prompt="word " * 120, program_id=f"p{i}", max_tokens=60) for i in range(12)]
+        try:
+            outcomes = await asyncio.gather(*(balancers[i % 2].decide(c) for i, c in enumerate(calls)),
+                                            return_exceptions=True)
+        finally:
+            for balancer in balancers:
+                await balancer.close()
+        return state, outcomes
+
+    state, outcomes = asyncio.run(scenario())
+    admitted = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [o for o in outcomes if isinstance(o, BaseException)]
+    assert admitted and len(state.entries) == len(admitted)
+    assert all(isinstance(o, ResourceExhausted) and "KV room" in str(o) for o in refused)
+    if conditional:
+        assert _promised_peak_tokens(state, time.time()) <= KV_CAPACITY_TOKENS
+        assert refused  # some calls' room went to the other balancer: held, never sent
+    else:
+        assert _promised_peak_tokens(state, time.time()) > KV_CAPACITY_TOKENS
