@@ -120,7 +120,8 @@ def engine_request(call: LlmCall, priority: Priority, retain_kv_s: float = 0.0,
 
 def admit_request(call: LlmCall, decision: Decision) -> monitor_pb2.AdmitRequest:
     """The monitor's entry for a decided call (Chimera Algorithm 1, lines 23 and 32), with HexGen-Flow's
-    cost and Kairos's memory plan; a planned call is admitted only while its plan still fits (``within_kv``)."""
+    cost and Kairos's memory plan; admitted only while the room its decision assumed is still there (a
+    planned call's ``within_kv``, a gated new program's ``within_working_set``: ``hetflow.core.room``)."""
     plan = decision.memory_plan
     return monitor_pb2.AdmitRequest(
         request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
@@ -130,7 +131,10 @@ def admit_request(call: LlmCall, decision: Decision) -> monitor_pb2.AdmitRequest
         decode_tokens_per_s=plan.decode_tokens_per_s if plan else 0.0,
         expected_s=plan.expected_s if plan else 0.0, mean_cost_s=decision.mean_cost_s,
         prefix_blocks=call.prefix_blocks, retain_kv_s=decision.retain_kv_s,
-        stages_inferred=call.workflow.stages_inferred, within_kv=plan is not None)
+        stages_inferred=call.workflow.stages_inferred, within_kv=plan is not None,
+        within_working_set=monitor_pb2.WorkingSetRoom(
+            need_tokens=room.need_tokens, limit_tokens=room.limit_tokens, growth_share=room.growth_share)
+        if (room := decision.working_set_room) is not None else None)
 
 
 def dispatch_decision(request: engine_pb2.EngineGenerateRequest, model: str, engine_id: str, address: str,

@@ -299,7 +299,8 @@ class Dispatcher:
         admit = convert.admit_request(call, decision)
         admit.via_gateway = call.request_id in self.gateway_calls
         admitted = asyncio.get_running_loop().create_task(self.monitor_view.admit(call, admit))
-        if admit.within_kv:  # admitted before it is sent: the room may have gone to another balancer's call
+        if admit.within_kv or admit.HasField("within_working_set"):  # admitted before it is sent: the room
+            # its decision assumed may have gone to another balancer's call
             await self._admitted_within_kv(call.request_id, admitted, decision.priority)
         receipt = balancer_pb2.Receipt(
             request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
@@ -316,8 +317,9 @@ class Dispatcher:
                         decision.reserve_output_tokens)
 
     async def _admitted_within_kv(self, request_id: str, admitted: asyncio.Task[None], priority: Priority) -> None:
-        """Wait for a conditional admit (the memory packer's calls, ``AdmitRequest.within_kv``): refused
-        because the engine's room went to calls admitted since the snapshot, by this balancer or another,
+        """Wait for a conditional admit (``hetflow.core.room``: the memory packer's calls, new programs
+        past the working-set gate): refused because the engine's room went to calls admitted since the
+        snapshot, by this balancer or another,
         the call is held and decided again on the next round (Kairos 6), never sent to an engine that
         cannot hold it."""
         try:

@@ -79,7 +79,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                 reregister=request.reregister, stage_count=request.workflow.stage_count,
                 retain_kv_s=request.retain_kv_s if request.HasField("retain_kv_s") else None,
                 via_gateway=request.via_gateway, stages_inferred=request.stages_inferred,
-                one_call=request.workflow.identity_source == "none", within_kv=request.within_kv)
+                one_call=request.workflow.identity_source == "none", within_kv=request.within_kv,
+                working_set_room=convert.working_set_room(request))
         except KeyError as exc:
             raise NotFound(exc.args[0]) from exc
         self._observe(request.engine_id)

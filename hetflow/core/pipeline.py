@@ -32,6 +32,7 @@ from hetflow.core.policies import (
 )
 from hetflow.core.policies.memory_packer import plan_for
 from hetflow.core.policy_config import PolicyConfig
+from hetflow.core.room import WorkingSetRoom
 from hetflow.core.snapshot import ClusterSnapshot
 
 
@@ -71,6 +72,9 @@ class Decision:
     None: the retention stage decides no hold (``RetentionRule.hold_s``), and the engine frees it at once."""
     reserve_output_tokens: int = 0
     """Output tokens the engine keeps KV room for while the call runs (the reserve stage; issue 35)."""
+    working_set_room: WorkingSetRoom | None = None
+    """The working-set room the engine choice assumed, which the monitor checks again at admit
+    (``hetflow.core.room``); None: none to check."""
 
 
 def models_able_to_hold(call: LlmCall, snapshot: ClusterSnapshot, models: list[str]) -> list[str]:
@@ -174,7 +178,8 @@ class Pipeline:
         plan = (plan_for(call, engine, view.agent_expected_s, context.output_tokens)
                 if self.engine_picker.plans_memory else None)
         return Decision(model, engine.engine_id, priority, prediction, stages, context.compute_cost_s, plan,
-                        context.mean_cost_s, retain_kv_s, reserve_tokens)
+                        context.mean_cost_s, retain_kv_s, reserve_tokens,
+                        self.engine_picker.admit_room(call, engine, view, prediction))
 
     def _model_stage(self, call: LlmCall, view: ClusterSnapshot, confidence: Mapping[str, float],
                      predictions: Mapping[str, Prediction], router_asked: bool) -> StageDecision:

@@ -46,7 +46,7 @@ class AdmitBatchReply(_message.Message):
     def __init__(self, outcomes: _Optional[_Iterable[_Union[AdmitOutcome, _Mapping]]] = ..., status: _Optional[_Union[_common_pb2.BatchStatus, _Mapping]] = ...) -> None: ...
 
 class AdmitRequest(_message.Message):
-    __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens", "predicted_cost_s", "decode_tokens_per_s", "expected_s", "mean_cost_s", "prefix_blocks", "reregister", "retain_kv_s", "via_gateway", "stages_inferred", "within_kv")
+    __slots__ = ("request_id", "program_id", "model", "engine_id", "predicted_tokens", "workflow", "prompt_tokens", "predicted_cost_s", "decode_tokens_per_s", "expected_s", "mean_cost_s", "prefix_blocks", "reregister", "retain_kv_s", "via_gateway", "stages_inferred", "within_kv", "within_working_set")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +64,7 @@ class AdmitRequest(_message.Message):
     VIA_GATEWAY_FIELD_NUMBER: _ClassVar[int]
     STAGES_INFERRED_FIELD_NUMBER: _ClassVar[int]
     WITHIN_KV_FIELD_NUMBER: _ClassVar[int]
+    WITHIN_WORKING_SET_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     program_id: str
     model: str
@@ -81,7 +82,18 @@ class AdmitRequest(_message.Message):
     via_gateway: bool
     stages_inferred: bool
     within_kv: bool
-    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., predicted_tokens: _Optional[float] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., predicted_cost_s: _Optional[float] = ..., decode_tokens_per_s: _Optional[float] = ..., expected_s: _Optional[float] = ..., mean_cost_s: _Optional[float] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., reregister: _Optional[bool] = ..., retain_kv_s: _Optional[float] = ..., via_gateway: _Optional[bool] = ..., stages_inferred: _Optional[bool] = ..., within_kv: _Optional[bool] = ...) -> None: ...
+    within_working_set: WorkingSetRoom
+    def __init__(self, request_id: _Optional[str] = ..., program_id: _Optional[str] = ..., model: _Optional[str] = ..., engine_id: _Optional[str] = ..., predicted_tokens: _Optional[float] = ..., workflow: _Optional[_Union[_common_pb2.WorkflowMeta, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., predicted_cost_s: _Optional[float] = ..., decode_tokens_per_s: _Optional[float] = ..., expected_s: _Optional[float] = ..., mean_cost_s: _Optional[float] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., reregister: _Optional[bool] = ..., retain_kv_s: _Optional[float] = ..., via_gateway: _Optional[bool] = ..., stages_inferred: _Optional[bool] = ..., within_kv: _Optional[bool] = ..., within_working_set: _Optional[_Union[WorkingSetRoom, _Mapping]] = ...) -> None: ...
+
+class WorkingSetRoom(_message.Message):
+    __slots__ = ("need_tokens", "limit_tokens", "growth_share")
+    NEED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    GROWTH_SHARE_FIELD_NUMBER: _ClassVar[int]
+    need_tokens: float
+    limit_tokens: float
+    growth_share: float
+    def __init__(self, need_tokens: _Optional[float] = ..., limit_tokens: _Optional[float] = ..., growth_share: _Optional[float] = ...) -> None: ...
 
 class AdmitReply(_message.Message):
     __slots__ = ("program_model", "admit_seq", "monitor_epoch")

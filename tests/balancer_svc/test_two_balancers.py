@@ -1,7 +1,9 @@
 """Two balancers share one monitor and decide on their own snapshots: the memory packer's calls are
-admitted only while their plans still fit the engine's ledger as the monitor holds it (``within_kv``), so
-however their decisions interleave, the engine is never promised more KV than it has; a call whose room
-went to the other balancer is held and decided again, not sent."""
+admitted only while their plans still fit the engine's ledger as the monitor holds it (``within_kv``),
+and the working-set gate's new programs only while the engine's active programs leave their room
+(``within_working_set``), so however the two balancers' decisions interleave, the engine is never
+promised more KV than it has; a call whose room went to the other balancer is held and decided again,
+not sent."""
 
 import asyncio
 import time
@@ -53,20 +55,29 @@ class InProcessMonitor:
     Cancel = Complete
 
 
-def _balancer(monitor: InProcessMonitor) -> Dispatcher:
+PACKER = {"engine": "memory-packer"}
+WORKING_SET_GATE = {"engine": "scored", "engine_params": {"filters": ["working-set"], "scorers": {"queue": 1}}}
+
+
+def _balancer(monitor: InProcessMonitor, policy: dict) -> Dispatcher:
     dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", max_hold_s=0.2,
-                                           policy=PolicyConfig.from_mapping({"engine": "memory-packer"})))
+                                           policy=PolicyConfig.from_mapping(policy)))
     dispatcher.monitor_view.monitor = monitor
     return dispatcher
 
 
-def _promised_peak_tokens(state: MonitorState, now_s: float) -> float:
-    window = state.engines["small-0"].ledger.window(now_s, 64)
+def _promised_tokens(state: MonitorState, policy: dict) -> float:
+    """What the engine is promised: the packer's ledger peak, or the gate's active programs' contexts."""
+    if policy is WORKING_SET_GATE:
+        return float(state.resident(state.engines["small-0"], time.time()).tokens)
+    window = state.engines["small-0"].ledger.window(time.time(), 64)
     return float(np.max(window)) if len(window) else 0.0
 
 
+@pytest.mark.parametrize("policy", [PACKER, WORKING_SET_GATE], ids=["memory-packer", "working-set-gate"])
 @pytest.mark.parametrize("conditional", [True, False])
-def test_two_balancers_deciding_at_once_never_promise_an_engine_more_kv_than_it_has(conditional, monkeypatch):
+def test_two_balancers_deciding_at_once_never_promise_an_engine_more_kv_than_it_has(policy, conditional,
+                                                                                    monkeypatch):
     """Control (``conditional`` False, the admit sent without its condition): the two balancers, each
     counting only its own admits on top of a snapshot taken before either admitted, promise the engine
     more than its capacity between them; the check that fails there is the one that holds otherwise."""
@@ -76,6 +87,7 @@ def test_two_balancers_deciding_at_once_never_promise_an_engine_more_kv_than_it_
         def unconditional(c, decision):
             admit = admit_request(c, decision)
             admit.within_kv = False
+            admit.ClearField("within_working_set")
             return admit
         monkeypatch.setattr(convert, "admit_request", unconditional)
 
@@ -85,7 +97,7 @@ def test_two_balancers_deciding_at_once_never_promise_an_engine_more_kv_than_it_
                                   profile=profile(kv_capacity_tokens=KV_CAPACITY_TOKENS, max_model_len=1000)),
                      time.time())
         monitor = InProcessMonitor(MonitorServicer(state))
-        balancers = [_balancer(monitor), _balancer(monitor)]
+        balancers = [_balancer(monitor, policy), _balancer(monitor, policy)]
         calls = [call(prompt="word " * 120, program_id=f"p{i}", max_tokens=60) for i in range(12)]
         try:
             outcomes = await asyncio.gather(*(balancers[i % 2].decide(c) for i, c in enumerate(calls)),
@@ -101,7 +113,7 @@ def test_two_balancers_deciding_at_once_never_promise_an_engine_more_kv_than_it_
     assert admitted and len(state.entries) == len(admitted)
     assert all(isinstance(o, ResourceExhausted) and "KV room" in str(o) for o in refused)
     if conditional:
-        assert _promised_peak_tokens(state, time.time()) <= KV_CAPACITY_TOKENS
+        assert _promised_tokens(state, policy) <= KV_CAPACITY_TOKENS
         assert refused  # some calls' room went to the other balancer: held, never sent
     else:
-        assert _promised_peak_tokens(state, time.time()) > KV_CAPACITY_TOKENS
+        assert _promised_tokens(state, policy) > KV_CAPACITY_TOKENS

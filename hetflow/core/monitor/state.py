@@ -24,6 +24,7 @@ from hetflow.core.monitor.spans import CallSpan
 from hetflow.core.monitor.stage_costs import StageCosts
 from hetflow.core.monitor.tool_gaps import ToolGaps
 from hetflow.core.monitor.workflow_graph import LearnedRun, RunSoFar, WorkflowStages
+from hetflow.core.room import WorkingSetRoom
 from hetflow.core.snapshot import EngineView
 
 
@@ -254,14 +255,16 @@ class MonitorState:
               memory_plan: MemoryPlan | None = None, stage_index: int = 0, mean_cost_s: float = 0.0,
               prefix_blocks: Sequence[int] = (), prompt_tokens: int = 0, reregister: bool = False,
               stage_count: int = 0, retain_kv_s: float | None = None, via_gateway: bool = False,
-              stages_inferred: bool = False, one_call: bool = False, within_kv: bool = False) -> ProgramRecord:
+              stages_inferred: bool = False, one_call: bool = False, within_kv: bool = False,
+              working_set_room: WorkingSetRoom | None = None) -> ProgramRecord:
         """Add the call's entry. ``reregister``: a running call told again after this monitor restarted
         (its balancer saw a new ``epoch``); one already known is left as it is. ``retain_kv_s``: the KV
         hold the balancer chose for it (issue 35), None when none was decided. ``stages_inferred``: its
         stages were inferred (an inferred last stage does not end its program); ``one_call``: it named no
         program (its run is not learned from). ``within_kv``: admitted only while its memory plan still
-        fits the engine's ledger (the packer's test on what every balancer has admitted), else
-        ``Aborted``: several balancers deciding on their own snapshots never over-admit an engine."""
+        fits the engine's ledger (the packer's test on what every balancer has admitted), and
+        ``working_set_room`` only while the engine's active programs leave that room, else ``Aborted``:
+        several balancers deciding on their own snapshots never over-admit an engine (``hetflow.core.room``)."""
         if not request_id:
             raise ValueError("request_id is required")
         if request_id in self.entries:
@@ -282,6 +285,12 @@ class MonitorState:
                 not self._kv_room_for(engine_id, memory_plan, now_s):
             raise Aborted(f"engine {engine_id!r} has no KV room left for the call's plan: admits since the "
                           "balancer's snapshot took it; decide again")
+        if working_set_room is not None and not reregister:
+            resident = self.resident(self.engines[engine_id], now_s)
+            if not working_set_room.fits(resident.tokens, resident.growth_tokens):
+                raise Aborted(f"engine {engine_id!r}'s working sets ({resident.tokens} tokens of {resident.programs} "
+                              f"programs) leave no room for a new program's {working_set_room.need_tokens:.0f}: "
+                              "admits since the balancer's snapshot took it; decide again")
         program = self.programs.get(program_id) if program_id else None
         if program is None:
             program = ProgramRecord(program_id, model, workflow, deadline_unix_s, first_seen_s=now_s,

@@ -22,6 +22,7 @@ from typing import Any, Mapping, NamedTuple
 
 from hetflow.core.call import LlmCall, WorkflowInfo
 from hetflow.core.errors import Unavailable
+from hetflow.core.room import WorkingSetRoom
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 
@@ -159,6 +160,12 @@ class EngineFilter:
              prediction: Prediction) -> list[EngineView]:
         raise NotImplementedError
 
+    def admit_room(self, call: LlmCall, engine: EngineView, snapshot: ClusterSnapshot,
+                   prediction: Prediction) -> WorkingSetRoom | None:
+        """The room the filter let the call onto ``engine`` for, which the monitor checks again when the
+        call is admitted (``hetflow.core.room``); None: nothing to check."""
+        return None
+
 
 class EngineScorer:
     """Scores each engine for a call, in [0, 1], higher better (the Gateway API Inference Extension's
@@ -198,6 +205,11 @@ class EnginePicker:
     def finished(self, call: FinishedCall, store: PolicyStore) -> None:
         """A call it placed has finished (only called when ``follows_completions``)."""
         raise NotImplementedError
+
+    def admit_room(self, call: LlmCall, engine: EngineView, snapshot: ClusterSnapshot,
+                   prediction: Prediction) -> WorkingSetRoom | None:
+        """The working-set room its choice of ``engine`` assumed (``EngineFilter.admit_room``); None: none."""
+        return None
 
 
 class PriorityRule:

@@ -33,7 +33,8 @@ from hetflow.core.policies import (
     Prediction,
     healthy_or_unavailable,
 )
-from hetflow.core.snapshot import ClusterSnapshot
+from hetflow.core.room import WorkingSetRoom
+from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 
 @plugin("engine-picker", "scored")
@@ -63,6 +64,12 @@ class Scored(EnginePicker):
         rule = "max-score" + "".join(f";{f.type_name}" for f in self.filters)
         return Choice(chosen, rule, scores=totals, params={f"weight:{s.type_name}": w for s, w in self.scorers},
                       scorers=values)
+
+
+    def admit_room(self, call: LlmCall, engine: EngineView, snapshot: ClusterSnapshot,
+                   prediction: Prediction) -> WorkingSetRoom | None:
+        rooms = (f.admit_room(call, engine, snapshot, prediction) for f in self.filters)
+        return next((room for room in rooms if room is not None), None)
 
 
 def _filter(spec: str | Mapping[str, Any]) -> EngineFilter:

@@ -38,6 +38,7 @@ from hetflow.core.cost import call_output_tokens
 from hetflow.core.monitor.memory_ledger import SLOT_S
 from hetflow.core.plugins import plugin
 from hetflow.core.policies import EngineFilter, Prediction, WaitForCapacity
+from hetflow.core.room import WorkingSetRoom
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 
@@ -52,16 +53,26 @@ class WorkingSet(EngineFilter):
         self.resume_where_fits = bool(resume_where_fits)
         self.growth_share = growth_share
 
+    def _room(self, engine: EngineView, need_tokens: float) -> WorkingSetRoom | None:
+        """The room the call needs on ``engine``; None for an engine of unknown size (no gate)."""
+        if not engine.kv_capacity_tokens:
+            return None
+        return WorkingSetRoom(need_tokens, self.kv_fraction * engine.kv_capacity_tokens, self.growth_share)
+
     def _fits(self, engine: EngineView, need_tokens: float) -> bool:
-        working_set_tokens = engine.resident_tokens + self.growth_share * engine.resident_growth_tokens
-        return (not engine.kv_capacity_tokens or not engine.resident_tokens
-                or working_set_tokens + need_tokens <= self.kv_fraction * engine.kv_capacity_tokens)
+        room = self._room(engine, need_tokens)
+        return room is None or room.fits(engine.resident_tokens, engine.resident_growth_tokens)
+
+    def _gated(self, snapshot: ClusterSnapshot) -> tuple[bool, str | None]:
+        """Whether the gate applies to the call, and its program's home engine (None for a new program)."""
+        home = snapshot.program_dispatches[-1][0] if snapshot.program_dispatches else None
+        return home is None or self.resume_where_fits, home
 
     def keep(self, call: LlmCall, engines: list[EngineView], snapshot: ClusterSnapshot,
              prediction: Prediction) -> list[EngineView]:
-        if snapshot.program_dispatches and not self.resume_where_fits:
+        gated, home = self._gated(snapshot)
+        if not gated:
             return engines
-        home = snapshot.program_dispatches[-1][0] if snapshot.program_dispatches else None
         need = call.input_tokens + call_output_tokens(call, prediction)
         kept = [e for e in engines if e.engine_id == home or self._fits(e, need)]
         if not kept:
@@ -69,3 +80,11 @@ class WorkingSet(EngineFilter):
             raise WaitForCapacity(f"working sets fill every engine ({who} needs {need:.0f} tokens)",
                                   self.retry_after_s)
         return kept
+
+    def admit_room(self, call: LlmCall, engine: EngineView, snapshot: ClusterSnapshot,
+                   prediction: Prediction) -> WorkingSetRoom | None:
+        """The room the gate let the call in on ``engine`` for, which the monitor checks again at admit."""
+        gated, home = self._gated(snapshot)
+        if not gated or engine.engine_id == home:
+            return None
+        return self._room(engine, call.input_tokens + call_output_tokens(call, prediction))
