@@ -24,7 +24,7 @@ from balancer_svc.registrations import Registrations
 from hetflow.core.call import LlmCall
 from hetflow.core.errors import Aborted, Unavailable
 from hetflow.runtime.logs import get_logger
-from hetflow.runtime.releases import release
+from hetflow.runtime.releases import MonitorReleases
 from hetflow.v1 import common_pb2, monitor_pb2, monitor_pb2_grpc
 
 log = get_logger(__name__)
@@ -48,6 +48,7 @@ class MonitorView:
         self.reads_prefix, self.reads_in_flight_calls = reads_prefix, reads_in_flight_calls
         self.monitor_batches = MonitorBatches(lambda: self.monitor, cfg.dependency_timeout_s)
         """Each decision's snapshot and admit, batched with the others of its loop turn."""
+        self.releases = MonitorReleases(lambda: self.monitor, cfg.dependency_timeout_s)
         self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
         self.registrations = Registrations()
         """Running calls and whether the monitor knows them (told again after it restarts)."""
@@ -81,6 +82,7 @@ class MonitorView:
         if self._releases:
             await asyncio.wait(self._releases.values(), timeout=5.0)
         await self.monitor_batches.close()
+        await self.releases.close()
 
     def knows_program(self, program_id: str) -> bool:
         """Whether this balancer has seen the program assigned to a model (it then needs no router)."""
@@ -325,6 +327,6 @@ class MonitorView:
                        admitted: asyncio.Task[None] | None = None) -> None:
         if admitted is not None:  # ended, however (failed or cancelled too: release anyway)
             await asyncio.wait({admitted})
-        await release(self.monitor, request_id, output_tokens, outcome, started_unix_s, self.cfg.dependency_timeout_s)
+        await self.releases.release(request_id, output_tokens, outcome, started_unix_s)
 
 

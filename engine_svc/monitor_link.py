@@ -16,7 +16,7 @@ import grpc
 
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.logs import get_logger
-from hetflow.runtime.releases import release
+from hetflow.runtime.releases import MonitorReleases
 from hetflow.runtime.security import SecurityConfig
 from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 
@@ -31,6 +31,7 @@ class MonitorLink:
         """Direct-path calls running here -> the monitor's entry for each, as the balancer admitted it."""
         self._epoch = ""
         self._retelling: asyncio.Task[None] | None = None
+        self._releases = MonitorReleases(lambda: self._monitor, timeout_s)
 
     @property
     def _monitor(self) -> monitor_pb2_grpc.MonitorStub:
@@ -44,7 +45,7 @@ class MonitorLink:
     async def ended(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float) -> None:
         """Remove the call's entry (``hetflow.runtime.releases``)."""
         self.running.pop(request_id, None)
-        await release(self._monitor, request_id, output_tokens, outcome, started_unix_s, self._timeout_s)
+        await self._releases.release(request_id, output_tokens, outcome, started_unix_s)
 
     def monitor_answered(self, epoch: str) -> None:
         """A status report's reply named the monitor's epoch: a new one (after the first) started with
@@ -74,5 +75,6 @@ class MonitorLink:
     async def close(self) -> None:
         if self._retelling is not None:
             self._retelling.cancel()
+        await self._releases.close()
         if self._channel is not None:
             await self._channel.close()

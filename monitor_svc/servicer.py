@@ -25,6 +25,8 @@ IN_FLIGHT_REQUESTS = Gauge("hetflow_monitor_in_flight_requests", "In-flight requ
 PROGRAMS = Gauge("hetflow_monitor_programs", "Programs in the program table")
 
 
+COMPLETED = "completed"
+"""The release reason that completes a call (``Complete``); any other cancels it (``Cancel``)."""
 MAX_BATCH = 256
 """Calls one ``Snapshots`` or ``AdmitBatch`` may carry."""
 
@@ -94,6 +96,18 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
     async def Cancel(self, request: monitor_pb2.ReleaseRequest,
                      context: grpc.aio.ServicerContext) -> monitor_pb2.ReleaseReply:
         return self._release(request, completed=False)
+
+    @checks_each_message
+    async def ReleaseStream(self, requests: AsyncIterator[monitor_pb2.ReleaseBatchRequest],
+                            context: grpc.aio.ServicerContext) -> AsyncIterator[monitor_pb2.ReleaseBatchReply]:
+        """Complete and Cancel on one stream, a batch a message (``hetflow.runtime.batch_streams``)."""
+        async def answer(batch: monitor_pb2.ReleaseBatchRequest) -> monitor_pb2.ReleaseBatchReply:
+            _check_batch(len(batch.releases), "releases")
+            return monitor_pb2.ReleaseBatchReply(replies=[self._release(r, completed=r.reason == COMPLETED)
+                                                          for r in batch.releases])
+        async for reply in answer_in_order(requests, answer,
+                                           lambda status: monitor_pb2.ReleaseBatchReply(status=status)):
+            yield reply
 
     async def ReportEngineStatus(self, request: common_pb2.EngineStatus,
                                  context: grpc.aio.ServicerContext) -> monitor_pb2.ReportReply:

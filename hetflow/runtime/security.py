@@ -60,6 +60,7 @@ ACCESS: Mapping[str, frozenset[str]] = {
     "/hetflow.v1.Monitor/Admit": frozenset({"balancer", "engine"}),
     "/hetflow.v1.Monitor/Complete": frozenset({"balancer", "engine"}),
     "/hetflow.v1.Monitor/Cancel": frozenset({"balancer", "engine"}),
+    "/hetflow.v1.Monitor/ReleaseStream": frozenset({"balancer", "engine"}),
     "/hetflow.v1.Monitor/ReportEngineStatus": frozenset({"engine"}),
     "/hetflow.v1.Monitor/ReportEngineFailure": frozenset({"balancer"}),
     "/hetflow.v1.Monitor/Snapshot": frozenset({"balancer", "gateway", "operator"}),

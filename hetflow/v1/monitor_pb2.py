@@ -25,53 +25,57 @@ _sym_db = _symbol_database.Default()
 from hetflow.v1 import common_pb2 as hetflow_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18hetflow/v1/monitor.proto\x12\nhetflow.v1\x1a\x17hetflow/v1/common.proto\">\n\x10SnapshotsRequest\x12*\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x1b.hetflow.v1.SnapshotRequest\"i\n\x0eSnapshotsReply\x12.\n\tsnapshots\x18\x01 \x03(\x0b\x32\x1b.hetflow.v1.MonitorSnapshot\x12\'\n\x06status\x18\x02 \x01(\x0b\x32\x17.hetflow.v1.BatchStatus\"=\n\x11\x41\x64mitBatchRequest\x12(\n\x06\x61\x64mits\x18\x01 \x03(\x0b\x32\x18.hetflow.v1.AdmitRequest\"T\n\x0c\x41\x64mitOutcome\x12%\n\x05reply\x18\x01 \x01(\x0b\x32\x16.hetflow.v1.AdmitReply\x12\x0c\n\x04\x63ode\x18\x02 \x01(\r\x12\x0f\n\x07\x64\x65tails\x18\x03 \x01(\t\"f\n\x0f\x41\x64mitBatchReply\x12*\n\x08outcomes\x18\x01 \x03(\x0b\x32\x18.hetflow.v1.AdmitOutcome\x12\'\n\x06status\x18\x02 \x01(\x0b\x32\x17.hetflow.v1.BatchStatus\"\xe3\x03\n\x0c\x41\x64mitRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nprogram_id\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x11\n\tengine_id\x18\x04 \x01(\t\x12\x18\n\x10predicted_tokens\x18\x05 \x01(\x01\x12*\n\x08workflow\x18\x06 \x01(\x0b\x32\x18.hetflow.v1.WorkflowMeta\x12\x15\n\rprompt_tokens\x18\x07 \x01(\r\x12\x18\n\x10predicted_cost_s\x18\x08 \x01(\x01\x12\x1b\n\x13\x64\x65\x63ode_tokens_per_s\x18\t \x01(\x01\x12\x12\n\nexpected_s\x18\n \x01(\x01\x12\x13\n\x0bmean_cost_s\x18\x0b \x01(\x01\x12\x15\n\rprefix_blocks\x18\x0c \x03(\x03\x12\x12\n\nreregister\x18\r \x01(\x08\x12\x18\n\x0bretain_kv_s\x18\x0e \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x0bvia_gateway\x18\x0f \x01(\x08\x12\x17\n\x0fstages_inferred\x18\x10 \x01(\x08\x12\x11\n\twithin_kv\x18\x11 \x01(\x08\x12\x36\n\x12within_working_set\x18\x12 \x01(\x0b\x32\x1a.hetflow.v1.WorkingSetRoomB\x0e\n\x0c_retain_kv_s\"Q\n\x0eWorkingSetRoom\x12\x13\n\x0bneed_tokens\x18\x01 \x01(\x01\x12\x14\n\x0climit_tokens\x18\x02 \x01(\x01\x12\x14\n\x0cgrowth_share\x18\x03 \x01(\x01\"M\n\nAdmitReply\x12\x15\n\rprogram_model\x18\x01 \x01(\t\x12\x11\n\tadmit_seq\x18\x02 \x01(\x04\x12\x15\n\rmonitor_epoch\x18\x03 \x01(\t\"c\n\x0eReleaseRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x15\n\routput_tokens\x18\x02 \x01(\r\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x16\n\x0estarted_unix_s\x18\x04 \x01(\x01\"\x1d\n\x0cReleaseReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"=\n\x0bReportReply\x12\x17\n\x0forphans_removed\x18\x01 \x01(\r\x12\x15\n\rmonitor_epoch\x18\x02 \x01(\t\"2\n\rEngineFailure\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xcd\x01\n\x0fSnapshotRequest\x12\x12\n\nprogram_id\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x10\n\x08workflow\x18\x03 \x01(\t\x12\x13\n\x0bstage_index\x18\x04 \x01(\r\x12\x13\n\x0bstage_count\x18\x05 \x01(\r\x12\x15\n\rprefix_blocks\x18\x06 \x03(\x03\x12\x17\n\x0fin_flight_calls\x18\x07 \x01(\x08\x12\x16\n\x0eupstream_agent\x18\x08 \x01(\t\x12\x13\n\x0brequest_ids\x18\t \x01(\x08\"\xdc\x03\n\nEngineLoad\x12(\n\x06status\x18\x01 \x01(\x0b\x32\x18.hetflow.v1.EngineStatus\x12\x18\n\x10in_flight_tokens\x18\x02 \x01(\x01\x12\x1a\n\x12in_flight_requests\x18\x03 \x01(\r\x12\x0f\n\x07healthy\x18\x04 \x01(\x08\x12\x14\n\x0cstatus_age_s\x18\x05 \x01(\x01\x12\x18\n\x10in_flight_cost_s\x18\x06 \x01(\x01\x12\x18\n\x10kv_ledger_tokens\x18\x07 \x03(\x02\x12\x11\n\tsuspended\x18\x08 \x01(\x08\x12\x1f\n\x17\x64ispatched_since_report\x18\t \x01(\r\x12\x1b\n\x13prefix_match_blocks\x18\n \x01(\r\x12\x1b\n\x13prefix_index_blocks\x18\x0b \x01(\r\x12\x1e\n\x16pending_prefill_tokens\x18\x0c \x01(\x04\x12\x17\n\x0fresident_tokens\x18\r \x01(\x04\x12\x31\n\x0fin_flight_calls\x18\x0e \x03(\x0b\x32\x18.hetflow.v1.InFlightCall\x12\x19\n\x11resident_programs\x18\x0f \x01(\r\x12\x1e\n\x16resident_growth_tokens\x18\x10 \x01(\x04\"X\n\x0cInFlightCall\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x18\n\x10predicted_tokens\x18\x02 \x01(\x01\x12\x17\n\x0f\x61\x64mitted_unix_s\x18\x03 \x01(\x01\";\n\x0fProgramDispatch\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x15\n\rprompt_tokens\x18\x02 \x01(\r\"\xe7\x04\n\x0fMonitorSnapshot\x12\x14\n\x0ctaken_unix_s\x18\x01 \x01(\x01\x12\'\n\x07\x65ngines\x18\x02 \x03(\x0b\x32\x16.hetflow.v1.EngineLoad\x12\x15\n\rprogram_model\x18\x03 \x01(\t\x12\x11\n\tadmit_seq\x18\x04 \x01(\x04\x12\x1c\n\x14program_start_unix_s\x18\x05 \x01(\x01\x12$\n\x17\x61gent_anchor_distance_s\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x1d\n\x10\x61gent_expected_s\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12%\n\x18\x61nchor_distance_median_s\x18\t \x01(\x01H\x02\x88\x01\x01\x12\x1f\n\x17remaining_stage_costs_s\x18\x08 \x03(\x01\x12\x19\n\x11program_service_s\x18\n \x01(\x01\x12\"\n\x1aprogram_critical_service_s\x18\x0b \x01(\x01\x12\x37\n\x12program_dispatches\x18\x0c \x03(\x0b\x32\x1b.hetflow.v1.ProgramDispatch\x12\x15\n\rmonitor_epoch\x18\r \x01(\t\x12.\n\x0e\x61gent_tool_gap\x18\x0e \x01(\x0b\x32\x16.hetflow.v1.ToolGapFit\x12\x33\n\x0finferred_stages\x18\x0f \x01(\x0b\x32\x1a.hetflow.v1.StageInferenceB\x1a\n\x18_agent_anchor_distance_sB\x13\n\x11_agent_expected_sB\x1b\n\x19_anchor_distance_median_s\"8\n\nToolGapFit\x12\n\n\x02mu\x18\x01 \x01(\x01\x12\r\n\x05sigma\x18\x02 \x01(\x01\x12\x0f\n\x07samples\x18\x03 \x01(\r\"\'\n\x11GetProgramRequest\x12\x12\n\nprogram_id\x18\x01 \x01(\t\"\xe0\x01\n\x0cProgramEntry\x12\x12\n\nprogram_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x10\n\x08workflow\x18\x03 \x01(\t\x12\x1a\n\x12in_flight_requests\x18\x04 \x01(\r\x12\x1a\n\x12\x63ompleted_requests\x18\x05 \x01(\r\x12\x15\n\routput_tokens\x18\x06 \x01(\x04\x12\x17\n\x0f\x64\x65\x61\x64line_unix_s\x18\x07 \x01(\x01\x12\x19\n\x11\x66irst_seen_unix_s\x18\x08 \x01(\x01\x12\x18\n\x10last_seen_unix_s\x18\t \x01(\x01\x32\x98\x06\n\x07Monitor\x12\x39\n\x05\x41\x64mit\x12\x18.hetflow.v1.AdmitRequest\x1a\x16.hetflow.v1.AdmitReply\x12@\n\x08\x43omplete\x12\x1a.hetflow.v1.ReleaseRequest\x1a\x18.hetflow.v1.ReleaseReply\x12>\n\x06\x43\x61ncel\x12\x1a.hetflow.v1.ReleaseRequest\x1a\x18.hetflow.v1.ReleaseReply\x12G\n\x12ReportEngineStatus\x12\x18.hetflow.v1.EngineStatus\x1a\x17.hetflow.v1.ReportReply\x12I\n\x13ReportEngineFailure\x12\x19.hetflow.v1.EngineFailure\x1a\x17.hetflow.v1.ReportReply\x12\x44\n\x08Snapshot\x12\x1b.hetflow.v1.SnapshotRequest\x1a\x1b.hetflow.v1.MonitorSnapshot\x12\x45\n\nGetProgram\x12\x1d.hetflow.v1.GetProgramRequest\x1a\x18.hetflow.v1.ProgramEntry\x12\x45\n\tSnapshots\x12\x1c.hetflow.v1.SnapshotsRequest\x1a\x1a.hetflow.v1.SnapshotsReply\x12H\n\nAdmitBatch\x12\x1d.hetflow.v1.AdmitBatchRequest\x1a\x1b.hetflow.v1.AdmitBatchReply\x12O\n\x0fSnapshotsStream\x12\x1c.hetflow.v1.SnapshotsRequest\x1a\x1a.hetflow.v1.SnapshotsReply(\x01\x30\x01\x12M\n\x0b\x41\x64mitStream\x12\x1d.hetflow.v1.AdmitBatchRequest\x1a\x1b.hetflow.v1.AdmitBatchReply(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18hetflow/v1/monitor.proto\x12\nhetflow.v1\x1a\x17hetflow/v1/common.proto\"C\n\x13ReleaseBatchRequest\x12,\n\x08releases\x18\x01 \x03(\x0b\x32\x1a.hetflow.v1.ReleaseRequest\"g\n\x11ReleaseBatchReply\x12)\n\x07replies\x18\x01 \x03(\x0b\x32\x18.hetflow.v1.ReleaseReply\x12\'\n\x06status\x18\x02 \x01(\x0b\x32\x17.hetflow.v1.BatchStatus\">\n\x10SnapshotsRequest\x12*\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x1b.hetflow.v1.SnapshotRequest\"i\n\x0eSnapshotsReply\x12.\n\tsnapshots\x18\x01 \x03(\x0b\x32\x1b.hetflow.v1.MonitorSnapshot\x12\'\n\x06status\x18\x02 \x01(\x0b\x32\x17.hetflow.v1.BatchStatus\"=\n\x11\x41\x64mitBatchRequest\x12(\n\x06\x61\x64mits\x18\x01 \x03(\x0b\x32\x18.hetflow.v1.AdmitRequest\"T\n\x0c\x41\x64mitOutcome\x12%\n\x05reply\x18\x01 \x01(\x0b\x32\x16.hetflow.v1.AdmitReply\x12\x0c\n\x04\x63ode\x18\x02 \x01(\r\x12\x0f\n\x07\x64\x65tails\x18\x03 \x01(\t\"f\n\x0f\x41\x64mitBatchReply\x12*\n\x08outcomes\x18\x01 \x03(\x0b\x32\x18.hetflow.v1.AdmitOutcome\x12\'\n\x06status\x18\x02 \x01(\x0b\x32\x17.hetflow.v1.BatchStatus\"\xe3\x03\n\x0c\x41\x64mitRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nprogram_id\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x11\n\tengine_id\x18\x04 \x01(\t\x12\x18\n\x10predicted_tokens\x18\x05 \x01(\x01\x12*\n\x08workflow\x18\x06 \x01(\x0b\x32\x18.hetflow.v1.WorkflowMeta\x12\x15\n\rprompt_tokens\x18\x07 \x01(\r\x12\x18\n\x10predicted_cost_s\x18\x08 \x01(\x01\x12\x1b\n\x13\x64\x65\x63ode_tokens_per_s\x18\t \x01(\x01\x12\x12\n\nexpected_s\x18\n \x01(\x01\x12\x13\n\x0bmean_cost_s\x18\x0b \x01(\x01\x12\x15\n\rprefix_blocks\x18\x0c \x03(\x03\x12\x12\n\nreregister\x18\r \x01(\x08\x12\x18\n\x0bretain_kv_s\x18\x0e \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x0bvia_gateway\x18\x0f \x01(\x08\x12\x17\n\x0fstages_inferred\x18\x10 \x01(\x08\x12\x11\n\twithin_kv\x18\x11 \x01(\x08\x12\x36\n\x12within_working_set\x18\x12 \x01(\x0b\x32\x1a.hetflow.v1.WorkingSetRoomB\x0e\n\x0c_retain_kv_s\"Q\n\x0eWorkingSetRoom\x12\x13\n\x0bneed_tokens\x18\x01 \x01(\x01\x12\x14\n\x0climit_tokens\x18\x02 \x01(\x01\x12\x14\n\x0cgrowth_share\x18\x03 \x01(\x01\"M\n\nAdmitReply\x12\x15\n\rprogram_model\x18\x01 \x01(\t\x12\x11\n\tadmit_seq\x18\x02 \x01(\x04\x12\x15\n\rmonitor_epoch\x18\x03 \x01(\t\"c\n\x0eReleaseRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x15\n\routput_tokens\x18\x02 \x01(\r\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x16\n\x0estarted_unix_s\x18\x04 \x01(\x01\"\x1d\n\x0cReleaseReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"=\n\x0bReportReply\x12\x17\n\x0forphans_removed\x18\x01 \x01(\r\x12\x15\n\rmonitor_epoch\x18\x02 \x01(\t\"2\n\rEngineFailure\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xcd\x01\n\x0fSnapshotRequest\x12\x12\n\nprogram_id\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x10\n\x08workflow\x18\x03 \x01(\t\x12\x13\n\x0bstage_index\x18\x04 \x01(\r\x12\x13\n\x0bstage_count\x18\x05 \x01(\r\x12\x15\n\rprefix_blocks\x18\x06 \x03(\x03\x12\x17\n\x0fin_flight_calls\x18\x07 \x01(\x08\x12\x16\n\x0eupstream_agent\x18\x08 \x01(\t\x12\x13\n\x0brequest_ids\x18\t \x01(\x08\"\xdc\x03\n\nEngineLoad\x12(\n\x06status\x18\x01 \x01(\x0b\x32\x18.hetflow.v1.EngineStatus\x12\x18\n\x10in_flight_tokens\x18\x02 \x01(\x01\x12\x1a\n\x12in_flight_requests\x18\x03 \x01(\r\x12\x0f\n\x07healthy\x18\x04 \x01(\x08\x12\x14\n\x0cstatus_age_s\x18\x05 \x01(\x01\x12\x18\n\x10in_flight_cost_s\x18\x06 \x01(\x01\x12\x18\n\x10kv_ledger_tokens\x18\x07 \x03(\x02\x12\x11\n\tsuspended\x18\x08 \x01(\x08\x12\x1f\n\x17\x64ispatched_since_report\x18\t \x01(\r\x12\x1b\n\x13prefix_match_blocks\x18\n \x01(\r\x12\x1b\n\x13prefix_index_blocks\x18\x0b \x01(\r\x12\x1e\n\x16pending_prefill_tokens\x18\x0c \x01(\x04\x12\x17\n\x0fresident_tokens\x18\r \x01(\x04\x12\x31\n\x0fin_flight_calls\x18\x0e \x03(\x0b\x32\x18.hetflow.v1.InFlightCall\x12\x19\n\x11resident_programs\x18\x0f \x01(\r\x12\x1e\n\x16resident_growth_tokens\x18\x10 \x01(\x04\"X\n\x0cInFlightCall\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x18\n\x10predicted_tokens\x18\x02 \x01(\x01\x12\x17\n\x0f\x61\x64mitted_unix_s\x18\x03 \x01(\x01\";\n\x0fProgramDispatch\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x15\n\rprompt_tokens\x18\x02 \x01(\r\"\xe7\x04\n\x0fMonitorSnapshot\x12\x14\n\x0ctaken_unix_s\x18\x01 \x01(\x01\x12\'\n\x07\x65ngines\x18\x02 \x03(\x0b\x32\x16.hetflow.v1.EngineLoad\x12\x15\n\rprogram_model\x18\x03 \x01(\t\x12\x11\n\tadmit_seq\x18\x04 \x01(\x04\x12\x1c\n\x14program_start_unix_s\x18\x05 \x01(\x01\x12$\n\x17\x61gent_anchor_distance_s\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x1d\n\x10\x61gent_expected_s\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12%\n\x18\x61nchor_distance_median_s\x18\t \x01(\x01H\x02\x88\x01\x01\x12\x1f\n\x17remaining_stage_costs_s\x18\x08 \x03(\x01\x12\x19\n\x11program_service_s\x18\n \x01(\x01\x12\"\n\x1aprogram_critical_service_s\x18\x0b \x01(\x01\x12\x37\n\x12program_dispatches\x18\x0c \x03(\x0b\x32\x1b.hetflow.v1.ProgramDispatch\x12\x15\n\rmonitor_epoch\x18\r \x01(\t\x12.\n\x0e\x61gent_tool_gap\x18\x0e \x01(\x0b\x32\x16.hetflow.v1.ToolGapFit\x12\x33\n\x0finferred_stages\x18\x0f \x01(\x0b\x32\x1a.hetflow.v1.StageInferenceB\x1a\n\x18_agent_anchor_distance_sB\x13\n\x11_agent_expected_sB\x1b\n\x19_anchor_distance_median_s\"8\n\nToolGapFit\x12\n\n\x02mu\x18\x01 \x01(\x01\x12\r\n\x05sigma\x18\x02 \x01(\x01\x12\x0f\n\x07samples\x18\x03 \x01(\r\"\'\n\x11GetProgramRequest\x12\x12\n\nprogram_id\x18\x01 \x01(\t\"\xe0\x01\n\x0cProgramEntry\x12\x12\n\nprogram_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x10\n\x08workflow\x18\x03 \x01(\t\x12\x1a\n\x12in_flight_requests\x18\x04 \x01(\r\x12\x1a\n\x12\x63ompleted_requests\x18\x05 \x01(\r\x12\x15\n\routput_tokens\x18\x06 \x01(\x04\x12\x17\n\x0f\x64\x65\x61\x64line_unix_s\x18\x07 \x01(\x01\x12\x19\n\x11\x66irst_seen_unix_s\x18\x08 \x01(\x01\x12\x18\n\x10last_seen_unix_s\x18\t \x01(\x01\x32\xed\x06\n\x07Monitor\x12\x39\n\x05\x41\x64mit\x12\x18.hetflow.v1.AdmitRequest\x1a\x16.hetflow.v1.AdmitReply\x12@\n\x08\x43omplete\x12\x1a.hetflow.v1.ReleaseRequest\x1a\x18.hetflow.v1.ReleaseReply\x12>\n\x06\x43\x61ncel\x12\x1a.hetflow.v1.ReleaseRequest\x1a\x18.hetflow.v1.ReleaseReply\x12G\n\x12ReportEngineStatus\x12\x18.hetflow.v1.EngineStatus\x1a\x17.hetflow.v1.ReportReply\x12I\n\x13ReportEngineFailure\x12\x19.hetflow.v1.EngineFailure\x1a\x17.hetflow.v1.ReportReply\x12\x44\n\x08Snapshot\x12\x1b.hetflow.v1.SnapshotRequest\x1a\x1b.hetflow.v1.MonitorSnapshot\x12\x45\n\nGetProgram\x12\x1d.hetflow.v1.GetProgramRequest\x1a\x18.hetflow.v1.ProgramEntry\x12\x45\n\tSnapshots\x12\x1c.hetflow.v1.SnapshotsRequest\x1a\x1a.hetflow.v1.SnapshotsReply\x12H\n\nAdmitBatch\x12\x1d.hetflow.v1.AdmitBatchRequest\x1a\x1b.hetflow.v1.AdmitBatchReply\x12O\n\x0fSnapshotsStream\x12\x1c.hetflow.v1.SnapshotsRequest\x1a\x1a.hetflow.v1.SnapshotsReply(\x01\x30\x01\x12M\n\x0b\x41\x64mitStream\x12\x1d.hetflow.v1.AdmitBatchRequest\x1a\x1b.hetflow.v1.AdmitBatchReply(\x01\x30\x01\x12S\n\rReleaseStream\x12\x1f.hetflow.v1.ReleaseBatchRequest\x1a\x1d.hetflow.v1.ReleaseBatchReply(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'hetflow.v1.monitor_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SNAPSHOTSREQUEST']._serialized_start=65
-  _globals['_SNAPSHOTSREQUEST']._serialized_end=127
-  _globals['_SNAPSHOTSREPLY']._serialized_start=129
-  _globals['_SNAPSHOTSREPLY']._serialized_end=234
-  _globals['_ADMITBATCHREQUEST']._serialized_start=236
-  _globals['_ADMITBATCHREQUEST']._serialized_end=297
-  _globals['_ADMITOUTCOME']._serialized_start=299
-  _globals['_ADMITOUTCOME']._serialized_end=383
-  _globals['_ADMITBATCHREPLY']._serialized_start=385
-  _globals['_ADMITBATCHREPLY']._serialized_end=487
-  _globals['_ADMITREQUEST']._serialized_start=490
-  _globals['_ADMITREQUEST']._serialized_end=973
-  _globals['_WORKINGSETROOM']._serialized_start=975
-  _globals['_WORKINGSETROOM']._serialized_end=1056
-  _globals['_ADMITREPLY']._serialized_start=1058
-  _globals['_ADMITREPLY']._serialized_end=1135
-  _globals['_RELEASEREQUEST']._serialized_start=1137
-  _globals['_RELEASEREQUEST']._serialized_end=1236
-  _globals['_RELEASEREPLY']._serialized_start=1238
-  _globals['_RELEASEREPLY']._serialized_end=1267
-  _globals['_REPORTREPLY']._serialized_start=1269
-  _globals['_REPORTREPLY']._serialized_end=1330
-  _globals['_ENGINEFAILURE']._serialized_start=1332
-  _globals['_ENGINEFAILURE']._serialized_end=1382
-  _globals['_SNAPSHOTREQUEST']._serialized_start=1385
-  _globals['_SNAPSHOTREQUEST']._serialized_end=1590
-  _globals['_ENGINELOAD']._serialized_start=1593
-  _globals['_ENGINELOAD']._serialized_end=2069
-  _globals['_INFLIGHTCALL']._serialized_start=2071
-  _globals['_INFLIGHTCALL']._serialized_end=2159
-  _globals['_PROGRAMDISPATCH']._serialized_start=2161
-  _globals['_PROGRAMDISPATCH']._serialized_end=2220
-  _globals['_MONITORSNAPSHOT']._serialized_start=2223
-  _globals['_MONITORSNAPSHOT']._serialized_end=2838
-  _globals['_TOOLGAPFIT']._serialized_start=2840
-  _globals['_TOOLGAPFIT']._serialized_end=2896
-  _globals['_GETPROGRAMREQUEST']._serialized_start=2898
-  _globals['_GETPROGRAMREQUEST']._serialized_end=2937
-  _globals['_PROGRAMENTRY']._serialized_start=2940
-  _globals['_PROGRAMENTRY']._serialized_end=3164
-  _globals['_MONITOR']._serialized_start=3167
-  _globals['_MONITOR']._serialized_end=3959
+  _globals['_RELEASEBATCHREQUEST']._serialized_start=65
+  _globals['_RELEASEBATCHREQUEST']._serialized_end=132
+  _globals['_RELEASEBATCHREPLY']._serialized_start=134
+  _globals['_RELEASEBATCHREPLY']._serialized_end=237
+  _globals['_SNAPSHOTSREQUEST']._serialized_start=239
+  _globals['_SNAPSHOTSREQUEST']._serialized_end=301
+  _globals['_SNAPSHOTSREPLY']._serialized_start=303
+  _globals['_SNAPSHOTSREPLY']._serialized_end=408
+  _globals['_ADMITBATCHREQUEST']._serialized_start=410
+  _globals['_ADMITBATCHREQUEST']._serialized_end=471
+  _globals['_ADMITOUTCOME']._serialized_start=473
+  _globals['_ADMITOUTCOME']._serialized_end=557
+  _globals['_ADMITBATCHREPLY']._serialized_start=559
+  _globals['_ADMITBATCHREPLY']._serialized_end=661
+  _globals['_ADMITREQUEST']._serialized_start=664
+  _globals['_ADMITREQUEST']._serialized_end=1147
+  _globals['_WORKINGSETROOM']._serialized_start=1149
+  _globals['_WORKINGSETROOM']._serialized_end=1230
+  _globals['_ADMITREPLY']._serialized_start=1232
+  _globals['_ADMITREPLY']._serialized_end=1309
+  _globals['_RELEASEREQUEST']._serialized_start=1311
+  _globals['_RELEASEREQUEST']._serialized_end=1410
+  _globals['_RELEASEREPLY']._serialized_start=1412
+  _globals['_RELEASEREPLY']._serialized_end=1441
+  _globals['_REPORTREPLY']._serialized_start=1443
+  _globals['_REPORTREPLY']._serialized_end=1504
+  _globals['_ENGINEFAILURE']._serialized_start=1506
+  _globals['_ENGINEFAILURE']._serialized_end=1556
+  _globals['_SNAPSHOTREQUEST']._serialized_start=1559
+  _globals['_SNAPSHOTREQUEST']._serialized_end=1764
+  _globals['_ENGINELOAD']._serialized_start=1767
+  _globals['_ENGINELOAD']._serialized_end=2243
+  _globals['_INFLIGHTCALL']._serialized_start=2245
+  _globals['_INFLIGHTCALL']._serialized_end=2333
+  _globals['_PROGRAMDISPATCH']._serialized_start=2335
+  _globals['_PROGRAMDISPATCH']._serialized_end=2394
+  _globals['_MONITORSNAPSHOT']._serialized_start=2397
+  _globals['_MONITORSNAPSHOT']._serialized_end=3012
+  _globals['_TOOLGAPFIT']._serialized_start=3014
+  _globals['_TOOLGAPFIT']._serialized_end=3070
+  _globals['_GETPROGRAMREQUEST']._serialized_start=3072
+  _globals['_GETPROGRAMREQUEST']._serialized_end=3111
+  _globals['_PROGRAMENTRY']._serialized_start=3114
+  _globals['_PROGRAMENTRY']._serialized_end=3338
+  _globals['_MONITOR']._serialized_start=3341
+  _globals['_MONITOR']._serialized_end=4218
 # @@protoc_insertion_point(module_scope)

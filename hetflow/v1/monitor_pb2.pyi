@@ -7,6 +7,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ReleaseBatchRequest(_message.Message):
+    __slots__ = ("releases",)
+    RELEASES_FIELD_NUMBER: _ClassVar[int]
+    releases: _containers.RepeatedCompositeFieldContainer[ReleaseRequest]
+    def __init__(self, releases: _Optional[_Iterable[_Union[ReleaseRequest, _Mapping]]] = ...) -> None: ...
+
+class ReleaseBatchReply(_message.Message):
+    __slots__ = ("replies", "status")
+    REPLIES_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    replies: _containers.RepeatedCompositeFieldContainer[ReleaseReply]
+    status: _common_pb2.BatchStatus
+    def __init__(self, replies: _Optional[_Iterable[_Union[ReleaseReply, _Mapping]]] = ..., status: _Optional[_Union[_common_pb2.BatchStatus, _Mapping]] = ...) -> None: ...
+
 class SnapshotsRequest(_message.Message):
     __slots__ = ("calls",)
     CALLS_FIELD_NUMBER: _ClassVar[int]

@@ -90,6 +90,11 @@ class MonitorStub:
                 request_serializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchRequest.SerializeToString,
                 response_deserializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchReply.FromString,
                 _registered_method=True)
+        self.ReleaseStream = channel.stream_stream(
+                '/hetflow.v1.Monitor/ReleaseStream',
+                request_serializer=hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchRequest.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchReply.FromString,
+                _registered_method=True)
 
 
 class MonitorServicer:
@@ -172,6 +177,14 @@ class MonitorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReleaseStream(self, request_iterator, context):
+        """Complete and Cancel on one long-lived stream, several releases a message (a release whose reason is
+        "completed" completes, any other cancels), answered in order: balancers and engines end calls here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MonitorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -229,6 +242,11 @@ def add_MonitorServicer_to_server(servicer, server):
                     servicer.AdmitStream,
                     request_deserializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchRequest.FromString,
                     response_serializer=hetflow_dot_v1_dot_monitor__pb2.AdmitBatchReply.SerializeToString,
+            ),
+            'ReleaseStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ReleaseStream,
+                    request_deserializer=hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchRequest.FromString,
+                    response_serializer=hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -528,6 +546,33 @@ class Monitor:
             '/hetflow.v1.Monitor/AdmitStream',
             hetflow_dot_v1_dot_monitor__pb2.AdmitBatchRequest.SerializeToString,
             hetflow_dot_v1_dot_monitor__pb2.AdmitBatchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/hetflow.v1.Monitor/ReleaseStream',
+            hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchRequest.SerializeToString,
+            hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -13,7 +13,7 @@ from balancer_svc.dispatcher import Dispatch, Dispatcher
 from hetflow.core.errors import DeadlineExceeded, ResourceExhausted
 from hetflow.core.policies import Prediction, Priority, WaitForCapacity
 from hetflow.v1 import balancer_pb2, monitor_pb2
-from tests.factories import call, engine
+from tests.factories import call, engine, streamed
 
 
 def test_held_call_is_decided_again_until_an_engine_has_room():
@@ -127,10 +127,12 @@ def _recording_monitor(dispatcher: Dispatcher) -> list[str]:
     """The dispatcher's monitor, recording each release in the list returned."""
     order: list[str] = []
 
-    async def complete(msg, timeout):
-        order.append(f"release:{msg.request_id}")
+    async def release_batch(batch, timeout):
+        order.extend(f"release:{r.request_id}" for r in batch.releases)
+        return monitor_pb2.ReleaseBatchReply(replies=[monitor_pb2.ReleaseReply() for _ in batch.releases])
 
-    dispatcher.monitor_view.monitor = SimpleNamespace(Complete=complete, Cancel=complete)
+    dispatcher.monitor_view.monitor = SimpleNamespace(
+        ReleaseStream=streamed(release_batch, monitor_pb2.ReleaseBatchReply))
     return order
 
 

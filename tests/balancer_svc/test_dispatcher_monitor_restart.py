@@ -86,6 +86,11 @@ class StubMonitor:
 
     Cancel = Complete
 
+    def ReleaseStream(self):
+        async def release_batch(batch, timeout):
+            return monitor_pb2.ReleaseBatchReply(replies=[await self.Complete(r, timeout) for r in batch.releases])
+        return StreamedCall(release_batch, monitor_pb2.ReleaseBatchReply)
+
 
 def _report(state: MonitorState, *engines: str) -> None:
     for engine_id in engines:

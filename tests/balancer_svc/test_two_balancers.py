@@ -54,6 +54,11 @@ class InProcessMonitor:
 
     Cancel = Complete
 
+    def ReleaseStream(self):
+        async def release_batch(batch, timeout):
+            return monitor_pb2.ReleaseBatchReply(replies=[await self.Complete(r, timeout) for r in batch.releases])
+        return StreamedCall(release_batch, monitor_pb2.ReleaseBatchReply)
+
 
 PACKER = {"engine": "memory-packer"}
 WORKING_SET_GATE = {"engine": "scored", "engine_params": {"filters": ["working-set"], "scorers": {"queue": 1}}}

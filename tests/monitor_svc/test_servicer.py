@@ -62,3 +62,24 @@ async def test_a_batch_larger_than_the_monitor_takes_is_refused():
         await servicer.Snapshots(monitor_pb2.SnapshotsRequest(calls=[monitor_pb2.SnapshotRequest()] * 257), None)
     with pytest.raises(InvalidArgument, match="at most 256"):
         await servicer.AdmitBatch(monitor_pb2.AdmitBatchRequest(admits=[monitor_pb2.AdmitRequest()] * 257), None)
+
+
+async def test_the_release_stream_completes_or_cancels_each_release_and_a_batch_too_large_fails_only_itself():
+    state = MonitorState(MonitorLimits())
+    state.report(EngineStatus("e0", model="m"), 0.0)
+    servicer = MonitorServicer(state)
+    for request_id in ("a", "b"):
+        await servicer.Admit(monitor_pb2.AdmitRequest(request_id=request_id, program_id=request_id, model="m",
+                                                      engine_id="e0"), None)
+
+    async def batches():
+        yield monitor_pb2.ReleaseBatchRequest(releases=[monitor_pb2.ReleaseRequest(request_id="x")] * 257)
+        yield monitor_pb2.ReleaseBatchRequest(releases=[
+            monitor_pb2.ReleaseRequest(request_id="a", reason="completed", output_tokens=7),
+            monitor_pb2.ReleaseRequest(request_id="b", reason="deadline"),
+            monitor_pb2.ReleaseRequest(request_id="never-admitted", reason="completed")])
+
+    replies = [reply async for reply in servicer.ReleaseStream(batches(), None)]
+    assert replies[0].status.code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and not replies[0].replies
+    assert [r.found for r in replies[1].replies] == [True, True, False] and not replies[1].status.code
+    assert not state.entries and state.programs["a"].completed == 1 and state.programs["b"].completed == 0
