@@ -199,14 +199,14 @@ async def test_the_monitor_knows_a_call_ended_before_its_caller_sees_the_last_ch
 
 
 async def test_on_the_relay_path_too_the_monitor_knows_before_the_last_chunk(stack, monkeypatch):
-    from balancer_svc import monitor_view
+    from hetflow.runtime.releases import MonitorReleases
 
-    release = monitor_view.release
+    release = MonitorReleases.release
 
-    async def slow_release(*args):
+    async def slow_release(self, *args):
         await asyncio.sleep(0.2)
-        await release(*args)
-    monkeypatch.setattr(monitor_view, "release", slow_release)
+        await release(self, *args)
+    monkeypatch.setattr(MonitorReleases, "release", slow_release)
     async with grpc.aio.insecure_channel(stack.address("balancer")) as channel:
         for i in range(3):
             async for chunk in balancer_pb2_grpc.BalancerStub(channel).Generate(_call(i, "relayed"), timeout=10):

@@ -76,10 +76,16 @@ async def test_hetflow_queue_decides_the_order(stack):
                 if request_id not in started:
                     started.append(request_id)
 
-    blocker = asyncio.create_task(run("blocker", 0, 300))
+    blocker = asyncio.create_task(run("blocker", 0, 1500))
     while "blocker" not in started:
         assert not blocker.done(), blocker.exception()
         await asyncio.sleep(0.01)
     queued = [asyncio.create_task(run(rid, prio, 4)) for rid, prio in [("p30", 30), ("p10", 10), ("p20", 20)]]
-    await asyncio.gather(blocker, *queued)
+    async with grpc.aio.insecure_channel(address) as ch:  # all three wait before the slot frees, however slow
+        status = engine_pb2_grpc.EngineStub(ch).Status    # the host: the order is the queue's, not arrival's
+        while (await status(engine_pb2.EngineStatusRequest(), timeout=10)).waiting < 3:
+            assert not blocker.done(), blocker.exception()
+            await asyncio.sleep(0.01)
+    blocker.cancel()  # the slot frees: the engine aborts the blocker
+    await asyncio.gather(*queued)
     assert started == ["blocker", "p10", "p20", "p30"]
