@@ -9,7 +9,7 @@ method to a service without the stream.
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Sequence
+from typing import Sequence
 
 import grpc
 
@@ -17,7 +17,7 @@ from hetflow import wire
 from hetflow.core.call import LlmCall
 from hetflow.core.features import feature_row
 from hetflow.core.policies import Prediction
-from hetflow.runtime.batch_streams import BatchStream, ReplyT, RequestT
+from hetflow.runtime.batch_streams import BatchStream
 from hetflow.runtime.coalescing import Coalescer, rejected
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import predictor_pb2, predictor_pb2_grpc, router_pb2, router_pb2_grpc
@@ -75,8 +75,8 @@ class Advisors:
     async def _score_batch(self, prompts: list[str]) -> Sequence[router_pb2.ModelConfidence]:
         assert self.router is not None
         request = router_pb2.ScoreRequest(prompts=prompts)
-        reply = await _streamed_or_unary(self._score_stream, request,
-                                         lambda: self.router.Score(request, timeout=self.timeout_s))  # type: ignore[union-attr]
+        reply = await self._score_stream.ask_or(
+            request, lambda: self.router.Score(request, timeout=self.timeout_s))  # type: ignore[union-attr]
         return reply.scores
 
     async def _predict_batch(self, rows_per_call: list[list[predictor_pb2.FeatureRow]]
@@ -85,8 +85,8 @@ class Advisors:
         assert self.predictor is not None
         asked = [row for rows in rows_per_call for row in rows]
         request = predictor_pb2.PredictRequest(rows=asked, quantiles=self.quantiles)
-        reply = await _streamed_or_unary(self._predict_stream, request,
-                                         lambda: self.predictor.Predict(request, timeout=self.timeout_s))  # type: ignore[union-attr]
+        reply = await self._predict_stream.ask_or(
+            request, lambda: self.predictor.Predict(request, timeout=self.timeout_s))  # type: ignore[union-attr]
         predictions, answers, start = list(reply.predictions), [], 0
         if len(predictions) != len(asked):
             raise RuntimeError(f"the predictor answered {len(predictions)} of {len(asked)} rows")
@@ -95,14 +95,3 @@ class Advisors:
             start += len(rows)
         return answers
 
-
-async def _streamed_or_unary(stream: BatchStream[RequestT, ReplyT], request: RequestT,
-                             unary: Callable[[], Awaitable[ReplyT]]) -> ReplyT:
-    """The batch's reply on its stream; by the unary method from a service without the stream."""
-    if stream.supported:
-        try:
-            return await stream.ask(request)
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
-                raise
-    return await unary()

@@ -301,7 +301,7 @@ class Dispatcher:
         admitted = asyncio.get_running_loop().create_task(self.monitor_view.admit(call, admit))
         if admit.within_kv or admit.HasField("within_working_set"):  # admitted before it is sent: the room
             # its decision assumed may have gone to another balancer's call
-            await self._admitted_within_kv(call.request_id, admitted, decision.priority)
+            await self._admitted_with_room(call.request_id, admitted, decision.priority)
         receipt = balancer_pb2.Receipt(
             request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
             engine_id=engine.engine_id, priority=decision.priority.key, priority_tiebreak=decision.priority.tiebreak,
@@ -316,7 +316,7 @@ class Dispatcher:
                         snapshot.program_start_s, start, admitted, decision.retain_kv_s,
                         decision.reserve_output_tokens)
 
-    async def _admitted_within_kv(self, request_id: str, admitted: asyncio.Task[None], priority: Priority) -> None:
+    async def _admitted_with_room(self, request_id: str, admitted: asyncio.Task[None], priority: Priority) -> None:
         """Wait for a conditional admit (``hetflow.core.room``: the memory packer's calls, new programs
         past the working-set gate): refused because the engine's room went to calls admitted since the
         snapshot, by this balancer or another,

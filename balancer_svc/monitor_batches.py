@@ -14,11 +14,11 @@ until a new monitor process answers, so the balancer can be upgraded first.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Sequence, TypeVar
+from typing import Awaitable, Callable, Sequence, TypeVar
 
 import grpc
 
-from hetflow.runtime.batch_streams import BatchStream
+from hetflow.runtime.batch_streams import STATUS_OF_CODE, BatchStream
 from hetflow.runtime.coalescing import Coalescer, rejected
 from hetflow.runtime.interceptors import rpc_error
 from hetflow.runtime.logs import get_logger
@@ -29,10 +29,6 @@ log = get_logger(__name__)
 AnswerT = TypeVar("AnswerT")
 BATCH_ITEMS = 64
 """Calls one batch carries, at most (the monitor takes up to 256)."""
-STATUS_OF_CODE = {code.value[0]: code for code in grpc.StatusCode}
-"""gRPC's status codes by number (``AdmitOutcome.code``)."""
-
-
 async def _snapshots_of(reply: Awaitable[monitor_pb2.SnapshotsReply]) -> Sequence[monitor_pb2.MonitorSnapshot]:
     return (await reply).snapshots
 
@@ -85,31 +81,23 @@ class MonitorBatches:
     async def _snapshot_batch(self, requests: list[monitor_pb2.SnapshotRequest]
                               ) -> Sequence[monitor_pb2.MonitorSnapshot | BaseException]:
         monitor, batch = self._monitor(), monitor_pb2.SnapshotsRequest(calls=requests)
-        return await self._streamed_batched_or_each(
-            self._snapshot_stream, lambda: _snapshots_of(self._snapshot_stream.ask(batch)),
-            lambda: _snapshots_of(monitor.Snapshots(batch, timeout=self._timeout_s)),
+        return await self._batched_or_each(
+            lambda: _snapshots_of(self._snapshot_stream.ask_or(
+                batch, lambda: monitor.Snapshots(batch, timeout=self._timeout_s))),
             lambda: asyncio.gather(*(monitor.Snapshot(r, timeout=self._timeout_s) for r in requests),
                                    return_exceptions=True))
 
     async def _admit_batch(self, admits: list[monitor_pb2.AdmitRequest]) -> Sequence[monitor_pb2.AdmitOutcome]:
         monitor, batch = self._monitor(), monitor_pb2.AdmitBatchRequest(admits=admits)
-        return await self._streamed_batched_or_each(
-            self._admit_stream, lambda: _outcomes_of(self._admit_stream.ask(batch)),
-            lambda: _outcomes_of(monitor.AdmitBatch(batch, timeout=self._timeout_s)),
+        return await self._batched_or_each(
+            lambda: _outcomes_of(self._admit_stream.ask_or(
+                batch, lambda: monitor.AdmitBatch(batch, timeout=self._timeout_s))),
             lambda: asyncio.gather(*(self._admit_alone(monitor, a) for a in admits)))
 
-    async def _streamed_batched_or_each(self, stream: BatchStream[Any, Any],
-                                        streamed: Callable[[], Awaitable[Sequence[AnswerT]]],
-                                        batched: Callable[[], Awaitable[Sequence[AnswerT]]],
-                                        each: Callable[[], Awaitable[Sequence[AnswerT]]]) -> Sequence[AnswerT]:
-        """The batch's answers on its stream; by the unary batch method from a monitor without the
-        stream; the single method's, call by call, from a monitor without either (UNIMPLEMENTED)."""
-        if self._batches and stream.supported:
-            try:
-                return await streamed()
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
-                    raise
+    async def _batched_or_each(self, batched: Callable[[], Awaitable[Sequence[AnswerT]]],
+                               each: Callable[[], Awaitable[Sequence[AnswerT]]]) -> Sequence[AnswerT]:
+        """The batch's answers (on its stream, or by the unary batch method from a monitor without the
+        stream); the single method's, call by call, from a monitor without either (UNIMPLEMENTED)."""
         if self._batches:
             try:
                 return await batched()

@@ -64,7 +64,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                           context: grpc.aio.ServicerContext) -> AsyncIterator[monitor_pb2.AdmitBatchReply]:
         """AdmitBatch on one stream, each batch answered in order (``hetflow.runtime.batch_streams``)."""
         async for reply in answer_in_order(requests, lambda r: self.AdmitBatch(r, context),
-                                           lambda status: monitor_pb2.AdmitBatchReply(status=status)):
+                                           monitor_pb2.AdmitBatchReply):
             yield reply
 
     def _admit(self, request: monitor_pb2.AdmitRequest, now_s: float) -> monitor_pb2.AdmitReply:
@@ -106,7 +106,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
             return monitor_pb2.ReleaseBatchReply(replies=[self._release(r, completed=r.reason == COMPLETED)
                                                           for r in batch.releases])
         async for reply in answer_in_order(requests, answer,
-                                           lambda status: monitor_pb2.ReleaseBatchReply(status=status)):
+                                           monitor_pb2.ReleaseBatchReply):
             yield reply
 
     async def ReportEngineStatus(self, request: common_pb2.EngineStatus,
@@ -140,7 +140,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                               context: grpc.aio.ServicerContext) -> AsyncIterator[monitor_pb2.SnapshotsReply]:
         """Snapshots on one stream, each batch answered in order (``hetflow.runtime.batch_streams``)."""
         async for reply in answer_in_order(requests, lambda r: self.Snapshots(r, context),
-                                           lambda status: monitor_pb2.SnapshotsReply(status=status)):
+                                           monitor_pb2.SnapshotsReply):
             yield reply
 
     def _snapshot(self, request: monitor_pb2.SnapshotRequest, now_s: float) -> monitor_pb2.MonitorSnapshot:

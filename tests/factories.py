@@ -128,8 +128,7 @@ class StreamedCall:
 
         self._written: asyncio.Queue[Any] = asyncio.Queue()
         self._unimplemented = unimplemented
-        self._replies = answer_in_order(self._requests(), lambda r: unary(r, timeout=None),
-                                        lambda status: reply_type(status=status))
+        self._replies = answer_in_order(self._requests(), lambda r: unary(r, timeout=None), reply_type)
         self.cancelled = False
 
     async def _requests(self) -> Any:

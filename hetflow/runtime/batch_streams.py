@@ -34,7 +34,7 @@ log = get_logger(__name__)
 RequestT = TypeVar("RequestT")
 ReplyT = TypeVar("ReplyT", bound="HasStatus")
 STATUS_OF_CODE = {code.value[0]: code for code in grpc.StatusCode}
-"""gRPC's status codes by number (``BatchStatus.code``)."""
+"""gRPC's status codes by number (``BatchStatus.code``, ``AdmitOutcome.code``)."""
 MAX_UNANSWERED = 1024
 """Batches a client lets wait for answers on one stream; past it the stream is taken for stuck and
 opened again (every batch then waiting fails UNAVAILABLE)."""
@@ -56,11 +56,15 @@ def checks_each_message(handler: Callable[..., Any]) -> Callable[..., Any]:
 
 
 async def answer_in_order(requests: AsyncIterator[RequestT], answer: Callable[[RequestT], Awaitable[ReplyT]],
-                          failed: Callable[[common_pb2.BatchStatus], ReplyT],
-                          max_in_flight: int = 8) -> AsyncIterator[ReplyT]:
+                          reply_type: Callable[..., ReplyT], max_in_flight: int = 8) -> AsyncIterator[ReplyT]:
     """The server's side: each request answered by ``answer``, up to ``max_in_flight`` at once, the
     replies yielded in the order the requests came. A request that fails (a bad message, or ``answer``
-    raising) is answered by ``failed`` with the status its unary method would have ended with."""
+    raising) is answered by a ``reply_type`` carrying only the status its unary method would have ended
+    with."""
+
+    def failed(status: common_pb2.BatchStatus) -> ReplyT:
+        return reply_type(status=status)
+
     answering: asyncio.Queue[asyncio.Task[ReplyT] | None] = asyncio.Queue(maxsize=max_in_flight)
 
     async def checked(request: RequestT) -> ReplyT:
@@ -119,6 +123,17 @@ class BatchStream(Generic[RequestT, ReplyT]):
         UNIMPLEMENTED."""
         since_s = self._unsupported_since_s
         return since_s is None or time.monotonic() - since_s > RETRY_UNSUPPORTED_S
+
+    async def ask_or(self, request: RequestT, unary: Callable[[], Awaitable[ReplyT]]) -> ReplyT:
+        """The reply on the stream; by ``unary()`` (the service's unary method) while the service has no
+        such stream."""
+        if self.supported:
+            try:
+                return await self.ask(request)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+        return await unary()
 
     async def ask(self, request: RequestT) -> ReplyT:
         if self._outbox is None or len(self._unanswered) > MAX_UNANSWERED:

@@ -52,15 +52,16 @@ class MonitorReleases:
         await self._stream.close()
 
     async def _send(self, releases: list[monitor_pb2.ReleaseRequest]) -> Sequence[monitor_pb2.ReleaseReply]:
-        if self._stream.supported:
-            try:
-                return (await self._stream.ask(monitor_pb2.ReleaseBatchRequest(releases=releases))).replies
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
-                    raise
+        reply = await self._stream.ask_or(monitor_pb2.ReleaseBatchRequest(releases=releases),
+                                          lambda: self._one_by_one(releases))
+        return reply.replies
+
+    async def _one_by_one(self, releases: list[monitor_pb2.ReleaseRequest]) -> monitor_pb2.ReleaseBatchReply:
+        """``Complete`` or ``Cancel`` for each release, as a monitor without the stream is asked."""
         monitor = self._monitor()
-        return await asyncio.gather(*((monitor.Complete if r.reason == "completed" else monitor.Cancel)(
-            r, timeout=self._timeout_s) for r in releases))
+        return monitor_pb2.ReleaseBatchReply(replies=await asyncio.gather(*(
+            (monitor.Complete if r.reason == "completed" else monitor.Cancel)(r, timeout=self._timeout_s)
+            for r in releases)))
 
 
 async def released_before_end(release_task: asyncio.Task[None], budget_s: float = RELEASE_BEFORE_END_S) -> None:
