@@ -27,7 +27,7 @@ from balancer_svc import convert
 from balancer_svc.advisors import Advisors
 from balancer_svc.config import BalancerConfig
 from balancer_svc.live_alpha import AlphaReplay, LiveAlphaTuning
-from balancer_svc.monitor_view import MonitorView
+from balancer_svc.monitor_view import MonitorView, SeenSnapshot
 from hetflow import wire
 from hetflow.core.admission import TenantLimiter
 from hetflow.core.call import LlmCall, stages_unknown, with_stages
@@ -155,7 +155,6 @@ class Dispatcher:
         self._served_models: list[str] = []
         """The healthy models of the last snapshot: what the router and predictor are asked about
         beside the next snapshot."""
-        self._profiles = wire.ProfileMemo()
         self.advisors = Advisors(
             router_pb2_grpc.RouterStub(self.channel(cfg.router_address)) if cfg.router_address else None,
             predictor_pb2_grpc.PredictorStub(self.channel(cfg.predictor_address)) if cfg.predictor_address else None,
@@ -341,17 +340,16 @@ class Dispatcher:
         first = None
         if stages_unknown(call):
             first = await self.monitor_view.snapshot(call)
-            inferred = first[0].inferred_stages if first[0].HasField("inferred_stages") else None
+            inferred = first[0].inferred_stages
             if inferred is not None and inferred.stage_index:
                 call = with_stages(call, inferred.stage_index, inferred.stage_count)
         guess = [call.model_pin] if call.model_pin else self._served_models
         ask_router = bool(guess) and self.pipeline.needs_router(call, guess) and \
             not self.monitor_view.knows_program(call.workflow.program_id)
-        (snapshot_msg, stale_s), scored, predictions = await asyncio.gather(
+        (snapshot, admit_seq, stale_s), scored, predictions = await asyncio.gather(
             self.monitor_view.snapshot(call) if first is None else _ready(first),
             self.advisors.score(call) if ask_router else _none(),
             self.advisors.predict(call, guess) if guess else _no_predictions())
-        snapshot = wire.snapshot_from_proto(snapshot_msg, self._profiles)
         self._served_models = snapshot.healthy_models()
         candidates, router_asked = self.decisions.candidates(call, snapshot)
         missing = [m for m in candidates if m not in predictions]
@@ -363,7 +361,7 @@ class Dispatcher:
             predictions = {**predictions, **late}
         if snapshot.program_model:
             self.monitor_view.remember_program(call.workflow.program_id, snapshot.program_model)
-        return Fetched(call, snapshot, snapshot_msg.admit_seq, stale_s, candidates, router_asked,
+        return Fetched(call, snapshot, admit_seq, stale_s, candidates, router_asked,
                        scored if router_asked else ({}, False), predictions)
 
     # -- dispatch --------------------------------------------------------------------------
@@ -399,7 +397,7 @@ class Dispatcher:
         return channel
 
 
-async def _ready(snapshot: tuple[monitor_pb2.MonitorSnapshot, float]) -> tuple[monitor_pb2.MonitorSnapshot, float]:
+async def _ready(snapshot: SeenSnapshot) -> SeenSnapshot:
     return snapshot
 
 

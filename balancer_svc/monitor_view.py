@@ -1,5 +1,6 @@
 """The balancer's side of the monitor, the one source of truth for in-flight work: each decision's
-snapshot (the last one while the monitor does not answer or a restarted one rebuilds), admits and
+snapshot (its engines from the watch while it is live, ``EngineWatch``; the last whole snapshot while
+the monitor does not answer or a restarted one rebuilds), admits and
 releases of the calls this balancer placed, their re-registration with a restarted monitor, and the
 engines this balancer skips (unreachable lately, failed a call before its first token, outside a
 gateway's subset).
@@ -11,18 +12,23 @@ Any number of balancers share one monitor: each counts its own admits not yet in
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import OrderedDict
+from typing import Mapping
 
 import grpc
 from prometheus_client import Counter
 
 from balancer_svc.config import BalancerConfig
+from balancer_svc.engine_watch import EngineFacts, EngineWatch, Watched, facts_of
 from balancer_svc.monitor_batches import MonitorBatches
 from balancer_svc.pending import PendingAdmits
 from balancer_svc.registrations import Registrations
+from hetflow import wire
 from hetflow.core.call import LlmCall
 from hetflow.core.errors import Aborted, Unavailable
+from hetflow.core.snapshot import ClusterSnapshot, view_with
 from hetflow.runtime.logs import get_logger
 from hetflow.runtime.releases import MonitorReleases
 from hetflow.v1 import common_pb2, monitor_pb2, monitor_pb2_grpc
@@ -36,6 +42,13 @@ STALE_DECISIONS = Counter("hetflow_balancer_stale_snapshot_decisions_total",
                           "Decisions taken on the last snapshot while the monitor did not answer")
 LATE_ENGINE_DECISIONS = Counter("hetflow_balancer_late_engine_decisions_total",
                                 "Decisions that used engines whose reports were late, none being on time")
+SeenSnapshot = tuple[ClusterSnapshot, int, float]
+"""What a decision is taken on: the snapshot, the monitor's ``admit_seq`` its engines include, and how
+old it is (seconds; 0 when the monitor answered for this call)."""
+
+
+class _MonitorAway(Exception):
+    """The monitor did not answer (restarting, starved): the call is decided on the last snapshot."""
 
 
 class MonitorView:
@@ -50,6 +63,8 @@ class MonitorView:
         """Each decision's snapshot and admit, batched with the others of its loop turn."""
         self.releases = MonitorReleases(lambda: self.monitor, cfg.dependency_timeout_s)
         self.pending = PendingAdmits(horizon_s=4 * cfg.dependency_timeout_s)
+        self.profiles = wire.ProfileMemo()
+        self.engine_watch = EngineWatch(lambda: self.monitor, reads_in_flight_calls, self.profiles)
         self.registrations = Registrations()
         """Running calls and whether the monitor knows them (told again after it restarts)."""
         self._releases: dict[str, asyncio.Task[None]] = {}
@@ -72,8 +87,9 @@ class MonitorView:
         """Programs seen assigned to a model (A[p]), the most recent last, at most ``PROGRAM_HINTS``."""
 
     def start(self) -> None:
-        """Start watching the monitor (``_watch``); on the server's event loop."""
+        """Start probing the monitor (``_watch``) and watching its engines; on the server's event loop."""
         self._watcher = asyncio.get_running_loop().create_task(self._watch())
+        self.engine_watch.start()
 
     async def close(self) -> None:
         for task in (self._reregistering, self._watcher):
@@ -81,6 +97,7 @@ class MonitorView:
                 task.cancel()
         if self._releases:
             await asyncio.wait(self._releases.values(), timeout=5.0)
+        await self.engine_watch.close()
         await self.monitor_batches.close()
         await self.releases.close()
 
@@ -151,34 +168,46 @@ class MonitorView:
         if (releasing := self._releases.get(request_id)) is not None:
             await asyncio.gather(releasing, return_exceptions=True)
 
-    def _decision_view(self, msg: monitor_pb2.MonitorSnapshot, request_id: str) -> monitor_pb2.MonitorSnapshot:
-        """The snapshot the call is decided on: a copy with the engines this balancer could not reach
-        lately, and those that failed this call before, marked unhealthy (``msg`` when there are none).
-        When no other engine is healthy, engines whose reports are late but that last said they serve
-        (up to ``late_engine_max_s``) are used: on a starved host every report is late, and a call
-        sent to an engine that is really gone comes back before its first token and goes elsewhere."""
+    def _decision_view(self, snapshot: ClusterSnapshot, facts: Mapping[str, EngineFacts],
+                       request_id: str) -> ClusterSnapshot:
+        """The snapshot the call is decided on: the engines this balancer could not reach lately, and
+        those that failed this call before, marked unhealthy (``snapshot`` when there are none). When no
+        other engine is healthy, engines whose reports are late but that last said they serve (up to
+        ``late_engine_max_s``) are used: on a starved host every report is late, and a call sent to an
+        engine that is really gone comes back before its first token and goes elsewhere."""
         now_s = time.monotonic()
         for engine_id in [e for e, until_s in self._unreachable.items() if until_s <= now_s]:
             del self._unreachable[engine_id]
         skipped = self._unreachable.keys() | self._excluded.get(request_id, set())
         if (allowed := self._allowed_endpoints.get(request_id)) is not None:
-            skipped |= {e.status.engine_id for e in msg.engines if e.status.serving_endpoint not in allowed}
-        on_time = any(e.healthy for e in msg.engines if e.status.engine_id not in skipped)
-        late = set() if on_time else {e.status.engine_id for e in msg.engines if e.status.serving and not e.healthy
-                                      and e.status.engine_id not in skipped
-                                      and e.status_age_s <= self.cfg.late_engine_max_s}
-        if not late and not any(e.status.engine_id in skipped for e in msg.engines):
-            return msg
+            skipped |= {e for e, f in facts.items() if f.serving_endpoint not in allowed}
+        engines = snapshot.engines
+        on_time = any(e.healthy for e in engines if e.engine_id not in skipped)
+        late = set() if on_time else {e.engine_id for e in engines if not e.healthy and e.engine_id not in skipped
+                                      and (f := facts.get(e.engine_id)) is not None and f.serving
+                                      and f.age_s(now_s) <= self.cfg.late_engine_max_s}
+        if not late and not any(e.engine_id in skipped for e in engines):
+            return snapshot
         if late:
             LATE_ENGINE_DECISIONS.inc()
-        marked = monitor_pb2.MonitorSnapshot()
-        marked.CopyFrom(msg)
-        for engine in marked.engines:
-            if engine.status.engine_id in skipped:
-                engine.healthy = False
-            elif engine.status.engine_id in late:
-                engine.healthy = True
-        return marked
+        return dataclasses.replace(snapshot, engines=tuple(
+            view_with(e, healthy=False) if e.engine_id in skipped else view_with(e, healthy=True)
+            if e.engine_id in late else e for e in engines))
+
+    def _from_whole(self, msg: monitor_pb2.MonitorSnapshot, request_id: str) -> ClusterSnapshot:
+        """The call's snapshot from a whole one the monitor sent (its engines in it)."""
+        now_s = time.monotonic()
+        return self._decision_view(wire.snapshot_from_proto(msg, self.profiles),
+                                   {e.status.engine_id: facts_of(e, now_s) for e in msg.engines}, request_id)
+
+    def _from_watch(self, msg: monitor_pb2.MonitorSnapshot, watched: Watched, request_id: str) -> ClusterSnapshot:
+        """The call's snapshot from its own part (``without_engines``) and the watched engines, each with
+        the call's prefix match."""
+        matches = msg.prefix_match_blocks
+        engines = watched.views if not matches else tuple(
+            view_with(v, prefix_match_blocks=matches[v.engine_id]) if v.engine_id in matches else v
+            for v in watched.views)
+        return self._decision_view(wire.snapshot_from_proto(msg, self.profiles, engines), watched.facts, request_id)
 
     def remember_program(self, program_id: str, model: str) -> None:
         """A hint of A[p] (the monitor stays the truth): a program seen assigned needs no router."""
@@ -188,23 +217,38 @@ class MonitorView:
             while len(self._program_models) > PROGRAM_HINTS:
                 self._program_models.popitem(last=False)
 
-    async def snapshot(self, call: LlmCall) -> tuple[monitor_pb2.MonitorSnapshot, float]:
-        """The monitor's snapshot for the call, and 0; while the monitor does not answer, its last one
-        and how old it is (seconds)."""
+    async def snapshot(self, call: LlmCall) -> SeenSnapshot:
+        """The call's snapshot: its own part from the monitor and the engines from the watch while it is
+        live and follows the monitor the last whole snapshot came from; otherwise the monitor's whole
+        snapshot; while the monitor does not answer, its last one and how old it is."""
         wf = call.workflow
+        watched = self.engine_watch.current(self._last_snapshot[0].monitor_epoch) if self._last_snapshot else None
+        request = monitor_pb2.SnapshotRequest(
+            program_id=wf.program_id, agent=wf.agent, workflow=wf.workflow, stage_index=wf.stage_index,
+            stage_count=wf.stage_count, upstream_agent=wf.upstream_agent,
+            prefix_blocks=call.prefix_blocks if self.reads_prefix else (),
+            in_flight_calls=self.reads_in_flight_calls, without_engines=watched is not None)
         try:
-            msg = await self.monitor_batches.snapshot(monitor_pb2.SnapshotRequest(
-                program_id=wf.program_id, agent=wf.agent, workflow=wf.workflow, stage_index=wf.stage_index,
-                stage_count=wf.stage_count, upstream_agent=wf.upstream_agent,
-                prefix_blocks=call.prefix_blocks if self.reads_prefix else (),
-                in_flight_calls=self.reads_in_flight_calls))
+            msg = await self._ask(request)
+            if watched is not None and msg.monitor_epoch != watched.epoch:  # restarted since the watch heard
+                watched, request.without_engines = None, False
+                msg = await self._ask(request)
+        except _MonitorAway as away:
+            return self._stale_snapshot(call, str(away))
+        if watched is not None:
+            self._monitor_answered(msg.monitor_epoch)
+            return self._from_watch(msg, watched, call.request_id), watched.admit_seq, 0.0
+        if not self._monitor_answer(msg):
+            return self._stale_snapshot(call, "restarted, rebuilding from engine reports")
+        return self._from_whole(msg, call.request_id), msg.admit_seq, 0.0
+
+    async def _ask(self, request: monitor_pb2.SnapshotRequest) -> monitor_pb2.MonitorSnapshot:
+        try:
+            return await self.monitor_batches.snapshot(request)
         except grpc.aio.AioRpcError as exc:
             if exc.code() not in MONITOR_AWAY:
                 raise Unavailable(f"monitor failed the snapshot: {exc.code().name} {exc.details()}") from exc
-            return self._stale_snapshot(call, f"{exc.code().name} {exc.details()}")
-        if not self._monitor_answer(msg):
-            return self._stale_snapshot(call, "restarted, rebuilding from engine reports")
-        return self._decision_view(msg, call.request_id), 0.0
+            raise _MonitorAway(f"{exc.code().name} {exc.details()}") from exc
 
     def _monitor_answer(self, msg: monitor_pb2.MonitorSnapshot) -> bool:
         """Take a snapshot the monitor answered, to a call or to the probe: the one place a snapshot
@@ -237,7 +281,7 @@ class MonitorView:
             return False
         return any(e.healthy and e.status.engine_id not in heard for e in last.engines)
 
-    def _stale_snapshot(self, call: LlmCall, why: str) -> tuple[monitor_pb2.MonitorSnapshot, float]:
+    def _stale_snapshot(self, call: LlmCall, why: str) -> SeenSnapshot:
         """The last snapshot's cluster-wide part (engines, loads, admit_seq), with what this balancer
         knows of the call's program (its model hint); per-call fields of another call are left out."""
         age_s = time.monotonic() - self._last_snapshot[1] if self._last_snapshot else float("inf")
@@ -252,7 +296,7 @@ class MonitorView:
             engine.prefix_match_blocks = 0
         STALE_DECISIONS.inc()
         log.warning("deciding_on_stale_snapshot", age_s=round(age_s, 3), why=why)
-        return self._decision_view(stale, call.request_id), max(age_s, 1e-6)
+        return self._from_whole(stale, call.request_id), stale.admit_seq, max(age_s, 1e-6)
 
     async def admit(self, call: LlmCall, admit: monitor_pb2.AdmitRequest) -> None:
         """Chimera Algorithm 1, line 32: I[m*][r.id] = r.predicted_tokens (and A[p] = m*, line 23), with

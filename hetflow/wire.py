@@ -153,16 +153,8 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
         program_critical_service_s=snapshot.program_critical_service_s,
         program_dispatches=[monitor_pb2.ProgramDispatch(engine_id=engine_id, prompt_tokens=tokens)
                             for engine_id, tokens in snapshot.program_dispatches],
-        engines=[monitor_pb2.EngineLoad(
-            status=reports.of(records[e.engine_id], request_ids),
-            in_flight_tokens=e.in_flight_tokens, in_flight_cost_s=e.in_flight_cost_s, suspended=e.suspended,
-            kv_ledger_tokens=e.kv_ledger_tokens, in_flight_requests=e.in_flight_requests, healthy=e.healthy,
-            status_age_s=now_s - records[e.engine_id].received_s, dispatched_since_report=e.dispatched_since_report,
-            prefix_match_blocks=e.prefix_match_blocks, prefix_index_blocks=e.prefix_index_blocks,
-            pending_prefill_tokens=e.pending_prefill_tokens, resident_tokens=e.resident_tokens,
-            resident_growth_tokens=e.resident_growth_tokens, resident_programs=e.resident_programs,
-            in_flight_calls=[in_flight_call_to_proto(c) for c in e.in_flight_calls])
-            for e in snapshot.engines])
+        engines=[engine_load_to_proto(e, records[e.engine_id], now_s, reports, request_ids)
+                 for e in snapshot.engines])
     if snapshot.agent_anchor_distance_s is not None:
         msg.agent_anchor_distance_s = snapshot.agent_anchor_distance_s
     if snapshot.agent_expected_s is not None:
@@ -175,6 +167,20 @@ def snapshot_to_proto(snapshot: ClusterSnapshot, records: Mapping[str, EngineRec
     if snapshot.inferred_stages is not None:
         msg.inferred_stages.CopyFrom(stage_inference_to_proto(snapshot.inferred_stages))
     return msg
+
+
+def engine_load_to_proto(view: EngineView, record: EngineRecord, now_s: float, reports: ReportProtos,
+                         request_ids: bool = False) -> monitor_pb2.EngineLoad:
+    """One engine's view as the monitor sends it: its report as it came, with the monitor's accounting."""
+    return monitor_pb2.EngineLoad(
+        status=reports.of(record, request_ids), in_flight_tokens=view.in_flight_tokens,
+        in_flight_cost_s=view.in_flight_cost_s, suspended=view.suspended, kv_ledger_tokens=view.kv_ledger_tokens,
+        in_flight_requests=view.in_flight_requests, healthy=view.healthy, status_age_s=now_s - record.received_s,
+        dispatched_since_report=view.dispatched_since_report, prefix_match_blocks=view.prefix_match_blocks,
+        prefix_index_blocks=view.prefix_index_blocks, pending_prefill_tokens=view.pending_prefill_tokens,
+        resident_tokens=view.resident_tokens, resident_growth_tokens=view.resident_growth_tokens,
+        resident_programs=view.resident_programs,
+        in_flight_calls=[in_flight_call_to_proto(c) for c in view.in_flight_calls])
 
 
 def stage_inference_to_proto(inferred: StageInference) -> common_pb2.StageInference:
@@ -206,9 +212,12 @@ class ProfileMemo:
             self._by_engine = {e: v for e, v in self._by_engine.items() if e in shown}
 
 
-def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot, profiles: ProfileMemo | None = None) -> ClusterSnapshot:
+def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot, profiles: ProfileMemo | None = None,
+                        engines: tuple[EngineView, ...] | None = None) -> ClusterSnapshot:
+    """The snapshot ``msg`` says; with ``engines`` (a balancer's watched views) in place of its own."""
     profiles = profiles or ProfileMemo()
-    profiles.keep_only(msg.engines)
+    if engines is None:
+        profiles.keep_only(msg.engines)
     return ClusterSnapshot(
         taken_unix_s=msg.taken_unix_s, program_model=msg.program_model, program_start_s=msg.program_start_unix_s,
         agent_anchor_distance_s=msg.agent_anchor_distance_s if msg.HasField("agent_anchor_distance_s") else None,
@@ -221,21 +230,24 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot, profiles: ProfileMemo 
                                         msg.inferred_stages.runs_seen) if msg.HasField("inferred_stages") else None),
         program_critical_service_s=msg.program_critical_service_s,
         program_dispatches=tuple((d.engine_id, d.prompt_tokens) for d in msg.program_dispatches),
-        engines=tuple(EngineView(
-            engine_id=e.status.engine_id, model=e.status.model, address=e.status.address, healthy=e.healthy,
-            in_flight_tokens=e.in_flight_tokens, in_flight_requests=e.in_flight_requests,
-            waiting=e.status.waiting, running=e.status.running, kv_cache_usage=e.status.kv_cache_usage,
-            decode_ms_per_token=e.status.profile.decode_ms_per_token,
-            max_batch_size=max(1, e.status.profile.max_batch_size),
-            kv_capacity_tokens=e.status.profile.kv_capacity_tokens, in_flight_cost_s=e.in_flight_cost_s,
-            profile=profiles.of(e.status.engine_id, e.status.profile) if e.status.HasField("profile") else None,
-            kv_ledger_tokens=tuple(e.kv_ledger_tokens), suspended=e.suspended,
-            dispatched_since_report=e.dispatched_since_report, prefix_match_blocks=e.prefix_match_blocks,
-            prefix_index_blocks=e.prefix_index_blocks, pending_prefill_tokens=e.pending_prefill_tokens,
-            resident_tokens=e.resident_tokens, resident_growth_tokens=e.resident_growth_tokens,
-            resident_programs=e.resident_programs,
-            in_flight_calls=tuple(in_flight_call_from_proto(c) for c in e.in_flight_calls))
-            for e in msg.engines))
+        engines=tuple(engine_view_from_proto(e, profiles) for e in msg.engines) if engines is None else engines)
+
+
+def engine_view_from_proto(e: monitor_pb2.EngineLoad, profiles: ProfileMemo) -> EngineView:
+    return EngineView(
+        engine_id=e.status.engine_id, model=e.status.model, address=e.status.address, healthy=e.healthy,
+        in_flight_tokens=e.in_flight_tokens, in_flight_requests=e.in_flight_requests,
+        waiting=e.status.waiting, running=e.status.running, kv_cache_usage=e.status.kv_cache_usage,
+        decode_ms_per_token=e.status.profile.decode_ms_per_token,
+        max_batch_size=max(1, e.status.profile.max_batch_size),
+        kv_capacity_tokens=e.status.profile.kv_capacity_tokens, in_flight_cost_s=e.in_flight_cost_s,
+        profile=profiles.of(e.status.engine_id, e.status.profile) if e.status.HasField("profile") else None,
+        kv_ledger_tokens=tuple(e.kv_ledger_tokens), suspended=e.suspended,
+        dispatched_since_report=e.dispatched_since_report, prefix_match_blocks=e.prefix_match_blocks,
+        prefix_index_blocks=e.prefix_index_blocks, pending_prefill_tokens=e.pending_prefill_tokens,
+        resident_tokens=e.resident_tokens, resident_growth_tokens=e.resident_growth_tokens,
+        resident_programs=e.resident_programs,
+        in_flight_calls=tuple(in_flight_call_from_proto(c) for c in e.in_flight_calls))
 
 
 def feature_row_to_proto(row: FeatureRow) -> predictor_pb2.FeatureRow:

@@ -16,7 +16,7 @@ SERVICE_NAME = monitor_pb2.DESCRIPTOR.services_by_name["Monitor"].full_name
 
 def build(cfg: MonitorConfig) -> tuple[
         MonitorServicer, Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]]:
-    servicer = MonitorServicer(MonitorState(cfg.limits))
+    servicer = MonitorServicer(MonitorState(cfg.limits), cfg.watch_interval_s)
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
         async def sweep_forever() -> None:

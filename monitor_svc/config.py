@@ -17,6 +17,9 @@ class MonitorConfig:
     """How often silent engines are failed and idle programs forgotten."""
     agent_priority_interval_s: float = 10.0
     """How often Kairos's agent priorities are recomputed, in the background (5.1)."""
+    watch_interval_s: float = 0.01
+    """How often, at most, a watching balancer is sent the engines whose load changed (``WatchEngines``):
+    what its view may lag behind other balancers' admits (its own it counts at once)."""
     serve: ServeConfig = field(default_factory=ServeConfig)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import AsyncIterator
 
@@ -11,13 +12,14 @@ from prometheus_client import Gauge
 from hetflow import wire
 from hetflow.core.errors import InvalidArgument, NotFound
 from hetflow.core.monitor.memory_ledger import MemoryPlan
-from hetflow.core.monitor.snapshot import cluster_snapshot
+from hetflow.core.monitor.snapshot import cluster_snapshot, prefix_matches
 from hetflow.core.monitor.state import MonitorState
 from hetflow.runtime.batch_streams import answer_in_order, checks_each_message
 from hetflow.runtime.interceptors import status_of
 from hetflow.runtime.logs import bind_ids, get_logger
 from hetflow.v1 import common_pb2, monitor_pb2, monitor_pb2_grpc
 from monitor_svc import convert
+from monitor_svc.engine_feed import EngineFeed
 
 log = get_logger(__name__)
 IN_FLIGHT_TOKENS = Gauge("hetflow_monitor_in_flight_tokens", "Predicted in-flight tokens per engine", ["engine"])
@@ -37,9 +39,11 @@ def _check_batch(size: int, what: str) -> None:
 
 
 class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
-    def __init__(self, state: MonitorState) -> None:
+    def __init__(self, state: MonitorState, watch_interval_s: float = 0.01) -> None:
+        """``watch_interval_s``: how often a watching balancer is sent the engines that changed."""
         self.state = state
         self.reports = wire.ReportProtos()
+        self.watch_interval_s = watch_interval_s
 
     async def Admit(self, request: monitor_pb2.AdmitRequest,
                     context: grpc.aio.ServicerContext) -> monitor_pb2.AdmitReply:
@@ -143,13 +147,29 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                                            monitor_pb2.SnapshotsReply):
             yield reply
 
+    async def WatchEngines(self, request: monitor_pb2.WatchEnginesRequest,
+                           context: grpc.aio.ServicerContext) -> AsyncIterator[monitor_pb2.EngineChanges]:
+        """Every engine's load, then those that changed, once per ``watch_interval_s`` at most
+        (``monitor_svc.engine_feed``), until the balancer goes."""
+        feed = EngineFeed(request.in_flight_calls)
+        while True:
+            message = feed.changes(self.state, self.reports, time.time())
+            if message is not None:
+                yield message
+            await asyncio.sleep(self.watch_interval_s)
+
     def _snapshot(self, request: monitor_pb2.SnapshotRequest, now_s: float) -> monitor_pb2.MonitorSnapshot:
+        """The call's snapshot; with ``without_engines``, its own part and each engine's prefix match."""
+        prefix_blocks = tuple(request.prefix_blocks)
         snapshot = cluster_snapshot(self.state, now_s, request.program_id, request.agent, request.workflow,
-                                    request.stage_index, request.stage_count, tuple(request.prefix_blocks),
-                                    request.in_flight_calls, request.upstream_agent)
+                                    request.stage_index, request.stage_count, prefix_blocks,
+                                    request.in_flight_calls, request.upstream_agent,
+                                    with_engines=not request.without_engines)
         reply = wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq, self.reports,
                                        request.request_ids)
         reply.monitor_epoch = self.state.epoch
+        if request.without_engines and prefix_blocks:
+            reply.prefix_match_blocks.update(prefix_matches(self.state, prefix_blocks))
         return reply
 
     async def GetProgram(self, request: monitor_pb2.GetProgramRequest,

@@ -68,6 +68,7 @@ ACCESS: Mapping[str, frozenset[str]] = {
     "/hetflow.v1.Monitor/Snapshots": frozenset({"balancer", "operator"}),
     "/hetflow.v1.Monitor/AdmitBatch": frozenset({"balancer"}),
     "/hetflow.v1.Monitor/SnapshotsStream": frozenset({"balancer", "operator"}),
+    "/hetflow.v1.Monitor/WatchEngines": frozenset({"balancer", "operator"}),
     "/hetflow.v1.Monitor/AdmitStream": frozenset({"balancer"}),
     "/hetflow.v1.Router/Score": frozenset({"balancer"}),
     "/hetflow.v1.Router/ScoreStream": frozenset({"balancer"}),

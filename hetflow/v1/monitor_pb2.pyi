@@ -7,6 +7,28 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class WatchEnginesRequest(_message.Message):
+    __slots__ = ("in_flight_calls",)
+    IN_FLIGHT_CALLS_FIELD_NUMBER: _ClassVar[int]
+    in_flight_calls: bool
+    def __init__(self, in_flight_calls: _Optional[bool] = ...) -> None: ...
+
+class EngineChanges(_message.Message):
+    __slots__ = ("taken_unix_s", "admit_seq", "monitor_epoch", "full", "engines", "removed_engine_ids")
+    TAKEN_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    ADMIT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MONITOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FULL_FIELD_NUMBER: _ClassVar[int]
+    ENGINES_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_ENGINE_IDS_FIELD_NUMBER: _ClassVar[int]
+    taken_unix_s: float
+    admit_seq: int
+    monitor_epoch: str
+    full: bool
+    engines: _containers.RepeatedCompositeFieldContainer[EngineLoad]
+    removed_engine_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, taken_unix_s: _Optional[float] = ..., admit_seq: _Optional[int] = ..., monitor_epoch: _Optional[str] = ..., full: _Optional[bool] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., removed_engine_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class ReleaseBatchRequest(_message.Message):
     __slots__ = ("releases",)
     RELEASES_FIELD_NUMBER: _ClassVar[int]
@@ -154,7 +176,7 @@ class EngineFailure(_message.Message):
     def __init__(self, engine_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
-    __slots__ = ("program_id", "agent", "workflow", "stage_index", "stage_count", "prefix_blocks", "in_flight_calls", "upstream_agent", "request_ids")
+    __slots__ = ("program_id", "agent", "workflow", "stage_index", "stage_count", "prefix_blocks", "in_flight_calls", "upstream_agent", "request_ids", "without_engines")
     PROGRAM_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
@@ -164,6 +186,7 @@ class SnapshotRequest(_message.Message):
     IN_FLIGHT_CALLS_FIELD_NUMBER: _ClassVar[int]
     UPSTREAM_AGENT_FIELD_NUMBER: _ClassVar[int]
     REQUEST_IDS_FIELD_NUMBER: _ClassVar[int]
+    WITHOUT_ENGINES_FIELD_NUMBER: _ClassVar[int]
     program_id: str
     agent: str
     workflow: str
@@ -173,7 +196,8 @@ class SnapshotRequest(_message.Message):
     in_flight_calls: bool
     upstream_agent: str
     request_ids: bool
-    def __init__(self, program_id: _Optional[str] = ..., agent: _Optional[str] = ..., workflow: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., in_flight_calls: _Optional[bool] = ..., upstream_agent: _Optional[str] = ..., request_ids: _Optional[bool] = ...) -> None: ...
+    without_engines: bool
+    def __init__(self, program_id: _Optional[str] = ..., agent: _Optional[str] = ..., workflow: _Optional[str] = ..., stage_index: _Optional[int] = ..., stage_count: _Optional[int] = ..., prefix_blocks: _Optional[_Iterable[int]] = ..., in_flight_calls: _Optional[bool] = ..., upstream_agent: _Optional[str] = ..., request_ids: _Optional[bool] = ..., without_engines: _Optional[bool] = ...) -> None: ...
 
 class EngineLoad(_message.Message):
     __slots__ = ("status", "in_flight_tokens", "in_flight_requests", "healthy", "status_age_s", "in_flight_cost_s", "kv_ledger_tokens", "suspended", "dispatched_since_report", "prefix_match_blocks", "prefix_index_blocks", "pending_prefill_tokens", "resident_tokens", "in_flight_calls", "resident_programs", "resident_growth_tokens")
@@ -230,7 +254,14 @@ class ProgramDispatch(_message.Message):
     def __init__(self, engine_id: _Optional[str] = ..., prompt_tokens: _Optional[int] = ...) -> None: ...
 
 class MonitorSnapshot(_message.Message):
-    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s", "anchor_distance_median_s", "remaining_stage_costs_s", "program_service_s", "program_critical_service_s", "program_dispatches", "monitor_epoch", "agent_tool_gap", "inferred_stages")
+    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s", "anchor_distance_median_s", "remaining_stage_costs_s", "program_service_s", "program_critical_service_s", "program_dispatches", "monitor_epoch", "agent_tool_gap", "inferred_stages", "prefix_match_blocks")
+    class PrefixMatchBlocksEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     TAKEN_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     ENGINES_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -246,6 +277,7 @@ class MonitorSnapshot(_message.Message):
     MONITOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
     AGENT_TOOL_GAP_FIELD_NUMBER: _ClassVar[int]
     INFERRED_STAGES_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_MATCH_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     taken_unix_s: float
     engines: _containers.RepeatedCompositeFieldContainer[EngineLoad]
     program_model: str
@@ -261,7 +293,8 @@ class MonitorSnapshot(_message.Message):
     monitor_epoch: str
     agent_tool_gap: ToolGapFit
     inferred_stages: _common_pb2.StageInference
-    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ..., anchor_distance_median_s: _Optional[float] = ..., remaining_stage_costs_s: _Optional[_Iterable[float]] = ..., program_service_s: _Optional[float] = ..., program_critical_service_s: _Optional[float] = ..., program_dispatches: _Optional[_Iterable[_Union[ProgramDispatch, _Mapping]]] = ..., monitor_epoch: _Optional[str] = ..., agent_tool_gap: _Optional[_Union[ToolGapFit, _Mapping]] = ..., inferred_stages: _Optional[_Union[_common_pb2.StageInference, _Mapping]] = ...) -> None: ...
+    prefix_match_blocks: _containers.ScalarMap[str, int]
+    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ..., anchor_distance_median_s: _Optional[float] = ..., remaining_stage_costs_s: _Optional[_Iterable[float]] = ..., program_service_s: _Optional[float] = ..., program_critical_service_s: _Optional[float] = ..., program_dispatches: _Optional[_Iterable[_Union[ProgramDispatch, _Mapping]]] = ..., monitor_epoch: _Optional[str] = ..., agent_tool_gap: _Optional[_Union[ToolGapFit, _Mapping]] = ..., inferred_stages: _Optional[_Union[_common_pb2.StageInference, _Mapping]] = ..., prefix_match_blocks: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class ToolGapFit(_message.Message):
     __slots__ = ("mu", "sigma", "samples")

@@ -95,6 +95,11 @@ class MonitorStub:
                 request_serializer=hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchRequest.SerializeToString,
                 response_deserializer=hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchReply.FromString,
                 _registered_method=True)
+        self.WatchEngines = channel.unary_stream(
+                '/hetflow.v1.Monitor/WatchEngines',
+                request_serializer=hetflow_dot_v1_dot_monitor__pb2.WatchEnginesRequest.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_monitor__pb2.EngineChanges.FromString,
+                _registered_method=True)
 
 
 class MonitorServicer:
@@ -185,6 +190,16 @@ class MonitorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchEngines(self, request, context):
+        """The engines' loads as they change: every engine in the first message, then each engine whose load
+        changed, at most one message per watch interval (and one at least every 0.25 s, changed or not), so a
+        balancer keeps the cluster's view without asking for it per decision and asks each call's own part
+        with SnapshotRequest.without_engines.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MonitorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -247,6 +262,11 @@ def add_MonitorServicer_to_server(servicer, server):
                     servicer.ReleaseStream,
                     request_deserializer=hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchRequest.FromString,
                     response_serializer=hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchReply.SerializeToString,
+            ),
+            'WatchEngines': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchEngines,
+                    request_deserializer=hetflow_dot_v1_dot_monitor__pb2.WatchEnginesRequest.FromString,
+                    response_serializer=hetflow_dot_v1_dot_monitor__pb2.EngineChanges.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -573,6 +593,33 @@ class Monitor:
             '/hetflow.v1.Monitor/ReleaseStream',
             hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchRequest.SerializeToString,
             hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchEngines(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/hetflow.v1.Monitor/WatchEngines',
+            hetflow_dot_v1_dot_monitor__pb2.WatchEnginesRequest.SerializeToString,
+            hetflow_dot_v1_dot_monitor__pb2.EngineChanges.FromString,
             options,
             channel_credentials,
             insecure,

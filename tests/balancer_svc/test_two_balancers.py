@@ -30,11 +30,14 @@ class InProcessMonitor:
 
     def __init__(self, servicer: MonitorServicer) -> None:
         self.servicer = servicer
+        self.calls_on_the_watch = 0
+        """Snapshots asked without the engines: decisions that took them from a balancer's watch."""
 
     async def Snapshot(self, request, timeout):
         return await self.servicer.Snapshot(request, None)
 
     async def Snapshots(self, request, timeout):
+        self.calls_on_the_watch += sum(c.without_engines for c in request.calls)
         return await self.servicer.Snapshots(request, None)
 
     async def Admit(self, request, timeout):
@@ -45,6 +48,9 @@ class InProcessMonitor:
 
     def SnapshotsStream(self):
         return StreamedCall(self.Snapshots, monitor_pb2.SnapshotsReply)
+
+    def WatchEngines(self, request):
+        return self.servicer.WatchEngines(request, None)
 
     def AdmitStream(self):
         return StreamedCall(self.AdmitBatch, monitor_pb2.AdmitBatchReply)
@@ -79,13 +85,28 @@ def _promised_tokens(state: MonitorState, policy: dict) -> float:
     return float(np.max(window)) if len(window) else 0.0
 
 
+async def _watching(balancer: Dispatcher, state: MonitorState) -> None:
+    """Start the balancer's watch of the engines and wait until its decisions take them from it."""
+    view = balancer.monitor_view
+    view.start()
+    await view.snapshot(call(program_id="warm-up"))  # the whole snapshot the watch must follow
+    for _ in range(500):
+        if view.engine_watch.current(state.epoch) is not None:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the watch never heard from the monitor")
+
+
 @pytest.mark.parametrize("policy", [PACKER, WORKING_SET_GATE], ids=["memory-packer", "working-set-gate"])
 @pytest.mark.parametrize("conditional", [True, False])
-def test_two_balancers_deciding_at_once_never_promise_an_engine_more_kv_than_it_has(policy, conditional,
+@pytest.mark.parametrize("watching", [False, True], ids=["snapshots", "watching"])
+def test_two_balancers_deciding_at_once_never_promise_an_engine_more_kv_than_it_has(policy, conditional, watching,
                                                                                     monkeypatch):
     """Control (``conditional`` False, the admit sent without its condition): the two balancers, each
     counting only its own admits on top of a snapshot taken before either admitted, promise the engine
-    more than its capacity between them; the check that fails there is the one that holds otherwise."""
+    more than its capacity between them; the check that fails there is the one that holds otherwise.
+    ``watching``: the balancers take the engines from their watches (``EngineWatch``), which lag the
+    monitor by its watch interval, rather than from a snapshot per decision."""
     if not conditional:
         admit_request = convert.admit_request
 
@@ -103,6 +124,9 @@ def test_two_balancers_deciding_at_once_never_promise_an_engine_more_kv_than_it_
                      time.time())
         monitor = InProcessMonitor(MonitorServicer(state))
         balancers = [_balancer(monitor, policy), _balancer(monitor, policy)]
+        if watching:
+            for balancer in balancers:
+                await _watching(balancer, state)
         calls = [call(prompt="word " * 120, program_id=f"p{i}", max_tokens=60) for i in range(12)]
         try:
             outcomes = await asyncio.gather(*(balancers[i % 2].decide(c) for i, c in enumerate(calls)),
@@ -110,9 +134,10 @@ def test_two_balancers_deciding_at_once_never_promise_an_engine_more_kv_than_it_
         finally:
             for balancer in balancers:
                 await balancer.close()
-        return state, outcomes
+        return state, outcomes, monitor.calls_on_the_watch
 
-    state, outcomes = asyncio.run(scenario())
+    state, outcomes, calls_on_the_watch = asyncio.run(scenario())
+    assert (calls_on_the_watch >= 12) == watching
     admitted = [o for o in outcomes if not isinstance(o, BaseException)]
     refused = [o for o in outcomes if isinstance(o, BaseException)]
     assert admitted and len(state.entries) == len(admitted)

@@ -72,22 +72,32 @@ def _with_prefix_match(view: EngineView, record: EngineRecord, prefix_blocks: Se
     return view_with(view, prefix_match_blocks=index.matched_blocks(prefix_blocks)) if index is not None else view
 
 
+def prefix_matches(state: MonitorState, prefix_blocks: Sequence[int]) -> dict[str, int]:
+    """Each engine's match of a prompt's ``prefix_blocks`` (engines matching none left out): the call's
+    part of the engines' views, for a balancer that watches the rest (``with_engines=False``)."""
+    matches = {engine_id: record.prefix_index.matched_blocks(prefix_blocks)
+               for engine_id, record in state.engines.items() if record.prefix_index is not None}
+    return {engine_id: blocks for engine_id, blocks in matches.items() if blocks}
+
+
 def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", agent: str = "", workflow: str = "",
                      stage_index: int = 0, stage_count: int = 0, prefix_blocks: Sequence[int] = (),
-                     in_flight_calls: bool = False, upstream_agent: str = "") -> ClusterSnapshot:
+                     in_flight_calls: bool = False, upstream_agent: str = "",
+                     with_engines: bool = True) -> ClusterSnapshot:
     """The cluster at ``now_s`` for a call of ``program_id`` by ``agent`` (downstream of ``upstream_agent``)
     at stage ``stage_index`` of ``stage_count`` of ``workflow``, whose prompt has ``prefix_blocks``; each
     engine's in-flight calls only when ``in_flight_calls`` (a policy that reads them asked: the others do
     not pay for the list). Each engine's memory ledger is carried up to its last occupied slot (nothing
     for engines no packing decision has used). A call of a program that names neither stage field gets
-    them inferred (``MonitorState.infer_stages``), and the later stages' costs follow them."""
+    them inferred (``MonitorState.infer_stages``), and the later stages' costs follow them. Without
+    ``with_engines``, only the call's own part (no engines: a balancer watching them asked)."""
     check_stages(stage_index, stage_count, "snapshot")
     inferred = state.infer_stages(program_id, agent, upstream_agent, workflow, now_s) \
         if program_id and not stage_index and not stage_count else None
     if inferred is not None:
         stage_index, stage_count = inferred.stage_index, inferred.stage_count
-    engines = engine_views(state, now_s, in_flight_calls)
-    if prefix_blocks:
+    engines = engine_views(state, now_s, in_flight_calls) if with_engines else ()
+    if prefix_blocks and with_engines:
         engines = tuple(_with_prefix_match(view, state.engines[view.engine_id], prefix_blocks) for view in engines)
     stats, program = state.agent_stats, state.programs.get(program_id)
     return ClusterSnapshot(taken_unix_s=now_s, engines=engines, program_model=state.program_model(program_id),

@@ -1,0 +1,63 @@
+"""The engines' loads as they change, for one watching balancer (``Monitor.WatchEngines``).
+
+A balancer that asks for a snapshot per decision makes the monitor build and send every engine's view per
+decision: at 16 engines that was most of the monitor's work and a tenth of the balancer's (issue 63). A
+watching balancer instead keeps the views and is sent, at most once per watch interval, only the engines
+whose load changed; the time-dependent fields (health against the report timeout, the memory ledger's
+window, the programs still resident) are looked at again at least every ``REFRESH_S``.
+"""
+
+from __future__ import annotations
+
+from hetflow import wire
+from hetflow.core.monitor.snapshot import engine_views
+from hetflow.core.monitor.state import MonitorState
+from hetflow.v1 import monitor_pb2
+
+REFRESH_S = 0.05
+"""The views are built again at least this often while nothing is admitted or released: health and the
+ledger's window move with the clock alone."""
+HEARTBEAT_S = 0.25
+"""A message at least this often, changed or not, so the balancer can tell a live watch from a stuck one."""
+
+
+class EngineFeed:
+    """What one watcher was last sent, and the next message it needs (``changes``)."""
+
+    def __init__(self, in_flight_calls: bool) -> None:
+        self.in_flight_calls = in_flight_calls
+        self._sent: dict[str, bytes] = {}
+        """Each engine's load as last sent, serialised without its report's age (which moves every tick)."""
+        self._built: tuple[int, float] | None = None
+        """The state's version and the time (unix s) the views were last built at."""
+        self._last_message_s = -float("inf")
+
+    def changes(self, state: MonitorState, reports: wire.ReportProtos, now_s: float
+                ) -> monitor_pb2.EngineChanges | None:
+        """The message for this watcher at ``now_s``: every engine the first time, then the engines whose
+        load changed and those removed; None while nothing changed and no heartbeat is due."""
+        stale = self._built is None or self._built[0] != state.version or now_s - self._built[1] >= REFRESH_S
+        if not stale and now_s - self._last_message_s < HEARTBEAT_S:
+            return None
+        full = self._built is None
+        message = monitor_pb2.EngineChanges(taken_unix_s=now_s, admit_seq=state.admit_seq,
+                                            monitor_epoch=state.epoch, full=full)
+        if stale:
+            self._built = (state.version, now_s)
+            reports.keep_only(state.engines)
+            for view in engine_views(state, now_s, self.in_flight_calls):
+                record = state.engines[view.engine_id]
+                load = wire.engine_load_to_proto(view, record, record.received_s, reports)  # age 0: compared
+                key = load.SerializeToString(deterministic=True)
+                if full or self._sent.get(view.engine_id) != key:
+                    self._sent[view.engine_id] = key
+                    load.status_age_s = now_s - record.received_s
+                    message.engines.append(load)
+            removed = [engine_id for engine_id in self._sent if engine_id not in state.engines]
+            for engine_id in removed:
+                del self._sent[engine_id]
+            message.removed_engine_ids.extend(removed)
+        if not (full or message.engines or message.removed_engine_ids) and now_s - self._last_message_s < HEARTBEAT_S:
+            return None
+        self._last_message_s = now_s
+        return message
