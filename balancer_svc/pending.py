@@ -45,6 +45,8 @@ class PendingAdmit:
 class PendingAdmits:
     def __init__(self, horizon_s: float) -> None:
         self._entries: dict[str, PendingAdmit] = {}
+        self._unacked: dict[str, PendingAdmit] = {}
+        """The entries the monitor has not acknowledged: counted on top of every snapshot."""
         self._acked: collections.deque[tuple[int, str]] = collections.deque()
         self._horizon_s = horizon_s
         """Acknowledged entries older than this are in every snapshot a live decision can hold."""
@@ -54,14 +56,16 @@ class PendingAdmits:
 
     def add(self, request_id: str, engine_id: str, predicted_tokens: float, predicted_cost_s: float = 0.0,
             memory_plan: MemoryPlan | None = None, prompt_tokens: int = 0, admitted_unix_s: float = 0.0) -> None:
-        self._entries[request_id] = PendingAdmit(engine_id, predicted_tokens, predicted_cost_s, memory_plan,
-                                                 prompt_tokens=prompt_tokens, admitted_unix_s=admitted_unix_s)
+        entry = PendingAdmit(engine_id, predicted_tokens, predicted_cost_s, memory_plan,
+                             prompt_tokens=prompt_tokens, admitted_unix_s=admitted_unix_s)
+        self._entries[request_id] = self._unacked[request_id] = entry
 
     def acked(self, request_id: str, admit_seq: int, now_s: float) -> None:
         entry = self._entries.get(request_id)
         if entry is not None:
             entry.admit_seq, entry.acked_at_s = admit_seq, now_s
             self._acked.append((admit_seq, request_id))
+            self._unacked.pop(request_id, None)
 
     def forget_acks(self) -> None:
         """The monitor restarted: its ``admit_seq`` counts from zero again and holds none of these calls
@@ -69,18 +73,19 @@ class PendingAdmits:
         for entry in self._entries.values():
             entry.admit_seq = None
         self._acked.clear()
+        self._unacked = dict(self._entries)
 
     def drop(self, request_id: str) -> None:
         self._entries.pop(request_id, None)
+        self._unacked.pop(request_id, None)
 
     def apply(self, snapshot: ClusterSnapshot, snapshot_admit_seq: int, now_s: float) -> ClusterSnapshot:
         """``snapshot`` with the load of entries it cannot contain added to their engines."""
         self._prune(now_s)
         missing: dict[str, list[PendingAdmit]] = {}
         entry: PendingAdmit | None
-        for entry in self._entries.values():
-            if entry.admit_seq is None:
-                missing.setdefault(entry.engine_id, []).append(entry)
+        for entry in self._unacked.values():
+            missing.setdefault(entry.engine_id, []).append(entry)
         for seq, request_id in reversed(self._acked):
             if seq <= snapshot_admit_seq - REORDER_SLACK:
                 break

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from hetflow import wire
 from hetflow.core.monitor.snapshot import engine_views
-from hetflow.core.monitor.state import MonitorState
+from hetflow.core.monitor.state import EngineStatus, MonitorState
+from hetflow.core.snapshot import EngineView
 from hetflow.v1 import monitor_pb2
 
 REFRESH_S = 0.05
@@ -26,8 +27,8 @@ class EngineFeed:
 
     def __init__(self, in_flight_calls: bool) -> None:
         self.in_flight_calls = in_flight_calls
-        self._sent: dict[str, bytes] = {}
-        """Each engine's load as last sent, serialised without its report's age (which moves every tick)."""
+        self._sent: dict[str, tuple[EngineView, EngineStatus]] = {}
+        """Each engine's view and report as last sent (its load is built only when either changed)."""
         self._built: tuple[int, float] | None = None
         """The state's version and the time (unix s) the views were last built at."""
         self._last_message_s = -float("inf")
@@ -47,12 +48,9 @@ class EngineFeed:
             reports.keep_only(state.engines)
             for view in engine_views(state, now_s, self.in_flight_calls):
                 record = state.engines[view.engine_id]
-                load = wire.engine_load_to_proto(view, record, record.received_s, reports)  # age 0: compared
-                key = load.SerializeToString(deterministic=True)
-                if full or self._sent.get(view.engine_id) != key:
-                    self._sent[view.engine_id] = key
-                    load.status_age_s = now_s - record.received_s
-                    message.engines.append(load)
+                if full or self._sent.get(view.engine_id) != (view, record.status):
+                    self._sent[view.engine_id] = (view, record.status)
+                    message.engines.append(wire.engine_load_to_proto(view, record, now_s, reports))
             removed = [engine_id for engine_id in self._sent if engine_id not in state.engines]
             for engine_id in removed:
                 del self._sent[engine_id]

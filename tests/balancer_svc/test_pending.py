@@ -41,6 +41,20 @@ def test_many_old_acknowledged_entries_are_skipped_not_counted():
     assert loads(pending.apply(snap, snapshot_admit_seq=990, now_s=1)) == {"a": (10, 10)}
 
 
+def test_after_a_monitor_restart_every_entry_counts_until_acknowledged_anew():
+    pending = PendingAdmits(horizon_s=100)
+    snap = snapshot(engine("a", "m", 0))
+    for request_id, seq in (("r1", 5), ("r2", 6)):
+        pending.add(request_id, "a", 10.0)
+        pending.acked(request_id, admit_seq=seq, now_s=0)
+    assert loads(pending.apply(snap, snapshot_admit_seq=6, now_s=1)) == {"a": (0, 0)}
+    pending.forget_acks()  # the new monitor's admit_seq counts from zero and holds neither call
+    assert loads(pending.apply(snap, snapshot_admit_seq=6, now_s=1)) == {"a": (20, 2)}
+    pending.acked("r1", admit_seq=1, now_s=1)
+    pending.drop("r2")
+    assert loads(pending.apply(snap, snapshot_admit_seq=1, now_s=1)) == {"a": (0, 0)}
+
+
 def test_a_pending_admit_adds_its_call_after_the_snapshots_older_ones():
     pending = PendingAdmits(horizon_s=10)
     known = InFlightCall(prompt_tokens=100, predicted_tokens=40.0, admitted_s=5.0)
