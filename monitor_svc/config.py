@@ -17,9 +17,11 @@ class MonitorConfig:
     """How often silent engines are failed and idle programs forgotten."""
     agent_priority_interval_s: float = 10.0
     """How often Kairos's agent priorities are recomputed, in the background (5.1)."""
-    watch_interval_s: float = 0.01
+    watch_interval_s: float = 0.02
     """How often, at most, a watching balancer is sent the engines whose load changed (``WatchEngines``):
-    what its view may lag behind other balancers' admits (its own it counts at once)."""
+    what its view may lag behind releases, reports and other balancers' admits (its own it counts at
+    once, and a conditional admit checks the room it takes), against calls that last seconds. Each look
+    builds every engine's view, so its CPU is per interval, whatever the decision rate."""
     serve: ServeConfig = field(default_factory=ServeConfig)
 
 

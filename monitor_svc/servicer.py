@@ -39,7 +39,7 @@ def _check_batch(size: int, what: str) -> None:
 
 
 class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
-    def __init__(self, state: MonitorState, watch_interval_s: float = 0.01) -> None:
+    def __init__(self, state: MonitorState, watch_interval_s: float = 0.02) -> None:
         """``watch_interval_s``: how often a watching balancer is sent the engines that changed."""
         self.state = state
         self.reports = wire.ReportProtos()
