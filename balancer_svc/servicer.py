@@ -8,6 +8,7 @@ from typing import AsyncIterator, Callable
 import grpc
 
 from balancer_svc import convert
+from balancer_svc.decide_stream import answer_decisions
 from balancer_svc.direct import DirectDecisions, FailedAttempt
 from balancer_svc.dispatcher import Dispatcher
 from balancer_svc.relay import Relay
@@ -15,6 +16,7 @@ from hetflow.core.call import LlmCall
 from hetflow.core.cascade.config import CascadeConfig
 from hetflow.core.errors import FailedPrecondition
 from hetflow.runtime.accept_wait import accept_wait_s
+from hetflow.runtime.batch_streams import checks_each_message
 from hetflow.runtime.logs import bind_ids
 from hetflow.runtime.security import CURRENT_CALLER
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc
@@ -49,6 +51,17 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
 
     async def Decide(self, request: balancer_pb2.DecideRequest,
                      context: grpc.aio.ServicerContext) -> balancer_pb2.DispatchDecision:
+        return await self._decide(request, context)
+
+    @checks_each_message
+    async def DecideStream(self, requests: AsyncIterator[balancer_pb2.DecideStreamRequest],
+                           context: grpc.aio.ServicerContext) -> AsyncIterator[balancer_pb2.DecideStreamReply]:
+        """``Decide`` per message, each answered as decided (``balancer_svc.decide_stream``)."""
+        async for reply in answer_decisions(requests, lambda request: self._decide(request, context)):
+            yield reply
+
+    async def _decide(self, request: balancer_pb2.DecideRequest,
+                      context: grpc.aio.ServicerContext) -> balancer_pb2.DispatchDecision:
         if self.cascade() is not None:
             raise FailedPrecondition("this balancer serves a cascade, which needs the relay path: call Generate")
         call = self._call(request.call, context)

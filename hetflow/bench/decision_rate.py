@@ -1,9 +1,11 @@
 """Decisions per second of one balancer process (issue 34): the example stack's monitor, router, predictor
 and balancer over 16 simulated engines, every service a process of its own, driven by a load client of
-several processes that ask for decisions (``Balancer.Decide``) at a fixed open-loop rate and stream each
+several processes that ask for decisions (``Balancer.Decide``, or ``Balancer.DecideStream`` with
+``--decide-on stream``: each client's decisions on one stream) at a fixed open-loop rate and stream each
 decided call (one token) from its engine, as the direct path does.
 
-    python -m hetflow.bench.decision_rate --rates 100,200,400,800 --duration 20 --clients 4 [--context-tokens 4000]
+    python -m hetflow.bench.decision_rate --rates 100,200,400,800 --duration 20 --clients 4 \
+        [--context-tokens 4000] [--decide-on stream]
 
 Each call asks for its receipt, whose ``decision_ms`` the balancer measures itself, from the call
 received to the decision returned (the admit included); p50 and p99 are over the calls decided in the
@@ -41,6 +43,7 @@ from hetflow.bench.three_doors import CLOCK_TICKS_PER_S, cpu_of, stack_pids
 from hetflow.client import build_request
 from hetflow.core.stats import percentile
 from hetflow.core.tokens import count_tokens
+from hetflow.runtime.decision_stream import DecisionStream
 from hetflow.runtime.ports import free_port
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, engine_pb2_grpc
 
@@ -76,7 +79,7 @@ def shared_context(tokens: int) -> str:
 
 
 async def _client(address: str, rate_per_s: float, duration_s: float, seed: int,
-                  context_tokens: int = 0) -> dict[str, Any]:
+                  context_tokens: int = 0, on_stream: bool = False) -> dict[str, Any]:
     """One load process: Poisson arrivals at ``rate_per_s``; each call decided, then streamed (1 token)."""
     context = shared_context(context_tokens)
     rng = random.Random(seed)
@@ -88,6 +91,7 @@ async def _client(address: str, rate_per_s: float, duration_s: float, seed: int,
     channels: list[grpc.aio.Channel] = []
     balancer_channel = grpc.aio.insecure_channel(address)
     balancer = balancer_pb2_grpc.BalancerStub(balancer_channel)
+    decisions = DecisionStream(balancer) if on_stream else None
     tasks: set[asyncio.Task[None]] = set()
 
     async def one(i: int) -> None:
@@ -96,7 +100,9 @@ async def _client(address: str, rate_per_s: float, duration_s: float, seed: int,
                                 want_receipt=True, request_id=f"r{seed}-{i}")
         started = time.perf_counter()
         try:
-            decision = await balancer.Decide(balancer_pb2.DecideRequest(call=request), timeout=30)
+            decide = balancer_pb2.DecideRequest(call=request)
+            decision = await (decisions.decide(decide, timeout_s=30) if decisions is not None
+                              else balancer.Decide(decide, timeout=30))
             client_ms.append((time.perf_counter() - started) * 1e3)
             decision_ms.append(decision.receipt.decision_ms)
             stub = engines.get(decision.engine_address)
@@ -127,13 +133,15 @@ async def _client(address: str, rate_per_s: float, duration_s: float, seed: int,
         for task in unfinished:  # still deciding or streaming 30 s after the last arrival: not a status
             task.cancel()
         await asyncio.gather(*unfinished, return_exceptions=True)
+    if decisions is not None:
+        await decisions.close()
     for channel in [balancer_channel, *channels]:
         await channel.close()
     return {"sent": sent, "due": due, "unfinished": len(unfinished), "decision_ms": decision_ms,
             "client_ms": client_ms, "refused_ms": refused_ms, "codes": codes}
 
 
-def _client_process(args: tuple[str, float, float, int, int]) -> dict[str, Any]:
+def _client_process(args: tuple[str, float, float, int, int, bool]) -> dict[str, Any]:
     return asyncio.run(_client(*args))
 
 
@@ -145,11 +153,11 @@ def host_busy_s() -> float:
 
 
 def run_rate(address: str, rate_per_s: float, duration_s: float, clients: int,
-             pids: dict[str, int], context_tokens: int = 0) -> dict[str, Any]:
+             pids: dict[str, int], context_tokens: int = 0, on_stream: bool = False) -> dict[str, Any]:
     before, host_before, wall_s = cpu_of(pids), host_busy_s(), time.monotonic()
     with multiprocessing.get_context("spawn").Pool(clients) as pool:
         parts = pool.map(_client_process, [(address, rate_per_s / clients, duration_s, int(1000 * rate_per_s) + k,
-                                            context_tokens) for k in range(clients)])
+                                            context_tokens, on_stream) for k in range(clients)])
     wall_s = time.monotonic() - wall_s
     after, host_s = cpu_of(pids), host_busy_s() - host_before
     decision_ms = sorted(ms for p in parts for ms in p["decision_ms"])
@@ -197,6 +205,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--clients", type=int, default=4, help="load-client processes")
     p.add_argument("--context-tokens", type=int, default=0,
                    help="about this many tokens of shared context before each call's question (an agent's prompt)")
+    p.add_argument("--decide-on", choices=("call", "stream"), default="call",
+                   help="each decision its own Decide call, or each client's decisions on one DecideStream")
     p.add_argument("--out", default="")
     p.add_argument("--profile", action="store_true",
                    help="record a py-spy flame graph of each control service at each rate, into --out")
@@ -215,7 +225,8 @@ def main(argv: list[str] | None = None) -> None:
         for rate in (float(r) for r in args.rates.split(",")):
             with (flame_graphs(control, out_dir, f"{rate:g}") if args.profile
                   else contextlib.nullcontext()):
-                row = run_rate(address, rate, args.duration, args.clients, pids, args.context_tokens)
+                row = run_rate(address, rate, args.duration, args.clients, pids, args.context_tokens,
+                               args.decide_on == "stream")
             rows.append(row)
             print(f"offered {rate:.0f}/s: decided {row['decisions_per_s']:.0f}/s ({row['decided']} of {row['sent']} "
                   f"sent, {row['due']} due), decision p50 {_ms(row['decision_p50_ms'])} p99 "

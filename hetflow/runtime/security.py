@@ -50,6 +50,7 @@ ACCESS: Mapping[str, frozenset[str]] = {
     # stream the calls a balancer decided for them straight from the engine (issue 34's direct path)
     "/hetflow.v1.Engine/Generate": frozenset({"balancer", "gateway", "tenant", "anonymous", "operator"}),
     "/hetflow.v1.Balancer/Decide": frozenset({"tenant", "anonymous", "gateway", "operator"}),
+    "/hetflow.v1.Balancer/DecideStream": frozenset({"tenant", "anonymous", "gateway", "operator"}),
     # a standard gateway (Envoy) asking the balancer's endpoint picker where a call goes; the tenant's API
     # key is checked in the HTTP headers it forwards
     "/envoy.service.ext_proc.v3.ExternalProcessor/Process": frozenset({"gateway"}),

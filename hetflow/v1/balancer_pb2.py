@@ -26,7 +26,7 @@ from hetflow.v1 import common_pb2 as hetflow_dot_v1_dot_common__pb2
 from hetflow.v1 import engine_pb2 as hetflow_dot_v1_dot_engine__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19hetflow/v1/balancer.proto\x12\nhetflow.v1\x1a\x17hetflow/v1/common.proto\x1a\x17hetflow/v1/engine.proto\"\x11\n\x0fWorkloadRequest\"f\n\rDecideRequest\x12)\n\x04\x63\x61ll\x18\x01 \x01(\x0b\x32\x1b.hetflow.v1.GenerateRequest\x12*\n\x06\x66\x61iled\x18\x02 \x03(\x0b\x32\x1a.hetflow.v1.FailedDispatch\"B\n\x0e\x46\x61iledDispatch\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12\x0f\n\x07\x64\x65tails\x18\x03 \x01(\t\"\xe0\x01\n\x10\x44ispatchDecision\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x11\n\tengine_id\x18\x03 \x01(\t\x12\x16\n\x0e\x65ngine_address\x18\x04 \x01(\t\x12\x39\n\x0e\x65ngine_request\x18\x05 \x01(\x0b\x32!.hetflow.v1.EngineGenerateRequest\x12$\n\x07receipt\x18\x06 \x01(\x0b\x32\x13.hetflow.v1.Receipt\x12\x1d\n\x15ticket_expires_unix_s\x18\x07 \x01(\x01\"\x96\x01\n\rWorkloadReply\x12\x10\n\x08window_s\x18\x01 \x01(\x01\x12\x12\n\nrate_per_s\x18\x02 \x01(\x01\x12+\n\x07samples\x18\x03 \x03(\x0b\x32\x1a.hetflow.v1.WorkloadSample\x12\x16\n\x0e\x63\x61scade_models\x18\x04 \x03(\t\x12\x1a\n\x12\x63\x61scade_thresholds\x18\x05 \x03(\x01\"\x90\x01\n\x0eWorkloadSample\x12\x17\n\x0freceived_unix_s\x18\x01 \x01(\x01\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x03 \x01(\r\x12\x15\n\routput_tokens\x18\x04 \x01(\r\x12\x18\n\x0b\x66irst_grade\x18\x05 \x01(\x01H\x00\x88\x01\x01\x42\x0e\n\x0c_first_grade\"\xe3\x01\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\x08messages\x18\x02 \x03(\x0b\x32\x17.hetflow.v1.ChatMessage\x12\x0e\n\x06prompt\x18\x03 \x01(\t\x12,\n\x08sampling\x18\x04 \x01(\x0b\x32\x1a.hetflow.v1.SamplingParams\x12*\n\x08workflow\x18\x05 \x01(\x0b\x32\x18.hetflow.v1.WorkflowMeta\x12\x11\n\tmodel_pin\x18\x06 \x01(\t\x12\x14\n\x0cwant_receipt\x18\x07 \x01(\x08\"\xed\x01\n\rGenerateChunk\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\routput_tokens\x18\x03 \x01(\r\x12\x10\n\x08\x66inished\x18\x04 \x01(\x08\x12\x15\n\rfinish_reason\x18\x05 \x01(\t\x12$\n\x07receipt\x18\x06 \x01(\x0b\x32\x13.hetflow.v1.Receipt\x12 \n\x05usage\x18\x07 \x01(\x0b\x32\x11.hetflow.v1.Usage\x12\x10\n\x08queued_s\x18\x08 \x01(\x01\x12\r\n\x05model\x18\t \x01(\t\x12\x11\n\tengine_id\x18\n \x01(\t\"\xc6\x01\n\x0f\x43ompletionReply\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\rfinish_reason\x18\x03 \x01(\t\x12 \n\x05usage\x18\x04 \x01(\x0b\x32\x11.hetflow.v1.Usage\x12\r\n\x05model\x18\x05 \x01(\t\x12\x11\n\tengine_id\x18\x06 \x01(\t\x12$\n\x07receipt\x18\x07 \x01(\x0b\x32\x13.hetflow.v1.Receipt\x12\x10\n\x08queued_s\x18\x08 \x01(\x01\"\x92\x04\n\rStageDecision\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0e\n\x06plugin\x18\x02 \x01(\t\x12\x0c\n\x04rule\x18\x03 \x01(\t\x12\x0e\n\x06\x63hosen\x18\x04 \x01(\t\x12\x35\n\x06scores\x18\x05 \x03(\x0b\x32%.hetflow.v1.StageDecision.ScoresEntry\x12\x33\n\x05loads\x18\x06 \x03(\x0b\x32$.hetflow.v1.StageDecision.LoadsEntry\x12\x35\n\x06params\x18\x07 \x03(\x0b\x32%.hetflow.v1.StageDecision.ParamsEntry\x12\x12\n\nelapsed_ms\x18\x08 \x01(\x01\x12\x37\n\x07scorers\x18\t \x03(\x0b\x32&.hetflow.v1.StageDecision.ScorersEntry\x1a-\n\x0bScoresEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a,\n\nLoadsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a-\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1aH\n\x0cScorersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.hetflow.v1.EngineScores:\x02\x38\x01\"}\n\x0c\x45ngineScores\x12;\n\nper_engine\x18\x01 \x03(\x0b\x32\'.hetflow.v1.EngineScores.PerEngineEntry\x1a\x30\n\x0ePerEngineEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xb4\x03\n\x07Receipt\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nprogram_id\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x11\n\tengine_id\x18\x04 \x01(\t\x12\x10\n\x08priority\x18\x05 \x01(\x01\x12\x18\n\x10predicted_tokens\x18\x06 \x01(\x01\x12)\n\x06stages\x18\x07 \x03(\x0b\x32\x19.hetflow.v1.StageDecision\x12\x13\n\x0b\x64\x65\x63ision_ms\x18\x08 \x01(\x01\x12\x17\n\x0fsnapshot_unix_s\x18\t \x01(\x01\x12\x19\n\x11priority_tiebreak\x18\n \x01(\x01\x12\x18\n\x10stale_snapshot_s\x18\x0b \x01(\x01\x12\x19\n\x11redispatched_from\x18\x0c \x03(\t\x12)\n\x07\x63\x61scade\x18\r \x03(\x0b\x32\x18.hetflow.v1.CascadeStage\x12*\n\x08workflow\x18\x0e \x01(\x0b\x32\x18.hetflow.v1.WorkflowMeta\x12\x33\n\x0finferred_stages\x18\x0f \x01(\x0b\x32\x1a.hetflow.v1.StageInference\"\xf0\x01\n\x0c\x43\x61scadeStage\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\tengine_id\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x0f\n\x07outcome\x18\x04 \x01(\t\x12\x12\n\x05score\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x16\n\tthreshold\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12\x0b\n\x03why\x18\x07 \x01(\t\x12\r\n\x05judge\x18\x08 \x01(\t\x12\x10\n\x08judge_ms\x18\t \x01(\x01\x12\x10\n\x08stage_ms\x18\n \x01(\x01\x12\x15\n\routput_tokens\x18\x0b \x01(\rB\x08\n\x06_scoreB\x0c\n\n_threshold2\x9d\x02\n\x08\x42\x61lancer\x12\x44\n\x08Generate\x12\x1b.hetflow.v1.GenerateRequest\x1a\x19.hetflow.v1.GenerateChunk0\x01\x12\x44\n\x08\x43omplete\x12\x1b.hetflow.v1.GenerateRequest\x1a\x1b.hetflow.v1.CompletionReply\x12\x41\n\x06\x44\x65\x63ide\x12\x19.hetflow.v1.DecideRequest\x1a\x1c.hetflow.v1.DispatchDecision\x12\x42\n\x08Workload\x12\x1b.hetflow.v1.WorkloadRequest\x1a\x19.hetflow.v1.WorkloadReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19hetflow/v1/balancer.proto\x12\nhetflow.v1\x1a\x17hetflow/v1/common.proto\x1a\x17hetflow/v1/engine.proto\"\x11\n\x0fWorkloadRequest\"f\n\rDecideRequest\x12)\n\x04\x63\x61ll\x18\x01 \x01(\x0b\x32\x1b.hetflow.v1.GenerateRequest\x12*\n\x06\x66\x61iled\x18\x02 \x03(\x0b\x32\x1a.hetflow.v1.FailedDispatch\"p\n\x13\x44\x65\x63ideStreamRequest\x12\x0b\n\x03tag\x18\x01 \x01(\x04\x12)\n\x06\x64\x65\x63ide\x18\x02 \x01(\x0b\x32\x19.hetflow.v1.DecideRequest\x12\x11\n\ttimeout_s\x18\x03 \x01(\x01\x12\x0e\n\x06\x63\x61ncel\x18\x04 \x01(\x08\"\x90\x01\n\x11\x44\x65\x63ideStreamReply\x12\x0b\n\x03tag\x18\x01 \x01(\x04\x12.\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0b\x32\x1c.hetflow.v1.DispatchDecision\x12\'\n\x06status\x18\x03 \x01(\x0b\x32\x17.hetflow.v1.BatchStatus\x12\x15\n\rretry_after_s\x18\x04 \x01(\x01\"B\n\x0e\x46\x61iledDispatch\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12\x0f\n\x07\x64\x65tails\x18\x03 \x01(\t\"\xe0\x01\n\x10\x44ispatchDecision\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x11\n\tengine_id\x18\x03 \x01(\t\x12\x16\n\x0e\x65ngine_address\x18\x04 \x01(\t\x12\x39\n\x0e\x65ngine_request\x18\x05 \x01(\x0b\x32!.hetflow.v1.EngineGenerateRequest\x12$\n\x07receipt\x18\x06 \x01(\x0b\x32\x13.hetflow.v1.Receipt\x12\x1d\n\x15ticket_expires_unix_s\x18\x07 \x01(\x01\"\x96\x01\n\rWorkloadReply\x12\x10\n\x08window_s\x18\x01 \x01(\x01\x12\x12\n\nrate_per_s\x18\x02 \x01(\x01\x12+\n\x07samples\x18\x03 \x03(\x0b\x32\x1a.hetflow.v1.WorkloadSample\x12\x16\n\x0e\x63\x61scade_models\x18\x04 \x03(\t\x12\x1a\n\x12\x63\x61scade_thresholds\x18\x05 \x03(\x01\"\x90\x01\n\x0eWorkloadSample\x12\x17\n\x0freceived_unix_s\x18\x01 \x01(\x01\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x03 \x01(\r\x12\x15\n\routput_tokens\x18\x04 \x01(\r\x12\x18\n\x0b\x66irst_grade\x18\x05 \x01(\x01H\x00\x88\x01\x01\x42\x0e\n\x0c_first_grade\"\xe3\x01\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\x08messages\x18\x02 \x03(\x0b\x32\x17.hetflow.v1.ChatMessage\x12\x0e\n\x06prompt\x18\x03 \x01(\t\x12,\n\x08sampling\x18\x04 \x01(\x0b\x32\x1a.hetflow.v1.SamplingParams\x12*\n\x08workflow\x18\x05 \x01(\x0b\x32\x18.hetflow.v1.WorkflowMeta\x12\x11\n\tmodel_pin\x18\x06 \x01(\t\x12\x14\n\x0cwant_receipt\x18\x07 \x01(\x08\"\xed\x01\n\rGenerateChunk\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\routput_tokens\x18\x03 \x01(\r\x12\x10\n\x08\x66inished\x18\x04 \x01(\x08\x12\x15\n\rfinish_reason\x18\x05 \x01(\t\x12$\n\x07receipt\x18\x06 \x01(\x0b\x32\x13.hetflow.v1.Receipt\x12 \n\x05usage\x18\x07 \x01(\x0b\x32\x11.hetflow.v1.Usage\x12\x10\n\x08queued_s\x18\x08 \x01(\x01\x12\r\n\x05model\x18\t \x01(\t\x12\x11\n\tengine_id\x18\n \x01(\t\"\xc6\x01\n\x0f\x43ompletionReply\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\rfinish_reason\x18\x03 \x01(\t\x12 \n\x05usage\x18\x04 \x01(\x0b\x32\x11.hetflow.v1.Usage\x12\r\n\x05model\x18\x05 \x01(\t\x12\x11\n\tengine_id\x18\x06 \x01(\t\x12$\n\x07receipt\x18\x07 \x01(\x0b\x32\x13.hetflow.v1.Receipt\x12\x10\n\x08queued_s\x18\x08 \x01(\x01\"\x92\x04\n\rStageDecision\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0e\n\x06plugin\x18\x02 \x01(\t\x12\x0c\n\x04rule\x18\x03 \x01(\t\x12\x0e\n\x06\x63hosen\x18\x04 \x01(\t\x12\x35\n\x06scores\x18\x05 \x03(\x0b\x32%.hetflow.v1.StageDecision.ScoresEntry\x12\x33\n\x05loads\x18\x06 \x03(\x0b\x32$.hetflow.v1.StageDecision.LoadsEntry\x12\x35\n\x06params\x18\x07 \x03(\x0b\x32%.hetflow.v1.StageDecision.ParamsEntry\x12\x12\n\nelapsed_ms\x18\x08 \x01(\x01\x12\x37\n\x07scorers\x18\t \x03(\x0b\x32&.hetflow.v1.StageDecision.ScorersEntry\x1a-\n\x0bScoresEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a,\n\nLoadsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a-\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1aH\n\x0cScorersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.hetflow.v1.EngineScores:\x02\x38\x01\"}\n\x0c\x45ngineScores\x12;\n\nper_engine\x18\x01 \x03(\x0b\x32\'.hetflow.v1.EngineScores.PerEngineEntry\x1a\x30\n\x0ePerEngineEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xb4\x03\n\x07Receipt\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nprogram_id\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x11\n\tengine_id\x18\x04 \x01(\t\x12\x10\n\x08priority\x18\x05 \x01(\x01\x12\x18\n\x10predicted_tokens\x18\x06 \x01(\x01\x12)\n\x06stages\x18\x07 \x03(\x0b\x32\x19.hetflow.v1.StageDecision\x12\x13\n\x0b\x64\x65\x63ision_ms\x18\x08 \x01(\x01\x12\x17\n\x0fsnapshot_unix_s\x18\t \x01(\x01\x12\x19\n\x11priority_tiebreak\x18\n \x01(\x01\x12\x18\n\x10stale_snapshot_s\x18\x0b \x01(\x01\x12\x19\n\x11redispatched_from\x18\x0c \x03(\t\x12)\n\x07\x63\x61scade\x18\r \x03(\x0b\x32\x18.hetflow.v1.CascadeStage\x12*\n\x08workflow\x18\x0e \x01(\x0b\x32\x18.hetflow.v1.WorkflowMeta\x12\x33\n\x0finferred_stages\x18\x0f \x01(\x0b\x32\x1a.hetflow.v1.StageInference\"\xf0\x01\n\x0c\x43\x61scadeStage\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\tengine_id\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x0f\n\x07outcome\x18\x04 \x01(\t\x12\x12\n\x05score\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x16\n\tthreshold\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12\x0b\n\x03why\x18\x07 \x01(\t\x12\r\n\x05judge\x18\x08 \x01(\t\x12\x10\n\x08judge_ms\x18\t \x01(\x01\x12\x10\n\x08stage_ms\x18\n \x01(\x01\x12\x15\n\routput_tokens\x18\x0b \x01(\rB\x08\n\x06_scoreB\x0c\n\n_threshold2\xf1\x02\n\x08\x42\x61lancer\x12\x44\n\x08Generate\x12\x1b.hetflow.v1.GenerateRequest\x1a\x19.hetflow.v1.GenerateChunk0\x01\x12\x44\n\x08\x43omplete\x12\x1b.hetflow.v1.GenerateRequest\x1a\x1b.hetflow.v1.CompletionReply\x12\x41\n\x06\x44\x65\x63ide\x12\x19.hetflow.v1.DecideRequest\x1a\x1c.hetflow.v1.DispatchDecision\x12R\n\x0c\x44\x65\x63ideStream\x12\x1f.hetflow.v1.DecideStreamRequest\x1a\x1d.hetflow.v1.DecideStreamReply(\x01\x30\x01\x12\x42\n\x08Workload\x12\x1b.hetflow.v1.WorkloadRequest\x1a\x19.hetflow.v1.WorkloadReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,38 +47,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WORKLOADREQUEST']._serialized_end=108
   _globals['_DECIDEREQUEST']._serialized_start=110
   _globals['_DECIDEREQUEST']._serialized_end=212
-  _globals['_FAILEDDISPATCH']._serialized_start=214
-  _globals['_FAILEDDISPATCH']._serialized_end=280
-  _globals['_DISPATCHDECISION']._serialized_start=283
-  _globals['_DISPATCHDECISION']._serialized_end=507
-  _globals['_WORKLOADREPLY']._serialized_start=510
-  _globals['_WORKLOADREPLY']._serialized_end=660
-  _globals['_WORKLOADSAMPLE']._serialized_start=663
-  _globals['_WORKLOADSAMPLE']._serialized_end=807
-  _globals['_GENERATEREQUEST']._serialized_start=810
-  _globals['_GENERATEREQUEST']._serialized_end=1037
-  _globals['_GENERATECHUNK']._serialized_start=1040
-  _globals['_GENERATECHUNK']._serialized_end=1277
-  _globals['_COMPLETIONREPLY']._serialized_start=1280
-  _globals['_COMPLETIONREPLY']._serialized_end=1478
-  _globals['_STAGEDECISION']._serialized_start=1481
-  _globals['_STAGEDECISION']._serialized_end=2011
-  _globals['_STAGEDECISION_SCORESENTRY']._serialized_start=1799
-  _globals['_STAGEDECISION_SCORESENTRY']._serialized_end=1844
-  _globals['_STAGEDECISION_LOADSENTRY']._serialized_start=1846
-  _globals['_STAGEDECISION_LOADSENTRY']._serialized_end=1890
-  _globals['_STAGEDECISION_PARAMSENTRY']._serialized_start=1892
-  _globals['_STAGEDECISION_PARAMSENTRY']._serialized_end=1937
-  _globals['_STAGEDECISION_SCORERSENTRY']._serialized_start=1939
-  _globals['_STAGEDECISION_SCORERSENTRY']._serialized_end=2011
-  _globals['_ENGINESCORES']._serialized_start=2013
-  _globals['_ENGINESCORES']._serialized_end=2138
-  _globals['_ENGINESCORES_PERENGINEENTRY']._serialized_start=2090
-  _globals['_ENGINESCORES_PERENGINEENTRY']._serialized_end=2138
-  _globals['_RECEIPT']._serialized_start=2141
-  _globals['_RECEIPT']._serialized_end=2577
-  _globals['_CASCADESTAGE']._serialized_start=2580
-  _globals['_CASCADESTAGE']._serialized_end=2820
-  _globals['_BALANCER']._serialized_start=2823
-  _globals['_BALANCER']._serialized_end=3108
+  _globals['_DECIDESTREAMREQUEST']._serialized_start=214
+  _globals['_DECIDESTREAMREQUEST']._serialized_end=326
+  _globals['_DECIDESTREAMREPLY']._serialized_start=329
+  _globals['_DECIDESTREAMREPLY']._serialized_end=473
+  _globals['_FAILEDDISPATCH']._serialized_start=475
+  _globals['_FAILEDDISPATCH']._serialized_end=541
+  _globals['_DISPATCHDECISION']._serialized_start=544
+  _globals['_DISPATCHDECISION']._serialized_end=768
+  _globals['_WORKLOADREPLY']._serialized_start=771
+  _globals['_WORKLOADREPLY']._serialized_end=921
+  _globals['_WORKLOADSAMPLE']._serialized_start=924
+  _globals['_WORKLOADSAMPLE']._serialized_end=1068
+  _globals['_GENERATEREQUEST']._serialized_start=1071
+  _globals['_GENERATEREQUEST']._serialized_end=1298
+  _globals['_GENERATECHUNK']._serialized_start=1301
+  _globals['_GENERATECHUNK']._serialized_end=1538
+  _globals['_COMPLETIONREPLY']._serialized_start=1541
+  _globals['_COMPLETIONREPLY']._serialized_end=1739
+  _globals['_STAGEDECISION']._serialized_start=1742
+  _globals['_STAGEDECISION']._serialized_end=2272
+  _globals['_STAGEDECISION_SCORESENTRY']._serialized_start=2060
+  _globals['_STAGEDECISION_SCORESENTRY']._serialized_end=2105
+  _globals['_STAGEDECISION_LOADSENTRY']._serialized_start=2107
+  _globals['_STAGEDECISION_LOADSENTRY']._serialized_end=2151
+  _globals['_STAGEDECISION_PARAMSENTRY']._serialized_start=2153
+  _globals['_STAGEDECISION_PARAMSENTRY']._serialized_end=2198
+  _globals['_STAGEDECISION_SCORERSENTRY']._serialized_start=2200
+  _globals['_STAGEDECISION_SCORERSENTRY']._serialized_end=2272
+  _globals['_ENGINESCORES']._serialized_start=2274
+  _globals['_ENGINESCORES']._serialized_end=2399
+  _globals['_ENGINESCORES_PERENGINEENTRY']._serialized_start=2351
+  _globals['_ENGINESCORES_PERENGINEENTRY']._serialized_end=2399
+  _globals['_RECEIPT']._serialized_start=2402
+  _globals['_RECEIPT']._serialized_end=2838
+  _globals['_CASCADESTAGE']._serialized_start=2841
+  _globals['_CASCADESTAGE']._serialized_end=3081
+  _globals['_BALANCER']._serialized_start=3084
+  _globals['_BALANCER']._serialized_end=3453
 # @@protoc_insertion_point(module_scope)

@@ -20,6 +20,30 @@ class DecideRequest(_message.Message):
     failed: _containers.RepeatedCompositeFieldContainer[FailedDispatch]
     def __init__(self, call: _Optional[_Union[GenerateRequest, _Mapping]] = ..., failed: _Optional[_Iterable[_Union[FailedDispatch, _Mapping]]] = ...) -> None: ...
 
+class DecideStreamRequest(_message.Message):
+    __slots__ = ("tag", "decide", "timeout_s", "cancel")
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    DECIDE_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    tag: int
+    decide: DecideRequest
+    timeout_s: float
+    cancel: bool
+    def __init__(self, tag: _Optional[int] = ..., decide: _Optional[_Union[DecideRequest, _Mapping]] = ..., timeout_s: _Optional[float] = ..., cancel: _Optional[bool] = ...) -> None: ...
+
+class DecideStreamReply(_message.Message):
+    __slots__ = ("tag", "decision", "status", "retry_after_s")
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_S_FIELD_NUMBER: _ClassVar[int]
+    tag: int
+    decision: DispatchDecision
+    status: _common_pb2.BatchStatus
+    retry_after_s: float
+    def __init__(self, tag: _Optional[int] = ..., decision: _Optional[_Union[DispatchDecision, _Mapping]] = ..., status: _Optional[_Union[_common_pb2.BatchStatus, _Mapping]] = ..., retry_after_s: _Optional[float] = ...) -> None: ...
+
 class FailedDispatch(_message.Message):
     __slots__ = ("engine_id", "code", "details")
     ENGINE_ID_FIELD_NUMBER: _ClassVar[int]

@@ -49,6 +49,11 @@ class BalancerStub:
                 request_serializer=hetflow_dot_v1_dot_balancer__pb2.DecideRequest.SerializeToString,
                 response_deserializer=hetflow_dot_v1_dot_balancer__pb2.DispatchDecision.FromString,
                 _registered_method=True)
+        self.DecideStream = channel.stream_stream(
+                '/hetflow.v1.Balancer/DecideStream',
+                request_serializer=hetflow_dot_v1_dot_balancer__pb2.DecideStreamRequest.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_balancer__pb2.DecideStreamReply.FromString,
+                _registered_method=True)
         self.Workload = channel.unary_unary(
                 '/hetflow.v1.Balancer/Workload',
                 request_serializer=hetflow_dot_v1_dot_balancer__pb2.WorkloadRequest.SerializeToString,
@@ -81,6 +86,16 @@ class BalancerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DecideStream(self, request_iterator, context):
+        """Decide on one long-lived stream (a client deciding many calls: an agent framework's, a load test's):
+        each message one decision, answered by one reply with its tag as soon as it is decided, so replies may
+        come in another order than the requests; a decision's failure is its reply's status, never the
+        stream's. The stream's metadata (a tenant's key) holds for every decision on it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Workload(self, request, context):
         """The live workload this balancer saw (Cascadia 4.4): what the re-planner reads. Operators only.
         """
@@ -105,6 +120,11 @@ def add_BalancerServicer_to_server(servicer, server):
                     servicer.Decide,
                     request_deserializer=hetflow_dot_v1_dot_balancer__pb2.DecideRequest.FromString,
                     response_serializer=hetflow_dot_v1_dot_balancer__pb2.DispatchDecision.SerializeToString,
+            ),
+            'DecideStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.DecideStream,
+                    request_deserializer=hetflow_dot_v1_dot_balancer__pb2.DecideStreamRequest.FromString,
+                    response_serializer=hetflow_dot_v1_dot_balancer__pb2.DecideStreamReply.SerializeToString,
             ),
             'Workload': grpc.unary_unary_rpc_method_handler(
                     servicer.Workload,
@@ -193,6 +213,33 @@ class Balancer:
             '/hetflow.v1.Balancer/Decide',
             hetflow_dot_v1_dot_balancer__pb2.DecideRequest.SerializeToString,
             hetflow_dot_v1_dot_balancer__pb2.DispatchDecision.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DecideStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/hetflow.v1.Balancer/DecideStream',
+            hetflow_dot_v1_dot_balancer__pb2.DecideStreamRequest.SerializeToString,
+            hetflow_dot_v1_dot_balancer__pb2.DecideStreamReply.FromString,
             options,
             channel_credentials,
             insecure,
