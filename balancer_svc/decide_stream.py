@@ -33,8 +33,8 @@ def _failed(tag: int, code: grpc.StatusCode, details: str, retry_after_s: float 
 
 async def _answer(message: balancer_pb2.DecideStreamRequest, decide: Decide) -> balancer_pb2.DecideStreamReply:
     """The reply to one decision: its dispatch, or the status ``Decide`` would have ended with."""
-    if (found := problem(message)) is not None or not message.HasField("decide"):
-        return _failed(message.tag, grpc.StatusCode.INVALID_ARGUMENT, found or "decide is required")
+    if not message.HasField("decide"):
+        return _failed(message.tag, grpc.StatusCode.INVALID_ARGUMENT, "decide is required")
     try:
         deciding = decide(message.decide)
         decision = await (asyncio.wait_for(deciding, message.timeout_s) if message.timeout_s > 0 else deciding)
@@ -66,7 +66,9 @@ async def answer_decisions(requests: AsyncIterator[balancer_pb2.DecideStreamRequ
 
     async def read() -> None:
         async for message in requests:
-            if message.cancel:
+            if (found := problem(message)) is not None:  # a bad message (one that does not parse has no tag: 0)
+                replies.put_nowait(_failed(getattr(message, "tag", 0), grpc.StatusCode.INVALID_ARGUMENT, found))
+            elif message.cancel:
                 if (task := deciding.get(message.tag)) is not None:
                     task.cancel()
             elif message.tag in deciding:

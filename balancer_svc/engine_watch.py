@@ -61,6 +61,13 @@ class Watched:
     admit_seq: int
     epoch: str
 
+    def agrees_with(self, msg: monitor_pb2.MonitorSnapshot) -> bool:
+        """Whether these engines are the monitor's as its answer for a call counts them (the same process,
+        as many engines, as many healthy): an engine that came, went, failed or recovered since the last
+        message is seen by the decision that follows, not one watch interval later."""
+        return (msg.monitor_epoch == self.epoch and msg.engine_count == len(self.views)
+                and msg.healthy_engine_count == sum(v.healthy for v in self.views))
+
 
 class EngineWatch:
     """Follows ``Monitor.WatchEngines`` on a task of its own (``start``); ``current`` is what it holds."""

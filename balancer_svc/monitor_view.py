@@ -230,7 +230,7 @@ class MonitorView:
             in_flight_calls=self.reads_in_flight_calls, without_engines=watched is not None)
         try:
             msg = await self._ask(request)
-            if watched is not None and msg.monitor_epoch != watched.epoch:  # restarted since the watch heard
+            if watched is not None and not watched.agrees_with(msg):  # the engines changed since the watch heard
                 watched, request.without_engines = None, False
                 msg = await self._ask(request)
         except _MonitorAway as away:

@@ -168,8 +168,10 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         reply = wire.snapshot_to_proto(snapshot, self.state.engines, self.state.admit_seq, self.reports,
                                        request.request_ids)
         reply.monitor_epoch = self.state.epoch
-        if request.without_engines and prefix_blocks:
-            reply.prefix_match_blocks.update(prefix_matches(self.state, prefix_blocks))
+        if request.without_engines:
+            reply.prefix_match_blocks.update(prefix_matches(self.state, prefix_blocks) if prefix_blocks else {})
+            reply.engine_count = len(self.state.engines)
+            reply.healthy_engine_count = sum(self.state.is_healthy(r, now_s) for r in self.state.engines.values())
         return reply
 
     async def GetProgram(self, request: monitor_pb2.GetProgramRequest,

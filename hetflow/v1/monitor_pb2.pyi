@@ -254,7 +254,7 @@ class ProgramDispatch(_message.Message):
     def __init__(self, engine_id: _Optional[str] = ..., prompt_tokens: _Optional[int] = ...) -> None: ...
 
 class MonitorSnapshot(_message.Message):
-    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s", "anchor_distance_median_s", "remaining_stage_costs_s", "program_service_s", "program_critical_service_s", "program_dispatches", "monitor_epoch", "agent_tool_gap", "inferred_stages", "prefix_match_blocks")
+    __slots__ = ("taken_unix_s", "engines", "program_model", "admit_seq", "program_start_unix_s", "agent_anchor_distance_s", "agent_expected_s", "anchor_distance_median_s", "remaining_stage_costs_s", "program_service_s", "program_critical_service_s", "program_dispatches", "monitor_epoch", "agent_tool_gap", "inferred_stages", "prefix_match_blocks", "engine_count", "healthy_engine_count")
     class PrefixMatchBlocksEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -278,6 +278,8 @@ class MonitorSnapshot(_message.Message):
     AGENT_TOOL_GAP_FIELD_NUMBER: _ClassVar[int]
     INFERRED_STAGES_FIELD_NUMBER: _ClassVar[int]
     PREFIX_MATCH_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_ENGINE_COUNT_FIELD_NUMBER: _ClassVar[int]
     taken_unix_s: float
     engines: _containers.RepeatedCompositeFieldContainer[EngineLoad]
     program_model: str
@@ -294,7 +296,9 @@ class MonitorSnapshot(_message.Message):
     agent_tool_gap: ToolGapFit
     inferred_stages: _common_pb2.StageInference
     prefix_match_blocks: _containers.ScalarMap[str, int]
-    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ..., anchor_distance_median_s: _Optional[float] = ..., remaining_stage_costs_s: _Optional[_Iterable[float]] = ..., program_service_s: _Optional[float] = ..., program_critical_service_s: _Optional[float] = ..., program_dispatches: _Optional[_Iterable[_Union[ProgramDispatch, _Mapping]]] = ..., monitor_epoch: _Optional[str] = ..., agent_tool_gap: _Optional[_Union[ToolGapFit, _Mapping]] = ..., inferred_stages: _Optional[_Union[_common_pb2.StageInference, _Mapping]] = ..., prefix_match_blocks: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    engine_count: int
+    healthy_engine_count: int
+    def __init__(self, taken_unix_s: _Optional[float] = ..., engines: _Optional[_Iterable[_Union[EngineLoad, _Mapping]]] = ..., program_model: _Optional[str] = ..., admit_seq: _Optional[int] = ..., program_start_unix_s: _Optional[float] = ..., agent_anchor_distance_s: _Optional[float] = ..., agent_expected_s: _Optional[float] = ..., anchor_distance_median_s: _Optional[float] = ..., remaining_stage_costs_s: _Optional[_Iterable[float]] = ..., program_service_s: _Optional[float] = ..., program_critical_service_s: _Optional[float] = ..., program_dispatches: _Optional[_Iterable[_Union[ProgramDispatch, _Mapping]]] = ..., monitor_epoch: _Optional[str] = ..., agent_tool_gap: _Optional[_Union[ToolGapFit, _Mapping]] = ..., inferred_stages: _Optional[_Union[_common_pb2.StageInference, _Mapping]] = ..., prefix_match_blocks: _Optional[_Mapping[str, int]] = ..., engine_count: _Optional[int] = ..., healthy_engine_count: _Optional[int] = ...) -> None: ...
 
 class ToolGapFit(_message.Message):
     __slots__ = ("mu", "sigma", "samples")

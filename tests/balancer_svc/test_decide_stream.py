@@ -16,6 +16,7 @@ from hetflow.core.errors import ResourceExhausted
 from hetflow.runtime.batch_streams import checks_each_message
 from hetflow.runtime.decision_stream import DecisionStream
 from hetflow.runtime.interceptors import RETRY_PUSHBACK_KEY, ServiceInterceptor
+from hetflow.runtime.message_checks import Undecodable
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc
 
 
@@ -144,10 +145,12 @@ async def test_the_end_of_the_requests_waits_for_the_decisions_under_way():
         yield balancer_pb2.DecideStreamRequest(tag=1, decide=_decide("slow"))
         yield balancer_pb2.DecideStreamRequest(tag=2, decide=_decide("quick"))
         yield balancer_pb2.DecideStreamRequest(tag=2, decide=_decide("again"))  # its tag is still deciding
+        yield Undecodable("DecodeError: not a message")  # the stream goes on past it
+        yield balancer_pb2.DecideStreamRequest(tag=3)  # nothing to decide
         asyncio.get_running_loop().call_soon(decisions.go_slow.set)  # "slow" is decided after the requests end
 
     replies = [reply async for reply in answer_decisions(requests(), decisions.decide)]
-    assert sorted(r.tag for r in replies) == [1, 2, 2]
+    assert sorted(r.tag for r in replies) == [0, 1, 2, 2, 3]
     by_engine = {r.decision.engine_id for r in replies if not r.status.code}
     assert by_engine == {"engine-slow", "engine-quick"}
-    assert [r.status.code for r in replies if r.status.code] == [grpc.StatusCode.INVALID_ARGUMENT.value[0]]
+    assert [r.status.code for r in replies if r.status.code] == [grpc.StatusCode.INVALID_ARGUMENT.value[0]] * 3

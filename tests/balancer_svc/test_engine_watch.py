@@ -84,6 +84,29 @@ async def test_a_decision_on_the_watch_sees_what_the_whole_snapshot_shows_and_as
     assert dataclasses.replace(watched, taken_unix_s=0.0) == dataclasses.replace(whole, taken_unix_s=0.0)
 
 
+async def test_an_engine_the_watch_has_not_heard_of_yet_sends_the_decision_to_the_whole_snapshot():
+    """The monitor counts its engines in each call's own part: a watch that counts fewer (an engine came
+    since its last message; here the monitor looks only once a minute) is not decided on."""
+    state = _state()
+    servicer = MonitorServicer(state, watch_interval_s=60.0)
+    monitor = WatchedMonitor(servicer)
+    view = MonitorView(BalancerConfig(monitor_address="127.0.0.1:1"), monitor, reads_prefix=False,
+                       reads_in_flight_calls=False)
+    view.start()
+    try:
+        await view.snapshot(call(program_id="p1"))
+        await _until(lambda: view.engine_watch.current(state.epoch) is not None, "the watch's first message")
+        on_the_watch, _, _ = await view.snapshot(call(program_id="p1"))
+        state.report(EngineStatus("large-1", model="large", address="127.0.0.1:2", serving=True, profile=profile()),
+                     time.time())
+        after_the_new_engine, _, _ = await view.snapshot(call(program_id="p1"))
+    finally:
+        await view.close()
+    assert monitor.asked_engines == [True, False, False, True]  # the last asked again, with the engines
+    assert len(on_the_watch.engines) == 3
+    assert [e.engine_id for e in after_the_new_engine.engines][-1] == "large-1"
+
+
 def test_a_silent_watch_or_one_of_another_monitor_is_not_used():
     state = _state()
     feed_message = MonitorServicer(state).WatchEngines  # the monitor's own first message
