@@ -26,6 +26,7 @@ import grpc
 from hetflow.core.errors import Unavailable
 from hetflow.runtime.accept_wait import sent_timeout
 from hetflow.runtime.channels import open_channel
+from hetflow.runtime.decision_stream import DecisionStream
 from hetflow.runtime.direct_call import DirectCall
 from hetflow.runtime.security import SecurityConfig, TlsConfig
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2, engine_pb2_grpc
@@ -83,6 +84,8 @@ class HetflowClient:
         self._channel = open_channel(address, security, api_key, refusal_attempts)
         self.stub = balancer_pb2_grpc.BalancerStub(self._channel)
         self.direct = direct
+        self._decisions = DecisionStream(self.stub, refusal_attempts=refusal_attempts) if direct else None
+        """The direct path's decisions, on one stream to the balancer (``Balancer.DecideStream``)."""
         self._engine_channels: dict[str, grpc.aio.Channel] = {}
 
     async def __aenter__(self) -> HetflowClient:
@@ -92,6 +95,8 @@ class HetflowClient:
         await self.close()
 
     async def close(self) -> None:
+        if self._decisions is not None:
+            await self._decisions.close()
         await self._channel.close()
         for channel in self._engine_channels.values():
             await channel.close()
@@ -103,7 +108,7 @@ class HetflowClient:
                  timeout_s: float | None = None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         """Stream one call's chunks. Cancel the returned call (or let its task be cancelled) to abort."""
         if self.direct:
-            return DirectCall(self.stub, self._engine_at, request, timeout_s)
+            return DirectCall(self.stub, self._engine_at, request, timeout_s, decisions=self._decisions)
         return self.stub.Generate(request, timeout=timeout_s, metadata=sent_timeout(timeout_s) or None)
 
     def _engine_at(self, address: str) -> engine_pb2_grpc.EngineStub:
@@ -115,7 +120,8 @@ class HetflowClient:
     async def complete(self, request: balancer_pb2.GenerateRequest, timeout_s: float | None = None) -> CallResult:
         start = time.perf_counter()
         if self.direct:
-            chunks = [chunk async for chunk in DirectCall(self.stub, self._engine_at, request, timeout_s)]
+            chunks = [chunk async for chunk in DirectCall(self.stub, self._engine_at, request, timeout_s,
+                                                          decisions=self._decisions)]
             if not chunks:  # as the balancer's Complete answers it on the relayed path
                 raise Unavailable("the engine ended the call without a reply")
             first, last = chunks[0], chunks[-1]

@@ -25,6 +25,18 @@ from hetflow.v1 import balancer_pb2, balancer_pb2_grpc
 log = get_logger(__name__)
 
 
+def _retry_after_s(exc: grpc.aio.AioRpcError) -> float | None:
+    """The server's retry hint on a refusal (gRPC's pushback, ms), None when it gave none or -1."""
+    for key, value in exc.trailing_metadata() or ():
+        if key == RETRY_PUSHBACK_KEY:
+            try:
+                hint_ms = float(value)
+            except (TypeError, ValueError):
+                return None
+            return hint_ms / 1e3 if hint_ms >= 0 else None
+    return None
+
+
 def _error(reply: balancer_pb2.DecideStreamReply) -> grpc.aio.AioRpcError:
     code = STATUS_OF_CODE.get(reply.status.code, grpc.StatusCode.UNKNOWN)
     trailing = grpc.aio.Metadata()
@@ -43,9 +55,14 @@ class _Stream:
 
 
 class DecisionStream:
-    def __init__(self, balancer: balancer_pb2_grpc.BalancerStub, metadata: Sequence[tuple[str, str]] = ()) -> None:
-        """``metadata``: sent once with the stream, and with each ``Decide`` of the fallback (a tenant's key)."""
+    def __init__(self, balancer: balancer_pb2_grpc.BalancerStub, metadata: Sequence[tuple[str, str]] = (),
+                 refusal_attempts: int = 1) -> None:
+        """``metadata``: sent once with the stream, and with each ``Decide`` of the fallback (a tenant's key);
+        ``refusal_attempts``: how many times a refused decision (RESOURCE_EXHAUSTED with a retry hint) is
+        sent in all, each after its hint and while its time allows, as gRPC's retry policy sends a refused
+        ``Decide`` again (``hetflow.runtime.channels.refusal_retries``)."""
         self._balancer, self._metadata = balancer, tuple(metadata) or None
+        self._refusal_attempts = refusal_attempts
         self._tags = itertools.count(1)
         self._stream: _Stream | None = None
         self._unsupported_since_s: float | None = None
@@ -57,6 +74,24 @@ class DecisionStream:
 
     async def decide(self, request: balancer_pb2.DecideRequest,
                      timeout_s: float | None = None) -> balancer_pb2.DispatchDecision:
+        """The decision ``Decide`` would answer within ``timeout_s`` (None: no limit)."""
+        deadline_s = time.monotonic() + timeout_s if timeout_s is not None else None
+        attempt = 1
+        while True:
+            left_s = deadline_s - time.monotonic() if deadline_s is not None else None
+            try:
+                return await self._once(request, left_s)
+            except grpc.aio.AioRpcError as exc:
+                hint_s = _retry_after_s(exc)
+                if (exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or hint_s is None
+                        or attempt == self._refusal_attempts
+                        or (deadline_s is not None and time.monotonic() + hint_s >= deadline_s)):
+                    raise
+            await asyncio.sleep(hint_s)
+            attempt += 1
+
+    async def _once(self, request: balancer_pb2.DecideRequest,
+                    timeout_s: float | None) -> balancer_pb2.DispatchDecision:
         if self.supported:
             try:
                 return await self._on_stream(request, timeout_s)
@@ -73,16 +108,20 @@ class DecisionStream:
 
     async def _on_stream(self, request: balancer_pb2.DecideRequest,
                          timeout_s: float | None) -> balancer_pb2.DispatchDecision:
+        if timeout_s is not None and timeout_s <= 0:
+            raise rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "the decision's time ran out before it was sent")
         stream = self._stream if self._stream is not None else self._open()
         tag = next(self._tags)
         answer: asyncio.Future[balancer_pb2.DecideStreamReply] = asyncio.get_running_loop().create_future()
         stream.waiting[tag] = answer
         stream.outbox.put_nowait(balancer_pb2.DecideStreamRequest(tag=tag, decide=request, timeout_s=timeout_s or 0.0))
         try:
-            reply = await answer
-        except asyncio.CancelledError:
+            reply = await (asyncio.wait_for(answer, timeout_s) if timeout_s is not None else answer)
+        except (asyncio.CancelledError, TimeoutError) as exc:
             if stream.waiting.pop(tag, None) is not None:  # still open and deciding: stop it there
                 stream.outbox.put_nowait(balancer_pb2.DecideStreamRequest(tag=tag, cancel=True))
+            if isinstance(exc, TimeoutError):
+                raise rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, f"not decided within {timeout_s:g}s") from None
             raise
         if reply.status.code:
             raise _error(reply)

@@ -6,7 +6,9 @@ the engine tells the monitor when the call ends. A call whose engine fails befor
 whose ticket expired on the way, is decided again with every failed engine named. A balancer that
 serves a cascade answers a decision FAILED_PRECONDITION (it must read each answer to judge it): the
 call then goes through its relay, ``Balancer.Generate``. hetflow's Python
-client (``HetflowClient(direct=True)``) and the gateway (``gateway.direct``) both stream this way.
+client (``HetflowClient(direct=True)``) and the gateway (``gateway.direct``) both stream this way; the
+client decides on its one stream of decisions (``Balancer.DecideStream``), the gateway, whose calls carry
+each its tenant's key, with a ``Decide`` each.
 
 Given an HTTP client (``model_server``), a call whose engine fronts a model server of its own (the
 ``vllm-server`` backend) streams from that server instead (``Engine.Hold``): the engine queues the call
@@ -32,6 +34,7 @@ import httpx
 
 from hetflow.core.errors import HetflowError, Unavailable
 from hetflow.runtime.accept_wait import sent_timeout
+from hetflow.runtime.decision_stream import DecisionStream
 from hetflow.runtime.interceptors import REDISPATCHABLE, rpc_error, status_of
 from hetflow.runtime.vllm_stream import CompletionEvent, stream_completion
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2, engine_pb2, engine_pb2_grpc
@@ -41,12 +44,15 @@ class DirectCall:
     def __init__(self, balancer: balancer_pb2_grpc.BalancerStub,
                  engine_at: Callable[[str], engine_pb2_grpc.EngineStub], request: balancer_pb2.GenerateRequest,
                  timeout_s: float | None = None, metadata: Sequence[tuple[str, str]] = (),
-                 model_server: httpx.AsyncClient | None = None, model_server_less: set[str] | None = None) -> None:
+                 model_server: httpx.AsyncClient | None = None, model_server_less: set[str] | None = None,
+                 decisions: DecisionStream | None = None) -> None:
         """``engine_at``: the engine stub for an address (channels are the caller's to keep);
         ``metadata``: sent with the decision and the stream (a tenant's API key); ``model_server``: the
         client to stream from an engine's model server with (None: always from the engine);
-        ``model_server_less``: addresses of engines known to have none (the caller's to keep)."""
-        self._balancer, self._engine_at = balancer, engine_at
+        ``model_server_less``: addresses of engines known to have none (the caller's to keep);
+        ``decisions``: the caller's stream of decisions (``Balancer.DecideStream``, its metadata the
+        caller's); None: each decision its own ``Decide``, with ``metadata``."""
+        self._balancer, self._engine_at, self._decisions = balancer, engine_at, decisions
         self._http = model_server
         self._model_server_less = model_server_less if model_server_less is not None else set()
         self._call = balancer_pb2.GenerateRequest()
@@ -99,8 +105,10 @@ class DirectCall:
         failed: list[balancer_pb2.FailedDispatch] = []
         while True:
             left_s = self._left_s()
-            self._current = self._balancer.Decide(balancer_pb2.DecideRequest(call=self._call, failed=failed),
-                                                  timeout=left_s, metadata=self._with_timeout(left_s))
+            decide = balancer_pb2.DecideRequest(call=self._call, failed=failed)
+            self._current = asyncio.ensure_future(self._decisions.decide(decide, left_s)) \
+                if self._decisions is not None else \
+                self._balancer.Decide(decide, timeout=left_s, metadata=self._with_timeout(left_s))
             try:
                 decision = await self._current
             except grpc.aio.AioRpcError as exc:

@@ -29,6 +29,7 @@ class Decisions:
         self.cancelled: list[str] = []
         self.started = asyncio.Event()
         self.go_slow = asyncio.Event()
+        self.refusals = 0
 
     async def decide(self, request: balancer_pb2.DecideRequest) -> balancer_pb2.DispatchDecision:
         prompt = request.call.prompt
@@ -36,6 +37,9 @@ class Decisions:
             await self.go_slow.wait()
         elif prompt == "refused":
             raise ResourceExhausted("the queue is full", retry_after_s=2.0)
+        elif prompt == "refused-once" and not self.refusals:
+            self.refusals += 1
+            raise ResourceExhausted("the queue is full", retry_after_s=0.05)
         elif prompt == "forever":
             self.started.set()
             try:
@@ -121,6 +125,24 @@ async def test_a_caller_that_stops_waiting_stops_its_decision_at_the_balancer():
         await channel.close()
         await server.stop(None)
     assert decisions.cancelled == ["left"] and after.engine_id == "engine-quick"
+
+
+async def test_a_refused_decision_is_sent_again_after_its_hint_as_many_times_as_the_client_allows():
+    outcomes = []
+    for attempts in (1, 2):
+        decisions = Decisions()
+        server, channel = await _serve(Balancer(decisions))
+        stream = DecisionStream(balancer_pb2_grpc.BalancerStub(channel), refusal_attempts=attempts)
+        try:
+            outcomes.append(await asyncio.gather(stream.decide(_decide("refused-once"), timeout_s=30),
+                                                 return_exceptions=True))
+        finally:
+            await stream.close()
+            await channel.close()
+            await server.stop(None)
+    (once,), (twice,) = outcomes
+    assert isinstance(once, grpc.aio.AioRpcError) and once.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert twice.engine_id == "engine-refused-once"
 
 
 async def test_a_balancer_without_the_stream_is_asked_by_decide():

@@ -15,7 +15,7 @@ class _Stream:
 
     chunks: list[balancer_pb2.GenerateChunk] = []
 
-    def __init__(self, *args: object) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         self._left = list(self.chunks)
 
     def __aiter__(self) -> _Stream:
