@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import grpc
@@ -60,13 +60,17 @@ class Watched:
     facts: dict[str, EngineFacts]
     admit_seq: int
     epoch: str
+    healthy_count: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "healthy_count", sum(v.healthy for v in self.views))
 
     def agrees_with(self, msg: monitor_pb2.MonitorSnapshot) -> bool:
         """Whether these engines are the monitor's as its answer for a call counts them (the same process,
         as many engines, as many healthy): an engine that came, went, failed or recovered since the last
         message is seen by the decision that follows, not one watch interval later."""
         return (msg.monitor_epoch == self.epoch and msg.engine_count == len(self.views)
-                and msg.healthy_engine_count == sum(v.healthy for v in self.views))
+                and msg.healthy_engine_count == self.healthy_count)
 
 
 class EngineWatch:

@@ -169,7 +169,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                                        request.request_ids)
         reply.monitor_epoch = self.state.epoch
         if request.without_engines:
-            reply.prefix_match_blocks.update(prefix_matches(self.state, prefix_blocks) if prefix_blocks else {})
+            if prefix_blocks:
+                reply.prefix_match_blocks.update(prefix_matches(self.state, prefix_blocks))
             reply.engine_count = len(self.state.engines)
             reply.healthy_engine_count = sum(self.state.is_healthy(r, now_s) for r in self.state.engines.values())
         return reply

@@ -42,6 +42,12 @@ RETRY_UNSUPPORTED_S = 60.0
 """How long a client asks a service without the stream by its unary method before it tries the stream again."""
 
 
+def stream_worth_trying(unsupported_since_s: float | None) -> bool:
+    """Whether to ask a service on its stream: not for ``RETRY_UNSUPPORTED_S`` after it answered
+    UNIMPLEMENTED (at ``unsupported_since_s``, monotonic), then again (the service may have been upgraded)."""
+    return unsupported_since_s is None or time.monotonic() - unsupported_since_s > RETRY_UNSUPPORTED_S
+
+
 class HasStatus(Protocol):
     @property
     def status(self) -> common_pb2.BatchStatus: ...
@@ -121,8 +127,7 @@ class BatchStream(Generic[RequestT, ReplyT]):
     def supported(self) -> bool:
         """Whether to ask on the stream: False for ``RETRY_UNSUPPORTED_S`` after the service answered
         UNIMPLEMENTED."""
-        since_s = self._unsupported_since_s
-        return since_s is None or time.monotonic() - since_s > RETRY_UNSUPPORTED_S
+        return stream_worth_trying(self._unsupported_since_s)
 
     async def ask_or(self, request: RequestT, unary: Callable[[], Awaitable[ReplyT]]) -> ReplyT:
         """The reply on the stream; by ``unary()`` (the service's unary method) while the service has no

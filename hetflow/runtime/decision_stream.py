@@ -17,32 +17,17 @@ from typing import Any, Sequence
 
 import grpc
 
-from hetflow.runtime.batch_streams import RETRY_UNSUPPORTED_S, STATUS_OF_CODE
-from hetflow.runtime.interceptors import RETRY_PUSHBACK_KEY, rpc_error
+from hetflow.runtime.batch_streams import STATUS_OF_CODE, stream_worth_trying
+from hetflow.runtime.interceptors import retry_pushback_s, rpc_error
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc
 
 log = get_logger(__name__)
 
 
-def _retry_after_s(exc: grpc.aio.AioRpcError) -> float | None:
-    """The server's retry hint on a refusal (gRPC's pushback, ms), None when it gave none or -1."""
-    for key, value in exc.trailing_metadata() or ():
-        if key == RETRY_PUSHBACK_KEY:
-            try:
-                hint_ms = float(value)
-            except (TypeError, ValueError):
-                return None
-            return hint_ms / 1e3 if hint_ms >= 0 else None
-    return None
-
-
 def _error(reply: balancer_pb2.DecideStreamReply) -> grpc.aio.AioRpcError:
-    code = STATUS_OF_CODE.get(reply.status.code, grpc.StatusCode.UNKNOWN)
-    trailing = grpc.aio.Metadata()
-    if reply.retry_after_s > 0:
-        trailing.add(RETRY_PUSHBACK_KEY, str(round(reply.retry_after_s * 1e3)))
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailing, reply.status.details)
+    return rpc_error(STATUS_OF_CODE.get(reply.status.code, grpc.StatusCode.UNKNOWN), reply.status.details,
+                     reply.retry_after_s if reply.retry_after_s > 0 else None)
 
 
 class _Stream:
@@ -69,8 +54,8 @@ class DecisionStream:
 
     @property
     def supported(self) -> bool:
-        since_s = self._unsupported_since_s
-        return since_s is None or time.monotonic() - since_s > RETRY_UNSUPPORTED_S
+        """Whether to decide on the stream (``stream_worth_trying``)."""
+        return stream_worth_trying(self._unsupported_since_s)
 
     async def decide(self, request: balancer_pb2.DecideRequest,
                      timeout_s: float | None = None) -> balancer_pb2.DispatchDecision:
@@ -82,7 +67,7 @@ class DecisionStream:
             try:
                 return await self._once(request, left_s)
             except grpc.aio.AioRpcError as exc:
-                hint_s = _retry_after_s(exc)
+                hint_s = retry_pushback_s(exc)
                 if (exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or hint_s is None
                         or attempt == self._refusal_attempts
                         or (deadline_s is not None and time.monotonic() + hint_s >= deadline_s)):

@@ -59,10 +59,20 @@ STATUS_OF: dict[type[errors.HetflowError], grpc.StatusCode] = {
 """The status each domain error answers with; any other HetflowError is INTERNAL."""
 
 
-def rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+def rpc_error(code: grpc.StatusCode, details: str, retry_after_s: float | None = None) -> grpc.aio.AioRpcError:
     """A status raised on the client's side as the RPC that ended with it would raise it (a batch's item,
-    a stream read from elsewhere)."""
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+    a stream read from elsewhere), with the server's retry hint as gRPC's pushback when it gave one."""
+    trailing = grpc.aio.Metadata()
+    if retry_after_s is not None:
+        trailing.add(RETRY_PUSHBACK_KEY, str(max(0, round(retry_after_s * 1e3))))
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailing, details)
+
+
+def retry_pushback_s(exc: grpc.aio.AioRpcError) -> float | None:
+    """The retry hint a refusal carried (gRPC's pushback, ms), in seconds; None when it carried none, or
+    -1 (trying again cannot help)."""
+    value = dict(exc.trailing_metadata() or ()).get(RETRY_PUSHBACK_KEY)
+    return int(value) / 1e3 if isinstance(value, str) and value.isdigit() else None
 
 
 def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str]:

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import grpc
 
 from hetflow.core import identity
-from hetflow.runtime.interceptors import RETRY_PUSHBACK_KEY
+from hetflow.runtime.interceptors import retry_pushback_s
 from hetflow.runtime.tool_calls import (
     Tool,
     ToolCall,
@@ -76,9 +76,8 @@ def from_grpc(exc: grpc.aio.AioRpcError) -> OpenAIError:
     """The balancer's (or monitor's) failure as the client sees it, with its retry hint (gRPC's pushback,
     ``hetflow.runtime.interceptors``) as ``Retry-After``."""
     status, kind = HTTP_OF_STATUS.get(exc.code(), (500, "internal_error"))
-    pushback_ms = dict(exc.trailing_metadata() or ()).get(RETRY_PUSHBACK_KEY)
-    retry_after_s = int(pushback_ms) / 1e3 if isinstance(pushback_ms, str) and pushback_ms.isdigit() else None
-    return OpenAIError(status, exc.details() or exc.code().name, kind, None, exc.code().name.lower(), retry_after_s)
+    return OpenAIError(status, exc.details() or exc.code().name, kind, None, exc.code().name.lower(),
+                       retry_pushback_s(exc))
 
 
 HEADER_OF_FIELD = {

@@ -48,6 +48,17 @@ def _state() -> MonitorState:
     return state
 
 
+def _watching(state: MonitorState, watch_interval_s: float, reads: bool
+              ) -> tuple[MonitorServicer, WatchedMonitor, MonitorView]:
+    """A started balancer's view of a real monitor over ``state``; ``reads``: prefixes and in-flight calls."""
+    servicer = MonitorServicer(state, watch_interval_s=watch_interval_s)
+    monitor = WatchedMonitor(servicer)
+    view = MonitorView(BalancerConfig(monitor_address="127.0.0.1:1"), monitor, reads_prefix=reads,
+                       reads_in_flight_calls=reads)
+    view.start()
+    return servicer, monitor, view
+
+
 async def _until(condition, what: str) -> None:
     for _ in range(500):
         if condition():
@@ -58,11 +69,7 @@ async def _until(condition, what: str) -> None:
 
 async def test_a_decision_on_the_watch_sees_what_the_whole_snapshot_shows_and_asks_only_for_its_own_part():
     state = _state()
-    servicer = MonitorServicer(state, watch_interval_s=0.001)
-    monitor = WatchedMonitor(servicer)
-    view = MonitorView(BalancerConfig(monitor_address="127.0.0.1:1"), monitor, reads_prefix=True,
-                       reads_in_flight_calls=True)
-    view.start()
+    servicer, monitor, view = _watching(state, watch_interval_s=0.001, reads=True)
     try:
         seen_call = dataclasses.replace(call(prompt="word " * 200, program_id="p1"), prefix_blocks=(11, 12, 13))
         await view.snapshot(seen_call)  # no whole snapshot yet to follow: asks for the engines
@@ -88,11 +95,7 @@ async def test_an_engine_the_watch_has_not_heard_of_yet_sends_the_decision_to_th
     """The monitor counts its engines in each call's own part: a watch that counts fewer (an engine came
     since its last message; here the monitor looks only once a minute) is not decided on."""
     state = _state()
-    servicer = MonitorServicer(state, watch_interval_s=60.0)
-    monitor = WatchedMonitor(servicer)
-    view = MonitorView(BalancerConfig(monitor_address="127.0.0.1:1"), monitor, reads_prefix=False,
-                       reads_in_flight_calls=False)
-    view.start()
+    _, monitor, view = _watching(state, watch_interval_s=60.0, reads=False)
     try:
         await view.snapshot(call(program_id="p1"))
         await _until(lambda: view.engine_watch.current(state.epoch) is not None, "the watch's first message")

@@ -67,16 +67,20 @@ def engine_views(state: MonitorState, now_s: float, in_flight_calls: bool = Fals
     return views
 
 
+def _prefix_match(record: EngineRecord, prefix_blocks: Sequence[int]) -> int:
+    """Leading blocks of the prompt the engine was recently sent (0 for an engine without an index)."""
+    return record.prefix_index.matched_blocks(prefix_blocks) if record.prefix_index is not None else 0
+
+
 def _with_prefix_match(view: EngineView, record: EngineRecord, prefix_blocks: Sequence[int]) -> EngineView:
-    index = record.prefix_index
-    return view_with(view, prefix_match_blocks=index.matched_blocks(prefix_blocks)) if index is not None else view
+    return view_with(view, prefix_match_blocks=_prefix_match(record, prefix_blocks)) \
+        if record.prefix_index is not None else view
 
 
 def prefix_matches(state: MonitorState, prefix_blocks: Sequence[int]) -> dict[str, int]:
     """Each engine's match of a prompt's ``prefix_blocks`` (engines matching none left out): the call's
     part of the engines' views, for a balancer that watches the rest (``with_engines=False``)."""
-    matches = {engine_id: record.prefix_index.matched_blocks(prefix_blocks)
-               for engine_id, record in state.engines.items() if record.prefix_index is not None}
+    matches = {engine_id: _prefix_match(record, prefix_blocks) for engine_id, record in state.engines.items()}
     return {engine_id: blocks for engine_id, blocks in matches.items() if blocks}
 
 
