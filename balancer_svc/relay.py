@@ -17,7 +17,7 @@ from balancer_svc.dispatcher import Dispatch, Dispatcher, NeverReached
 from hetflow.core.call import LlmCall
 from hetflow.core.errors import DeadlineExceeded, Unavailable
 from hetflow.core.workload_window import WorkloadWindow
-from hetflow.runtime.interceptors import REDISPATCHABLE, RETRY_PUSHBACK_KEY
+from hetflow.runtime.interceptors import REDISPATCHABLE, retry_pushback_s
 from hetflow.runtime.logs import get_logger
 from hetflow.runtime.releases import released_before_end
 from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2_grpc
@@ -135,7 +135,7 @@ class Relay:
                                        ) from exc
             if first and exc.code() in REDISPATCHABLE:
                 raise NeverReached(dispatch.engine.engine_id, dispatch.engine.address, exc.code(), exc.details() or "",
-                                   _retry_pushback_s(exc)) from exc
+                                   retry_pushback_s(exc)) from exc
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
                 raise Unavailable(f"engine {dispatch.engine.engine_id} failed after {output_tokens} tokens: "
                                   f"{exc.details()}") from exc
@@ -144,17 +144,6 @@ class Relay:
             engine_call.cancel()  # no-op when finished; otherwise the engine aborts the request
             if not released:
                 d.monitor_view.release_later(call.request_id, output_tokens, outcome, started_unix_s, dispatch.admitted)
-
-
-def _retry_pushback_s(exc: grpc.aio.AioRpcError) -> float | None:
-    """The retry hint an engine's refusal carried (``grpc-retry-pushback-ms``), passed on to the caller."""
-    for key, value in exc.trailing_metadata() or ():
-        if key == RETRY_PUSHBACK_KEY:
-            try:
-                return int(value) / 1e3
-            except ValueError:
-                return None
-    return None
 
 
 def _engine_failure(exc: grpc.aio.AioRpcError) -> str:
