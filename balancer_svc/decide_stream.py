@@ -6,23 +6,28 @@ balancer's CPU on the development machine against 0.12 ms for a message and its 
 concurrently with the others, and answered by one reply carrying its tag and the status ``Decide`` would
 have ended with (a refusal with its retry delay), so a held call never delays another's reply and a
 failed decision fails only itself. A message with ``cancel`` stops its tag's decision; the stream's end
-waits for the decisions under way, and the stream's cancellation cancels them.
+waits for the decisions under way, and the stream's cancellation cancels them. Each message says when it
+was sent, so its wait before it was read counts in the balancer's standing-queue rule as a ``Decide``'s
+wait does (``hetflow.runtime.accept_wait.StreamWaits``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import AsyncIterator, Awaitable, Callable
 
 import grpc
 
+from hetflow.runtime.accept_wait import StreamWaits
 from hetflow.runtime.interceptors import status_of
 from hetflow.runtime.logs import get_logger
 from hetflow.runtime.message_checks import problem
 from hetflow.v1 import balancer_pb2, common_pb2
 
 log = get_logger(__name__)
-Decide = Callable[[balancer_pb2.DecideRequest], Awaitable[balancer_pb2.DispatchDecision]]
+Decide = Callable[[balancer_pb2.DecideRequest, float | None], Awaitable[balancer_pb2.DispatchDecision]]
+"""Decides a request that waited the given seconds before it was read (None: not known)."""
 
 
 def _failed(tag: int, code: grpc.StatusCode, details: str, retry_after_s: float | None = None
@@ -31,12 +36,13 @@ def _failed(tag: int, code: grpc.StatusCode, details: str, retry_after_s: float 
                                           retry_after_s=retry_after_s or 0.0)
 
 
-async def _answer(message: balancer_pb2.DecideStreamRequest, decide: Decide) -> balancer_pb2.DecideStreamReply:
+async def _answer(message: balancer_pb2.DecideStreamRequest, decide: Decide,
+                  accept_wait_s: float | None) -> balancer_pb2.DecideStreamReply:
     """The reply to one decision: its dispatch, or the status ``Decide`` would have ended with."""
     if not message.HasField("decide"):
         return _failed(message.tag, grpc.StatusCode.INVALID_ARGUMENT, "decide is required")
     try:
-        deciding = decide(message.decide)
+        deciding = decide(message.decide, accept_wait_s)
         decision = await (asyncio.wait_for(deciding, message.timeout_s) if message.timeout_s > 0 else deciding)
     except TimeoutError:
         return _failed(message.tag, grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -55,10 +61,11 @@ async def answer_decisions(requests: AsyncIterator[balancer_pb2.DecideStreamRequ
     replies: asyncio.Queue[balancer_pb2.DecideStreamReply] = asyncio.Queue()
     deciding: dict[int, asyncio.Task[None]] = {}
     loop = asyncio.get_running_loop()
+    waits = StreamWaits(time.monotonic())
 
-    async def one(message: balancer_pb2.DecideStreamRequest) -> None:
+    async def one(message: balancer_pb2.DecideStreamRequest, accept_wait_s: float | None) -> None:
         try:
-            replies.put_nowait(await _answer(message, decide))
+            replies.put_nowait(await _answer(message, decide, accept_wait_s))
         except asyncio.CancelledError:  # its cancel message came, or the stream is going
             replies.put_nowait(_failed(message.tag, grpc.StatusCode.CANCELLED, "cancelled by its caller"))
         finally:
@@ -75,7 +82,8 @@ async def answer_decisions(requests: AsyncIterator[balancer_pb2.DecideStreamRequ
                 replies.put_nowait(_failed(message.tag, grpc.StatusCode.INVALID_ARGUMENT,
                                            f"tag {message.tag} is already being decided"))
             else:
-                deciding[message.tag] = loop.create_task(one(message))
+                wait_s = waits.wait_s(message.sent_after_s, time.monotonic())
+                deciding[message.tag] = loop.create_task(one(message, wait_s))
         await asyncio.gather(*deciding.values(), return_exceptions=True)
 
     reader = loop.create_task(read())

@@ -27,6 +27,7 @@ from gateway_svc.response_store import ResponseStore, StoredResponse
 from gateway_svc.responses import CallResponse, Reply
 from gateway_svc.responses_api import ResponsesReply
 from hetflow.runtime.channels import open_channel
+from hetflow.runtime.decision_stream import DecisionStream
 from hetflow.runtime.direct_call import DirectCall
 from hetflow.runtime.openai_request import OpenAIError, ParsedRequest, from_grpc, invalid, parse
 from hetflow.runtime.responses_request import parse_responses
@@ -56,6 +57,9 @@ class Gateway:
         """The Responses API's stored responses (``store: true``)."""
         self.in_flight = 0
         """Calls between their request's arrival and their response's end (``max_in_flight``)."""
+        self._decision_streams: dict[tuple[tuple[str, str], ...], DecisionStream] = {}
+        """One stream of decisions per caller's metadata (its tenant's key, checked by the balancer once
+        per stream): the direct path's decisions (``Balancer.DecideStream``)."""
 
     def enter(self) -> None:
         """Count a call in, or refuse it (429 with ``Retry-After``) past ``max_in_flight``: before its body
@@ -79,15 +83,25 @@ class Gateway:
             stub = self._engines[address] = engine_pb2_grpc.EngineStub(self._open(address))
         return stub
 
+    def decisions(self, metadata: tuple[tuple[str, str], ...]) -> DecisionStream:
+        """The stream of decisions for callers of this metadata (the keys are the stack's configured ones)."""
+        stream = self._decision_streams.get(metadata)
+        if stream is None:
+            stream = self._decision_streams[metadata] = DecisionStream(self.balancer, metadata)
+        return stream
+
     def call(self, request: balancer_pb2.GenerateRequest, metadata: tuple[tuple[str, str], ...]) -> Any:
-        """One call's stream: decided by the balancer and streamed from its engine (``cfg.direct``), or
-        relayed by the balancer. Either reads chunk by chunk and cancels."""
+        """One call's stream: decided by the balancer on the caller's stream of decisions and streamed from
+        its engine (``cfg.direct``), or relayed by the balancer. Either reads chunk by chunk and cancels."""
         if self.cfg.direct:
             return DirectCall(self.balancer, self.engine_at, request, metadata=metadata,
-                              model_server=self.model_servers, model_server_less=self.model_server_less)
+                              model_server=self.model_servers, model_server_less=self.model_server_less,
+                              decisions=self.decisions(metadata))
         return self.balancer.Generate(request, metadata=metadata or None)
 
     async def close(self) -> None:
+        for stream in self._decision_streams.values():
+            await stream.close()
         for channel in self._channels:
             await channel.close()
         if self.model_servers is not None:

@@ -5,7 +5,9 @@ would have ended with (a refusal's retry delay in its trailing metadata, as gRPC
 decision is tagged; the replies come as decided, in any order. A caller that stops waiting (cancelled)
 sends its tag's cancel, so the balancer stops deciding it. A stream that breaks fails the decisions then
 waiting with UNAVAILABLE and the next opens a new one; a balancer without the stream (UNIMPLEMENTED) is
-asked by ``Decide`` (the stream tried again a minute later), so clients may be upgraded first.
+asked by ``Decide`` (the stream tried again a minute later), so clients may be upgraded first. Each
+message says when it was sent (seconds since the stream opened), so the balancer counts its wait before
+it was read as it counts a ``Decide``'s (``hetflow.runtime.accept_wait``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class _Stream:
     """One open ``DecideStream``: the messages to send and the decisions waiting for their replies."""
 
     def __init__(self) -> None:
+        self.opened_s = time.monotonic()
         self.outbox: asyncio.Queue[balancer_pb2.DecideStreamRequest] = asyncio.Queue()
         self.waiting: dict[int, asyncio.Future[balancer_pb2.DecideStreamReply]] = {}
         self.task: asyncio.Task[None] | None = None
@@ -99,7 +102,8 @@ class DecisionStream:
         tag = next(self._tags)
         answer: asyncio.Future[balancer_pb2.DecideStreamReply] = asyncio.get_running_loop().create_future()
         stream.waiting[tag] = answer
-        stream.outbox.put_nowait(balancer_pb2.DecideStreamRequest(tag=tag, decide=request, timeout_s=timeout_s or 0.0))
+        stream.outbox.put_nowait(balancer_pb2.DecideStreamRequest(
+            tag=tag, decide=request, timeout_s=timeout_s or 0.0, sent_after_s=time.monotonic() - stream.opened_s))
         try:
             reply = await (asyncio.wait_for(answer, timeout_s) if timeout_s is not None else answer)
         except (asyncio.CancelledError, TimeoutError) as exc:

@@ -6,9 +6,9 @@ the engine tells the monitor when the call ends. A call whose engine fails befor
 whose ticket expired on the way, is decided again with every failed engine named. A balancer that
 serves a cascade answers a decision FAILED_PRECONDITION (it must read each answer to judge it): the
 call then goes through its relay, ``Balancer.Generate``. hetflow's Python
-client (``HetflowClient(direct=True)``) and the gateway (``gateway.direct``) both stream this way; the
-client decides on its one stream of decisions (``Balancer.DecideStream``), the gateway, whose calls carry
-each its tenant's key, with a ``Decide`` each.
+client (``HetflowClient(direct=True)``) and the gateway (``gateway.direct``) both stream this way, each
+deciding on a stream of decisions (``Balancer.DecideStream``): the client on one, the gateway on one per
+tenant's key.
 
 Given an HTTP client (``model_server``), a call whose engine fronts a model server of its own (the
 ``vllm-server`` backend) streams from that server instead (``Engine.Hold``): the engine queues the call

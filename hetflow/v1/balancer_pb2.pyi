@@ -21,16 +21,18 @@ class DecideRequest(_message.Message):
     def __init__(self, call: _Optional[_Union[GenerateRequest, _Mapping]] = ..., failed: _Optional[_Iterable[_Union[FailedDispatch, _Mapping]]] = ...) -> None: ...
 
 class DecideStreamRequest(_message.Message):
-    __slots__ = ("tag", "decide", "timeout_s", "cancel")
+    __slots__ = ("tag", "decide", "timeout_s", "cancel", "sent_after_s")
     TAG_FIELD_NUMBER: _ClassVar[int]
     DECIDE_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
+    SENT_AFTER_S_FIELD_NUMBER: _ClassVar[int]
     tag: int
     decide: DecideRequest
     timeout_s: float
     cancel: bool
-    def __init__(self, tag: _Optional[int] = ..., decide: _Optional[_Union[DecideRequest, _Mapping]] = ..., timeout_s: _Optional[float] = ..., cancel: _Optional[bool] = ...) -> None: ...
+    sent_after_s: float
+    def __init__(self, tag: _Optional[int] = ..., decide: _Optional[_Union[DecideRequest, _Mapping]] = ..., timeout_s: _Optional[float] = ..., cancel: _Optional[bool] = ..., sent_after_s: _Optional[float] = ...) -> None: ...
 
 class DecideStreamReply(_message.Message):
     __slots__ = ("tag", "decision", "status", "retry_after_s")

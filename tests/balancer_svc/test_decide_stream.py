@@ -30,9 +30,12 @@ class Decisions:
         self.started = asyncio.Event()
         self.go_slow = asyncio.Event()
         self.refusals = 0
+        self.waits_s: dict[str, float | None] = {}
 
-    async def decide(self, request: balancer_pb2.DecideRequest) -> balancer_pb2.DispatchDecision:
+    async def decide(self, request: balancer_pb2.DecideRequest,
+                     accept_wait_s: float | None = None) -> balancer_pb2.DispatchDecision:
         prompt = request.call.prompt
+        self.waits_s[prompt] = accept_wait_s
         if prompt == "slow":
             await self.go_slow.wait()
         elif prompt == "refused":
@@ -176,3 +179,34 @@ async def test_the_end_of_the_requests_waits_for_the_decisions_under_way():
     by_engine = {r.decision.engine_id for r in replies if not r.status.code}
     assert by_engine == {"engine-slow", "engine-quick"}
     assert [r.status.code for r in replies if r.status.code] == [grpc.StatusCode.INVALID_ARGUMENT.value[0]] * 3
+
+
+async def test_a_message_read_late_brings_its_wait_to_the_decision():
+    """The second message is read at least 0.3 s after the first though sent 1 ms after it: its wait is
+    at least the difference; a message that does not say when it was sent has no wait known."""
+    decisions = Decisions()
+
+    async def requests():
+        yield balancer_pb2.DecideStreamRequest(tag=1, decide=_decide("first"), sent_after_s=0.001)
+        await asyncio.sleep(0.3)
+        yield balancer_pb2.DecideStreamRequest(tag=2, decide=_decide("late"), sent_after_s=0.002)
+        yield balancer_pb2.DecideStreamRequest(tag=3, decide=_decide("untold"))
+
+    replies = [reply async for reply in answer_decisions(requests(), decisions.decide)]
+    assert len(replies) == 3 and not any(r.status.code for r in replies)
+    assert decisions.waits_s["first"] == 0.0 and decisions.waits_s["late"] >= 0.3 - 0.001 - 1e-9
+    assert decisions.waits_s["untold"] is None
+
+
+async def test_the_client_says_when_it_sent_each_decision():
+    decisions = Decisions()
+    server, channel = await _serve(Balancer(decisions))
+    stream = DecisionStream(balancer_pb2_grpc.BalancerStub(channel))
+    try:
+        await stream.decide(_decide("quick"))
+        await stream.decide(_decide("other"))
+    finally:
+        await stream.close()
+        await channel.close()
+        await server.stop(None)
+    assert decisions.waits_s["quick"] == 0.0 and decisions.waits_s["other"] is not None

@@ -196,15 +196,20 @@ async def test_the_gateway_serves_https_to_holders_of_an_api_key_and_answers_401
             with pytest.raises(openai.AuthenticationError):
                 await stranger.chat.completions.create(model="hetflow", max_tokens=4,
                                                        messages=[{"role": "user", "content": "hi"}])
-        async with client(KEY_B) as tenant:
-            reply = await tenant.chat.completions.create(model="hetflow", messages=[{"role": "user", "content": "hi"}],
-                                                         max_tokens=4, extra_body={"hetflow": {"program_id": "gw-1"}})
-        assert reply.usage.completion_tokens == 4
+        replies = []
+        for key in (KEY_B, KEY_A, KEY_B):  # the gateway decides each tenant's calls on a stream of its own
+            async with client(key) as tenant:
+                replies.append(await tenant.chat.completions.create(
+                    model="hetflow", messages=[{"role": "user", "content": "hi"}], max_tokens=4,
+                    extra_body={"hetflow": {"program_id": "gw-1"}}))
+        assert [reply.usage.completion_tokens for reply in replies] == [4, 4, 4]
         await wait_until_idle(stack)  # the balancer tells the monitor of the finish after the reply
         async with open_channel(stack.address("monitor"), _as(certs, "operator")) as channel:
-            program = await monitor_pb2_grpc.MonitorStub(channel).GetProgram(
-                monitor_pb2.GetProgramRequest(program_id="team-b/gw-1"), timeout=5)
-        assert program.completed_requests == 1  # the gateway's caller is the key's tenant
+            monitor = monitor_pb2_grpc.MonitorStub(channel)
+            programs = {tenant: await monitor.GetProgram(monitor_pb2.GetProgramRequest(program_id=f"{tenant}/gw-1"),
+                                                         timeout=5) for tenant in ("team-a", "team-b")}
+        # the gateway's caller is the key's tenant
+        assert programs["team-b"].completed_requests == 2 and programs["team-a"].completed_requests == 1
     await wait_until_idle(stack)
 
 

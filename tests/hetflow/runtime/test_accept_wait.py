@@ -2,7 +2,13 @@
 
 import pytest
 
-from hetflow.runtime.accept_wait import PREVIOUS_ATTEMPTS_KEY, SENT_TIMEOUT_KEY, accept_wait_s, sent_timeout
+from hetflow.runtime.accept_wait import (
+    PREVIOUS_ATTEMPTS_KEY,
+    SENT_TIMEOUT_KEY,
+    StreamWaits,
+    accept_wait_s,
+    sent_timeout,
+)
 
 
 def test_the_wait_is_the_sent_timeout_less_the_time_left():
@@ -19,3 +25,23 @@ def test_the_wait_is_the_sent_timeout_less_the_time_left():
 ])
 def test_a_wait_that_cannot_be_told_is_unknown(metadata, time_remaining_s):
     assert accept_wait_s(metadata, time_remaining_s) is None
+
+
+def test_a_streamed_message_waits_what_its_gap_is_above_the_least_gap_seen():
+    """Server clock 1000 s ahead of the client's: the offset cancels, the first message stands for no wait."""
+    waits = StreamWaits(started_s=1000.0)
+    assert waits.wait_s(sent_after_s=1.0, read_s=1001.2) == pytest.approx(0.0)    # gap 0.2: the base
+    assert waits.wait_s(sent_after_s=2.0, read_s=1002.5) == pytest.approx(0.3)    # gap 0.5
+    assert waits.wait_s(sent_after_s=3.0, read_s=1003.1) == pytest.approx(0.0)    # gap 0.1: the new base
+    assert waits.wait_s(sent_after_s=4.0, read_s=1004.3) == pytest.approx(0.2)
+    assert waits.wait_s(sent_after_s=0.0, read_s=1005.0) is None                  # sent time not given
+
+
+def test_the_base_forgets_minutes_older_than_its_history_so_drift_cannot_pass_for_a_wait():
+    """The client's clock runs slow by 1 ms a minute: after an hour a message's gap is 60 ms above the
+    first one's, yet each minute's base is recent, so no wait is read."""
+    waits = StreamWaits(started_s=0.0)
+    for minute in range(61):
+        read_s = minute * 60.0 + 1.0
+        wait_s = waits.wait_s(sent_after_s=read_s - 0.01 - minute * 1e-3, read_s=read_s)
+    assert wait_s is not None and wait_s <= StreamWaits.BASE_HISTORY * 1e-3 + 1e-9
