@@ -1,8 +1,9 @@
 """What a running ``vllm serve`` says about its load on ``/metrics`` (vLLM v1's Prometheus names,
 ``vllm/v1/metrics/loggers.py``), summed over its engines and models.
 
-The backend reads the page every ``metrics_interval_s`` (0.25 s) in the engine service's event loop, and
-vLLM 0.32's page is about 600 lines, most of them histogram buckets it never reads: ``parse`` scans only
+The backend reads the page every ``metrics_interval_s`` (0.25 s) while it has requests in the server
+(every ``metrics_idle_interval_s`` while idle), in the engine service's event loop, and vLLM 0.32's page
+is about 600 lines, most of them histogram buckets it never reads: ``parse`` scans only
 the lines of the series it reads instead of parsing the whole page with prometheus_client (under load a
 fifth of the engine service's samples were in that parser, py-spy, docs/benchmarks.md);
 ``tests/engine_svc/test_vllm_metrics.py`` checks it against the full parser on a real page.

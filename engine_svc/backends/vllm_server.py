@@ -13,6 +13,7 @@ the KV hetflow accounts is the KV vLLM allocates. hetflow's order travels as vLL
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import replace
@@ -59,6 +60,8 @@ class VllmServerBackend:
         self._held: dict[str, asyncio.Future[tuple[int, str]]] = {}
         """Held calls (``Engine.Hold``) -> their end, (output tokens, finish reason), once released."""
         self._loops: list[asyncio.Task[None]] = []
+        self._arrived = asyncio.Event()
+        """Set when a call comes: an idle engine reads the server's load then, not at its idle interval."""
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -132,6 +135,7 @@ class VllmServerBackend:
 
     async def _serve(self, call: GenerateCall) -> AsyncIterator[ModelServerGrant | OutputDelta]:
         self.front.check_new(call.request_id)
+        self._arrived.set()
         token_ids = await self._tokenize(call)
         self._check_fits(len(token_ids), call.sampling.max_tokens)
         stream = self.front.serve(call, token_ids, self.abort)
@@ -170,13 +174,23 @@ class VllmServerBackend:
 
     async def _watch_metrics(self) -> None:
         while True:
-            await asyncio.sleep(self.cfg.metrics_interval_s)
+            await self._until_next_read()
             try:
                 await self._read_metrics()
             except (httpx.HTTPError, ValueError) as exc:
                 log.warning("vllm_server_metrics_failed", base_url=self.cfg.base_url, error=str(exc))
             if len(self.front.queue):
                 self.front.wake.set()
+
+    async def _until_next_read(self) -> None:
+        """``metrics_interval_s`` while hetflow has requests in the server or waiting for it; otherwise until
+        a call comes or ``metrics_idle_interval_s`` has passed."""
+        if self._running or len(self.front.queue):
+            await asyncio.sleep(self.cfg.metrics_interval_s)
+            return
+        self._arrived.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._arrived.wait(), self.cfg.metrics_idle_interval_s)
 
     def _has_room(self, req: EngineRequest) -> bool:
         """hetflow keeps at most ``max_num_seqs`` (plus ``server_backlog``) of its requests in the server;

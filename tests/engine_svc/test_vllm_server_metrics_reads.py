@@ -1,0 +1,40 @@
+"""The vllm-server backend reads the server's load every ``metrics_interval_s`` while it has requests
+there, and while idle only when a call comes or ``metrics_idle_interval_s`` has passed."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engine_svc.backends.vllm_server import VllmServerBackend
+from engine_svc.config import VllmServerConfig
+from hetflow.core.engine.aging_queue import AgingPriorityQueue
+
+
+def _backend() -> VllmServerBackend:
+    return VllmServerBackend("m", VllmServerConfig(base_url="http://vllm.test", metrics_interval_s=0.01,
+                                                   metrics_idle_interval_s=3600.0), AgingPriorityQueue(), "")
+
+
+async def test_an_idle_engine_reads_the_servers_load_when_a_call_comes_not_on_the_clock():
+    backend = _backend()
+    waiting = asyncio.ensure_future(backend._until_next_read())
+    for _ in range(5):
+        await asyncio.sleep(0.02)  # twice the busy interval, five times over
+    idle = not waiting.done()
+    backend._arrived.set()  # what a call's arrival does (``_serve``)
+    await asyncio.wait_for(waiting, 30)
+    assert idle
+
+
+async def test_an_engine_with_requests_in_the_server_reads_it_every_interval():
+    backend = _backend()
+    backend._running["r1"] = (None, None)  # type: ignore[assignment]
+    await asyncio.wait_for(backend._until_next_read(), 30)  # no call needs to come
+
+
+@pytest.mark.parametrize("busy_s, idle_s", [(0.0, 5.0), (1.0, 0.5)])
+def test_the_intervals_must_be_positive_and_the_idle_one_no_shorter(busy_s, idle_s):
+    with pytest.raises(ValueError, match="metrics_interval_s"):
+        VllmServerConfig(base_url="http://vllm.test", metrics_interval_s=busy_s, metrics_idle_interval_s=idle_s)
