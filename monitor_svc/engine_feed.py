@@ -4,7 +4,9 @@ A balancer that asks for a snapshot per decision makes the monitor build and sen
 decision: at 16 engines that was most of the monitor's work and a tenth of the balancer's (issue 63). A
 watching balancer instead keeps the views and is sent, at most once per watch interval, only the engines
 whose load changed; the time-dependent fields (health against the report timeout, the memory ledger's
-window, the programs still resident) are looked at again at least every ``REFRESH_S``.
+window, the programs still resident) are looked at again at least every ``REFRESH_S``. Between changes
+the watch sleeps until the state changes or a refresh or heartbeat is due (``idle_for_s``), so an idle
+monitor does not look fifty times a second.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from hetflow.core.monitor.state import EngineStatus, MonitorState
 from hetflow.core.snapshot import EngineView
 from hetflow.v1 import monitor_pb2
 
-REFRESH_S = 0.05
+REFRESH_S = 0.1
 """The views are built again at least this often while nothing is admitted or released: health and the
-ledger's window move with the clock alone."""
+ledger's window move with the clock alone, on the scale of seconds (an engine is unhealthy after 2 s
+without a report; a decision whose own part counts other healthy engines than the watch takes the whole
+snapshot)."""
 HEARTBEAT_S = 0.25
 """A message at least this often, changed or not, so the balancer can tell a live watch from a stuck one."""
 
@@ -59,3 +63,10 @@ class EngineFeed:
             return None
         self._last_message_s = now_s
         return message
+
+    def idle_for_s(self, state: MonitorState, now_s: float) -> float:
+        """How long the watch may sleep before its next look if nothing changes meanwhile: 0 when the state
+        changed since the views were last built, else until a refresh or the heartbeat is due."""
+        if self._built is None or self._built[0] != state.version:
+            return 0.0
+        return max(0.0, min(self._built[1] + REFRESH_S, self._last_message_s + HEARTBEAT_S) - now_s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import AsyncIterator
 
@@ -151,12 +152,20 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                            context: grpc.aio.ServicerContext) -> AsyncIterator[monitor_pb2.EngineChanges]:
         """Every engine's load, then those that changed, once per ``watch_interval_s`` at most
         (``monitor_svc.engine_feed``), until the balancer goes."""
-        feed = EngineFeed(request.in_flight_calls)
-        while True:
-            message = feed.changes(self.state, self.reports, time.time())
-            if message is not None:
-                yield message
-            await asyncio.sleep(self.watch_interval_s)
+        feed, changed = EngineFeed(request.in_flight_calls), asyncio.Event()
+        self.state.on_change.append(changed.set)
+        try:
+            while True:
+                message = feed.changes(self.state, self.reports, time.time())
+                if message is not None:
+                    yield message
+                await asyncio.sleep(self.watch_interval_s)
+                changed.clear()
+                if (idle_s := feed.idle_for_s(self.state, time.time())) > 0:  # wait for a change, or the clock
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(changed.wait(), idle_s)
+        finally:
+            self.state.on_change.remove(changed.set)
 
     def _snapshot(self, request: monitor_pb2.SnapshotRequest, now_s: float) -> monitor_pb2.MonitorSnapshot:
         """The call's snapshot; with ``without_engines``, its own part and each engine's prefix match."""

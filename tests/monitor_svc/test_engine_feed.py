@@ -1,8 +1,11 @@
 """The engines' loads as they change (``Monitor.WatchEngines``): every engine first, then only those whose
 load changed, a heartbeat while nothing does, and engines the monitor forgot named as removed."""
 
+import asyncio
+
 from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
 from hetflow.v1 import monitor_pb2
+from monitor_svc import engine_feed
 from monitor_svc.engine_feed import HEARTBEAT_S, REFRESH_S, EngineFeed
 from monitor_svc.servicer import MonitorServicer
 
@@ -68,3 +71,32 @@ async def test_the_servicer_streams_the_feed():
     second = await stream.__anext__()
     await stream.aclose()
     assert first.full and len(first.engines) == 3 and _ids(second) == ["e0"]
+
+
+def test_between_changes_the_watch_may_sleep_until_a_refresh_or_the_heartbeat_is_due():
+    state = _state()
+    feed = EngineFeed(in_flight_calls=False)
+    reports = MonitorServicer(state).reports
+    assert feed.idle_for_s(state, 100.0) == 0.0  # nothing built yet
+    feed.changes(state, reports, 100.0)
+    assert abs(feed.idle_for_s(state, 100.0) - min(REFRESH_S, HEARTBEAT_S)) < 1e-9
+    assert feed.idle_for_s(state, 100.0 + HEARTBEAT_S + 1) == 0.0  # overdue
+    state.report(EngineStatus("e1", model="m", serving=True, waiting=1), 100.01)
+    assert feed.idle_for_s(state, 100.02) == 0.0  # the state changed since the last look
+
+
+async def test_an_idle_watch_is_woken_by_a_change_not_by_the_clock(monkeypatch):
+    """With the refresh and heartbeat an hour away, the next message can only come from the change."""
+    monkeypatch.setattr(engine_feed, "REFRESH_S", 3600.0)
+    monkeypatch.setattr(engine_feed, "HEARTBEAT_S", 3600.0)
+    state = _state()
+    servicer = MonitorServicer(state, watch_interval_s=0.0)
+    watch = servicer.WatchEngines(monitor_pb2.WatchEnginesRequest(), None)
+    first = await watch.__anext__()
+    assert first.full and len(state.on_change) == 1
+    asyncio.get_running_loop().call_later(0.05, state.report, EngineStatus("e2", model="m", serving=True, waiting=2),
+                                          100.1)
+    changed = await asyncio.wait_for(watch.__anext__(), 30)
+    assert _ids(changed) == ["e2"] and changed.engines[0].status.waiting == 2
+    await watch.aclose()
+    assert state.on_change == []  # the watcher that went no longer listens

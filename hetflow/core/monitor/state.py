@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from hetflow.core.call import StageInference, check_stages
 from hetflow.core.engine.profile import EngineProfile
@@ -241,12 +241,19 @@ class MonitorState:
         without its stage position and count is given."""
         self.version = 0
         """Bumped by every change to what an engine view shows (admit, release, report, sweep)."""
+        self.on_change: list[Callable[[], None]] = []
+        """Called after each such change (the monitor service wakes its engine watchers: nothing polls)."""
         self.views_cache: tuple[tuple[int, float, bool], tuple[EngineView, ...]] | None = None
         """The engine views last built, with the (version, time, with in-flight calls) they were built at."""
         self.admit_seq = 0
         """Admits applied so far; the n-th admit is included in every snapshot with admit_seq >= n."""
         self.epoch = uuid.uuid4().hex
         """This state's identity: a balancer that sees a new one re-registers its running calls."""
+
+    def _changed(self) -> None:
+        self.version += 1
+        for listener in self.on_change:
+            listener()
 
     # -- requests ------------------------------------------------------------------------
     def admit(self, request_id: str, program_id: str, model: str, engine_id: str, predicted_tokens: float,
@@ -329,7 +336,7 @@ class MonitorState:
             engine.prefix_index.record(prefix_blocks)
         self.stage_costs.record(workflow, stage_index, mean_cost_s)
         self.admit_seq += 1
-        self.version += 1
+        self._changed()
         return program
 
     def _kv_room_for(self, engine_id: str, plan: MemoryPlan, now_s: float) -> bool:
@@ -346,7 +353,7 @@ class MonitorState:
         entry = self.entries.pop(request_id, None)
         if entry is None:
             return False
-        self.version += 1
+        self._changed()
         engine = self.engines.get(entry.engine_id)
         if engine is not None and engine.in_flight.pop(request_id, None) is not None:
             engine.in_flight_tokens -= entry.predicted_tokens
@@ -451,7 +458,7 @@ class MonitorState:
         if not status.engine_id:
             raise ValueError("engine_id is required")
         check_status(status)
-        self.version += 1
+        self._changed()
         record = self.engines.get(status.engine_id)
         if record is None:
             record = self.engines[status.engine_id] = EngineRecord(status, now_s)
@@ -475,7 +482,7 @@ class MonitorState:
         if record is None:
             return False
         record.unreachable = reason or "unreachable"
-        self.version += 1
+        self._changed()
         return True
 
     def is_healthy(self, record: EngineRecord, now_s: float) -> bool:
@@ -486,7 +493,7 @@ class MonitorState:
         """Forget failed engines that hold no call, drop the entries of engines silent past
         ``lost_entries_after_s``, and forget idle programs. A call still running is never dropped
         while its balancer may still release it."""
-        self.version += 1
+        self._changed()
         dropped = 0
         for engine_id, record in list(self.engines.items()):
             silent_s = now_s - record.received_s
