@@ -498,6 +498,17 @@ def call_shares(calls: Sequence[float]) -> list[float]:
     return sorted((round(c / total, 3) for c in calls), reverse=True) if total else []
 
 
+async def idle_cpu(pids: Sequence[int], seconds: float) -> float:
+    """The door's processes' CPU seconds per second with no call in flight, over ``seconds`` before the
+    warm-up (0: not measured): their reports, polls and heartbeats, which a run's CPU per call carries
+    spread over its calls, so the figure per call above it is the calls' own work."""
+    if seconds <= 0:
+        return 0.0
+    before = cpu_seconds(pids)
+    await asyncio.sleep(seconds)
+    return (cpu_seconds(pids) - before) / seconds
+
+
 def cpu_seconds(pids: Sequence[int]) -> float:
     """User plus system CPU of the processes, from /proc (0 where one is gone)."""
     total, tick = 0.0, os.sysconf("SC_CLK_TCK")
@@ -553,9 +564,10 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     """Warm the door up, replay the trace through it, and read what the client and the servers saw (with
     ``args.profile``, a flame graph of each of the door's processes over the trace, into ``out``)."""
     await wait_serving(door)
+    idle_cpu_s_per_s = await idle_cpu(door.pids(), args.idle_s)
     model = engines[0].model
     warmup_failed = await warm_up(door, text, model, args.warmup_programs, args.time_scale, engines)
-    before, cpu_before = server_counters(door.pool_config), cpu_seconds(door.pids())
+    before, cpu_before, wall_before_s = server_counters(door.pool_config), cpu_seconds(door.pids()), time.monotonic()
     decisions_before = router_prefix_decisions(door)
     door.retried_calls = 0  # the trace's, not the warm-up's
     groups = list(programs(records).values())
@@ -569,6 +581,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
                                                         args.slo_scale)) for g in groups]
             done = await asyncio.gather(*tasks, return_exceptions=True)
     after, cpu_after = server_counters(door.pool_config), cpu_seconds(door.pids())
+    above_idle_s = cpu_after - cpu_before - idle_cpu_s_per_s * (time.monotonic() - wall_before_s)
     decisions = {k: v - decisions_before.get(k, 0.0) for k, v in router_prefix_decisions(door).items()}
     results = [r for r in done if isinstance(r, ProgramResult)]
     errors = [f"{type(e).__name__}: {e}" for e in done if isinstance(e, BaseException)]
@@ -589,7 +602,10 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
                                                           args.time_scale))}
                if door.name == "vllm-router:program" and door.router_log is not None else {}),
             "door_cpu_ms_per_call": 1e3 * (cpu_after - cpu_before) / calls if calls else None,
-            "door_cpu_us_per_token": 1e6 * (cpu_after - cpu_before) / tokens if tokens else None}
+            "door_cpu_us_per_token": 1e6 * (cpu_after - cpu_before) / tokens if tokens else None,
+            "door_idle_cpu_ms_per_s": 1e3 * idle_cpu_s_per_s,
+            "door_cpu_ms_per_call_above_idle": 1e3 * above_idle_s / calls if calls else None,
+            "door_cpu_us_per_token_above_idle": 1e6 * above_idle_s / tokens if tokens else None}
 
 
 SIMULATED_AS = {"client-rr": "round-robin", "vllm-router:round_robin": "round-robin",
@@ -635,6 +651,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slo-scale", type=float, default=5.0)
     p.add_argument("--warmup-programs", type=int, default=WARMUP_PROGRAMS)
     p.add_argument("--out", default=None)
+    p.add_argument("--idle-s", type=float, default=10.0,
+                   help="seconds the door's idle CPU is measured for before its warm-up (0: not measured)")
     p.add_argument("--profile", action="store_true",
                    help="record a py-spy flame graph of each of a door's processes over the trace, into --out")
     p.add_argument("--simulate", action="store_true",
@@ -677,7 +695,13 @@ def _line(row: dict[str, Any]) -> str:
             f"p95 {lat.get('p95', 0):7.2f} s  within {row.get('within_slo_share', 0):.0%}  "
             f"hit {row['prefix_hit_rate']:.0%}  queue {row['server_queueing_share']:.1%}  "
             f"late {row['late_iteration_share']:.1%}{'' if row['host_kept_up'] else ' (HOST BEHIND)'}  "
-            f"failed {row['failed_programs']}  retried {row['retried_calls']}")
+            f"failed {row['failed_programs']}  retried {row['retried_calls']}  "
+            f"door CPU {_ms(row['door_cpu_ms_per_call'])} a call, {_ms(row['door_cpu_ms_per_call_above_idle'])} "
+            f"above idle ({row['door_idle_cpu_ms_per_s']:.1f} ms/s idle)")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} ms"
 
 
 def _sim_line(sim: dict[str, Any], live: dict[str, Any]) -> str:
