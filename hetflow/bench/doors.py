@@ -467,9 +467,12 @@ worker taken)."""
 
 
 def prefix_decisions_of(metrics_text: str) -> dict[str, float]:
-    """The router's ``PREFIX_DECISIONS`` per set of labels (a worker's label, if any, summed over)."""
+    """The router's ``PREFIX_DECISIONS`` per set of labels (a worker's label, if any, summed over). Only
+    its own lines are parsed: the router's page holds series that Prometheus's parser refuses (a summary
+    whose labels repeat ``quantile``, router 0.1.17)."""
+    own = "\n".join(line for line in metrics_text.splitlines() if PREFIX_DECISIONS in line)
     out: dict[str, float] = {}
-    for family in text_string_to_metric_families(metrics_text):
+    for family in text_string_to_metric_families(own):
         for sample in family.samples:
             if sample.name == PREFIX_DECISIONS:
                 key = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()) if k != "worker")
@@ -498,15 +501,15 @@ def call_shares(calls: Sequence[float]) -> list[float]:
     return sorted((round(c / total, 3) for c in calls), reverse=True) if total else []
 
 
-async def idle_cpu(pids: Sequence[int], seconds: float) -> float:
-    """The door's processes' CPU seconds per second with no call in flight, over ``seconds`` before the
-    warm-up (0: not measured): their reports, polls and heartbeats, which a run's CPU per call carries
+async def idle_cpu(processes: dict[str, int], seconds: float) -> dict[str, float]:
+    """Each of the door's processes' CPU seconds per second with no call in flight, over ``seconds`` before
+    the warm-up (0: not measured): their reports, polls and heartbeats, which a run's CPU per call carries
     spread over its calls, so the figure per call above it is the calls' own work."""
     if seconds <= 0:
-        return 0.0
-    before = cpu_seconds(pids)
+        return {}
+    before = {name: cpu_seconds([pid]) for name, pid in processes.items()}
     await asyncio.sleep(seconds)
-    return (cpu_seconds(pids) - before) / seconds
+    return {name: (cpu_seconds([pid]) - before[name]) / seconds for name, pid in processes.items()}
 
 
 def cpu_seconds(pids: Sequence[int]) -> float:
@@ -564,7 +567,8 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     """Warm the door up, replay the trace through it, and read what the client and the servers saw (with
     ``args.profile``, a flame graph of each of the door's processes over the trace, into ``out``)."""
     await wait_serving(door)
-    idle_cpu_s_per_s = await idle_cpu(door.pids(), args.idle_s)
+    idle_by_process = await idle_cpu(door.processes(), args.idle_s)
+    idle_cpu_s_per_s = sum(idle_by_process.values())
     model = engines[0].model
     warmup_failed = await warm_up(door, text, model, args.warmup_programs, args.time_scale, engines)
     before, cpu_before, wall_before_s = server_counters(door.pool_config), cpu_seconds(door.pids()), time.monotonic()
@@ -604,6 +608,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
             "door_cpu_ms_per_call": 1e3 * (cpu_after - cpu_before) / calls if calls else None,
             "door_cpu_us_per_token": 1e6 * (cpu_after - cpu_before) / tokens if tokens else None,
             "door_idle_cpu_ms_per_s": 1e3 * idle_cpu_s_per_s,
+            "door_idle_cpu_ms_per_s_by_process": {name: 1e3 * s for name, s in idle_by_process.items()},
             "door_cpu_ms_per_call_above_idle": 1e3 * above_idle_s / calls if calls else None,
             "door_cpu_us_per_token_above_idle": 1e6 * above_idle_s / tokens if tokens else None}
 

@@ -182,6 +182,8 @@ def test_the_routers_prefix_decisions_are_read_by_outcome():
     text = ('# TYPE vllm_router_prefix_routing_decisions_total counter\n'
             f'vllm_router_prefix_routing_decisions_total{{{labels},outcome="prefix_hit"}} 2\n'
             f'vllm_router_prefix_routing_decisions_total{{{labels},outcome="missing_tokens"}} 7\n'
-            '# TYPE vllm_router_requests_total counter\nvllm_router_requests_total{route="/v1"} 12\n')
+            '# TYPE vllm_router_requests_total counter\nvllm_router_requests_total{route="/v1"} 12\n'
+            '# TYPE vllm_router_reservation summary\n'  # labels Prometheus's parser refuses: not read
+            'vllm_router_reservation{quantile="p99",direction="over",quantile="0"} 1\n')
     assert prefix_decisions_of(text) == {"outcome=missing_tokens,policy=cache_aware,stage=regular": 7.0,
                                          "outcome=prefix_hit,policy=cache_aware,stage=regular": 2.0}
