@@ -571,7 +571,9 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     idle_cpu_s_per_s = sum(idle_by_process.values())
     model = engines[0].model
     warmup_failed = await warm_up(door, text, model, args.warmup_programs, args.time_scale, engines)
-    before, cpu_before, wall_before_s = server_counters(door.pool_config), cpu_seconds(door.pids()), time.monotonic()
+    before, wall_before_s = server_counters(door.pool_config), time.monotonic()
+    cpu_before_by_process = {name: cpu_seconds([pid]) for name, pid in door.processes().items()}
+    cpu_before = sum(cpu_before_by_process.values())
     decisions_before = router_prefix_decisions(door)
     door.retried_calls = 0  # the trace's, not the warm-up's
     groups = list(programs(records).values())
@@ -584,7 +586,10 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
             tasks = [asyncio.create_task(replay_program(client, door, g, text, model, t0, args.time_scale, engines,
                                                         args.slo_scale)) for g in groups]
             done = await asyncio.gather(*tasks, return_exceptions=True)
-    after, cpu_after = server_counters(door.pool_config), cpu_seconds(door.pids())
+    after = server_counters(door.pool_config)
+    cpu_by_process = {name: cpu_seconds([pid]) - cpu_before_by_process[name]
+                      for name, pid in door.processes().items() if name in cpu_before_by_process}
+    cpu_after = cpu_before + sum(cpu_by_process.values())
     above_idle_s = cpu_after - cpu_before - idle_cpu_s_per_s * (time.monotonic() - wall_before_s)
     decisions = {k: v - decisions_before.get(k, 0.0) for k, v in router_prefix_decisions(door).items()}
     results = [r for r in done if isinstance(r, ProgramResult)]
@@ -609,6 +614,8 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
             "door_cpu_us_per_token": 1e6 * (cpu_after - cpu_before) / tokens if tokens else None,
             "door_idle_cpu_ms_per_s": 1e3 * idle_cpu_s_per_s,
             "door_idle_cpu_ms_per_s_by_process": {name: 1e3 * s for name, s in idle_by_process.items()},
+            "door_cpu_ms_per_call_by_process": {name: 1e3 * s / calls for name, s in cpu_by_process.items()}
+            if calls else {},
             "door_cpu_ms_per_call_above_idle": 1e3 * above_idle_s / calls if calls else None,
             "door_cpu_us_per_token_above_idle": 1e6 * above_idle_s / tokens if tokens else None}
 

@@ -25,5 +25,6 @@ def test_a_trace_replays_through_vllms_router_to_a_fresh_pool_and_reports_its_ro
     assert row["prefix_hit_rate"] > 0  # a program's later calls found its earlier ones' blocks
     assert row["door_cpu_ms_per_call"] is not None  # the router's CPU over the run (in /proc's 10 ms ticks)
     assert row["door_idle_cpu_ms_per_s"] >= 0 and row["door_cpu_ms_per_call_above_idle"] is not None
-    assert list(row["door_idle_cpu_ms_per_s_by_process"]) == ["vllm-router"]
+    assert list(row["door_idle_cpu_ms_per_s_by_process"]) == list(row["door_cpu_ms_per_call_by_process"]) \
+        == ["vllm-router"]
     assert (tmp_path / "out" / "vllm-router-program-config.json").exists()  # the calibration beside the results
