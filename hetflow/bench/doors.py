@@ -119,12 +119,8 @@ class Door:
         self._next += 1
         return url
 
-    def pids(self) -> list[int]:
-        """The door's own processes (its CPU time is charged per call)."""
-        return list(self.processes().values())
-
     def processes(self) -> dict[str, int]:
-        """The door's own processes by name."""
+        """The door's own processes by name (their CPU time is charged per call)."""
         if self.router is not None:
             return {"vllm-router": self.router.pid}
         if self.stack_config is not None:
@@ -507,9 +503,14 @@ async def idle_cpu(processes: dict[str, int], seconds: float) -> dict[str, float
     spread over its calls, so the figure per call above it is the calls' own work."""
     if seconds <= 0:
         return {}
-    before = {name: cpu_seconds([pid]) for name, pid in processes.items()}
+    before = cpu_by_process(processes)
     await asyncio.sleep(seconds)
-    return {name: (cpu_seconds([pid]) - before[name]) / seconds for name, pid in processes.items()}
+    return {name: (cpu_s - before[name]) / seconds for name, cpu_s in cpu_by_process(processes).items()}
+
+
+def cpu_by_process(processes: dict[str, int]) -> dict[str, float]:
+    """``cpu_seconds`` of each process, by name."""
+    return {name: cpu_seconds([pid]) for name, pid in processes.items()}
 
 
 def cpu_seconds(pids: Sequence[int]) -> float:
@@ -572,13 +573,13 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     model = engines[0].model
     warmup_failed = await warm_up(door, text, model, args.warmup_programs, args.time_scale, engines)
     before, wall_before_s = server_counters(door.pool_config), time.monotonic()
-    cpu_before_by_process = {name: cpu_seconds([pid]) for name, pid in door.processes().items()}
-    cpu_before = sum(cpu_before_by_process.values())
+    processes = door.processes()
+    cpu_before = cpu_by_process(processes)
     decisions_before = router_prefix_decisions(door)
     door.retried_calls = 0  # the trace's, not the warm-up's
     groups = list(programs(records).values())
     trace_start_unix_s = time.time()
-    profiled = (flame_graphs(door.processes(), out, door.name.replace(":", "-"))
+    profiled = (flame_graphs(processes, out, door.name.replace(":", "-"))
                 if args.profile else contextlib.nullcontext())
     with profiled:
         async with httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None)) as client:
@@ -587,10 +588,9 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
                                                         args.slo_scale)) for g in groups]
             done = await asyncio.gather(*tasks, return_exceptions=True)
     after = server_counters(door.pool_config)
-    cpu_by_process = {name: cpu_seconds([pid]) - cpu_before_by_process[name]
-                      for name, pid in door.processes().items() if name in cpu_before_by_process}
-    cpu_after = cpu_before + sum(cpu_by_process.values())
-    above_idle_s = cpu_after - cpu_before - idle_cpu_s_per_s * (time.monotonic() - wall_before_s)
+    trace_cpu_s = {name: cpu_s - cpu_before[name] for name, cpu_s in cpu_by_process(processes).items()}
+    door_cpu_s = sum(trace_cpu_s.values())
+    above_idle_s = door_cpu_s - idle_cpu_s_per_s * (time.monotonic() - wall_before_s)
     decisions = {k: v - decisions_before.get(k, 0.0) for k, v in router_prefix_decisions(door).items()}
     results = [r for r in done if isinstance(r, ProgramResult)]
     errors = [f"{type(e).__name__}: {e}" for e in done if isinstance(e, BaseException)]
@@ -610,11 +610,11 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
             **({"router_holds": hold_summary(router_holds(Path(door.router_log.name).read_text(), trace_start_unix_s,
                                                           args.time_scale))}
                if door.name == "vllm-router:program" and door.router_log is not None else {}),
-            "door_cpu_ms_per_call": 1e3 * (cpu_after - cpu_before) / calls if calls else None,
-            "door_cpu_us_per_token": 1e6 * (cpu_after - cpu_before) / tokens if tokens else None,
+            "door_cpu_ms_per_call": 1e3 * door_cpu_s / calls if calls else None,
+            "door_cpu_us_per_token": 1e6 * door_cpu_s / tokens if tokens else None,
             "door_idle_cpu_ms_per_s": 1e3 * idle_cpu_s_per_s,
             "door_idle_cpu_ms_per_s_by_process": {name: 1e3 * s for name, s in idle_by_process.items()},
-            "door_cpu_ms_per_call_by_process": {name: 1e3 * s / calls for name, s in cpu_by_process.items()}
+            "door_cpu_ms_per_call_by_process": {name: 1e3 * s / calls for name, s in trace_cpu_s.items()}
             if calls else {},
             "door_cpu_ms_per_call_above_idle": 1e3 * above_idle_s / calls if calls else None,
             "door_cpu_us_per_token_above_idle": 1e6 * above_idle_s / tokens if tokens else None}
