@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import AsyncIterator, Awaitable, Callable
+from typing import AsyncIterator, Callable
 
 import grpc
 
@@ -35,44 +35,41 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
         self.direct = DirectDecisions(dispatcher)
 
     def _call(self, request: balancer_pb2.GenerateRequest, context: grpc.aio.ServicerContext,
-              on_stream: bool = False, streamed_wait_s: float | None = None) -> LlmCall:
-        """The call a request asks for. ``on_stream``: one message of a stream, which waited
-        ``streamed_wait_s`` before it was read (a unary call's wait is read from its deadline)."""
+              wait_s: float | None) -> LlmCall:
+        """The call a request asks for, which waited ``wait_s`` before it was taken (None: not known)."""
         cfg, now_unix_s = self.dispatcher.cfg, time.time()
-        metadata = context.invocation_metadata() or ()
-        request = convert.identified(request, metadata, now_unix_s)
-        wait_s = streamed_wait_s if on_stream else accept_wait_s(metadata, context.time_remaining())
+        request = convert.identified(request, context.invocation_metadata() or (), now_unix_s)
         call = convert.call_from_proto(request, cfg.max_tokens_limit, now_unix_s, cfg.past_deadline, wait_s)
         return convert.scoped_to_caller(call, CURRENT_CALLER.get())
 
+    @staticmethod
+    def _unary_wait_s(context: grpc.aio.ServicerContext) -> float | None:
+        """A unary or server-streaming call's wait to be taken, from its deadline (``accept_wait_s``)."""
+        return accept_wait_s(context.invocation_metadata() or (), context.time_remaining())
+
     async def Generate(self, request: balancer_pb2.GenerateRequest,
                        context: grpc.aio.ServicerContext) -> AsyncIterator[balancer_pb2.GenerateChunk]:
-        call = self._call(request, context)
+        call = self._call(request, context, self._unary_wait_s(context))
         bind_ids(call.request_id, call.workflow.program_id)
         async for chunk in self.serve(call, context.time_remaining()):
             yield chunk
 
     async def Decide(self, request: balancer_pb2.DecideRequest,
                      context: grpc.aio.ServicerContext) -> balancer_pb2.DispatchDecision:
-        return await self._decide(request, context, on_stream=False)
+        return await self._decide(request, context, self._unary_wait_s(context))
 
     @checks_each_message
     async def DecideStream(self, requests: AsyncIterator[balancer_pb2.DecideStreamRequest],
                            context: grpc.aio.ServicerContext) -> AsyncIterator[balancer_pb2.DecideStreamReply]:
         """``Decide`` per message, each answered as decided (``balancer_svc.decide_stream``)."""
-
-        def decide(request: balancer_pb2.DecideRequest,
-                   wait_s: float | None) -> Awaitable[balancer_pb2.DispatchDecision]:
-            return self._decide(request, context, on_stream=True, streamed_wait_s=wait_s)
-
-        async for reply in answer_decisions(requests, decide):
+        async for reply in answer_decisions(requests, lambda request, wait_s: self._decide(request, context, wait_s)):
             yield reply
 
     async def _decide(self, request: balancer_pb2.DecideRequest, context: grpc.aio.ServicerContext,
-                      on_stream: bool, streamed_wait_s: float | None = None) -> balancer_pb2.DispatchDecision:
+                      wait_s: float | None) -> balancer_pb2.DispatchDecision:
         if self.cascade() is not None:
             raise FailedPrecondition("this balancer serves a cascade, which needs the relay path: call Generate")
-        call = self._call(request.call, context, on_stream, streamed_wait_s)
+        call = self._call(request.call, context, wait_s)
         bind_ids(call.request_id, call.workflow.program_id)
         return await self.direct.decide(call, [FailedAttempt.from_proto(f) for f in request.failed])
 
@@ -84,7 +81,7 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
 
     async def Complete(self, request: balancer_pb2.GenerateRequest,
                        context: grpc.aio.ServicerContext) -> balancer_pb2.CompletionReply:
-        call = self._call(request, context)
+        call = self._call(request, context, self._unary_wait_s(context))
         bind_ids(call.request_id, call.workflow.program_id)
         chunks = [chunk async for chunk in self.serve(call, context.time_remaining())]
         return convert.completion_reply(call.request_id, chunks)

@@ -126,7 +126,7 @@ def test_calls_that_waited_to_be_taken_past_the_target_refuse_the_next_until_one
         def taken_after(wait_s: float):
             context = SimpleNamespace(invocation_metadata=lambda: sent_timeout(30.0),
                                       time_remaining=lambda: 30.0 - wait_s)
-            return servicer._call(request, context)
+            return servicer._call(request, context, servicer._unary_wait_s(context))
 
         for _ in range(7):  # seven calls that each waited 80 ms: too few to say
             late = taken_after(0.08)
