@@ -74,9 +74,9 @@ class VllmServerConfig:
     then filled by the server at once, not after hetflow's next admission reaches it (which on a
     starved host costs a slot its idle time); the server orders them by the priority hetflow passes."""
     connection_retries: int = 1
-    """Times a request is sent again when its connection fails before any token (the server closed a
-    pooled keep-alive connection as it was reused, a reset): as a proxy retries a reset before the
-    response; vLLM aborts a request whose client went, so none runs twice."""
+    """Times a request is sent again when its connection fails before any token (a reset): as a proxy
+    retries a reset before the response; vLLM aborts a request whose client went, so none runs twice. (A
+    kept-alive connection the server had closed is replaced by the client itself, ``hetflow.runtime.http1``.)"""
 
     def __post_init__(self) -> None:
         if self.max_num_seqs < 1:

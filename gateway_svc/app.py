@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import grpc
-import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
@@ -29,6 +28,7 @@ from gateway_svc.responses_api import ResponsesReply
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.decision_stream import DecisionStream
 from hetflow.runtime.direct_call import DirectCall
+from hetflow.runtime.http1 import Http1Client
 from hetflow.runtime.openai_request import OpenAIError, ParsedRequest, from_grpc, invalid, parse
 from hetflow.runtime.responses_request import parse_responses
 from hetflow.runtime.security import Unauthenticated, bearer, tenant_of_key
@@ -47,9 +47,8 @@ class Gateway:
         self._models: frozenset[str] = frozenset()
         self._models_read_s = -float("inf")
         self._engines: dict[str, engine_pb2_grpc.EngineStub] = {}
-        self.model_servers = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0),
-                                               limits=httpx.Limits(max_connections=None, max_keepalive_connections=256)
-                                               ) if cfg.direct and cfg.stream_from_model_server else None
+        self.model_servers = Http1Client(read_timeout_s=None, connect_timeout_s=10.0, max_idle_per_origin=256
+                                         ) if cfg.direct and cfg.stream_from_model_server else None
         """The client calls stream from an engine's model server with (``Engine.Hold``)."""
         self.model_server_less: set[str] = set()
         """Engines with no model server, or one this gateway cannot reach: streamed from themselves."""

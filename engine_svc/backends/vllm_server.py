@@ -19,8 +19,6 @@ import time
 from dataclasses import replace
 from typing import Any, AsyncIterator, Mapping
 
-import httpx
-
 from engine_svc.backends import vllm_metrics
 from engine_svc.backends.admission import has_room
 from engine_svc.backends.base import BackendStatus, GenerateCall, ModelServerGrant, OutputDelta
@@ -32,6 +30,7 @@ from hetflow.core.engine.kv_cache import blocks_for
 from hetflow.core.engine.profile import EngineProfile, load_profile
 from hetflow.core.engine.request import EngineRequest
 from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unavailable
+from hetflow.runtime.http1 import Http1Client, HttpError, HttpTimeout, HttpTransportError
 from hetflow.runtime.logs import get_logger
 from hetflow.runtime.vllm_stream import CompletionEvent, server_error, stream_completion
 
@@ -48,9 +47,9 @@ class VllmServerBackend:
         self.cfg, self.front, self.model = cfg, FrontQueue(queue), model
         self._profile_spec = profile_spec
         self.profile: EngineProfile | None = None
-        self._http = httpx.AsyncClient(base_url=cfg.base_url.rstrip("/"),
-                                       timeout=httpx.Timeout(cfg.request_timeout_s, connect=10.0),
-                                       limits=httpx.Limits(max_connections=cfg.max_num_seqs + cfg.server_backlog + 8))
+        self._base_url = cfg.base_url.rstrip("/")
+        self._http = Http1Client(read_timeout_s=cfg.request_timeout_s, connect_timeout_s=10.0,
+                                 max_idle_per_origin=cfg.max_num_seqs + cfg.server_backlog + 8)
         self._served_model = cfg.served_model
         self._max_model_len = 0
         self._load = vllm_metrics.VllmServerLoad()
@@ -92,10 +91,10 @@ class VllmServerBackend:
         deadline = time.monotonic() + self.cfg.startup_timeout_s
         while True:
             try:
-                reply = await self._http.get("/v1/models", timeout=5.0)
+                reply = await self._http.get(f"{self._base_url}/v1/models", timeout_s=5.0)
                 reply.raise_for_status()
                 return list(reply.json()["data"])
-            except (httpx.HTTPError, KeyError, ValueError) as exc:
+            except (HttpError, KeyError, ValueError) as exc:
                 if time.monotonic() > deadline:
                     raise Unavailable(f"vLLM server {self.cfg.base_url} did not answer /v1/models within "
                                       f"{self.cfg.startup_timeout_s:.0f}s: {exc}") from exc
@@ -162,9 +161,9 @@ class VllmServerBackend:
 
     # -- the server's load, and admission --------------------------------------------------
     async def _read_metrics(self) -> None:
-        reply = await self._http.get("/metrics", timeout=5.0)
+        reply = await self._http.get(f"{self._base_url}/metrics", timeout_s=5.0)
         reply.raise_for_status()
-        load = vllm_metrics.parse(reply.text)
+        load = vllm_metrics.parse(reply.content.decode())
         steps = max(0, load.engine_steps - self._load.engine_steps) if self._load.engine_steps else 0
         self._load, self._freed_blocks_since_read = load, 0
         for _ in range(min(steps, 10_000)):  # each engine step is one scheduling iteration (Chimera 3.7)
@@ -177,7 +176,7 @@ class VllmServerBackend:
             await self._until_next_read()
             try:
                 await self._read_metrics()
-            except (httpx.HTTPError, ValueError) as exc:
+            except (HttpError, ValueError) as exc:
                 log.warning("vllm_server_metrics_failed", base_url=self.cfg.base_url, error=str(exc))
             if len(self.front.queue):
                 self.front.wake.set()
@@ -235,7 +234,7 @@ class VllmServerBackend:
             self.front.finish(req, "abort")
         except (InvalidArgument, Unavailable) as exc:
             self.front.put(req.request_id, exc)
-        except (httpx.HTTPError, ValueError) as exc:
+        except (HttpError, ValueError) as exc:
             log.warning("vllm_server_request_failed", request_id=req.request_id, error=str(exc))
             self.front.put(req.request_id,
                            Unavailable(f"vLLM server failed the request: {type(exc).__name__}: {exc}"))
@@ -251,15 +250,16 @@ class VllmServerBackend:
         for attempt in range(self.cfg.connection_retries + 1):
             try:
                 return await self._stream(req, token_ids, call)
-            except httpx.TransportError as exc:
-                timed_out = isinstance(exc, httpx.TimeoutException)
+            except HttpTransportError as exc:
+                timed_out = isinstance(exc, HttpTimeout)
                 if timed_out or req.output_tokens or attempt == self.cfg.connection_retries:
                     raise
                 log.info("vllm_server_request_retried", request_id=req.request_id, error=type(exc).__name__)
 
     async def _stream(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
         queued_s = (req.first_scheduled_s or req.arrival_s) - req.arrival_s
-        async for events in stream_completion(self._http, "/v1/completions", self._payload(req, token_ids, call),
+        async for events in stream_completion(self._http, f"{self._base_url}/v1/completions",
+                                              self._payload(req, token_ids, call),
                                               req.request_id, req.prompt_tokens):
             delta = self._delta(req, events, queued_s)  # what arrived together goes on as one delta
             queued_s = 0.0
@@ -281,7 +281,7 @@ class VllmServerBackend:
         """A held call's turn: the grant to its caller, then its slot kept until the caller releases it."""
         queued_s = (req.first_scheduled_s or req.arrival_s) - req.arrival_s
         self.front.put(req.request_id, ModelServerGrant(
-            req.request_id, f"{self.cfg.base_url.rstrip('/')}/v1/completions",
+            req.request_id, f"{self._base_url}/v1/completions",
             json.dumps(self._payload(req, token_ids, call)).encode(), req.prompt_tokens, queued_s))
         req.output_tokens, reason = await end
         if reason in ("stop", "length"):
@@ -296,11 +296,11 @@ class VllmServerBackend:
         else:
             body.update(messages=[{"role": r, "content": c} for r, c in call.messages], add_generation_prompt=True)
         try:
-            reply = await self._http.post("/tokenize", json=body, timeout=30.0)
-        except httpx.HTTPError as exc:
+            reply = await self._http.post_json(f"{self._base_url}/tokenize", body, timeout_s=30.0)
+        except HttpError as exc:
             raise Unavailable(f"vLLM server {self.cfg.base_url} did not tokenise the prompt: {exc}") from exc
-        if reply.status_code != 200:
-            raise server_error(reply.status_code, reply.content)
+        if reply.status != 200:
+            raise server_error(reply.status, reply.content)
         return list(reply.json()["tokens"])
 
     def _check_fits(self, prompt_tokens: int, max_tokens: int) -> None:

@@ -30,13 +30,13 @@ import uuid
 from typing import Any, AsyncGenerator, AsyncIterator, Callable, Sequence
 
 import grpc
-import httpx
 
 from hetflow.core.errors import HetflowError, Unavailable
 from hetflow.runtime.accept_wait import sent_timeout
 from hetflow.runtime.decision_stream import DecisionStream
+from hetflow.runtime.http1 import Http1Client, HttpConnectError, HttpError
 from hetflow.runtime.interceptors import REDISPATCHABLE, rpc_error, status_of
-from hetflow.runtime.vllm_stream import CompletionEvent, stream_completion
+from hetflow.runtime.vllm_stream import stream_completion
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2, engine_pb2, engine_pb2_grpc
 
 
@@ -44,7 +44,7 @@ class DirectCall:
     def __init__(self, balancer: balancer_pb2_grpc.BalancerStub,
                  engine_at: Callable[[str], engine_pb2_grpc.EngineStub], request: balancer_pb2.GenerateRequest,
                  timeout_s: float | None = None, metadata: Sequence[tuple[str, str]] = (),
-                 model_server: httpx.AsyncClient | None = None, model_server_less: set[str] | None = None,
+                 model_server: Http1Client | None = None, model_server_less: set[str] | None = None,
                  decisions: DecisionStream | None = None) -> None:
         """``engine_at``: the engine stub for an address (channels are the caller's to keep);
         ``metadata``: sent with the decision and the stream (a tenant's API key); ``model_server``: the
@@ -181,10 +181,10 @@ class DirectCall:
             if self._cancelled and task is not None and task.cancelling():
                 task.uncancel()  # the call was cancelled, not the caller's task: it ends as a cancelled stream does
             raise
-        except httpx.ConnectError as exc:  # nothing sent: the server is not reachable from here
+        except HttpConnectError as exc:  # nothing sent: the server is not reachable from here
             end.error = grpc.StatusCode.UNAVAILABLE.name
             raise ModelServerUnreachable(grant.url) from exc
-        except (httpx.HTTPError, HetflowError) as exc:
+        except (HttpError, HetflowError) as exc:
             code, details = status_of(exc) if isinstance(exc, HetflowError) else (
                 grpc.StatusCode.UNAVAILABLE, f"the model server failed the call: {type(exc).__name__}: {exc}")
             end.error = code.name
@@ -210,7 +210,8 @@ class DirectCall:
                                  end: engine_pb2.HoldEnd) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:
         assert self._http is not None
         first = True
-        async for events in self._events(grant):
+        async for events in stream_completion(self._http, grant.url, grant.body_json, grant.request_id,
+                                              grant.prompt_tokens):
             last, finished = events[-1], bool(events[-1].finish_reason)
             if first:
                 end.started_unix_s = time.time()
@@ -221,22 +222,6 @@ class DirectCall:
             if finished:
                 return
         raise Unavailable("the model server ended the stream without a finish reason")
-
-    async def _events(self, grant: engine_pb2.HoldGrant) -> AsyncGenerator[list[CompletionEvent], None]:
-        """The server's events; a request whose pooled keep-alive connection the server had closed (reset
-        before any event came) is sent once more, as the engine's backend does (``connection_retries``)."""
-        assert self._http is not None
-        for attempt in range(2):
-            started = False
-            try:
-                async for events in stream_completion(self._http, grant.url, grant.body_json, grant.request_id,
-                                                      grant.prompt_tokens):
-                    started = True
-                    yield events
-                return
-            except httpx.TransportError as exc:
-                if started or attempt or isinstance(exc, (httpx.ConnectError, httpx.TimeoutException)):
-                    raise
 
     async def _relayed(self) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:
         left_s = self._left_s()

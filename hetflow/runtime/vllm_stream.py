@@ -13,9 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
-import httpx
-
 from hetflow.core.errors import InvalidArgument, Unavailable
+from hetflow.runtime.http1 import Http1Client
 
 
 @dataclass(frozen=True)
@@ -71,17 +70,18 @@ def completion_event(event: dict[str, Any], output_tokens: int, prompt_tokens: i
                            int(usage.get("prompt_tokens", prompt_tokens)), choice.get("finish_reason") or "")
 
 
-async def stream_completion(http: httpx.AsyncClient, url: str, body: bytes | dict[str, Any], request_id: str,
+async def stream_completion(http: Http1Client, url: str, body: bytes | dict[str, Any], request_id: str,
                             prompt_tokens: int) -> AsyncIterator[list[CompletionEvent]]:
-    """POST the completion and yield its events, a batch per network read; closing the iterator closes
-    the HTTP stream, on which vLLM aborts the request. A refusal raises ``server_error``'s error."""
+    """POST the completion to ``url`` (absolute) and yield its events, a batch per network read; closing
+    the iterator closes the HTTP stream, on which vLLM aborts the request. A refusal raises
+    ``server_error``'s error; a failed exchange, ``http1``'s."""
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
     output_tokens = 0
-    async with http.stream("POST", url, content=content,
+    async with http.stream("POST", url, body=content,
                            headers={"x-request-id": request_id, "content-type": "application/json"}) as reply:
-        if reply.status_code != 200:
-            raise server_error(reply.status_code, await reply.aread())
-        async for events in event_batches(reply.aiter_bytes()):
+        if reply.status != 200:
+            raise server_error(reply.status, await reply.read())
+        async for events in event_batches(reply.iter_bytes()):
             batch = []
             for event in events:
                 parsed = completion_event(event, output_tokens, prompt_tokens)

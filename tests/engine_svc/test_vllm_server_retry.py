@@ -1,12 +1,11 @@
-"""The vllm-server backend sends a request again when its connection fails before any token (a pooled
-keep-alive connection the server closed as it was reused), and only then."""
+"""The vllm-server backend sends a request again when its connection fails before any token (a reset),
+and only then."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
-import httpx
 import pytest
 
 from engine_svc.backends.base import GenerateCall
@@ -16,25 +15,31 @@ from engine_svc.config import VllmServerConfig
 from hetflow.core.call import SamplingSpec
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.errors import Unavailable
+from tests.scripted_http import ScriptedServer
 
 DONE = json.dumps({"choices": [{"text": "hi", "finish_reason": "length"}],
                    "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
 
 
-def _backend(retries: int, fail_first: int) -> tuple[VllmServerBackend, list[int]]:
-    attempts: list[int] = []
+def _server(fail_first: int) -> ScriptedServer:
+    """A server that closes the first ``fail_first`` connections on their request, unanswered."""
+    async def handler(reader, writer, body) -> bool:
+        if len(server.heads) <= fail_first:
+            return False
+        sse = f"data: {DONE}\n\ndata: [DONE]\n\n".encode()
+        writer.write(f"HTTP/1.1 200 OK\r\ncontent-length: {len(sse)}\r\n\r\n".encode() + sse)
+        await writer.drain()
+        return True
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        attempts.append(len(attempts))
-        if len(attempts) <= fail_first:
-            raise httpx.ReadError("the server closed the connection", request=request)
-        return httpx.Response(200, content=f"data: {DONE}\n\ndata: [DONE]\n\n".encode())
+    server = ScriptedServer(handler)
+    return server
 
-    backend = VllmServerBackend("m", VllmServerConfig(base_url="http://vllm.test", connection_retries=retries),
+
+def _backend(server: ScriptedServer, retries: int) -> VllmServerBackend:
+    backend = VllmServerBackend("m", VllmServerConfig(base_url=server.url, connection_retries=retries),
                                 AgingPriorityQueue(), "")
-    backend._http = httpx.AsyncClient(base_url="http://vllm.test", transport=httpx.MockTransport(handler))
     backend._load = VllmServerLoad(num_gpu_blocks=64, block_size=16)  # as start() reads them from /metrics
-    return backend, attempts
+    return backend
 
 
 async def _first_delta(backend: VllmServerBackend) -> object:
@@ -51,13 +56,13 @@ async def _first_delta(backend: VllmServerBackend) -> object:
 
 
 async def test_a_connection_failing_before_any_token_is_tried_again_and_the_call_completes():
-    backend, attempts = _backend(retries=1, fail_first=1)
-    delta = await _first_delta(backend)
-    assert delta.finished and delta.text == "hi" and len(attempts) == 2
+    async with _server(fail_first=1) as server:
+        delta = await _first_delta(_backend(server, retries=1))
+    assert delta.finished and delta.text == "hi" and len(server.heads) == 2
 
 
 async def test_past_its_retries_the_call_fails_unavailable():
-    backend, attempts = _backend(retries=1, fail_first=2)
-    with pytest.raises(Unavailable, match="ReadError"):
-        await _first_delta(backend)
-    assert len(attempts) == 2
+    async with _server(fail_first=2) as server:
+        with pytest.raises(Unavailable, match="HttpClosed"):
+            await _first_delta(_backend(server, retries=1))
+    assert len(server.heads) == 2

@@ -7,10 +7,10 @@ as before; the gateway takes this path for an OpenAI client."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, AsyncIterator
 
 import grpc
-import httpx
 import openai
 import pytest
 import uvicorn
@@ -20,6 +20,7 @@ from engine_svc.vllm_sim.config import VllmSimConfig
 from engine_svc.vllm_sim.tokenizer import PromptTokenizer
 from hetflow.client import build_request
 from hetflow.runtime.direct_call import DirectCall
+from hetflow.runtime.http1 import Http1Client, HttpConnectError, _Connection, split_url
 from hetflow.runtime.interceptors import RPC_HANDLED
 from hetflow.runtime.ports import free_port
 from hetflow.v1 import balancer_pb2_grpc, engine_pb2, engine_pb2_grpc
@@ -66,7 +67,7 @@ class Caller:
     def __init__(self, stack: Stack) -> None:
         self.balancer_channel = grpc.aio.insecure_channel(stack.address("balancer"))
         self.engine_channels: dict[str, grpc.aio.Channel] = {}
-        self.http = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0))
+        self.http = Http1Client(read_timeout_s=None)
         self.model_server_less: set[str] = set()
 
     def engine_at(self, address: str) -> engine_pb2_grpc.EngineStub:
@@ -221,12 +222,13 @@ async def test_a_hold_that_does_not_start_with_its_request_or_carries_a_forged_t
 
 
 async def test_a_model_server_the_caller_cannot_reach_is_streamed_through_its_engine(served):
-    def unreachable(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("no route to host", request=request)
+    class NoRoute(Http1Client):
+        async def _connect(self, origin):
+            raise HttpConnectError(f"no connection to {origin.host}:{origin.port}: no route to host")
 
     caller, generates = Caller(served), _rpcs("Generate")
     await caller.http.aclose()
-    caller.http = httpx.AsyncClient(transport=httpx.MockTransport(unreachable))
+    caller.http = NoRoute(read_timeout_s=None)
     try:
         chunks = [chunk async for chunk in caller.call("held-unreachable", 5)]
         again = [chunk async for chunk in caller.call("held-unreachable-2", 5)]
@@ -239,22 +241,20 @@ async def test_a_model_server_the_caller_cannot_reach_is_streamed_through_its_en
 
 
 async def test_a_pooled_connection_the_server_had_closed_is_sent_once_more_not_decided_again(served, model_server):
-    resets: list[str] = []
+    async def close_unanswered(reader, writer) -> None:
+        resets.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.close()
 
-    async def reset_once(request: httpx.Request) -> httpx.Response:
-        if not resets:
-            resets.append(str(request.url))
-            raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
-        async with httpx.AsyncClient() as real:  # then the server itself
-            reply = await real.post(str(request.url), content=request.content, headers=request.headers)
-            return httpx.Response(reply.status_code, content=reply.content, headers=reply.headers)
-
+    resets: list[bytes] = []
+    closing = await asyncio.start_server(close_unanswered, "127.0.0.1", 0)
+    stale = _Connection(*await asyncio.open_connection("127.0.0.1", closing.sockets[0].getsockname()[1]))
     caller, holds, generates = Caller(served), _rpcs("Hold"), _rpcs("Generate")
-    await caller.http.aclose()
-    caller.http = httpx.AsyncClient(transport=httpx.MockTransport(reset_once))
+    stale.idle_since_s = time.monotonic()
+    caller.http._idle[split_url(model_server.url)[0]] = [stale]  # kept alive, and closed by its server when used
     try:
         chunks = [chunk async for chunk in caller.call("held-reset", 4)]
     finally:
         await caller.close()
+        closing.close()
     assert resets and chunks[-1].finished and chunks[-1].output_tokens == 4
     assert (_rpcs("Hold") - holds, _rpcs("Generate") - generates) == (1, 0) and not caller.model_server_less
