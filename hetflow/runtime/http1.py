@@ -194,6 +194,9 @@ class Http1Client:
                 return conn, await self._send(conn, request, method, read_timeout_s)
             except _Stale:
                 conn.close()
+            except BaseException:  # a timeout, bad framing or the caller's cancel: the connection's state is lost
+                conn.close()
+                raise
         conn = await self._connect(origin)
         try:
             return conn, await self._send(conn, request, method, read_timeout_s)
@@ -262,11 +265,19 @@ class _Stale(Exception):
 
 
 def _request_head(method: str, target: str, origin: Origin, body: bytes, headers: Mapping[str, str]) -> bytes:
+    """The request line and headers; a header that would break the framing (a line break, or a character
+    HTTP/1.1's headers cannot carry) is refused, not sent (RFC 9110 5.5)."""
     lines = [f"{method} {target} HTTP/1.1", f"host: {origin.host_header}"]
     if body or method in ("POST", "PUT", "PATCH"):
         lines.append(f"content-length: {len(body)}")
-    lines.extend(f"{name}: {value}" for name, value in headers.items())
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    for name, value in headers.items():
+        if any(c in f"{name}{value}" for c in "\r\n\0") or not name or ":" in name:
+            raise ValueError(f"header {name!r} cannot be sent: {value[:80]!r}")
+        lines.append(f"{name}: {value}")
+    try:
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"a request header or target is not latin-1: {exc}") from exc
 
 
 async def _read_head(reader: asyncio.StreamReader) -> bytes:

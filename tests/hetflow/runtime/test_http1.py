@@ -171,3 +171,37 @@ async def test_failures_have_their_own_errors():
         await Http1Client(read_timeout_s=1).get(url)
     with pytest.raises(ValueError):
         split_url("ftp://host/x")
+
+
+async def test_a_kept_alive_connection_whose_request_failed_is_closed_not_kept():
+    async def handler(reader, writer, body):
+        if len(server.heads) == 2:  # the second request times out on the kept-alive connection
+            if not await reader.read():
+                server.closed_by_client.set()
+            return False
+        await _write(writer, _reply(b"ok"))
+        return True
+
+    async with ScriptedServer(handler) as server:
+        client = Http1Client(read_timeout_s=5)
+        await client.get(f"{server.url}/a")
+        with pytest.raises(HttpTimeout):
+            await client.get(f"{server.url}/slow", timeout_s=0.1)
+        await asyncio.wait_for(server.closed_by_client.wait(), 5)  # its connection was closed, not leaked
+        assert (await client.get(f"{server.url}/c")).content == b"ok" and server.connections == 2
+        await client.aclose()
+
+
+async def test_a_header_that_would_break_the_framing_is_refused_before_anything_is_sent():
+    async def handler(reader, writer, body):
+        await _write(writer, _reply(b"ok"))
+        return True
+
+    async with ScriptedServer(handler) as server:
+        client = Http1Client(read_timeout_s=5)
+        for value in ("id\r\nx-injected: 1", "caf\u00e9\u2603"):
+            with pytest.raises(ValueError):
+                await client.request("POST", f"{server.url}/v1/completions", body=b"{}",
+                                     headers={"x-request-id": value})
+        assert server.heads == [] and server.connections == 0
+        await client.aclose()
