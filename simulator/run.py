@@ -234,6 +234,12 @@ class Simulation:
         self.router_changed += prior_model != model
 
     @property
+    def router_asked_share(self) -> float | None:
+        """Share of decisions whose model stage read the router's confidences: the decisions that need
+        the router's encoder, live (issue 63: its own CPU budget); None before any decision."""
+        return self.router_asked / len(self.decision_ms) if self.decision_ms else None
+
+    @property
     def router_changed_share(self) -> float | None:
         """Share of router-read decisions whose model the router changed against the fixed priors
         (issue 12: does the router earn its place); None when no decision read it."""

@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     summary["simulated_in_s"] = time.perf_counter() - started
     summary["rejected_calls"] = len(sim.rejected)
     summary["prefix_hit_rate"] = sim.prefix_hit_rate
+    summary["router_asked_share"] = sim.router_asked_share
     summary["router_changed_share"] = sim.router_changed_share
     print(json.dumps(summary, indent=2))
     return 0

@@ -248,6 +248,7 @@ def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[St
     summary = summarize(results, sim.decision_ms, slo_scale)
     summary["rejected_calls"] = len(sim.rejected)
     summary["prefix_hit_rate"] = sim.prefix_hit_rate
+    summary["router_asked_share"] = sim.router_asked_share
     summary["router_changed_share"] = sim.router_changed_share
     summary["busiest_engine_call_share"] = busiest_engine_call_share(results, engines)
     summary["retained_kv_released"] = retained_kv_released(sim)

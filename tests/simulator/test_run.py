@@ -230,9 +230,13 @@ def test_the_exclusive_latency_takes_each_prompts_cached_prefix_from_its_ancesto
 def test_the_router_changed_share_counts_decisions_the_priors_would_have_made_otherwise(sql_trace):
     sim, _ = simulate(sql_trace, tau=4.0)                                  # oracle confidences, a wide slack
     assert sim.router_asked > 0 and 0 < sim.router_changed_share <= 1
+    assert sim.router_asked_share == sim.router_asked / len(sim.decision_ms) and 0 < sim.router_asked_share <= 1
     prior = Signals("prior", "oracle", priors={SMALL: 0.6, LARGE: 0.7})
     sim, _ = simulate(sql_trace, tau=4.0, signals=prior)
     assert sim.router_asked > 0 and sim.router_changed_share == 0.0        # the priors are the counterfactual
+    one_model = Simulation(engines()[:1], CARD.with_params("model", latency_slack=4.0), ORACLE)
+    one_model.run(sql_trace)
+    assert one_model.decision_ms and one_model.router_asked_share == 0.0  # one model: no call needs the router
 
 
 def test_each_decision_tells_the_policies_how_many_calls_wait_and_whether_this_one_is_held(sql_trace):
