@@ -332,7 +332,9 @@ class Dispatcher:
     async def _fetch(self, call: LlmCall) -> Fetched:
         """The call, the snapshot, the router's confidences and the predictions, in one round trip's time:
         the router and predictor are asked beside the snapshot for the models the last snapshot served
-        (and the router only for a program this balancer has not seen assigned), then whatever the
+        (and the router only for a program this balancer has not seen assigned, and only when the engines
+        as the watch tells them let its confidences change the model: ``ModelPicker.reads_confidence``,
+        so the router's encoder runs for no call whose model they cannot change), then whatever the
         snapshot shows they missed is asked after it. The first call, with no snapshot seen yet, fetches
         in two steps; so does a call of a program that names no stage position or count, which the
         snapshot infers (Kairos 4.2) before the predictor reads them. The call returned is the one decided:
@@ -344,8 +346,8 @@ class Dispatcher:
             if inferred is not None and inferred.stage_index:
                 call = with_stages(call, inferred.stage_index, inferred.stage_count)
         guess = [call.model_pin] if call.model_pin else self._served_models
-        ask_router = bool(guess) and self.pipeline.needs_router(call, guess) and \
-            not self.monitor_view.knows_program(call.workflow.program_id)
+        ask_router = bool(guess) and not self.monitor_view.knows_program(call.workflow.program_id) and \
+            self.pipeline.needs_router(call, guess, self.monitor_view.watched_engines())
         (snapshot, admit_seq, stale_s), scored, predictions = await asyncio.gather(
             self.monitor_view.snapshot(call) if first is None else _ready(first),
             self.advisors.score(call) if ask_router else _none(),

@@ -101,6 +101,13 @@ class MonitorView:
         await self.monitor_batches.close()
         await self.releases.close()
 
+    def watched_engines(self) -> ClusterSnapshot | None:
+        """The engines as the watch last told them (this balancer's own admits since not counted), with
+        nothing of any call: enough to tell, before a call's snapshot comes, whether its model choice can
+        read the router's confidences. None while the watch is not live."""
+        watched = self.engine_watch.current(self._last_snapshot[0].monitor_epoch) if self._last_snapshot else None
+        return ClusterSnapshot(time.time(), watched.views) if watched is not None else None
+
     def knows_program(self, program_id: str) -> bool:
         """Whether this balancer has seen the program assigned to a model (it then needs no router)."""
         return program_id in self._program_models

@@ -63,7 +63,7 @@ class DecisionLoop:
         """The models ``call`` may go to, and whether the router is asked about them (the caller then
         gathers the router's confidences and a prediction for each)."""
         candidates = self.pipeline.candidate_models(call, view)
-        return candidates, self.pipeline.needs_router(call, candidates)
+        return candidates, self.pipeline.needs_router(call, candidates, view)
 
     def decide(self, gathered: Gathered, held_as: str = "") -> Decision:
         """Chimera Algorithm 1 on what was gathered; raises ``WaitForCapacity`` when no engine has room

@@ -135,8 +135,11 @@ class Pipeline:
         tells completions calls it, and only for a picker that follows them (``follows_completions``)."""
         self.engine_picker.finished(call, self.store)
 
-    def needs_router(self, call: LlmCall, candidates: list[str]) -> bool:
-        return not call.model_pin and len(candidates) > 1 and self.model_picker.needs_router
+    def needs_router(self, call: LlmCall, candidates: list[str], view: ClusterSnapshot | None = None) -> bool:
+        """Whether the model stage reads the router's confidences for ``call`` among ``candidates``; with
+        ``view`` (the engines as the decision sees them), only when they can change its pick there."""
+        return not call.model_pin and len(candidates) > 1 and self.model_picker.needs_router and (
+            view is None or self.model_picker.reads_confidence(call, serving(view, candidates)))
 
     def decide(self, call: LlmCall, view: ClusterSnapshot, candidates: list[str], confidence: Mapping[str, float],
                predictions: Mapping[str, tuple[Prediction, str]], router_asked: bool,

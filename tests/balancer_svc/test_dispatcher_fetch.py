@@ -1,5 +1,6 @@
 """The balancer fetches the snapshot, the router and the predictor together once it knows the served
-models, and skips the router for a program it has seen assigned."""
+models, and skips the router for a program it has seen assigned and where its confidences cannot change the
+model."""
 
 import asyncio
 from types import SimpleNamespace
@@ -164,3 +165,21 @@ def test_calls_deciding_at_once_share_one_router_and_one_predictor_rpc():
     for i, f in enumerate(fetched):  # each call got its own rows' predictions back
         assert {m: p.median_tokens for m, (p, _) in f.predictions.items()} == {"small": 50.0 + i, "large": 50.5 + i}
         assert f.confidences[0]
+
+
+def test_the_router_is_not_asked_where_its_confidences_cannot_change_the_model():
+    """The default's slack rule at no slack with the small model busy and the large one idle: only the large
+    model can be taken, so no confidence is read, before or after the snapshot."""
+    async def scenario():
+        state = two_models()
+        state.admit("r0", "busy", "small", "small-0", 4_000.0, 0.5)
+        dispatcher, asked = dispatcher_on(state)
+        first = await dispatcher._fetch(call(program_id="p1"))        # asks after the snapshot, if at all
+        dispatcher.monitor_view.watched_engines = lambda: cluster_snapshot(state, 1.0)  # as the watch tells it
+        second = await dispatcher._fetch(call(program_id="p2"))       # would ask beside the snapshot
+        await dispatcher.close()
+        return first, second, asked
+
+    first, second, asked = asyncio.run(scenario())
+    assert "router" not in asked and not first.router_asked and not second.router_asked
+    assert first.confidences == ({}, False)

@@ -280,3 +280,17 @@ def test_calls_that_tell_only_their_session_get_their_stages_inferred_from_the_r
     assert learned.stage_counts["sql"] and set(learned.stage_counts["sql"]) <= set(range(1, max(true_counts) + 1))
     with pytest.raises(ValueError, match="input-length"):
         Simulation(engines(), CARD, ORACLE, identity="session")
+
+
+def test_skipping_the_router_where_it_cannot_change_the_model_changes_no_decision(sql_trace):
+    """The router is read only where two models lie within the slack (ChimeraSlack.reads_confidence); reading
+    it everywhere, as before, gives the same models, engines and times."""
+    always = Simulation(engines(), CARD.with_params("model", latency_slack=0.5), ORACLE)
+    always.pipeline.model_picker.reads_confidence = lambda call, snapshot: True
+    skipping = Simulation(engines(), CARD.with_params("model", latency_slack=0.5), ORACLE)
+    a, b = always.run(sql_trace), skipping.run(sql_trace)
+    assert skipping.router_asked < always.router_asked                   # some reads were skipped
+    def placed(results):
+        return [(r.program_id, r.model, r.finished_s, sorted((i, c.engine_id) for i, c in r.calls.items()))
+                for r in results]
+    assert placed(a) == placed(b)

@@ -148,6 +148,11 @@ class ModelPicker:
              predictions: Mapping[str, Prediction], store: PolicyStore) -> Choice:
         raise NotImplementedError
 
+    def reads_confidence(self, call: LlmCall, snapshot: ClusterSnapshot) -> bool:
+        """Whether the router's confidences can change this call's pick among ``snapshot``'s engines (the
+        candidates'): when they cannot, the router is not asked, and its encoder spends nothing on it."""
+        return self.needs_router
+
 
 class EngineFilter:
     """Keeps the engines a call may go to; raises ``WaitForCapacity`` when none may now."""

@@ -59,6 +59,12 @@ def with_open_slots(snapshot: ClusterSnapshot, ttlt: Mapping[str, float]) -> dic
     return {m: load for m, load in ttlt.items() if m in open_models}
 
 
+def within_slack(ttlt: Mapping[str, float], latency_slack: float) -> list[str]:
+    """The models line 18 can take: L[m] <= (1 + tau) * L_fast."""
+    l_fast = min(ttlt.values(), default=0.0)
+    return [m for m, load in ttlt.items() if load <= (1.0 + latency_slack) * l_fast]
+
+
 def slack_rule(confidence: Mapping[str, float], ttlt: Mapping[str, float], latency_slack: float,
                confidence_margin: float, work_margin: Mapping[str, float] | None = None) -> tuple[str, str]:
     """Algorithm 1, lines 12-22. Returns (m*, rule). Ties: lower L, then higher q, then name.
@@ -103,6 +109,15 @@ class ChimeraSlack(ModelPicker):
             raise ValueError("latency_slack (tau), confidence_margin (delta_s) and margin_per_ktoken (kappa) must "
                              "be >= 0, per_workflow too")
         self.open_slots_first = bool(open_slots_first)
+
+    def reads_confidence(self, call: LlmCall, snapshot: ClusterSnapshot) -> bool:
+        """Only when two models or more lie within the slack of the fastest: with one, the walk (lines
+        17-22) stops at the fastest model whatever the confidences, so the router's answer cannot change
+        the pick (at no slack, only models tied with the fastest, such as idle ones, need it)."""
+        ttlt = ttlt_ms(snapshot)
+        among = with_open_slots(snapshot, ttlt) if self.open_slots_first else ttlt
+        latency_slack = self.per_workflow.get(call.workflow.workflow, self.settings)[0]
+        return len(within_slack(among, latency_slack)) > 1
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, confidence: Mapping[str, float],
              predictions: Mapping[str, Prediction], store: PolicyStore) -> Choice:

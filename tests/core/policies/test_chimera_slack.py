@@ -145,3 +145,19 @@ def test_margin_per_ktoken_keeps_long_programs_off_the_more_confident_model(larg
     code_only = ChimeraSlack(per_workflow={"code": {"margin_per_ktoken": 0.1}})
     assert code_only.pick(call(program_id="", workflow="code"), snap, Q, predictions, PolicyStore()).chosen == expected
     assert code_only.pick(call(program_id="", workflow="chat"), snap, Q, predictions, PolicyStore()).chosen == "large"
+
+
+@pytest.mark.parametrize("small_tokens, large_tokens, tau, reads", [
+    (0, 0, 0.0, True),                  # idle: both tie at L = 0, so the confidences decide
+    (2_000, 0, 0.0, False),             # no slack: only the fastest model can be taken
+    (2_000, 2_800, 0.5, True),          # 2,800 <= 1.5 x 2,000: both within the slack
+    (2_000, 3_200, 0.5, False),         # the large model over the slack
+])
+def test_the_confidences_are_read_only_where_they_can_change_the_pick(small_tokens, large_tokens, tau, reads):
+    picker = ChimeraSlack(latency_slack=tau, confidence_margin=0.05)
+    snap = snapshot(engine("s0", "small", small_tokens), engine("l0", "large", large_tokens))
+    assert picker.reads_confidence(call(program_id=""), snap) is reads
+    if not reads:  # whatever the router would say, the pick is the same
+        picks = {picker.pick(call(program_id=""), snap, q, {}, PolicyStore()).chosen
+                 for q in ({"small": 0.9, "large": 0.1}, {"small": 0.1, "large": 0.9}, {})}
+        assert len(picks) == 1
