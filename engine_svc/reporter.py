@@ -1,6 +1,7 @@
 """Pushes the engine's status to the monitor (engine -> monitor): looked at every interval, sent when it
 changed since the last one sent, and at least every heartbeat, so a quiet engine costs the monitor
-little and still reads as alive (under the monitor's ``engine_stale_after_s``)."""
+little and still reads as alive (under the monitor's ``engine_stale_after_s``). The reports travel on
+one long-lived stream (``Monitor.ReportStream``), by the unary method to a monitor without it."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ from typing import Callable
 
 import grpc
 
+from hetflow.runtime.batch_streams import BatchStream
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.logs import get_logger
 from hetflow.runtime.security import SecurityConfig
-from hetflow.v1 import common_pb2, monitor_pb2_grpc
+from hetflow.v1 import common_pb2, monitor_pb2, monitor_pb2_grpc
 
 log = get_logger(__name__)
+
+REPORT_TIMEOUT_S = 2.0
+"""Longest wait for the monitor's answer to one report."""
 
 
 class StatusReporter:
@@ -37,15 +42,23 @@ class StatusReporter:
         """Told the monitor's epoch from each reply (``MonitorLink.monitor_answered``)."""
         self._task: asyncio.Task[None] | None = None
         self._channel: grpc.aio.Channel | None = None
+        self._monitor: monitor_pb2_grpc.MonitorStub | None = None
+        self._reports: BatchStream[common_pb2.EngineStatus, monitor_pb2.ReportReply] = BatchStream(
+            lambda: self._stub().ReportStream(), "monitor.ReportStream", REPORT_TIMEOUT_S)
 
     def start(self) -> None:
         self._channel = open_channel(self._address, self._security)
+        self._monitor = monitor_pb2_grpc.MonitorStub(self._channel)
         self._task = asyncio.get_running_loop().create_task(self._run_forever())
 
+    def _stub(self) -> monitor_pb2_grpc.MonitorStub:
+        assert self._monitor is not None
+        return self._monitor
+
     async def report_now(self, status: common_pb2.EngineStatus | None = None) -> None:
-        assert self._channel is not None
         status = status if status is not None else self._status()
-        reply = await monitor_pb2_grpc.MonitorStub(self._channel).ReportEngineStatus(status, timeout=2.0)
+        reply = await self._reports.ask_or(
+            status, lambda: self._stub().ReportEngineStatus(status, timeout=REPORT_TIMEOUT_S))
         self.sent(status, time.monotonic())
         if self._on_epoch is not None:
             self._on_epoch(reply.monitor_epoch)
@@ -71,6 +84,7 @@ class StatusReporter:
                 await self.report_now()  # serving=False by now: the monitor stops routing here
             except grpc.aio.AioRpcError:
                 pass
+        await self._reports.close()
         if self._channel is not None:
             await self._channel.close()
 

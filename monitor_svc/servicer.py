@@ -122,6 +122,15 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         self._observe(request.engine_id)
         return monitor_pb2.ReportReply(orphans_removed=orphans, monitor_epoch=self.state.epoch)
 
+    @checks_each_message
+    async def ReportStream(self, requests: AsyncIterator[common_pb2.EngineStatus],
+                           context: grpc.aio.ServicerContext) -> AsyncIterator[monitor_pb2.ReportReply]:
+        """ReportEngineStatus on one stream, a status a message (``hetflow.runtime.batch_streams``): an
+        engine pays gRPC's per-call cost once, not at every report."""
+        async for reply in answer_in_order(requests, lambda r: self.ReportEngineStatus(r, context),
+                                           monitor_pb2.ReportReply, max_in_flight=1):
+            yield reply
+
     async def ReportEngineFailure(self, request: monitor_pb2.EngineFailure,
                                   context: grpc.aio.ServicerContext) -> monitor_pb2.ReportReply:
         if not self.state.engine_unreachable(request.engine_id, request.reason):

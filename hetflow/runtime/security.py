@@ -63,6 +63,7 @@ ACCESS: Mapping[str, frozenset[str]] = {
     "/hetflow.v1.Monitor/Cancel": frozenset({"balancer", "engine"}),
     "/hetflow.v1.Monitor/ReleaseStream": frozenset({"balancer", "engine"}),
     "/hetflow.v1.Monitor/ReportEngineStatus": frozenset({"engine"}),
+    "/hetflow.v1.Monitor/ReportStream": frozenset({"engine"}),
     "/hetflow.v1.Monitor/ReportEngineFailure": frozenset({"balancer"}),
     "/hetflow.v1.Monitor/Snapshot": frozenset({"balancer", "gateway", "operator"}),
     "/hetflow.v1.Monitor/GetProgram": frozenset({"balancer", "operator"}),

@@ -160,12 +160,14 @@ class ReleaseReply(_message.Message):
     def __init__(self, found: _Optional[bool] = ...) -> None: ...
 
 class ReportReply(_message.Message):
-    __slots__ = ("orphans_removed", "monitor_epoch")
+    __slots__ = ("orphans_removed", "monitor_epoch", "status")
     ORPHANS_REMOVED_FIELD_NUMBER: _ClassVar[int]
     MONITOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     orphans_removed: int
     monitor_epoch: str
-    def __init__(self, orphans_removed: _Optional[int] = ..., monitor_epoch: _Optional[str] = ...) -> None: ...
+    status: _common_pb2.BatchStatus
+    def __init__(self, orphans_removed: _Optional[int] = ..., monitor_epoch: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.BatchStatus, _Mapping]] = ...) -> None: ...
 
 class EngineFailure(_message.Message):
     __slots__ = ("engine_id", "reason")

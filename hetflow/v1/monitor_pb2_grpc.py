@@ -95,6 +95,11 @@ class MonitorStub:
                 request_serializer=hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchRequest.SerializeToString,
                 response_deserializer=hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchReply.FromString,
                 _registered_method=True)
+        self.ReportStream = channel.stream_stream(
+                '/hetflow.v1.Monitor/ReportStream',
+                request_serializer=hetflow_dot_v1_dot_common__pb2.EngineStatus.SerializeToString,
+                response_deserializer=hetflow_dot_v1_dot_monitor__pb2.ReportReply.FromString,
+                _registered_method=True)
         self.WatchEngines = channel.unary_stream(
                 '/hetflow.v1.Monitor/WatchEngines',
                 request_serializer=hetflow_dot_v1_dot_monitor__pb2.WatchEnginesRequest.SerializeToString,
@@ -190,6 +195,14 @@ class MonitorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportStream(self, request_iterator, context):
+        """ReportEngineStatus on one long-lived stream: each status answered in order by the reply the unary
+        method would give, with the status it would have ended with (ReportReply.status).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchEngines(self, request, context):
         """The engines' loads as they change: every engine in the first message, then each engine whose load
         changed, at most one message per watch interval (and one at least every 0.25 s, changed or not), so a
@@ -262,6 +275,11 @@ def add_MonitorServicer_to_server(servicer, server):
                     servicer.ReleaseStream,
                     request_deserializer=hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchRequest.FromString,
                     response_serializer=hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchReply.SerializeToString,
+            ),
+            'ReportStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ReportStream,
+                    request_deserializer=hetflow_dot_v1_dot_common__pb2.EngineStatus.FromString,
+                    response_serializer=hetflow_dot_v1_dot_monitor__pb2.ReportReply.SerializeToString,
             ),
             'WatchEngines': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchEngines,
@@ -593,6 +611,33 @@ class Monitor:
             '/hetflow.v1.Monitor/ReleaseStream',
             hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchRequest.SerializeToString,
             hetflow_dot_v1_dot_monitor__pb2.ReleaseBatchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/hetflow.v1.Monitor/ReportStream',
+            hetflow_dot_v1_dot_common__pb2.EngineStatus.SerializeToString,
+            hetflow_dot_v1_dot_monitor__pb2.ReportReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,9 +1,13 @@
-"""The engine's status reports: sent when the status changed, and at least every heartbeat."""
+"""The engine's status reports: sent when the status changed, and at least every heartbeat, on one stream
+(by the unary method to a monitor without it)."""
 
+import grpc
 import pytest
 
 from engine_svc.reporter import StatusReporter
-from hetflow.v1 import common_pb2
+from hetflow.core.monitor.state import MonitorLimits, MonitorState
+from hetflow.v1 import common_pb2, monitor_pb2_grpc
+from monitor_svc.servicer import MonitorServicer
 
 
 def status(waiting: int, reported_unix_s: float) -> common_pb2.EngineStatus:
@@ -25,3 +29,45 @@ def test_an_unchanged_status_waits_for_the_heartbeat_and_a_changed_one_goes_at_o
 def test_a_heartbeat_shorter_than_the_interval_is_refused():
     with pytest.raises(ValueError, match="heartbeat"):
         StatusReporter("127.0.0.1:1", 0.5, lambda: status(0, 0.0), heartbeat_s=0.2)
+
+
+class Recording(MonitorServicer):
+    """Records each report it takes, and each report stream opened."""
+
+    def __init__(self, state: MonitorState) -> None:
+        super().__init__(state)
+        self.streams_opened, self.waiting_seen = 0, []
+
+    async def ReportEngineStatus(self, request, context):
+        self.waiting_seen.append(request.waiting)
+        return await super().ReportEngineStatus(request, context)
+
+    async def ReportStream(self, requests, context):
+        self.streams_opened += 1
+        async for reply in super().ReportStream(requests, context):
+            yield reply
+
+
+class WithoutStream(Recording):
+    ReportStream = monitor_pb2_grpc.MonitorServicer.ReportStream  # an older monitor: UNIMPLEMENTED
+
+
+@pytest.mark.parametrize("servicer_type, streams", [(Recording, 1), (WithoutStream, 0)])
+async def test_reports_go_on_one_stream_and_by_the_unary_method_to_a_monitor_without_it(servicer_type, streams):
+    state = MonitorState(MonitorLimits())
+    servicer = servicer_type(state)
+    server = grpc.aio.server()
+    monitor_pb2_grpc.add_MonitorServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    epochs: list[str] = []
+    reporter = StatusReporter(f"127.0.0.1:{port}", 0.5, lambda: status(0, 0.0), on_epoch=epochs.append)
+    try:
+        reporter.start()  # its loop reports too, beside the three below
+        for waiting in (1, 2, 3):
+            await reporter.report_now(status(waiting, float(waiting)))
+    finally:
+        await reporter.close(final_report=False)
+        await server.stop(None)
+    assert {1, 2, 3} <= set(servicer.waiting_seen) and set(epochs) == {state.epoch}
+    assert servicer.streams_opened == streams
