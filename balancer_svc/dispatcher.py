@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 import grpc
@@ -285,6 +285,11 @@ class Dispatcher:
         start = time.perf_counter()
         fetched = await self._fetch(call)
         call, snapshot, stale_s = fetched.call, fetched.snapshot, fetched.stale_s
+        view = self.monitor_view.pending.apply(snapshot, fetched.admit_seq, time.monotonic())
+        if not fetched.router_asked and self.pipeline.needs_router(call, fetched.candidates, view):
+            # this balancer's admits since the snapshot brought a second model within the slack: the
+            # router's confidences can now change the model, so it is asked, and the view taken again
+            fetched = replace(fetched, router_asked=True, confidences=await self.advisors.score(call))
         confidence, truncated = fetched.confidences
 
         # From here to the pending entry: no await, so no other decision interleaves.

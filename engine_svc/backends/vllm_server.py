@@ -48,8 +48,9 @@ class VllmServerBackend:
         self._profile_spec = profile_spec
         self.profile: EngineProfile | None = None
         self._base_url = cfg.base_url.rstrip("/")
+        connections = cfg.max_num_seqs + cfg.server_backlog + 8  # its streams, and its reads and tokenisations
         self._http = Http1Client(read_timeout_s=cfg.request_timeout_s, connect_timeout_s=10.0,
-                                 max_idle_per_origin=cfg.max_num_seqs + cfg.server_backlog + 8)
+                                 max_idle_per_origin=connections, max_connections_per_origin=connections)
         self._served_model = cfg.served_model
         self._max_model_len = 0
         self._load = vllm_metrics.VllmServerLoad()

@@ -16,6 +16,7 @@ No redirects, cookies, proxies or compression: a vLLM server sends none of them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import ssl
 import time
@@ -47,7 +48,16 @@ class HttpConnectError(HttpTransportError):
 
 
 class HttpTimeout(HttpTransportError):
-    """No byte of the reply within the read timeout."""
+    """No byte of the reply within the read timeout (or the request not written within it)."""
+
+
+class HttpConnectTimeout(HttpTimeout):
+    """No connection within the connect timeout: the server may be reachable but slow to accept, so it is
+    not taken for unreachable (``HttpConnectError``)."""
+
+
+class HttpInvalidRequest(HttpError, ValueError):
+    """A request this client cannot send (not an http(s) URL, a header that would break the framing)."""
 
 
 class HttpClosed(HttpTransportError):
@@ -74,7 +84,7 @@ def split_url(url: str) -> tuple[Origin, str]:
     """An absolute ``http``/``https`` URL as its origin and its request target (path and query)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an http(s) URL: {url!r}")
+        raise HttpInvalidRequest(f"not an http(s) URL: {url!r}")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return Origin(parts.scheme, parts.hostname, port), target
@@ -141,10 +151,15 @@ class Http1Client:
     first)."""
 
     def __init__(self, *, read_timeout_s: float | None, connect_timeout_s: float = 10.0,
-                 max_idle_per_origin: int = 64, keepalive_expiry_s: float = 4.0) -> None:
+                 max_idle_per_origin: int = 64, keepalive_expiry_s: float = 4.0,
+                 max_connections_per_origin: int | None = None) -> None:
+        """``max_connections_per_origin``: requests in progress to one origin at most (the rest wait their
+        turn); None: no bound."""
         self.read_timeout_s, self.connect_timeout_s = read_timeout_s, connect_timeout_s
         self.max_idle_per_origin, self.keepalive_expiry_s = max_idle_per_origin, keepalive_expiry_s
+        self.max_connections_per_origin = max_connections_per_origin
         self._idle: dict[Origin, list[_Connection]] = {}
+        self._slots: dict[Origin, asyncio.Semaphore] = {}
         self.connections_opened = 0
         """Connections this client opened (the rest of its requests went on kept-alive ones)."""
 
@@ -169,14 +184,20 @@ class Http1Client:
         origin, target = split_url(url)
         read_timeout_s = timeout_s if timeout_s is not None else self.read_timeout_s
         head = _request_head(method, target, origin, body, headers or {})
-        conn, reply = await self._exchange(origin, head + body, method, read_timeout_s)
-        try:
-            yield reply
-        finally:
-            if reply.complete and reply.headers.get("connection", "").lower() != "close":
-                self._keep(origin, conn)
-            else:
-                conn.close()
+        async with self._slot(origin):
+            conn, reply = await self._exchange(origin, head + body, method, read_timeout_s)
+            try:
+                yield reply
+            finally:
+                if reply.complete and reply.headers.get("connection", "").lower() != "close":
+                    self._keep(origin, conn)
+                else:
+                    conn.close()
+
+    def _slot(self, origin: Origin) -> contextlib.AbstractAsyncContextManager[Any]:
+        if self.max_connections_per_origin is None:
+            return contextlib.nullcontext()
+        return self._slots.setdefault(origin, asyncio.Semaphore(self.max_connections_per_origin))
 
     async def aclose(self) -> None:
         for conns in self._idle.values():
@@ -210,22 +231,14 @@ class Http1Client:
     async def _send(self, conn: _Connection, request: bytes, method: str, read_timeout_s: float | None) -> Reply:
         try:
             conn.writer.write(request)
-            await conn.writer.drain()
-            head = await _timed(conn.reader.readuntil(b"\r\n\r\n"), read_timeout_s)
-        except asyncio.IncompleteReadError as exc:
-            if not exc.partial:
-                raise _Stale from exc
-            raise HttpClosed("the connection closed within the reply's head") from exc
-        except (ConnectionResetError, BrokenPipeError) as exc:
+            await _timed(conn.writer.drain(), read_timeout_s)
+        except (ConnectionResetError, BrokenPipeError) as exc:  # the server had closed it: nothing was read
             raise _Stale from exc
-        except asyncio.LimitOverrunError as exc:
-            raise HttpProtocolError(f"a reply head over {MAX_HEAD_BYTES} bytes") from exc
         except OSError as exc:
             raise HttpClosed(f"{type(exc).__name__}: {exc}") from exc
-        status, headers = _parse_head(head)
+        status, headers = _parse_head(await _timed(_read_head(conn.reader, first=True), read_timeout_s))
         while 100 <= status < 200:  # an interim reply (RFC 9110 15.2); the final one follows
-            head = await _timed(_read_head(conn.reader), read_timeout_s)
-            status, headers = _parse_head(head)
+            status, headers = _parse_head(await _timed(_read_head(conn.reader), read_timeout_s))
         return Reply(status, headers, _body(conn.reader, method, status, headers, read_timeout_s))
 
     async def _connect(self, origin: Origin) -> _Connection:
@@ -235,8 +248,8 @@ class Http1Client:
                 reader, writer = await asyncio.open_connection(origin.host, origin.port, ssl=context,
                                                                limit=MAX_HEAD_BYTES)
         except TimeoutError as exc:
-            raise HttpConnectError(f"no connection to {origin.host}:{origin.port} within "
-                                   f"{self.connect_timeout_s:.0f}s") from exc
+            raise HttpConnectTimeout(f"no connection to {origin.host}:{origin.port} within "
+                                     f"{self.connect_timeout_s:.0f}s") from exc
         except OSError as exc:
             raise HttpConnectError(f"no connection to {origin.host}:{origin.port}: {exc}") from exc
         self.connections_opened += 1
@@ -272,19 +285,37 @@ def _request_head(method: str, target: str, origin: Origin, body: bytes, headers
         lines.append(f"content-length: {len(body)}")
     for name, value in headers.items():
         if any(c in f"{name}{value}" for c in "\r\n\0") or not name or ":" in name:
-            raise ValueError(f"header {name!r} cannot be sent: {value[:80]!r}")
+            raise HttpInvalidRequest(f"header {name!r} cannot be sent: {value[:80]!r}")
         lines.append(f"{name}: {value}")
     try:
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     except UnicodeEncodeError as exc:
-        raise ValueError(f"a request header or target is not latin-1: {exc}") from exc
+        raise HttpInvalidRequest(f"a request header or target is not latin-1: {exc}") from exc
 
 
-async def _read_head(reader: asyncio.StreamReader) -> bytes:
+async def _read_head(reader: asyncio.StreamReader, first: bool = False) -> bytes:
+    """A reply's head. ``first``: the first reply to the request, whose loss before any byte of it came
+    (the connection closed or reset) means the server did not take the request (``_Stale``)."""
     try:
         return await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
+        if first and not exc.partial:
+            raise _Stale from exc
         raise HttpClosed("the connection closed within the reply's head") from exc
+    except ConnectionResetError as exc:
+        if first and not _buffered(reader):
+            raise _Stale from exc
+        raise HttpClosed("the connection was reset within the reply's head") from exc
+    except asyncio.LimitOverrunError as exc:
+        raise HttpProtocolError(f"a reply head over {MAX_HEAD_BYTES} bytes") from exc
+    except OSError as exc:
+        raise HttpClosed(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _buffered(reader: asyncio.StreamReader) -> bool:
+    """Whether any byte of the reply has come: asyncio's reader keeps what it has not handed out in its
+    buffer (CPython's ``StreamReader._buffer``; no public view of it)."""
+    return bool(getattr(reader, "_buffer", b"x"))
 
 
 def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:

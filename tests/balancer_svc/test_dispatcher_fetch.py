@@ -5,6 +5,8 @@ model."""
 import asyncio
 from types import SimpleNamespace
 
+import pytest
+
 from balancer_svc.config import BalancerConfig
 from balancer_svc.dispatcher import Dispatcher
 from hetflow import wire
@@ -47,10 +49,16 @@ def stack(state: MonitorState, snapshot_waits_for: asyncio.Event | None = None):
     async def snapshots(request, timeout):
         return monitor_pb2.SnapshotsReply(snapshots=[await snapshot(c, timeout) for c in request.calls])
 
-    monitor = SimpleNamespace(Snapshot=snapshot, Snapshots=snapshots)
+    async def admit_batch(request, timeout):
+        asked.append("admit")
+        return monitor_pb2.AdmitBatchReply(outcomes=[monitor_pb2.AdmitOutcome(reply=monitor_pb2.AdmitReply(
+            admit_seq=i + 1)) for i in range(len(request.admits))])
+
+    monitor = SimpleNamespace(Snapshot=snapshot, Snapshots=snapshots, AdmitBatch=admit_batch)
     router, predictor = SimpleNamespace(Score=score), SimpleNamespace(Predict=predict)
     # each stream answers by its stub's unary method as it is when asked (a test may swap it)
     monitor.SnapshotsStream = streamed(lambda r, timeout: monitor.Snapshots(r, timeout), monitor_pb2.SnapshotsReply)
+    monitor.AdmitStream = streamed(lambda r, timeout: monitor.AdmitBatch(r, timeout), monitor_pb2.AdmitBatchReply)
     router.ScoreStream = streamed(lambda r, timeout: router.Score(r, timeout), router_pb2.ScoreReply)
     predictor.PredictStream = streamed(lambda r, timeout: predictor.Predict(r, timeout), predictor_pb2.PredictReply)
     return asked, monitor, router, predictor
@@ -183,3 +191,22 @@ def test_the_router_is_not_asked_where_its_confidences_cannot_change_the_model()
     first, second, asked = asyncio.run(scenario())
     assert "router" not in asked and not first.router_asked and not second.router_asked
     assert first.confidences == ({}, False)
+
+
+def test_the_router_is_asked_when_this_balancers_own_admits_bring_a_second_model_within_the_slack():
+    """The snapshot alone leaves one model within code's slack (tau 1): the small one idle, the large one
+    busy. This balancer's admits on the small engine since, not yet in the snapshot, put both within it:
+    the decision reads the router then, as it would on the view it decides on."""
+    async def scenario():
+        state = two_models()
+        state.admit("r0", "busy", "large", "large-0", 3_000.0, 0.5)
+        dispatcher, asked = dispatcher_on(state)
+        dispatcher.monitor_view.pending.add("mine", "small-0", 2_000.0)
+        dispatch = await dispatcher._decide_once(call(program_id="p1", workflow="code"))
+        await dispatcher.close()
+        return asked, dispatch
+
+    asked, dispatch = asyncio.run(scenario())
+    assert "router" in asked
+    model_stage = next(s for s in dispatch.receipt.stages if s.stage == "model")
+    assert dict(model_stage.scores) == pytest.approx({"small": 0.4, "large": 0.8})

@@ -4,6 +4,8 @@ kept-alive connection sent again, a stream left early closing its connection, an
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 
 import pytest
 
@@ -11,6 +13,8 @@ from hetflow.runtime.http1 import (
     Http1Client,
     HttpClosed,
     HttpConnectError,
+    HttpConnectTimeout,
+    HttpInvalidRequest,
     HttpProtocolError,
     HttpStatusError,
     HttpTimeout,
@@ -204,4 +208,55 @@ async def test_a_header_that_would_break_the_framing_is_refused_before_anything_
                 await client.request("POST", f"{server.url}/v1/completions", body=b"{}",
                                      headers={"x-request-id": value})
         assert server.heads == [] and server.connections == 0
+        await client.aclose()
+
+
+async def test_a_reset_after_part_of_the_reply_came_is_not_taken_for_a_lost_request():
+    async def handler(reader, writer, body):
+        if len(server.heads) == 1:
+            await _write(writer, _reply(b"ok"))
+            return True
+        await _write(writer, b"HTTP/1.1 200 OK\r\ncontent-")  # part of the head, then a reset
+        await asyncio.sleep(0.05)
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        return False
+
+    async with ScriptedServer(handler) as server:
+        client = Http1Client(read_timeout_s=5)
+        await client.get(f"{server.url}/a")
+        with pytest.raises(HttpClosed):
+            await client.request("POST", f"{server.url}/v1/completions", body=b"{}")
+        assert len(server.heads) == 2  # not sent again: the server had begun to answer it
+        await client.aclose()
+
+
+async def test_a_slow_connect_is_a_timeout_not_an_unreachable_server(monkeypatch):
+    async def never_connects(*args, **kwargs):
+        await asyncio.sleep(60)
+
+    monkeypatch.setattr(asyncio, "open_connection", never_connects)
+    client = Http1Client(read_timeout_s=5, connect_timeout_s=0.05)
+    with pytest.raises(HttpConnectTimeout) as raised:
+        await client.get("http://127.0.0.1:9/metrics")
+    assert isinstance(raised.value, HttpTimeout) and not isinstance(raised.value, HttpConnectError)
+    with pytest.raises(HttpInvalidRequest):
+        await client.get("ftp://127.0.0.1/x")
+
+
+async def test_requests_past_the_connection_bound_wait_their_turn():
+    in_progress, most = 0, 0
+
+    async def handler(reader, writer, body):
+        nonlocal in_progress, most
+        in_progress += 1
+        most = max(most, in_progress)
+        await asyncio.sleep(0.02)
+        in_progress -= 1
+        await _write(writer, _reply(b"ok"))
+        return True
+
+    async with ScriptedServer(handler) as server:
+        client = Http1Client(read_timeout_s=5, max_connections_per_origin=2)
+        replies = await asyncio.gather(*(client.get(f"{server.url}/t{i}") for i in range(6)))
+        assert [r.content for r in replies] == [b"ok"] * 6 and most <= 2 and server.connections <= 2
         await client.aclose()
