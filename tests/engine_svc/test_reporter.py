@@ -49,7 +49,9 @@ class Recording(MonitorServicer):
 
 
 class WithoutStream(Recording):
-    ReportStream = monitor_pb2_grpc.MonitorServicer.ReportStream  # an older monitor: UNIMPLEMENTED
+    async def ReportStream(self, requests, context):  # an older monitor, without the stream
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not implemented!")
+        yield  # never reached: makes this a streaming handler, as grpc.aio takes it
 
 
 @pytest.mark.parametrize("servicer_type, streams", [(Recording, 1), (WithoutStream, 0)])
