@@ -14,13 +14,13 @@ tail newer than the snapshot: O(unacknowledged + newer) per call, not O(all rece
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import Sequence, cast
 
 import numpy as np
 
 from hetflow.core.monitor.memory_ledger import MemoryPlan
-from hetflow.core.snapshot import ClusterSnapshot, EngineView, InFlightCall
+from hetflow.core.snapshot import ClusterSnapshot, EngineView, InFlightCall, snapshot_with, view_with
 
 REORDER_SLACK = 64  # how far out of sequence order an acknowledgement may be processed
 
@@ -37,9 +37,11 @@ class PendingAdmit:
     prompt_tokens: int = 0
     admitted_unix_s: float = 0.0
     """When this balancer decided it (the monitor stamps its own entry on arrival)."""
+    in_flight_call: InFlightCall = field(init=False)
+    """The call as an engine's view lists it: made once, read by every decision until it is counted."""
 
-    def in_flight_call(self) -> InFlightCall:
-        return InFlightCall(self.prompt_tokens, self.predicted_tokens, self.admitted_unix_s)
+    def __post_init__(self) -> None:
+        self.in_flight_call = InFlightCall(self.prompt_tokens, self.predicted_tokens, self.admitted_unix_s)
 
 
 class PendingAdmits:
@@ -96,7 +98,7 @@ class PendingAdmits:
             return snapshot
         engines = tuple(_with_admits(e, missing[e.engine_id]) if e.engine_id in missing else e
                         for e in snapshot.engines)
-        return replace(snapshot, engines=engines)
+        return snapshot_with(snapshot, engines=engines)
 
     def _prune(self, now_s: float) -> None:
         while self._acked:
@@ -111,14 +113,17 @@ class PendingAdmits:
 
 def _with_admits(view: EngineView, admits: list[PendingAdmit]) -> EngineView:
     """The engine's view with ``admits`` counted in: their tokens, costs, memory plans and calls (merged
-    by admit time, so the calls stay oldest first)."""
-    calls = sorted((*view.in_flight_calls, *(a.in_flight_call() for a in admits)), key=lambda c: c.admitted_s)
-    return replace(view, in_flight_tokens=view.in_flight_tokens + sum(a.predicted_tokens for a in admits),
+    by admit time, so the calls stay oldest first; sorted only where they are not so already)."""
+    calls = (*view.in_flight_calls, *(a.in_flight_call for a in admits))
+    first_added = max(len(view.in_flight_calls), 1)
+    if any(calls[i].admitted_s < calls[i - 1].admitted_s for i in range(first_added, len(calls))):
+        calls = tuple(sorted(calls, key=lambda c: c.admitted_s))
+    return view_with(view, in_flight_tokens=view.in_flight_tokens + sum(a.predicted_tokens for a in admits),
                    in_flight_requests=view.in_flight_requests + len(admits),
                    in_flight_cost_s=view.in_flight_cost_s + sum(a.predicted_cost_s for a in admits),
                    kv_ledger_tokens=_with_plans(view.kv_ledger_tokens,
                                                 [a.memory_plan for a in admits if a.memory_plan is not None]),
-                   in_flight_calls=tuple(calls))
+                   in_flight_calls=calls)
 
 
 def _with_plans(ledger: Sequence[float], plans: list[MemoryPlan]) -> Sequence[float]:

@@ -9,7 +9,7 @@ it atomic with respect to other decisions. What persists between decisions is th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from hetflow.core import plugins
@@ -33,7 +33,7 @@ from hetflow.core.policies import (
 from hetflow.core.policies.memory_packer import plan_for
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.room import WorkingSetRoom
-from hetflow.core.snapshot import ClusterSnapshot
+from hetflow.core.snapshot import ClusterSnapshot, snapshot_with
 
 
 @dataclass
@@ -94,7 +94,7 @@ def serving(snapshot: ClusterSnapshot, models: list[str]) -> ClusterSnapshot:
     """``snapshot`` with only the engines of ``models`` (the call's candidates, ``candidate_models``):
     what the model picker, or an engine-first engine stage, chooses among, so that neither picks a model
     the predictor was not asked about."""
-    return replace(snapshot, engines=tuple(e for e in snapshot.engines if e.model in models))
+    return snapshot_with(snapshot, engines=tuple(e for e in snapshot.engines if e.model in models))
 
 
 class Pipeline:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Sequence, TypeVar
 
 from hetflow.core.call import StageInference
 from hetflow.core.engine.profile import EngineProfile
@@ -68,11 +68,23 @@ class EngineView:
 def view_with(view: EngineView, **changes: object) -> EngineView:
     """``dataclasses.replace`` for a view whose other fields are already set: the copy skips ``__init__``
     (a decision copies every engine's view to add its prefix match; replace costs 20 us a copy, this 2)."""
-    unknown = changes.keys() - view.__dict__.keys()
+    return _copied_with(view, changes)
+
+
+def snapshot_with(snapshot: ClusterSnapshot, **changes: object) -> ClusterSnapshot:
+    """``view_with`` for a snapshot (a decision narrows it to its candidate models, or adds its own admits)."""
+    return _copied_with(snapshot, changes)
+
+
+_T = TypeVar("_T")
+
+
+def _copied_with(instance: _T, changes: dict[str, object]) -> _T:
+    unknown = changes.keys() - instance.__dict__.keys()
     if unknown:
-        raise TypeError(f"EngineView has no field {sorted(unknown)}")
-    copied = object.__new__(EngineView)
-    copied.__dict__.update(view.__dict__)
+        raise TypeError(f"{type(instance).__name__} has no field {sorted(unknown)}")
+    copied = object.__new__(type(instance))
+    copied.__dict__.update(instance.__dict__)
     copied.__dict__.update(changes)
     return copied
 

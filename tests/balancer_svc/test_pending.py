@@ -66,3 +66,13 @@ def test_a_pending_admit_adds_its_call_after_the_snapshots_older_ones():
     assert calls == {"a": (known, InFlightCall(300, 20.0, 6.0), InFlightCall(700, 30.0, 7.0)), "b": ()}
     calls = {e.engine_id: e.in_flight_calls for e in pending.apply(snap, snapshot_admit_seq=4, now_s=1).engines}
     assert calls["a"] == (known, InFlightCall(700, 30.0, 7.0))  # r1 is in the snapshot already
+
+
+def test_a_pending_admit_older_than_a_counted_call_goes_before_it():
+    pending = PendingAdmits(horizon_s=10)
+    known = InFlightCall(prompt_tokens=100, predicted_tokens=40.0, admitted_s=8.0)  # the monitor's stamp, later
+    snap = snapshot(replace(engine("a", "m", 40, in_flight_requests=1), in_flight_calls=(known,)))
+    pending.add("r1", "a", 20, prompt_tokens=300, admitted_unix_s=6.0)
+    (view,) = pending.apply(snap, snapshot_admit_seq=3, now_s=1).engines
+    assert view.in_flight_calls == (InFlightCall(300, 20.0, 6.0), known)
+    assert (view.in_flight_tokens, view.in_flight_requests) == (60, 2)

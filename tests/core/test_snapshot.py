@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from hetflow.core.snapshot import EngineView, view_with
+from hetflow.core.snapshot import ClusterSnapshot, EngineView, snapshot_with, view_with
 
 
 def _view() -> EngineView:
@@ -23,3 +23,12 @@ def test_view_with_equals_dataclasses_replace_and_leaves_the_original():
 def test_view_with_refuses_a_field_the_view_does_not_have():
     with pytest.raises(TypeError, match="prefix_blocks"):
         view_with(_view(), prefix_blocks=3)
+
+
+def test_snapshot_with_equals_dataclasses_replace_and_leaves_the_original():
+    snapshot = ClusterSnapshot(5.0, (_view(),), program_model="m", program_start_s=2.0)
+    copied = snapshot_with(snapshot, engines=())
+    assert copied == dataclasses.replace(snapshot, engines=())
+    assert snapshot.engines == (_view(),) and copied.program_model == "m"
+    with pytest.raises(TypeError, match="engine_views"):
+        snapshot_with(snapshot, engine_views=())
