@@ -119,10 +119,11 @@ async def _call(client: HetflowClient, request: Any, t0: float) -> Outcome:
 
 async def drive(address: str, rate: float, duration_s: float, seed: int,
                 during: Callable[[float], Coroutine[Any, Any, None]] | None = None,
-                client_id: int = 0) -> list[Outcome]:
-    """Poisson calls at ``rate`` for ``duration_s``; ``during(t0)`` runs beside them (the fault)."""
+                client_id: int = 0, direct: bool = False) -> list[Outcome]:
+    """Poisson calls at ``rate`` for ``duration_s``; ``during(t0)`` runs beside them (the fault). ``direct``:
+    the balancer only decides and the client streams from the engine (``HetflowClient``'s direct path)."""
     rng = random.Random(seed)
-    async with HetflowClient(address) as client:
+    async with HetflowClient(address, direct=direct) as client:
         t0 = time.perf_counter()
         side: asyncio.Task[None] | None = asyncio.create_task(during(t0)) if during is not None else None
         calls: list[asyncio.Task[Outcome]] = []
@@ -230,13 +231,14 @@ def run_fault(scenario: str, config: Path, rate: float, duration_s: float, seed:
     return {"rate_per_s": rate, "duration_s": duration_s, "fault_at_s": fault_s, **summary}
 
 
-def saturated_throughput(config: Path, rate: float, seed: int, max_rate: float = 2000.0) -> float:
+def saturated_throughput(config: Path, rate: float, seed: int, max_rate: float = 2000.0,
+                         direct: bool = False) -> float:
     """Completions per second while calls are offered faster than the stack serves them (20 s each):
     offered at ``rate``, doubled while the stack completes more than 80% of what is offered (it was not
     saturated), up to ``max_rate``."""
     raw = load_stack(config)
     while True:
-        outcomes = asyncio.run(drive(f"127.0.0.1:{raw['balancer']['port']}", rate, 20.0, seed))
+        outcomes = asyncio.run(drive(f"127.0.0.1:{raw['balancer']['port']}", rate, 20.0, seed, direct=direct))
         ends = sorted(o.end_s for o in outcomes if o.code == "OK")
         completed_per_s = len([t for t in ends if 5.0 <= t <= 20.0]) / 15.0  # once queues fill, while calls come
         if completed_per_s <= 0.8 * rate or 2 * rate > max_rate:
@@ -244,36 +246,38 @@ def saturated_throughput(config: Path, rate: float, seed: int, max_rate: float =
         rate *= 2
 
 
-def _drive_process(args: tuple[str, float, float, int, int]) -> list[Outcome]:
-    address, rate, duration_s, seed, client_id = args
-    return asyncio.run(drive(address, rate, duration_s, seed, client_id=client_id))
+def _drive_process(args: tuple[str, float, float, int, int, bool]) -> list[Outcome]:
+    address, rate, duration_s, seed, client_id, direct = args
+    return asyncio.run(drive(address, rate, duration_s, seed, client_id=client_id, direct=direct))
 
 
-def drive_processes(address: str, rate: float, duration_s: float, seed: int, clients: int) -> list[Outcome]:
+def drive_processes(address: str, rate: float, duration_s: float, seed: int, clients: int,
+                    direct: bool = False) -> list[Outcome]:
     """``drive`` from ``clients`` processes, each offering ``rate / clients`` on its own connection: one
     process receiving every token of three times the stack's capacity falls behind itself, and its
     calls then wait on the client's side, which a refusal's time would count."""
     if clients == 1:
-        return asyncio.run(drive(address, rate, duration_s, seed))
+        return asyncio.run(drive(address, rate, duration_s, seed, direct=direct))
     with multiprocessing.get_context("spawn").Pool(clients) as pool:
-        parts = pool.map(_drive_process, [(address, rate / clients, duration_s, seed * 1000 + k, k)
+        parts = pool.map(_drive_process, [(address, rate / clients, duration_s, seed * 1000 + k, k, direct)
                                           for k in range(clients)])
     return [o for part in parts for o in part]
 
 
 def run_overload(config: Path, capacity_per_s: float, duration_s: float, seed: int,
-                 clients: int = 1) -> dict[str, Any]:
+                 clients: int = 1, direct: bool = False) -> dict[str, Any]:
     raw = load_stack(config)
     pids = _service_pids(raw)
     before = _rss_mb(pids)
     outcomes = drive_processes(f"127.0.0.1:{raw['balancer']['port']}", 3 * capacity_per_s, duration_s, seed,
-                               clients)
+                               clients, direct)
     served = [o for o in outcomes if o.code == "OK"]
     cut = sorted(o.priority for o in served)[int(0.9 * len(served))] if served else 0.0
     lowest = [o for o in served if o.priority >= cut]
     return {
         "capacity_per_s": capacity_per_s, "offered_per_s": 3 * capacity_per_s, "duration_s": duration_s,
-        "clients": clients, "calls": len(outcomes), "sent_per_s": len(outcomes) / duration_s,
+        "clients": clients, "path": "direct" if direct else "relay", "calls": len(outcomes),
+        "sent_per_s": len(outcomes) / duration_s,
         "codes": _codes(outcomes), "time_to_answer": _time_to_answer_s(outcomes),
         "failure_details": _failure_details(outcomes),
         "resource_exhausted_share": sum(o.code == "RESOURCE_EXHAUSTED" for o in outcomes) / len(outcomes),
@@ -352,9 +356,10 @@ def run(scenario: str, args: argparse.Namespace) -> dict[str, Any]:
                                                              args.stop_s))
     if scenario == "overload":
         capacity = ({"c": args.capacity} if args.capacity else _on_stack(
-            "saturate", args, lambda c: {"c": saturated_throughput(c, args.saturate_rate, args.seed)}))
+            "saturate", args, lambda c: {"c": saturated_throughput(c, args.saturate_rate, args.seed,
+                                                                direct=args.path == "direct")}))
         return _on_stack(scenario, args, lambda c: run_overload(c, capacity["c"], args.duration, args.seed,
-                                                                  args.clients))
+                                                                  args.clients, args.path == "direct"))
     return _on_stack(scenario, args, lambda c: run_soak(c, args.rate, args.duration, args.seed))
 
 
@@ -372,6 +377,9 @@ def main() -> None:
     parser.add_argument("--max-waiting", type=int, default=32, help="each engine's bound on waiting requests")
     parser.add_argument("--stream-interval", type=int, default=1, help="engines' tokens per streamed chunk")
     parser.add_argument("--clients", type=int, default=1, help="overload: load-client processes")
+    parser.add_argument("--path", choices=("relay", "direct"), default="relay",
+                        help="overload: tokens through the balancer, or the balancer only deciding and each "
+                             "call streamed from its engine (decisions and tokens apart)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     for scenario in args.scenario.split(","):
@@ -389,7 +397,8 @@ def _command(scenario: str, args: argparse.Namespace) -> str:
             f"--duration {args.duration:g} --stop-s {args.stop_s:g} --saturate-rate {args.saturate_rate:g} "
             + (f"--capacity {args.capacity:g} " if args.capacity else "")
             + f"--max-waiting {args.max_waiting} --stream-interval {args.stream_interval} --seed {args.seed}"
-            + (f" --clients {args.clients}" if args.clients != 1 else ""))
+            + (f" --clients {args.clients}" if args.clients != 1 else "")
+            + (f" --path {args.path}" if args.path != "relay" else ""))
 
 
 if __name__ == "__main__":
