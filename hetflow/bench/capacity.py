@@ -93,29 +93,38 @@ class Capacity:
 
 
 def find_capacity(probe: Callable[[float], Probe], start_rate_per_s: float, rel_tol: float = 0.03,
-                  min_rate_per_s: float = 1e-3, max_rate_per_s: float = 1e3) -> Capacity:
+                  min_rate_per_s: float = 1e-3, max_rate_per_s: float = 1e3, first_step: float = 2.0) -> Capacity:
     """Bracket, then bisect on log(rate), until ``failed_above / rate <= 1 + rel_tol``. Doubling stops at
-    ``max_rate_per_s``, which is probed itself; when it passes, the capacity is that lower bound."""
-    if start_rate_per_s <= 0 or rel_tol <= 0:
-        raise ValueError("start rate and rel_tol must be > 0")
+    ``max_rate_per_s``, which is probed itself; when it passes, the capacity is that lower bound.
+    ``first_step``: the bracket's first factor from the start, each further one its square up to doubling
+    (1.1, 1.21, 1.46, 2, 2...): from a start known to lie near the capacity (a live door's simulated
+    twin's), ``1 + rel_tol`` brackets it in two probes when the start is right."""
+    if start_rate_per_s <= 0 or rel_tol <= 0 or not 1.0 < first_step <= 2.0:
+        raise ValueError("start rate and rel_tol must be > 0, and 1 < first_step <= 2")
     probes: list[Probe] = []
+    step = first_step
 
     def run(rate: float) -> bool:
         probes.append(probe(rate))
         return probes[-1].passed
 
+    def grown() -> float:
+        nonlocal step
+        used, step = step, min(step * step, 2.0)
+        return used
+
     lo: float | None
     hi: float | None
     if run(start_rate_per_s):
-        lo, hi = start_rate_per_s, min(start_rate_per_s * 2, max_rate_per_s)
+        lo, hi = start_rate_per_s, min(start_rate_per_s * grown(), max_rate_per_s)
         while lo < max_rate_per_s and run(hi):
-            lo, hi = hi, min(hi * 2, max_rate_per_s)
+            lo, hi = hi, min(hi * grown(), max_rate_per_s)
         if lo >= max_rate_per_s:
             return Capacity(lo, None, tuple(probes))
     else:
-        lo, hi = start_rate_per_s / 2, start_rate_per_s
+        lo, hi = start_rate_per_s / grown(), start_rate_per_s
         while not run(lo):
-            lo, hi = lo / 2, lo
+            lo, hi = lo / grown(), lo
             if lo < min_rate_per_s:
                 return Capacity(0.0, hi, tuple(probes))
     while hi / lo > 1 + rel_tol:

@@ -10,8 +10,9 @@ probe, the seeds, the search's start and step, the SLO and the budget of live ti
    the capacity search of the sweeps (``hetflow.bench.capacity``: the same ``SloRule`` and bisection) on
    the trace the door will replay. They cost no live time, and they fix the two rates of seeds 2 and 3:
    the simulated capacities of the two leading doors, the lower and the higher.
-2. **Seed 1, live.** The same search per door, each probe a fresh pool, ``hetflow.bench.doors``'s warm-up
-   and replay, and its twin at the same rate.
+2. **Seed 1, live.** The same search per door, from its twin's capacity one step either way first (two
+   probes where the twin is right), each probe a fresh pool, ``hetflow.bench.doors``'s warm-up and
+   replay, and its twin at the same rate.
 3. **Seeds 2 and 3, live**, each door at the two rates, each beside its twin.
 
 Every probe's row goes to the journal (``race.jsonl``) as it ends. A rerun with the same journal reads
@@ -160,11 +161,14 @@ class Race:
         self.journal.add(row)
         return row
 
-    def search(self, side: str, door: str, seed: int) -> Capacity:
-        start = self.spec.start_rate_per_s
+    def search(self, side: str, door: str, seed: int, twin_capacity_per_s: float = 0.0) -> Capacity:
+        """The capacity search of the sweeps; a live one starts at its twin's capacity, one step either
+        way first (two probes where the twin is right), else at the spec's start, doubling."""
+        start = twin_capacity_per_s or self.spec.start_rate_per_s
         return find_capacity(lambda rate: self.probe(side, door, seed, rate), start, self.spec.rel_tol,
                              min_rate_per_s=start / self.spec.search_span,
-                             max_rate_per_s=start * self.spec.search_span)
+                             max_rate_per_s=start * self.spec.search_span,
+                             first_step=1 + self.spec.rel_tol if twin_capacity_per_s else 2.0)
 
     def run(self) -> dict[str, Any]:
         """The race in its order (twins' searches, seed 1 live, the other seeds at the two rates) and its
@@ -172,7 +176,7 @@ class Race:
         first, others = self.spec.seeds[0], self.spec.seeds[1:]
         simulated = {door: self.search(SIM, door, first) for door in self.spec.doors}
         rates = bracket_rates(simulated)
-        live = {door: self.search(LIVE, door, first) for door in self.spec.doors}
+        live = {door: self.search(LIVE, door, first, simulated[door].rate_per_s) for door in self.spec.doors}
         for seed in others:
             for door in self.spec.doors:
                 for rate in rates:

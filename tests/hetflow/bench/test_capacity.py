@@ -110,3 +110,22 @@ def test_the_capacity_table_marks_both_kinds_of_lower_bound():
     text = capacity_table([row])
     assert "| >=10, 20, >=30 |" in text
     assert "trace's length" in text and "search's highest rate" in text
+
+
+def test_a_first_step_of_one_tolerance_brackets_a_start_at_the_capacity_in_two_probes():
+    found = find_capacity(lambda rate: Probe(rate, rate <= 1.05), 1.0, rel_tol=0.1, first_step=1.1)
+    assert [p.rate_per_s for p in found.probes] == [1.0, pytest.approx(1.1)]
+    assert (found.rate_per_s, found.failed_above_per_s) == (1.0, pytest.approx(1.1))
+    far = find_capacity(lambda rate: Probe(rate, rate <= 3.0), 1.0, rel_tol=0.1, first_step=1.1)
+    steps = [b / a for a, b in zip([p.rate_per_s for p in far.probes], [p.rate_per_s for p in far.probes][1:])]
+    assert steps[:4] == pytest.approx([1.1, 1.21, 1.4641, 2.0])  # each step the last one's square, up to 2
+    assert far.rate_per_s <= 3.0 < far.failed_above_per_s <= far.rate_per_s * 1.1
+    low = find_capacity(lambda rate: Probe(rate, rate <= 0.5), 1.0, rel_tol=0.1, first_step=1.1)
+    assert low.rate_per_s <= 0.5 < low.failed_above_per_s <= low.rate_per_s * 1.1
+
+
+def test_the_sweeps_doubling_is_the_default_first_step():
+    doubled = find_capacity(lambda rate: Probe(rate, rate <= 5.0), 1.0, rel_tol=0.01)
+    assert [p.rate_per_s for p in doubled.probes][:4] == [1.0, 2.0, 4.0, 8.0]
+    with pytest.raises(ValueError):
+        find_capacity(lambda rate: Probe(rate, True), 1.0, first_step=2.5)

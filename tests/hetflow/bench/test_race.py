@@ -65,6 +65,8 @@ def test_the_race_searches_each_door_and_probes_the_other_seeds_at_the_twins_cap
     low, high = report["bracket_rates_per_s"]
     assert low == report["doors"]["router"]["simulated_capacity_per_s"]
     assert high == report["doors"]["hetflow"]["simulated_capacity_per_s"]
+    live_seed_1 = [rate for side, door, seed, rate in doors.calls if (side, door, seed) == (LIVE, "router", 1)]
+    assert live_seed_1[0] == report["doors"]["router"]["simulated_capacity_per_s"] and len(live_seed_1) == 2
     for seed in (2, 3):
         verdicts = {(p["seed"], p["rate_per_s"]): p["passed"] for p in report["doors"]["router"]["probes"]}
         assert verdicts[(seed, low)] and not verdicts[(seed, high)]
