@@ -170,11 +170,15 @@ class Race:
                              max_rate_per_s=start * self.spec.search_span,
                              first_step=1 + self.spec.rel_tol if twin_capacity_per_s else 2.0)
 
+    def twins(self) -> dict[str, Capacity]:
+        """Each door's simulated capacity on the first seed: no live time."""
+        return {door: self.search(SIM, door, self.spec.seeds[0]) for door in self.spec.doors}
+
     def run(self) -> dict[str, Any]:
         """The race in its order (twins' searches, seed 1 live, the other seeds at the two rates) and its
         report; ``BudgetSpent`` or ``HostBehind`` when it stops early (the journal holds what ran)."""
         first, others = self.spec.seeds[0], self.spec.seeds[1:]
-        simulated = {door: self.search(SIM, door, first) for door in self.spec.doors}
+        simulated = self.twins()
         rates = bracket_rates(simulated)
         live = {door: self.search(LIVE, door, first, simulated[door].rate_per_s) for door in self.spec.doors}
         for seed in others:
@@ -271,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--spec", required=True, type=Path, help="the race's rule, fixed before any door runs")
     p.add_argument("--out", type=Path, default=None,
                    help="the journal, report and figure (default: bench_out/race-<spec>)")
+    p.add_argument("--twins-only", action="store_true",
+                   help="run the twins' searches alone (no live time) and print their capacities and the two rates")
     args = p.parse_args(argv)
     spec = RaceSpec.load(args.spec)
     unknown = [d for d in spec.doors if d not in _simulated_doors()]
@@ -281,6 +287,14 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or OUT_DIR / f"race-{args.spec.stem}"
     journal = Journal(out / "race.jsonl")
     live, sim = _door_runners(spec, out)
+    if args.twins_only:
+        twins = Race(spec, journal, live, sim).twins()
+        for door, capacity in twins.items():
+            print(f"{door:<26} simulated capacity {capacity.rate_per_s:.4g}/s (failed at "
+                  f"{capacity.failed_above_per_s or float('nan'):.4g}/s)")
+        rates = ", ".join(f"{r:.4g}" for r in bracket_rates(twins))
+        print(f"the other seeds' rates: {rates} /s; journal {journal.path}")
+        return 0
     try:
         result = Race(spec, journal, live, sim).run()
     except (BudgetSpent, HostBehind) as stop:
