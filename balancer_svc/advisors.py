@@ -16,7 +16,7 @@ import grpc
 from hetflow import wire
 from hetflow.core.call import LlmCall
 from hetflow.core.features import feature_row
-from hetflow.core.policies import Prediction
+from hetflow.core.policies.contracts import Prediction
 from hetflow.runtime.batch_streams import BatchStream
 from hetflow.runtime.coalescing import Coalescer, rejected
 from hetflow.runtime.logs import get_logger

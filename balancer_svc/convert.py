@@ -12,7 +12,7 @@ from hetflow.core.call import LlmCall, WorkflowInfo, check_stages
 from hetflow.core.cascade.config import CascadeConfig
 from hetflow.core.errors import DeadlineExceeded, InvalidArgument, Unavailable
 from hetflow.core.pipeline import Decision
-from hetflow.core.policies import Choice, Priority
+from hetflow.core.policies.contracts import Choice, Priority
 from hetflow.core.prefix import text_block_hashes
 from hetflow.core.workload_window import SampledCall
 from hetflow.runtime.security import Caller, PermissionDenied

@@ -36,7 +36,7 @@ from hetflow.core.errors import Aborted, DeadlineExceeded, ResourceExhausted, Un
 from hetflow.core.load_shedding import AcceptWaits, LoadShedder, LoopLag
 from hetflow.core.monitor.memory_ledger import SLOT_S
 from hetflow.core.pipeline import Pipeline
-from hetflow.core.policies import Prediction, Priority, WaitForCapacity
+from hetflow.core.policies.contracts import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 from hetflow.core.workload_window import WorkloadWindow
 from hetflow.runtime.channels import open_channel

@@ -24,7 +24,7 @@ from prometheus_client import Gauge
 from hetflow.core.alpha import AlphaTuner
 from hetflow.core.call import LlmCall
 from hetflow.core.engine.profile import EngineSpec
-from hetflow.core.policies import PolicyStore
+from hetflow.core.policies.contracts import PolicyStore
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.snapshot import EngineView
 from hetflow.core.trace import StageRecord

@@ -9,9 +9,10 @@ import statistics
 import sys
 from pathlib import Path
 
+from hetflow.runtime.artifacts import ARTIFACTS
+
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, ConnectionError)
 """What a wrong config, name or address raises; anything else is a bug and keeps its traceback."""
-ARTIFACTS = Path(os.environ.get("HETFLOW_CACHE", Path.home() / ".cache" / "hetflow")) / "artifacts"
 
 
 def _balancer_address(config: Path) -> str:

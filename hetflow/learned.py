@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from hetflow.cli import ARTIFACTS
+from hetflow.runtime.artifacts import ARTIFACTS
 
 RECIPE: dict[str, Any] = {"families": ["chat", "code", "kairos-code", "kairos-qa", "kairos-report", "math", "sql"],
                           "programs_per_family": 200, "seed": 0, "router_epochs": 2, "router_max_length": 128,

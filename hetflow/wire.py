@@ -14,7 +14,7 @@ from hetflow.core.errors import InvalidArgument
 from hetflow.core.features import FeatureRow
 from hetflow.core.kv_retention import LogNormalFit
 from hetflow.core.monitor.state import EngineRecord, EngineStatus
-from hetflow.core.policies import Prediction
+from hetflow.core.policies.contracts import Prediction
 from hetflow.core.snapshot import ClusterSnapshot, EngineView, InFlightCall
 from hetflow.v1 import common_pb2, monitor_pb2, predictor_pb2
 

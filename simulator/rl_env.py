@@ -32,7 +32,7 @@ from hetflow.core.engine.request import EngineRequest
 from hetflow.core.hold_queue import HoldQueue
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import MonitorLimits, MonitorState
-from hetflow.core.policies import Priority
+from hetflow.core.policies.contracts import Priority
 from hetflow.core.policies.rl_router import MAX_HOLD_S
 from hetflow.core.rl_router.decode_bucket import DQN_BUCKETS, Buckets
 from hetflow.core.rl_router.hold import free_kv_tokens, may_hold, offered_actions

@@ -21,7 +21,7 @@ from hetflow.core.errors import ResourceExhausted
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.core.pipeline import Pipeline, serving
-from hetflow.core.policies import FinishedCall, Prediction, WaitForCapacity
+from hetflow.core.policies.contracts import FinishedCall, Prediction, WaitForCapacity
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches
 from hetflow.core.snapshot import ClusterSnapshot

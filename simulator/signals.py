@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from hetflow.core.confidence import one_difficulty
-from hetflow.core.policies import Prediction
+from hetflow.core.policies.contracts import Prediction
 from hetflow.core.trace import StageRecord, remaining_output_tokens
 
 CONFIDENCE_SOURCES = ("prior", "oracle", "probability", "visible-probability", "learned", "learned-one-difficulty")

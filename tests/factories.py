@@ -14,7 +14,7 @@ import yaml
 from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.engine.request import EngineRequest
-from hetflow.core.policies import Prediction, PriorityContext
+from hetflow.core.policies.contracts import Prediction, PriorityContext
 from hetflow.core.prefix import BlockHasher, PromptPart
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 from hetflow.runtime.config import load_stack

@@ -7,7 +7,7 @@ A run is stable when no queue keeps growing once the system has filled up (the s
 second, on slowdowns and on the time their calls waited), and sustained when its
 trace arrives over at least ``span_latencies`` median latencies (a finite trace at a high enough rate
 arrives at once, a batch that can meet a loose SLO without saying anything about a rate). A rate above
-the trace's work ceiling on the cluster (``hetflow.bench.ceiling``: what the engines could finish if
+the trace's work ceiling on the cluster (``hetflow.bench.work_ceiling``: what the engines could finish if
 every one were busy all the time with an ideal prefix cache) fails as well: no schedule sustains it,
 and a finite trace that meets the SLO there shows only how long a burst the SLO absorbs.
 

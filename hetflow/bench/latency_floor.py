@@ -32,8 +32,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from hetflow.bench.ceiling import CallWork, ideal_cache_work, seed_row, seed_table_head, sweep_main
+from hetflow.bench.ceiling import seed_row, seed_table_head, sweep_main
 from hetflow.bench.cluster import cluster_from_stack, models_of
+from hetflow.bench.work_ceiling import CallWork, ideal_cache_work
 from hetflow.core.engine.profile import EngineProfile, EngineSpec
 from hetflow.core.stats import percentile
 from hetflow.core.trace import StageRecord, programs

@@ -48,8 +48,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 import yaml
 
 from hetflow.bench.capacity import ABOVE_WORK_CEILING, Capacity, Probe, SloRule, find_capacity
-from hetflow.bench.ceiling import trace_ceiling
 from hetflow.bench.cluster import cluster_from_stack, models_of
+from hetflow.bench.work_ceiling import trace_ceiling
 from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.presets import Preset, define, full_parameters, resolve
@@ -309,7 +309,7 @@ class Sweep:
         return self._isolated_s[seed]
 
     def ceiling(self, seed: int) -> dict[str, float]:
-        """The seed's trace's work ceiling on this cluster (``hetflow.bench.ceiling.trace_ceiling``), computed
+        """The seed's trace's work ceiling on this cluster (``hetflow.bench.work_ceiling.trace_ceiling``), computed
         once per seed in each worker process."""
         if seed not in self._ceilings:
             self._ceilings[seed] = trace_ceiling(self.traces[seed], self.engines)

@@ -12,7 +12,7 @@ from hetflow.core.call import LlmCall
 from hetflow.core.snapshot import EngineView
 
 if TYPE_CHECKING:
-    from hetflow.core.policies import Prediction
+    from hetflow.core.policies.contracts import Prediction
 
 QUEUE_FLOOR_S = 1e-3
 """Smallest t_queue eq. 4 divides by: an idle engine scores (1 - alpha) * beta / 1 ms, not infinity."""

@@ -20,7 +20,7 @@ from hetflow.core.call import LlmCall
 from hetflow.core.errors import DeadlineExceeded, ResourceExhausted
 from hetflow.core.hold_queue import HeldCall, HoldQueue
 from hetflow.core.pipeline import Decision, Pipeline
-from hetflow.core.policies import Prediction, Priority, WaitForCapacity
+from hetflow.core.policies.contracts import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import ClusterSnapshot
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from hetflow.core.policies import Priority
+from hetflow.core.policies.contracts import Priority
 
 
 @dataclass(order=True, frozen=True)

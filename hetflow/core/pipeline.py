@@ -16,7 +16,7 @@ from hetflow.core import plugins
 from hetflow.core.call import LlmCall
 from hetflow.core.errors import NotFound, ResourceExhausted, Unavailable
 from hetflow.core.monitor.memory_ledger import MemoryPlan
-from hetflow.core.policies import (
+from hetflow.core.policies.contracts import (
     Choice,
     EnginePicker,
     FinishedCall,

@@ -21,10 +21,10 @@ KINDS = ("model-picker", "engine-picker", "engine-filter", "engine-scorer", "pri
          "reserve-rule", "engine-queue",
          "engine-backend", "router-scorer", "predictor")
 _REGISTRY: dict[str, dict[str, type | str]] = {kind: {} for kind in KINDS}
-_BUILT_IN = {"model-picker": "hetflow.core.policies", "engine-picker": "hetflow.core.policies",
-             "engine-filter": "hetflow.core.policies", "engine-scorer": "hetflow.core.policies",
-             "priority-rule": "hetflow.core.policies", "retention-rule": "hetflow.core.policies",
-             "reserve-rule": "hetflow.core.policies",
+_BUILT_IN = {"model-picker": "hetflow.core.policies.builtins", "engine-picker": "hetflow.core.policies.builtins",
+             "engine-filter": "hetflow.core.policies.builtins", "engine-scorer": "hetflow.core.policies.builtins",
+             "priority-rule": "hetflow.core.policies.builtins", "retention-rule": "hetflow.core.policies.builtins",
+             "reserve-rule": "hetflow.core.policies.builtins",
              "engine-queue": "hetflow.core.engine.queues"}
 """The core module whose import registers a kind's built-in plugins; a service registers its own
 kinds' plugins when its package is imported."""

@@ -33,7 +33,7 @@ from hetflow.planner.parallelism import Parallelism
 from hetflow.planner.routing import SampledRequest
 from hetflow.planner.sample import sample_from_trace
 from hetflow.planner.stack import StackSettings, stack_config
-from hetflow.runtime.config import build
+from hetflow.runtime.typed_config import build
 
 
 @dataclass(frozen=True)

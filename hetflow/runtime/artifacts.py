@@ -4,12 +4,16 @@ means the artifact is complete. Shared by the router's and the predictor's artif
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import time
 from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+ARTIFACTS = Path(os.environ.get("HETFLOW_CACHE", Path.home() / ".cache" / "hetflow")) / "artifacts"
+"""Where trained artifacts go by default (``$HETFLOW_CACHE/artifacts``), one directory each, named by the
+hash of the data they were trained on."""
 
 
 class ArtifactError(ValueError):

@@ -9,13 +9,14 @@ for an engine, the section is ``ENGINES__<NAME>`` with the engine's name upper-c
 from __future__ import annotations
 
 import copy
-import dataclasses
 import difflib
 import os
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 import yaml
+
+from hetflow.runtime.typed_config import build
 
 ENV_PREFIX = "HETFLOW__"
 T = TypeVar("T")
@@ -92,31 +93,6 @@ def load_stack(path: str | Path, environ: Mapping[str, str] | None = None) -> di
     return apply_env_overrides(raw, os.environ if environ is None else environ)
 
 
-def build(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
-    """Build config dataclass ``cls`` from a mapping, naming unknown keys in the error."""
-    values = dict(values or {})
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ValueError(f"{where}: unknown setting(s) {unknown}; known: {sorted(fields)}")
-    kwargs = {}
-    for name, value in values.items():
-        ftype = fields[name].type
-        if dataclasses.is_dataclass(_resolve(ftype, cls)) and isinstance(value, Mapping):
-            value = build(_resolve(ftype, cls), value, f"{where}.{name}")
-        kwargs[name] = value
-    return cls(**kwargs)
-
-
-def _resolve(ftype: Any, owner: type) -> Any:
-    if isinstance(ftype, str):
-        import sys
-
-        module = sys.modules[owner.__module__]
-        return getattr(module, ftype, None)
-    return ftype
-
-
 def engine_section(raw: Mapping[str, Any], name: str) -> dict[str, Any]:
     for engine in raw.get("engines", []):
         if engine.get("name") == name:
@@ -131,7 +107,7 @@ SERVE_KEYS = ("host", "port", "metrics_port", "grace_s", "not_serving_s", "log_l
 def stack_defaults(raw: Mapping[str, Any], identity: str) -> dict[str, Any]:
     """What every service takes from the stack as a whole: its host, and the stack's ``security``
     section as this service (``identity``) uses it."""
-    from hetflow.runtime.security import stack_security  # security builds its config with this module
+    from hetflow.runtime.security import stack_security
 
     return {"host": raw.get("stack", {}).get("host", "127.0.0.1"), "security": stack_security(raw, identity)}
 

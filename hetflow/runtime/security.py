@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 
 import grpc
 
-from hetflow.runtime.config import build
+from hetflow.runtime.typed_config import build
 
 IDENTITIES = ("monitor", "router", "predictor", "balancer", "gateway", "engine", "operator")
 """The service identities a certificate's common name (or the service token's identity) may name."""

@@ -8,7 +8,7 @@ from balancer_svc.convert import call_from_proto, stage_to_proto
 from hetflow.client import build_request
 from hetflow.core.errors import DeadlineExceeded
 from hetflow.core.pipeline import Pipeline
-from hetflow.core.policies import Choice, Prediction
+from hetflow.core.policies.contracts import Choice, Prediction
 from hetflow.core.policy_config import PolicyConfig, StageConfig
 from tests.factories import engine, snapshot
 

@@ -11,7 +11,7 @@ from balancer_svc.config import BalancerConfig
 from balancer_svc.direct import DirectDecisions
 from balancer_svc.dispatcher import Dispatch, Dispatcher
 from hetflow.core.errors import DeadlineExceeded, ResourceExhausted
-from hetflow.core.policies import Prediction, Priority, WaitForCapacity
+from hetflow.core.policies.contracts import Prediction, Priority, WaitForCapacity
 from hetflow.v1 import balancer_pb2, monitor_pb2
 from tests.factories import call, engine, streamed
 

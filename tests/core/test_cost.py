@@ -15,7 +15,7 @@ from hetflow.core.cost import (
     workload_balanced_score,
 )
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
-from hetflow.core.policies import Prediction
+from hetflow.core.policies.contracts import Prediction
 from tests.factories import call, engine, profile, request
 
 

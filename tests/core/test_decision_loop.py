@@ -8,7 +8,7 @@ import pytest
 from hetflow.core.decision_loop import DecisionLoop, Gathered, HoldLimits
 from hetflow.core.errors import DeadlineExceeded, ResourceExhausted, Unavailable
 from hetflow.core.pipeline import Pipeline
-from hetflow.core.policies import Prediction, WaitForCapacity
+from hetflow.core.policies.contracts import Prediction, WaitForCapacity
 from hetflow.core.policy_config import PolicyConfig, StageConfig
 from tests.factories import call, engine, snapshot
 

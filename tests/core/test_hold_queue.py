@@ -1,7 +1,7 @@
 """Kairos 6's held calls in one queue: by priority, then by when held."""
 
 from hetflow.core.hold_queue import HoldQueue
-from hetflow.core.policies import Priority
+from hetflow.core.policies.contracts import Priority
 
 
 def test_a_round_tries_the_held_calls_by_priority_then_by_when_held():

@@ -6,7 +6,7 @@ import pytest
 
 from hetflow.core.errors import ResourceExhausted
 from hetflow.core.pipeline import Pipeline
-from hetflow.core.policies import Prediction
+from hetflow.core.policies.contracts import Prediction
 from hetflow.core.policy_config import StageConfig
 from hetflow.core.presets import resolve
 from tests.factories import call, engine, snapshot

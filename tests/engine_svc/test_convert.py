@@ -5,7 +5,7 @@ import pytest
 from balancer_svc.convert import engine_request
 from engine_svc.convert import call_from_proto
 from hetflow.core.errors import InvalidArgument
-from hetflow.core.policies import Priority
+from hetflow.core.policies.contracts import Priority
 from tests.factories import call
 
 

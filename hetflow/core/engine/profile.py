@@ -156,7 +156,7 @@ class EngineProfile:
         its share of the batch's iteration at its mean context; its new prompt tokens at the prefill
         coefficients, per token and per pair with the ``cached_tokens`` before them. Cascadia's planner
         bounds a replica's rate with it (``hetflow.planner.latency``), the work ceiling a cluster's
-        (``hetflow.bench.ceiling``)."""
+        (``hetflow.bench.work_ceiling``)."""
         full_context = new_tokens + cached_tokens + output_tokens
         batch = max(1, min(self.max_num_seqs, int(self.kv_capacity_tokens // max(1.0, full_context))))
         decode_step_ms = self.step_ms(0, batch, int(batch * (new_tokens + cached_tokens + output_tokens / 2)))

@@ -18,7 +18,7 @@ import functools
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, EnginePicker, PolicyStore, Prediction, healthy_or_unavailable
+from hetflow.core.policies.contracts import Choice, EnginePicker, PolicyStore, Prediction, healthy_or_unavailable
 from hetflow.core.policies.program_ledger import HASH_VIRTUAL_NODES, HashRing
 from hetflow.core.snapshot import ClusterSnapshot
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, PriorityContext, RetentionRule
+from hetflow.core.policies.contracts import Choice, PriorityContext, RetentionRule
 
 
 @plugin("retention-rule", "free-at-finish")

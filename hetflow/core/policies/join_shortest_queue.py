@@ -10,7 +10,14 @@ from typing import Mapping
 from hetflow.core.call import LlmCall
 from hetflow.core.errors import Unavailable
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, EnginePicker, ModelPicker, PolicyStore, Prediction, healthy_or_unavailable
+from hetflow.core.policies.contracts import (
+    Choice,
+    EnginePicker,
+    ModelPicker,
+    PolicyStore,
+    Prediction,
+    healthy_or_unavailable,
+)
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 

@@ -23,7 +23,14 @@ from hetflow.core.cost import call_output_tokens
 from hetflow.core.errors import ResourceExhausted
 from hetflow.core.monitor.memory_ledger import SLOT_S, MemoryPlan
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, EnginePicker, PolicyStore, Prediction, WaitForCapacity, healthy_or_unavailable
+from hetflow.core.policies.contracts import (
+    Choice,
+    EnginePicker,
+    PolicyStore,
+    Prediction,
+    WaitForCapacity,
+    healthy_or_unavailable,
+)
 from hetflow.core.policies.workload_balanced import WorkloadBalanced
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 

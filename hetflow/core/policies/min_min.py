@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, EnginePicker, PolicyStore, Prediction, healthy_or_unavailable
+from hetflow.core.policies.contracts import Choice, EnginePicker, PolicyStore, Prediction, healthy_or_unavailable
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 

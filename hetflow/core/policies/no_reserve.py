@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, Prediction, PriorityContext, ReserveRule
+from hetflow.core.policies.contracts import Choice, Prediction, PriorityContext, ReserveRule
 
 
 @plugin("reserve-rule", "no-reserve")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, Prediction, Priority, PriorityContext, PriorityRule
+from hetflow.core.policies.contracts import Choice, Prediction, Priority, PriorityContext, PriorityRule
 
 
 @plugin("priority-rule", "predicted-call-tokens")

@@ -20,7 +20,7 @@ from dataclasses import replace
 from hetflow.core.call import LlmCall
 from hetflow.core.cost import call_output_tokens
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, Prediction, PriorityContext, ReserveRule
+from hetflow.core.policies.contracts import Choice, Prediction, PriorityContext, ReserveRule
 
 
 @plugin("reserve-rule", "predicted-quantile")

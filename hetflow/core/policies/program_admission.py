@@ -25,7 +25,7 @@ from __future__ import annotations
 from hetflow.core.call import LlmCall
 from hetflow.core.engine.router_cost_models import calibrate
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import (
+from hetflow.core.policies.contracts import (
     Choice,
     EnginePicker,
     FinishedCall,

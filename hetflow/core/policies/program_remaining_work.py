@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, Prediction, Priority, PriorityContext, PriorityRule
+from hetflow.core.policies.contracts import Choice, Prediction, Priority, PriorityContext, PriorityRule
 
 SHARE_DIGITS = 9
 """ATLAS and PLAS sum the same call times in different orders, so a chain's ratio comes out a rounding

@@ -24,7 +24,7 @@ import torch
 from hetflow.core import plugins
 from hetflow.core.call import LlmCall
 from hetflow.core.cost import call_output_tokens
-from hetflow.core.policies import (
+from hetflow.core.policies.contracts import (
     Choice,
     EnginePicker,
     PolicyStore,
@@ -47,7 +47,7 @@ held, docs/rl-router.md); the balancer's own ``max_hold_s`` still ends any hold.
 
 
 class RlRouter(EnginePicker):
-    """Engine picker ``rl-router`` (declared in ``hetflow.core.policies``; torch is imported when built)."""
+    """Engine picker ``rl-router`` (declared in ``hetflow.core.policies.builtins``; torch is imported when built)."""
 
     reads_in_flight_calls = True
 

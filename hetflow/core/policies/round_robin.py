@@ -7,7 +7,14 @@ from typing import Mapping
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, EnginePicker, ModelPicker, PolicyStore, Prediction, healthy_or_unavailable
+from hetflow.core.policies.contracts import (
+    Choice,
+    EnginePicker,
+    ModelPicker,
+    PolicyStore,
+    Prediction,
+    healthy_or_unavailable,
+)
 from hetflow.core.snapshot import ClusterSnapshot
 
 

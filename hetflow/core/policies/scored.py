@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 from hetflow.core import plugins
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import (
+from hetflow.core.policies.contracts import (
     Choice,
     EngineFilter,
     EnginePicker,

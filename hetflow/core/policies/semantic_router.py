@@ -23,7 +23,7 @@ from typing import Mapping
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, ModelPicker, PolicyStore, Prediction
+from hetflow.core.policies.contracts import Choice, ModelPicker, PolicyStore, Prediction
 from hetflow.core.snapshot import ClusterSnapshot
 
 FALLBACK_CATEGORY = "other"

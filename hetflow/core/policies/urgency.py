@@ -23,7 +23,7 @@ from hetflow.core.cost import (
     urgency_order_key,
 )
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, Prediction, Priority, PriorityContext, PriorityRule
+from hetflow.core.policies.contracts import Choice, Prediction, Priority, PriorityContext, PriorityRule
 
 NO_DEADLINE_BUDGET_S = 1e6
 

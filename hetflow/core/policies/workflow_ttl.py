@@ -20,7 +20,7 @@ from __future__ import annotations
 from hetflow.core.call import LlmCall
 from hetflow.core.kv_retention import LogNormalFit, best_hold_s
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import Choice, PriorityContext, RetentionRule
+from hetflow.core.policies.contracts import Choice, PriorityContext, RetentionRule
 
 
 @plugin("retention-rule", "workflow-ttl")

@@ -3,8 +3,8 @@ program that started earlier."""
 
 from dataclasses import replace
 
-from hetflow.core.policies import Prediction, PriorityContext
 from hetflow.core.policies.agent_priority import AgentPriority
+from hetflow.core.policies.contracts import Prediction, PriorityContext
 from tests.factories import call, engine, snapshot
 
 

@@ -5,7 +5,7 @@ from dataclasses import replace
 from hetflow.core import plugins
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
-from hetflow.core.policies import PolicyStore, Prediction
+from hetflow.core.policies.contracts import PolicyStore, Prediction
 from tests.factories import call, context, engine, profile, snapshot
 
 

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from hetflow.core.policies import PolicyStore, Prediction
+from hetflow.core.policies.contracts import PolicyStore, Prediction
 from hetflow.core.policies.fcfs import Fcfs
 from hetflow.core.policies.least_load import LeastLoadEngine, LeastLoadModel, vllm_load
 from hetflow.core.policies.round_robin import RoundRobinEngine, RoundRobinModel

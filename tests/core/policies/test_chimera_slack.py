@@ -3,8 +3,8 @@
 import pytest
 
 from hetflow.core.errors import Unavailable
-from hetflow.core.policies import PolicyStore, Prediction
 from hetflow.core.policies.chimera_slack import ChimeraSlack, slack_rule, ttlt_ms, with_open_slots
+from hetflow.core.policies.contracts import PolicyStore, Prediction
 from tests.factories import call, engine, snapshot
 
 Q = {"small": 0.40, "large": 0.70}

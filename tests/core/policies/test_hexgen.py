@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from hetflow.core.policies import PolicyStore, Prediction, PriorityContext
+from hetflow.core.policies.contracts import PolicyStore, Prediction, PriorityContext
 from hetflow.core.policies.urgency import Urgency
 from hetflow.core.policies.workload_balanced import WorkloadBalanced
 from tests.factories import call, engine, profile, snapshot

@@ -1,7 +1,7 @@
 import pytest
 
 from hetflow.core.errors import Unavailable
-from hetflow.core.policies import PolicyStore, Prediction
+from hetflow.core.policies.contracts import PolicyStore, Prediction
 from hetflow.core.policies.least_inflight_tokens import LeastInflightTokens
 from tests.factories import call, engine, snapshot
 

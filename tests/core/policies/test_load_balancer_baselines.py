@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from hetflow.core.engine.profile import load_profile
-from hetflow.core.policies import PolicyStore, Prediction, WaitForCapacity
+from hetflow.core.policies.contracts import PolicyStore, Prediction, WaitForCapacity
 from hetflow.core.policies.dedicated_small_large import DedicatedSmallLarge
 from hetflow.core.policies.max_capacity import MaxCapacity
 from hetflow.core.policies.min_min import MinMin

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from hetflow.core.errors import ResourceExhausted
-from hetflow.core.policies import PolicyStore, Prediction, WaitForCapacity
+from hetflow.core.policies.contracts import PolicyStore, Prediction, WaitForCapacity
 from hetflow.core.policies.memory_packer import MemoryPacker, plan_for
 from tests.factories import call, engine, snapshot
 

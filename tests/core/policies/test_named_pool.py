@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from hetflow.core import plugins
-from hetflow.core.policies import PolicyStore
+from hetflow.core.policies.contracts import PolicyStore
 from hetflow.core.policies.named_pool import drawn_model, model_shares, unit_draw
 from tests.factories import call, engine, snapshot
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hetflow.core.policies import Prediction
+from hetflow.core.policies.contracts import Prediction
 from hetflow.core.policies.no_reserve import NoReserve
 from hetflow.core.policies.predicted_quantile_reserve import PredictedQuantileReserve
 from tests.factories import call, context

@@ -7,7 +7,7 @@ import pytest
 
 from hetflow.core import plugins
 from hetflow.core.pipeline import Pipeline
-from hetflow.core.policies import FinishedCall, PolicyStore, Prediction, WaitForCapacity
+from hetflow.core.policies.contracts import FinishedCall, PolicyStore, Prediction, WaitForCapacity
 from hetflow.core.policies.program_ledger import HashRing, fitted_acting_ttl_s
 from hetflow.core.presets import apply_to_stack, resolve
 from hetflow.core.snapshot import view_with

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from hetflow.core import plugins
-from hetflow.core.policies import Prediction
+from hetflow.core.policies.contracts import Prediction
 from hetflow.core.policies.program_remaining_work import critical_path_share
 from tests.factories import call, context
 

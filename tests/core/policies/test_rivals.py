@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 from hetflow.core import plugins
-from hetflow.core.policies import PolicyStore, Prediction
+from hetflow.core.policies.contracts import PolicyStore, Prediction
 from hetflow.core.policies.kv_overlap_cost import dynamo_cost
 from hetflow.core.presets import resolve
 from tests.factories import call, engine, profile, snapshot

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from hetflow.core import plugins
-from hetflow.core.policies import PolicyStore, Prediction, WaitForCapacity
+from hetflow.core.policies.contracts import PolicyStore, Prediction, WaitForCapacity
 from hetflow.core.rl_router.decode_bucket import DQN_BUCKETS
 from hetflow.core.rl_router.dqn import QNetwork
 from hetflow.core.rl_router.policy_file import RlPolicy, save

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from hetflow.core import plugins
-from hetflow.core.policies import PolicyStore, Prediction, WaitForCapacity
+from hetflow.core.policies.contracts import PolicyStore, Prediction, WaitForCapacity
 from tests.factories import call, engine, snapshot
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from hetflow.core import plugins
 from hetflow.core.call import LlmCall
-from hetflow.core.policies import PolicyStore, Prediction
+from hetflow.core.policies.contracts import PolicyStore, Prediction
 from tests.factories import call, engine, profile, snapshot
 
 

@@ -1,7 +1,7 @@
 """vLLM's Semantic Router: the category's highest-scored model, else the default, never the load."""
 
 from hetflow.core import plugins
-from hetflow.core.policies import PolicyStore
+from hetflow.core.policies.contracts import PolicyStore
 from tests.factories import call, engine, snapshot
 
 DOCS_SCORES = {  # the documented example (config/config.yaml, August 2025)

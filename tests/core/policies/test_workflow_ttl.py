@@ -8,7 +8,7 @@ import pytest
 
 from hetflow.core.engine.profile import load_profile
 from hetflow.core.kv_retention import LogNormalFit, best_hold_s
-from hetflow.core.policies import Prediction, PriorityContext
+from hetflow.core.policies.contracts import Prediction, PriorityContext
 from hetflow.core.policies.free_at_finish import FreeAtFinish
 from hetflow.core.policies.program_ledger import fitted_acting_ttl_s
 from hetflow.core.policies.workflow_ttl import WorkflowTtl

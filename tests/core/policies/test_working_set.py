@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from hetflow.core import plugins
-from hetflow.core.policies import Prediction, WaitForCapacity
+from hetflow.core.policies.contracts import Prediction, WaitForCapacity
 from tests.factories import call, engine, snapshot
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from hetflow.core.call import LlmCall
 from hetflow.core.monitor.memory_ledger import SLOT_S
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import EngineFilter, Prediction
+from hetflow.core.policies.contracts import EngineFilter, Prediction
 from hetflow.core.policies.memory_packer import engines_with_room
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 

@@ -37,7 +37,7 @@ from hetflow.core.call import LlmCall
 from hetflow.core.cost import call_output_tokens
 from hetflow.core.monitor.memory_ledger import SLOT_S
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import EngineFilter, Prediction, WaitForCapacity
+from hetflow.core.policies.contracts import EngineFilter, Prediction, WaitForCapacity
 from hetflow.core.room import WorkingSetRoom
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import EngineScorer, PolicyStore, Prediction
+from hetflow.core.policies.contracts import EngineScorer, PolicyStore, Prediction
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import EngineScorer, PolicyStore, Prediction
+from hetflow.core.policies.contracts import EngineScorer, PolicyStore, Prediction
 from hetflow.core.policies.scorers.prefix_affinity import PrefixAffinity
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from hetflow.core.call import LlmCall
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import EngineScorer, PolicyStore, Prediction, min_max_scores
+from hetflow.core.policies.contracts import EngineScorer, PolicyStore, Prediction, min_max_scores
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 

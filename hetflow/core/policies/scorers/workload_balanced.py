@@ -10,7 +10,7 @@ from __future__ import annotations
 from hetflow.core.call import LlmCall
 from hetflow.core.cost import call_output_tokens, compute_cost_s, workload_balanced_score
 from hetflow.core.plugins import plugin
-from hetflow.core.policies import EngineScorer, PolicyStore, Prediction, min_max_scores
+from hetflow.core.policies.contracts import EngineScorer, PolicyStore, Prediction, min_max_scores
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from hetflow.bench.ceiling import (
+from hetflow.bench.work_ceiling import (
     CallWork,
     call_engine_ms,
     ceiling_per_s,
