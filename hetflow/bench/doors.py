@@ -53,6 +53,7 @@ from hetflow.bench.sweep import signals_for
 from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_binary, router_command
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.engine.queues import QueueConfig
+from hetflow.core.policies.program_admission import ledgers_of
 from hetflow.core.presets import resolve
 from hetflow.core.trace import StageRecord, agent_calls_again, programs
 from hetflow.runtime.config import load_stack
@@ -643,7 +644,7 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
     results = [replace(r, arrival_s=r.arrival_s - start_s, finished_s=r.finished_s - start_s)
                for r in sim.run([*warmup, *shifted]) if not r.program_id.startswith("warmup-")]
     calls = Counter(c.engine_id for r in results for c in r.calls.values())
-    ledger = (sim.pipeline.store.program_ledger or {}).get("")   # the router's one pool of every engine
+    ledger = ledgers_of(sim.pipeline.store).get("")   # the router's one pool of every engine
     return {"door": f"sim:{name}", "preset": preset.name, **summarize(results, sim.decision_ms, slo_scale),
             "prefix_hit_rate": sim.prefix_hit_rate, "call_shares": call_shares([calls[e.engine_id] for e in engines]),
             **({"router_holds": hold_summary([held for at, held in ledger.holds if at >= start_s])}

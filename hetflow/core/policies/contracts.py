@@ -8,7 +8,7 @@ decisions: what persists (HexGen-Flow's tunable alpha, round-robin turns, a plug
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, TypeVar, cast
 
 from hetflow.core.call import LlmCall, WorkflowInfo
 from hetflow.core.cost import call_output_tokens, compute_cost_s, mean_compute_cost_s
@@ -16,6 +16,7 @@ from hetflow.core.errors import Unavailable
 from hetflow.core.room import WorkingSetRoom
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
+StateT = TypeVar("StateT")
 
 @dataclass(frozen=True)
 class Choice:
@@ -74,19 +75,21 @@ class PolicyStore:
     call_is_held: bool = False
     """Whether the call being decided is one the hold queue holds (decided again in a round), set with
     ``waiting_calls``: the RL router lets a call it held wait for room undecided."""
-    program_ledger: Any = None
-    """vLLM's router's own program state, for the rival preset that follows its Program scheduling: a
-    ``program_ledger.ProgramLedger`` per model pool ("" for one pool of every engine); None for every other
-    policy."""
-    first_call_prefixes: Any = None
-    """The recent first calls' leading blocks, for ``spread-prefix-affinity``
-    (``scorers.spread_prefix_affinity.FirstCallPrefixes``); None for every other policy."""
+    plugin_state: dict[str, Any] = field(default_factory=dict)
+    """Each plugin's own state between decisions, under its type name (the Gateway API Inference
+    Extension's ``CycleState``): ``state_of`` makes it at the plugin's first decision."""
 
     def next_turn(self, rotation: str) -> int:
         """This decision's turn of ``rotation`` (0, 1, 2, ...)."""
         turn = self.turns.get(rotation, 0)
         self.turns[rotation] = turn + 1
         return turn
+
+    def state_of(self, key: str, make: Callable[[], StateT]) -> StateT:
+        """The state kept under ``key`` (a plugin's type name), made by ``make`` the first time."""
+        if key not in self.plugin_state:
+            self.plugin_state[key] = make()
+        return cast(StateT, self.plugin_state[key])
 
 
 @dataclass(frozen=True)

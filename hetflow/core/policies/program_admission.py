@@ -8,9 +8,9 @@ context plus a 100-token decode buffer) fit the rank's KV capacity with the grow
 programs need. Once active, its requests go to its rank past every gate; after each response it keeps its
 KV for an acting TTL fitted to the rank's tool gaps (Progress-TTL, after Continuum), then pauses and frees
 it; a paused program may resume on another rank with more headroom (``global_queue: true``, the documented
-recommendation). The state is the router's own (``program_ledger.py``, in the ``PolicyStore``), learned
-from the calls it places and the responses it sees (``finished``), with the usage vLLM reports per rank
-scraped once a metrics interval.
+recommendation). The state is the router's own (``program_ledger.py``, in the ``PolicyStore`` under this
+plugin's name), learned from the calls it places and the responses it sees (``finished``), with the usage
+vLLM reports per rank scraped once a metrics interval.
 
 Differences from the binary, each named in docs/rivals.md: waiting programs are decided again every
 ``recheck_s`` in the balancer's hold-queue order (the router re-decides on every arrival, completion and
@@ -43,6 +43,12 @@ BINDING_STRATEGIES = ("consistent_hash", "program_round_robin", "least_program_c
 def program_key(program_id: str, agent: str) -> str:
     """vLLM's program: one agent of hetflow's workflow (docs/vllm-sim.md, the identity mapping)."""
     return f"{program_id}:{agent}"
+
+
+def ledgers_of(store: PolicyStore) -> dict[str, ProgramLedger]:
+    """The router's state per model pool ("" for one pool of every engine), kept under this plugin's name."""
+    ledgers: dict[str, ProgramLedger] = store.state_of("program-admission", dict)
+    return ledgers
 
 
 @plugin("engine-picker", "program-admission")
@@ -79,8 +85,7 @@ class ProgramAdmission(EnginePicker):
         """The router's state over ``model``'s pool ("" for one pool of every engine), made at the pool's
         first decision with the cost models fitted to its profile (the router takes one for all ranks). With
         one pool per model (the router's ``--enable-igw`` worker registry) each pool has its own scheduler."""
-        ledgers: dict[str, ProgramLedger] = store.program_ledger if store.program_ledger is not None else {}
-        store.program_ledger = ledgers
+        ledgers = ledgers_of(store)
         if model not in ledgers:
             profile = next((e.profile for e in snapshot.engines if e.profile is not None
                             and (not model or e.model == model)), None)
@@ -114,7 +119,7 @@ class ProgramAdmission(EnginePicker):
 
     def finished(self, call: FinishedCall, store: PolicyStore) -> None:
         key = program_key(call.workflow.program_id, call.workflow.agent)
-        for ledger in (store.program_ledger or {}).values():   # the pool that placed the program
+        for ledger in ledgers_of(store).values():   # the pool that placed the program
             if key in ledger.programs:
                 ledger.finish(key, call.engine_id, call.prompt_tokens, call.output_tokens, call.cached_prompt_tokens,
                               call.agent_resumes, call.finished_s)

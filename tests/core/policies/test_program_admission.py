@@ -8,6 +8,7 @@ import pytest
 from hetflow.core import plugins
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies.contracts import FinishedCall, PolicyStore, Prediction, WaitForCapacity
+from hetflow.core.policies.program_admission import ledgers_of
 from hetflow.core.policies.program_ledger import HashRing, fitted_acting_ttl_s
 from hetflow.core.presets import apply_to_stack, resolve
 from hetflow.core.snapshot import view_with
@@ -43,7 +44,7 @@ class Router:
 
     @property
     def ledger(self):
-        return self.store.program_ledger["m"]      # the pool of model "m"
+        return ledgers_of(self.store)["m"]      # the pool of model "m"
 
 
 def test_a_new_program_waits_for_its_home_rank_only():

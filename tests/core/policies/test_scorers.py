@@ -7,6 +7,7 @@ import pytest
 from hetflow.core import plugins
 from hetflow.core.call import LlmCall
 from hetflow.core.policies.contracts import PolicyStore, Prediction
+from hetflow.core.policies.scorers.spread_prefix_affinity import FirstCallPrefixes
 from tests.factories import call, engine, profile, snapshot
 
 
@@ -98,13 +99,13 @@ def test_spread_prefix_affinity_counts_a_call_decided_again_once_and_keeps_a_pro
     for _ in range(5):  # a held call decided five times counts once
         scorer.score(held, engines, snapshot(*engines), Prediction(1.0), store)
     scorer.score(first_call(7, 8), engines, snapshot(*engines), Prediction(1.0), store)
-    assert store.first_call_prefixes.carriers[1] == 1 and len(store.first_call_prefixes.recent) == 2
+    assert prefixes(store).carriers[1] == 1 and len(prefixes(store).recent) == 2
     scorer.score(first_call(9), engines, snapshot(*engines), Prediction(1.0), store)   # the window drops the first
-    assert 1 not in store.first_call_prefixes.carriers          # forgotten, not kept at 0
+    assert 1 not in prefixes(store).carriers          # forgotten, not kept at 0
     # a continuing call: its own context (blocks no first call carries) is matched as prefix-affinity does
     continuing = replace(snapshot(*engines), program_dispatches=(("a", 80),))
     assert scorer.score(first_call(4, 5, 6, 7, 8), engines, continuing, Prediction(1.0), store) == {"a": 1.0, "b": 0.0}
-    assert len(store.first_call_prefixes.recent) == 2                                # and is not recorded
+    assert len(prefixes(store).recent) == 2                                # and is not recorded
 
 
 def test_spread_prefix_affinity_counts_popularity_over_as_many_first_calls_as_programs_are_active():
@@ -122,7 +123,7 @@ def test_spread_prefix_affinity_counts_popularity_over_as_many_first_calls_as_pr
         scorer.score(first_call(1, 2, 300 + agent), engines, snapshot(*now_active), Prediction(1.0), store)
     scores = scorer.score(first_call(1, 2, 400), engines, snapshot(*now_active), Prediction(1.0), store)
     assert scores == {"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0}            # the shared head draws nowhere
-    assert len(store.first_call_prefixes.recent) == 3
+    assert len(prefixes(store).recent) == 3
     # the same calls with the eight still counted (a window that does not follow the active programs)
     stale = PolicyStore()
     for own in range(8):
@@ -167,3 +168,9 @@ def test_workload_balanced_follows_eq_4_with_the_stores_alpha():
                engine("slow", "m", in_flight_cost_s=2.0, engine_profile=slow)]
     assert score("workload-balanced", engines, store=PolicyStore(alpha=0.0)) == {"fast": 0.0, "slow": 1.0}
     assert score("workload-balanced", engines, store=PolicyStore(alpha=1.0)) == {"fast": 1.0, "slow": 0.0}
+
+
+def prefixes(store: PolicyStore) -> FirstCallPrefixes:
+    """The spread scorer's own state, under its name in the store."""
+    found: FirstCallPrefixes = store.plugin_state["spread-prefix-affinity"]
+    return found

@@ -98,9 +98,7 @@ class SpreadPrefixAffinity(EngineScorer):
         blocks = call.prefix_blocks[:self.max_prefix_blocks]
         if not blocks or not engines:
             return {e.engine_id: 0.0 for e in engines}
-        prefixes = store.first_call_prefixes
-        if prefixes is None:
-            prefixes = store.first_call_prefixes = FirstCallPrefixes(self.window_first_calls)
+        prefixes = store.state_of(self.type_name, lambda: FirstCallPrefixes(self.window_first_calls))
         if not snapshot.program_dispatches:
             prefixes.record(call.request_id, blocks)
         prefixes.keep_latest(1 + sum(e.resident_programs for e in snapshot.engines))
