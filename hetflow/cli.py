@@ -405,7 +405,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", required=True)
     p.set_defaults(fn=_api_key)
 
-    p = sub.add_parser("plan", help="Cascadia's cascade plan: thresholds, GPU allocation and parallelism (issue 15)")
+    p = sub.add_parser("plan", help="Cascadia's cascade plan: thresholds, GPU allocation and parallelism")
     p.add_argument("-c", "--config", required=True, type=Path, help="plan YAML (examples/plan-cascade.yaml)")
     p.add_argument("-o", "--out", type=Path, help="write the whole plan as JSON here")
     p.add_argument("--stack-dir", type=Path, help="write the stack config serving the plan and its compose file here")

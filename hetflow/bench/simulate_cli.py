@@ -62,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                     "default: the config's balancer policy")
     p.add_argument("--reference", action="store_true",
                    help="step every engine iteration, the reference mode; by default runs of pure decode "
-                        "iterations are one event (issue 32; the same results, docs/simulator-speed.md)")
+                        "iterations are one event (the same results, docs/simulator-speed.md)")
     p.add_argument("--identity", choices=IDENTITIES, default="full",
                    help="what each call tells of its place: full (program, agent, upstream, stages) or session "
                         "(program and agent: stages inferred, as for an agent framework; needs --predictor "

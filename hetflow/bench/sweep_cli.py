@@ -366,7 +366,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fractions", help="capacity sweeps: override the fractions of least load's capacity, "
                                         "comma-separated")
     p.add_argument("--rel-tol", type=float, help="capacity sweeps: override the capacity search's relative "
-                                                  "tolerance (issue 35: a \"never below\" is decided at 0.01)")
+                                                  "tolerance (a \"never below\" is decided at 0.01)")
     p.add_argument("--workers", type=int, default=2, help="simulation processes")
     p.add_argument("--so-far", action="store_true",
                    help="capacity sweeps: print the capacity tables of the seeds every setting has finished on, from "
