@@ -42,8 +42,8 @@ async def _answer(message: balancer_pb2.DecideStreamRequest, decide: Decide,
     if not message.HasField("decide"):
         return _failed(message.tag, grpc.StatusCode.INVALID_ARGUMENT, "decide is required")
     try:
-        deciding = decide(message.decide, accept_wait_s)
-        decision = await (asyncio.wait_for(deciding, message.timeout_s) if message.timeout_s > 0 else deciding)
+        async with asyncio.timeout(message.timeout_s if message.timeout_s > 0 else None):
+            decision = await decide(message.decide, accept_wait_s)
     except TimeoutError:
         return _failed(message.tag, grpc.StatusCode.DEADLINE_EXCEEDED,
                        f"not decided within its {message.timeout_s:g}s")

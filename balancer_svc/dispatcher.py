@@ -240,7 +240,8 @@ class Dispatcher:
         if self._releaser is None or self._releaser.done():
             self._releaser = asyncio.get_running_loop().create_task(self._release_rounds())
         try:
-            return await asyncio.wait_for(outcome, timeout=give_up_s)
+            async with asyncio.timeout(give_up_s):  # not wait_for: on 3.11 it can swallow the caller's cancel
+                return await outcome
         except TimeoutError as exc:
             if deadline and time.time() >= deadline:
                 raise DeadlineExceeded(f"program deadline passed while waiting for KV room: {wait}") from exc

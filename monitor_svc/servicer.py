@@ -172,7 +172,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                 changed.clear()
                 if (idle_s := feed.idle_for_s(self.state, time.time())) > 0:  # wait for a change, or the clock
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(changed.wait(), idle_s)
+                        async with asyncio.timeout(idle_s):
+                            await changed.wait()
         finally:
             self.state.on_change.remove(changed.set)
 

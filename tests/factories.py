@@ -154,3 +154,28 @@ def streamed(unary: Callable[..., Awaitable[Any]], reply_type: type,
              unimplemented: bool = False) -> Callable[[], StreamedCall]:
     """A fake stub's stream method over its unary one (``StreamedCall``)."""
     return lambda: StreamedCall(unary, reply_type, unimplemented)
+
+
+class _Registrations:
+    """Stands in for a server to catch what a generated ``add_*Servicer_to_server`` registers."""
+
+    def __init__(self) -> None:
+        self.service, self.handlers = "", {}
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
+        self.service, self.handlers = service, handlers
+
+
+def add_servicer_without(add_to_server: Callable[[Any, Any], None], servicer: Any, server: grpc.aio.Server,
+                         *missing: str) -> None:
+    """Serve ``servicer`` as an older build of its service would: every method but ``missing``, which gRPC's
+    core answers UNIMPLEMENTED (a handler that aborts so races with the client's first write and may end
+    INTERNAL instead)."""
+    caught = _Registrations()
+    add_to_server(servicer, caught)
+    handlers = {name: h for name, h in caught.handlers.items() if name not in missing}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(caught.service, handlers),))
+    server.add_registered_method_handlers(caught.service, handlers)

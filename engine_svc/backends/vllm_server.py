@@ -190,7 +190,8 @@ class VllmServerBackend:
             return
         self._arrived.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._arrived.wait(), self.cfg.metrics_idle_interval_s)
+            async with asyncio.timeout(self.cfg.metrics_idle_interval_s):
+                await self._arrived.wait()
 
     def _has_room(self, req: EngineRequest) -> bool:
         """hetflow keeps at most ``max_num_seqs`` (plus ``server_backlog``) of its requests in the server;

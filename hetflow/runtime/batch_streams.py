@@ -147,7 +147,8 @@ class BatchStream(Generic[RequestT, ReplyT]):
         answer: asyncio.Future[ReplyT] = asyncio.get_running_loop().create_future()
         self._outbox.put_nowait((request, answer))
         try:
-            reply = await asyncio.wait_for(answer, self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):  # not wait_for: on 3.11 it can swallow the caller's cancel
+                reply = await answer
         except TimeoutError:
             raise rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED,
                             f"no answer on {self.name} within {self.timeout_s:g}s") from None
@@ -172,14 +173,17 @@ class BatchStream(Generic[RequestT, ReplyT]):
         self._outbox, self._unanswered = outbox, collections.deque()
         call = self._open_stream()
         loop = asyncio.get_running_loop()
-        writer = loop.create_task(self._write(call, outbox, self._unanswered))
-        self._reader = loop.create_task(self._read(call, outbox, self._unanswered, writer))
+        answered = asyncio.Event()
+        writer = loop.create_task(self._write(call, outbox, self._unanswered, answered))
+        self._reader = loop.create_task(self._read(call, outbox, self._unanswered, writer, answered))
 
     @staticmethod
     async def _write(call: Any, outbox: asyncio.Queue[tuple[RequestT, asyncio.Future[ReplyT]]],
-                     unanswered: collections.deque[asyncio.Future[ReplyT]]) -> None:
+                     unanswered: collections.deque[asyncio.Future[ReplyT]], answered: asyncio.Event) -> None:
         """Send the batches in the order asked, each counted as waiting for the next reply as it leaves;
-        a failed write ends it (the reader sees the stream's status)."""
+        a failed write ends it (the reader sees the stream's status). The second waits for the first's
+        answer: a service without the stream ends it UNIMPLEMENTED at once, and a write that races that
+        end makes gRPC end the call INTERNAL instead, which would hide that the stream is missing."""
         while True:
             request, answer = await outbox.get()
             if answer.done():  # its caller gave up before it left
@@ -189,12 +193,15 @@ class BatchStream(Generic[RequestT, ReplyT]):
                 await call.write(request)
             except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
                 return
+            await answered.wait()
 
     async def _read(self, call: Any, outbox: asyncio.Queue[tuple[RequestT, asyncio.Future[ReplyT]]],
-                    unanswered: collections.deque[asyncio.Future[ReplyT]], writer: asyncio.Task[None]) -> None:
+                    unanswered: collections.deque[asyncio.Future[ReplyT]], writer: asyncio.Task[None],
+                    answered: asyncio.Event) -> None:
         error = rpc_error(grpc.StatusCode.UNAVAILABLE, f"{self.name} ended")
         try:
             while (reply := await call.read()) is not grpc.aio.EOF:
+                answered.set()
                 if unanswered and not (answer := unanswered.popleft()).done():
                     answer.set_result(reply)
         except grpc.aio.AioRpcError as exc:

@@ -75,9 +75,12 @@ class BatchCollector(Generic[ItemT, ResultT]):
                 timeout = deadline - time.monotonic()
                 if timeout <= 0 and self._pending.empty():
                     break
+                if self._pending.qsize():
+                    batch.append(self._pending.get_nowait())
+                    continue
                 try:
-                    batch.append(self._pending.get_nowait() if self._pending.qsize()
-                                 else await asyncio.wait_for(self._pending.get(), max(timeout, 0)))
+                    async with asyncio.timeout(max(timeout, 0)):  # not wait_for: it can swallow a cancel
+                        batch.append(await self._pending.get())
                 except TimeoutError:
                     break
             await self._run(batch)

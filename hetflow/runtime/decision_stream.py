@@ -105,7 +105,8 @@ class DecisionStream:
         stream.outbox.put_nowait(balancer_pb2.DecideStreamRequest(
             tag=tag, decide=request, timeout_s=timeout_s or 0.0, sent_after_s=time.monotonic() - stream.opened_s))
         try:
-            reply = await (asyncio.wait_for(answer, timeout_s) if timeout_s is not None else answer)
+            async with asyncio.timeout(timeout_s):  # not wait_for: on 3.11 it can swallow the caller's cancel
+                reply = await answer
         except (asyncio.CancelledError, TimeoutError) as exc:
             if stream.waiting.pop(tag, None) is not None:  # still open and deciding: stop it there
                 stream.outbox.put_nowait(balancer_pb2.DecideStreamRequest(tag=tag, cancel=True))

@@ -8,6 +8,7 @@ from engine_svc.reporter import StatusReporter
 from hetflow.core.monitor.state import MonitorLimits, MonitorState
 from hetflow.v1 import common_pb2, monitor_pb2_grpc
 from monitor_svc.servicer import MonitorServicer
+from tests.factories import add_servicer_without
 
 
 def status(waiting: int, reported_unix_s: float) -> common_pb2.EngineStatus:
@@ -48,18 +49,12 @@ class Recording(MonitorServicer):
             yield reply
 
 
-class WithoutStream(Recording):
-    async def ReportStream(self, requests, context):  # an older monitor, without the stream
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not implemented!")
-        yield  # never reached: makes this a streaming handler, as grpc.aio takes it
-
-
-@pytest.mark.parametrize("servicer_type, streams", [(Recording, 1), (WithoutStream, 0)])
-async def test_reports_go_on_one_stream_and_by_the_unary_method_to_a_monitor_without_it(servicer_type, streams):
+@pytest.mark.parametrize("missing, streams", [((), 1), (("ReportStream",), 0)])
+async def test_reports_go_on_one_stream_and_by_the_unary_method_to_a_monitor_without_it(missing, streams):
     state = MonitorState(MonitorLimits())
-    servicer = servicer_type(state)
+    servicer = Recording(state)
     server = grpc.aio.server()
-    monitor_pb2_grpc.add_MonitorServicer_to_server(servicer, server)
+    add_servicer_without(monitor_pb2_grpc.add_MonitorServicer_to_server, servicer, server, *missing)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     epochs: list[str] = []

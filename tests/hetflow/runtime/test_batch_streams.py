@@ -11,8 +11,8 @@ import pytest
 
 from hetflow.core.features import LengthPrediction
 from hetflow.runtime.batch_streams import BatchStream
-from hetflow.runtime.interceptors import ServiceInterceptor
-from hetflow.v1 import predictor_pb2, predictor_pb2_grpc
+from hetflow.runtime.interceptors import ServiceInterceptor, rpc_error
+from hetflow.v1 import monitor_pb2, predictor_pb2, predictor_pb2_grpc
 from predictor_svc.servicer import PredictorServicer
 
 
@@ -131,3 +131,69 @@ async def test_a_batch_unanswered_within_its_timeout_fails_deadline_exceeded_and
         await stream.close()
         await channel.close()
         await server.stop(None)
+
+
+class SilentCall:
+    """A stream call that takes every write and never answers."""
+
+    def __init__(self) -> None:
+        self.written: list[object] = []
+        self._never = asyncio.Event()
+
+    async def write(self, request: object) -> None:
+        self.written.append(request)
+
+    async def read(self) -> object:
+        await self._never.wait()
+        return grpc.aio.EOF
+
+    def cancel(self) -> bool:
+        return True
+
+
+async def test_a_caller_cancelled_as_its_answer_fails_ends_cancelled_not_with_the_answers_error():
+    """Python 3.11's ``wait_for`` returned the answer (here its error) when the waiting task was cancelled in
+    the same turn the answer came, and the cancel was lost: an engine's report loop caught the error and
+    reported on forever after its reporter was closed."""
+    stream: BatchStream[object, object] = BatchStream(SilentCall, "fake.Stream", timeout_s=5.0)
+    asking = asyncio.ensure_future(stream.ask("report"))
+    for _ in range(5):
+        await asyncio.sleep(0)  # the request leaves: its answer waits in the stream's unanswered
+    (answer,) = stream._unanswered
+    answer.set_exception(rpc_error(grpc.StatusCode.UNAVAILABLE, "fake.Stream ended"))
+    asking.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asking
+    await stream.close()
+
+
+class OneReplyCall(SilentCall):
+    """Answers one read once ``reply`` is set, then never again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reply = asyncio.Event()
+
+    async def read(self) -> object:
+        if not self.reply.is_set():
+            await self.reply.wait()
+            return monitor_pb2.ReleaseBatchReply()
+        return await super().read()
+
+
+async def test_the_second_batch_leaves_after_the_first_answer_on_a_new_stream():
+    """A service without the stream ends it UNIMPLEMENTED at once; a second write racing that end made
+    gRPC end the call INTERNAL, hiding that the stream is missing (one report in tens failed so)."""
+    call = OneReplyCall()
+    stream: BatchStream[object, object] = BatchStream(lambda: call, "fake.Stream", timeout_s=5.0)
+    first, second = asyncio.ensure_future(stream.ask("a")), asyncio.ensure_future(stream.ask("b"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert call.written == ["a"]
+    call.reply.set()
+    await first
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert call.written == ["a", "b"]
+    second.cancel()
+    await stream.close()
