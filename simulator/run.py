@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo, with_stages
 from hetflow.core.cascade.verdict import ESCALATED, verdict
@@ -24,6 +24,7 @@ from hetflow.core.pipeline import Pipeline, serving
 from hetflow.core.policies.contracts import FinishedCall, Prediction, WaitForCapacity
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.prefix import BlockHasher, PromptPart, leading_matches
+from hetflow.core.presets import Preset
 from hetflow.core.snapshot import ClusterSnapshot
 from hetflow.core.stats import union_length_s
 from hetflow.core.trace import StageRecord, agent_calls_again, ancestors, programs, prompt_parts
@@ -31,7 +32,7 @@ from simulator.cascade import SimCascade
 from simulator.clock import EventLoop
 from simulator.engine import VirtualEngine
 from simulator.settle import SettledMisses, StopBelowSlo
-from simulator.signals import Signals
+from simulator.signals import Signals, signals_for
 
 ENGINE_REPORT_INTERVAL_S = 0.5
 """How often simulated engines report their status to the monitor, as live engines do."""
@@ -112,6 +113,14 @@ class ProgramResult:
 
 
 class Simulation:
+    @classmethod
+    def from_preset(cls, engines: Sequence[EngineSpec], preset: Preset, signals: Signals,
+                    **options: Any) -> Simulation:
+        """The simulator running ``preset`` as its name says: its policy, its engines' queue discipline and
+        the signals it reads (``signals_for``); ``options`` as the constructor takes them."""
+        return cls(engines, preset.policy, signals_for(preset, signals),
+                   QueueConfig(discipline=preset.queue_discipline), **options)
+
     def __init__(self, engines: Sequence[EngineSpec], policy: PolicyConfig, signals: Signals,
                  queue: QueueConfig | None = None, slo_scales: Mapping[str, float] | None = None,
                  agent_priority_interval_s: float = 10.0, cascade: SimCascade | None = None,

@@ -13,11 +13,12 @@ workflow, vLLM(STJF) and Chimera's oracle predictor; or of the call alone, LTR's
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from hetflow.core.confidence import one_difficulty
 from hetflow.core.policies.contracts import Prediction
+from hetflow.core.presets import Preset
 from hetflow.core.trace import StageRecord, remaining_output_tokens
 
 CONFIDENCE_SOURCES = ("prior", "oracle", "probability", "visible-probability", "learned", "learned-one-difficulty")
@@ -82,3 +83,17 @@ class Signals:
             upper = self.learned.upper_tokens.get(key)
             return Prediction(self.learned.median_tokens[key], {UPPER_QUANTILE: upper} if upper is not None else {})
         return Prediction(float(record.input_tokens[model]))
+
+
+def signals_for(preset: Preset, signals: Signals) -> Signals:
+    """The run's signals as ``preset`` uses them: fixed priors for the without-router ablation, the trace's
+    answers for the oracle routers, the learned router read through one difficulty where the preset reads
+    it so, true lengths for the oracle predictors."""
+    if preset.confidence == "router-one-difficulty":
+        if signals.confidence == "learned":        # fixed priors read so are themselves; oracles are not read
+            signals = replace(signals, confidence="learned-one-difficulty")
+    elif preset.confidence != "router":
+        signals = replace(signals, confidence=preset.confidence)
+    if preset.prediction == "oracle":
+        signals = replace(signals, prediction="oracle")
+    return signals

@@ -39,11 +39,10 @@ from typing import Any, Mapping, Sequence
 
 from hetflow.bench.capacity import Probe, SloRule, find_capacity
 from hetflow.bench.common import write
-from hetflow.bench.sweep import at_rate, servable, signals_for
+from hetflow.bench.sweep import at_rate, servable
 from hetflow.core.cascade.config import CascadeConfig, JudgeSpec
 from hetflow.core.cascade.modelled_judge import judge_grade
 from hetflow.core.engine.profile import EngineSpec, catalog_architecture, catalog_gpu, load_profile
-from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.presets import resolve
 from hetflow.core.trace import StageRecord
 from hetflow.planner.bilevel import JudgeLoad, Plan, PlanError, Requirement, plan
@@ -191,10 +190,8 @@ def replayed(s: Setup, rate_programs_per_s: float) -> list[StageRecord]:
 
 def simulate(s: Setup, system: str, rate_programs_per_s: float, slo_scale: float) -> dict[str, Any]:
     if system == "chimera":
-        preset = resolve("chimera")
-        signals = signals_for(preset, Signals("learned", "learned", learned=s.learned))
-        sim = Simulation(s.cascade, preset.policy, signals, QueueConfig(discipline=preset.queue_discipline),
-                         reference_engines=s.standalone)
+        sim = Simulation.from_preset(s.cascade, resolve("chimera"), Signals("learned", "learned", learned=s.learned),
+                                     reference_engines=s.standalone)
     else:
         preset = resolve(ENGINE_POLICY)
         cascade, engines = None, s.standalone
@@ -204,9 +201,8 @@ def simulate(s: Setup, system: str, rate_programs_per_s: float, slo_scale: float
             assert chosen is not None
             engines = s.pool_judge if on_pool else s.cascade
             cascade = _sim_cascade(chosen, None if on_pool else OUTSIDE_JUDGE_S)
-        sim = Simulation(engines, preset.policy, Signals("prior", "oracle"),
-                         QueueConfig(discipline=preset.queue_discipline), cascade=cascade,
-                         reference_engines=s.standalone)
+        sim = Simulation.from_preset(engines, preset, Signals("prior", "oracle"), cascade=cascade,
+                                     reference_engines=s.standalone)
     records = replayed(s, rate_programs_per_s)
     results = sim.run(at_rate(records, rate_programs_per_s))
     summary = summarize(results, (), slo_scale)

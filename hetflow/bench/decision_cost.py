@@ -16,7 +16,6 @@ from pathlib import Path
 
 from hetflow.bench.cluster import cluster_from_stack, models_of
 from hetflow.bench.common import write
-from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.presets import resolve
 from hetflow.core.stats import percentile
 from hetflow.runtime.config import load_stack
@@ -39,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in args.policies.split(","):
         preset = resolve(name)
-        sim = Simulation(engines, preset.policy, Signals("prior", "oracle", dict(raw["router"]["models"])),
-                         QueueConfig(discipline=preset.queue_discipline), slo_scales={"*": 5.0})
+        sim = Simulation.from_preset(engines, preset, Signals("prior", "oracle", dict(raw["router"]["models"])),
+                                     slo_scales={"*": 5.0})
         started = time.perf_counter()
         sim.run(records)
         d = sim.decision_ms

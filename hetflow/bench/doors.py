@@ -49,10 +49,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from hetflow import stackctl
 from hetflow.bench.common import OUT_DIR, machine
 from hetflow.bench.flame import flame_graphs
-from hetflow.bench.sweep import signals_for
 from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_binary, router_command
 from hetflow.core.engine.profile import EngineSpec, load_profile
-from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.policies.program_admission import ledgers_of
 from hetflow.core.presets import resolve
 from hetflow.core.trace import StageRecord, agent_calls_again, programs
@@ -636,8 +634,7 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
     with the signals the live door has: fixed priors and the input-length predictor (hetflow's example
     stack)."""
     preset = resolve(SIMULATED_AS[name])
-    sim = Simulation(engines, preset.policy, signals_for(preset, Signals("prior", "input-length")),
-                     QueueConfig(discipline=preset.queue_discipline))
+    sim = Simulation.from_preset(engines, preset, Signals("prior", "input-length"))
     warmup = warmup_trace(engines[0].model, warmup_programs)
     start_s = max(r.arrival_s for r in warmup) + 60.0 if warmup else 0.0
     shifted = [replace(r, arrival_s=r.arrival_s + start_s) for r in records]

@@ -160,9 +160,8 @@ def run_sim(profile: EngineProfile, records: Sequence[StageRecord], prompt_token
             shared: bool = False) -> dict:
     replayed = (shared_parts(records, prompt_tokens) if shared else
                 [replace(r, input_tokens={MODEL: prompt_tokens[f"{r.program_id}/{r.stage_index}"]}) for r in records])
-    preset = resolve("least-load")
-    sim = Simulation([EngineSpec("vllm-0", MODEL, profile)], preset.policy, Signals("prior", "oracle"),
-                     QueueConfig(discipline=preset.queue_discipline))
+    sim = Simulation.from_preset([EngineSpec("vllm-0", MODEL, profile)], resolve("least-load"),
+                                 Signals("prior", "oracle"))
     results = sim.run(replayed)
     first = min(r.arrival_s for r in results)
     return {"latencies": [r.latency_s for r in results], "makespan_s": max(r.finished_s for r in results) - first,

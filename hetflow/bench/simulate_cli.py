@@ -9,7 +9,6 @@ from pathlib import Path
 
 from balancer_svc.config import from_stack as balancer_config
 from hetflow.bench.cluster import cluster_from_stack
-from hetflow.bench.sweep import signals_for
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.presets import PRESETS, resolve
 from hetflow.core.trace import read_jsonl
@@ -22,12 +21,6 @@ from simulator.signals import CONFIDENCE_SOURCES, PREDICTION_SOURCES, Signals
 def run(args: argparse.Namespace) -> int:
     raw = load_stack(Path(args.config))
     signals = Signals(args.router, args.predictor, dict(raw.get("router", {}).get("models", {})))
-    if args.policy:
-        preset = resolve(args.policy)
-        policy, queue = preset.policy, QueueConfig(discipline=preset.queue_discipline)
-        signals = signals_for(preset, signals)
-    else:
-        policy, queue = balancer_config(raw).policy, QueueConfig()
     if args.router == "learned" or args.predictor == "learned":
         raise SystemExit("learned signals need artifacts: use `hetflow bench`, which computes and caches them")
     records = list(read_jsonl(Path(args.trace)))
@@ -39,7 +32,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"the trace has no lengths for {', '.join(missing)}, which {args.config} serves: generate "
                          f"it for the cluster's models (hetflow workload generate --models ...)")
     started = time.perf_counter()
-    sim = Simulation(engines, policy, signals, queue, decode_runs=not args.reference, identity=args.identity)
+    options = {"decode_runs": not args.reference, "identity": args.identity}
+    sim = (Simulation.from_preset(engines, resolve(args.policy), signals, **options) if args.policy
+           else Simulation(engines, balancer_config(raw).policy, signals, QueueConfig(), **options))
     summary = summarize(sim.run(records), sim.decision_ms)
     summary["simulated_in_s"] = time.perf_counter() - started
     summary["rejected_calls"] = len(sim.rejected)

@@ -51,7 +51,6 @@ from hetflow.bench.capacity import ABOVE_WORK_CEILING, Capacity, Probe, SloRule,
 from hetflow.bench.cluster import cluster_from_stack, models_of
 from hetflow.bench.work_ceiling import trace_ceiling
 from hetflow.core.engine.profile import EngineSpec
-from hetflow.core.engine.queues import QueueConfig
 from hetflow.core.presets import Preset, define, full_parameters, resolve
 from hetflow.core.trace import StageRecord, programs, read_jsonl
 from hetflow.runtime.config import load_stack
@@ -213,20 +212,6 @@ def at_rate(records: Sequence[StageRecord], rate_per_s: float) -> list[StageReco
     return [replace(r, arrival_s=r.arrival_s / rate_per_s) for r in records]
 
 
-def signals_for(preset: Preset, signals: Signals) -> Signals:
-    """The run's signals as ``preset`` uses them: fixed priors for the without-router ablation, the trace's
-    answers for the oracle routers, the learned router read through one difficulty where the preset reads
-    it so, true lengths for the oracle predictors."""
-    if preset.confidence == "router-one-difficulty":
-        if signals.confidence == "learned":        # fixed priors read so are themselves; oracles are not read
-            signals = replace(signals, confidence="learned-one-difficulty")
-    elif preset.confidence != "router":
-        signals = replace(signals, confidence=preset.confidence)
-    if preset.prediction == "oracle":
-        signals = replace(signals, prediction="oracle")
-    return signals
-
-
 def simulate(engines: Sequence[EngineSpec], preset: Preset, records: Sequence[StageRecord], signals: Signals,
              rate_per_s: float, slo_scales: Mapping[str, float] | None = None,
              slo_scale: float = GOODPUT_SLO_SCALE, decode_runs: bool = True,
@@ -260,9 +245,8 @@ def simulation(engines: Sequence[EngineSpec], preset: Preset, signals: Signals,
                slo_scales: Mapping[str, float] | None = None, decode_runs: bool = True,
                identity: str = "full") -> Simulation:
     """The simulator set up to run ``preset`` as a sweep runs it."""
-    return Simulation(engines, preset.policy, signals_for(preset, signals),
-                      QueueConfig(discipline=preset.queue_discipline), slo_scales, decode_runs=decode_runs,
-                      identity=identity)
+    return Simulation.from_preset(engines, preset, signals, slo_scales=slo_scales, decode_runs=decode_runs,
+                                  identity=identity)
 
 
 def retained_kv_released(sim: Simulation) -> dict[str, int]:

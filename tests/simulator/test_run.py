@@ -294,3 +294,17 @@ def test_skipping_the_router_where_it_cannot_change_the_model_changes_no_decisio
         return [(r.program_id, r.model, r.finished_s, sorted((i, c.engine_id) for i, c in r.calls.items()))
                 for r in results]
     assert placed(a) == placed(b)
+
+
+def test_a_simulation_from_a_preset_runs_its_policy_queue_and_signals():
+    from hetflow.core.engine.queues import QueueConfig, make_queue
+    from simulator.signals import Signals, signals_for
+
+    preset = resolve("hetflow")
+    sim = Simulation.from_preset(engines(), preset, Signals("learned", "input-length"), identity="session")
+    assert sim.signals == signals_for(preset, Signals("learned", "input-length"))
+    assert sim.signals.confidence == "learned-one-difficulty"
+    assert (sim.pipeline.model_picker.type_name, sim.pipeline.engine_picker.type_name) == \
+        (preset.policy.model.type, preset.policy.engine.type)
+    queue = make_queue(QueueConfig(discipline=preset.queue_discipline))
+    assert {type(e.scheduler.queue) for e in sim.engines.values()} == {type(queue)}

@@ -413,9 +413,8 @@ def test_which_policies_are_searched_leaves_the_journals_rule_alone(tmp_path):
 
 
 def test_a_policy_reading_the_router_through_one_difficulty_reads_the_learned_router_so_and_nothing_else():
-    from hetflow.bench.sweep import signals_for
     from hetflow.core.presets import define
-    from simulator.signals import Signals
+    from simulator.signals import Signals, signals_for
 
     raw = define({"name": "hetflow-raw-reading-sweep", "base": "hetflow", "confidence": "router"}, "t.yaml")
     assert signals_for(resolve("hetflow"), Signals("learned")).confidence == "learned-one-difficulty"
