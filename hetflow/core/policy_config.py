@@ -32,7 +32,7 @@ class StageConfig:
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """The default, chosen from issue 35's capacity sweeps (docs/results.md, "Issue 35"), against vLLM's
+    """The default, chosen from issue 35's capacity sweeps (docs/history/results-log.md, "Issue 35"), against vLLM's
     router with Program scheduling, llm-d and the others:
 
     - model: Chimera's slack rule with no slack (the router chooses among equally loaded models), run
@@ -58,7 +58,7 @@ class PolicyConfig:
       predictor's 0.9 quantile) removes those preemptions but keeps KV empty that a batch could use: on
       ShareGPT chains it cost 2-9% of capacity at SLO (queueing 11-31% with no preemption at the rates
       it failed), where on the agent family it added at most one step of the capacity search
-      (docs/results.md, "The reserve out of the default").
+      (docs/history/results-log.md, "The reserve out of the default").
 
     Issue 12's default is the preset ``hetflow-issue12``; the design card's composition (slack 0.5,
     memory packer with eq. 4, urgency) is ``hetflow-card``."""

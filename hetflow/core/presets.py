@@ -84,7 +84,7 @@ GATED_ENGINE = StageConfig("scored", {"filters": ["working-set"], "scorers": {
     "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}})
 """llm-d's scorers behind hetflow's program-level gate on KV working sets."""
 ISSUE12_DEFAULT = _policy(StageConfig("chimera-slack", {"latency_slack": 0.0}), GATED_ENGINE, "predicted-total-tokens")
-"""hetflow's default from issue 12 to issue 35 (docs/results.md, "Issue 12")."""
+"""hetflow's default from issue 12 to issue 35 (docs/history/results-log.md, "Issue 12")."""
 
 KIND_OF_STAGE = {"model": "model-picker", "engine": "engine-picker", "priority": "priority-rule",
                  "retention": "retention-rule", "reserve": "reserve-rule"}

@@ -5,7 +5,7 @@ message; a chain's next stage adds its upstream's answer. The growth is what the
 to count an active program at the context its remaining stages will bring back to the engine, not only
 at the one it holds now: a gate that counts only today's contexts admits programs whose working sets
 then outgrow the KV, and the prefix cache evicts the contexts about to return (the agent family's
-capacity cliff, docs/results.md, "Working sets counted with their growth").
+capacity cliff, docs/history/results-log.md, "Working sets counted with their growth").
 
 Learned from each program's second stage on: the prompt tokens a call of a new stage adds over the
 largest prompt of its program's stage before (``MonitorState._count_stage``; over its previous call for

@@ -13,7 +13,7 @@ Pi[m].decode_ms_per_token / Pi[m].max_batch_size per token. It holds once m's ba
 whose engine has a free batch slot takes the call into its running batch at once, at far less than
 that rate's cost. So when some models have an engine with a free slot and others do not, the rule runs
 among the models with one. On a cluster of a fast small model and a slow large one, plain L keeps the
-large model's batch a fifth full while the small model's queue grows (docs/results.md, "The code
+large model's batch a fifth full while the small model's queue grows (docs/history/results-log.md, "The code
 sweep's model stage").
 
 ``margin_per_ktoken`` (kappa; hetflow's extension, issue 62): line 19's margin grows with the work the call

@@ -5,7 +5,7 @@ can take.
 blocks it holds. A prefix that a share p of new programs carry draws all of them to the engines that
 hold it; with p above one engine's share of the pool (1/N of N candidates), that is herding: on a pool
 with room to spare, nothing waits and KV use is level, so nothing pulls the other way, and the engines
-holding the agents' system prompt take 38-53% of the calls of four (issue 33; docs/results.md, "The
+holding the agents' system prompt take 38-53% of the calls of four (issue 33; docs/history/results-log.md, "The
 herding case"). A prefix a few programs share (a database's schema) is what the scorer is for: it
 sends them where it is cached and partitions the programs by it.
 
@@ -16,7 +16,7 @@ compete for the engines now: the window holds the latest first calls, as many as
 active programs (``EngineView.resident_programs``, plus the call's own) and at most
 ``window_first_calls``. A fixed count went stale when the mix of programs changed: after 120 programs
 with prompts of their own, 40 agent programs sharing a system prompt were at most a quarter of the last
-256 first calls, never popular, and herded onto two engines of four (docs/results.md, "The default
+256 first calls, never popular, and herded onto two engines of four (docs/history/results-log.md, "The default
 against vLLM's router, live"). The score is
 ``prefix-affinity``'s less that head, ``max(0, matched - head) / total``: engines still differ by the
 rest of the match (a program's own context, a schema), not by a prefix every engine can hold after one
