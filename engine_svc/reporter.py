@@ -32,7 +32,7 @@ class StatusReporter:
         if heartbeat_s is not None and heartbeat_s < interval_s:
             raise ValueError(f"report heartbeat {heartbeat_s}s is shorter than the report interval {interval_s}s")
         self._address, self._interval_s, self._status = monitor_address, interval_s, status
-        self._heartbeat_s = heartbeat_s
+        self._configured_heartbeat_s = self._heartbeat_s = heartbeat_s
         self._last_sent: tuple[common_pb2.EngineStatus, float] | None = None
         """The last status sent (its report time cleared) and when (monotonic s)."""
         self.skipped = 0
@@ -60,8 +60,22 @@ class StatusReporter:
         reply = await self._reports.ask_or(
             status, lambda: self._stub().ReportEngineStatus(status, timeout=REPORT_TIMEOUT_S))
         self.sent(status, time.monotonic())
+        self.monitor_stale_after(reply.engine_stale_after_s)
         if self._on_epoch is not None:
             self._on_epoch(reply.monitor_epoch)
+
+    def monitor_stale_after(self, stale_after_s: float) -> None:
+        """The monitor counts an engine unhealthy once it has not heard from it for ``stale_after_s`` (0: it
+        did not say): the heartbeat stays under half of that, whatever was configured, so a quiet engine
+        never reads as gone between two heartbeats (at least one look, ``interval_s``, apart)."""
+        if stale_after_s > 0 and self._configured_heartbeat_s is not None:
+            self._heartbeat_s = max(self._interval_s, min(self._configured_heartbeat_s, stale_after_s / 2))
+
+    @property
+    def heartbeat_s(self) -> float | None:
+        """The longest time between two reports now (the configured one, or under half the monitor's
+        staleness: ``monitor_stale_after``)."""
+        return self._heartbeat_s
 
     def sent(self, status: common_pb2.EngineStatus, at_s: float) -> None:
         """The monitor took ``status`` at ``at_s`` (monotonic s)."""

@@ -120,7 +120,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         if orphans:
             log.warning("orphans_removed", engine=request.engine_id, count=orphans)
         self._observe(request.engine_id)
-        return monitor_pb2.ReportReply(orphans_removed=orphans, monitor_epoch=self.state.epoch)
+        return monitor_pb2.ReportReply(orphans_removed=orphans, monitor_epoch=self.state.epoch,
+                                       engine_stale_after_s=self.state.limits.engine_stale_after_s)
 
     @checks_each_message
     async def ReportStream(self, requests: AsyncIterator[common_pb2.EngineStatus],

@@ -160,14 +160,16 @@ class ReleaseReply(_message.Message):
     def __init__(self, found: _Optional[bool] = ...) -> None: ...
 
 class ReportReply(_message.Message):
-    __slots__ = ("orphans_removed", "monitor_epoch", "status")
+    __slots__ = ("orphans_removed", "monitor_epoch", "status", "engine_stale_after_s")
     ORPHANS_REMOVED_FIELD_NUMBER: _ClassVar[int]
     MONITOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_STALE_AFTER_S_FIELD_NUMBER: _ClassVar[int]
     orphans_removed: int
     monitor_epoch: str
     status: _common_pb2.BatchStatus
-    def __init__(self, orphans_removed: _Optional[int] = ..., monitor_epoch: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.BatchStatus, _Mapping]] = ...) -> None: ...
+    engine_stale_after_s: float
+    def __init__(self, orphans_removed: _Optional[int] = ..., monitor_epoch: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.BatchStatus, _Mapping]] = ..., engine_stale_after_s: _Optional[float] = ...) -> None: ...
 
 class EngineFailure(_message.Message):
     __slots__ = ("engine_id", "reason")

@@ -58,7 +58,8 @@ async def test_reports_go_on_one_stream_and_by_the_unary_method_to_a_monitor_wit
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     epochs: list[str] = []
-    reporter = StatusReporter(f"127.0.0.1:{port}", 0.5, lambda: status(0, 0.0), on_epoch=epochs.append)
+    reporter = StatusReporter(f"127.0.0.1:{port}", 0.5, lambda: status(0, 0.0), on_epoch=epochs.append,
+                              heartbeat_s=5.0)
     try:
         reporter.start()  # its loop reports too, beside the three below
         for waiting in (1, 2, 3):
@@ -68,3 +69,18 @@ async def test_reports_go_on_one_stream_and_by_the_unary_method_to_a_monitor_wit
         await server.stop(None)
     assert {1, 2, 3} <= set(servicer.waiting_seen) and set(epochs) == {state.epoch}
     assert servicer.streams_opened == streams
+    assert reporter.heartbeat_s == state.limits.engine_stale_after_s / 2  # the monitor said its staleness
+
+
+def test_the_heartbeat_stays_under_half_the_monitors_staleness_whatever_was_configured():
+    reporter = StatusReporter("127.0.0.1:1", 0.2, lambda: status(0, 0.0), heartbeat_s=1.0)
+    reporter.sent(status(0, 0.0), at_s=10.0)
+    assert not reporter.due(status(0, 1.0), now_s=10.6)
+    reporter.monitor_stale_after(1.0)             # a monitor that counts an engine gone after 1 s of silence
+    assert reporter.due(status(0, 1.0), now_s=10.6)
+    reporter.monitor_stale_after(10.0)            # a lenient one: the configured heartbeat holds
+    assert not reporter.due(status(0, 1.0), now_s=10.6) and reporter.due(status(0, 1.0), now_s=11.0)
+    reporter.monitor_stale_after(0.0)             # an older monitor, which does not say: unchanged
+    assert not reporter.due(status(0, 1.0), now_s=10.6)
+    reporter.monitor_stale_after(0.1)             # never below one look
+    assert not reporter.due(status(0, 1.0), now_s=10.1) and reporter.due(status(0, 1.0), now_s=10.25)
