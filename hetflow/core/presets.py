@@ -124,17 +124,19 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
             "agent-priority", "memory-packer"),
     _kairos("kairos-no-packing", "Kairos 7 ablation: without packing (round robin)", "agent-priority", "round-robin"),
     _kairos("kairos-no-priority", "Kairos 7 ablation: without priority (FCFS)", "fcfs", "memory-packer"),
-    Preset("hetflow", "hetflow's default, chosen from issue 35's capacity sweeps: Chimera's slack rule with no "
+    Preset("hetflow", "hetflow's default, chosen from the capacity sweeps: Chimera's slack rule with no "
            "slack among the models with a free batch slot, the working-set gate with resumes kept where their "
            "context fits, the queue, KV, program-affinity and spread-prefix-affinity scorers, the program's remaining "
            "work on its critical path with aging, workflow-aware KV retention; on code, slack 1 and a margin "
            "of 0.4 per 1,000 predicted tokens with the router read through one difficulty (confirmed on "
            "held-out seeds: confirm-code-kappa.yaml)",
            PolicyConfig(), confidence="router-one-difficulty"),
-    Preset("hetflow-issue12", "issue 12's default, the baseline of issue 35's figures: Chimera's slack rule with no "
+    Preset("hetflow-issue12", "the first sweeps' default, the baseline of the KV-retention figures: Chimera's slack "
+           "rule with no "
            "slack, the working-set gate, llm-d's engine scorers, Chimera's STJF priority with aging, no retention "
            "and no reserve", ISSUE12_DEFAULT),
-    Preset("hetflow-card", "the design card's composition (hetflow's default until issue 12): Chimera's slack rule; "
+    Preset("hetflow-card", "the design card's composition (hetflow's default before the first sweeps): Chimera's "
+           "slack rule; "
            "Kairos's memory packer deciding which engines have room and HexGen-Flow's eq. 4 choosing among them; "
            "HexGen-Flow's urgency (calls without a deadline get 5x their remaining cost), with aging",
            _policy("chimera-slack", StageConfig("memory-packer", {"then": "workload-balanced"}),

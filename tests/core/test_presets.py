@@ -170,3 +170,12 @@ def test_a_composition_may_take_the_true_lengths_in_the_simulator_only():
         apply_to_stack(STACK, preset)
     with pytest.raises(ValueError, match="prediction is one of"):
         define({"name": "hetflow-clairvoyant", "base": "hetflow", "prediction": "psychic"}, "t.yaml")
+
+
+def test_no_presets_description_names_an_issue_number():
+    import re
+
+    from hetflow.core.presets import PRESETS
+
+    named = {p.name: p.source for p in PRESETS.values() if re.search(r"\bissues? \d+", p.source, re.IGNORECASE)}
+    assert named == {}
