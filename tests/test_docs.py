@@ -62,3 +62,11 @@ def test_the_readme_is_a_front_page():
     assert len(text.splitlines()) <= README_LINES
     assert not re.search(r"\b[0-9a-f]{7,40}\b", CODE_BLOCK.sub("", text)), "a commit hash on the front page"
     assert not re.search(r"\bissues? \d+", text, re.IGNORECASE)
+
+
+def test_the_front_pages_table_is_the_one_the_results_files_give():
+    """``python -m hetflow.bench.headline bench/headline.yaml`` prints it: a results file re-run, or a row
+    added, leaves the README behind until the command is run again."""
+    from hetflow.bench.headline import load_rows, table
+
+    assert table(load_rows(ROOT / "bench" / "headline.yaml")) in (ROOT / "README.md").read_text()
