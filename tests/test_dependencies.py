@@ -111,3 +111,25 @@ def test_the_lab_check_sees_a_lab_package(tmp_path: Path):
     assert imports_in(plot) == ["matplotlib.pyplot", "hetflow.bench"]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert set(not_installed_by(project["dependencies"], {"matplotlib": "plot.py"})) == {"matplotlib"}
+
+
+def test_the_wheel_holds_the_control_plane_not_the_lab(tmp_path: Path):
+    """The service image installs the wheel: the lab's modules stay in the checkout."""
+    import shutil
+    import subprocess
+    import zipfile
+
+    source = tmp_path / "src"  # the tracked files alone: a build/ left in the checkout would be packed again
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    for name in tracked.splitlines():
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                    str(tmp_path), str(source)], check=True, capture_output=True, timeout=600)
+    (wheel,) = tmp_path.glob("hetflow-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert not [n for n in names if n.startswith("hetflow/bench/")]
+    for module in ("hetflow/core/pipeline.py", "balancer_svc/dispatcher.py", "gateway_svc/app.py",
+                   "hetflow/runtime/http1.py", "simulator/run.py", "hetflow/workloads/generate.py"):
+        assert module in names
