@@ -61,7 +61,10 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
     @checks_each_message
     async def DecideStream(self, requests: AsyncIterator[balancer_pb2.DecideStreamRequest],
                            context: grpc.aio.ServicerContext) -> AsyncIterator[balancer_pb2.DecideStreamReply]:
-        """``Decide`` per message, each answered as decided (``balancer_svc.decide_stream``)."""
+        """``Decide`` per message, each answered as decided (``balancer_svc.decide_stream``). The headers go at
+        once, so a client knows the stream is served before it sends a second message
+        (``hetflow.runtime.decision_stream``)."""
+        await context.send_initial_metadata(())
         async for reply in answer_decisions(requests, lambda request, wait_s: self._decide(request, context, wait_s)):
             yield reply
 

@@ -13,6 +13,7 @@ it was read as it counts a ``Decide``'s (``hetflow.runtime.accept_wait``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from typing import Any, Sequence
@@ -31,6 +32,9 @@ def _error(reply: balancer_pb2.DecideStreamReply) -> grpc.aio.AioRpcError:
     return rpc_error(STATUS_OF_CODE.get(reply.status.code, grpc.StatusCode.UNKNOWN), reply.status.details,
                      reply.retry_after_s if reply.retry_after_s > 0 else None)
 
+
+HEADERS_WAIT_S = 1.0
+"""How long a stream's second message waits for the balancer's headers (``_write``)."""
 
 class _Stream:
     """One open ``DecideStream``: the messages to send and the decisions waiting for their replies."""
@@ -151,10 +155,20 @@ class DecisionStream:
 
 async def _write(call: Any, outbox: asyncio.Queue[balancer_pb2.DecideStreamRequest]) -> None:
     """Send the messages in the order asked, one write at a time; a failed write ends it (the reader sees
-    the stream's status)."""
+    the stream's status). The second waits for the balancer's headers, which it sends as the stream opens,
+    at most ``HEADERS_WAIT_S`` (a balancer that sends them with its first answer, which a held call delays,
+    is written to after that): a balancer without the stream ends it UNIMPLEMENTED at once, and a write
+    racing that end makes gRPC end the call INTERNAL instead, which would hide that the stream is missing
+    (and fail the decisions on it rather than send them by ``Decide``)."""
+    first = True
     while True:
         message = await outbox.get()
         try:
             await call.write(message)
+            if first:
+                first = False
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(HEADERS_WAIT_S):
+                        await call.initial_metadata()
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             return
