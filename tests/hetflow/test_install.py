@@ -70,6 +70,12 @@ def test_the_cli_entry_point_answers_help(installed):
     assert out.returncode == 0 and "serve" in out.stdout, out.stderr[-2000:]
 
 
+def test_a_lab_command_from_the_wheel_says_what_to_install(installed):
+    out = run_outside(installed, "-m", "hetflow.cli", "bench", "--sweep", "any.yaml")
+    assert out.returncode == 2 and "pip install -e '.[bench]'" in out.stderr, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+
+
 def test_the_installed_wheel_starts_the_example_stack_and_serves_an_openai_call(installed, tmp_path):
     env_cache = {"HETFLOW_CACHE": str(tmp_path), "HETFLOW_RUN_DIR": str(tmp_path / "run")}
 
