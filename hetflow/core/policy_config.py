@@ -60,7 +60,7 @@ class PolicyConfig:
       it failed), where on the agent family it added at most one step of the capacity search
       (docs/history/results-log.md, "The reserve out of the default").
 
-    Issue 12's default is the preset ``hetflow-issue12``; the design card's composition (slack 0.5,
+    The first sweeps' default is the preset ``hetflow-no-retention``; the design card's composition (slack 0.5,
     memory packer with eq. 4, urgency) is ``hetflow-card``."""
 
     model: StageConfig = StageConfig("chimera-slack", {"latency_slack": 0.0, "open_slots_first": True,

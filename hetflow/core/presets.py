@@ -83,7 +83,8 @@ LLM_D_ENGINE = StageConfig("scored", {"scorers": {"queue": 2.0, "kv-utilization"
 GATED_ENGINE = StageConfig("scored", {"filters": ["working-set"], "scorers": {
     "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}})
 """llm-d's scorers behind hetflow's program-level gate on KV working sets."""
-ISSUE12_DEFAULT = _policy(StageConfig("chimera-slack", {"latency_slack": 0.0}), GATED_ENGINE, "predicted-total-tokens")
+FIRST_SWEEPS_DEFAULT = _policy(StageConfig("chimera-slack", {"latency_slack": 0.0}), GATED_ENGINE,
+                               "predicted-total-tokens")
 """hetflow's default from issue 12 to issue 35 (docs/history/results-log.md, "Issue 12")."""
 
 KIND_OF_STAGE = {"model": "model-picker", "engine": "engine-picker", "priority": "priority-rule",
@@ -131,10 +132,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "of 0.4 per 1,000 predicted tokens with the router read through one difficulty (confirmed on "
            "held-out seeds: confirm-code-kappa.yaml)",
            PolicyConfig(), confidence="router-one-difficulty"),
-    Preset("hetflow-issue12", "the first sweeps' default, the baseline of the KV-retention figures: Chimera's slack "
-           "rule with no "
-           "slack, the working-set gate, llm-d's engine scorers, Chimera's STJF priority with aging, no retention "
-           "and no reserve", ISSUE12_DEFAULT),
+    Preset("hetflow-no-retention", "the first sweeps' default, the baseline of the KV-retention figures: "
+           "Chimera's slack rule with no slack, the working-set gate, llm-d's engine scorers, Chimera's STJF "
+           "priority with aging, no retention and no reserve", FIRST_SWEEPS_DEFAULT),
     Preset("hetflow-card", "the design card's composition (hetflow's default before the first sweeps): Chimera's "
            "slack rule; "
            "Kairos's memory packer deciding which engines have room and HexGen-Flow's eq. 4 choosing among them; "

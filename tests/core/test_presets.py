@@ -39,7 +39,7 @@ PINNED = {
                 "priority": ("program-remaining-work", {}),
                 "retention": ("workflow-ttl", {"max_hold_s": 30.0, "single_gap_sigma": 1.0, "busy_hold_cost": 1.0}),
                 "reserve": NONE, "queue": AGING},
-    "hetflow-issue12": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05,
+    "hetflow-no-retention": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05,
                                                     "open_slots_first": False, "margin_per_ktoken": 0.0,
                                             "per_workflow": None}),
                         "engine": ("scored", {"filters": ["working-set"], "scorers": {

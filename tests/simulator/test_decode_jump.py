@@ -59,7 +59,7 @@ def _differences(reference, fast, path="") -> list[str]:
 
 @pytest.mark.parametrize("policy, family, rate_per_s, kv_tokens, pressure", [
     ("hetflow", "code", 4.0, None, None),                # light load: long runs between events
-    ("hetflow-issue12", "sql", 12.0, 3000, "preemptions"),  # a small cache, no reserve: queues and preemptions
+    ("hetflow-no-retention", "sql", 12.0, 3000, "preemptions"),  # a small cache, no reserve: queues and preemptions
     ("round-robin", "agent", 3.0, 20000, "preemptions"), # growing contexts, prefix reuse
     ("kairos", "kairos-qa", 12.0, 2500, "held"),         # the memory packer's holds and agent priorities
     ("hetflow", "agent", 4.0, 20000, "retained"),        # KV kept across tool calls

@@ -217,7 +217,7 @@ def test_each_run_says_how_retained_kv_was_let_go():
     records = generate("agent", 30, seed=2, models=("qwen2.5-7b-instruct",), rate_per_s=1.0)
     large = [e for e in engines if e.model == "qwen2.5-7b-instruct"]
     kept = simulate(large, resolve("hetflow"), records, Signals("prior", "oracle"), 1.0)
-    freed = simulate(large, resolve("hetflow-issue12"), records, Signals("prior", "oracle"), 1.0)
+    freed = simulate(large, resolve("hetflow-no-retention"), records, Signals("prior", "oracle"), 1.0)
     assert kept["retained_kv_released"]["resumed"] > 0
     assert freed["retained_kv_released"] == {"resumed": 0, "expired": 0, "pressure": 0}
 
