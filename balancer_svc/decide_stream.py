@@ -51,6 +51,8 @@ async def _answer(message: balancer_pb2.DecideStreamRequest, decide: Decide,
         code, details = status_of(exc)
         if code == grpc.StatusCode.INTERNAL:
             log.exception("decision_failed")
+        else:
+            log.info("decision_rejected", code=code.name, reason=details)
         return _failed(message.tag, code, details, getattr(exc, "retry_after_s", None))
     return balancer_pb2.DecideStreamReply(tag=message.tag, decision=decision)
 

@@ -52,6 +52,8 @@ from hetflow.bench.flame import flame_graphs
 from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_binary, router_command
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.policies.program_admission import ledgers_of
+from hetflow.core.policies.workflow_ttl import WorkflowTtl
+from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.presets import resolve
 from hetflow.core.trace import StageRecord, agent_calls_again, programs
 from hetflow.runtime.config import load_stack
@@ -148,15 +150,27 @@ def pool_stack(pool: dict[str, Any], out: Path, door: str, scheduling_policy: st
     return path, raw
 
 
-def hetflow_stack(raw: dict[str, Any]) -> dict[str, Any]:
+def retention_scaled(time_scale: float) -> dict[str, float]:
+    """The default retention rule's parameters with its longest hold in the pool's seconds."""
+    retention = PolicyConfig().retention
+    if retention.type != "workflow-ttl":
+        raise ValueError(f"the default retention rule is {retention.type!r}: scale its time constants here")
+    return {**retention.params, "max_hold_s": WorkflowTtl(**retention.params).max_hold_s * time_scale}
+
+
+def hetflow_stack(raw: dict[str, Any], time_scale: float) -> dict[str, Any]:
     """hetflow in front of the pool: each server an engine with the ``vllm-server`` backend, the
-    default policy, the gateway as the door."""
+    default policy, the gateway as the door. Its time constants are scaled as the router's are: each
+    engine reports its server's profile slowed by ``time_scale``, the retention rule's longest hold is its
+    default's in GPU time, and a call waits for KV room as long as vLLM's router lets a
+    call wait (``ROUTER_REQUEST_TIMEOUT_S``), where the simulated twin's hold has no limit: at the
+    balancer's default (120 s of the host's clock) a probe at time scale 2 refused calls the twin kept."""
     host = raw.get("stack", {}).get("host", "127.0.0.1")
     engines = []
     for server in raw["vllm_sim"]:
         profile = load_profile(server["profile"])
         engines.append({"name": server["name"], "port": free_port(), "metrics_port": free_port(),
-                        "backend": "vllm-server", "profile": server["profile"],
+                        "backend": "vllm-server", "profile": profile.slowed(time_scale).to_dict(),
                         "vllm_server": {"base_url": f"http://{host}:{server['port']}",
                                         "served_model": server.get("served_model_name") or profile.model,
                                         "max_num_seqs": profile.max_num_seqs}})
@@ -165,7 +179,9 @@ def hetflow_stack(raw: dict[str, Any]) -> dict[str, Any]:
             "router": {"port": free_port(), "metrics_port": free_port(), "kind": "fixed-prior",
                        "models": {m: 0.5 for m in models}},
             "predictor": {"port": free_port(), "metrics_port": free_port(), "kind": "input-length"},
-            "balancer": {"port": free_port(), "metrics_port": free_port()},
+            "balancer": {"port": free_port(), "metrics_port": free_port(),
+                         "max_hold_s": ROUTER_REQUEST_TIMEOUT_S * time_scale,
+                         "policy": {"retention_params": retention_scaled(time_scale)}},
             "gateway": {"port": free_port()}, "engines": engines}
 
 
@@ -177,7 +193,7 @@ def open_door(name: str, pool: dict[str, Any], time_scale: float, out: Path) -> 
     binary = router_binary() if kind == "vllm-router" else ""
     path, raw = pool_stack(pool, out, name, "priority" if name == "hetflow" else "fcfs")
     if name == "hetflow":
-        raw = hetflow_stack(raw)
+        raw = hetflow_stack(raw, time_scale)
         path.write_text(yaml.safe_dump(raw, sort_keys=False))
     door = Door(name, path, [], "hetflow" if name == "hetflow" else "vllm",
                 stack_config=path if name == "hetflow" else None, time_scale=time_scale)
@@ -404,6 +420,14 @@ async def replay_program(client: httpx.AsyncClient, door: Door, program: list[St
     return result
 
 
+def failure(exc: BaseException) -> str:
+    """A failed program's cause in one line: its first failed call's error, out of the program's task
+    group (``replay_program``)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
 def warmup_trace(model: str, programs_count: int = WARMUP_PROGRAMS, calls: int = WARMUP_CALLS,
                  rate_per_s: float = WARMUP_RATE_PER_S) -> list[StageRecord]:
     """Independent agent loops of ``calls`` calls (a 256-token task, then 64 tokens of tool result after
@@ -592,7 +616,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     above_idle_s = door_cpu_s - idle_cpu_s_per_s * (time.monotonic() - wall_before_s)
     decisions = {k: v - decisions_before.get(k, 0.0) for k, v in router_prefix_decisions(door).items()}
     results = [r for r in done if isinstance(r, ProgramResult)]
-    errors = [f"{type(e).__name__}: {e}" for e in done if isinstance(e, BaseException)]
+    errors = [failure(e) for e in done if isinstance(e, BaseException)]
     summary = summarize(results, (), args.slo_scale)
     per_server = [{k: a[k] - b[k] for k in a} for a, b in zip(after, before)]
     delta = {k: sum(d[k] for d in per_server) for k in per_server[0]}

@@ -171,6 +171,18 @@ class EngineProfile:
         return dataclasses.replace(self, decode_base_ms=self.decode_base_ms + self.iteration_overhead_ms,
                                    iteration_overhead_ms=0.0, prefill_ms_per_context_pair=0.0, operator_tables=None)
 
+    def slowed(self, factor: float) -> EngineProfile:
+        """This profile as reported (``as_reported``) on a GPU ``factor`` times slower: each of the four
+        coefficients times ``factor``. An engine in front of a simulated server at ``time_scale`` reports
+        it, so that the balancer's estimates are in the seconds its own clock reads."""
+        if factor <= 0:
+            raise ValueError(f"a profile is slowed by a factor > 0, got {factor}")
+        reported = self.as_reported()
+        return dataclasses.replace(reported, prefill_ms_per_token=reported.prefill_ms_per_token * factor,
+                                   decode_base_ms=reported.decode_base_ms * factor,
+                                   decode_ms_per_seq=reported.decode_ms_per_seq * factor,
+                                   decode_ms_per_batch_token=reported.decode_ms_per_batch_token * factor)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain fields; measured operator tables by reference (``{gpu, model}`` of the vendored file)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

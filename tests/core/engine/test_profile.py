@@ -57,3 +57,17 @@ def test_profiles_written_before_the_overhead_and_pair_terms_time_as_they_did(sp
     assert p.iteration_overhead_ms == 0.0 and p.prefill_ms_per_context_pair == 0.0 and p.operator_tables is None
     assert p.step_ms(300, 5, 5000, [(300, 4000)]) == pytest.approx(
         p.decode_base_ms + 300 * p.prefill_ms_per_token + 5 * p.decode_ms_per_seq + 5000 * p.decode_ms_per_batch_token)
+
+
+@pytest.mark.parametrize("spec", ["qwen2.5-7b-instruct@l4", "qwen2.5-7b-instruct@h100-80g"])
+def test_a_slowed_profile_times_every_iteration_by_its_factor_as_reported(spec):
+    profile = load_profile(spec)
+    slowed = profile.slowed(2.0)
+    reported = profile.as_reported()
+    assert slowed.operator_tables is None and slowed.kv_capacity_tokens == profile.kv_capacity_tokens
+    for batch, context in ((1, 512), (64, 64 * 1024), (256, 256 * 4096)):
+        assert slowed.step_ms(0, batch, context) == pytest.approx(2 * reported.step_ms(0, batch, context))
+    assert slowed.step_ms(4096, 8, 8192) == pytest.approx(2 * reported.step_ms(4096, 8, 8192))
+    assert profile.slowed(1.0) == reported
+    with pytest.raises(ValueError, match="factor > 0"):
+        profile.slowed(0.0)

@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
+from balancer_svc.config import from_stack as balancer_config
 from engine_svc.backends.sim import StepLag
 from engine_svc.vllm_sim.metrics import VllmSimMetrics
 from engine_svc.vllm_sim.tokenizer import PromptTokenizer
 from hetflow.bench.doors import (
+    ROUTER_REQUEST_TIMEOUT_S,
     SIMULATED_AS,
     Door,
     PromptText,
@@ -19,11 +21,15 @@ from hetflow.bench.doors import (
     call_shares,
     conversation,
     counters_of,
+    failure,
     hetflow_stack,
     simulated_row,
 )
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.engine.scheduler import StepPlan
+from hetflow.core.plugins import build
+from hetflow.core.policies.workflow_ttl import WorkflowTtl
+from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.trace import StageRecord
 
 
@@ -67,11 +73,32 @@ def test_hetflow_fronts_each_server_of_the_pool_with_a_vllm_server_engine():
     pool = {"stack": {"name": "p", "host": "127.0.0.1"},
             "vllm_sim": [{"name": "sim-0", "port": 8101, "profile": "qwen2.5-7b-instruct@h100-80g"},
                          {"name": "sim-1", "port": 8102, "profile": "qwen2.5-7b-instruct@h100-80g"}]}
-    raw = hetflow_stack(pool)
+    raw = hetflow_stack(pool, 2.0)
     assert [e["vllm_server"]["base_url"] for e in raw["engines"]] == ["http://127.0.0.1:8101", "http://127.0.0.1:8102"]
     assert {e["backend"] for e in raw["engines"]} == {"vllm-server"}
     assert {e["vllm_server"]["served_model"] for e in raw["engines"]} == {"qwen2.5-7b-instruct"}
     assert raw["vllm_sim"] == pool["vllm_sim"] and {"monitor", "balancer", "gateway"} <= set(raw)
+
+
+def test_hetflows_time_constants_are_scaled_with_the_pool_as_the_routers_are():
+    pool = {"stack": {"name": "p"}, "vllm_sim": [{"name": "sim-0", "port": 8101,
+                                                   "profile": "qwen2.5-7b-instruct@l4", "time_scale": 2.0}]}
+    raw = hetflow_stack(pool, 2.0)
+    gpu = load_profile("qwen2.5-7b-instruct@l4").as_reported()
+    reported = load_profile(raw["engines"][0]["profile"])
+    assert reported.decode_ms_per_token == pytest.approx(2 * gpu.decode_ms_per_token)
+    assert reported.isolated_request_s(2000, 100) == pytest.approx(2 * gpu.isolated_request_s(2000, 100))
+    balancer = balancer_config(raw)
+    assert balancer.max_hold_s == 2 * ROUTER_REQUEST_TIMEOUT_S
+    assert balancer.policy.retention.type == PolicyConfig().retention.type
+    retention = build("retention-rule", balancer.policy.retention.type, balancer.policy.retention.params)
+    assert retention.max_hold_s == 2 * WorkflowTtl().max_hold_s
+
+
+def test_a_failed_programs_cause_is_its_call_error_not_the_task_group():
+    group = ExceptionGroup("unhandled errors in a TaskGroup", [RuntimeError("HTTP 429: no KV room")])
+    assert failure(group) == "RuntimeError: HTTP 429: no KV room"
+    assert failure(ValueError("x")) == "ValueError: x"
 
 
 def test_late_iterations_are_read_off_the_servers_lag_histogram():
