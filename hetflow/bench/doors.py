@@ -330,25 +330,47 @@ class RetryableStatus(Exception):
         return min(0.5 * 2 ** attempt, 8.0)
 
 
+class RetryableConnection(RetryableStatus):
+    """A connection that failed before the answer's status came (openai-python retries those as
+    ``APIConnectionError``): an idle kept-alive connection the server closed as the client reused it."""
+
+    def __init__(self, error: httpx.TransportError) -> None:
+        Exception.__init__(self, f"{type(error).__name__} before the answer: {error}")
+        self.retry_after = None
+
+
 async def _stream_once(client: httpx.AsyncClient, door: Door, body: dict[str, Any], headers: dict[str, str]
                        ) -> tuple[str, float, float]:
+    answered = False
+    try:
+        async with client.stream("POST", f"{door.url_for_call()}/v1/chat/completions", json=body,
+                                 headers=headers) as reply:
+            answered = True
+            return await _read_stream(reply)
+    except httpx.TransportError as error:
+        if answered:
+            raise
+        raise RetryableConnection(error) from error
+
+
+async def _read_stream(reply: httpx.Response) -> tuple[str, float, float]:
+    """An answer's streamed text, and when its first and last token came (host seconds)."""
+    if reply.status_code in (408, 409, 429) or reply.status_code >= 500:
+        raise RetryableStatus(reply.status_code, reply.headers.get("retry-after"), await reply.aread())
+    if reply.status_code != 200:
+        raise RuntimeError(f"HTTP {reply.status_code}: {(await reply.aread())[:300]!r}")
     first_s, text = 0.0, []
-    async with client.stream("POST", f"{door.url_for_call()}/v1/chat/completions", json=body, headers=headers) as reply:
-        if reply.status_code in (408, 409, 429) or reply.status_code >= 500:
-            raise RetryableStatus(reply.status_code, reply.headers.get("retry-after"), await reply.aread())
-        if reply.status_code != 200:
-            raise RuntimeError(f"HTTP {reply.status_code}: {(await reply.aread())[:300]!r}")
-        async for line in reply.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if "error" in chunk:
-                raise RuntimeError(f"stream error: {chunk['error']}")
-            for choice in chunk.get("choices", []):
-                piece = choice.get("delta", {}).get("content") or ""
-                if piece and not first_s:
-                    first_s = time.perf_counter()
-                text.append(piece)
+    async for line in reply.aiter_lines():
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        chunk = json.loads(line[6:])
+        if "error" in chunk:
+            raise RuntimeError(f"stream error: {chunk['error']}")
+        for choice in chunk.get("choices", []):
+            piece = choice.get("delta", {}).get("content") or ""
+            if piece and not first_s:
+                first_s = time.perf_counter()
+            text.append(piece)
     return "".join(text), first_s, time.perf_counter()
 
 

@@ -191,6 +191,38 @@ def test_a_refusal_before_the_stream_is_retried_as_the_openai_client_retries_it(
         asyncio.run(call(httpx.MockTransport(lambda request: httpx.Response(429, json={"error": {}}))))
 
 
+def test_a_connection_lost_before_the_answer_is_retried_and_one_lost_after_it_fails_the_call():
+    import asyncio
+
+    import httpx
+
+    from hetflow.bench.doors import send
+
+    door = Door("hetflow", Path("p"), ["http://door"], "hetflow", time_scale=0.01)
+    attempts = []
+
+    def closed_once(request: httpx.Request) -> httpx.Response:
+        attempts.append(request)
+        if len(attempts) == 1:
+            raise httpx.ReadError("the server closed the kept-alive connection")
+        return httpx.Response(200, text='data: {"choices": [{"delta": {"content": "hi"}}]}\n\ndata: [DONE]\n\n')
+
+    async def call(transport: httpx.MockTransport):
+        async with httpx.AsyncClient(transport=transport) as client:
+            return await send(client, door, {}, {})
+
+    answer, _, _ = asyncio.run(call(httpx.MockTransport(closed_once)))
+    assert answer == "hi" and len(attempts) == 2 and door.retried_calls == 1
+
+    class BrokenStream(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            yield b'data: {"choices": [{"delta": {"content": "h"}}]}\n\n'
+            raise httpx.ReadError("the connection broke mid-answer")
+
+    with pytest.raises(httpx.ReadError):  # a half-streamed answer is not sent twice
+        asyncio.run(call(httpx.MockTransport(lambda request: httpx.Response(200, stream=BrokenStream()))))
+
+
 def test_the_servers_behind_a_door_that_tokenizes_through_them_serve_the_render_routes(tmp_path):
     from hetflow.bench.doors import pool_stack
 
