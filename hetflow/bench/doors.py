@@ -305,7 +305,7 @@ async def send(client: httpx.AsyncClient, door: Door, body: dict[str, Any], head
     for attempt in range(CLIENT_RETRIES + 1):
         try:
             return await _stream_once(client, door, body, headers)
-        except RetryableStatus as refused:
+        except Retryable as refused:
             if attempt == CLIENT_RETRIES:
                 raise RuntimeError(str(refused)) from refused
             door.retried_calls += 1
@@ -313,11 +313,13 @@ async def send(client: httpx.AsyncClient, door: Door, body: dict[str, Any], head
     raise AssertionError("unreachable")
 
 
-class RetryableStatus(Exception):
-    """An answer the ``openai`` client retries (openai-python ``_should_retry``: 408, 409, 429, 5xx)."""
+class Retryable(Exception):
+    """A failure the ``openai`` client retries (openai-python ``_should_retry``): an answer of 408, 409,
+    429 or 5xx, or a connection lost before the answer's status (``APIConnectionError``: an idle
+    kept-alive connection the server closed as the client reused it)."""
 
-    def __init__(self, status: int, retry_after: str | None, body: bytes) -> None:
-        super().__init__(f"HTTP {status}: {body[:300]!r}")
+    def __init__(self, message: str, retry_after: str | None = None) -> None:
+        super().__init__(message)
         self.retry_after = retry_after
 
     def backoff_s(self, attempt: int) -> float:
@@ -328,15 +330,6 @@ class RetryableStatus(Exception):
         except ValueError:
             pass
         return min(0.5 * 2 ** attempt, 8.0)
-
-
-class RetryableConnection(RetryableStatus):
-    """A connection that failed before the answer's status came (openai-python retries those as
-    ``APIConnectionError``): an idle kept-alive connection the server closed as the client reused it."""
-
-    def __init__(self, error: httpx.TransportError) -> None:
-        Exception.__init__(self, f"{type(error).__name__} before the answer: {error}")
-        self.retry_after = None
 
 
 async def _stream_once(client: httpx.AsyncClient, door: Door, body: dict[str, Any], headers: dict[str, str]
@@ -350,13 +343,13 @@ async def _stream_once(client: httpx.AsyncClient, door: Door, body: dict[str, An
     except httpx.TransportError as error:
         if answered:
             raise
-        raise RetryableConnection(error) from error
+        raise Retryable(f"{type(error).__name__} before the answer: {error}") from error
 
 
 async def _read_stream(reply: httpx.Response) -> tuple[str, float, float]:
     """An answer's streamed text, and when its first and last token came (host seconds)."""
     if reply.status_code in (408, 409, 429) or reply.status_code >= 500:
-        raise RetryableStatus(reply.status_code, reply.headers.get("retry-after"), await reply.aread())
+        raise Retryable(f"HTTP {reply.status_code}: {(await reply.aread())[:300]!r}", reply.headers.get("retry-after"))
     if reply.status_code != 200:
         raise RuntimeError(f"HTTP {reply.status_code}: {(await reply.aread())[:300]!r}")
     first_s, text = 0.0, []
