@@ -60,6 +60,8 @@ BURST_ALLOWANCE = Gauge("hetflow_balancer_burst_allowance_calls",
                         "Decide-only calls the balancer would still take while its event loop runs late")
 DECISION_S = Histogram("hetflow_balancer_decision_seconds", "Call received -> engine request sent",
                        buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1))
+HELD_S = Histogram("hetflow_balancer_held_seconds", "Call held for KV room (Kairos 6) -> room found or given up",
+                   buckets=(0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
 
 
 class NeverReached(Exception):
@@ -230,7 +232,7 @@ class Dispatcher:
     async def _hold(self, call: LlmCall, wait: WaitForCapacity) -> Dispatch:
         """Wait in the hold queue; each round (``_release_rounds``) decides the held calls again in
         priority order and resolves this call's future once it gets room or fails for good."""
-        give_up_s = self.decisions.hold(call, wait, time.time())
+        give_up_s, held_since_s = self.decisions.hold(call, wait, time.time()), time.monotonic()
         deadline = call.workflow.deadline_unix_s
         outcome: asyncio.Future[Dispatch] = asyncio.get_running_loop().create_future()
         self._held_calls[call.request_id] = (call, outcome)
@@ -253,6 +255,7 @@ class Dispatcher:
                 self.monitor_view.release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
             raise
         finally:
+            HELD_S.observe(time.monotonic() - held_since_s)
             self.decisions.leave(call.request_id)
             self._held_calls.pop(call.request_id, None)
 

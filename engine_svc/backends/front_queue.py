@@ -17,6 +17,8 @@ import asyncio
 import time
 from typing import AsyncGenerator, Awaitable, Callable, Iterator
 
+from prometheus_client import Histogram
+
 from engine_svc.backends.base import GenerateCall, ModelServerGrant, OutputDelta, coalesce_ready
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.request import EngineRequest, RequestStatus
@@ -25,6 +27,8 @@ from hetflow.core.errors import InvalidArgument
 Held = tuple[EngineRequest, list[int], GenerateCall]
 StreamItem = OutputDelta | ModelServerGrant
 """What a caller reads: deltas, or a held call's grant (``Engine.Hold``)."""
+QUEUED_S = Histogram("hetflow_engine_front_queue_seconds", "Call queued in hetflow's priority queue -> handed to "
+                     "the model server", buckets=(0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
 
 
 class FrontQueue:
@@ -80,6 +84,7 @@ class FrontQueue:
             self.queue.pop()
             req, token_ids, call = self.waiting.pop(head.request_id)
             req.status, req.first_scheduled_s = RequestStatus.RUNNING, time.monotonic()
+            QUEUED_S.observe(req.first_scheduled_s - req.arrival_s)
             self.retained.pop(req.program_id, None)  # its context is the call's prefix now
             yield req, token_ids, call
 

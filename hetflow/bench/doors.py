@@ -50,7 +50,7 @@ from hetflow import stackctl
 from hetflow.bench.common import OUT_DIR, machine
 from hetflow.bench.flame import flame_graphs
 from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_binary, router_command
-from hetflow.core.engine.profile import EngineSpec, load_profile
+from hetflow.core.engine.profile import EngineProfile, EngineSpec, load_profile
 from hetflow.core.policies.program_admission import ledgers_of
 from hetflow.core.policies.workflow_ttl import WorkflowTtl
 from hetflow.core.policy_config import PolicyConfig
@@ -413,11 +413,7 @@ async def replay_program(client: httpx.AsyncClient, door: Door, program: list[St
         body, headers = body_for(door, call, deadline)
         sent = time.perf_counter()
         answer, first_s, done_s = await send(client, door, body, headers)
-        # Waiting, as the client can tell it: the first token's delay beyond the prefill the call would need
-        # alone (its ancestors' blocks cached, as exclusive latency counts them), the same for every door.
-        prompt_tokens, cached_tokens = alone[record.stage_index]
-        alone_s = profile.isolated_request_s(prompt_tokens, 1, cached_tokens) * time_scale
-        waited_s = max(0.0, (first_s or done_s) - sent - alone_s)
+        waited_s = client_wait_s(sent, first_s or done_s, alone[record.stage_index], profile, time_scale)
         sent_at, started_at = (sent - t0) / time_scale, (sent + waited_s - t0) / time_scale
         result.calls[record.stage_index] = SimulatedCall(
             record.stage_index, "", sent_at, started_at, (done_s - t0) / time_scale, record.output_tokens[model], 0,
@@ -433,6 +429,39 @@ async def replay_program(client: httpx.AsyncClient, door: Door, program: list[St
     result.model = model
     result.correct = first.correct.get(model)
     return result
+
+
+def client_wait_s(sent_s: float, first_token_s: float, prompt_alone: tuple[int, int], profile: EngineProfile,
+                  time_scale: float = 1.0) -> float:
+    """Waiting, as the client can tell it: the first token's delay beyond the prefill the call would need
+    alone (``prompt_alone``: its prompt and the tokens its ancestors left cached, as exclusive latency
+    counts them), the same for every door, live or simulated. It holds the door's holds and queues and the
+    server's, and the prefill's slowdown by the batch it shares."""
+    alone_s = profile.isolated_request_s(prompt_alone[0], 1, prompt_alone[1]) * time_scale
+    return max(0.0, first_token_s - sent_s - alone_s)
+
+
+def as_the_client_sees(results: Sequence[ProgramResult], records: Sequence[StageRecord],
+                       engines: Sequence[EngineSpec]) -> list[ProgramResult]:
+    """The twin's programs with each call's waits replaced by ``client_wait_s``'s, as the live replay
+    records them: its queueing share is then the live row's (``client_queueing_share``). The simulator's
+    own share counts only time queued or held, not a prefill slowed by its batch."""
+    by_program = programs(records)
+    by_id = {e.engine_id: e for e in engines}
+    seen = []
+    for result in results:
+        program, alone = by_program[result.program_id], {}
+        calls = {}
+        for stage, call in result.calls.items():
+            engine = by_id[call.engine_id]
+            kind = (engine.model, engine.profile.block_size)
+            if kind not in alone:
+                alone[kind] = prompts_alone(program, *kind)
+            waited_s = client_wait_s(call.dispatched_s, call.first_token_s, alone[kind][stage], engine.profile)
+            calls[stage] = replace(call, queued_intervals_s=[(call.dispatched_s, call.dispatched_s + waited_s)]
+                                   if waited_s else [])
+        seen.append(replace(result, calls=calls))
+    return seen
 
 
 def failure(exc: BaseException) -> str:
@@ -519,6 +548,46 @@ def router_prefix_decisions(door: Door) -> dict[str, float]:
     if not door.router_metrics_port:
         return {}
     return prefix_decisions_of(httpx.get(f"http://127.0.0.1:{door.router_metrics_port}/metrics", timeout=10).text)
+
+
+DOOR_WAITS = {"hetflow_balancer_decision_seconds": "decision", "hetflow_balancer_held_seconds": "held",
+              "hetflow_engine_front_queue_seconds": "engine_queue"}
+"""hetflow's own waits, each a histogram of its services: deciding (call received -> sent), held for KV room
+in the balancer, queued in an engine's priority queue before its server has it."""
+
+
+def door_waits_of(metrics_texts: Sequence[str]) -> dict[str, float]:
+    """The seconds (``<wait>_s``) and counts (``<wait>_calls``) of ``DOOR_WAITS``, summed over the
+    services' ``/metrics`` pages."""
+    out: dict[str, float] = {}
+    for text in metrics_texts:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                name, _, part = sample.name.rpartition("_")
+                if name in DOOR_WAITS and part in ("sum", "count"):
+                    key = f"{DOOR_WAITS[name]}_{'s' if part == 'sum' else 'calls'}"
+                    out[key] = out.get(key, 0.0) + sample.value
+    return out
+
+
+def door_waits(door: Door) -> dict[str, float]:
+    """``door_waits_of`` hetflow's balancer and engines (empty for a door without them)."""
+    if door.stack_config is None:
+        return {}
+    raw = load_stack(door.stack_config)
+    host = raw.get("stack", {}).get("host", "127.0.0.1")
+    ports = [raw["balancer"]["metrics_port"], *(e["metrics_port"] for e in raw["engines"])]
+    return door_waits_of([httpx.get(f"http://{host}:{port}/metrics", timeout=10).text for port in ports])
+
+
+def wait_per_call_s(results: Sequence[ProgramResult]) -> dict[str, float]:
+    """Each call's mean wait, in seconds of GPU time: the client's view (``client_wait_s``, as the live
+    replay records it) or, for the twin's own records, held in the balancer and queued in an engine."""
+    calls = [c for r in results for c in r.calls.values()]
+    if not calls:
+        return {}
+    held = sum(end - start for c in calls for start, end in c.held_intervals_s)
+    return {"queued": sum(c.queued_s for c in calls) / len(calls), "held": held / len(calls)}
 
 
 def server_counters(pool_path: Path) -> list[dict[str, float]]:
@@ -613,7 +682,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     before, wall_before_s = server_counters(door.pool_config), time.monotonic()
     processes = door.processes()
     cpu_before = cpu_by_process(processes)
-    decisions_before = router_prefix_decisions(door)
+    decisions_before, waits_before = router_prefix_decisions(door), door_waits(door)
     door.retried_calls = 0  # the trace's, not the warm-up's
     groups = list(programs(records).values())
     trace_start_unix_s = time.time()
@@ -630,6 +699,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     door_cpu_s = sum(trace_cpu_s.values())
     above_idle_s = door_cpu_s - idle_cpu_s_per_s * (time.monotonic() - wall_before_s)
     decisions = {k: v - decisions_before.get(k, 0.0) for k, v in router_prefix_decisions(door).items()}
+    waits = {k: v - waits_before.get(k, 0.0) for k, v in door_waits(door).items()}
     results = [r for r in done if isinstance(r, ProgramResult)]
     errors = [failure(e) for e in done if isinstance(e, BaseException)]
     summary = summarize(results, (), args.slo_scale)
@@ -638,13 +708,18 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     calls = sum(len(r.calls) for r in results)
     tokens = sum(c.output_tokens for r in results for c in r.calls.values())
     late = delta["late_iterations"] / delta["iterations"] if delta["iterations"] else 0.0
-    return {"door": door.name, **summary, "failed_programs": len(errors), "first_errors": errors[:5],
+    return {"door": door.name, **summary, "client_queueing_share": summary.get("queueing_share"),
+            "failed_programs": len(errors), "first_errors": errors[:5],
             "retried_calls": door.retried_calls, "warmup_failed_programs": warmup_failed,
             "prefix_hit_rate": delta["prefix_hits"] / delta["prefix_queries"] if delta["prefix_queries"] else 0.0,
             "server_queueing_share": delta["queue_s"] / delta["e2e_s"] if delta["e2e_s"] else 0.0,
             "late_iteration_share": late, "host_kept_up": late <= LATE_ITERATIONS_LIMIT,
             "call_shares": call_shares([d["calls"] for d in per_server]),
             **({"router_prefix_decisions": decisions} if decisions else {}),
+            "client_wait_s_per_call": wait_per_call_s(results)["queued"] if calls else None,
+            **({"door_wait_s_per_call": {k[:-2]: v / args.time_scale / calls for k, v in waits.items()
+                                         if k.endswith("_s")},
+                "door_waits": waits} if waits and calls else {}),
             **({"router_holds": hold_summary(router_holds(Path(door.router_log.name).read_text(), trace_start_unix_s,
                                                           args.time_scale))}
                if door.name == "vllm-router:program" and door.router_log is not None else {}),
@@ -681,7 +756,13 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
                for r in sim.run([*warmup, *shifted]) if not r.program_id.startswith("warmup-")]
     calls = Counter(c.engine_id for r in results for c in r.calls.values())
     ledger = ledgers_of(sim.pipeline.store).get("")   # the router's one pool of every engine
+    seen = as_the_client_sees(results, records, engines)
+    own = wait_per_call_s(results)
     return {"door": f"sim:{name}", "preset": preset.name, **summarize(results, sim.decision_ms, slo_scale),
+            "client_queueing_share": sum(r.queued_s for r in seen) / sum(r.latency_s for r in seen),
+            "client_wait_s_per_call": wait_per_call_s(seen).get("queued"),
+            "twin_wait_s_per_call": {"held": own.get("held"), "engine_queue": own["queued"] - own["held"]}
+            if own else {},
             "prefix_hit_rate": sim.prefix_hit_rate, "call_shares": call_shares([calls[e.engine_id] for e in engines]),
             **({"router_holds": hold_summary([held for at, held in ledger.holds if at >= start_s])}
                if ledger is not None else {})}

@@ -17,10 +17,13 @@ from hetflow.bench.doors import (
     Door,
     PromptText,
     StageCall,
+    as_the_client_sees,
     body_for,
     call_shares,
+    client_wait_s,
     conversation,
     counters_of,
+    door_waits_of,
     failure,
     hetflow_stack,
     simulated_row,
@@ -126,6 +129,49 @@ def test_a_calls_prompt_is_a_conversation_whose_answers_are_the_ancestors_own(te
 def test_call_shares_say_how_evenly_a_door_spread_its_calls():
     assert call_shares([10, 30, 0, 60]) == [0.6, 0.3, 0.1, 0.0]
     assert call_shares([0, 0]) == []
+
+
+def test_the_clients_wait_is_the_first_tokens_delay_beyond_the_prefill_alone():
+    profile = load_profile("qwen2.5-7b-instruct@l4")
+    alone_s = profile.isolated_request_s(2000, 1, 512)
+    assert client_wait_s(10.0, 10.0 + alone_s + 3.0, (2000, 512), profile) == pytest.approx(3.0)
+    assert client_wait_s(10.0, 10.0 + 2 * alone_s + 6.0, (2000, 512), profile, time_scale=2.0) == pytest.approx(6.0)
+    assert client_wait_s(10.0, 10.0 + alone_s / 2, (2000, 512), profile) == 0.0  # faster than alone: no wait
+
+
+def test_the_twin_seen_as_the_client_sees_it_waits_at_least_its_prefills_slowdown():
+    from hetflow.core.presets import resolve
+    from hetflow.workloads.generate import generate
+    from simulator.run import Simulation
+    from simulator.signals import Signals
+
+    profile = load_profile("qwen2.5-7b-instruct@l4")
+    engines = [EngineSpec("sim-0", profile.model, profile)]
+    records = generate("agent", 30, 1, [profile.model], rate_per_s=2.0)  # one engine, loaded: calls queue
+    results = Simulation.from_preset(engines, resolve("hetflow"), Signals("prior", "input-length")).run(records)
+    seen = as_the_client_sees(results, records, engines)
+    calls = [(c, s) for r, v in zip(results, seen) for c, s in zip(r.calls.values(), v.calls.values())]
+    assert sum(s.queued_s for _, s in calls) > 0
+    for own, client in calls:  # one interval from the call's dispatch; its other timings untouched
+        assert client.first_token_s == own.first_token_s and client.finished_s == own.finished_s
+        assert len(client.queued_intervals_s) <= 1
+        assert all(start == own.dispatched_s for start, _ in client.queued_intervals_s)
+        assert client.dispatched_s + client.queued_s <= own.first_token_s + 1e-9
+
+
+def test_hetflows_own_waits_are_summed_over_its_services_pages():
+    from prometheus_client import CollectorRegistry, Histogram
+
+    pages = []
+    for name, seconds in (("hetflow_balancer_held_seconds", [2.0, 4.0]),
+                          ("hetflow_engine_front_queue_seconds", [0.5]), ("hetflow_engine_front_queue_seconds", [1.5])):
+        registry = CollectorRegistry()
+        histogram = Histogram(name, "", registry=registry)
+        for s in seconds:
+            histogram.observe(s)
+        pages.append(generate_latest(registry).decode())
+    waits = door_waits_of(pages)
+    assert waits == {"held_s": 6.0, "held_calls": 2.0, "engine_queue_s": 2.0, "engine_queue_calls": 2.0}
 
 
 @pytest.mark.parametrize("door", sorted(SIMULATED_AS))
