@@ -94,6 +94,13 @@ class BalancerConfig:
     workload_sample: int = 50
     """The live workload the re-planner reads (``Workload``; Cascadia 4.4 samples 50 calls every 5
     minutes): the window and the calls sampled from it."""
+    tokenizers: Mapping[str, str] = field(default_factory=dict)
+    """Each served model's Hugging Face tokenizer directory (the one its vLLM server loads): a call's
+    prompt tokens are then counted as its server counts them (``hetflow.runtime.model_tokenizer``; the
+    largest count over the models), for KV room and the working sets. Empty: the approximate count
+    (``hetflow.core.tokens``), which can be 15-20% off a model's (14-18% over on the live race's
+    prompts, docs/vllm-sim.md), enough to hold new programs out of KV that would hold them. About 5 ms
+    of the balancer's CPU per 4,000-token chat."""
     cascade: CascadeConfig | None = None
     """Serve every call without a model pin through a threshold cascade (Cascadia 3.3; ``hetflow plan``
     writes this section); None: no cascade."""

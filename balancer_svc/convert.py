@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 from hetflow import wire
 from hetflow.core import identity
@@ -20,10 +20,12 @@ from hetflow.v1 import balancer_pb2, common_pb2, engine_pb2, monitor_pb2
 
 
 def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, now_unix_s: float,
-                    past_deadline: str = "reject", accept_wait_s: float | None = None) -> LlmCall:
+                    past_deadline: str = "reject", accept_wait_s: float | None = None,
+                    count_prompt: Callable[[str, tuple[tuple[str, str], ...]], int] | None = None) -> LlmCall:
     """The validated call. A deadline already past is DEADLINE_EXCEEDED, or with ``past_deadline``
     "best-effort", dropped from the call (served without one) and noted in the receipt.
-    ``accept_wait_s``: how long it waited to be taken (``hetflow.runtime.accept_wait``)."""
+    ``accept_wait_s``: how long it waited to be taken (``hetflow.runtime.accept_wait``).
+    ``count_prompt``: its prompt tokens as its servers count them (``PromptCounter``); None: approximate."""
     messages = tuple((m.role, m.content) for m in msg.messages)
     for i, (role, _) in enumerate(messages):
         if role not in ("system", "user", "assistant"):
@@ -53,7 +55,8 @@ def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, no
             identity_source=wf.identity_source),
         model_pin=msg.model_pin, want_receipt=msg.want_receipt, received_unix_s=now_unix_s,
         prefix_blocks=text_block_hashes(msg.prompt or "\n".join(m.content for m in msg.messages)),
-        accept_wait_s=accept_wait_s)
+        accept_wait_s=accept_wait_s,
+        known_input_tokens=count_prompt(msg.prompt, messages) if count_prompt is not None else None)
 
 
 AGENTIC_CONTEXT_KEY, AGENT_HINT_KEY = "agentic-context", "agent-hint"

@@ -41,6 +41,7 @@ from hetflow.core.snapshot import ClusterSnapshot, EngineView
 from hetflow.core.workload_window import WorkloadWindow
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.logs import debug_enabled, get_logger
+from hetflow.runtime.model_tokenizer import PromptCounter
 from hetflow.runtime.tickets import TicketIssuer
 from hetflow.v1 import (
     balancer_pb2,
@@ -145,6 +146,8 @@ class Dispatcher:
         self.loop_lag = LoopLag()
         """How late the event loop runs timers (``_measure_loop_lag``)."""
         self._lag_probe: asyncio.Task[None] | None = None
+        self.count_prompt = PromptCounter(cfg.tokenizers) if cfg.tokenizers else None
+        """A call's prompt tokens as its servers count them; None: the approximate count."""
         self.workload = WorkloadWindow(cfg.workload_window_s, cfg.workload_sample)
         """The live workload the re-planner reads (Cascadia 4.4)."""
         self.gateway_calls: set[str] = set()

@@ -123,7 +123,8 @@ class EndpointPicker(ext_proc_grpc.ExternalProcessorServicer):
         except OpenAIError as exc:
             return [_immediate(exc.status_code, exc.message)]
         try:
-            call = convert.call_from_proto(parsed.request, d.cfg.max_tokens_limit, time.time(), d.cfg.past_deadline)
+            call = convert.call_from_proto(parsed.request, d.cfg.max_tokens_limit, time.time(), d.cfg.past_deadline,
+                                           count_prompt=d.count_prompt)
             call = replace(call, model_pin=self.pool_model)
             if tenant:
                 call = convert.scoped_to_caller(call, Caller("tenant", tenant))

@@ -39,7 +39,8 @@ class BalancerServicer(balancer_pb2_grpc.BalancerServicer):
         """The call a request asks for, which waited ``wait_s`` before it was taken (None: not known)."""
         cfg, now_unix_s = self.dispatcher.cfg, time.time()
         request = convert.identified(request, context.invocation_metadata() or (), now_unix_s)
-        call = convert.call_from_proto(request, cfg.max_tokens_limit, now_unix_s, cfg.past_deadline, wait_s)
+        call = convert.call_from_proto(request, cfg.max_tokens_limit, now_unix_s, cfg.past_deadline, wait_s,
+                                       self.dispatcher.count_prompt)
         return convert.scoped_to_caller(call, CURRENT_CALLER.get())
 
     @staticmethod

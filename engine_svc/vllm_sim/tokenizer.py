@@ -1,14 +1,13 @@
 """The tokenizer the simulated server counts with: a Hugging Face tokenizer directory, the same one a
-client gives ``vllm bench serve --tokenizer``, applied as vLLM 0.32 applies it (a completion's text
-with special tokens; a chat rendered by the tokenizer's chat template, then tokenized without them)."""
+client gives ``vllm bench serve --tokenizer``, applied as vLLM 0.32 applies it
+(``hetflow.runtime.model_tokenizer``), and the filler its answers are made of."""
 
 from __future__ import annotations
 
 import random
-from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-from hetflow.runtime import tinymodel
+from hetflow.runtime.model_tokenizer import ModelTokenizer
 
 FILLER_WORDS = (" the", " returns", " a", " value", " for", " each", " of", " code", " test", " is", " def",
                 " return", " x", " and", " 1", " self", " if", " in", " not", " None", " to", " with", " name",
@@ -18,31 +17,16 @@ back to the very tokens that made it, so an answer sent back in the next prompt 
 MIN_FILLER_WORDS = 8
 
 
-class PromptTokenizer:
+class PromptTokenizer(ModelTokenizer):
     def __init__(self, directory: str = "") -> None:
         """``directory``: empty takes the tiny local Llama's tokenizer, built offline if missing."""
-        from transformers import AutoTokenizer  # the server's start-up, not the core's imports
-
-        path = Path(directory) if directory else tinymodel.DEFAULT_DIR
-        if not directory and not (path / "tokenizer.json").exists():
-            tinymodel.build(path)
-        if not path.is_dir():
-            raise ValueError(f"tokenizer directory {path} does not exist")
-        self.name = str(path)
-        self._tokenizer: Any = AutoTokenizer.from_pretrained(str(path))
+        super().__init__(directory)
         self.vocab_size = len(self._tokenizer)
         words = [self.encode(word, add_special_tokens=False) for word in FILLER_WORDS]
         self._filler = sorted({ids[0] for ids in words if len(ids) == 1})
         if len(self._filler) < MIN_FILLER_WORDS:
-            raise ValueError(f"tokenizer {path} holds fewer than {MIN_FILLER_WORDS} of {FILLER_WORDS} as one token")
-
-    def encode(self, text: str, add_special_tokens: bool = True) -> tuple[int, ...]:
-        return tuple(self._tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
-
-    def chat(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> tuple[int, ...]:
-        text = self._tokenizer.apply_chat_template(list(messages), tokenize=False,
-                                                   add_generation_prompt=add_generation_prompt)
-        return self.encode(text, add_special_tokens=False)
+            raise ValueError(f"tokenizer {self.name} holds fewer than {MIN_FILLER_WORDS} of {FILLER_WORDS} "
+                             "as one token")
 
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         return list(self._tokenizer.convert_ids_to_tokens(list(ids)))

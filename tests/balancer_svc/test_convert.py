@@ -134,3 +134,11 @@ def test_generate_metadata_with_no_agent_names_it_by_the_instructions():
                              common_pb2.ChatMessage(role="user", content="go")])
     wf = identified(request, (("x-session-id", "s1"),), 0.0).workflow
     assert wf.agent == agent_of_instructions("You triage.")
+
+
+def test_a_calls_prompt_tokens_are_its_servers_count_where_the_balancer_has_their_tokenizer():
+    request = build_request([("user", "def add(a, b): return a + b")], max_tokens=8)
+    counted = call_from_proto(request, 1024, 0.0, count_prompt=lambda prompt, messages: 7 * len(messages))
+    assert counted.input_tokens == 7
+    approximate = call_from_proto(request, 1024, 0.0)
+    assert approximate.known_input_tokens is None and approximate.input_tokens > 0

@@ -34,6 +34,7 @@ from hetflow.core.plugins import build
 from hetflow.core.policies.workflow_ttl import WorkflowTtl
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.trace import StageRecord
+from hetflow.runtime import tinymodel
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +97,7 @@ def test_hetflows_time_constants_are_scaled_with_the_pool_as_the_routers_are():
     assert balancer.policy.retention.type == PolicyConfig().retention.type
     retention = build("retention-rule", balancer.policy.retention.type, balancer.policy.retention.params)
     assert retention.max_hold_s == 2 * WorkflowTtl().max_hold_s
+    assert balancer.tokenizers == {"qwen2.5-7b-instruct": str(tinymodel.DEFAULT_DIR)}  # the servers' own
 
 
 def test_a_failed_programs_cause_is_its_call_error_not_the_task_group():
