@@ -1,0 +1,84 @@
+"""What-ifs of the live race's simulated twin (docs/vllm-sim.md, "Where hetflow's door waited"): the
+twin of a door at a rate, as the race runs it, with one of its differences from the live pool put in.
+
+    python scripts/twin_what_if.py --door hetflow --rates 0.865,0.951365692002177 [--count-scale 1.178
+        --scaled call|monitor|both] [--no-pinning]
+
+``--count-scale``: the balancer's prompt count (``call``), the monitor's record of it (``monitor``) or
+both scaled, as the approximate count (``hetflow.core.tokens``) scaled them live. ``--no-pinning``: the
+engines free a finished call's blocks where the twin would retain them for its program (a vLLM server
+cannot pin blocks: hetflow's engine in front of one keeps only the admission reserve, which this drops
+too). Each patches the simulator for this process alone; prints P95, the share within the SLO, the prefix
+hit rate and the twin's waits per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import hetflow.core.engine.scheduler as scheduler
+import simulator.run as run
+from hetflow.bench.race import RaceSpec, _door_runners
+from hetflow.core.call import LlmCall
+
+
+def scale_counts(factor: float, where: str) -> None:
+    def call(*args: Any, **kwargs: Any) -> LlmCall:
+        if kwargs.get("known_input_tokens") and where in ("call", "both"):
+            kwargs["known_input_tokens"] = int(kwargs["known_input_tokens"] * factor)
+        return LlmCall(*args, **kwargs)
+
+    run.LlmCall = call  # type: ignore[assignment,misc]
+    built = run.Simulation.from_preset.__func__  # type: ignore[attr-defined]
+
+    def from_preset(cls: type, *args: Any, **kwargs: Any) -> run.Simulation:
+        sim = built(cls, *args, **kwargs)
+        admit = sim.monitor.admit
+
+        def scaled(*a: Any, **k: Any) -> Any:
+            if k.get("prompt_tokens") and where in ("monitor", "both"):
+                k["prompt_tokens"] = int(k["prompt_tokens"] * factor)
+            return admit(*a, **k)
+
+        sim.monitor.admit = scaled
+        return sim
+
+    run.Simulation.from_preset = classmethod(from_preset)  # type: ignore[method-assign,assignment]
+
+
+def no_pinning() -> None:
+    finish = scheduler.BatchScheduler.finish
+
+    def freed(self: scheduler.BatchScheduler, req: Any, now_s: float) -> None:
+        req.retain_kv_s = 0.0
+        finish(self, req, now_s)
+
+    scheduler.BatchScheduler.finish = freed  # type: ignore[method-assign]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--spec", type=Path, default=Path("bench/races/agent-vllm-sim-l4x4.yaml"))
+    p.add_argument("--door", default="hetflow")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--rates", required=True, help="comma-separated programs/s")
+    p.add_argument("--count-scale", type=float, default=1.0)
+    p.add_argument("--scaled", choices=("call", "monitor", "both"), default="both")
+    p.add_argument("--no-pinning", action="store_true")
+    args = p.parse_args()
+    if args.count_scale != 1.0:
+        scale_counts(args.count_scale, args.scaled)
+    if args.no_pinning:
+        no_pinning()
+    _, sim = _door_runners(RaceSpec.load(args.spec), Path("/tmp/twin-what-if"))
+    for rate in (float(r) for r in args.rates.split(",")):
+        row = sim(args.door, args.seed, rate)
+        print(f"{args.door} {rate:.4g}/s: P95 {row['latency_s']['p95']:.1f} s, within {row['within_slo_share']:.1%}, "
+              f"hits {row['prefix_hit_rate']:.1%}, waits per call {row['twin_wait_s_per_call']}, "
+              f"client's wait {row['client_wait_s_per_call']:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
