@@ -2,14 +2,14 @@
 twin of a door at a rate, as the race runs it, with one of its differences from the live pool put in.
 
     python scripts/twin_what_if.py --door hetflow --rates 0.865,0.951365692002177 [--count-scale 1.178
-        --scaled call|monitor|both] [--no-pinning]
+        --scaled call|monitor|both] [--pinned | --no-retention]
 
 ``--count-scale``: the balancer's prompt count (``call``), the monitor's record of it (``monitor``) or
-both scaled, as the approximate count (``hetflow.core.tokens``) scaled them live. ``--no-pinning``: the
-engines free a finished call's blocks where the twin would retain them for its program (a vLLM server
-cannot pin blocks: hetflow's engine in front of one keeps only the admission reserve, which this drops
-too). Each patches the simulator for this process alone; prints P95, the share within the SLO, the prefix
-hit rate and the twin's waits per call.
+both scaled, as the approximate count (``hetflow.core.tokens``) scaled them live. The twin's engines keep
+a retained program's KV as vLLM engines can, free of admissions but not pinned; ``--pinned``: as the
+twin had them before, pinned (hetflow's own engine); ``--no-retention``: nothing kept at all. Each patches
+the simulator for this process alone; prints P95, the share within the SLO, the prefix hit rate and the
+twin's waits per call.
 """
 
 from __future__ import annotations
@@ -48,7 +48,16 @@ def scale_counts(factor: float, where: str) -> None:
     run.Simulation.from_preset = classmethod(from_preset)  # type: ignore[method-assign,assignment]
 
 
-def no_pinning() -> None:
+def pinned() -> None:
+    built = run.Simulation.from_preset.__func__  # type: ignore[attr-defined]
+
+    def from_preset(cls: type, *args: Any, **kwargs: Any) -> run.Simulation:
+        return built(cls, *args, **{**kwargs, "pins_retained_kv": True})
+
+    run.Simulation.from_preset = classmethod(from_preset)  # type: ignore[method-assign,assignment]
+
+
+def no_retention() -> None:
     finish = scheduler.BatchScheduler.finish
 
     def freed(self: scheduler.BatchScheduler, req: Any, now_s: float) -> None:
@@ -66,12 +75,16 @@ def main() -> None:
     p.add_argument("--rates", required=True, help="comma-separated programs/s")
     p.add_argument("--count-scale", type=float, default=1.0)
     p.add_argument("--scaled", choices=("call", "monitor", "both"), default="both")
-    p.add_argument("--no-pinning", action="store_true")
+    kept = p.add_mutually_exclusive_group()
+    kept.add_argument("--pinned", action="store_true")
+    kept.add_argument("--no-retention", action="store_true")
     args = p.parse_args()
     if args.count_scale != 1.0:
         scale_counts(args.count_scale, args.scaled)
-    if args.no_pinning:
-        no_pinning()
+    if args.pinned:
+        pinned()
+    if args.no_retention:
+        no_retention()
     _, sim = _door_runners(RaceSpec.load(args.spec), Path("/tmp/twin-what-if"))
     for rate in (float(r) for r in args.rates.split(",")):
         row = sim(args.door, args.seed, rate)

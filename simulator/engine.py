@@ -23,11 +23,12 @@ from simulator.clock import EventLoop
 
 class VirtualEngine:
     def __init__(self, engine_id: str, model: str, profile: EngineProfile, queue: QueueConfig, loop: EventLoop,
-                 on_finish: Callable[[EngineRequest], None], decode_runs: bool = False) -> None:
+                 on_finish: Callable[[EngineRequest], None], decode_runs: bool = False,
+                 pins_retained_kv: bool = True) -> None:
         self.engine_id, self.model, self.profile = engine_id, model, profile
         self.reported_profile = profile.as_reported()
         """What it tells the monitor, as a live engine's report carries it (hetflow.wire)."""
-        self.scheduler = BatchScheduler(profile, make_queue(queue))
+        self.scheduler = BatchScheduler(profile, make_queue(queue), pins_retained_kv=pins_retained_kv)
         self._loop, self._on_finish = loop, on_finish
         self._busy = False
         self.busy_s = 0.0

@@ -125,14 +125,16 @@ class Simulation:
                  queue: QueueConfig | None = None, slo_scales: Mapping[str, float] | None = None,
                  agent_priority_interval_s: float = 10.0, cascade: SimCascade | None = None,
                  reference_engines: Sequence[EngineSpec] | None = None, decode_runs: bool = True,
-                 identity: str = "full") -> None:
+                 identity: str = "full", pins_retained_kv: bool = True) -> None:
         """``decode_runs``: engines take runs of pure decode iterations as one event
         (``simulator.decode_jump``), the default; False steps every iteration, the reference mode they
         are tested against (tests/simulator/test_decode_jump.py, the agent sweep's probes in
         docs/simulator-speed.md). ``identity``: what each call tells of its place: ``full`` (the trace's
         program, agent, upstream agent and stages, as hetflow's own fields say them) or ``session`` (its
         program and agent only, as a framework's session header and instructions do: the monitor infers
-        its stages, Kairos 4.2; the predictor must then be ``input-length``, which reads no stage)."""
+        its stages, Kairos 4.2; the predictor must then be ``input-length``, which reads no stage).
+        ``pins_retained_kv``: the engines pin a retained program's KV (hetflow's own engine), or, as vLLM
+        engines, only keep it free of admissions (``hetflow.core.engine.scheduler``)."""
         if identity not in IDENTITIES:
             raise ValueError(f"identity must be one of {IDENTITIES}, got {identity!r}")
         if identity == "session" and signals.prediction != "input-length":
@@ -166,7 +168,7 @@ class Simulation:
         self.monitor = MonitorState(MonitorLimits(engine_stale_after_s=float("inf"), engine_failed_after_s=float("inf"),
                                                   orphan_grace_s=float("inf"), program_ttl_s=float("inf")))
         self.engines = {e.engine_id: VirtualEngine(e.engine_id, e.model, e.profile, queue or QueueConfig(), self.loop,
-                                                   self._finished, decode_runs)
+                                                   self._finished, decode_runs, pins_retained_kv)
                         for e in engines}
         self._report_engines()
         self._programs: dict[str, list[StageRecord]] = {}

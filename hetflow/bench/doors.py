@@ -752,9 +752,9 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
     """The door's preset in the simulator, on the trace the door replayed after the same warm-up (its
     programs dropped from the figures; the trace starts once the warm-up's last program has had a minute),
     with the signals the live door has: fixed priors and the input-length predictor (hetflow's example
-    stack)."""
+    stack), and engines that cannot pin a retained program's KV, as the servers (vLLM's) cannot."""
     preset = resolve(SIMULATED_AS[name])
-    sim = Simulation.from_preset(engines, preset, Signals("prior", "input-length"))
+    sim = Simulation.from_preset(engines, preset, Signals("prior", "input-length"), pins_retained_kv=False)
     warmup = warmup_trace(engines[0].model, warmup_programs)
     start_s = max(r.arrival_s for r in warmup) + 60.0 if warmup else 0.0
     shifted = [replace(r, arrival_s=r.arrival_s + start_s) for r in records]

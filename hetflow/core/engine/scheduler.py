@@ -15,7 +15,10 @@ A request that carries ``retain_kv_s`` keeps its program's KV when it finishes (
 arXiv 2511.02230): its cached blocks stay held for the program until the program's next call here is
 admitted (which finds them as a prefix hit), or until they expire, or until a running request needs a
 block that only they can give (retained KV goes before any running request is preempted, the earliest
-to expire first). Waiting requests cannot evict them: that is the room being kept.
+to expire first). Waiting requests cannot evict them: that is the room being kept. A vLLM engine cannot
+pin blocks (``pins_retained_kv`` False): there the finished call's blocks are freed, cached, for vLLM's own
+LRU to evict, and the program's context only counts as used room when waiting requests are admitted, as
+hetflow's engine in front of a vLLM server keeps it (``engine_svc/backends/front_queue.py``).
 
 A request that carries ``reserve_output_tokens`` is admitted only if, once it holds its first chunk, the
 free blocks still cover what every running request with a reserve may yet take (its whole prompt and
@@ -98,9 +101,15 @@ class TokenEvent:
 class BatchScheduler:
     """One engine's continuous-batching state: queue, running batch, KV blocks, timing profile."""
 
-    def __init__(self, profile: EngineProfile, queue: AgingPriorityQueue, prefix_caching: bool = True) -> None:
-        """``prefix_caching``: vLLM's automatic prefix caching, on by default as in vLLM v1."""
+    def __init__(self, profile: EngineProfile, queue: AgingPriorityQueue, prefix_caching: bool = True,
+                 pins_retained_kv: bool = True) -> None:
+        """``prefix_caching``: vLLM's automatic prefix caching, on by default as in vLLM v1.
+        ``pins_retained_kv``: a retained program's blocks are pinned (hetflow's own engine), or freed and
+        reserved at admission only (a vLLM engine)."""
         self.profile = profile
+        self.pins_retained_kv = pins_retained_kv
+        self.reserved_blocks: dict[str, int] = {}
+        """Without pinning: each retained program's blocks, kept free of admissions (not of eviction)."""
         self.queue = queue
         self.kv = KVBlockPool(profile.num_kv_blocks, profile.block_size, prefix_caching)
         self.prefix_query_tokens = 0
@@ -147,9 +156,13 @@ class BatchScheduler:
         """``req`` produced its last token at ``now_s``: out of the batch, its blocks freed, or retained for
         its program for ``retain_kv_s``."""
         self.running.remove(req)
-        if req.retain_kv_s > 0 and req.program_id:
+        if req.retain_kv_s > 0 and req.program_id and self.pins_retained_kv:
             self.kv.retain(req.request_id, _retained_key(req.program_id), req.block_hashes)
             self.retained_until_s[req.program_id] = now_s + req.retain_kv_s
+        elif req.retain_kv_s > 0 and req.program_id:
+            self.reserved_blocks[req.program_id] = self.kv.held(req.request_id)
+            self.retained_until_s[req.program_id] = now_s + req.retain_kv_s
+            self.kv.free(req.request_id)
         else:
             self.kv.free(req.request_id)
         self.requests.pop(req.request_id, None)
@@ -159,12 +172,19 @@ class BatchScheduler:
     def release_retained(self, program_id: str, why: str) -> None:
         """Let the program's retained KV go (cached blocks stay findable until evicted)."""
         if self.retained_until_s.pop(program_id, None) is not None:
-            self.kv.free(_retained_key(program_id))
+            if self.reserved_blocks.pop(program_id, None) is None:
+                self.kv.free(_retained_key(program_id))
             self.retained_released[why] += 1
 
     def release_expired(self, now_s: float) -> None:
         for program_id in [p for p, until_s in self.retained_until_s.items() if until_s <= now_s]:
             self.release_retained(program_id, "expired")
+
+    def _reserved_for_others(self, program_id: str) -> int:
+        """Without pinning: the blocks other retained programs' contexts keep free of admissions."""
+        if not self.reserved_blocks:
+            return 0
+        return sum(blocks for p, blocks in self.reserved_blocks.items() if p != program_id)
 
     def _growth_blocks(self, req: EngineRequest) -> int:
         """Blocks ``req`` may still take up to its whole prompt and reserved output."""
@@ -258,7 +278,10 @@ class BatchScheduler:
                 hit_tokens = self.kv.acquire_prefix(req.request_id, req.block_hashes, req.prompt_tokens - 1)
                 req.num_computed_tokens = hit_tokens  # the cached prefix skips prefill
             num_tokens = min(req.tokens_to_compute, budget)
-            if (not self.kv.try_grow(req.request_id, req.num_computed_tokens + num_tokens)
+            grown = req.num_computed_tokens + num_tokens
+            if (self.kv.free_blocks - self.kv.extra_blocks_for(req.request_id, grown)
+                    < self._reserved_for_others(req.program_id)   # checked before any block is taken (evicted)
+                    or not self.kv.try_grow(req.request_id, grown)
                     or (req.reserve_output_tokens and self.running
                         and self.kv.free_blocks < self.reserved_growth_blocks() + self._growth_blocks(req))):
                 self.kv.free(req.request_id)

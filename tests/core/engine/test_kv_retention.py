@@ -110,3 +110,37 @@ def test_running_requests_take_retained_room_before_preempting_each_other():
     s.add(grower)
     drain(s, now)
     assert grower.preemptions == 0 and s.retained_released["pressure"] == 1 and not s.retained_until_s
+
+
+def unpinned() -> BatchScheduler:
+    values = dict(kv_capacity_tokens=8 * BS, block_size=BS, max_num_seqs=8, max_num_batched_tokens=4096)
+    return BatchScheduler(profile(**values), AgingPriorityQueue(starvation_threshold=1000, running_quantum=100),
+                          pins_retained_kv=False)
+
+
+def test_an_engine_that_cannot_pin_frees_the_retained_blocks_and_keeps_their_room_from_admissions():
+    s = unpinned()
+    s.add(call("p/1", "p", blocks=4, retain_kv_s=30.0))
+    now = drain(s)
+    assert s.kv.used_blocks == 0 and s.reserved_blocks == {"p": 5}        # freed, cached; 5 blocks kept
+    s.add(call("big", "q", blocks=6, first_hash=100))                    # 7 blocks: only 3 beside p's room
+    plan = s.schedule(now)
+    assert plan.is_empty and s.num_waiting == 1
+    nxt = call("p/2", "p", blocks=5, priority=-1.0)                      # ahead of big; its room is its own
+    s.add(nxt)
+    plan = s.schedule(now)
+    assert [c.request.request_id for c in plan.chunks] == ["p/2"]
+    assert nxt.prefix_hit_tokens == 4 * BS and s.retained_released["resumed"] == 1 and not s.reserved_blocks
+
+
+def test_an_engine_that_cannot_pin_lets_a_running_request_evict_the_retained_context():
+    s = unpinned()
+    s.add(call("p/1", "p", blocks=3, retain_kv_s=30.0))
+    now = drain(s)
+    grower = call("g", "q", blocks=3, output_tokens=4 * BS, first_hash=100)  # admitted beside p's room, then
+    s.add(grower)                                                           # grows into it: vLLM's LRU evicts
+    now = drain(s, now)
+    late = call("p/2", "p", blocks=4)
+    s.add(late)
+    drain(s, now)
+    assert grower.preemptions == 0 and late.prefix_hit_tokens < 3 * BS
