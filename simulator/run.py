@@ -125,7 +125,7 @@ class Simulation:
                  queue: QueueConfig | None = None, slo_scales: Mapping[str, float] | None = None,
                  agent_priority_interval_s: float = 10.0, cascade: SimCascade | None = None,
                  reference_engines: Sequence[EngineSpec] | None = None, decode_runs: bool = True,
-                 identity: str = "full", pins_retained_kv: bool = True) -> None:
+                 identity: str = "full", pins_retained_kv: bool = False) -> None:
         """``decode_runs``: engines take runs of pure decode iterations as one event
         (``simulator.decode_jump``), the default; False steps every iteration, the reference mode they
         are tested against (tests/simulator/test_decode_jump.py, the agent sweep's probes in

@@ -308,3 +308,22 @@ def test_a_simulation_from_a_preset_runs_its_policy_queue_and_signals():
         (preset.policy.model.type, preset.policy.engine.type)
     queue = make_queue(QueueConfig(discipline=preset.queue_discipline))
     assert {type(e.scheduler.queue) for e in sim.engines.values()} == {type(queue)}
+
+
+def test_engines_keep_retained_kv_as_vllm_does_unless_told_they_can_pin():
+    profile = load_profile("qwen2.5-7b-instruct@l4")
+    engines = [EngineSpec("e0", profile.model, profile)]
+    records = generate("agent", 12, 1, [profile.model], rate_per_s=1.0)
+
+    def retained(pins: bool) -> tuple[bool, dict[str, int]]:
+        sim = Simulation.from_preset(engines, resolve("hetflow"), Signals("prior", "input-length"),
+                                     pins_retained_kv=pins)
+        sim.run(records)
+        scheduler = sim.engines["e0"].scheduler
+        return scheduler.pins_retained_kv, scheduler.retained_released
+
+    assert Simulation(engines, resolve("hetflow").policy, Signals("prior", "input-length")) \
+        .engines["e0"].scheduler.pins_retained_kv is False  # the product's engines are vLLM's
+    for pins in (False, True):  # either way the retention rule holds programs' KV, and their next calls resume it
+        kept_as, released = retained(pins)
+        assert kept_as is pins and released["resumed"] > 0
