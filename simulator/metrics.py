@@ -64,6 +64,12 @@ def slo_scale_for(results: Sequence[ProgramResult], attainment: float = TARGET_A
     return percentile([r.latency_s / r.isolated_s for r in results if r.isolated_s > 0], attainment)
 
 
+def queueing_share(results: Sequence[ProgramResult]) -> float:
+    """The share of the programs' latency during which at least one of a program's calls waited."""
+    latency_s = sum(r.latency_s for r in results)
+    return sum(r.queued_s for r in results) / latency_s if latency_s else 0.0
+
+
 def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (),
               slo_scale: float = GOODPUT_SLO_SCALE) -> dict:
     """``slo_scale``: X of goodput and of the share of workflows within X times their exclusive latency."""
@@ -97,7 +103,7 @@ def summarize(results: Sequence[ProgramResult], decision_ms: Sequence[float] = (
         "goodput_slo_scale": slo_scale,
         "within_slo_share": within / len(ordered),
         "longest_decile_p95_s": percentile(longest, 0.95),
-        "queueing_share": sum(r.queued_s for r in ordered) / sum(latency) if sum(latency) else 0.0,
+        "queueing_share": queueing_share(ordered),
         "preemptions": sum(c.preemptions for r in ordered for c in r.calls.values()),
         "models": {m: sum(r.model == m for r in ordered) for m in sorted({r.model for r in ordered})},
         "scheduler_overhead_ms": {"mean": statistics.mean(decision_ms), "p50": percentile(decision_ms, 0.5),

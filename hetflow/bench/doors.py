@@ -59,7 +59,7 @@ from hetflow.core.trace import StageRecord, agent_calls_again, programs
 from hetflow.runtime import tinymodel
 from hetflow.runtime.config import load_stack
 from hetflow.runtime.ports import free_port
-from simulator.metrics import summarize
+from simulator.metrics import queueing_share, summarize
 from simulator.run import ProgramResult, SimulatedCall, Simulation, prompts_alone, reference_latency_s
 from simulator.signals import Signals
 
@@ -765,7 +765,7 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
     seen = as_the_client_sees(results, records, engines)
     own = wait_per_call_s(results)
     return {"door": f"sim:{name}", "preset": preset.name, **summarize(results, sim.decision_ms, slo_scale),
-            "client_queueing_share": sum(r.queued_s for r in seen) / sum(r.latency_s for r in seen),
+            "client_queueing_share": queueing_share(seen),
             "client_wait_s_per_call": wait_per_call_s(seen).get("queued"),
             "twin_wait_s_per_call": {"held": own.get("held"), "engine_queue": own["queued"] - own["held"]}
             if own else {},

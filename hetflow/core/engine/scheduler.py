@@ -156,13 +156,13 @@ class BatchScheduler:
         """``req`` produced its last token at ``now_s``: out of the batch, its blocks freed, or retained for
         its program for ``retain_kv_s``."""
         self.running.remove(req)
-        if req.retain_kv_s > 0 and req.program_id and self.pins_retained_kv:
-            self.kv.retain(req.request_id, _retained_key(req.program_id), req.block_hashes)
+        if req.retain_kv_s > 0 and req.program_id:
             self.retained_until_s[req.program_id] = now_s + req.retain_kv_s
-        elif req.retain_kv_s > 0 and req.program_id:
-            self.reserved_blocks[req.program_id] = self.kv.held(req.request_id)
-            self.retained_until_s[req.program_id] = now_s + req.retain_kv_s
-            self.kv.free(req.request_id)
+            if self.pins_retained_kv:
+                self.kv.retain(req.request_id, _retained_key(req.program_id), req.block_hashes)
+            else:
+                self.reserved_blocks[req.program_id] = self.kv.held(req.request_id)
+                self.kv.free(req.request_id)
         else:
             self.kv.free(req.request_id)
         self.requests.pop(req.request_id, None)
