@@ -159,13 +159,37 @@ def retention_scaled(time_scale: float) -> dict[str, float]:
     return {**retention.params, "max_hold_s": WorkflowTtl(**retention.params).max_hold_s * time_scale}
 
 
-def hetflow_stack(raw: dict[str, Any], time_scale: float) -> dict[str, Any]:
+PREDICTORS = ("input-length", "qrf")
+"""What hetflow's door predicts remaining work with: the example stack's input-length baseline (Chimera
+table 3), or the batched QRF the design serves (Chimera 3.4), the artifact its sweeps read."""
+
+
+def predictor_dir_for(models: Sequence[str]) -> Path:
+    """The QRF artifact for the pool's models: the one ``hetflow.learned`` trains once for a stack and the
+    sweeps read (``router: learned``, ``predictor: learned``)."""
+    from hetflow.learned import ensure_trained
+
+    return ensure_trained(list(models))[1]
+
+
+def predictor_section(predictor: str, models: Sequence[str]) -> dict[str, Any]:
+    """The stack's ``predictor`` section for ``predictor`` (one of ``PREDICTORS``)."""
+    if predictor not in PREDICTORS:
+        raise ValueError(f"unknown predictor {predictor!r}: one of {', '.join(PREDICTORS)}")
+    section: dict[str, Any] = {"port": free_port(), "metrics_port": free_port(), "kind": predictor}
+    if predictor == "qrf":
+        section.update(artifact=str(predictor_dir_for(models)), models=list(models))
+    return section
+
+
+def hetflow_stack(raw: dict[str, Any], time_scale: float, predictor: str = "input-length") -> dict[str, Any]:
     """hetflow in front of the pool: each server an engine with the ``vllm-server`` backend, the
-    default policy, the gateway as the door. Its time constants are scaled as the router's are: each
-    engine reports its server's profile slowed by ``time_scale``, the retention rule's longest hold is its
-    default's in GPU time, and a call waits for KV room as long as vLLM's router lets a
-    call wait (``ROUTER_REQUEST_TIMEOUT_S``), where the simulated twin's hold has no limit: at the
-    balancer's default (120 s of the host's clock) a probe at time scale 2 refused calls the twin kept.
+    default policy, the gateway as the door, ``predictor`` its remaining-work predictor (``PREDICTORS``).
+    Its time constants are scaled as the router's are: each engine reports its server's profile slowed by
+    ``time_scale``, the retention rule's longest hold is its default's in GPU time, and a call waits for
+    KV room as long as vLLM's router lets a call wait (``ROUTER_REQUEST_TIMEOUT_S``), where the simulated
+    twin's hold has no limit: at the balancer's default (120 s of the host's clock) a probe at time scale
+    2 refused calls the twin kept.
     The balancer counts prompts with the servers' tokenizer, as an operator names it (``tokenizers``):
     the approximate count put the race's prompts 14-18% over, and held twice the twin's new programs
     out of KV (docs/vllm-sim.md)."""
@@ -184,22 +208,24 @@ def hetflow_stack(raw: dict[str, Any], time_scale: float) -> dict[str, Any]:
     return {**raw, "monitor": {"port": free_port(), "metrics_port": free_port()},
             "router": {"port": free_port(), "metrics_port": free_port(), "kind": "fixed-prior",
                        "models": {m: 0.5 for m in models}},
-            "predictor": {"port": free_port(), "metrics_port": free_port(), "kind": "input-length"},
+            "predictor": predictor_section(predictor, models),
             "balancer": {"port": free_port(), "metrics_port": free_port(),
                          "max_hold_s": ROUTER_REQUEST_TIMEOUT_S * time_scale, "tokenizers": tokenizers,
                          "policy": {"retention_params": retention_scaled(time_scale)}},
             "gateway": {"port": free_port()}, "engines": engines}
 
 
-def open_door(name: str, pool: dict[str, Any], time_scale: float, out: Path) -> Door:
-    """Start a fresh pool and the door in front of it; on any failure, nothing is left running."""
+def open_door(name: str, pool: dict[str, Any], time_scale: float, out: Path,
+              predictor: str = "input-length") -> Door:
+    """Start a fresh pool and the door in front of it (hetflow's with ``predictor``); on any failure,
+    nothing is left running."""
     kind, _, policy = name.partition(":")
     if name not in ("hetflow", "client-rr") and (kind != "vllm-router" or not policy):
         raise ValueError(f"unknown door {name!r}: client-rr, vllm-router:<policy>, vllm-router:program or hetflow")
     binary = router_binary() if kind == "vllm-router" else ""
     path, raw = pool_stack(pool, out, name, "priority" if name == "hetflow" else "fcfs")
     if name == "hetflow":
-        raw = hetflow_stack(raw, time_scale)
+        raw = hetflow_stack(raw, time_scale, predictor)
         path.write_text(yaml.safe_dump(raw, sort_keys=False))
     door = Door(name, path, [], "hetflow" if name == "hetflow" else "vllm",
                 stack_config=path if name == "hetflow" else None, time_scale=time_scale)
@@ -669,7 +695,7 @@ def router_holds(log_text: str, since_unix_s: float, time_scale: float) -> list[
 
 def run_door(name: str, pool: dict[str, Any], records: Sequence[StageRecord], args: argparse.Namespace,
              text: PromptText, engines: Sequence[EngineSpec], out: Path) -> dict[str, Any]:
-    door = open_door(name, pool, args.time_scale, out)
+    door = open_door(name, pool, args.time_scale, out, getattr(args, "predictor", "input-length"))
     try:
         return asyncio.run(measure(door, records, args, text, engines, out))
     finally:
@@ -748,14 +774,17 @@ engines for the simulator-vs-live error."""
 
 
 def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[EngineSpec],
-                  slo_scale: float, warmup_programs: int = WARMUP_PROGRAMS) -> dict[str, Any]:
+                  slo_scale: float, warmup_programs: int = WARMUP_PROGRAMS,
+                  predictor: str = "input-length") -> dict[str, Any]:
     """The door's preset in the simulator, on the trace the door replayed after the same warm-up (its
     programs dropped from the figures; the trace starts once the warm-up's last program has had a minute),
-    with the signals the live door has: fixed priors and the input-length predictor (hetflow's example
-    stack), and engines that cannot pin a retained program's KV, as the servers (vLLM's) cannot."""
+    with the signals the live door has: fixed priors and ``predictor`` (the input-length baseline, or the
+    same QRF artifact's predictions for every call), and engines that cannot pin a retained program's KV,
+    as the servers (vLLM's) cannot."""
     preset = resolve(SIMULATED_AS[name])
-    sim = Simulation.from_preset(engines, preset, Signals("prior", "input-length"), pins_retained_kv=False)
     warmup = warmup_trace(engines[0].model, warmup_programs)
+    signals = twin_signals(predictor if name == "hetflow" else "input-length", [*warmup, *records], engines)
+    sim = Simulation.from_preset(engines, preset, signals, pins_retained_kv=False)
     start_s = max(r.arrival_s for r in warmup) + 60.0 if warmup else 0.0
     shifted = [replace(r, arrival_s=r.arrival_s + start_s) for r in records]
     results = [replace(r, arrival_s=r.arrival_s - start_s, finished_s=r.finished_s - start_s)
@@ -772,6 +801,19 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
             "prefix_hit_rate": sim.prefix_hit_rate, "call_shares": call_shares([calls[e.engine_id] for e in engines]),
             **({"router_holds": hold_summary([held for at, held in ledger.holds if at >= start_s])}
                if ledger is not None else {})}
+
+
+def twin_signals(predictor: str, records: Sequence[StageRecord], engines: Sequence[EngineSpec]) -> Signals:
+    """What the twin is told in place of hetflow's router and predictor: fixed priors, and ``predictor``'s
+    predictions (for the QRF, its artifact run over ``records`` as predictor_svc runs it)."""
+    if predictor == "input-length":
+        return Signals("prior", "input-length")
+    if predictor != "qrf":
+        raise ValueError(f"unknown predictor {predictor!r}: one of {', '.join(PREDICTORS)}")
+    from hetflow.bench.learned_signals import learned_signals
+
+    models = sorted({e.model for e in engines})
+    return Signals("prior", "learned", learned=learned_signals(records, models, None, predictor_dir_for(models)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -791,6 +833,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds the door's idle CPU is measured for before its warm-up (0: not measured)")
     p.add_argument("--profile", action="store_true",
                    help="record a py-spy flame graph of each of a door's processes over the trace, into --out")
+    p.add_argument("--predictor", choices=PREDICTORS, default="input-length",
+                   help="hetflow's remaining-work predictor: the example stack's input-length, or the QRF")
     p.add_argument("--simulate", action="store_true",
                    help="also run each door's simulator preset on the same trace (the simulator-vs-live error)")
     args = p.parse_args(argv)
@@ -815,7 +859,8 @@ def main(argv: list[str] | None = None) -> int:
             row = {"door": name, "error": f"{type(exc).__name__}: {exc}"}
         result["rows"].append(row)
         if args.simulate and name in SIMULATED_AS:
-            result["rows"].append(simulated_row(name, records, engines, args.slo_scale))
+            result["rows"].append(simulated_row(name, records, engines, args.slo_scale,
+                                                predictor=args.predictor))
             print(_sim_line(result["rows"][-1], row), flush=True)
         (out / "results.json").write_text(json.dumps(result, indent=1))  # after every door: nothing lost
         print(_line(row), flush=True)

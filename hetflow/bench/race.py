@@ -68,6 +68,8 @@ class RaceSpec:
     warmup_programs: int = 120
     budget_h: float = 3.0
     """Wall time of the live probes, at most."""
+    hetflow_predictor: str = "input-length"
+    """hetflow's remaining-work predictor, live and in its twin (``hetflow.bench.doors.PREDICTORS``)."""
 
     @classmethod
     def load(cls, path: Path) -> RaceSpec:
@@ -258,7 +260,7 @@ def _door_runners(spec: RaceSpec, out: Path) -> tuple[RowRunner, RowRunner]:
                           load_profile(s["profile"])) for s in pool["vllm_sim"]]
     text = doors.PromptText(pool["vllm_sim"][0].get("tokenizer", ""))
     args = argparse.Namespace(time_scale=scales.pop(), idle_s=0.0, warmup_programs=spec.warmup_programs,
-                              slo_scale=spec.slo_scale, profile=False)
+                              slo_scale=spec.slo_scale, profile=False, predictor=spec.hetflow_predictor)
 
     def trace(seed: int, rate: float) -> list[Any]:
         return generate(spec.family, spec.programs, seed, [engines[0].model], rate_per_s=rate)
@@ -267,7 +269,8 @@ def _door_runners(spec: RaceSpec, out: Path) -> tuple[RowRunner, RowRunner]:
         return doors.run_door(door, pool, trace(seed, rate), args, text, engines, out)
 
     def sim(door: str, seed: int, rate: float) -> dict[str, Any]:
-        return doors.simulated_row(door, trace(seed, rate), engines, spec.slo_scale, spec.warmup_programs)
+        return doors.simulated_row(door, trace(seed, rate), engines, spec.slo_scale, spec.warmup_programs,
+                                   spec.hetflow_predictor)
 
     return live, sim
 

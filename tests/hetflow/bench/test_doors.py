@@ -294,3 +294,41 @@ def test_the_routers_prefix_decisions_are_read_by_outcome():
             'vllm_router_reservation{quantile="p99",direction="over",quantile="0"} 1\n')
     assert prefix_decisions_of(text) == {"outcome=missing_tokens,policy=cache_aware,stage=regular": 7.0,
                                          "outcome=prefix_hit,policy=cache_aware,stage=regular": 2.0}
+
+
+def test_hetflows_door_serves_the_qrf_the_sweeps_read_when_asked(monkeypatch, tmp_path):
+    from hetflow.bench import doors
+
+    monkeypatch.setattr(doors, "predictor_dir_for", lambda models: tmp_path / "-".join(models))
+    pool = {"stack": {"name": "p"}, "vllm_sim": [{"name": "sim-0", "port": 8101, "profile": "qwen2.5-7b-instruct@l4"}]}
+    assert hetflow_stack(pool, 2.0)["predictor"]["kind"] == "input-length"
+    section = hetflow_stack(pool, 2.0, "qrf")["predictor"]
+    assert section["kind"] == "qrf" and section["models"] == ["qwen2.5-7b-instruct"]
+    assert section["artifact"] == str(tmp_path / "qwen2.5-7b-instruct")
+    with pytest.raises(ValueError, match="unknown predictor"):
+        hetflow_stack(pool, 2.0, "oracle")
+
+
+def test_hetflows_twin_reads_the_same_qrfs_predictions_and_no_other_door_does(monkeypatch, tmp_path):
+    from hetflow.bench import doors, learned_signals
+    from hetflow.workloads.generate import generate
+    from simulator.signals import LearnedSignals
+
+    asked: list[tuple[int, list[str], Path]] = []
+
+    def fake(records, models, router_dir, predictor_dir):
+        asked.append((len(records), list(models), predictor_dir))
+        return LearnedSignals(median_tokens={(r.program_id, r.stage_index, m): 50.0 for r in records for m in models})
+
+    monkeypatch.setattr(doors, "predictor_dir_for", lambda models: tmp_path)
+    monkeypatch.setattr(learned_signals, "learned_signals", fake)
+    profile = load_profile("qwen2.5-7b-instruct@l4")
+    engines = [EngineSpec(f"sim-{i}", profile.model, profile) for i in range(2)]
+    records = generate("agent", 6, 1, [profile.model], rate_per_s=0.5)
+    signals = doors.twin_signals("qrf", records, engines)
+    assert signals.prediction == "learned" and asked == [(len(records), [profile.model], tmp_path)]
+    assert doors.twin_signals("input-length", records, engines).prediction == "input-length"
+    simulated_row("client-rr", records, engines, slo_scale=5.0, warmup_programs=2, predictor="qrf")
+    assert len(asked) == 1                                  # round robin's twin is told nothing new
+    row = simulated_row("hetflow", records, engines, slo_scale=5.0, warmup_programs=2, predictor="qrf")
+    assert row["programs"] == 6 and len(asked) == 2 and asked[1][0] > len(records)  # the warm-up's calls too
