@@ -164,6 +164,12 @@ PREDICTORS = ("input-length", "qrf")
 table 3), or the batched QRF the design serves (Chimera 3.4), the artifact its sweeps read."""
 
 
+def check_predictor(predictor: str) -> None:
+    """Raise ValueError unless ``predictor`` is one of ``PREDICTORS``."""
+    if predictor not in PREDICTORS:
+        raise ValueError(f"unknown predictor {predictor!r}: one of {', '.join(PREDICTORS)}")
+
+
 def predictor_dir_for(models: Sequence[str]) -> Path:
     """The QRF artifact for the pool's models: the one ``hetflow.learned`` trains once for a stack and the
     sweeps read (``router: learned``, ``predictor: learned``)."""
@@ -174,8 +180,7 @@ def predictor_dir_for(models: Sequence[str]) -> Path:
 
 def predictor_section(predictor: str, models: Sequence[str]) -> dict[str, Any]:
     """The stack's ``predictor`` section for ``predictor`` (one of ``PREDICTORS``)."""
-    if predictor not in PREDICTORS:
-        raise ValueError(f"unknown predictor {predictor!r}: one of {', '.join(PREDICTORS)}")
+    check_predictor(predictor)
     section: dict[str, Any] = {"port": free_port(), "metrics_port": free_port(), "kind": predictor}
     if predictor == "qrf":
         section.update(artifact=str(predictor_dir_for(models)), models=list(models))
@@ -806,10 +811,9 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
 def twin_signals(predictor: str, records: Sequence[StageRecord], engines: Sequence[EngineSpec]) -> Signals:
     """What the twin is told in place of hetflow's router and predictor: fixed priors, and ``predictor``'s
     predictions (for the QRF, its artifact run over ``records`` as predictor_svc runs it)."""
+    check_predictor(predictor)
     if predictor == "input-length":
         return Signals("prior", "input-length")
-    if predictor != "qrf":
-        raise ValueError(f"unknown predictor {predictor!r}: one of {', '.join(PREDICTORS)}")
     from hetflow.bench.learned_signals import learned_signals
 
     models = sorted({e.model for e in engines})

@@ -78,6 +78,9 @@ class RaceSpec:
         spec = cls(**raw)
         if len(spec.doors) < 2 or not spec.seeds:
             raise ValueError(f"{path}: a race needs two doors or more and a seed")
+        from hetflow.bench.doors import check_predictor
+
+        check_predictor(spec.hetflow_predictor)   # before any twin or live probe runs
         return spec
 
     @property

@@ -149,6 +149,18 @@ def test_a_spec_needs_two_doors(tmp_path: Path) -> None:
     assert RaceSpec.load(path).seeds == (1, 2, 3)
 
 
+def test_a_spec_names_a_predictor_hetflow_serves(tmp_path: Path) -> None:
+    path = tmp_path / "race.yaml"
+    base = "pool: p.yaml\nfamily: agent\ndoors: [hetflow, client-rr]\nprograms: 10\nstart_rate_per_s: 1\n"
+    path.write_text(base + "hetflow_predictor: oracle\n")
+    with pytest.raises(ValueError, match="unknown predictor"):
+        RaceSpec.load(path)
+    path.write_text(base + "hetflow_predictor: qrf\n")
+    assert RaceSpec.load(path).hetflow_predictor == "qrf"
+    path.write_text(base)
+    assert RaceSpec.load(path).hetflow_predictor == "input-length"
+
+
 def test_the_shipped_specs_load_and_name_doors_with_twins() -> None:
     from hetflow.bench.doors import SIMULATED_AS
 
