@@ -20,12 +20,7 @@ from pathlib import Path
 from hetflow.bench.sweep import Sweep, SweepSpec, at_rate, simulation
 from hetflow.bench.sweep_cli import learned_source
 from hetflow.core.presets import resolve
-
-
-def p95_s(latencies_s: list[float]) -> float:
-    """The nearest-rank 95th percentile."""
-    ordered = sorted(latencies_s)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+from hetflow.core.stats import percentile
 
 
 def main() -> None:
@@ -46,9 +41,9 @@ def main() -> None:
         for result in results:
             by_tenant[result.tenant].append(result.latency_s)
         every = [x for latencies in by_tenant.values() for x in latencies]
-        tenants = ", ".join(f"{tenant} P95 {p95_s(lat):.1f} s mean {statistics.mean(lat):.1f} s"
+        tenants = ", ".join(f"{tenant} P95 {percentile(lat, 0.95):.1f} s mean {statistics.mean(lat):.1f} s"
                             for tenant, lat in sorted(by_tenant.items()))
-        print(f"{policy}: P95 {p95_s(every):.1f} s; {tenants}", flush=True)
+        print(f"{policy}: P95 {percentile(every, 0.95):.1f} s; {tenants}", flush=True)
 
 
 if __name__ == "__main__":
