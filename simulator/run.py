@@ -324,7 +324,8 @@ class Simulation:
         wf = call.workflow
         snapshot = cluster_snapshot(self.monitor, now, program_id, wf.agent, wf.workflow, wf.stage_index,
                                     wf.stage_count, blocks if self.pipeline.engine_picker.reads_prefix else (),
-                                    self.pipeline.engine_picker.reads_in_flight_calls, wf.upstream_agent)
+                                    self.pipeline.engine_picker.reads_in_flight_calls, wf.upstream_agent,
+                                    resident=self.pipeline.engine_picker.reads_resident)
         if snapshot.inferred_stages is not None and snapshot.inferred_stages.stage_index:
             call = with_stages(call, snapshot.inferred_stages.stage_index, snapshot.inferred_stages.stage_count)
         candidates, router_asked = self.decisions.candidates(call, snapshot)

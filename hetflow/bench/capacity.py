@@ -9,7 +9,8 @@ trace arrives over at least ``span_latencies`` median latencies (a finite trace 
 arrives at once, a batch that can meet a loose SLO without saying anything about a rate). A rate above
 the trace's work ceiling on the cluster (``hetflow.bench.work_ceiling``: what the engines could finish if
 every one were busy all the time with an ideal prefix cache) fails as well: no schedule sustains it,
-and a finite trace that meets the SLO there shows only how long a burst the SLO absorbs.
+and a finite trace that meets the SLO there shows only how long a burst the SLO absorbs (a sweep fails such
+a rate without running it).
 
 The rule is fixed before any policy runs: the same SLO, the same bisection, the same traces for
 every policy. ``find_capacity`` brackets the capacity by doubling or halving the rate from a start,

@@ -71,8 +71,20 @@ def capacity_search_top_per_s(ceiling_per_s: float) -> float:
     """The highest rate a capacity search probes: ``MAX_RATE_PER_S``, or the work ceiling where that is
     higher (short calls on fast engines, e.g. the code family on the measured-GPU cluster, whose ceiling is
     115-119 programs/s), so that a capacity below the ceiling is measured rather than reported as a lower bound.
-    No probe above the ceiling can pass (``ABOVE_WORK_CEILING``)."""
+    No probe above the ceiling can pass (``ABOVE_WORK_CEILING``), so a sweep fails one without running it."""
     return max(MAX_RATE_PER_S, ceiling_per_s)
+
+
+def capacity_search_start_per_s(ceiling_per_s: float) -> float:
+    """Where a capacity search starts when its sweep names no ``start_rate_per_s``: the highest power of two at
+    or below the trace's work ceiling (1 where the ceiling is not a positive number). Doubling or halving from
+    any power of two brackets the capacity between the same two powers of two as doubling from 1 (every rate
+    below a passing one passes: ``find_capacity``'s assumption), so the capacity is the same and the probes far
+    below it, which pass and cost a whole run each, are not run (a capacity under a quarter of the ceiling
+    may cost a failing probe or two more from above, which ``--stop-settled`` cuts short)."""
+    if not 0.0 < ceiling_per_s < math.inf:
+        return 1.0
+    return 2.0 ** math.floor(math.log2(ceiling_per_s))
 
 
 @dataclass(frozen=True)
@@ -91,7 +103,7 @@ class SweepSpec:
     """Tenant -> SLO scale ("*" for all): programs get deadlines (HexGen-Flow 5.1), read by urgency."""
     capacity: Mapping[str, float] = field(default_factory=dict)
     """The capacity rule: slo_scale, attainment, rel_tol, start_rate_per_s (``SloRule`` and
-    ``find_capacity`` defaults for any left out)."""
+    ``find_capacity`` defaults for any left out; the start by default ``capacity_search_start_per_s``)."""
     identity: str = "full"
     """What calls tell of their place (``Simulation``'s ``identity``): ``full`` or ``session``."""
     rivals: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -381,15 +393,17 @@ class Sweep:
         stop = StopBelowSlo(rule.slo_scale, rule.attainment) if self.stop_settled else None
 
         def probe(rate: float) -> Probe:
+            if rate > self.ceiling(seed)["ceiling_per_s"]:    # fails by the rule whatever a run would show
+                return Probe(rate, False, {}, (ABOVE_WORK_CEILING,))
             summary = simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate,
                                self.spec.slo_scales, rule.slo_scale, self.decode_runs, self.isolated_s(seed),
                                self.spec.identity, stop)
             failures = rule.failures(summary)
-            if rate > self.ceiling(seed)["ceiling_per_s"]:
-                failures += (ABOVE_WORK_CEILING,)
             return Probe(rate, not failures, {k: v for k, v in summary.items() if k != "latencies_s"}, failures)
 
-        return find_capacity(probe, float(self.spec.capacity.get("start_rate_per_s", 1.0)),
+        start = self.spec.capacity.get("start_rate_per_s") or capacity_search_start_per_s(
+            self.ceiling(seed)["ceiling_per_s"])
+        return find_capacity(probe, float(start),
                              float(self.spec.capacity.get("rel_tol", 0.03)),
                              max_rate_per_s=capacity_search_top_per_s(self.ceiling(seed)["ceiling_per_s"]))
 

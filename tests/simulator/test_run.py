@@ -7,7 +7,7 @@ import pytest
 
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.policy_config import PolicyConfig, StageConfig
-from hetflow.core.presets import resolve
+from hetflow.core.presets import PRESETS, resolve
 from hetflow.core.stats import union_length_s
 from hetflow.core.trace import programs
 from hetflow.workloads.generate import generate
@@ -327,3 +327,48 @@ def test_engines_keep_retained_kv_as_vllm_does_unless_told_they_can_pin():
     for pins in (False, True):  # either way the retention rule holds programs' KV, and their next calls resume it
         kept_as, released = retained(pins)
         assert kept_as is pins and released["resumed"] > 0
+
+
+
+
+TIGHT_KV_TOKENS = 30_000
+"""Engines small enough for 30 agent programs at 4/s that the working-set gate binds."""
+
+
+@pytest.fixture(scope="module")
+def crowded_agents():
+    return generate("agent", 30, seed=3, models=(SMALL, LARGE), rate_per_s=4.0)
+
+
+def _decisions(preset_name: str, records, reads_resident: bool | None = None):
+    """Where and when each call ran under ``preset_name`` on tight engines, its picker's ``reads_resident``
+    as declared (None) or forced."""
+    sim = Simulation.from_preset(engines(TIGHT_KV_TOKENS), resolve(preset_name), Signals("prior", "oracle"))
+    if reads_resident is not None:
+        sim.pipeline.engine_picker.reads_resident = reads_resident
+    return sorted((r.program_id, i, c.engine_id, c.dispatched_s, c.finished_s)
+                  for r in sim.run(records) for i, c in r.calls.items())
+
+
+def _one_preset_per_engine_stage() -> list[str]:
+    """The first preset (by name) of each engine stage the presets ship: the stage whose flag is checked."""
+    firsts: dict[str, str] = {}
+    for name in sorted(PRESETS):
+        engine = PRESETS[name].policy.engine
+        firsts.setdefault(repr((engine.type, sorted(engine.params.items()))), name)
+    return sorted(firsts.values())
+
+
+@pytest.mark.parametrize("preset_name", _one_preset_per_engine_stage())
+def test_a_policy_decides_the_same_whether_or_not_its_snapshots_count_active_programs_it_does_not_read(
+        preset_name, crowded_agents):
+    """``EnginePicker.reads_resident``: a picker that says it reads no engine's active programs gets
+    snapshots without them (a simulated probe then skips a pass over every engine's programs per decision);
+    counting them anyway changes none of its decisions."""
+    assert _decisions(preset_name, crowded_agents) == _decisions(preset_name, crowded_agents, reads_resident=True)
+
+
+def test_the_default_reads_the_active_programs_and_decides_otherwise_without_them(crowded_agents):
+    """The working-set gate reads them: withheld, the default's decisions change on the same trace."""
+    assert Simulation.from_preset(engines(), resolve("hetflow"), ORACLE).pipeline.engine_picker.reads_resident
+    assert _decisions("hetflow", crowded_agents) != _decisions("hetflow", crowded_agents, reads_resident=False)

@@ -46,20 +46,28 @@ def engine_view(record: EngineRecord, healthy: bool, kv_ledger_tokens: tuple[flo
         resident_growth_tokens=resident.growth_tokens, resident_programs=resident.programs)
 
 
-def _engine_view_at(state: MonitorState, record: EngineRecord, now_s: float, horizon: int) -> EngineView:
+NO_RESIDENT = Resident(0, 0, 0)
+"""The active programs of a view whose reader asked for none (``EnginePicker.reads_resident``)."""
+
+
+def _engine_view_at(state: MonitorState, record: EngineRecord, now_s: float, horizon: int,
+                    resident: bool) -> EngineView:
     return engine_view(record, state.is_healthy(record, now_s),
-                       tuple(record.ledger.occupied_window(now_s, horizon).tolist()), state.resident(record, now_s))
+                       tuple(record.ledger.occupied_window(now_s, horizon).tolist()),
+                       state.resident(record, now_s) if resident else NO_RESIDENT)
 
 
-def engine_views(state: MonitorState, now_s: float, in_flight_calls: bool = False) -> tuple[EngineView, ...]:
-    """Every engine's view at ``now_s``, with its in-flight calls if asked; the same views again while
-    nothing changed (a simulator's round of held calls decides many calls at one instant)."""
-    key = (state.version, now_s, in_flight_calls)
+def engine_views(state: MonitorState, now_s: float, in_flight_calls: bool = False,
+                 resident: bool = True) -> tuple[EngineView, ...]:
+    """Every engine's view at ``now_s``, with its in-flight calls if asked and its active programs unless
+    told not to (they cost a pass over each engine's programs); the same views again while nothing changed
+    (a simulator's round of held calls decides many calls at one instant)."""
+    key = (state.version, now_s, in_flight_calls, resident)
     cached = state.views_cache
     if cached is not None and cached[0] == key:
         return cached[1]
     horizon = state.limits.ledger_horizon_slots
-    views = tuple(_engine_view_at(state, record, now_s, horizon) for record in state.engines.values())
+    views = tuple(_engine_view_at(state, record, now_s, horizon, resident) for record in state.engines.values())
     if in_flight_calls:
         views = tuple(view_with(view, in_flight_calls=_in_flight_calls(state, state.engines[view.engine_id]))
                       for view in views)
@@ -87,12 +95,13 @@ def prefix_matches(state: MonitorState, prefix_blocks: Sequence[int]) -> dict[st
 def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", agent: str = "", workflow: str = "",
                      stage_index: int = 0, stage_count: int = 0, prefix_blocks: Sequence[int] = (),
                      in_flight_calls: bool = False, upstream_agent: str = "",
-                     with_engines: bool = True) -> ClusterSnapshot:
+                     with_engines: bool = True, resident: bool = True) -> ClusterSnapshot:
     """The cluster at ``now_s`` for a call of ``program_id`` by ``agent`` (downstream of ``upstream_agent``)
     at stage ``stage_index`` of ``stage_count`` of ``workflow``, whose prompt has ``prefix_blocks``; each
     engine's in-flight calls only when ``in_flight_calls`` (a policy that reads them asked: the others do
-    not pay for the list). Each engine's memory ledger is carried up to its last occupied slot (nothing
-    for engines no packing decision has used). A call of a program that names neither stage field gets
+    not pay for the list), and its active programs unless ``resident`` is False (a policy that reads none of
+    them, ``EnginePicker.reads_resident``). Each engine's memory ledger is carried up to its last occupied
+    slot (nothing for engines no packing decision has used). A call of a program that names neither stage field gets
     them inferred (``MonitorState.infer_stages``), and the later stages' costs follow them. Without
     ``with_engines``, only the call's own part (no engines: a balancer watching them asked)."""
     check_stages(stage_index, stage_count, "snapshot")
@@ -100,7 +109,7 @@ def cluster_snapshot(state: MonitorState, now_s: float, program_id: str = "", ag
         if program_id and not stage_index and not stage_count else None
     if inferred is not None:
         stage_index, stage_count = inferred.stage_index, inferred.stage_count
-    engines = engine_views(state, now_s, in_flight_calls) if with_engines else ()
+    engines = engine_views(state, now_s, in_flight_calls, resident) if with_engines else ()
     if prefix_blocks and with_engines:
         engines = tuple(_with_prefix_match(view, state.engines[view.engine_id], prefix_blocks) for view in engines)
     stats, program = state.agent_stats, state.programs.get(program_id)

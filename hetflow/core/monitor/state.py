@@ -243,7 +243,7 @@ class MonitorState:
         """Bumped by every change to what an engine view shows (admit, release, report, sweep)."""
         self.on_change: list[Callable[[], None]] = []
         """Called after each such change (the monitor service wakes its engine watchers: nothing polls)."""
-        self.views_cache: tuple[tuple[int, float, bool], tuple[EngineView, ...]] | None = None
+        self.views_cache: tuple[tuple[int, float, bool, bool], tuple[EngineView, ...]] | None = None
         """The engine views last built, with the (version, time, with in-flight calls) they were built at."""
         self.admit_seq = 0
         """Admits applied so far; the n-th admit is included in every snapshot with admit_seq >= n."""

@@ -152,6 +152,9 @@ class EngineFilter:
     type_name: str
     plans_memory = False
     """Whether decisions carry the call's memory plan for the engine's ledger (Kairos 6)."""
+    reads_resident = False
+    """Whether it reads each engine's active programs (``EngineView.resident_tokens``,
+    ``resident_growth_tokens``, ``resident_programs``): a snapshot counts them only then."""
 
     def keep(self, call: LlmCall, engines: list[EngineView], snapshot: ClusterSnapshot,
              prediction: Prediction) -> list[EngineView]:
@@ -171,6 +174,9 @@ class EngineScorer:
     type_name: str
     reads_prefix = False
     """Whether it reads how much of the call's prompt each engine holds (``prefix_match_blocks``)."""
+    reads_resident = False
+    """Whether it reads each engine's active programs (``EngineView.resident_tokens``,
+    ``resident_growth_tokens``, ``resident_programs``): a snapshot counts them only then."""
     initial_alpha: float | None = None
     """The alpha the policy store starts from, for a scorer with one (HexGen-Flow eq. 4)."""
 
@@ -187,6 +193,9 @@ class EnginePicker:
     reads_prefix = False
     """Whether it reads how much of the call's prompt each engine holds (``prefix_match_blocks``): the
     snapshot matches the call's blocks against every engine's index only then."""
+    reads_resident = False
+    """Whether it reads each engine's active programs (``EngineView.resident_tokens``,
+    ``resident_growth_tokens``, ``resident_programs``): a snapshot counts them only then."""
     plans_memory = False
     """Whether decisions carry the call's memory plan for the engine's ledger (Kairos 6)."""
     initial_alpha: float | None = None

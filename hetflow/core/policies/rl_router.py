@@ -62,6 +62,7 @@ class RlRouter(EnginePicker):
         default = PolicyConfig().engine
         self.fallback: EnginePicker = plugins.build("engine-picker", default.type, default.params)
         self.reads_prefix = self.fallback.reads_prefix
+        self.reads_resident = self.fallback.reads_resident
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction,
              store: PolicyStore) -> Choice:

@@ -48,6 +48,8 @@ class Scored(EnginePicker):
         self.scorers: list[tuple[EngineScorer, float]] = [_scorer(name, spec) for name, spec in scorers.items()]
         self.plans_memory = any(f.plans_memory for f in self.filters)
         self.reads_prefix = any(s.reads_prefix for s, _ in self.scorers)
+        self.reads_resident = any(f.reads_resident for f in self.filters) or \
+            any(s.reads_resident for s, _ in self.scorers)
         alphas = [s.initial_alpha for s, _ in self.scorers if s.initial_alpha is not None]
         self.initial_alpha = alphas[0] if alphas else None
 

@@ -1,6 +1,7 @@
 """A tiny sweep runs end to end (table, JSON, plots); loads are calibrated by queueing share."""
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from hetflow.bench.sweep import (
     SweepSpec,
     aggregate,
     busiest_engine_call_share,
+    capacity_search_start_per_s,
     capacity_search_top_per_s,
     policy_hash,
     simulate,
@@ -166,6 +168,33 @@ def test_no_rate_above_the_work_ceiling_passes_and_each_such_probe_says_so(tmp_p
     for probe in probes:
         assert ("above the work ceiling" in probe.failures) == (probe.rate_per_s > ceiling)
         assert not (probe.passed and probe.rate_per_s > ceiling)
+        assert (probe.summary == {}) == (probe.rate_per_s > ceiling)   # failed by the rule, not run
+
+
+@pytest.mark.parametrize("ceiling_per_s", [0.3, 0.8, 1.0, 5.2, 28.5, 115.0])
+def test_a_search_from_the_power_of_two_below_the_ceiling_finds_what_one_from_1_finds(ceiling_per_s):
+    """The default start (``capacity_search_start_per_s``) skips passing probes (whole runs) far below the
+    capacity and brackets it between the same powers of two, so every capacity up to the ceiling comes out
+    the same."""
+    start = capacity_search_start_per_s(ceiling_per_s)
+    assert start <= ceiling_per_s < 2 * start and math.log2(start).is_integer()
+    top = capacity_search_top_per_s(ceiling_per_s)
+    for capacity_per_s in (0.002, 0.04, 0.29, 0.75, 1.0, 3.3, 5.0, 17.0, 27.9, 112.0):
+        if capacity_per_s > ceiling_per_s:
+            continue
+
+        def search(start_per_s: float, capacity_per_s: float = capacity_per_s):
+            return find_capacity(lambda rate: Probe(rate, rate <= capacity_per_s), start_per_s, rel_tol=0.01,
+                                 max_rate_per_s=top)
+
+        from_one, from_start = search(1.0), search(start)
+        assert (from_start.rate_per_s, from_start.failed_above_per_s) == \
+            (from_one.rate_per_s, from_one.failed_above_per_s)
+        assert sum(p.passed for p in from_start.probes) <= sum(p.passed for p in from_one.probes)
+
+
+def test_the_default_start_needs_a_positive_finite_ceiling():
+    assert capacity_search_start_per_s(0.0) == capacity_search_start_per_s(math.inf) == 1.0
 
 
 def test_a_capacity_search_reaches_a_work_ceiling_above_the_default_top():

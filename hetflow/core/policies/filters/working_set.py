@@ -44,6 +44,8 @@ from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 @plugin("engine-filter", "working-set")
 class WorkingSet(EngineFilter):
+    reads_resident = True
+
     def __init__(self, kv_fraction: float = 1.0, retry_after_s: float = SLOT_S,
                  resume_where_fits: bool = False, growth_share: float = 0.0) -> None:
         if kv_fraction <= 0 or retry_after_s <= 0 or not 0.0 <= growth_share <= 1.0:

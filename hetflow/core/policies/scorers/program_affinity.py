@@ -27,6 +27,7 @@ from hetflow.core.snapshot import ClusterSnapshot, EngineView
 @plugin("engine-scorer", "program-affinity")
 class ProgramAffinity(EngineScorer):
     reads_prefix = True
+    reads_resident = True
 
     def __init__(self, max_prefix_blocks: int = 256, first_call_fill_tolerance: float | None = None) -> None:
         if first_call_fill_tolerance is not None and first_call_fill_tolerance < 0:

@@ -81,6 +81,7 @@ class FirstCallPrefixes:
 @plugin("engine-scorer", "spread-prefix-affinity")
 class SpreadPrefixAffinity(EngineScorer):
     reads_prefix = True
+    reads_resident = True
 
     def __init__(self, max_prefix_blocks: int = 256, window_first_calls: int = 256,
                  engine_share_tolerance: float = 0.5) -> None:
