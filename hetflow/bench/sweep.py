@@ -75,6 +75,11 @@ def capacity_search_top_per_s(ceiling_per_s: float) -> float:
     return max(MAX_RATE_PER_S, ceiling_per_s)
 
 
+LOWEST_SEARCH_START_PER_S = 2.0 ** -8
+"""The lowest start that halves as a search from 1 does: ``find_capacity`` runs a failing start's half before
+it checks its floor (1e-3/s), and a search from 1 stops after 2**-9."""
+
+
 def capacity_search_start_per_s(ceiling_per_s: float) -> float:
     """Where a capacity search starts when its sweep names no ``start_rate_per_s``: the highest power of two at
     or below the trace's work ceiling (1 where the ceiling is not a positive number). Doubling or halving from
@@ -84,7 +89,7 @@ def capacity_search_start_per_s(ceiling_per_s: float) -> float:
     may cost a failing probe or two more from above, which ``--stop-settled`` cuts short)."""
     if not 0.0 < ceiling_per_s < math.inf:
         return 1.0
-    return 2.0 ** math.floor(math.log2(ceiling_per_s))
+    return max(2.0 ** (math.frexp(ceiling_per_s)[1] - 1), LOWEST_SEARCH_START_PER_S)  # exact, unlike log2
 
 
 @dataclass(frozen=True)
@@ -401,8 +406,8 @@ class Sweep:
             failures = rule.failures(summary)
             return Probe(rate, not failures, {k: v for k, v in summary.items() if k != "latencies_s"}, failures)
 
-        start = self.spec.capacity.get("start_rate_per_s") or capacity_search_start_per_s(
-            self.ceiling(seed)["ceiling_per_s"])
+        start = self.spec.capacity["start_rate_per_s"] if "start_rate_per_s" in self.spec.capacity \
+            else capacity_search_start_per_s(self.ceiling(seed)["ceiling_per_s"])
         return find_capacity(probe, float(start),
                              float(self.spec.capacity.get("rel_tol", 0.03)),
                              max_rate_per_s=capacity_search_top_per_s(self.ceiling(seed)["ceiling_per_s"]))
