@@ -27,7 +27,7 @@ def panel(result: Mapping[str, Any], load: str | None = None) -> tuple[str, list
     if not chosen:
         raise SystemExit(f"no runs at load {load!r}; loads: {sorted({r['load'] for r in rows})}")
     spec = result.get("spec", {})
-    return f"{spec.get('name', '?')}: {load}", chosen
+    return f"{spec.get('name', '?')}\n{load}", chosen   # two lines: a sweep's name and its load overflow one
 
 
 def main(argv: Sequence[str] | None = None) -> int:

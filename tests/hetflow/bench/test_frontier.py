@@ -19,7 +19,7 @@ def test_the_figure_is_drawn_from_a_recorded_results_file(tmp_path, capsys):
 
 def test_a_panel_holds_every_policy_and_each_rival_once_at_the_common_load():
     title, rows = panel(json.loads(RECORDED.read_text()))
-    assert title == "tiny-frontier: 80% of the best rival's capacity"
+    assert title == "tiny-frontier\n80% of the best rival's capacity"
     assert sorted(r["policy"] for r in rows) == ["hetflow", "hetflow:latency_slack=1.0", "llm-d", "semantic-router"]
     assert all(0.0 <= r["task_score"] <= 1.0 and r["latency_per_output_token_ms"] > 0 for r in rows)
 
