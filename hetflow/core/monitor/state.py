@@ -418,23 +418,26 @@ class MonitorState:
         gave that call ends (issue 35), if one was decided; never after a call of its last stage. Idle and
         ended ones are dropped here."""
         tokens, growth, idle = 0, 0.0, []
-        for program_id in record.resident_programs:
-            program = self.programs.get(program_id)
-            if program is None or (not program.in_flight and (program.ended or now_s > self._active_until_s(program))):
+        programs, idle_after_s, growth_to_come = self.programs, self.limits.program_idle_after_s, self._growth_to_come
+        for program_id in record.resident_programs:   # every engine at every dispatch: the loop kept flat
+            program = programs.get(program_id)
+            if program is None:
                 idle.append(program_id)
                 continue
+            if not program.in_flight:
+                # active until idle; a program that told its stages comes back while it has stages left,
+                # held or not; one that did not, for its hold when it was given one
+                held_until_s, idle_at_s = program.held_until_s, program.last_seen_s + idle_after_s
+                active_until_s = idle_at_s if held_until_s is None else \
+                    (max(held_until_s, idle_at_s) if program.stage_count else held_until_s)
+                if program.ended or now_s > active_until_s:
+                    idle.append(program_id)
+                    continue
             tokens += program.context_tokens
-            growth += self._growth_to_come(program)
+            if program.stage_count > program.reached_stage[0]:   # else no stage to come: growth 0
+                growth += growth_to_come(program)
         record.resident_programs.difference_update(idle)
         return Resident(tokens, int(growth), len(record.resident_programs))
-
-    def _active_until_s(self, program: ProgramRecord) -> float:
-        """A program that told its stages comes back while it has stages left, whether or not its KV was
-        held: it counts until it goes idle. One that did not counts for its hold when it was given one."""
-        idle_at_s = program.last_seen_s + self.limits.program_idle_after_s
-        if program.held_until_s is None:
-            return idle_at_s
-        return max(program.held_until_s, idle_at_s) if program.stage_count else program.held_until_s
 
     def _growth_to_come(self, program: ProgramRecord) -> float:
         """The tokens its context will still grow by: its stages still to come (its stage count less the
