@@ -21,7 +21,7 @@ NO_KV = {"retention": ("free-at-finish", {}), "reserve": NONE}
 PINNED = {
     "chimera": {"model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05,
                                             "open_slots_first": False, "margin_per_ktoken": 0.0,
-                                            "per_workflow": None}),
+                                            "per_workflow": None, "slack_into_free_engines": False}),
                 "engine": ("least-inflight-tokens", {}), "priority": ("predicted-total-tokens", {}), **NO_KV,
                 "queue": AGING},
     "hexgen": {"model": ("least-load", {}), "engine": ("workload-balanced", {"alpha": 0.0, "beta": 1.0}),
@@ -32,7 +32,8 @@ PINNED = {
     "hetflow": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05,
                                             "open_slots_first": True, "margin_per_ktoken": 0.0,
                                             "per_workflow": {"code": {"latency_slack": 1.0,
-                                                                      "margin_per_ktoken": 0.4}}}),
+                                                                      "margin_per_ktoken": 0.4}},
+                                            "slack_into_free_engines": False}),
                 "engine": ("scored", {"filters": [{"working-set": {"resume_where_fits": True, "growth_share": 0.25}}],
                                       "scorers": {"queue": 2.0, "kv-utilization": 2.0, "program-affinity": 3.0,
                                                   "spread-prefix-affinity": 3.0}}),
@@ -41,13 +42,13 @@ PINNED = {
                 "reserve": NONE, "queue": AGING},
     "hetflow-no-retention": {"model": ("chimera-slack", {"latency_slack": 0.0, "confidence_margin": 0.05,
                                                     "open_slots_first": False, "margin_per_ktoken": 0.0,
-                                            "per_workflow": None}),
+                                            "per_workflow": None, "slack_into_free_engines": False}),
                         "engine": ("scored", {"filters": ["working-set"], "scorers": {
                             "queue": 2.0, "kv-utilization": 2.0, "prefix-affinity": 3.0}}),
                         "priority": ("predicted-total-tokens", {}), **NO_KV, "queue": AGING},
     "hetflow-card": {"model": ("chimera-slack", {"latency_slack": 0.5, "confidence_margin": 0.05,
                                                  "open_slots_first": False, "margin_per_ktoken": 0.0,
-                                            "per_workflow": None}),
+                                            "per_workflow": None, "slack_into_free_engines": False}),
                 "engine": ("memory-packer", {"slot_s": 0.5, "then": "workload-balanced", "alpha": 0.0, "beta": 1.0}),
                 "priority": ("urgency", {"default_slo_scale": 5.0}), **NO_KV, "queue": AGING},
     "least-load": {"model": ("least-load", {}), "engine": ("least-load", {}), "priority": ("fcfs", {}), **NO_KV,
@@ -76,7 +77,7 @@ def test_overrides_change_the_stage_that_takes_the_parameter():
     preset = resolve("chimera:latency_slack=1.5")
     assert full_parameters(preset)["model"] == ("chimera-slack", {"latency_slack": 1.5, "confidence_margin": 0.05,
                                                                   "open_slots_first": False, "margin_per_ktoken": 0.0,
-                                            "per_workflow": None})
+                                            "per_workflow": None, "slack_into_free_engines": False})
     assert resolve("hexgen:alpha=0.3").policy.engine.params == {"alpha": 0.3}
     assert full_parameters(resolve("chimera"))["model"][1]["latency_slack"] == 0.5
 

@@ -24,6 +24,12 @@ model's capacity goes to whichever calls clear it, long or short; charged by pre
 goes when its confidence gained per token clears kappa (at delta_s 0 exactly the greedy order of a
 knapsack, Dantzig 1957; above it, net of the fixed margin), so the same share of the larger model's
 tokens buys more task score and fewer long programs wait on the slow model. kappa = 0 is Chimera's rule.
+
+``slack_into_free_engines`` (hetflow's extension, issue 61): the walk (lines 17-22) takes a model other
+than the fastest only where one of its engines has a free batch slot and no call waiting for one (none
+reported, none dispatched since its report). The slack then buys quality while the more confident
+model has room and stops once its engines queue, whatever tau says: on a pool whose slower model is its
+bottleneck a fixed tau queues calls there (docs/results.md, "ShareGPT chains on the hetero pool").
 """
 
 from __future__ import annotations
@@ -59,6 +65,16 @@ def with_open_slots(snapshot: ClusterSnapshot, ttlt: Mapping[str, float]) -> dic
     return {m: load for m, load in ttlt.items() if m in open_models}
 
 
+def with_free_engines(snapshot: ClusterSnapshot, ttlt: Mapping[str, float],
+                      confidence: Mapping[str, float]) -> dict[str, float]:
+    """``ttlt`` without the models, line 12's fastest apart, none of whose healthy engines has a free
+    batch slot and nothing waiting for one (``slack_into_free_engines``)."""
+    m_fast = min(ttlt, key=lambda m: (ttlt[m], -confidence.get(m, 0.0), m))
+    free = {m for m in ttlt if any(e.in_flight_requests < e.max_batch_size and e.waiting == 0
+                                   and e.dispatched_since_report == 0 for e in snapshot.healthy_engines(m))}
+    return {m: load for m, load in ttlt.items() if m == m_fast or m in free}
+
+
 def within_slack(ttlt: Mapping[str, float], latency_slack: float) -> list[str]:
     """The models line 18 can take: L[m] <= (1 + tau) * L_fast."""
     l_fast = min(ttlt.values(), default=0.0)
@@ -89,7 +105,8 @@ class ChimeraSlack(ModelPicker):
 
     def __init__(self, latency_slack: float = 0.5, confidence_margin: float = 0.05,
                  open_slots_first: bool = False, margin_per_ktoken: float = 0.0,
-                 per_workflow: Mapping[str, Mapping[str, float]] | None = None) -> None:
+                 per_workflow: Mapping[str, Mapping[str, float]] | None = None,
+                 slack_into_free_engines: bool = False) -> None:
         """``per_workflow``: workflow -> its own ``latency_slack`` (tau), ``confidence_margin`` (delta_s) and
         ``margin_per_ktoken`` (kappa) for the calls of that workflow (the call's ``workflow``), each chosen
         from that family's sweeps; the top-level values for every other call and for any a workflow leaves
@@ -109,6 +126,7 @@ class ChimeraSlack(ModelPicker):
             raise ValueError("latency_slack (tau), confidence_margin (delta_s) and margin_per_ktoken (kappa) must "
                              "be >= 0, per_workflow too")
         self.open_slots_first = bool(open_slots_first)
+        self.slack_into_free_engines = bool(slack_into_free_engines)
 
     def reads_confidence(self, call: LlmCall, snapshot: ClusterSnapshot) -> bool:
         """Only when two models or more lie within the slack of the fastest: with one, the walk (lines
@@ -125,15 +143,19 @@ class ChimeraSlack(ModelPicker):
         latency_slack, confidence_margin, per_ktoken = self.per_workflow.get(call.workflow.workflow,
                                                                              self.settings)
         params = {"latency_slack": latency_slack, "confidence_margin": confidence_margin,
-                  "margin_per_ktoken": per_ktoken, "open_slots_first": float(self.open_slots_first)}
+                  "margin_per_ktoken": per_ktoken, "open_slots_first": float(self.open_slots_first),
+                  "slack_into_free_engines": float(self.slack_into_free_engines)}
         if not ttlt:
             raise Unavailable("no healthy engine serves any model")
         if snapshot.program_model and snapshot.program_model in ttlt:                # line 2, 26
             return Choice(snapshot.program_model, "program-affinity", confidence, ttlt, params)
         among = with_open_slots(snapshot, ttlt) if self.open_slots_first else ttlt
-        work_margin = ({m: per_ktoken * predictions[m].median_tokens / 1e3 for m in among}
+        walked = with_free_engines(snapshot, among, confidence) if self.slack_into_free_engines else among
+        work_margin = ({m: per_ktoken * predictions[m].median_tokens / 1e3 for m in walked}
                        if per_ktoken else None)
-        model, rule = slack_rule(confidence, among, latency_slack, confidence_margin, work_margin)
+        model, rule = slack_rule(confidence, walked, latency_slack, confidence_margin, work_margin)
+        if len(walked) < len(among):
+            rule = f"free-engines;{rule}"
         if len(among) < len(ttlt):
             rule = f"open-slots;{rule}"
         if snapshot.program_model:

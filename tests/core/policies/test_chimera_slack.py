@@ -3,8 +3,9 @@
 import pytest
 
 from hetflow.core.errors import Unavailable
-from hetflow.core.policies.chimera_slack import ChimeraSlack, slack_rule, ttlt_ms, with_open_slots
+from hetflow.core.policies.chimera_slack import ChimeraSlack, slack_rule, ttlt_ms, with_free_engines, with_open_slots
 from hetflow.core.policies.contracts import PolicyStore, Prediction
+from hetflow.core.snapshot import view_with
 from tests.factories import call, engine, snapshot
 
 Q = {"small": 0.40, "large": 0.70}
@@ -97,6 +98,33 @@ def test_open_slots_first_counts_any_engine_of_the_model():
                     engine("s1", "small", 0, max_batch_size=8, in_flight_requests=3, healthy=False),
                     engine("l0", "large", 5_000, max_batch_size=8, in_flight_requests=1))
     assert with_open_slots(snap, ttlt_ms(snap)).keys() == {"large"}
+
+
+@pytest.mark.parametrize("large_engine, expected, rule", [
+    ({}, "large", "slack:more-confident-within-slack"),                              # room: the slack is spent
+    ({"waiting": 2}, "small", "free-engines;slack:fastest"),                          # its queue: not spent
+    ({"dispatched_since_report": 1}, "small", "free-engines;slack:fastest"),          # one sent since its report
+    ({"in_flight_requests": 64}, "small", "free-engines;slack:fastest"),              # its batch full
+])
+def test_slack_into_free_engines_spends_the_slack_only_where_the_confident_model_has_room(large_engine, expected,
+                                                                                          rule):
+    small = engine("s0", "small", 1_000, max_batch_size=64, in_flight_requests=10)
+    large = view_with(engine("l0", "large", 1_400, max_batch_size=64, in_flight_requests=10), **large_engine)
+    snap = snapshot(small, large)                     # L: 312.5 ms against 437.5, within tau 0.5 of the small's
+    plain = ChimeraSlack(latency_slack=0.5).pick(call(program_id=""), snap, Q, {}, PolicyStore())
+    assert (plain.chosen, plain.rule) == ("large", "slack:more-confident-within-slack")
+    choice = ChimeraSlack(latency_slack=0.5, slack_into_free_engines=True).pick(call(program_id=""), snap, Q, {},
+                                                                                 PolicyStore())
+    assert (choice.chosen, choice.rule) == (expected, rule)
+
+
+def test_slack_into_free_engines_keeps_the_fastest_model_whatever_its_queue():
+    snap = snapshot(view_with(engine("s0", "small", 1_000, in_flight_requests=64), waiting=5),
+                    view_with(engine("l0", "large", 9_000), waiting=5))
+    assert with_free_engines(snap, ttlt_ms(snap), Q).keys() == {"small"}
+    snap = snapshot(view_with(engine("s0", "small", 1_000), waiting=5), engine("l0", "large", 1_200),
+                    view_with(engine("l1", "large", 1_200), waiting=3))
+    assert with_free_engines(snap, ttlt_ms(snap), Q).keys() == {"small", "large"}   # one free engine will do
 
 
 def test_program_affinity_holds_under_open_slots_first():
