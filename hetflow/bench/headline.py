@@ -53,15 +53,21 @@ def headline_row(label: str, result: Mapping[str, Any], default: str, section: s
     rivals = result["rivals"]
     if not rivals:
         raise ValueError(f"{label}: the results hold no rival at its best")
-    seeds = len(capacity[default]["capacity_per_s"])
-    best = [max(rivals, key=lambda r: r["capacity_per_s"][i]) for i in range(seeds)]
+    best = best_rival_per_seed(rivals)[:len(capacity[default]["capacity_per_s"])]
     at_load = {r["policy"]: r.get("task_score") for r in result["rows"] if r["load"] == COMMON_LOAD}
-    names = [r["rival"] for r in best]
+    names = [name for name, _ in best]
     leader = max(names, key=lambda n: (names.count(n), -names.index(n)))
     return HeadlineRow(label, tuple(capacity[default]["capacity_per_s"]), tuple(names),
-                       tuple(r["capacity_per_s"][i] for i, r in enumerate(best)),
+                       tuple(per_s for _, per_s in best),
                        p95_ratios(result.get("runs", ()), default, names), at_load.get(default),
                        at_load.get(leader), section)
+
+
+def best_rival_per_seed(rivals: Sequence[Mapping[str, Any]]) -> list[tuple[str, float]]:
+    """(rival, capacity) per seed: the rival whose grid reached the highest capacity on it (the first
+    listed on a tie)."""
+    seeds = len(rivals[0]["capacity_per_s"])
+    return [max(((r["rival"], r["capacity_per_s"][i]) for r in rivals), key=lambda rc: rc[1]) for i in range(seeds)]
 
 
 def p95_ratios(runs: Sequence[Mapping[str, Any]], default: str, best_rival: Sequence[str]) -> tuple[float, ...]:

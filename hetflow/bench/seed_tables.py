@@ -20,16 +20,11 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from hetflow.bench.headline import best_rival_per_seed
+
 
 def _per_seed(values: Sequence[float | None], digits: int = 3) -> str:
     return ", ".join("-" if v is None else f"{v:.{digits}f}" for v in values)
-
-
-def best_rival_per_seed(result: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """(rival, capacity) per seed: the rival whose grid reached the highest capacity on it."""
-    rivals = result["rivals"]
-    seeds = len(rivals[0]["capacity_per_s"])
-    return [max(((r["rival"], r["capacity_per_s"][i]) for r in rivals), key=lambda rc: rc[1]) for i in range(seeds)]
 
 
 def capacity_table(result: Mapping[str, Any]) -> str:
@@ -44,7 +39,7 @@ def capacity_table(result: Mapping[str, Any]) -> str:
 
 def ratio_table(result: Mapping[str, Any]) -> str:
     """Each rival's winners, the best rival per seed, and hetflow's settings over them."""
-    best = best_rival_per_seed(result)
+    best = best_rival_per_seed(result["rivals"])
     lines = ["| rival | winner per seed | capacity /s per seed | task score at capacity |", "| --- | --- | --- | --- |"]
     lines += [f"| {r['rival']} | {', '.join(r['winner'])} | {_per_seed(r['capacity_per_s'])} | "
               f"{_per_seed(r['task_score_at_capacity'])} |" for r in result["rivals"]]
@@ -76,9 +71,8 @@ COLUMNS: tuple[tuple[str, Callable[[Mapping[str, Any]], Any], int], ...] = (
 
 def common_load_table(result: Mapping[str, Any], load: str | None = None) -> str:
     """Each policy (a rival under its name, at its winning setting on each seed) per seed at ``load``."""
-    runs = [r for r in result["runs"] if load is None or r["load"] == load]
-    load = load or (runs[0]["load"] if runs else "")
-    runs = [r for r in runs if r["load"] == load]
+    load = load or (result["runs"][0]["load"] if result["runs"] else "")
+    runs = [r for r in result["runs"] if r["load"] == load]
     by_policy: dict[str, list[Mapping[str, Any]]] = {}
     for run in sorted(runs, key=lambda r: r["seed"]):
         by_policy.setdefault(run["policy"], []).append(run)

@@ -69,7 +69,7 @@ def with_free_engines(snapshot: ClusterSnapshot, ttlt: Mapping[str, float],
                       confidence: Mapping[str, float]) -> dict[str, float]:
     """``ttlt`` without the models, line 12's fastest apart, none of whose healthy engines has a free
     batch slot and nothing waiting for one (``slack_into_free_engines``)."""
-    m_fast = min(ttlt, key=lambda m: (ttlt[m], -confidence.get(m, 0.0), m))
+    m_fast = fastest(confidence, ttlt)
     free = {m for m in ttlt if any(e.in_flight_requests < e.max_batch_size and e.waiting == 0
                                    and e.dispatched_since_report == 0 for e in snapshot.healthy_engines(m))}
     return {m: load for m, load in ttlt.items() if m == m_fast or m in free}
@@ -81,12 +81,17 @@ def within_slack(ttlt: Mapping[str, float], latency_slack: float) -> list[str]:
     return [m for m, load in ttlt.items() if load <= (1.0 + latency_slack) * l_fast]
 
 
+def fastest(confidence: Mapping[str, float], ttlt: Mapping[str, float]) -> str:
+    """m_fast = argmin L (Algorithm 1, line 12); ties to the higher q, then the name."""
+    return min(ttlt, key=lambda m: (ttlt[m], -confidence.get(m, 0.0), m))
+
+
 def slack_rule(confidence: Mapping[str, float], ttlt: Mapping[str, float], latency_slack: float,
                confidence_margin: float, work_margin: Mapping[str, float] | None = None) -> tuple[str, str]:
     """Algorithm 1, lines 12-22. Returns (m*, rule). Ties: lower L, then higher q, then name.
     ``work_margin``: each model's addition to the margin for this call (``margin_per_ktoken``)."""
     models = sorted(ttlt)
-    m_fast = min(models, key=lambda m: (ttlt[m], -confidence.get(m, 0.0), m))      # line 12
+    m_fast = fastest(confidence, ttlt)                                                # line 12
     l_fast = ttlt[m_fast]                                                             # line 13
     m_star, q_star = m_fast, confidence.get(m_fast, 0.0)                              # lines 15-16
     for m in sorted(models, key=lambda m: (-confidence.get(m, 0.0), ttlt[m], m)):    # line 17

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from hetflow.bench.seed_tables import best_rival_per_seed, common_load_table, main, ratio_table
+from hetflow.bench.headline import best_rival_per_seed
+from hetflow.bench.seed_tables import common_load_table, main, ratio_table
 
 LOAD = "80% of the best rival's capacity"
 
@@ -32,7 +33,7 @@ def results() -> dict:
 
 
 def test_the_best_rival_of_each_seed_and_hetflow_over_it():
-    assert best_rival_per_seed(results()) == [("llm-d", 1.0), ("vllm-router", 1.25)]
+    assert best_rival_per_seed(results()["rivals"]) == [("llm-d", 1.0), ("vllm-router", 1.25)]
     table = ratio_table(results())
     assert "| hetflow | 1.200, 0.800 | 0.960, 0.769 | 1.200, 1.250 | 2.000, 0.800 |" in table
 
