@@ -57,6 +57,38 @@ def test_program_affinity_refuses_a_negative_fill_tolerance():
         plugins.build("engine-scorer", "program-affinity", {"first_call_fill_tolerance": -0.1})
 
 
+def test_program_home_with_room_scores_only_the_home_and_only_while_its_kv_takes_the_call():
+    continuing = replace(call(input_tokens=1_000, max_tokens=500), prefix_blocks=tuple(range(10)))
+    home, other = replace(engine("a", "m"), prefix_match_blocks=8), replace(engine("b", "m"), prefix_match_blocks=10)
+    scorer = plugins.build("engine-scorer", "program-home-with-room", {})
+
+    def scored(home_view):
+        views = [home_view, other]
+        at = replace(snapshot(*views), program_dispatches=(("a", 900),))
+        return scorer.score(continuing, views, at, Prediction(100.0), PolicyStore())
+
+    assert scored(home) == {"a": 0.8, "b": 0.0}           # the home's cached share; another engine's cache draws none
+    # the call adds 200 uncached prompt tokens and 100 of output (Prediction's median over one stage left)
+    assert scored(replace(home, kv_cache_usage=0.997)) == {"a": 0.8, "b": 0.0}     # 99,700 + 300: just fits
+    assert scored(replace(home, kv_cache_usage=0.998)) == {"a": 0.0, "b": 0.0}
+    assert scored(replace(home, kv_cache_usage=0.99, pending_prefill_tokens=800)) == {"a": 0.0, "b": 0.0}
+    assert scored(replace(home, kv_cache_usage=0.99, pending_prefill_tokens=700)) == {"a": 0.8, "b": 0.0}
+    first = snapshot(home, other)
+    assert scorer.score(continuing, [home, other], first, Prediction(100.0), PolicyStore()) == {"a": 0.0, "b": 0.0}
+
+
+def test_program_home_with_room_keeps_room_under_its_kv_fraction_and_refuses_one_out_of_range():
+    continuing = replace(call(input_tokens=1_000, max_tokens=500), prefix_blocks=tuple(range(10)))
+    home = replace(engine("a", "m"), prefix_match_blocks=10, kv_cache_usage=0.85)
+    at = replace(snapshot(home), program_dispatches=(("a", 900),))
+    for kv_fraction, expected in ((0.9, 1.0), (0.85, 0.0)):
+        scorer = plugins.build("engine-scorer", "program-home-with-room", {"kv_fraction": kv_fraction})
+        assert scorer.score(continuing, [home], at, Prediction(100.0), PolicyStore()) == {"a": expected}
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="kv_fraction"):
+            plugins.build("engine-scorer", "program-home-with-room", {"kv_fraction": bad})
+
+
 def first_call(*blocks: int) -> LlmCall:
     return replace(call(), prefix_blocks=blocks)
 

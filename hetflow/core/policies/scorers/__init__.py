@@ -5,6 +5,7 @@ from hetflow.core.policies.scorers import (  # noqa: F401
     kv_utilization,
     prefix_affinity,
     program_affinity,
+    program_home_with_room,
     queue,
     spread_prefix_affinity,
     workload_balanced,
