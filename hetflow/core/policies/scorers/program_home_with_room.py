@@ -22,6 +22,7 @@ from hetflow.core.cost import call_output_tokens
 from hetflow.core.plugins import plugin
 from hetflow.core.policies.contracts import EngineScorer, PolicyStore, Prediction
 from hetflow.core.policies.scorers.prefix_affinity import PrefixAffinity
+from hetflow.core.rl_router.hold import free_kv_tokens
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 
@@ -61,5 +62,4 @@ def has_room(engine: EngineView, need_tokens: float, kv_fraction: float) -> bool
     prefills'; an engine of unknown size always has room."""
     if not engine.kv_capacity_tokens:
         return True
-    held_tokens = engine.kv_cache_usage * engine.kv_capacity_tokens + engine.pending_prefill_tokens
-    return held_tokens + need_tokens <= kv_fraction * engine.kv_capacity_tokens
+    return need_tokens <= free_kv_tokens(engine) - (1.0 - kv_fraction) * engine.kv_capacity_tokens
