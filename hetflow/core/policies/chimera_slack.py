@@ -26,10 +26,14 @@ knapsack, Dantzig 1957; above it, net of the fixed margin), so the same share of
 tokens buys more task score and fewer long programs wait on the slow model. kappa = 0 is Chimera's rule.
 
 ``slack_into_free_engines`` (hetflow's extension, issue 61): the walk (lines 17-22) takes a model other
-than the fastest only where one of its engines has a free batch slot and no call waiting for one (none
-reported, none dispatched since its report). The slack then buys quality while the more confident
-model has room and stops once its engines queue, whatever tau says: on a pool whose slower model is its
-bottleneck a fixed tau queues calls there (docs/results.md, "ShareGPT chains on the hetero pool").
+than the fastest only where one of its engines has a free batch slot, no call waiting for one (none
+reported, none dispatched since its report) and KV for the call: its prompt and predicted output beside
+what the engine holds, its pending prefills and its in-flight calls' predicted outputs (an upper bound on
+their growth; without it the calls the slack sent grew into KV the engine had given away and it
+preempted: docs/results.md, "The slack spent only on engines with room"). The slack then buys quality
+while the more confident model has room and stops once its engines queue, whatever tau says: on a pool
+whose slower model is its bottleneck a fixed tau queues calls there (docs/results.md, "ShareGPT chains on
+the hetero pool").
 """
 
 from __future__ import annotations
@@ -37,10 +41,12 @@ from __future__ import annotations
 from typing import Mapping
 
 from hetflow.core.call import LlmCall
+from hetflow.core.cost import call_output_tokens
 from hetflow.core.errors import Unavailable
 from hetflow.core.plugins import plugin
 from hetflow.core.policies.contracts import Choice, ModelPicker, PolicyStore, Prediction
-from hetflow.core.snapshot import ClusterSnapshot
+from hetflow.core.rl_router.hold import free_kv_tokens
+from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 
 def ttlt_ms(snapshot: ClusterSnapshot) -> dict[str, float]:
@@ -65,13 +71,23 @@ def with_open_slots(snapshot: ClusterSnapshot, ttlt: Mapping[str, float]) -> dic
     return {m: load for m, load in ttlt.items() if m in open_models}
 
 
-def with_free_engines(snapshot: ClusterSnapshot, ttlt: Mapping[str, float],
-                      confidence: Mapping[str, float]) -> dict[str, float]:
-    """``ttlt`` without the models, line 12's fastest apart, none of whose healthy engines has a free
-    batch slot and nothing waiting for one (``slack_into_free_engines``)."""
+def is_free(engine: EngineView, call_kv_tokens: float) -> bool:
+    """A free batch slot, nothing waiting for one, and KV for ``call_kv_tokens`` beside what the engine holds,
+    its pending prefills and its in-flight calls' predicted outputs (an engine of unknown KV size: slots only)."""
+    kv_room = (not engine.kv_capacity_tokens
+               or free_kv_tokens(engine) - engine.in_flight_tokens >= call_kv_tokens)
+    return (engine.in_flight_requests < engine.max_batch_size and engine.waiting == 0
+            and engine.dispatched_since_report == 0 and kv_room)
+
+
+def with_free_engines(call: LlmCall, snapshot: ClusterSnapshot, ttlt: Mapping[str, float],
+                      confidence: Mapping[str, float], predictions: Mapping[str, Prediction]) -> dict[str, float]:
+    """``ttlt`` without the models, line 12's fastest apart, none of whose healthy engines ``is_free`` for the
+    call: its prompt and its output as predicted on that model (``slack_into_free_engines``)."""
     m_fast = fastest(confidence, ttlt)
-    free = {m for m in ttlt if any(e.in_flight_requests < e.max_batch_size and e.waiting == 0
-                                   and e.dispatched_since_report == 0 for e in snapshot.healthy_engines(m))}
+    free = {m for m in ttlt
+            if any(is_free(e, call.input_tokens + call_output_tokens(call, predictions.get(m)))
+                   for e in snapshot.healthy_engines(m))}
     return {m: load for m, load in ttlt.items() if m == m_fast or m in free}
 
 
@@ -155,7 +171,8 @@ class ChimeraSlack(ModelPicker):
         if snapshot.program_model and snapshot.program_model in ttlt:                # line 2, 26
             return Choice(snapshot.program_model, "program-affinity", confidence, ttlt, params)
         among = with_open_slots(snapshot, ttlt) if self.open_slots_first else ttlt
-        walked = with_free_engines(snapshot, among, confidence) if self.slack_into_free_engines else among
+        walked = (with_free_engines(call, snapshot, among, confidence, predictions) if self.slack_into_free_engines
+                  else among)
         work_margin = ({m: per_ktoken * predictions[m].median_tokens / 1e3 for m in walked}
                        if per_ktoken else None)
         model, rule = slack_rule(confidence, walked, latency_slack, confidence_margin, work_margin)

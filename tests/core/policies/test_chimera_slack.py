@@ -105,6 +105,8 @@ def test_open_slots_first_counts_any_engine_of_the_model():
     ({"waiting": 2}, "small", "free-engines;slack:fastest"),                          # its queue: not spent
     ({"dispatched_since_report": 1}, "small", "free-engines;slack:fastest"),          # one sent since its report
     ({"in_flight_requests": 64}, "small", "free-engines;slack:fastest"),              # its batch full
+    ({"kv_cache_usage": 0.97}, "large", "slack:more-confident-within-slack"),         # KV for the call and growth
+    ({"kv_cache_usage": 0.986}, "small", "free-engines;slack:fastest"),  # KV free now, but its calls will grow into it
 ])
 def test_slack_into_free_engines_spends_the_slack_only_where_the_confident_model_has_room(large_engine, expected,
                                                                                           rule):
@@ -121,10 +123,10 @@ def test_slack_into_free_engines_spends_the_slack_only_where_the_confident_model
 def test_slack_into_free_engines_keeps_the_fastest_model_whatever_its_queue():
     snap = snapshot(view_with(engine("s0", "small", 1_000, in_flight_requests=64), waiting=5),
                     view_with(engine("l0", "large", 9_000), waiting=5))
-    assert with_free_engines(snap, ttlt_ms(snap), Q).keys() == {"small"}
+    assert with_free_engines(call(), snap, ttlt_ms(snap), Q, {}).keys() == {"small"}
     snap = snapshot(view_with(engine("s0", "small", 1_000), waiting=5), engine("l0", "large", 1_200),
                     view_with(engine("l1", "large", 1_200), waiting=3))
-    assert with_free_engines(snap, ttlt_ms(snap), Q).keys() == {"small", "large"}   # one free engine will do
+    assert with_free_engines(call(), snap, ttlt_ms(snap), Q, {}).keys() == {"small", "large"}   # one free engine will do
 
 
 def test_program_affinity_holds_under_open_slots_first():
