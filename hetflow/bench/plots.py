@@ -138,7 +138,7 @@ def score_against_latency(panels: Sequence[tuple[str, Sequence[Mapping[str, Any]
             base, slack = slack_of(r["policy"])
             lines.setdefault(base, []).append((r["latency_per_output_token_ms"], r["task_score"], slack))
         for base, points in lines.items():
-            points.sort()
+            points.sort(key=lambda p: (p[0], p[1], p[2] is not None, p[2] or 0.0))  # the default's slack (None) first
             drawn, = ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", ms=4,
                              lw=0.8 if len(points) > 1 else 0, label=base)
             for x, y, slack in points:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from hetflow.bench.frontier import main, panel
-from hetflow.bench.plots import slack_of
+from hetflow.bench.plots import score_against_latency, slack_of
 
 RECORDED = Path("tests/data/frontier-results.json")
 
@@ -34,3 +34,12 @@ def test_an_unknown_load_is_refused_with_the_loads_there_are():
     ("chimera:confidence_margin=0.1,latency_slack=3", "chimera:confidence_margin=0.1", 3.0)])
 def test_a_policy_at_several_slacks_is_one_line(spec, base, slack):
     assert slack_of(spec) == (base, slack)
+
+
+def test_settings_that_land_on_one_point_are_drawn(tmp_path):
+    # per-workflow settings can make a slack override change nothing: the points tie, the default's among them
+    point = {"latency_per_output_token_ms": 18.0, "task_score": 0.84}
+    rows = [{"policy": "hetflow", **point}, {"policy": "hetflow:latency_slack=0.5", **point},
+            {"policy": "hetflow:latency_slack=1.0", **point}]
+    out = score_against_latency([("tied", rows)], tmp_path / "tied.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
