@@ -126,7 +126,8 @@ def test_slack_into_free_engines_keeps_the_fastest_model_whatever_its_queue():
     assert with_free_engines(call(), snap, ttlt_ms(snap), Q, {}).keys() == {"small"}
     snap = snapshot(view_with(engine("s0", "small", 1_000), waiting=5), engine("l0", "large", 1_200),
                     view_with(engine("l1", "large", 1_200), waiting=3))
-    assert with_free_engines(call(), snap, ttlt_ms(snap), Q, {}).keys() == {"small", "large"}   # one free engine will do
+    # one free engine will do
+    assert with_free_engines(call(), snap, ttlt_ms(snap), Q, {}).keys() == {"small", "large"}
 
 
 def test_program_affinity_holds_under_open_slots_first():
