@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import signal
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -16,6 +18,12 @@ def machine() -> str:
 
     return (f"{platform.machine()}, {os.cpu_count()} cores, "
             f"{platform.python_implementation()} {platform.python_version()}")
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM ends the process as Ctrl-C would, through its ``finally`` blocks: a live harness stops the
+    stacks it started (they run detached, so a plain SIGTERM left them serving)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
 
 
 def write(name: str, result: dict[str, Any]) -> Path:

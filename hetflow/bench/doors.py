@@ -821,7 +821,10 @@ def twin_signals(predictor: str, records: Sequence[StageRecord], engines: Sequen
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hetflow.bench.common import exit_on_sigterm
     from hetflow.workloads.generate import generate
+
+    exit_on_sigterm()
 
     p = argparse.ArgumentParser(prog="python -m hetflow.bench.doors", description=__doc__.split("\n\n")[0])
     p.add_argument("--pool", default="examples/vllm-sim-pool.yaml", help="stack config with the vllm_sim servers")

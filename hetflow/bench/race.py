@@ -290,7 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [d for d in spec.doors if d not in _simulated_doors()]
     if unknown:
         raise SystemExit(f"doors without a simulated twin: {unknown}")
-    from hetflow.bench.common import OUT_DIR, machine
+    from hetflow.bench.common import OUT_DIR, exit_on_sigterm, machine
+
+    exit_on_sigterm()
 
     out = args.out or OUT_DIR / f"race-{args.spec.stem}"
     journal = Journal(out / "race.jsonl")

@@ -36,3 +36,24 @@ def test_a_choice_is_the_names_given_and_an_unknown_one_is_one_line_naming_the_k
     with pytest.raises(SystemExit):
         chosen(parser, "a,z", ("a", "b"), "door")
     assert "unknown door(s) z; known: a, b" in capsys.readouterr().err
+
+
+def test_sigterm_runs_the_finally_blocks_that_stop_a_harness_stacks():
+    import os
+    import signal
+
+    from hetflow.bench.common import exit_on_sigterm
+
+    before = signal.getsignal(signal.SIGTERM)
+    stopped = []
+    try:
+        exit_on_sigterm()
+        with pytest.raises(SystemExit) as ended:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)  # its Python handler runs before the next bytecode
+                stopped.append("went on")
+            finally:
+                stopped.append("stack down")
+        assert ended.value.code == 128 + signal.SIGTERM and stopped == ["stack down"]
+    finally:
+        signal.signal(signal.SIGTERM, before)
