@@ -45,7 +45,7 @@ from hetflow.core.cost import call_output_tokens
 from hetflow.core.errors import Unavailable
 from hetflow.core.plugins import plugin
 from hetflow.core.policies.contracts import Choice, ModelPicker, PolicyStore, Prediction
-from hetflow.core.rl_router.hold import free_kv_tokens
+from hetflow.core.policies.scorers.program_home_with_room import has_room
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 
 
@@ -74,10 +74,9 @@ def with_open_slots(snapshot: ClusterSnapshot, ttlt: Mapping[str, float]) -> dic
 def is_free(engine: EngineView, call_kv_tokens: float) -> bool:
     """A free batch slot, nothing waiting for one, and KV for ``call_kv_tokens`` beside what the engine holds,
     its pending prefills and its in-flight calls' predicted outputs (an engine of unknown KV size: slots only)."""
-    kv_room = (not engine.kv_capacity_tokens
-               or free_kv_tokens(engine) - engine.in_flight_tokens >= call_kv_tokens)
     return (engine.in_flight_requests < engine.max_batch_size and engine.waiting == 0
-            and engine.dispatched_since_report == 0 and kv_room)
+            and engine.dispatched_since_report == 0
+            and has_room(engine, call_kv_tokens + engine.in_flight_tokens, kv_fraction=1.0))
 
 
 def with_free_engines(call: LlmCall, snapshot: ClusterSnapshot, ttlt: Mapping[str, float],
@@ -85,9 +84,8 @@ def with_free_engines(call: LlmCall, snapshot: ClusterSnapshot, ttlt: Mapping[st
     """``ttlt`` without the models, line 12's fastest apart, none of whose healthy engines ``is_free`` for the
     call: its prompt and its output as predicted on that model (``slack_into_free_engines``)."""
     m_fast = fastest(confidence, ttlt)
-    free = {m for m in ttlt
-            if any(is_free(e, call.input_tokens + call_output_tokens(call, predictions.get(m)))
-                   for e in snapshot.healthy_engines(m))}
+    call_kv_tokens = {m: call.input_tokens + call_output_tokens(call, predictions.get(m)) for m in ttlt}
+    free = {m for m in ttlt if any(is_free(e, call_kv_tokens[m]) for e in snapshot.healthy_engines(m))}
     return {m: load for m, load in ttlt.items() if m == m_fast or m in free}
 
 
