@@ -51,6 +51,7 @@ from hetflow.bench.common import OUT_DIR, machine
 from hetflow.bench.flame import flame_graphs
 from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_binary, router_command
 from hetflow.core.engine.profile import EngineProfile, EngineSpec, load_profile
+from hetflow.core.monitor.state import MonitorLimits
 from hetflow.core.policies.program_admission import ledgers_of
 from hetflow.core.policies.workflow_ttl import WorkflowTtl
 from hetflow.core.policy_config import PolicyConfig
@@ -92,9 +93,22 @@ class PromptText:
         from engine_svc.vllm_sim.tokenizer import PromptTokenizer  # the servers' tokenizer, as they load it
 
         self._tokenizer = PromptTokenizer(tokenizer_dir)
+        self.template_tokens = self._template_tokens()
 
     def part(self, key: str, tokens: int) -> str:
         return self._tokenizer.decode(self._tokenizer.filler(key, tokens))
+
+    def _template_tokens(self, probe_tokens: int = 40) -> dict[str, int]:
+        """The chat template's own tokens (its special tokens and role headers, the generation prompt
+        included), besides the messages' contents: around a conversation's first user message
+        (``first``), what an answer and the user message after it add (``turn``), and an answer that
+        follows an answer (``answer``)."""
+        user, answer, answer2, more = ({"role": role, "content": self.part(f"template/{role}/{i}", probe_tokens)}
+                                       for i, role in enumerate(("user", "assistant", "assistant", "user")))
+        one, three = len(self._tokenizer.chat([user])), len(self._tokenizer.chat([user, answer, more]))
+        four = len(self._tokenizer.chat([user, answer, answer2, more]))
+        return {"first": one - probe_tokens, "turn": three - one - 2 * probe_tokens,
+                "answer": four - three - probe_tokens}
 
 
 @dataclass
@@ -191,7 +205,9 @@ def hetflow_stack(raw: dict[str, Any], time_scale: float, predictor: str = "inpu
     """hetflow in front of the pool: each server an engine with the ``vllm-server`` backend, the
     default policy, the gateway as the door, ``predictor`` its remaining-work predictor (``PREDICTORS``).
     Its time constants are scaled as the router's are: each engine reports its server's profile slowed by
-    ``time_scale``, the retention rule's longest hold is its default's in GPU time, and a call waits for
+    ``time_scale``, the retention rule's longest hold and the time the monitor counts a program between
+    its calls (``program_idle_after_s``, longer than the agent family's tool gaps: unscaled, half of them
+    at time scale 2) are their defaults' in GPU time, and a call waits for
     KV room as long as vLLM's router lets a call wait (``ROUTER_REQUEST_TIMEOUT_S``), where the simulated
     twin's hold has no limit: at the balancer's default (120 s of the host's clock) a probe at time scale
     2 refused calls the twin kept.
@@ -210,7 +226,8 @@ def hetflow_stack(raw: dict[str, Any], time_scale: float, predictor: str = "inpu
     models = sorted({e["vllm_server"]["served_model"] for e in engines})
     tokenizers = {(s.get("served_model_name") or load_profile(s["profile"]).model): s.get("tokenizer")
                   or str(tinymodel.DEFAULT_DIR) for s in raw["vllm_sim"]}
-    return {**raw, "monitor": {"port": free_port(), "metrics_port": free_port()},
+    idle_s = MonitorLimits().program_idle_after_s * time_scale
+    return {**raw, "monitor": {"port": free_port(), "metrics_port": free_port(), "program_idle_after_s": idle_s},
             "router": {"port": free_port(), "metrics_port": free_port(), "kind": "fixed-prior",
                        "models": {m: 0.5 for m in models}},
             "predictor": predictor_section(predictor, models),
@@ -407,12 +424,28 @@ async def _read_stream(reply: httpx.Response) -> tuple[str, float, float]:
 def conversation(record: StageRecord, answers: dict[int, str], text: PromptText, model: str) -> list[dict[str, str]]:
     """The call's prompt as chat messages, in the trace's part order: each ancestor's answer an assistant
     message, the text between them user messages. An agent's next call then starts with its last call's
-    prompt and answer, token for token, so both are prefix hits wherever they are still cached."""
+    prompt and answer, token for token, so both are prefix hits wherever they are still cached.
+
+    Each user message's last text part is shorter by the chat template's own tokens around it and the
+    answers before it (``PromptText.template_tokens``; what a short part cannot give, the next one does),
+    so the prompt the server counts has the trace's tokens, as the simulated twin counts them (the agent
+    family's chains had 12 + 14 per stage more before: 2% of their prompts, which moved the twin's P95
+    near capacity by 14%)."""
+    parts = record.prompt_parts or [{"text": f"{record.program_id}/{record.stage_index}",
+                                     "tokens": record.input_tokens[model]}]
+    template = text.template_tokens
     messages: list[dict[str, str]] = []
-    for part in record.prompt_parts or [{"text": f"{record.program_id}/{record.stage_index}",
-                                         "tokens": record.input_tokens[model]}]:
-        role, content = (("assistant", answers[part["output_of"]]) if "output_of" in part
-                         else ("user", text.part(part["text"], part["tokens"])))
+    owed = 0
+    for i, part in enumerate(parts):
+        if "output_of" in part:
+            owed += template["answer"] if messages and messages[-1]["role"] == "assistant" else 0
+            role, content = "assistant", answers[part["output_of"]]
+        else:
+            tokens = part["tokens"]
+            if i + 1 == len(parts) or "output_of" in parts[i + 1]:  # the user message's last part
+                owed += template["turn"] if any(m["role"] == "assistant" for m in messages) else template["first"]
+                tokens, owed = max(0, tokens - owed), max(0, owed - tokens)
+            role, content = "user", text.part(part["text"], tokens)
         if messages and messages[-1]["role"] == role == "user":
             messages[-1]["content"] += content
         else:
