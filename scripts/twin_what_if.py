@@ -2,12 +2,16 @@
 twin of a door at a rate, as the race runs it, with one of its differences from the live pool put in.
 
     python scripts/twin_what_if.py --door hetflow --rates 0.865,0.951365692002177 [--count-scale 1.178
-        --scaled call|monitor|both] [--pinned | --no-retention]
+        --scaled call|monitor|both] [--pinned | --no-retention] [--template-tokens] [--program-idle-s 15]
 
 ``--count-scale``: the balancer's prompt count (``call``), the monitor's record of it (``monitor``) or
 both scaled, as the approximate count (``hetflow.core.tokens``) scaled them live. The twin's engines keep
 a retained program's KV as vLLM engines can, free of admissions but not pinned; ``--pinned``: as the
-twin had them before, pinned (hetflow's own engine); ``--no-retention``: nothing kept at all. Each patches
+twin had them before, pinned (hetflow's own engine); ``--no-retention``: nothing kept at all.
+``--template-tokens``: each prompt with the chat template's own tokens the live harness sent before
+cfb3c58 (``hetflow.bench.doors.PromptText``'s, on the first part and on each user part after an answer);
+``--program-idle-s``: the monitor's ``program_idle_after_s`` in the twin's (GPU) seconds, as a live stack
+that does not scale it has it (30 s of the host's clock: 15 at time scale 2). Each patches
 the simulator for this process alone; prints P95, the share within the SLO, the prefix hit rate and the
 twin's waits per call.
 """
@@ -15,13 +19,19 @@ twin's waits per call.
 from __future__ import annotations
 
 import argparse
+import functools
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import hetflow.core.engine.scheduler as scheduler
+import hetflow.workloads.generate as generate
 import simulator.run as run
+from hetflow.bench.doors import PromptText
 from hetflow.bench.race import RaceSpec, _door_runners
 from hetflow.core.call import LlmCall
+from hetflow.core.monitor.state import MonitorLimits
+from hetflow.core.trace import StageRecord
 
 
 def scale_counts(factor: float, where: str) -> None:
@@ -67,6 +77,30 @@ def no_retention() -> None:
     scheduler.BatchScheduler.finish = freed  # type: ignore[method-assign]
 
 
+def template_tokens() -> None:
+    template = PromptText().template_tokens
+    generated = generate.generate
+
+    def templated(record: StageRecord) -> StageRecord:
+        parts, added = [], 0
+        for i, part in enumerate(record.prompt_parts):
+            after_answer = i > 0 and "output_of" in record.prompt_parts[i - 1]
+            extra = 0 if "output_of" in part else template["first"] if i == 0 else \
+                template["turn"] if after_answer else 0
+            parts.append({**part, "tokens": part["tokens"] + extra} if extra else part)
+            added += extra
+        return replace(record, prompt_parts=parts, input_tokens={m: n + added for m, n in record.input_tokens.items()})
+
+    def generate_templated(*args: Any, **kwargs: Any) -> list[StageRecord]:
+        return [templated(r) for r in generated(*args, **kwargs)]
+
+    generate.generate = generate_templated  # type: ignore[assignment]
+
+
+def program_idle(idle_s: float) -> None:
+    run.MonitorLimits = functools.partial(MonitorLimits, program_idle_after_s=idle_s)  # type: ignore[misc]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--spec", type=Path, default=Path("bench/races/agent-vllm-sim-l4x4.yaml"))
@@ -78,6 +112,8 @@ def main() -> None:
     kept = p.add_mutually_exclusive_group()
     kept.add_argument("--pinned", action="store_true")
     kept.add_argument("--no-retention", action="store_true")
+    p.add_argument("--template-tokens", action="store_true")
+    p.add_argument("--program-idle-s", type=float, default=None)
     args = p.parse_args()
     if args.count_scale != 1.0:
         scale_counts(args.count_scale, args.scaled)
@@ -85,6 +121,10 @@ def main() -> None:
         pinned()
     if args.no_retention:
         no_retention()
+    if args.template_tokens:
+        template_tokens()
+    if args.program_idle_s is not None:
+        program_idle(args.program_idle_s)
     _, sim = _door_runners(RaceSpec.load(args.spec), Path("/tmp/twin-what-if"))
     for rate in (float(r) for r in args.rates.split(",")):
         row = sim(args.door, args.seed, rate)
