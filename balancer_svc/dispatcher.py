@@ -55,6 +55,7 @@ from hetflow.v1 import (
 log = get_logger(__name__)
 DECISIONS = Counter("hetflow_balancer_decisions_total", "Decisions per stage and rule", ["stage", "rule"])
 HELD = Counter("hetflow_balancer_held_total", "Decisions deferred because no engine had KV room (Kairos 6)")
+HELD_CALLS = Gauge("hetflow_balancer_held_calls", "Calls waiting for KV room now (Kairos 6)")
 LOOP_LAG_S = Gauge("hetflow_balancer_loop_lag_seconds",
                    "How late the balancer's event loop runs timers (median of the last 10 probes, 50 ms apart)")
 BURST_ALLOWANCE = Gauge("hetflow_balancer_burst_allowance_calls",
@@ -241,6 +242,7 @@ class Dispatcher:
         self._held_calls[call.request_id] = (call, outcome)
         self._retry_after_s = wait.retry_after_s
         HELD.inc()
+        HELD_CALLS.set(len(self.decisions.held))
         log.info("held_for_capacity", reason=str(wait), held=len(self.decisions.held))
         if self._releaser is None or self._releaser.done():
             self._releaser = asyncio.get_running_loop().create_task(self._release_rounds())
@@ -261,6 +263,7 @@ class Dispatcher:
             HELD_S.observe(time.monotonic() - held_since_s)
             self.decisions.leave(call.request_id)
             self._held_calls.pop(call.request_id, None)
+            HELD_CALLS.set(len(self.decisions.held))
 
     async def _release_rounds(self) -> None:
         """A round a slot: every held call, in the hold queue's order, is decided again; each that fits

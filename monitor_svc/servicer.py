@@ -26,6 +26,11 @@ log = get_logger(__name__)
 IN_FLIGHT_TOKENS = Gauge("hetflow_monitor_in_flight_tokens", "Predicted in-flight tokens per engine", ["engine"])
 IN_FLIGHT_REQUESTS = Gauge("hetflow_monitor_in_flight_requests", "In-flight requests per engine", ["engine"])
 PROGRAMS = Gauge("hetflow_monitor_programs", "Programs in the program table")
+RESIDENT_TOKENS = Gauge("hetflow_monitor_resident_tokens",
+                        "Contexts of the active programs whose last call went to the engine: what the working-set "
+                        "gate counts against its KV (MonitorState.resident), at the last sweep", ["engine"])
+RESIDENT_PROGRAMS = Gauge("hetflow_monitor_resident_programs", "Active programs per engine, at the last sweep",
+                          ["engine"])
 
 
 COMPLETED = "completed"
@@ -213,6 +218,11 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         if result["entries_dropped"]:
             log.warning("failed_engines_swept", **result)
         PROGRAMS.set(len(self.state.programs))
+        now_s = time.time()
+        for engine_id, record in self.state.engines.items():
+            resident = self.state.resident(record, now_s)
+            RESIDENT_TOKENS.labels(engine_id).set(resident.tokens)
+            RESIDENT_PROGRAMS.labels(engine_id).set(resident.programs)
 
     def _release(self, request: monitor_pb2.ReleaseRequest, completed: bool) -> monitor_pb2.ReleaseReply:
         bind_ids(request.request_id)

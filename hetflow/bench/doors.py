@@ -49,6 +49,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from hetflow import stackctl
 from hetflow.bench.common import OUT_DIR, machine
 from hetflow.bench.flame import flame_graphs
+from hetflow.bench.gate_series import SAMPLE_S, GateSample, GateSeries, gate_sample_of
 from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_binary, router_command
 from hetflow.core.engine.profile import EngineProfile, EngineSpec, load_profile
 from hetflow.core.monitor.state import MonitorLimits
@@ -650,6 +651,23 @@ def door_waits(door: Door) -> dict[str, float]:
     return door_waits_of([httpx.get(f"http://{host}:{port}/metrics", timeout=10).text for port in ports])
 
 
+async def sample_gate(client: httpx.AsyncClient, door: Door, t0: float, gate: GateSeries) -> None:
+    """Sample hetflow's gate inputs (``hetflow.bench.gate_series``) every ``SAMPLE_S`` of GPU time through
+    the trace, until cancelled; nothing for a door without hetflow's services."""
+    if door.stack_config is None:
+        return
+    raw = load_stack(door.stack_config)
+    host = raw.get("stack", {}).get("host", "127.0.0.1")
+    urls = [f"http://{host}:{raw[service]['metrics_port']}/metrics" for service in ("monitor", "balancer")]
+    while True:
+        await asyncio.sleep(SAMPLE_S * door.time_scale)
+        try:
+            pages = await asyncio.gather(*(client.get(url, timeout=10) for url in urls))
+        except httpx.HTTPError:
+            continue  # a sample missed, not the probe
+        gate.add((time.perf_counter() - t0) / door.time_scale, gate_sample_of([page.text for page in pages]))
+
+
 def wait_per_call_s(results: Sequence[ProgramResult]) -> dict[str, float]:
     """Each call's mean wait, in seconds of GPU time: the client's view (``client_wait_s``, as the live
     replay records it) or, for the twin's own records, held in the balancer and queued in an engine."""
@@ -755,6 +773,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     decisions_before, waits_before = router_prefix_decisions(door), door_waits(door)
     door.retried_calls = 0  # the trace's, not the warm-up's
     groups = list(programs(records).values())
+    gate = GateSeries()
     trace_start_unix_s = time.time()
     profiled = (flame_graphs(processes, out, door.name.replace(":", "-"))
                 if args.profile else contextlib.nullcontext())
@@ -763,7 +782,9 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
             t0 = time.perf_counter()
             tasks = [asyncio.create_task(replay_program(client, door, g, text, model, t0, args.time_scale, engines,
                                                         args.slo_scale)) for g in groups]
+            sampler = asyncio.create_task(sample_gate(client, door, t0, gate))
             done = await asyncio.gather(*tasks, return_exceptions=True)
+            sampler.cancel()
     after = server_counters(door.pool_config)
     trace_cpu_s = {name: cpu_s - cpu_before[name] for name, cpu_s in cpu_by_process(processes).items()}
     door_cpu_s = sum(trace_cpu_s.values())
@@ -778,7 +799,8 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     calls = sum(len(r.calls) for r in results)
     tokens = sum(c.output_tokens for r in results for c in r.calls.values())
     late = delta["late_iterations"] / delta["iterations"] if delta["iterations"] else 0.0
-    return {"door": door.name, **summary, "client_queueing_share": summary.get("queueing_share"),
+    gated = {"gate": gate.to_row(summary["arrival_span_s"])} if gate.t_s and "arrival_span_s" in summary else {}
+    return {"door": door.name, **summary, **gated, "client_queueing_share": summary.get("queueing_share"),
             "failed_programs": len(errors), "first_errors": errors[:5],
             "retried_calls": door.retried_calls, "warmup_failed_programs": warmup_failed,
             "prefix_hit_rate": delta["prefix_hits"] / delta["prefix_queries"] if delta["prefix_queries"] else 0.0,
@@ -824,6 +846,14 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
     signals = twin_signals(predictor if name == "hetflow" else "input-length", [*warmup, *records], engines)
     sim = Simulation.from_preset(engines, preset, signals, pins_retained_kv=False)
     start_s = max(r.arrival_s for r in warmup) + 60.0 if warmup else 0.0
+    gate = GateSeries()
+
+    def sample() -> None:
+        resident = [sim.monitor.resident(record, sim.loop.now) for record in sim.monitor.engines.values()]
+        gate.add(sim.loop.now - start_s, GateSample(sum(r.tokens for r in resident),
+                                                    sum(r.programs for r in resident), len(sim.decisions.held)))
+
+    sim.loop.at(start_s, sim.loop.every, SAMPLE_S, sample)  # from the trace's start, as the live door samples
     shifted = [replace(r, arrival_s=r.arrival_s + start_s) for r in records]
     results = [replace(r, arrival_s=r.arrival_s - start_s, finished_s=r.finished_s - start_s)
                for r in sim.run([*warmup, *shifted]) if not r.program_id.startswith("warmup-")]
@@ -831,7 +861,9 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
     ledger = ledgers_of(sim.pipeline.store).get("")   # the router's one pool of every engine
     seen = as_the_client_sees(results, records, engines)
     own = wait_per_call_s(results)
-    return {"door": f"sim:{name}", "preset": preset.name, **summarize(results, sim.decision_ms, slo_scale),
+    summary = summarize(results, sim.decision_ms, slo_scale)
+    gated = {"gate": gate.to_row(summary["arrival_span_s"])} if gate.t_s and "arrival_span_s" in summary else {}
+    return {"door": f"sim:{name}", "preset": preset.name, **summary, **gated,
             "client_queueing_share": queueing_share(seen),
             "client_wait_s_per_call": wait_per_call_s(seen).get("queued"),
             "twin_wait_s_per_call": {"held": own.get("held"), "engine_queue": own["queued"] - own["held"]}

@@ -37,6 +37,35 @@ def test_held_call_is_decided_again_until_an_engine_has_room():
     assert decision == "decided" and len(attempts) == 3
 
 
+def test_the_held_calls_gauge_counts_the_calls_waiting_for_room_now():
+    from balancer_svc.dispatcher import HELD_CALLS
+
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
+        room = asyncio.Event()
+        seen = []
+
+        async def decide_once(c):
+            seen.append(HELD_CALLS._value.get())
+            if not room.is_set():
+                raise WaitForCapacity("no room", retry_after_s=0.01)
+            return "decided"
+
+        dispatcher._decide_once = decide_once
+        try:
+            waiting = [asyncio.create_task(dispatcher.decide(call())) for _ in range(2)]
+            while len(dispatcher.decisions.held) < 2:
+                await asyncio.sleep(0.01)
+            held_now = HELD_CALLS._value.get()
+            room.set()
+            await asyncio.gather(*waiting)
+            return held_now, HELD_CALLS._value.get()
+        finally:
+            await dispatcher.close()
+
+    assert asyncio.run(scenario()) == (2, 0)
+
+
 def test_held_call_whose_deadline_would_pass_is_deadline_exceeded():
     async def scenario():
         dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))

@@ -1,6 +1,8 @@
 """The monitor's servicer: the balancer's KV hold passed to its state (unset when none came), and batches of
 snapshots and admits answered call by call as the single methods would answer them."""
 
+import time
+
 import grpc
 import pytest
 
@@ -83,3 +85,21 @@ async def test_the_release_stream_completes_or_cancels_each_release_and_a_batch_
     assert replies[0].status.code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and not replies[0].replies
     assert [r.found for r in replies[1].replies] == [True, True, False] and not replies[1].status.code
     assert not state.entries and state.programs["a"].completed == 1 and state.programs["b"].completed == 0
+
+
+def test_the_sweep_publishes_what_the_working_set_gate_counts_per_engine():
+    from prometheus_client import REGISTRY
+
+    state = MonitorState(MonitorLimits())
+    state.report(EngineStatus("gate-e0", model="m"), time.time())
+    state.report(EngineStatus("gate-e1", model="m"), time.time())
+    for request_id, program_id in (("a", "p"), ("b", "q")):
+        state.admit(request_id, program_id, "m", "gate-e0", 10.0, now_s=time.time(), prompt_tokens=300)
+    MonitorServicer(state).sweep()
+
+    def gauge(name: str, engine: str) -> float | None:
+        return REGISTRY.get_sample_value(name, {"engine": engine})
+
+    assert gauge("hetflow_monitor_resident_tokens", "gate-e0") == 600
+    assert gauge("hetflow_monitor_resident_programs", "gate-e0") == 2
+    assert gauge("hetflow_monitor_resident_tokens", "gate-e1") == 0

@@ -214,6 +214,10 @@ def test_each_door_with_a_preset_replays_the_same_trace_in_the_simulator(door):
     assert sum(row["call_shares"]) == pytest.approx(1.0, abs=0.01)
     if door == "vllm-router:program":  # the trace's holds only: the warm-up's 120 programs pause 120 times at least
         assert 0 < row["router_holds"]["pauses"] < 120
+    if door == "hetflow":  # the gate's inputs through the trace, from its start, as the live door samples them
+        series = row["gate"]["series"]
+        assert series["t_s"][0] == 10.0 and max(series["resident_tokens"]) > 0
+        assert set(row["gate"]["means"]) == {"resident_tokens", "resident_programs", "held_calls"}
 
 
 def test_the_routers_holds_run_from_a_programs_admit_to_its_next_pause_after_the_trace_starts():
