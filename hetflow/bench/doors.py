@@ -799,8 +799,8 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     calls = sum(len(r.calls) for r in results)
     tokens = sum(c.output_tokens for r in results for c in r.calls.values())
     late = delta["late_iterations"] / delta["iterations"] if delta["iterations"] else 0.0
-    gated = {"gate": gate.to_row(summary["arrival_span_s"])} if gate.t_s and "arrival_span_s" in summary else {}
-    return {"door": door.name, **summary, **gated, "client_queueing_share": summary.get("queueing_share"),
+    return {"door": door.name, **summary, **gate.row_entry(summary),
+            "client_queueing_share": summary.get("queueing_share"),
             "failed_programs": len(errors), "first_errors": errors[:5],
             "retried_calls": door.retried_calls, "warmup_failed_programs": warmup_failed,
             "prefix_hit_rate": delta["prefix_hits"] / delta["prefix_queries"] if delta["prefix_queries"] else 0.0,
@@ -862,8 +862,7 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
     seen = as_the_client_sees(results, records, engines)
     own = wait_per_call_s(results)
     summary = summarize(results, sim.decision_ms, slo_scale)
-    gated = {"gate": gate.to_row(summary["arrival_span_s"])} if gate.t_s and "arrival_span_s" in summary else {}
-    return {"door": f"sim:{name}", "preset": preset.name, **summary, **gated,
+    return {"door": f"sim:{name}", "preset": preset.name, **summary, **gate.row_entry(summary),
             "client_queueing_share": queueing_share(seen),
             "client_wait_s_per_call": wait_per_call_s(seen).get("queued"),
             "twin_wait_s_per_call": {"held": own.get("held"), "engine_queue": own["queued"] - own["held"]}

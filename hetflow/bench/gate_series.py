@@ -71,3 +71,7 @@ class GateSeries:
     def to_row(self, until_s: float) -> dict[str, Any]:
         """The row's ``gate``: the series and its halves' means."""
         return {"series": asdict(self), "means": self.summary(until_s)}
+
+    def row_entry(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """``{"gate": ...}`` for a probe's row over its ``summary``'s arrival span; empty without samples."""
+        return {"gate": self.to_row(summary["arrival_span_s"])} if self.t_s and "arrival_span_s" in summary else {}
