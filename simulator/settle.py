@@ -29,6 +29,12 @@ class StopBelowSlo:
     """How often, in virtual seconds, the settled misses are counted: only how soon a run stops."""
 
 
+def certainly_missed(arrival_s: float, allowed_s: float, finished_s: float, now_s: float) -> bool:
+    """A workflow that arrived at ``arrival_s`` with ``allowed_s`` to finish in has missed the SLO for
+    certain at ``now_s``: its instant has passed and it is unfinished (``finished_s`` 0) or finished late."""
+    return arrival_s + allowed_s < now_s and (not finished_s or finished_s - arrival_s > allowed_s)
+
+
 class SettledMisses:
     """Counts the workflows whose SLO miss is certain and stops ``loop`` once they settle a failure."""
 
@@ -48,8 +54,8 @@ class SettledMisses:
         now = self.loop.now
         while self._due and self._due[0][0] < now:
             _, program_id = heapq.heappop(self._due)
-            done_s, allowed_s = finished_s(program_id), self.rule.slo_scale * self._isolated_s[program_id]
-            self.late += not done_s or done_s - self._arrivals_s[program_id] > allowed_s
+            allowed_s = self.rule.slo_scale * self._isolated_s[program_id]
+            self.late += certainly_missed(self._arrivals_s[program_id], allowed_s, finished_s(program_id), now)
         if self.programs and (self.programs - self.late) / self.programs < self.rule.attainment:
             self.stopped_s = now
             self.loop.stop()

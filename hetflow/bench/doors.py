@@ -40,7 +40,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Any, Iterable, Mapping, Sequence
 
 import httpx
 import yaml
@@ -63,6 +63,7 @@ from hetflow.runtime.config import load_stack
 from hetflow.runtime.ports import free_port
 from simulator.metrics import queueing_share, summarize
 from simulator.run import ProgramResult, SimulatedCall, Simulation, prompts_alone, reference_latency_s
+from simulator.settle import StopBelowSlo, certainly_missed
 from simulator.signals import Signals
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -74,6 +75,9 @@ CLIENT_RETRIES = 2
 LATE_SHARE_LIMIT = 0.05
 LATE_ITERATIONS_LIMIT = 0.01
 """A run with more than 1% of engine iterations over 5% late measured the host: flagged, not quoted."""
+SETTLE_CHECK_S = 5.0
+"""How often, on the host's clock, a live probe counts the programs that missed the SLO for certain
+(``stop_when_settled``): only how soon a failing probe stops."""
 ROUTER_REQUEST_TIMEOUT_S = 1800.0
 """vLLM's router's ``--request-timeout-secs`` default, at GPU speed (scaled with the pool)."""
 WARMUP_PROGRAMS = 120
@@ -458,12 +462,16 @@ def conversation(record: StageRecord, answers: dict[int, str], text: PromptText,
 
 async def replay_program(client: httpx.AsyncClient, door: Door, program: list[StageRecord], text: PromptText,
                          model: str, t0: float, time_scale: float, engines: Sequence[EngineSpec],
-                         slo_scale: float) -> ProgramResult:
+                         slo_scale: float, started: dict[str, ProgramResult] | None = None) -> ProgramResult:
+    """One program's calls through the door at the trace's times; ``started``, where given, holds its result
+    from its arrival on (what ``stop_when_settled`` counts)."""
     first = program[0]
     await asyncio.sleep(max(0.0, t0 + first.arrival_s * time_scale - time.perf_counter()))
     arrived = time.perf_counter()
     result = ProgramResult(first.program_id, first.workflow, (arrived - t0) / time_scale)
     result.isolated_s = reference_latency_s(program, engines)
+    if started is not None:
+        started[result.program_id] = result
     deadline = time.time() + slo_scale * result.isolated_s * time_scale if first.tenant != "default" else 0.0
     if deadline:
         result.deadline_s = result.arrival_s + slo_scale * result.isolated_s
@@ -500,6 +508,28 @@ async def replay_program(client: httpx.AsyncClient, door: Door, program: list[St
     result.model = model
     result.correct = first.correct.get(model)
     return result
+
+
+def settled_misses(started: Iterable[ProgramResult], now_s: float, slo_scale: float) -> int:
+    """The programs, of those arrived, that have missed the SLO for certain at ``now_s`` (``simulator.settle``)."""
+    return sum(certainly_missed(r.arrival_s, slo_scale * r.isolated_s, r.finished_s, now_s) for r in started)
+
+
+async def stop_when_settled(started: Mapping[str, ProgramResult], programs_count: int, t0: float, time_scale: float,
+                            rule: StopBelowSlo, replays: Sequence[asyncio.Task[Any]],
+                            check_s: float = SETTLE_CHECK_S) -> dict[str, float | int]:
+    """Issue 32's stop for a live probe: once more than ``1 - attainment`` of the trace's programs have
+    missed the SLO for certain, no later call can make the probe pass, so its ``replays`` are cancelled
+    there; what it knew then, as the simulator's stopped probe says it (``SettledMisses.summary``)."""
+    while True:
+        await asyncio.sleep(check_s)
+        now_s = (time.perf_counter() - t0) / time_scale
+        late = settled_misses(started.values(), now_s, rule.slo_scale)
+        if programs_count and (programs_count - late) / programs_count < rule.attainment:
+            for replay in replays:
+                replay.cancel()
+            return {"stopped_at_s": now_s, "late_programs": late, "programs": programs_count,
+                    "within_slo_share_at_most": (programs_count - late) / programs_count}
 
 
 def client_wait_s(sent_s: float, first_token_s: float, prompt_alone: tuple[int, int], profile: EngineProfile,
@@ -750,18 +780,22 @@ def router_holds(log_text: str, since_unix_s: float, time_scale: float) -> list[
 
 
 def run_door(name: str, pool: dict[str, Any], records: Sequence[StageRecord], args: argparse.Namespace,
-             text: PromptText, engines: Sequence[EngineSpec], out: Path) -> dict[str, Any]:
+             text: PromptText, engines: Sequence[EngineSpec], out: Path,
+             stop_below_slo: StopBelowSlo | None = None) -> dict[str, Any]:
     door = open_door(name, pool, args.time_scale, out, getattr(args, "predictor", "input-length"))
     try:
-        return asyncio.run(measure(door, records, args, text, engines, out))
+        return asyncio.run(measure(door, records, args, text, engines, out, stop_below_slo))
     finally:
         close_door(door)
 
 
 async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Namespace, text: PromptText,
-                  engines: Sequence[EngineSpec], out: Path) -> dict[str, Any]:
+                  engines: Sequence[EngineSpec], out: Path, stop_below_slo: StopBelowSlo | None = None
+                  ) -> dict[str, Any]:
     """Warm the door up, replay the trace through it, and read what the client and the servers saw (with
-    ``args.profile``, a flame graph of each of the door's processes over the trace, into ``out``)."""
+    ``args.profile``, a flame graph of each of the door's processes over the trace, into ``out``). With
+    ``stop_below_slo`` the replay stops once its SLO failure is settled (``stop_when_settled``): the row
+    then says only that (``settled``), what the programs finished by then did, and the host's figures."""
     await wait_serving(door)
     idle_by_process = await idle_cpu(door.processes(), args.idle_s)
     idle_cpu_s_per_s = sum(idle_by_process.values())
@@ -779,12 +813,18 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
                 if args.profile else contextlib.nullcontext())
     with profiled:
         async with httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None)) as client:
+            started: dict[str, ProgramResult] = {}
             t0 = time.perf_counter()
             tasks = [asyncio.create_task(replay_program(client, door, g, text, model, t0, args.time_scale, engines,
-                                                        args.slo_scale)) for g in groups]
+                                                        args.slo_scale, started)) for g in groups]
             sampler = asyncio.create_task(sample_gate(client, door, t0, gate))
+            stop = (asyncio.create_task(stop_when_settled(started, len(groups), t0, args.time_scale, stop_below_slo,
+                                                          tasks)) if stop_below_slo is not None else None)
             done = await asyncio.gather(*tasks, return_exceptions=True)
             sampler.cancel()
+            settled = stop.result() if stop is not None and stop.done() else None
+            if stop is not None and not stop.done():
+                stop.cancel()
     after = server_counters(door.pool_config)
     trace_cpu_s = {name: cpu_s - cpu_before[name] for name, cpu_s in cpu_by_process(processes).items()}
     door_cpu_s = sum(trace_cpu_s.values())
@@ -792,14 +832,16 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     decisions = {k: v - decisions_before.get(k, 0.0) for k, v in router_prefix_decisions(door).items()}
     waits = {k: v - waits_before.get(k, 0.0) for k, v in door_waits(door).items()}
     results = [r for r in done if isinstance(r, ProgramResult)]
-    errors = [failure(e) for e in done if isinstance(e, BaseException)]
-    summary = summarize(results, (), args.slo_scale)
+    errors = [failure(e) for e in done if isinstance(e, BaseException) and not isinstance(e, asyncio.CancelledError)]
+    summary: dict[str, Any] = (summarize(results, (), args.slo_scale) if settled is None else
+                               {"settled": settled, "finished_programs": len(results)})
     per_server = [{k: a[k] - b[k] for k in a} for a, b in zip(after, before)]
     delta = {k: sum(d[k] for d in per_server) for k in per_server[0]}
     calls = sum(len(r.calls) for r in results)
     tokens = sum(c.output_tokens for r in results for c in r.calls.values())
     late = delta["late_iterations"] / delta["iterations"] if delta["iterations"] else 0.0
-    return {"door": door.name, **summary, **gate.row_entry(summary),
+    gate_until_s = summary.get("arrival_span_s") if settled is None else float(settled["stopped_at_s"])
+    return {"door": door.name, **summary, **gate.row_entry(gate_until_s),
             "client_queueing_share": summary.get("queueing_share"),
             "failed_programs": len(errors), "first_errors": errors[:5],
             "retried_calls": door.retried_calls, "warmup_failed_programs": warmup_failed,
@@ -862,7 +904,7 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
     seen = as_the_client_sees(results, records, engines)
     own = wait_per_call_s(results)
     summary = summarize(results, sim.decision_ms, slo_scale)
-    return {"door": f"sim:{name}", "preset": preset.name, **summary, **gate.row_entry(summary),
+    return {"door": f"sim:{name}", "preset": preset.name, **summary, **gate.row_entry(summary.get("arrival_span_s")),
             "client_queueing_share": queueing_share(seen),
             "client_wait_s_per_call": wait_per_call_s(seen).get("queued"),
             "twin_wait_s_per_call": {"held": own.get("held"), "engine_queue": own["queued"] - own["held"]}

@@ -72,6 +72,7 @@ class GateSeries:
         """The row's ``gate``: the series and its halves' means."""
         return {"series": asdict(self), "means": self.summary(until_s)}
 
-    def row_entry(self, summary: dict[str, Any]) -> dict[str, Any]:
-        """``{"gate": ...}`` for a probe's row over its ``summary``'s arrival span; empty without samples."""
-        return {"gate": self.to_row(summary["arrival_span_s"])} if self.t_s and "arrival_span_s" in summary else {}
+    def row_entry(self, until_s: float | None) -> dict[str, Any]:
+        """``{"gate": ...}`` for a probe's row over ``[0, until_s]`` (its arrival span, or where a stopped
+        probe stopped); empty without samples or a span."""
+        return {"gate": self.to_row(until_s)} if self.t_s and until_s is not None else {}

@@ -15,6 +15,9 @@ probe, the seeds, the search's start and step, the SLO and the budget of live ti
    replay, and its twin at the same rate.
 3. **Seeds 2 and 3, live**, each door at the two rates, each beside its twin.
 
+With ``stop_settled`` a live probe stops once more programs have missed the SLO for certain than the
+rule allows (the simulator's ``--stop-settled``): the verdict the whole probe would give, sooner.
+
 Every probe's row goes to the journal (``race.jsonl``) as it ends. A rerun with the same journal reads
 it and runs only what is missing: a search's path is a function of its verdicts, so it retraces its
 steps from the journal to where it stopped. A live probe whose host fell behind (more than 1% of the
@@ -70,6 +73,9 @@ class RaceSpec:
     """Wall time of the live probes, at most."""
     hetflow_predictor: str = "input-length"
     """hetflow's remaining-work predictor, live and in its twin (``hetflow.bench.doors.PREDICTORS``)."""
+    stop_settled: bool = False
+    """A live probe stops once its SLO failure is certain (``hetflow.bench.doors.stop_when_settled``): the
+    same verdict sooner; its row then has no latency percentiles to set beside its twin's."""
 
     @classmethod
     def load(cls, path: Path) -> RaceSpec:
@@ -200,12 +206,13 @@ def bracket_rates(simulated: Mapping[str, Capacity]) -> tuple[float, ...]:
 
 
 def twin(live: Mapping[str, Any], sim: Mapping[str, Any], rule: SloRule) -> dict[str, Any]:
-    """A live probe against its simulated twin: the verdicts and the P95's error."""
+    """A live probe against its simulated twin: the verdicts and the P95's error (a live probe stopped
+    once its failure was settled has no P95: its verdict alone is compared)."""
     live_p95, sim_p95 = (r.get("latency_s", {}).get("p95") for r in (live, sim))
     error = sim_p95 / live_p95 - 1 if live_p95 and sim_p95 else None
     same = (not failures_of(live, rule)) == (not failures_of(sim, rule))
-    return {"same_verdict": same, "p95_error": error,
-            "agree": same and error is not None and abs(error) <= TWIN_P95_TOLERANCE}
+    p95_agrees = "settled" in live or (error is not None and abs(error) <= TWIN_P95_TOLERANCE)
+    return {"same_verdict": same, "p95_error": error, "agree": same and p95_agrees}
 
 
 def within_one_step(a_per_s: float, b_per_s: float, rel_tol: float) -> bool:
@@ -237,6 +244,7 @@ def report(spec: RaceSpec, simulated: Mapping[str, Capacity], live: Mapping[str,
                            "stable": row.get("steady_stability", {}).get("stable"),
                            "late_iteration_share": row.get("late_iteration_share"),
                            "task_score": row.get("task_score"),
+                           **({"settled": row["settled"]} if "settled" in row else {}),
                            **({"twin": twin(row, sim_row, rule)} if sim_row is not None else {})})
         doors[door] = {"live_capacity_per_s": live[door].rate_per_s,
                        "live_failed_above_per_s": live[door].failed_above_per_s,
@@ -254,6 +262,7 @@ def _door_runners(spec: RaceSpec, out: Path) -> tuple[RowRunner, RowRunner]:
     from hetflow.core.engine.profile import EngineSpec, load_profile
     from hetflow.runtime.config import load_stack
     from hetflow.workloads.generate import generate
+    from simulator.settle import StopBelowSlo
 
     pool = load_stack(Path(spec.pool))
     scales = {float(s.get("time_scale", 1.0)) for s in pool["vllm_sim"]}
@@ -268,8 +277,10 @@ def _door_runners(spec: RaceSpec, out: Path) -> tuple[RowRunner, RowRunner]:
     def trace(seed: int, rate: float) -> list[Any]:
         return generate(spec.family, spec.programs, seed, [engines[0].model], rate_per_s=rate)
 
+    stop = StopBelowSlo(spec.slo_scale, spec.attainment) if spec.stop_settled else None
+
     def live(door: str, seed: int, rate: float) -> dict[str, Any]:
-        return doors.run_door(door, pool, trace(seed, rate), args, text, engines, out)
+        return doors.run_door(door, pool, trace(seed, rate), args, text, engines, out, stop)
 
     def sim(door: str, seed: int, rate: float) -> dict[str, Any]:
         return doors.simulated_row(door, trace(seed, rate), engines, spec.slo_scale, spec.warmup_programs,

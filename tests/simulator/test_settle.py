@@ -1,5 +1,5 @@
 from simulator.clock import EventLoop
-from simulator.settle import SettledMisses, StopBelowSlo
+from simulator.settle import SettledMisses, StopBelowSlo, certainly_missed
 
 
 def _watch(arrivals_s, isolated_s, attainment=0.75):
@@ -35,3 +35,10 @@ def test_a_workflow_that_finished_exactly_at_its_slo_instant_met_it():
     loop.at(9.0, watch.check, {"a": 5.0}.__getitem__)      # latency 4 s = 2 x 2 s
     loop.run()
     assert watch.late == 0 and watch.stopped_s is None
+
+
+def test_a_miss_is_certain_once_the_instant_has_passed_unfinished_or_finished_late():
+    assert certainly_missed(arrival_s=10.0, allowed_s=5.0, finished_s=0.0, now_s=15.5)       # still running
+    assert certainly_missed(arrival_s=10.0, allowed_s=5.0, finished_s=15.2, now_s=15.5)      # finished late
+    assert not certainly_missed(arrival_s=10.0, allowed_s=5.0, finished_s=14.9, now_s=15.5)  # on time
+    assert not certainly_missed(arrival_s=10.0, allowed_s=5.0, finished_s=0.0, now_s=14.0)   # may still make it

@@ -26,7 +26,9 @@ from hetflow.bench.doors import (
     door_waits_of,
     failure,
     hetflow_stack,
+    settled_misses,
     simulated_row,
+    stop_when_settled,
 )
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.engine.scheduler import StepPlan
@@ -38,6 +40,8 @@ from hetflow.core.trace import StageRecord
 from hetflow.runtime import tinymodel
 from hetflow.workloads.generate import generate
 from monitor_svc.config import from_stack as monitor_config
+from simulator.run import ProgramResult
+from simulator.settle import StopBelowSlo
 
 
 @pytest.fixture(scope="module")
@@ -362,3 +366,51 @@ def test_hetflows_twin_reads_the_same_qrfs_predictions_and_no_other_door_does(mo
     assert len(asked) == 1                                  # round robin's twin is told nothing new
     row = simulated_row("hetflow", records, engines, slo_scale=5.0, warmup_programs=2, predictor="qrf")
     assert row["programs"] == 6 and len(asked) == 2 and asked[1][0] > len(records)  # the warm-up's calls too
+
+
+def _arrived(finished_s: dict[str, float], isolated_s: float = 1.0) -> dict[str, ProgramResult]:
+    """Programs arrived at 0 s, each with ``isolated_s`` of exclusive latency; 0: still running."""
+    return {p: ProgramResult(p, "w", 0.0, finished_s=f, isolated_s=isolated_s) for p, f in finished_s.items()}
+
+
+def test_the_settled_misses_are_the_arrived_programs_past_their_slo_instant_unfinished_or_late():
+    started = _arrived({"on-time": 1.5, "late": 2.5, "running": 0.0})
+    assert settled_misses(started.values(), now_s=3.0, slo_scale=2.0) == 2
+    assert settled_misses(started.values(), now_s=1.9, slo_scale=2.0) == 0   # every instant still ahead
+
+
+def test_a_live_probe_cancels_its_replays_once_its_failure_is_settled():
+    import asyncio
+    import time
+
+    async def probe() -> tuple[dict[str, float | int], list[bool]]:
+        replays = [asyncio.create_task(asyncio.sleep(3600)) for _ in range(4)]
+        started = _arrived({"a": 1.5, "b": 0.0, "c": 2.5})   # b running past 2 s, c finished late; d to come
+        t0 = time.perf_counter() - 3.0                      # the trace began 3 s ago (time scale 1)
+        settled = await stop_when_settled(started, 4, t0, 1.0, StopBelowSlo(2.0, 0.95), replays, check_s=0.0)
+        await asyncio.gather(*replays, return_exceptions=True)
+        return settled, [r.cancelled() for r in replays]
+
+    settled, cancelled = asyncio.run(probe())
+    assert all(cancelled)
+    assert settled["late_programs"] == 2 and settled["programs"] == 4 and settled["stopped_at_s"] >= 3.0
+    assert settled["within_slo_share_at_most"] == 0.5
+
+
+def test_a_live_probe_that_can_still_pass_is_left_to_finish():
+    import asyncio
+    import time
+
+    async def probe() -> tuple[bool, list[str]]:
+        replays = [asyncio.create_task(asyncio.sleep(0, result=f"program-{i}")) for i in range(40)]
+        started = _arrived({"late": 0.0, "on-time": 1.0})   # 1 of 40 missed: 97.5% may still meet the SLO
+        t0 = time.perf_counter() - 3.0
+        watch = asyncio.create_task(stop_when_settled(started, 40, t0, 1.0, StopBelowSlo(2.0, 0.95), replays,
+                                                      check_s=0.0))
+        finished = await asyncio.gather(*replays)
+        stopped = watch.done()
+        watch.cancel()
+        return stopped, finished
+
+    stopped, finished = asyncio.run(probe())
+    assert not stopped and finished == [f"program-{i}" for i in range(40)]

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from hetflow.bench.capacity import BELOW_SLO
 from hetflow.bench.race import (
     HOST_BEHIND,
     LIVE,
@@ -125,6 +126,14 @@ def test_a_recorded_probe_against_its_twin() -> None:
         {"same_verdict": True, "p95_error": pytest.approx(186.0 / 182.5 - 1), "agree": True}
     assert not twin(recorded, _row(True, p95_s=200.0), _spec().rule)["agree"]  # 9.6% off
     assert twin(recorded, _row(False, p95_s=183.0), _spec().rule)["same_verdict"] is False
+
+
+def test_a_live_probe_stopped_once_its_failure_settled_is_set_beside_its_twin_by_its_verdict() -> None:
+    stopped = {"settled": {"stopped_at_s": 60.0, "late_programs": 3, "programs": 50, "within_slo_share_at_most": 0.94},
+               "finished_programs": 31, "failed_programs": 0, "host_kept_up": True}
+    assert failures_of(stopped, _spec().rule) == (BELOW_SLO,)
+    assert twin(stopped, _row(False), _spec().rule) == {"same_verdict": True, "p95_error": None, "agree": True}
+    assert twin(stopped, _row(True), _spec().rule)["agree"] is False
 
 
 def test_two_capacities_within_one_search_step() -> None:
