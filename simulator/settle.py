@@ -28,6 +28,16 @@ class StopBelowSlo:
     check_interval_s: float = 1.0
     """How often, in virtual seconds, the settled misses are counted: only how soon a run stops."""
 
+    def settled(self, late: int, programs: int) -> bool:
+        """``late`` certain misses of ``programs`` leave fewer than ``attainment`` able to meet the SLO."""
+        return bool(programs) and (programs - late) / programs < self.attainment
+
+
+def stopped_summary(stopped_s: float, late: int, programs: int) -> dict[str, float | int]:
+    """What a run stopped at ``stopped_s`` knows for certain: its settled misses of its programs."""
+    return {"stopped_at_s": stopped_s, "late_programs": late, "programs": programs,
+            "within_slo_share_at_most": (programs - late) / programs}
+
 
 def certainly_missed(arrival_s: float, allowed_s: float, finished_s: float, now_s: float) -> bool:
     """A workflow that arrived at ``arrival_s`` with ``allowed_s`` to finish in has missed the SLO for
@@ -56,7 +66,7 @@ class SettledMisses:
             _, program_id = heapq.heappop(self._due)
             allowed_s = self.rule.slo_scale * self._isolated_s[program_id]
             self.late += certainly_missed(self._arrivals_s[program_id], allowed_s, finished_s(program_id), now)
-        if self.programs and (self.programs - self.late) / self.programs < self.rule.attainment:
+        if self.rule.settled(self.late, self.programs):
             self.stopped_s = now
             self.loop.stop()
 
@@ -64,5 +74,4 @@ class SettledMisses:
         """What a stopped run knows for certain; None when the run was not stopped."""
         if self.stopped_s is None:
             return None
-        return {"stopped_at_s": self.stopped_s, "late_programs": self.late, "programs": self.programs,
-                "within_slo_share_at_most": (self.programs - self.late) / self.programs}
+        return stopped_summary(self.stopped_s, self.late, self.programs)

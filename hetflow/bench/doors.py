@@ -63,7 +63,7 @@ from hetflow.runtime.config import load_stack
 from hetflow.runtime.ports import free_port
 from simulator.metrics import queueing_share, summarize
 from simulator.run import ProgramResult, SimulatedCall, Simulation, prompts_alone, reference_latency_s
-from simulator.settle import StopBelowSlo, certainly_missed
+from simulator.settle import StopBelowSlo, certainly_missed, stopped_summary
 from simulator.signals import Signals
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -525,11 +525,10 @@ async def stop_when_settled(started: Mapping[str, ProgramResult], programs_count
         await asyncio.sleep(check_s)
         now_s = (time.perf_counter() - t0) / time_scale
         late = settled_misses(started.values(), now_s, rule.slo_scale)
-        if programs_count and (programs_count - late) / programs_count < rule.attainment:
+        if rule.settled(late, programs_count):
             for replay in replays:
                 replay.cancel()
-            return {"stopped_at_s": now_s, "late_programs": late, "programs": programs_count,
-                    "within_slo_share_at_most": (programs_count - late) / programs_count}
+            return stopped_summary(now_s, late, programs_count)
 
 
 def client_wait_s(sent_s: float, first_token_s: float, prompt_alone: tuple[int, int], profile: EngineProfile,
