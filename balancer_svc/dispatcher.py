@@ -64,6 +64,10 @@ DECISION_S = Histogram("hetflow_balancer_decision_seconds", "Call received -> en
                        buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1))
 HELD_S = Histogram("hetflow_balancer_held_seconds", "Call held for KV room (Kairos 6) -> room found or given up",
                    buckets=(0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+RELEASE_ROUND_S = Histogram("hetflow_balancer_release_round_seconds",
+                            "A round deciding the held calls again (Kairos 6): its first decision's start -> "
+                            "its last one's end", buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+REDECIDED = Counter("hetflow_balancer_held_redecided_total", "Held calls decided again by a round (Kairos 6)")
 
 
 class NeverReached(Exception):
@@ -270,23 +274,30 @@ class Dispatcher:
         goes, the others stay for the next round (Kairos 6). Ends when nothing is held."""
         while self.decisions.held:
             await asyncio.sleep(self._retry_after_s)
-            for held in self.decisions.round():
-                call, outcome = self._held_calls.get(held.request_id, (None, None))
-                if call is None or outcome is None or outcome.done():
-                    continue  # its caller gave up
-                try:
-                    dispatch = await self._decide_once(call)
-                except WaitForCapacity:
-                    continue
-                except Exception as exc:  # noqa: BLE001 - the held caller gets the error, the round goes on
-                    if not outcome.done():
-                        outcome.set_exception(exc)
-                    continue
-                self.decisions.leave(held.request_id)
-                if outcome.done():  # the caller gave up while this round admitted it: nothing may linger
-                    self.monitor_view.release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
-                else:
-                    outcome.set_result(dispatch)
+            with RELEASE_ROUND_S.time():
+                await self._release_round()
+
+    async def _release_round(self) -> None:
+        """One round: each held call decided again in the hold queue's order, one after another (each
+        decision sees the admits of those before it)."""
+        for held in self.decisions.round():
+            call, outcome = self._held_calls.get(held.request_id, (None, None))
+            if call is None or outcome is None or outcome.done():
+                continue  # its caller gave up
+            REDECIDED.inc()
+            try:
+                dispatch = await self._decide_once(call)
+            except WaitForCapacity:
+                continue
+            except Exception as exc:  # noqa: BLE001 - the held caller gets the error, the round goes on
+                if not outcome.done():
+                    outcome.set_exception(exc)
+                continue
+            self.decisions.leave(held.request_id)
+            if outcome.done():  # the caller gave up while this round admitted it: nothing may linger
+                self.monitor_view.release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
+            else:
+                outcome.set_result(dispatch)
 
     async def _decide_once(self, call: LlmCall) -> Dispatch:
         """Chimera Algorithm 1. Fetches first, the snapshot, the router and the predictor together

@@ -654,11 +654,16 @@ DOOR_WAITS = {"hetflow_balancer_decision_seconds": "decision", "hetflow_balancer
               "hetflow_engine_front_queue_seconds": "engine_queue"}
 """hetflow's own waits, each a histogram of its services: deciding (call received -> sent), held for KV room
 in the balancer, queued in an engine's priority queue before its server has it."""
+RELEASE_ROUNDS = {"hetflow_balancer_release_round_seconds": "release_round",
+                  "hetflow_balancer_held_redecided_total": "redecided"}
+"""The balancer's rounds of deciding held calls again (a histogram of each round's seconds) and the held
+calls they decided again (a counter): how long a round takes live, where the twin decides one at once."""
 
 
 def door_waits_of(metrics_texts: Sequence[str]) -> dict[str, float]:
     """The seconds (``<wait>_s``) and counts (``<wait>_calls``) of ``DOOR_WAITS``, summed over the
-    services' ``/metrics`` pages."""
+    services' ``/metrics`` pages; with the ``RELEASE_ROUNDS``' seconds (``release_round_s``), rounds
+    (``release_round_count``) and calls decided again (``redecided_count``) where a page has them."""
     out: dict[str, float] = {}
     for text in metrics_texts:
         for family in text_string_to_metric_families(text):
@@ -666,8 +671,24 @@ def door_waits_of(metrics_texts: Sequence[str]) -> dict[str, float]:
                 name, _, part = sample.name.rpartition("_")
                 if name in DOOR_WAITS and part in ("sum", "count"):
                     key = f"{DOOR_WAITS[name]}_{'s' if part == 'sum' else 'calls'}"
-                    out[key] = out.get(key, 0.0) + sample.value
+                elif name in RELEASE_ROUNDS and part in ("sum", "count"):
+                    key = f"{RELEASE_ROUNDS[name]}_{'s' if part == 'sum' else 'count'}"
+                elif sample.name in RELEASE_ROUNDS:
+                    key = f"{RELEASE_ROUNDS[sample.name]}_count"
+                else:
+                    continue
+                out[key] = out.get(key, 0.0) + sample.value
     return out
+
+
+def release_rounds(waits: dict[str, float], time_scale: float) -> dict[str, float]:
+    """The balancer's rounds over the trace (``door_waits_of``'s difference): how many, the mean round in
+    seconds of GPU time and the held calls a round decided again; empty without a round."""
+    rounds = waits.get("release_round_count", 0.0)
+    if not rounds:
+        return {}
+    return {"rounds": rounds, "round_s_mean": waits.get("release_round_s", 0.0) / time_scale / rounds,
+            "redecided_per_round": waits.get("redecided_count", 0.0) / rounds}
 
 
 def door_waits(door: Door) -> dict[str, float]:
@@ -851,8 +872,9 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
             **({"router_prefix_decisions": decisions} if decisions else {}),
             "client_wait_s_per_call": wait_per_call_s(results)["queued"] if calls else None,
             **({"door_wait_s_per_call": {k[:-2]: v / args.time_scale / calls for k, v in waits.items()
-                                         if k.endswith("_s")},
+                                         if k.endswith("_s") and k[:-2] in DOOR_WAITS.values()},
                 "door_waits": waits} if waits and calls else {}),
+            **({"release_rounds": rounds} if (rounds := release_rounds(waits, args.time_scale)) else {}),
             **({"router_holds": hold_summary(router_holds(Path(door.router_log.name).read_text(), trace_start_unix_s,
                                                           args.time_scale))}
                if door.name == "vllm-router:program" and door.router_log is not None else {}),

@@ -26,6 +26,7 @@ from hetflow.bench.doors import (
     door_waits_of,
     failure,
     hetflow_stack,
+    release_rounds,
     settled_misses,
     simulated_row,
     stop_when_settled,
@@ -204,6 +205,22 @@ def test_hetflows_own_waits_are_summed_over_its_services_pages():
         pages.append(generate_latest(registry).decode())
     waits = door_waits_of(pages)
     assert waits == {"held_s": 6.0, "held_calls": 2.0, "engine_queue_s": 2.0, "engine_queue_calls": 2.0}
+
+
+def test_the_balancers_release_rounds_are_read_apart_from_the_waits():
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+
+    registry = CollectorRegistry()
+    rounds = Histogram("hetflow_balancer_release_round_seconds", "", registry=registry)
+    for s in (0.5, 1.5, 1.0):
+        rounds.observe(s)
+    Counter("hetflow_balancer_held_redecided", "", registry=registry).inc(30)
+    Histogram("hetflow_balancer_held_seconds", "", registry=registry).observe(4.0)
+    waits = door_waits_of([generate_latest(registry).decode()])
+    assert waits == {"release_round_s": 3.0, "release_round_count": 3.0, "redecided_count": 30.0,
+                     "held_s": 4.0, "held_calls": 1.0}
+    assert release_rounds(waits, time_scale=2.0) == {"rounds": 3.0, "round_s_mean": 0.5, "redecided_per_round": 10.0}
+    assert release_rounds({"held_s": 4.0, "held_calls": 1.0}, time_scale=2.0) == {}
 
 
 @pytest.mark.parametrize("door", sorted(SIMULATED_AS))
