@@ -896,15 +896,24 @@ SIMULATED_AS = {"client-rr": "round-robin", "vllm-router:round_robin": "round-ro
 engines for the simulator-vs-live error."""
 
 
+def twin_spec(name: str, time_scale: float) -> str:
+    """The door's preset as the live harness runs the door: Program scheduling with the session header the
+    harness sends (``body_for``) and the force-resume floor the router keeps in its own clock (30 s, so
+    30 / ``time_scale`` of GPU time); the servers report no cached tokens (the preset's default, as vLLM's)."""
+    if name != "vllm-router:program":
+        return SIMULATED_AS[name]
+    return f"{SIMULATED_AS[name]}:session_header=true,force_resume_floor_s={30.0 / time_scale:g}"
+
+
 def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[EngineSpec],
                   slo_scale: float, warmup_programs: int = WARMUP_PROGRAMS,
-                  predictor: str = "input-length") -> dict[str, Any]:
+                  predictor: str = "input-length", time_scale: float = 1.0) -> dict[str, Any]:
     """The door's preset in the simulator, on the trace the door replayed after the same warm-up (its
     programs dropped from the figures; the trace starts once the warm-up's last program has had a minute),
     with the signals the live door has: fixed priors and ``predictor`` (the input-length baseline, or the
     same QRF artifact's predictions for every call), and engines that cannot pin a retained program's KV,
-    as the servers (vLLM's) cannot."""
-    preset = resolve(SIMULATED_AS[name])
+    as the servers (vLLM's) cannot. ``time_scale``: the live pool's (``twin_spec``)."""
+    preset = resolve(twin_spec(name, time_scale))
     warmup = warmup_trace(engines[0].model, warmup_programs)
     signals = twin_signals(predictor if name == "hetflow" else "input-length", [*warmup, *records], engines)
     sim = Simulation.from_preset(engines, preset, signals, pins_retained_kv=False)
@@ -994,7 +1003,7 @@ def main(argv: list[str] | None = None) -> int:
         result["rows"].append(row)
         if args.simulate and name in SIMULATED_AS:
             result["rows"].append(simulated_row(name, records, engines, args.slo_scale,
-                                                predictor=args.predictor))
+                                                predictor=args.predictor, time_scale=args.time_scale))
             print(_sim_line(result["rows"][-1], row), flush=True)
         (out / "results.json").write_text(json.dumps(result, indent=1))  # after every door: nothing lost
         print(_line(row), flush=True)

@@ -284,7 +284,7 @@ def _door_runners(spec: RaceSpec, out: Path) -> tuple[RowRunner, RowRunner]:
 
     def sim(door: str, seed: int, rate: float) -> dict[str, Any]:
         return doors.simulated_row(door, trace(seed, rate), engines, spec.slo_scale, spec.warmup_programs,
-                                   spec.hetflow_predictor)
+                                   spec.hetflow_predictor, args.time_scale)
 
     return live, sim
 

@@ -59,27 +59,39 @@ class ProgramAdmission(EnginePicker):
                  decode_buffer_tokens: int = 100, max_acting_ttl_s: float = 10.0, stats_window_size: int = 100,
                  force_resume_timeout_s: float = 300.0, metrics_interval_s: float = 1.0,
                  cross_rank_headroom_ratio: float = 1.2, recheck_s: float = 0.2, session_header: bool = False,
-                 binding_strategy: str = "consistent_hash") -> None:
+                 binding_strategy: str = "consistent_hash", servers_report_cached_tokens: bool = False,
+                 force_resume_floor_s: float = 30.0) -> None:
         """``session_header``: each request carries its workflow as a session header (``x-session-id``, as
         agent frameworks send theirs), which the router hashes for a new program's home rank, so a workflow's
-        agents share one; without it (the live harness's requests) the router hashes the whole first request.
+        agents share one (the live harness sends each program's id so); without it the router hashes the whole
+        first request.
         ``binding_strategy``: how a new program is bound to its home rank (``SchedulingConfig``); the router's
-        ``cache_aware`` binding is left out (it needs the router's prefix tree of committed dispatches)."""
+        ``cache_aware`` binding is left out (it needs the router's prefix tree of committed dispatches).
+        ``servers_report_cached_tokens``: the engines' responses carry ``usage.prompt_tokens_details.
+        cached_tokens`` (vLLM's ``--enable-prompt-tokens-details``, off by default, and off on the live pool's
+        servers). The router reads a call's cached tokens there alone (``routers/http/program_adapter.rs``);
+        without them it takes its rank's mean of those it saw (``scheduler_lifecycle.rs`` ``complete``), 0
+        when it saw none, so no call after a program's first counts as cache-continuous: its rounds since
+        activation stay low and the growth reserve with them. ``force_resume_floor_s``: the floor of a paused
+        program's force-resume timeout, 30 s of the router's clock (the twin of a pool run at time scale k:
+        30 / k)."""
         if binding_strategy not in BINDING_STRATEGIES:
             raise ValueError(f"program-admission's binding_strategy is one of {BINDING_STRATEGIES}, "
                              f"got {binding_strategy!r}")
         if min(max_active_programs, stats_window_size) < 1 or min(metrics_interval_s, recheck_s) <= 0:
             raise ValueError("program-admission needs max_active_programs and stats_window_size >= 1 and "
                              "metrics_interval_s, recheck_s > 0")
-        if cross_rank_headroom_ratio < 1 or force_resume_timeout_s <= 0 or max_acting_ttl_s < 0:
+        if cross_rank_headroom_ratio < 1 or min(force_resume_timeout_s, force_resume_floor_s) <= 0 or \
+                max_acting_ttl_s < 0:
             raise ValueError("program-admission needs cross_rank_headroom_ratio >= 1 (as the router), "
-                             "force_resume_timeout_s > 0 and max_acting_ttl_s >= 0")
+                             "force_resume_timeout_s, force_resume_floor_s > 0 and max_acting_ttl_s >= 0")
         self.config = SchedulingConfig(bool(global_queue), int(max_active_programs), int(waiting_threshold),
                                        int(decode_buffer_tokens), max_acting_ttl_s, int(stats_window_size),
                                        force_resume_timeout_s, metrics_interval_s, cross_rank_headroom_ratio,
-                                       binding_strategy)
+                                       binding_strategy, force_resume_floor_s=force_resume_floor_s)
         self.recheck_s = recheck_s
         self.session_header = bool(session_header)
+        self.servers_report_cached_tokens = bool(servers_report_cached_tokens)
 
     def _ledger(self, store: PolicyStore, snapshot: ClusterSnapshot, model: str) -> ProgramLedger:
         """The router's state over ``model``'s pool ("" for one pool of every engine), made at the pool's
@@ -121,5 +133,6 @@ class ProgramAdmission(EnginePicker):
         key = program_key(call.workflow.program_id, call.workflow.agent)
         for ledger in ledgers_of(store).values():   # the pool that placed the program
             if key in ledger.programs:
-                ledger.finish(key, call.engine_id, call.prompt_tokens, call.output_tokens, call.cached_prompt_tokens,
+                cached_tokens = call.cached_prompt_tokens if self.servers_report_cached_tokens else 0
+                ledger.finish(key, call.engine_id, call.prompt_tokens, call.output_tokens, cached_tokens,
                               call.agent_resumes, call.finished_s)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import itertools
 import math
 from bisect import bisect_left
 from collections import deque
@@ -155,6 +156,9 @@ class SchedulingConfig:
     """The router's default, which the preset does not vary (its defaults live in ``ProgramAdmission``)."""
     watermark_ratio: float = 1.0
     """``low_watermark_ratio`` = ``high_watermark_ratio``, both 1.0 by default and not varied here."""
+    force_resume_floor_s: float = 30.0
+    """The force-resume timeout's floor, 30 s of the router's clock (scheduler_fairness.rs, not configurable):
+    on a pool run at time scale k, 30 / k s of the simulator's."""
 
 
 @dataclass(frozen=True)
@@ -432,7 +436,8 @@ class ProgramLedger:
 
     def _force_timeout_s(self, program: RouterProgram) -> float:
         """scheduler_fairness.rs: ``clamp(3 (remaining active rounds + rounds ahead) / throughput, min(30 s,
-        max), max)`` over the pool (global queue), the configured timeout until every rank's window is mature."""
+        max), max)`` over the pool (global queue), the configured timeout until every rank's window is mature;
+        the rounds ahead are those of the programs queued before it (the router's ``take_while``)."""
         longest_s = self.config.force_resume_timeout_s
         windows = [self.window(e) for e in self.observations]
         if not windows or not all(w.mature for w in windows):
@@ -443,8 +448,10 @@ class ProgramLedger:
             return longest_s
         active = sum(max(rounds[p.last_engine] - p.rounds_since_activation, 1 if p.in_flight else 0)
                      for keys in self.active.values() for p in (self.programs[k] for k in keys))
-        ahead = sum(max(rounds.get(self.programs[k].last_engine, 1.0), 1.0) for k in self.queued if k != program.key)
-        return min(max(3 * (active + ahead) / throughput, min(30.0, longest_s)), longest_s)
+        ahead = sum(max(rounds.get(self.programs[k].last_engine, 1.0), 1.0)
+                    for k in itertools.takewhile(lambda k: k != program.key, self.queued))
+        return min(max(3 * (active + ahead) / throughput, min(self.config.force_resume_floor_s, longest_s)),
+                   longest_s)
 
     # -- completions --------------------------------------------------------------------------------------
     def finish(self, key: str, engine_id: str, prompt_tokens: int, output_tokens: int, cached_tokens: int,

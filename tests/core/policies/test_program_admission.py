@@ -38,9 +38,10 @@ class Router:
         return self.picker.pick(c, snapshot(*engines, taken_unix_s=now_s), "m", Prediction(1.0), self.store)
 
     def finish(self, engine_id: str, now_s: float, program: str = "w1", agent: str = "a", tokens: int = 1000,
-               output: int = 100, resumes: bool = True) -> None:
+               output: int = 100, resumes: bool = True, cached: int | None = None) -> None:
         c = call(program_id=program, agent=agent)
-        self.picker.finished(FinishedCall(c.workflow, engine_id, now_s, tokens, output, tokens, resumes), self.store)
+        self.picker.finished(FinishedCall(c.workflow, engine_id, now_s, tokens, output,
+                                          tokens if cached is None else cached, resumes), self.store)
 
     @property
     def ledger(self):
@@ -103,6 +104,33 @@ def test_a_forced_program_passes_capacity_after_the_force_resume_timeout():
     with pytest.raises(WaitForCapacity):
         router.pick(full, 0.0)
     assert router.pick(full, 1.0).rule == "vllm-router:forced"
+
+
+@pytest.mark.parametrize("reported, rounds", [(False, [1, 1]), (True, [1, 2])])
+def test_a_call_is_cache_continuous_only_where_the_servers_report_its_cached_tokens(reported, rounds):
+    """The router reads a call's cached tokens from the response's usage alone (program_adapter.rs); vLLM
+    sends none by default, so its second call of a program does not count as a round of the segment."""
+    router = Router(servers_report_cached_tokens=reported)
+    home = router.pick(pool(0.0), 0.0).chosen
+    router.pick(pool(0.0), 0.5, tokens=1200)           # the active program's second call, while the first runs
+    router.finish(home, 1.0, tokens=1000, cached=0)    # a program's first call is continuous by definition
+    router.finish(home, 2.0, tokens=1200, cached=1000)
+    assert list(router.ledger.window(home).rounds) == rounds
+
+
+def test_the_force_resume_timeout_counts_the_rounds_of_the_programs_queued_before_it_only():
+    """scheduler_fairness.rs: the queued programs ahead of the candidate (``take_while``), not those after it."""
+    router = Router(force_resume_timeout_s=1000.0, force_resume_floor_s=1.0)
+    full = pool(1.0, running=(1,))
+    for n in range(3):
+        with pytest.raises(WaitForCapacity):
+            router.pick(full, 0.0, program=f"w{n}")
+    ledger = router.ledger
+    window = ledger.window("e0")
+    for t in range(ledger.config.stats_window_size):   # a mature window: 2 requests a second, 1 round each
+        window.add(t * 0.5, 1, None, 10)
+    first, last = (ledger._force_timeout_s(ledger.programs[f"w{n}:a"]) for n in (0, 2))
+    assert (first, last) == (1.0, pytest.approx(3 * (2 + 2) / 2.0))  # the floor; 3 x (2 ahead x 2 rounds) / 2 a s
 
 
 def test_without_mature_statistics_a_program_pauses_as_it_finishes_and_frees_its_tokens():

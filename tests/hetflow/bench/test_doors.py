@@ -30,6 +30,7 @@ from hetflow.bench.doors import (
     settled_misses,
     simulated_row,
     stop_when_settled,
+    twin_spec,
 )
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.engine.scheduler import StepPlan
@@ -37,6 +38,7 @@ from hetflow.core.monitor.state import MonitorLimits
 from hetflow.core.plugins import build
 from hetflow.core.policies.workflow_ttl import WorkflowTtl
 from hetflow.core.policy_config import PolicyConfig
+from hetflow.core.presets import resolve
 from hetflow.core.trace import StageRecord
 from hetflow.runtime import tinymodel
 from hetflow.workloads.generate import generate
@@ -173,7 +175,6 @@ def test_the_clients_wait_is_the_first_tokens_delay_beyond_the_prefill_alone():
 
 
 def test_the_twin_seen_as_the_client_sees_it_waits_at_least_its_prefills_slowdown():
-    from hetflow.core.presets import resolve
     from hetflow.workloads.generate import generate
     from simulator.run import Simulation
     from simulator.signals import Signals
@@ -221,6 +222,16 @@ def test_the_balancers_release_rounds_are_read_apart_from_the_waits():
                      "held_s": 4.0, "held_calls": 1.0}
     assert release_rounds(waits, time_scale=2.0) == {"rounds": 3.0, "round_s_mean": 0.5, "redecided_per_round": 10.0}
     assert release_rounds({"held_s": 4.0, "held_calls": 1.0}, time_scale=2.0) == {}
+
+
+def test_the_program_doors_twin_runs_as_the_harness_runs_the_router():
+    """The session header the harness sends, the router's 30 s force-resume floor in its own clock, and no
+    cached tokens (the servers report none, as vLLM by default)."""
+    spec = twin_spec("vllm-router:program", time_scale=2.0)
+    assert spec == "vllm-router-program:session_header=true,force_resume_floor_s=15"
+    picker = resolve(spec).policy.engine
+    assert picker.params == {"session_header": True, "force_resume_floor_s": 15.0}
+    assert twin_spec("client-rr", time_scale=2.0) == "round-robin"
 
 
 @pytest.mark.parametrize("door", sorted(SIMULATED_AS))
