@@ -67,6 +67,21 @@ def _hash(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
+CONTEXT_SHRINK_CONFIRMATIONS = 2
+"""Smaller observed prompts in a row before the router lowers a program's context (scheduler_state.rs)."""
+
+
+def observe_completed_context(program: RouterProgram, prompt_tokens: int) -> None:
+    """scheduler_state.rs ``observe_completed_context``: a finished call's observed prompt raises the
+    program's context at once and lowers it only after ``CONTEXT_SHRINK_CONFIRMATIONS`` in a row."""
+    if prompt_tokens >= program.context_tokens:
+        program.context_tokens, program.context_shrinks = prompt_tokens, 0
+        return
+    program.context_shrinks += 1
+    if program.context_shrinks >= CONTEXT_SHRINK_CONFIRMATIONS:
+        program.context_tokens, program.context_shrinks = prompt_tokens, 0
+
+
 @dataclass
 class RouterProgram:
     key: str
@@ -76,7 +91,12 @@ class RouterProgram:
     active: bool = False
     in_flight: int = 0
     context_tokens: int = 0
-    """The router's estimate of its full context: its last prompt and what it generated since."""
+    """The router's estimate of its context (``estimated_context_tokens``): raised by each request's prompt,
+    set from a finished call's observed prompt, lowered only after two smaller ones in a row
+    (scheduler_state.rs ``observe_completed_context``); its output is not counted until the next prompt
+    carries it."""
+    context_shrinks: int = 0
+    """Finished calls in a row whose prompt was below ``context_tokens``."""
     ttl_deadline_s: float = math.inf
     """While acting: when its kept KV is released (paused)."""
     was_paused: bool = False
@@ -269,13 +289,17 @@ class ProgramLedger:
 
     def _repair(self, engine_id: str, now_s: float) -> None:
         """Capacity repair (scheduler_lifecycle.rs ``repair_capacity``): above the high watermark, pause idle
-        acting programs, longest active first, and mark reasoning ones to pause when idle, down to the low."""
+        acting programs, longest active first, and mark reasoning ones to pause when idle, down to the low;
+        the programs already marked count as freed (``future_private_relief``). The router orders them by
+        time in their segment weighted by a small context's share, here by time alone."""
         capacity = self.capacity_tokens[engine_id] * self.config.watermark_ratio
         programs = self.on_rank(engine_id)
         window = self.window(engine_id)
         completion = math.ceil(sum(window.output_tokens) / len(window.output_tokens)) if window.output_tokens else 0
         reasoning = [p for p in programs if p.in_flight and not p.pause_when_idle]
-        projected = self.used_tokens(engine_id) + completion * len(reasoning) if engine_id in self.observations else 0.0
+        relief = sum(self.private_tokens(p) for p in programs if p.in_flight and p.pause_when_idle)
+        projected = (self.used_tokens(engine_id) + completion * len(reasoning) - relief
+                     if engine_id in self.observations else 0.0)
         if projected <= capacity:
             return
         for program in sorted(programs, key=lambda p: (p.activated_s, -self.private_tokens(p), p.key)):
@@ -474,7 +498,7 @@ class ProgramLedger:
         growth = prompt_tokens - last if 0 < prompt_tokens - last < last else None
         window.add(now_s, program.rounds_since_ttl_pause, growth, output_tokens)
         before = self.private_tokens(program)
-        program.context_tokens = prompt_tokens + output_tokens
+        observe_completed_context(program, prompt_tokens)
         if program.active:
             self.adjust(engine_id, self.private_tokens(program) - before)
         program.last_finished_s, program.last_prompt_tokens, program.pending_request = now_s, prompt_tokens, ""

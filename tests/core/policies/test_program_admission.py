@@ -118,6 +118,37 @@ def test_a_call_is_cache_continuous_only_where_the_servers_report_its_cached_tok
     assert list(router.ledger.window(home).rounds) == rounds
 
 
+def test_an_acting_program_counts_its_observed_prompt_not_its_output_and_shrinks_after_two_smaller():
+    """scheduler_state.rs ``observe_completed_context``: the output is counted once the next prompt carries it."""
+    router = Router()
+    home = router.pick(pool(0.0), 0.0, tokens=1000).chosen
+    for t in (0.1, 0.2):                                    # three of its calls in flight at once
+        router.pick(pool(0.0), t, tokens=1000)
+    program = router.ledger.programs["w1:a"]
+    router.finish(home, 1.0, tokens=1000, output=500)
+    assert router.ledger.private_tokens(program) == 1000 + 100
+    program.context_tokens = 3000                           # a later request raised it while another ran
+    router.finish(home, 2.0, tokens=1000)
+    assert program.context_tokens == 3000                   # one smaller observation: kept
+    router.finish(home, 3.0, tokens=1000)
+    assert program.context_tokens == 1000                   # the second in a row lowers it
+
+
+def test_capacity_repair_counts_the_programs_already_marked_as_freed():
+    """scheduler_lifecycle.rs ``repair_capacity``: ``future_private_relief`` spares a second reasoning program."""
+    router = Router()
+    engines = pool(0.0)
+    for n in range(2):
+        router.pick(engines, 0.0, program=f"w{n}", tokens=4000)
+    ledger = router.ledger
+    first, second = (ledger.programs[f"w{n}:a"] for n in range(2))
+    first.pause_when_idle = True                            # marked by an earlier repair
+    over = [view_with(engines[0], kv_cache_usage=0.6, running=1)]  # 6,000 in use x 2 reasoning / 1 running
+    ledger.tick({e.engine_id: e for e in over}, {"e0": CAPACITY}, 5.0)
+    assert ledger.used_tokens("e0") == 12_000
+    assert not second.pause_when_idle                       # 12,000 - 4,100 marked fits: no more marking
+
+
 def test_the_force_resume_timeout_counts_the_rounds_of_the_programs_queued_before_it_only():
     """scheduler_fairness.rs: the queued programs ahead of the candidate (``take_while``), not those after it."""
     router = Router(force_resume_timeout_s=1000.0, force_resume_floor_s=1.0)
