@@ -37,6 +37,36 @@ def test_held_call_is_decided_again_until_an_engine_has_room():
     assert decision == "decided" and len(attempts) == 3
 
 
+def test_each_release_round_is_timed_and_its_redecided_calls_counted():
+    from prometheus_client import REGISTRY
+
+    def sample(name):
+        return REGISTRY.get_sample_value(name) or 0.0
+
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
+        attempts = []
+
+        async def decide_once(c):
+            attempts.append(c.request_id)
+            if len(attempts) < 3:   # the first decision and the first round hold it; the second round places it
+                raise WaitForCapacity("no room", retry_after_s=0.0)
+            return "decided"
+
+        dispatcher._decide_once = decide_once
+        try:
+            await dispatcher.decide(call())
+        finally:
+            await dispatcher.close()
+
+    before = {n: sample(n) for n in ("hetflow_balancer_release_round_seconds_count",
+                                     "hetflow_balancer_held_redecided_total")}
+    asyncio.run(scenario())
+    assert sample("hetflow_balancer_release_round_seconds_count") - before[
+        "hetflow_balancer_release_round_seconds_count"] == 2
+    assert sample("hetflow_balancer_held_redecided_total") - before["hetflow_balancer_held_redecided_total"] == 2
+
+
 def test_the_held_calls_gauge_counts_the_calls_waiting_for_room_now():
     from balancer_svc.dispatcher import HELD_CALLS
 
