@@ -35,7 +35,7 @@ from hetflow.core.decision_loop import DecisionLoop, Gathered, HoldLimits
 from hetflow.core.errors import Aborted, DeadlineExceeded, ResourceExhausted, Unavailable
 from hetflow.core.load_shedding import AcceptWaits, LoadShedder, LoopLag
 from hetflow.core.monitor.memory_ledger import SLOT_S
-from hetflow.core.pipeline import Pipeline
+from hetflow.core.pipeline import Decision, Pipeline
 from hetflow.core.policies.contracts import Prediction, Priority, WaitForCapacity
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
 from hetflow.core.workload_window import WorkloadWindow
@@ -128,6 +128,38 @@ class Fetched:
     predictions: dict[str, tuple[Prediction, str]]
 
 
+@dataclass(frozen=True)
+class Advice:
+    """What a call's later decisions reuse from its last fetch: the router's confidences and the predictor's
+    predictions read the call alone (Chimera 3.3-3.4), so a held call's rounds ask the monitor again and
+    not them. Valid while the call is the same (the monitor may infer other stages for it)."""
+
+    call: LlmCall
+    predictions: dict[str, tuple[Prediction, str]]
+    """The predictor's own predictions (its fallbacks are asked again)."""
+    confidences: tuple[dict[str, float], bool] | None
+    """The router's answer, None when it was not asked."""
+
+    @classmethod
+    def of(cls, fetched: Fetched) -> Advice:
+        return cls(fetched.call, {m: p for m, p in fetched.predictions.items() if not p[1]},
+                   fetched.confidences if fetched.router_asked else None)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A decision recorded (the pending entry added, the admit sent), not yet confirmed (``_confirmed``)."""
+
+    call: LlmCall
+    decision: Decision
+    engine: EngineView
+    snapshot: ClusterSnapshot
+    stale_s: float
+    admit: monitor_pb2.AdmitRequest
+    admitted: asyncio.Task[None]
+    started_perf_s: float
+
+
 class Dispatcher:
     def __init__(self, cfg: BalancerConfig, alpha_replay: AlphaReplay | None = None) -> None:
         self.cfg = cfg
@@ -160,6 +192,8 @@ class Dispatcher:
         self.tickets = TicketIssuer(cfg.serve.security.ticket_key())
         """Signs each engine request's dispatch ticket (issue 34)."""
         self._held_calls: dict[str, tuple[LlmCall, asyncio.Future[Dispatch]]] = {}
+        self._advice: dict[str, Advice] = {}
+        """Per call being decided, what its last fetch asked of the router and predictor (``Advice``)."""
         self._releaser: asyncio.Task[None] | None = None
         self._retry_after_s = 0.5
         self._served_models: list[str] = []
@@ -236,6 +270,8 @@ class Dispatcher:
             return await self._decide_once(call)
         except WaitForCapacity as wait:
             return await self._hold(call, wait)
+        finally:
+            self._advice.pop(call.request_id, None)
 
     async def _hold(self, call: LlmCall, wait: WaitForCapacity) -> Dispatch:
         """Wait in the hold queue; each round (``_release_rounds``) decides the held calls again in
@@ -278,34 +314,70 @@ class Dispatcher:
                 await self._release_round()
 
     async def _release_round(self) -> None:
-        """One round: each held call decided again in the hold queue's order, one after another (each
-        decision sees the admits of those before it)."""
-        for held in self.decisions.round():
-            call, outcome = self._held_calls.get(held.request_id, (None, None))
-            if call is None or outcome is None or outcome.done():
+        """One round: the held calls' snapshots fetched together (one batch to the monitor, their advice
+        kept from their last decision), then each decided in the hold queue's order, each seeing the
+        admits of those before it, and their conditional admits awaited together: a round costs one round
+        trip to the monitor and one to its admits, not one per held call."""
+        held = [(h.request_id, *self._held_calls[h.request_id]) for h in self.decisions.round()
+                if h.request_id in self._held_calls and not self._held_calls[h.request_id][1].done()]
+        REDECIDED.inc(len(held))
+        start = time.perf_counter()
+        fetched = await asyncio.gather(*(self._fetch(call, self._advice.get(request_id))
+                                         for request_id, call, _ in held), return_exceptions=True)
+        placed = await self._place_held([(r, outcome) for r, _, outcome in held], fetched, start)
+        confirmed = await asyncio.gather(*(self._confirmed(p) for _, _, p in placed), return_exceptions=True)
+        self._settle_held(placed, confirmed)
+
+    async def _place_held(self, held: list[tuple[str, asyncio.Future[Dispatch]]],
+                          fetched: list[Fetched | BaseException], start_perf_s: float
+                          ) -> list[tuple[str, asyncio.Future[Dispatch], Placed]]:
+        """A round's held calls placed one after another in the hold queue's order; those still without
+        room stay held, a call whose fetch or decision failed gets the error."""
+        placed: list[tuple[str, asyncio.Future[Dispatch], Placed]] = []
+        for (request_id, outcome), got in zip(held, fetched):
+            if outcome.done():
                 continue  # its caller gave up
-            REDECIDED.inc()
+            if isinstance(got, BaseException):
+                if isinstance(got, Exception):
+                    outcome.set_exception(got)  # the held caller gets the fetch's error
+                continue
             try:
-                dispatch = await self._decide_once(call)
+                placed.append((request_id, outcome, await self._place(got, start_perf_s)))
             except WaitForCapacity:
                 continue
             except Exception as exc:  # noqa: BLE001 - the held caller gets the error, the round goes on
-                if not outcome.done():
-                    outcome.set_exception(exc)
+                outcome.set_exception(exc)
+        return placed
+
+    def _settle_held(self, placed: list[tuple[str, asyncio.Future[Dispatch], Placed]],
+                     confirmed: list[Dispatch | BaseException]) -> None:
+        """Each placed call's caller gets its dispatch, or its error; a refused admit stays held."""
+        for (request_id, outcome, decided), dispatch in zip(placed, confirmed):
+            if isinstance(dispatch, WaitForCapacity):
                 continue
-            self.decisions.leave(held.request_id)
+            if isinstance(dispatch, BaseException):
+                if not outcome.done() and isinstance(dispatch, Exception):
+                    outcome.set_exception(dispatch)
+                continue
+            self.decisions.leave(request_id)
             if outcome.done():  # the caller gave up while this round admitted it: nothing may linger
-                self.monitor_view.release_later(call.request_id, 0, "cancelled", admitted=dispatch.admitted)
+                self.monitor_view.release_later(request_id, 0, "cancelled", admitted=decided.admitted)
             else:
                 outcome.set_result(dispatch)
 
     async def _decide_once(self, call: LlmCall) -> Dispatch:
-        """Chimera Algorithm 1. Fetches first, the snapshot, the router and the predictor together
-        (``_fetch``), then decides (hetflow.core.pipeline) and records the decision without yielding,
-        so concurrent calls see each other."""
+        """Chimera Algorithm 1: fetch (``_fetch``: the snapshot, the router and the predictor together),
+        place (``_place``: decide and record), confirm (``_confirmed``: the conditional admit's answer and
+        the receipt)."""
         start = time.perf_counter()
-        fetched = await self._fetch(call)
-        call, snapshot, stale_s = fetched.call, fetched.snapshot, fetched.stale_s
+        fetched = await self._fetch(call, self._advice.get(call.request_id))
+        return await self._confirmed(await self._place(fetched, start))
+
+    async def _place(self, fetched: Fetched, start_perf_s: float) -> Placed:
+        """Decide on what was fetched (hetflow.core.decision_loop) and record the decision without yielding,
+        so concurrent calls see each other; raises ``WaitForCapacity`` when no engine has room."""
+        call, snapshot = fetched.call, fetched.snapshot
+        self._advice[call.request_id] = Advice.of(fetched)
         view = self.monitor_view.pending.apply(snapshot, fetched.admit_seq, time.monotonic())
         if not fetched.router_asked and self.pipeline.needs_router(call, fetched.candidates, view):
             # this balancer's admits since the snapshot brought a second model within the slack: the
@@ -324,21 +396,27 @@ class Dispatcher:
         admit = convert.admit_request(call, decision)
         admit.via_gateway = call.request_id in self.gateway_calls
         admitted = asyncio.get_running_loop().create_task(self.monitor_view.admit(call, admit))
-        if admit.within_kv or admit.HasField("within_working_set"):  # admitted before it is sent: the room
-            # its decision assumed may have gone to another balancer's call
-            await self._admitted_with_room(call.request_id, admitted, decision.priority)
+        return Placed(call, decision, engine, snapshot, fetched.stale_s, admit, admitted, start_perf_s)
+
+    async def _confirmed(self, placed: Placed) -> Dispatch:
+        """The placed call's dispatch and receipt, once a conditional admit (the room its decision assumed)
+        is confirmed: raises ``WaitForCapacity`` when the monitor refused it."""
+        call, decision, engine, snapshot = placed.call, placed.decision, placed.engine, placed.snapshot
+        if placed.admit.within_kv or placed.admit.HasField("within_working_set"):  # admitted before it is
+            # sent: the room its decision assumed may have gone to another balancer's call
+            await self._admitted_with_room(call.request_id, placed.admitted, decision.priority)
         receipt = balancer_pb2.Receipt(
             request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
             engine_id=engine.engine_id, priority=decision.priority.key, priority_tiebreak=decision.priority.tiebreak,
             predicted_tokens=decision.prediction.median_tokens, workflow=wire.workflow_to_proto(call.workflow),
-            snapshot_unix_s=snapshot.taken_unix_s, stale_snapshot_s=stale_s,
+            snapshot_unix_s=snapshot.taken_unix_s, stale_snapshot_s=placed.stale_s,
             stages=[convert.stage_to_proto(s.stage, s.plugin, s.choice, s.elapsed_ms) for s in decision.stages])
         if snapshot.inferred_stages is not None:
             receipt.inferred_stages.CopyFrom(wire.stage_inference_to_proto(snapshot.inferred_stages))
         for s in decision.stages:
             DECISIONS.labels(s.stage, s.choice.rule).inc()
-        return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt, admit,
-                        snapshot.program_start_s, start, admitted, decision.retain_kv_s,
+        return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt, placed.admit,
+                        snapshot.program_start_s, placed.started_perf_s, placed.admitted, decision.retain_kv_s,
                         decision.reserve_output_tokens)
 
     async def _admitted_with_room(self, request_id: str, admitted: asyncio.Task[None], priority: Priority) -> None:
@@ -355,7 +433,7 @@ class Dispatcher:
             self.monitor_view.release_later(request_id, 0, "cancelled", admitted=admitted)
             raise
 
-    async def _fetch(self, call: LlmCall) -> Fetched:
+    async def _fetch(self, call: LlmCall, known: Advice | None = None) -> Fetched:
         """The call, the snapshot, the router's confidences and the predictions, in one round trip's time:
         the router and predictor are asked beside the snapshot for the models the last snapshot served
         (and the router only for a program this balancer has not seen assigned, and only when the engines
@@ -363,29 +441,38 @@ class Dispatcher:
         so the router's encoder runs for no call whose model they cannot change), then whatever the
         snapshot shows they missed is asked after it. The first call, with no snapshot seen yet, fetches
         in two steps; so does a call of a program that names no stage position or count, which the
-        snapshot infers (Kairos 4.2) before the predictor reads them. The call returned is the one decided:
-        with the inferred stages, if any."""
+        snapshot infers (Kairos 4.2) before the predictor reads them. ``known``: the call's advice from its
+        last fetch, reused rather than asked again. The call returned is the one decided: with the inferred
+        stages, if any."""
         first = None
         if stages_unknown(call):
             first = await self.monitor_view.snapshot(call)
             inferred = first[0].inferred_stages
             if inferred is not None and inferred.stage_index:
                 call = with_stages(call, inferred.stage_index, inferred.stage_count)
-        guess = [call.model_pin] if call.model_pin else self._served_models
-        ask_router = bool(guess) and not self.monitor_view.knows_program(call.workflow.program_id) and \
-            self.pipeline.needs_router(call, guess, self.monitor_view.watched_engines())
+        reuse = known if known is not None and known.call == call else None
+        predicted = reuse.predictions if reuse is not None else {}
+        scored_before = reuse.confidences if reuse is not None else None
+        models = [call.model_pin] if call.model_pin else self._served_models
+        guess = [m for m in models if m not in predicted]
+        ask_router = scored_before is None and bool(models) and \
+            not self.monitor_view.knows_program(call.workflow.program_id) and \
+            self.pipeline.needs_router(call, models, self.monitor_view.watched_engines())
         (snapshot, admit_seq, stale_s), scored, predictions = await asyncio.gather(
             self.monitor_view.snapshot(call) if first is None else _ready(first),
             self.advisors.score(call) if ask_router else _none(),
             self.advisors.predict(call, guess) if guess else _no_predictions())
         self._served_models = snapshot.healthy_models()
+        scored = scored_before if scored_before is not None else scored
+        predictions = {**predicted, **predictions}
         candidates, router_asked = self.decisions.candidates(call, snapshot)
         missing = [m for m in candidates if m not in predictions]
-        if (router_asked and not ask_router) or missing:
-            late_scored, late = await asyncio.gather(self.advisors.score(call) if router_asked and not ask_router
-                                                     else _none(), self.advisors.predict(call, missing) if missing
+        late_router = router_asked and not ask_router and scored_before is None
+        if late_router or missing:
+            late_scored, late = await asyncio.gather(self.advisors.score(call) if late_router else _none(),
+                                                     self.advisors.predict(call, missing) if missing
                                                      else _no_predictions())
-            scored = late_scored if router_asked and not ask_router else scored
+            scored = late_scored if late_router else scored
             predictions = {**predictions, **late}
         if snapshot.program_model:
             self.monitor_view.remember_program(call.workflow.program_id, snapshot.program_model)

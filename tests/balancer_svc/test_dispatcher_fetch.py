@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from balancer_svc.config import BalancerConfig
-from balancer_svc.dispatcher import Dispatcher
+from balancer_svc.dispatcher import Advice, Dispatcher
 from hetflow import wire
 from hetflow.core.monitor.snapshot import cluster_snapshot
 from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
@@ -99,6 +99,30 @@ def test_the_first_call_fetches_in_two_steps_and_later_ones_in_one():
         assert fetched.router_asked
         assert fetched.confidences[0] == {"small": 0.4, "large": 0.8}
         assert set(fetched.predictions) == {"large", "small"}
+
+
+def test_a_call_fetched_again_on_its_advice_asks_the_monitor_alone():
+    """A held call's round (Kairos 6) asks only the snapshot again: the router's confidences and the
+    predictions read the call alone and come from its advice; another call's advice is not taken."""
+    async def scenario():
+        state = two_models()
+        dispatcher, asked = dispatcher_on(state)
+        dispatcher._served_models = ["large", "small"]
+        held = call(program_id="p1", stage_index=1, stage_count=2)
+        first = await dispatcher._fetch(held)
+        asked.clear()
+        again = await dispatcher._fetch(held, Advice.of(first))
+        asked_again = list(asked)
+        asked.clear()
+        other = await dispatcher._fetch(call(program_id="p2", stage_index=1, stage_count=2), Advice.of(first))
+        await dispatcher.close()
+        return first, again, asked_again, other, asked
+
+    first, again, asked_again, other, asked_other = asyncio.run(scenario())
+    assert asked_again == ["snapshot"]
+    assert again.router_asked and again.confidences == first.confidences
+    assert again.predictions == first.predictions
+    assert sorted(asked_other) == ["predictor:large,small", "router", "snapshot"] and other.router_asked
 
 
 def test_a_program_seen_assigned_skips_the_router():

@@ -9,11 +9,26 @@ import pytest
 
 from balancer_svc.config import BalancerConfig
 from balancer_svc.direct import DirectDecisions
-from balancer_svc.dispatcher import Dispatch, Dispatcher
+from balancer_svc.dispatcher import Advice, Dispatch, Dispatcher
 from hetflow.core.errors import DeadlineExceeded, ResourceExhausted
 from hetflow.core.policies.contracts import Prediction, Priority, WaitForCapacity
 from hetflow.v1 import balancer_pb2, monitor_pb2
 from tests.factories import call, engine, streamed
+
+
+def decides_by(dispatcher: Dispatcher, decide) -> None:
+    """The dispatcher's decisions, the first and each round's, made by ``decide(call)`` (raising
+    ``WaitForCapacity`` for no room); its fetches and admits stubbed."""
+    async def fetch(c, known=None):
+        return c
+
+    async def place(c, start_perf_s):
+        return await decide(c)
+
+    async def confirmed(placed):
+        return placed
+
+    dispatcher._fetch, dispatcher._place, dispatcher._confirmed = fetch, place, confirmed
 
 
 def test_held_call_is_decided_again_until_an_engine_has_room():
@@ -27,7 +42,7 @@ def test_held_call_is_decided_again_until_an_engine_has_room():
                 raise WaitForCapacity("no room", retry_after_s=0.0)
             return "decided"
 
-        dispatcher._decide_once = decide_once
+        decides_by(dispatcher, decide_once)
         try:
             return await dispatcher.decide(call()), attempts
         finally:
@@ -53,7 +68,7 @@ def test_each_release_round_is_timed_and_its_redecided_calls_counted():
                 raise WaitForCapacity("no room", retry_after_s=0.0)
             return "decided"
 
-        dispatcher._decide_once = decide_once
+        decides_by(dispatcher, decide_once)
         try:
             await dispatcher.decide(call())
         finally:
@@ -81,7 +96,7 @@ def test_the_held_calls_gauge_counts_the_calls_waiting_for_room_now():
                 raise WaitForCapacity("no room", retry_after_s=0.01)
             return "decided"
 
-        dispatcher._decide_once = decide_once
+        decides_by(dispatcher, decide_once)
         try:
             waiting = [asyncio.create_task(dispatcher.decide(call())) for _ in range(2)]
             while len(dispatcher.decisions.held) < 2:
@@ -103,7 +118,7 @@ def test_held_call_whose_deadline_would_pass_is_deadline_exceeded():
         async def decide_once(c):
             raise WaitForCapacity("no room", retry_after_s=60.0)
 
-        dispatcher._decide_once = decide_once
+        decides_by(dispatcher, decide_once)
         try:
             await dispatcher.decide(call(deadline_unix_s=time.time() + 30.0))
         finally:
@@ -128,7 +143,7 @@ def test_held_calls_are_released_in_priority_order_as_room_frees():
             released.append(c.request_id)
             return c.request_id
 
-        dispatcher._decide_once = decide_once
+        decides_by(dispatcher, decide_once)
         calls = [call(), call(), call()]
         for c, p in zip(calls, (3.0, 1.0, 2.0)):
             priority_of[c.request_id] = Priority(p)
@@ -147,6 +162,82 @@ def test_held_calls_are_released_in_priority_order_as_room_frees():
     assert order == [1.0, 2.0, 3.0] and still_held == 0
 
 
+def test_a_round_fetches_its_held_calls_together_then_places_them_in_priority_order():
+    """A round's snapshots go out together (one batch to the monitor, not one round trip per held call);
+    only then is each call placed, in the hold queue's order, and the confirmations are awaited last."""
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
+        events, room, priority_of = [], asyncio.Event(), {}
+
+        async def fetch(c, known=None):
+            events.append(("fetch", c.request_id))
+            await asyncio.sleep(0)                        # a round trip: the others' fetches start meanwhile
+            return c
+
+        async def place(c, start_perf_s):
+            events.append(("place", c.request_id))
+            if not room.is_set():
+                raise WaitForCapacity("no room", retry_after_s=0.01, priority=priority_of[c.request_id])
+            return c
+
+        async def confirmed(placed):
+            events.append(("confirm", placed.request_id))
+            return placed.request_id
+
+        dispatcher._fetch, dispatcher._place, dispatcher._confirmed = fetch, place, confirmed
+        calls = [call(), call(), call()]
+        for c, p in zip(calls, (3.0, 1.0, 2.0)):
+            priority_of[c.request_id] = Priority(p)
+        tasks = [asyncio.create_task(dispatcher.decide(c)) for c in calls]
+        while len(dispatcher.decisions.held) < 3:
+            await asyncio.sleep(0.005)
+        events.clear()
+        room.set()
+        decided = await asyncio.gather(*tasks)
+        await dispatcher.close()
+        return events, [c.request_id for c in calls], decided
+
+    events, (low, first, middle), decided = asyncio.run(scenario())
+    round_events = events[:9]                             # the first round after the room came
+    assert [kind for kind, _ in round_events] == ["fetch"] * 3 + ["place"] * 3 + ["confirm"] * 3
+    assert [r for kind, r in round_events if kind == "place"] == [first, middle, low]
+    assert decided == [low, first, middle]
+
+
+def test_a_held_call_is_decided_again_on_its_first_advice():
+    """The router's confidences and the predictions read the call alone: each round passes the call's
+    advice from its first decision back to the fetch, which reuses it rather than asking again."""
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
+        known_per_fetch, attempts = [], []
+        advice = Advice(call(), {"small": (Prediction(10.0), "")}, None)
+
+        async def fetch(c, known=None):
+            known_per_fetch.append(known)
+            return c
+
+        async def place(c, start_perf_s):
+            dispatcher._advice[c.request_id] = advice        # as ``_place`` records each fetch's advice
+            attempts.append(c.request_id)
+            if len(attempts) < 3:
+                raise WaitForCapacity("no room", retry_after_s=0.0)
+            return c
+
+        async def confirmed(placed):
+            return placed
+
+        dispatcher._fetch, dispatcher._place, dispatcher._confirmed = fetch, place, confirmed
+        c = call()
+        await dispatcher.decide(c)
+        left = dict(dispatcher._advice)
+        await dispatcher.close()
+        return known_per_fetch, left
+
+    known_per_fetch, left = asyncio.run(scenario())
+    assert known_per_fetch[0] is None and all(k is not None for k in known_per_fetch[1:])
+    assert len(known_per_fetch) == 3 and left == {}      # and forgotten once the call is decided
+
+
 def test_a_call_whose_caller_gives_up_while_a_round_admits_it_is_released():
     """The round's decision admitted the call in the monitor; its caller is gone, so the entry is
     released at once rather than left to orphan reconciliation."""
@@ -163,7 +254,7 @@ def test_a_call_whose_caller_gives_up_while_a_round_admits_it_is_released():
             await finish.wait()
             return SimpleNamespace(admitted=None)
 
-        dispatcher._decide_once = decide_once
+        decides_by(dispatcher, decide_once)
         dispatcher.monitor_view.release_later = (
             lambda request_id, tokens, outcome, started=0.0, admitted=None: released.append((request_id, outcome)))
         c = call()
@@ -256,7 +347,7 @@ def _never_room(dispatcher: Dispatcher) -> None:
     async def decide_once(c):
         raise WaitForCapacity("no room", retry_after_s=0.01)
 
-    dispatcher._decide_once = decide_once
+    decides_by(dispatcher, decide_once)
 
 
 def test_a_held_call_waits_at_most_max_hold_s_then_is_resource_exhausted_with_a_hint():
