@@ -380,3 +380,56 @@ def test_a_full_hold_queue_refuses_at_once():
             await dispatcher.close()
 
     asyncio.run(scenario())
+
+
+def test_a_round_asks_the_monitor_once_for_all_its_held_calls_and_the_predictor_not_again():
+    """The real fetch path with the memory packer on a small engine and a real monitor servicer: calls past
+    the engine's KV are held, and each round then sends their snapshots in one batch (one round trip,
+    not one per held call) and asks the predictor nothing (their predictions read the call alone)."""
+    from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
+    from hetflow.core.policy_config import PolicyConfig
+    from hetflow.v1 import predictor_pb2
+    from monitor_svc.servicer import MonitorServicer
+    from tests.balancer_svc.test_two_balancers import PACKER, InProcessMonitor
+    from tests.factories import profile
+
+    async def scenario():
+        state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
+        state.report(EngineStatus("small-0", model="small", address="127.0.0.1:1",
+                                  profile=profile(kv_capacity_tokens=1000, max_model_len=1000)), time.time())
+        monitor, held_at_batch, predicted_rows = InProcessMonitor(MonitorServicer(state)), [], []
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", predictor_address="127.0.0.1:3",
+                                               max_hold_s=600.0, policy=PolicyConfig.from_mapping(PACKER)))
+        snapshots = monitor.Snapshots
+
+        async def recording(request, timeout):
+            held_at_batch.append((len(dispatcher.decisions.held), len(request.calls)))
+            return await snapshots(request, timeout)
+
+        async def predict(request, timeout):
+            predicted_rows.append(len(request.rows))
+            return predictor_pb2.PredictReply(predictions=[predictor_pb2.Prediction(median_tokens=60.0)
+                                                           for _ in request.rows])
+
+        monitor.Snapshots = recording
+        predictor = SimpleNamespace(Predict=predict)
+        predictor.PredictStream = streamed(lambda r, timeout: predictor.Predict(r, timeout), predictor_pb2.PredictReply)
+        dispatcher.monitor_view.monitor, dispatcher.advisors.predictor = monitor, predictor
+        tasks = [asyncio.create_task(dispatcher.decide(call(prompt="word " * 120, program_id=f"p{i}", max_tokens=60)))
+                 for i in range(10)]
+        while len(dispatcher.decisions.held) + sum(t.done() for t in tasks) < len(tasks):
+            await asyncio.sleep(0.01)
+        held_at_batch.clear()
+        predicted_rows.clear()
+        while len(held_at_batch) < 2:                     # two rounds, no room freed meanwhile
+            await asyncio.sleep(0.05)
+        rounds, asked = list(held_at_batch), list(predicted_rows)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await dispatcher.close()
+        return rounds, asked
+
+    rounds, asked = asyncio.run(scenario())
+    assert len(rounds) >= 2 and all(held > 1 and batch == held for held, batch in rounds)
+    assert asked == []
