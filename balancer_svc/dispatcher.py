@@ -346,7 +346,8 @@ class Dispatcher:
             except WaitForCapacity:
                 continue
             except Exception as exc:  # noqa: BLE001 - the held caller gets the error, the round goes on
-                outcome.set_exception(exc)
+                if not outcome.done():  # its caller may have given up while the router was asked
+                    outcome.set_exception(exc)
         return placed
 
     def _settle_held(self, placed: list[tuple[str, asyncio.Future[Dispatch], Placed]],

@@ -433,3 +433,39 @@ def test_a_round_asks_the_monitor_once_for_all_its_held_calls_and_the_predictor_
     rounds, asked = asyncio.run(scenario())
     assert len(rounds) >= 2 and all(held > 1 and batch == held for held, batch in rounds)
     assert asked == []
+
+
+def test_a_round_goes_on_when_a_call_whose_caller_gave_up_fails_to_place():
+    """A held call's placement awaits (the router asked late), its caller gives up meanwhile, then the
+    placement fails: the round neither trips on the settled caller nor leaves the next held call waiting."""
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
+        placing, fail, rounds = asyncio.Event(), asyncio.Event(), [0]
+        first, second = call(), call()
+        priority_of = {first.request_id: Priority(1.0), second.request_id: Priority(2.0)}
+
+        async def decide_once(c):
+            if rounds[0] == 0:
+                raise WaitForCapacity("no room", retry_after_s=0.01, priority=priority_of[c.request_id])
+            if c.request_id == first.request_id:
+                placing.set()
+                await fail.wait()
+                raise RuntimeError("the router's answer broke the decision")
+            return c.request_id
+
+        decides_by(dispatcher, decide_once)
+        callers = [asyncio.create_task(dispatcher.decide(c)) for c in (first, second)]
+        while len(dispatcher.decisions.held) < 2:
+            await asyncio.sleep(0.005)
+        rounds[0] = 1
+        await placing.wait()
+        callers[0].cancel()                                # the first caller gives up mid-placement
+        await asyncio.sleep(0)
+        fail.set()
+        decided = await asyncio.wait_for(callers[1], 5.0)
+        await asyncio.gather(callers[0], return_exceptions=True)
+        await dispatcher.close()
+        return decided, second.request_id
+
+    decided, expected = asyncio.run(scenario())
+    assert decided == expected
