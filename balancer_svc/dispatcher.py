@@ -150,11 +150,10 @@ class Advice:
 class Placed:
     """A decision recorded (the pending entry added, the admit sent), not yet confirmed (``_confirmed``)."""
 
-    call: LlmCall
+    fetched: Fetched
+    """What it was decided on (with the router's late answer, if it was asked after the snapshot)."""
     decision: Decision
     engine: EngineView
-    snapshot: ClusterSnapshot
-    stale_s: float
     admit: monitor_pb2.AdmitRequest
     admitted: asyncio.Task[None]
     started_perf_s: float
@@ -193,7 +192,7 @@ class Dispatcher:
         """Signs each engine request's dispatch ticket (issue 34)."""
         self._held_calls: dict[str, tuple[LlmCall, asyncio.Future[Dispatch]]] = {}
         self._advice: dict[str, Advice] = {}
-        """Per call being decided, what its last fetch asked of the router and predictor (``Advice``)."""
+        """Per call held for room, what its last fetch asked of the router and predictor (``Advice``)."""
         self._releaser: asyncio.Task[None] | None = None
         self._retry_after_s = 0.5
         self._served_models: list[str] = []
@@ -378,7 +377,6 @@ class Dispatcher:
         """Decide on what was fetched (hetflow.core.decision_loop) and record the decision without yielding,
         so concurrent calls see each other; raises ``WaitForCapacity`` when no engine has room."""
         call, snapshot = fetched.call, fetched.snapshot
-        self._advice[call.request_id] = Advice.of(fetched)
         view = self.monitor_view.pending.apply(snapshot, fetched.admit_seq, time.monotonic())
         if not fetched.router_asked and self.pipeline.needs_router(call, fetched.candidates, view):
             # this balancer's admits since the snapshot brought a second model within the slack: the
@@ -388,8 +386,12 @@ class Dispatcher:
 
         # From here to the pending entry: no await, so no other decision interleaves.
         view = self.monitor_view.pending.apply(snapshot, fetched.admit_seq, time.monotonic())
-        decision = self.decisions.decide(Gathered(call, view, fetched.candidates, fetched.router_asked, confidence,
-                                                  fetched.predictions, truncated))
+        try:
+            decision = self.decisions.decide(Gathered(call, view, fetched.candidates, fetched.router_asked,
+                                                      confidence, fetched.predictions, truncated))
+        except WaitForCapacity:
+            self._held_advice(fetched)
+            raise
         engine = next(e for e in view.engines if e.engine_id == decision.engine_id)
         self.monitor_view.pending.add(call.request_id, engine.engine_id, decision.prediction.median_tokens,
                          decision.predicted_cost_s, decision.memory_plan, call.input_tokens, time.time())
@@ -397,20 +399,28 @@ class Dispatcher:
         admit = convert.admit_request(call, decision)
         admit.via_gateway = call.request_id in self.gateway_calls
         admitted = asyncio.get_running_loop().create_task(self.monitor_view.admit(call, admit))
-        return Placed(call, decision, engine, snapshot, fetched.stale_s, admit, admitted, start_perf_s)
+        return Placed(fetched, decision, engine, admit, admitted, start_perf_s)
+
+    def _held_advice(self, fetched: Fetched) -> None:
+        """The call is held for room: its rounds reuse what it asked of the router and predictor."""
+        self._advice[fetched.call.request_id] = Advice.of(fetched)
 
     async def _confirmed(self, placed: Placed) -> Dispatch:
         """The placed call's dispatch and receipt, once a conditional admit (the room its decision assumed)
         is confirmed: raises ``WaitForCapacity`` when the monitor refused it."""
-        call, decision, engine, snapshot = placed.call, placed.decision, placed.engine, placed.snapshot
+        call, snapshot, decision, engine = placed.fetched.call, placed.fetched.snapshot, placed.decision, placed.engine
         if placed.admit.within_kv or placed.admit.HasField("within_working_set"):  # admitted before it is
             # sent: the room its decision assumed may have gone to another balancer's call
-            await self._admitted_with_room(call.request_id, placed.admitted, decision.priority)
+            try:
+                await self._admitted_with_room(call.request_id, placed.admitted, decision.priority)
+            except WaitForCapacity:
+                self._held_advice(placed.fetched)
+                raise
         receipt = balancer_pb2.Receipt(
             request_id=call.request_id, program_id=call.workflow.program_id, model=decision.model,
             engine_id=engine.engine_id, priority=decision.priority.key, priority_tiebreak=decision.priority.tiebreak,
             predicted_tokens=decision.prediction.median_tokens, workflow=wire.workflow_to_proto(call.workflow),
-            snapshot_unix_s=snapshot.taken_unix_s, stale_snapshot_s=placed.stale_s,
+            snapshot_unix_s=snapshot.taken_unix_s, stale_snapshot_s=placed.fetched.stale_s,
             stages=[convert.stage_to_proto(s.stage, s.plugin, s.choice, s.elapsed_ms) for s in decision.stages])
         if snapshot.inferred_stages is not None:
             receipt.inferred_stages.CopyFrom(wire.stage_inference_to_proto(snapshot.inferred_stages))

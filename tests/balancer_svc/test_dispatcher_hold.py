@@ -217,7 +217,7 @@ def test_a_held_call_is_decided_again_on_its_first_advice():
             return c
 
         async def place(c, start_perf_s):
-            dispatcher._advice[c.request_id] = advice        # as ``_place`` records each fetch's advice
+            dispatcher._advice[c.request_id] = advice        # as ``_place`` records a held call's advice
             attempts.append(c.request_id)
             if len(attempts) < 3:
                 raise WaitForCapacity("no room", retry_after_s=0.0)
@@ -382,10 +382,13 @@ def test_a_full_hold_queue_refuses_at_once():
     asyncio.run(scenario())
 
 
-def test_a_round_asks_the_monitor_once_for_all_its_held_calls_and_the_predictor_not_again():
+@pytest.mark.parametrize("arriving", ["together", "one-by-one"])
+def test_a_round_asks_the_monitor_once_for_all_its_held_calls_and_the_predictor_not_again(arriving):
     """The real fetch path with the memory packer on a small engine and a real monitor servicer: calls past
     the engine's KV are held, and each round then sends their snapshots in one batch (one round trip,
-    not one per held call) and asks the predictor nothing (their predictions read the call alone)."""
+    not one per held call) and asks the predictor nothing (their predictions read the call alone).
+    ``arriving`` together, calls are held when the monitor refuses their admits; one by one, when their
+    decisions find no room."""
     from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
     from hetflow.core.policy_config import PolicyConfig
     from hetflow.v1 import predictor_pb2
@@ -415,8 +418,13 @@ def test_a_round_asks_the_monitor_once_for_all_its_held_calls_and_the_predictor_
         predictor = SimpleNamespace(Predict=predict)
         predictor.PredictStream = streamed(lambda r, timeout: predictor.Predict(r, timeout), predictor_pb2.PredictReply)
         dispatcher.monitor_view.monitor, dispatcher.advisors.predictor = monitor, predictor
-        tasks = [asyncio.create_task(dispatcher.decide(call(prompt="word " * 120, program_id=f"p{i}", max_tokens=60)))
-                 for i in range(10)]
+        calls = [call(prompt="word " * 120, program_id=f"p{i}", max_tokens=60) for i in range(10)]
+        tasks = []
+        for c in calls:
+            tasks.append(asyncio.create_task(dispatcher.decide(c)))
+            if arriving == "one-by-one":                  # each decided (placed or held) before the next
+                while not tasks[-1].done() and c.request_id not in dispatcher.decisions.held:
+                    await asyncio.sleep(0.01)
         while len(dispatcher.decisions.held) + sum(t.done() for t in tasks) < len(tasks):
             await asyncio.sleep(0.01)
         held_at_batch.clear()
