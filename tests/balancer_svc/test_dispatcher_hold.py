@@ -31,6 +31,18 @@ def decides_by(dispatcher: Dispatcher, decide) -> None:
     dispatcher._fetch, dispatcher._place, dispatcher._confirmed = fetch, place, confirmed
 
 
+async def held_at(dispatcher: Dispatcher, priorities: tuple[float, ...], priority_of: dict) -> tuple[list, list]:
+    """Calls at ``priorities`` decided at once (``priority_of`` filled for the stubs), returned with their
+    callers' tasks once every one is held."""
+    calls = [call() for _ in priorities]
+    for c, p in zip(calls, priorities):
+        priority_of[c.request_id] = Priority(p)
+    tasks = [asyncio.create_task(dispatcher.decide(c)) for c in calls]
+    while len(dispatcher.decisions.held) < len(calls):
+        await asyncio.sleep(0.005)
+    return calls, tasks
+
+
 def test_held_call_is_decided_again_until_an_engine_has_room():
     async def scenario():
         dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
@@ -144,12 +156,7 @@ def test_held_calls_are_released_in_priority_order_as_room_frees():
             return c.request_id
 
         decides_by(dispatcher, decide_once)
-        calls = [call(), call(), call()]
-        for c, p in zip(calls, (3.0, 1.0, 2.0)):
-            priority_of[c.request_id] = Priority(p)
-        tasks = [asyncio.create_task(dispatcher.decide(c)) for c in calls]
-        while len(dispatcher.decisions.held) < 3:
-            await asyncio.sleep(0.005)
+        calls, tasks = await held_at(dispatcher, (3.0, 1.0, 2.0), priority_of)
         for _ in calls:
             room[0] += 1
             while room[0]:
@@ -185,12 +192,7 @@ def test_a_round_fetches_its_held_calls_together_then_places_them_in_priority_or
             return placed.request_id
 
         dispatcher._fetch, dispatcher._place, dispatcher._confirmed = fetch, place, confirmed
-        calls = [call(), call(), call()]
-        for c, p in zip(calls, (3.0, 1.0, 2.0)):
-            priority_of[c.request_id] = Priority(p)
-        tasks = [asyncio.create_task(dispatcher.decide(c)) for c in calls]
-        while len(dispatcher.decisions.held) < 3:
-            await asyncio.sleep(0.005)
+        calls, tasks = await held_at(dispatcher, (3.0, 1.0, 2.0), priority_of)
         events.clear()
         room.set()
         decided = await asyncio.gather(*tasks)
