@@ -25,7 +25,8 @@ def has_room(head: EngineRequest, running: Iterable[EngineRequest], max_num_seqs
              num_blocks: int, block_size: int, retained_tokens: int = 0) -> bool:
     """``kv_usage`` is vLLM's own report (0..1); the blocks hetflow's running requests need count when
     they are more (the report lags the requests just admitted). ``retained_tokens``: paused programs'
-    contexts held for their next calls (``FrontQueue.retained_tokens``), which vLLM counts as free."""
+    contexts held for their next calls (``FrontQueue.retained_tokens``), which vLLM counts as free: other
+    programs' only, since the head's own context is the prefix its prompt's blocks count."""
     running = list(running)
     if len(running) >= max_num_seqs:
         return False

@@ -96,12 +96,15 @@ class FrontQueue:
         self.retained[req.program_id] = (req.prompt_tokens + req.output_tokens, time.monotonic() + req.retain_kv_s)
         asyncio.get_running_loop().call_later(req.retain_kv_s, self.wake.set)
 
-    def retained_tokens(self) -> int:
-        """The held contexts' tokens; expired holds are let go."""
+    def retained_tokens(self, head_program_id: str = "") -> int:
+        """The held contexts' tokens, but the head's own program's: its context is its call's prefix, which
+        its prompt's blocks already count (the twin's ``BatchScheduler._reserved_for_others``); expired holds
+        are let go."""
         now = time.monotonic()
         for program_id in [p for p, (_, until_s) in self.retained.items() if until_s <= now]:
             del self.retained[program_id]
-        return sum(tokens for tokens, _ in self.retained.values())
+        return sum(tokens for program_id, (tokens, _) in self.retained.items()
+                   if not head_program_id or program_id != head_program_id)
 
     def abort_waiting(self, request_id: str) -> bool:
         """Take a call that has not started out of the queue and end its stream; False if it started."""

@@ -95,6 +95,27 @@ async def test_a_finished_program_s_context_is_held_as_used_room_until_its_next_
     read.cancel()
 
 
+async def test_a_program_s_next_call_is_not_charged_its_own_held_context_only_the_others():
+    """The head's own held context is its prompt's cached prefix, which its prompt's blocks count already:
+    charged it again, a resumed call needed room for its context twice (the twin's ``BatchScheduler``
+    reserves other programs' contexts only)."""
+    front = FrontQueue(AgingPriorityQueue())
+    for program_id, token_ids in (("p", [1, 2, 3]), ("q", [1, 2, 3, 4, 5])):
+        stream = front.serve(GenerateCall(f"{program_id}/1", "m", (), SamplingSpec(max_tokens=4), 0.0,
+                                          program_id=program_id, retain_kv_s=60.0),
+                             token_ids, lambda request_id: asyncio.sleep(0))
+        read = asyncio.ensure_future(stream.__anext__())
+        await asyncio.sleep(0)
+        [(req, _, _)] = front.admissible(lambda head: True)
+        req.output_tokens, req.finished_s = 4, 1.0
+        front.ended(req)
+        read.cancel()
+    assert front.retained_tokens() == (3 + 4) + (5 + 4)
+    assert front.retained_tokens("p") == 5 + 4         # p's next call is charged q's context alone
+    assert front.retained_tokens("q") == 3 + 4
+    assert front.retained_tokens("r") == (3 + 4) + (5 + 4)
+
+
 async def test_a_held_context_is_let_go_when_its_hold_expires():
     front = FrontQueue(AgingPriorityQueue())
     stream = front.serve(GenerateCall("q/1", "p", (), SamplingSpec(max_tokens=4), 0.0, program_id="q",

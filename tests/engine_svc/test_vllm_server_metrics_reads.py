@@ -38,3 +38,18 @@ async def test_an_engine_with_requests_in_the_server_reads_it_every_interval():
 def test_the_intervals_must_be_positive_and_the_idle_one_no_shorter(busy_s, idle_s):
     with pytest.raises(ValueError, match="metrics_interval_s"):
         VllmServerConfig(base_url="http://vllm.test", metrics_interval_s=busy_s, metrics_idle_interval_s=idle_s)
+
+
+def test_a_resumed_call_is_charged_the_held_contexts_of_other_programs_not_its_own():
+    """A program's held context (1,000 tokens, 63 blocks) is the cached prefix of its next call's prompt:
+    with 80 of 100 blocks free by the server's report, the program's next call of 1,100 tokens (69 blocks
+    and the watermark) goes in; another program's call of the same size waits, the context kept from it."""
+    from engine_svc.backends.vllm_metrics import VllmServerLoad
+    from hetflow.core.engine.request import EngineRequest
+
+    backend = _backend()
+    backend._load = VllmServerLoad(kv_cache_usage=0.2, num_gpu_blocks=100, block_size=16)
+    backend.front.retained["p"] = (1000, float("inf"))
+    own, other = (EngineRequest(f"{p}/2", 1100, 16, 0.0, 0.0, program_id=p) for p in ("p", "q"))
+    assert backend._has_room(own)
+    assert not backend._has_room(other)
