@@ -103,8 +103,7 @@ class FrontQueue:
         now = time.monotonic()
         for program_id in [p for p, (_, until_s) in self.retained.items() if until_s <= now]:
             del self.retained[program_id]
-        return sum(tokens for program_id, (tokens, _) in self.retained.items()
-                   if not head_program_id or program_id != head_program_id)
+        return sum(tokens for program_id, (tokens, _) in self.retained.items() if program_id != head_program_id)
 
     def abort_waiting(self, request_id: str) -> bool:
         """Take a call that has not started out of the queue and end its stream; False if it started."""
