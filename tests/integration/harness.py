@@ -75,7 +75,9 @@ def stack_config(engines: list[dict[str, Any]] | None = None, **balancer: Any) -
     balancer = {"max_loop_lag_s": 0.0, **balancer}
     return {
         "stack": {"name": "test", "host": "127.0.0.1"},
-        "monitor": {"port": free_port(), "engine_stale_after_s": 1.0, **quick},
+        # 5 s: every service shares the test's one event loop, which a loaded host can stall past a second
+        # between an engine's reports (a stale engine is unhealthy: "no healthy engine serves any model")
+        "monitor": {"port": free_port(), "engine_stale_after_s": 5.0, **quick},
         "router": {"port": free_port(), "models": {SMALL: 0.4, LARGE: 0.7}, "max_wait_ms": 1, **quick},
         "predictor": {"port": free_port(), "max_wait_ms": 1, **quick},
         "balancer": {"port": free_port(), **quick, **balancer},
