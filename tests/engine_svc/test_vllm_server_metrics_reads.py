@@ -1,5 +1,6 @@
 """The vllm-server backend reads the server's load every ``metrics_interval_s`` while it has requests
-there, and while idle only when a call comes or ``metrics_idle_interval_s`` has passed."""
+there, and while idle only when a call comes or ``metrics_idle_interval_s`` has passed; it admits by that
+load less the contexts held for other programs."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import asyncio
 
 import pytest
 
+from engine_svc.backends.vllm_metrics import VllmServerLoad
 from engine_svc.backends.vllm_server import VllmServerBackend
 from engine_svc.config import VllmServerConfig
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
+from hetflow.core.engine.request import EngineRequest
 
 
 def _backend() -> VllmServerBackend:
@@ -44,9 +47,6 @@ def test_a_resumed_call_is_charged_the_held_contexts_of_other_programs_not_its_o
     """A program's held context (1,000 tokens, 63 blocks) is the cached prefix of its next call's prompt:
     with 80 of 100 blocks free by the server's report, the program's next call of 1,100 tokens (69 blocks
     and the watermark) goes in; another program's call of the same size waits, the context kept from it."""
-    from engine_svc.backends.vllm_metrics import VllmServerLoad
-    from hetflow.core.engine.request import EngineRequest
-
     backend = _backend()
     backend._load = VllmServerLoad(kv_cache_usage=0.2, num_gpu_blocks=100, block_size=16)
     backend.front.retained["p"] = (1000, float("inf"))
