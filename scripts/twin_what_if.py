@@ -3,6 +3,7 @@ twin of a door at a rate, as the race runs it, with one of its differences from 
 
     python scripts/twin_what_if.py --door hetflow --rates 0.865,0.951365692002177 [--count-scale 1.178
         --scaled call|monitor|both] [--pinned | --no-retention] [--template-tokens] [--program-idle-s 15]
+        [--call-delay-s 0.1 [--jitter-seeds 1,2,3]]
 
 ``--count-scale``: the balancer's prompt count (``call``), the monitor's record of it (``monitor``) or
 both scaled, as the approximate count (``hetflow.core.tokens``) scaled them live. The twin's engines keep
@@ -11,7 +12,11 @@ twin had them before, pinned (hetflow's own engine); ``--no-retention``: nothing
 ``--template-tokens``: each prompt with the chat template's own tokens the live harness sent before
 cfb3c58 (``hetflow.bench.doors.PromptText``'s, on the first part and on each user part after an answer);
 ``--program-idle-s``: the monitor's ``program_idle_after_s`` in the twin's (GPU) seconds, as a live stack
-that does not scale it has it (30 s of the host's clock: 15 at time scale 2). Each patches
+that does not scale it has it (30 s of the host's clock: 15 at time scale 2). ``--call-delay-s``:
+every call after a program's first made that much GPU time later than its program's flow allows (its
+tool time grown by it: outside every queue and engine), as a live door's own time a call
+(``hetflow.bench.doors.door_transit_s_per_call``) makes it; with ``--jitter-seeds``, once per seed, each
+call's delay drawn uniform on [0, twice it]. Each patches
 the simulator for this process alone; prints P95, the share within the SLO, the prefix hit rate and the
 twin's waits per call.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import random
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -94,11 +100,22 @@ def template_tokens() -> None:
     def generate_templated(*args: Any, **kwargs: Any) -> list[StageRecord]:
         return [templated(r) for r in generated(*args, **kwargs)]
 
-    generate.generate = generate_templated  # type: ignore[assignment]
+    generate.generate = generate_templated
+
+
+def call_delay(delay_s: float, jitter_seed: int | None) -> None:
+    generated = generate.generate
+    draw = random.Random(jitter_seed)
+
+    def generate_later(*args: Any, **kwargs: Any) -> list[StageRecord]:
+        return [replace(r, tool_s=r.tool_s + (delay_s if jitter_seed is None else draw.uniform(0, 2 * delay_s)))
+                for r in generated(*args, **kwargs)]
+
+    generate.generate = generate_later
 
 
 def program_idle(idle_s: float) -> None:
-    run.MonitorLimits = functools.partial(MonitorLimits, program_idle_after_s=idle_s)  # type: ignore[misc]
+    run.MonitorLimits = functools.partial(MonitorLimits, program_idle_after_s=idle_s)  # type: ignore[misc,assignment]
 
 
 def main() -> None:
@@ -114,6 +131,8 @@ def main() -> None:
     kept.add_argument("--no-retention", action="store_true")
     p.add_argument("--template-tokens", action="store_true")
     p.add_argument("--program-idle-s", type=float, default=None)
+    p.add_argument("--call-delay-s", type=float, default=0.0)
+    p.add_argument("--jitter-seeds", default="", help="comma-separated; each runs the rates with its own draws")
     args = p.parse_args()
     if args.count_scale != 1.0:
         scale_counts(args.count_scale, args.scaled)
@@ -125,12 +144,24 @@ def main() -> None:
         template_tokens()
     if args.program_idle_s is not None:
         program_idle(args.program_idle_s)
-    _, sim = _door_runners(RaceSpec.load(args.spec), Path("/tmp/twin-what-if"))
-    for rate in (float(r) for r in args.rates.split(",")):
-        row = sim(args.door, args.seed, rate)
-        print(f"{args.door} {rate:.4g}/s: P95 {row['latency_s']['p95']:.1f} s, within {row['within_slo_share']:.1%}, "
+    original = generate.generate
+    jitter_seeds: list[int | None] = [int(j) for j in args.jitter_seeds.split(",") if j] or [None]
+    for jitter_seed in jitter_seeds:
+        generate.generate = original
+        if args.call_delay_s:
+            call_delay(args.call_delay_s, jitter_seed)
+        _, sim = _door_runners(RaceSpec.load(args.spec), Path("/tmp/twin-what-if"))  # reads the patched trace
+        for rate in (float(r) for r in args.rates.split(",")):
+            report(args.door, rate, sim(args.door, args.seed, rate), args.call_delay_s, jitter_seed)
+
+
+def report(door: str, rate: float, row: dict[str, Any], delay_s: float, jitter_seed: int | None) -> None:
+    later = f" +{delay_s:g} s a call" + (f" (drawn, seed {jitter_seed})" if jitter_seed is not None else "") \
+        if delay_s else ""
+    held = row.get("gate", {}).get("means", {}).get("held_calls", {}).get("second_half")
+    print(f"{door} {rate:.4g}/s{later}: P95 {row['latency_s']['p95']:.1f} s, within {row['within_slo_share']:.1%}, "
               f"hits {row['prefix_hit_rate']:.1%}, waits per call {row['twin_wait_s_per_call']}, "
-              f"client's wait {row['client_wait_s_per_call']:.2f} s")
+          f"client's wait {row['client_wait_s_per_call']:.2f} s, held calls over the second half {held}", flush=True)
 
 
 if __name__ == "__main__":

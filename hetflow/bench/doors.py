@@ -604,11 +604,12 @@ async def warm_up(door: Door, text: PromptText, model: str, programs_count: int,
 
 COUNTERS = {"vllm:prefix_cache_queries_total": "prefix_queries", "vllm:prefix_cache_hits_total": "prefix_hits",
             "vllm:request_queue_time_seconds_sum": "queue_s", "vllm:e2e_request_latency_seconds_sum": "e2e_s",
-            "hetflow_sim:step_late_share_count": "iterations", "vllm:e2e_request_latency_seconds_count": "calls"}
+            "hetflow_sim:step_late_share_count": "iterations", "vllm:e2e_request_latency_seconds_count": "calls",
+            "vllm:time_to_first_token_seconds_sum": "ttft_s"}
 
 
 def counters_of(metrics_text: str) -> dict[str, float]:
-    """One server's ``/metrics``: prefix-cache queries and hits, queue and end-to-end seconds,
+    """One server's ``/metrics``: prefix-cache queries and hits, queue, first-token and end-to-end seconds,
     iterations, and iterations more than ``LATE_SHARE_LIMIT`` late."""
     out = dict.fromkeys([*COUNTERS.values(), "late_iterations"], 0.0)
     on_time = 0.0
@@ -726,6 +727,29 @@ def wait_per_call_s(results: Sequence[ProgramResult]) -> dict[str, float]:
         return {}
     held = sum(end - start for c in calls for start, end in c.held_intervals_s)
     return {"queued": sum(c.queued_s for c in calls) / len(calls), "held": held / len(calls)}
+
+
+TRANSIT_UNMATCHED = 0.002
+"""The share of calls the client and the servers may count apart for ``door_transit_s_per_call``."""
+
+
+def door_transit_s_per_call(results: Sequence[ProgramResult], servers: Mapping[str, float], time_scale: float
+                            ) -> dict[str, float] | None:
+    """The door's own time a call, in seconds of GPU time: what the client saw of its calls beyond what the
+    servers saw of them (``servers``: the pool's summed ``counters_of`` over the trace), before the first
+    token (the door's decision, holds, queue and hops on the way in: the client's time to it less the
+    servers' ``vllm:time_to_first_token_seconds``) and after it (the stream's hops on the way out). The
+    twin has neither, so this is what the door adds to a program's path live (issue 64). ``results``: every
+    program's calls that ended, a stopped probe's unfinished programs' too. None where the client's calls
+    are not the servers' (failed or retried calls); a stopped probe may count up to ``TRANSIT_UNMATCHED``
+    of them apart (calls whose last chunk was on its way when the replay was cancelled)."""
+    calls = [c for r in results for c in r.calls.values()]
+    if not calls or abs(len(calls) - servers["calls"]) > TRANSIT_UNMATCHED * len(calls):
+        return None
+    to_first_s = sum(c.first_token_s - c.dispatched_s for c in calls) - servers["ttft_s"] / time_scale
+    after_first_s = (sum(c.finished_s - c.first_token_s for c in calls)
+                     - (servers["e2e_s"] - servers["ttft_s"]) / time_scale)
+    return {"to_first_token": to_first_s / len(calls), "after_first_token": after_first_s / len(calls)}
 
 
 def server_counters(pool_path: Path) -> list[dict[str, float]]:
@@ -871,6 +895,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
             "call_shares": call_shares([d["calls"] for d in per_server]),
             **({"router_prefix_decisions": decisions} if decisions else {}),
             "client_wait_s_per_call": wait_per_call_s(results)["queued"] if calls else None,
+            "door_transit_s_per_call": door_transit_s_per_call(list(started.values()), delta, args.time_scale),
             **({"door_wait_s_per_call": {k[:-2]: v / args.time_scale / calls for k, v in waits.items()
                                          if k.endswith("_s") and k[:-2] in DOOR_WAITS.values()},
                 "door_waits": waits} if waits and calls else {}),

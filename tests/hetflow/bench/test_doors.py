@@ -23,6 +23,7 @@ from hetflow.bench.doors import (
     client_wait_s,
     conversation,
     counters_of,
+    door_transit_s_per_call,
     door_waits_of,
     failure,
     hetflow_stack,
@@ -43,7 +44,7 @@ from hetflow.core.trace import StageRecord
 from hetflow.runtime import tinymodel
 from hetflow.workloads.generate import generate
 from monitor_svc.config import from_stack as monitor_config
-from simulator.run import ProgramResult
+from simulator.run import ProgramResult, SimulatedCall
 from simulator.settle import StopBelowSlo
 
 
@@ -125,6 +126,17 @@ def test_late_iterations_are_read_off_the_servers_lag_histogram():
         metrics.observe_step(plan, StepLag(1.0, late_share))
     counters = counters_of(generate_latest(metrics.registry).decode())
     assert counters["iterations"] == 5 and counters["late_iterations"] == 2
+
+
+def test_the_door_s_transit_is_what_the_client_saw_of_a_call_beyond_what_its_server_saw():
+    """Two calls, each sent at 0 (GPU s); at time scale 2 the servers' seconds are twice the GPU's."""
+    result = ProgramResult("p", "w", 0.0)
+    result.calls = {1: SimulatedCall(1, "", 0.0, 0.5, 10.0, 100, 0, first_token_s=1.0),
+                    2: SimulatedCall(2, "", 0.0, 0.5, 20.0, 100, 0, first_token_s=3.0)}
+    servers = {"calls": 2.0, "ttft_s": 2 * (0.6 + 2.8), "e2e_s": 2 * (9.4 + 19.6)}  # 0.3 s, 0.2 s less a call
+    transit = door_transit_s_per_call([result], servers, time_scale=2.0)
+    assert transit == pytest.approx({"to_first_token": 0.3, "after_first_token": 0.2})
+    assert door_transit_s_per_call([result], {**servers, "calls": 3.0}, 2.0) is None  # a call the client lost
 
 
 def test_a_calls_prompt_is_a_conversation_whose_answers_are_the_ancestors_own(text):
