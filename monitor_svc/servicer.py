@@ -31,6 +31,9 @@ RESIDENT_TOKENS = Gauge("hetflow_monitor_resident_tokens",
                         "gate counts against its KV (MonitorState.resident), at the last sweep", ["engine"])
 RESIDENT_PROGRAMS = Gauge("hetflow_monitor_resident_programs", "Active programs per engine, at the last sweep",
                           ["engine"])
+RESIDENT_GROWTH_TOKENS = Gauge("hetflow_monitor_resident_growth_tokens",
+                               "What the active programs' contexts will still grow by over their stages to come "
+                               "(the gate counts growth_share of it), at the last sweep", ["engine"])
 
 
 COMPLETED = "completed"
@@ -223,6 +226,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
             resident = self.state.resident(record, now_s)
             RESIDENT_TOKENS.labels(engine_id).set(resident.tokens)
             RESIDENT_PROGRAMS.labels(engine_id).set(resident.programs)
+            RESIDENT_GROWTH_TOKENS.labels(engine_id).set(resident.growth_tokens)
 
     def _release(self, request: monitor_pb2.ReleaseRequest, completed: bool) -> monitor_pb2.ReleaseReply:
         bind_ids(request.request_id)

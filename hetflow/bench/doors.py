@@ -947,8 +947,8 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
 
     def sample() -> None:
         resident = [sim.monitor.resident(record, sim.loop.now) for record in sim.monitor.engines.values()]
-        gate.add(sim.loop.now - start_s, GateSample(sum(r.tokens for r in resident),
-                                                    sum(r.programs for r in resident), len(sim.decisions.held)))
+        gate.add(sim.loop.now - start_s, GateSample(sum(r.tokens for r in resident), sum(r.programs for r in resident),
+                                                    len(sim.decisions.held), sum(r.growth_tokens for r in resident)))
 
     sim.loop.at(start_s, sim.loop.every, SAMPLE_S, sample)  # from the trace's start, as the live door samples
     shifted = [replace(r, arrival_s=r.arrival_s + start_s) for r in records]

@@ -95,6 +95,11 @@ def test_the_sweep_publishes_what_the_working_set_gate_counts_per_engine():
     state.report(EngineStatus("gate-e1", model="m"), time.time())
     for request_id, program_id in (("a", "p"), ("b", "q")):
         state.admit(request_id, program_id, "m", "gate-e0", 10.0, now_s=time.time(), prompt_tokens=300)
+    state.admit("c1", "r", "m", "gate-e1", 10.0, now_s=time.time(), workflow="w", prompt_tokens=100,
+                stage_index=1, stage_count=3)
+    state.release("c1", now_s=time.time(), output_tokens=50)
+    state.admit("c2", "r", "m", "gate-e1", 10.0, now_s=time.time(), workflow="w", prompt_tokens=400,
+                stage_index=2, stage_count=3)   # grew by 300 a call, one call to come
     MonitorServicer(state).sweep()
 
     def gauge(name: str, engine: str) -> float | None:
@@ -102,4 +107,6 @@ def test_the_sweep_publishes_what_the_working_set_gate_counts_per_engine():
 
     assert gauge("hetflow_monitor_resident_tokens", "gate-e0") == 600
     assert gauge("hetflow_monitor_resident_programs", "gate-e0") == 2
-    assert gauge("hetflow_monitor_resident_tokens", "gate-e1") == 0
+    assert gauge("hetflow_monitor_resident_tokens", "gate-e1") == 400
+    assert gauge("hetflow_monitor_resident_growth_tokens", "gate-e1") == 300
+    assert gauge("hetflow_monitor_resident_growth_tokens", "gate-e0") == 0   # told no stages: no growth counted

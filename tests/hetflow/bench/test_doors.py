@@ -261,7 +261,9 @@ def test_each_door_with_a_preset_replays_the_same_trace_in_the_simulator(door):
     if door == "hetflow":  # the gate's inputs through the trace, from its start, as the live door samples them
         series = row["gate"]["series"]
         assert series["t_s"][0] == 10.0 and max(series["resident_tokens"]) > 0
-        assert set(row["gate"]["means"]) == {"resident_tokens", "resident_programs", "held_calls"}
+        assert max(series["resident_growth_tokens"]) > 0  # the agent's contexts grow call to call
+        assert set(row["gate"]["means"]) == {"resident_tokens", "resident_programs", "held_calls",
+                                             "resident_growth_tokens"}
 
 
 def test_the_routers_holds_run_from_a_programs_admit_to_its_next_pause_after_the_trace_starts():

@@ -18,10 +18,11 @@ def page(**gauges: dict[str, float]) -> str:
 def test_a_sample_sums_each_gauge_over_the_engines_and_the_pages():
     monitor = page(hetflow_monitor_resident_tokens={"e0": 1000, "e1": 500},
                    hetflow_monitor_resident_programs={"e0": 3, "e1": 1},
+                   hetflow_monitor_resident_growth_tokens={"e0": 200, "e1": 40},
                    hetflow_monitor_in_flight_tokens={"e0": 99})
     balancer = page(hetflow_balancer_held_calls={"": 7})
-    assert gate_sample_of([monitor, balancer]) == GateSample(1500, 4, 7)
-    assert gate_sample_of([monitor]) == GateSample(1500, 4, 0)
+    assert gate_sample_of([monitor, balancer]) == GateSample(1500, 4, 7, 240)
+    assert gate_sample_of([monitor]) == GateSample(1500, 4, 0, 240)
 
 
 def test_the_series_means_split_the_trace_in_two_halves():
