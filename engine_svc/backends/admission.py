@@ -5,6 +5,12 @@ vLLM could schedule it now: fewer running than ``max_num_seqs`` and free KV bloc
 one token and a watermark, as vLLM's own scheduler checks before it admits (``KVCacheManager.allocate_slots``,
 ``watermark``). So vLLM's waiting queue stays (nearly) empty and the order work starts in is hetflow's.
 
+Blocks the requests share count once, as vLLM's prefix cache holds them (the agent family's calls share
+a system prompt; its twin's engine, ``KvCache``, counts them so): a running request's full prompt blocks
+another running request holds, and the head's that running requests hold, take no more room. The
+requests carry their prompts' chained block hashes (``EngineRequest.block_hashes``); without them every
+block counts.
+
 With room reserved for decode growth (issue 35), the free blocks must also cover what hetflow's running
 requests may yet take up to their reserved output, and the head's own such growth, as the engine model
 admits (``BatchScheduler``); a head with nothing running beside it needs only its prompt.
@@ -30,11 +36,21 @@ def has_room(head: EngineRequest, running: Iterable[EngineRequest], max_num_seqs
     running = list(running)
     if len(running) >= max_num_seqs:
         return False
-    ours = sum(blocks_for(r.prompt_tokens + r.output_tokens + 1, block_size) for r in running)
+    held_prompt_blocks: set[int] = set()
+    ours = 0
+    for r in running:
+        ours += blocks_for(r.prompt_tokens + r.output_tokens + 1, block_size) - _shared(r, held_prompt_blocks)
+        held_prompt_blocks.update(r.block_hashes)
     used = max(ours, int(kv_usage * num_blocks)) + blocks_for(retained_tokens, block_size)
-    needed = blocks_for(head.prompt_tokens + 1, block_size) + int(KV_WATERMARK * num_blocks)
+    needed = (blocks_for(head.prompt_tokens + 1, block_size) - _shared(head, held_prompt_blocks)
+              + int(KV_WATERMARK * num_blocks))
     if head.reserve_output_tokens and running:
         needed += sum(growth_blocks_left(r.prompt_tokens, r.reserve_output_tokens,
                                          blocks_for(r.prompt_tokens + r.output_tokens + 1, block_size), block_size)
                       for r in [*running, head])
     return num_blocks - used >= needed
+
+
+def _shared(req: EngineRequest, held_prompt_blocks: set[int]) -> int:
+    """``req``'s full prompt blocks already held (chained hashes: a match is the same prefix)."""
+    return sum(1 for block_hash in req.block_hashes if block_hash in held_prompt_blocks)

@@ -23,6 +23,7 @@ from engine_svc.backends.base import GenerateCall, ModelServerGrant, OutputDelta
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.request import EngineRequest, RequestStatus
 from hetflow.core.errors import InvalidArgument
+from hetflow.core.prefix import token_block_hashes
 
 Held = tuple[EngineRequest, list[int], GenerateCall]
 StreamItem = OutputDelta | ModelServerGrant
@@ -47,15 +48,18 @@ class FrontQueue:
         if request_id in self._streams:
             raise InvalidArgument(f"request_id {request_id!r} is already running on this engine")
 
-    async def serve(self, call: GenerateCall, token_ids: list[int],
-                    abort: Callable[[str], Awaitable[bool]]) -> AsyncGenerator[StreamItem, None]:
-        """Queue the call and stream its deltas; ``abort`` runs when the caller stops reading early."""
+    async def serve(self, call: GenerateCall, token_ids: list[int], abort: Callable[[str], Awaitable[bool]],
+                    block_size: int = 0) -> AsyncGenerator[StreamItem, None]:
+        """Queue the call and stream its deltas; ``abort`` runs when the caller stops reading early.
+        ``block_size``: the engine's KV block, its prompt's blocks hashed for admission to count the blocks
+        it shares with others once (0: not known, every block counts)."""
         self.check_new(call.request_id)
         req = EngineRequest(request_id=call.request_id, prompt_tokens=len(token_ids),
                             max_tokens=call.sampling.max_tokens, priority=call.priority,
                             priority_tiebreak=call.priority_tiebreak, arrival_s=time.monotonic(),
                             program_id=call.program_id, reserve_output_tokens=call.reserve_output_tokens,
-                            retain_kv_s=call.retain_kv_s)
+                            retain_kv_s=call.retain_kv_s,
+                            block_hashes=token_block_hashes(token_ids, block_size) if block_size else ())
         stream: asyncio.Queue[StreamItem | BaseException] = asyncio.Queue()
         self._streams[call.request_id] = stream
         self.waiting[call.request_id] = (req, token_ids, call)

@@ -1,7 +1,9 @@
-"""When a vLLM engine has room for hetflow's head request: sequences, and KV blocks with a watermark."""
+"""When a vLLM engine has room for hetflow's head request: sequences, and KV blocks with a watermark, each block
+the requests share counted once."""
 
 from engine_svc.backends.admission import has_room
 from hetflow.core.engine.request import EngineRequest
+from hetflow.core.prefix import token_block_hashes
 
 
 def req(prompt_tokens: int, output_tokens: int = 0) -> EngineRequest:
@@ -49,3 +51,20 @@ def test_retained_contexts_count_as_used_room():
     # 80 blocks free by vLLM's report; a 1,000-token context held for its program takes 63 of them
     assert has_room(req(319), [], 8, 0.2, num_blocks=100, block_size=16)
     assert not has_room(req(319), [], 8, 0.2, num_blocks=100, block_size=16, retained_tokens=1000)
+
+
+def sharing(request_id: str, token_ids: list[int]) -> EngineRequest:
+    return EngineRequest(request_id=request_id, prompt_tokens=len(token_ids), max_tokens=64, priority=0.0,
+                         arrival_s=0.0, block_hashes=token_block_hashes(token_ids, 16))
+
+
+def test_blocks_the_requests_share_count_once_as_vllm_s_prefix_cache_holds_them():
+    system = list(range(64))                                       # 4 full blocks every call begins with
+    running = [sharing("a", system + [1000 + i for i in range(96)]),
+               sharing("b", system + [2000 + i for i in range(96)])]
+    head = sharing("c", system + [3000 + i for i in range(96)])    # 160 tokens + 1: 11 blocks, 4 of them held
+    # held: 11 + 11 - 4 = 18 of 27 blocks (no watermark: int(0.27)); the head needs 11 - 4 = 7 <= 9 free
+    assert has_room(head, running, 8, 0.0, num_blocks=27, block_size=16)
+    assert not has_room(head, running, 8, 0.0, num_blocks=24, block_size=16)      # 6 free < 7
+    apart = [sharing("a", [1000 + i for i in range(160)]), sharing("b", [2000 + i for i in range(160)])]
+    assert not has_room(sharing("c", [3000 + i for i in range(160)]), apart, 8, 0.0, num_blocks=27, block_size=16)

@@ -10,6 +10,7 @@ from engine_svc.backends.front_queue import FrontQueue
 from hetflow.core.call import SamplingSpec
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.errors import InvalidArgument
+from hetflow.core.prefix import token_block_hashes
 
 
 def call(request_id: str, priority: float) -> GenerateCall:
@@ -129,3 +130,20 @@ async def test_a_held_context_is_let_go_when_its_hold_expires():
     await asyncio.wait_for(front.wake.wait(), timeout=60)  # woken when the hold expires
     assert front.retained_tokens() == 0
     read.cancel()
+
+
+async def test_a_call_s_prompt_blocks_are_hashed_for_admission_once_the_block_size_is_known():
+    front = FrontQueue(AgingPriorityQueue())
+
+    async def abort(request_id):
+        return front.abort_waiting(request_id)
+
+    tokens = list(range(40))
+    reads = [asyncio.ensure_future(front.serve(call(name, 1.0), tokens, abort, size).__anext__())
+             for name, size in (("known", 16), ("unknown", 0))]
+    await asyncio.sleep(0)
+    hashes = {req.request_id: req.block_hashes for req, _, _ in front.admissible(lambda head: True)}
+    assert hashes == {"known": token_block_hashes(tokens, 16), "unknown": ()}   # two full blocks of 16
+    assert len(hashes["known"]) == 2
+    for read in reads:
+        read.cancel()
