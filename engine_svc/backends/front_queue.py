@@ -19,6 +19,7 @@ from typing import AsyncGenerator, Awaitable, Callable, Iterator
 
 from prometheus_client import Histogram
 
+from engine_svc.backends.admission import SharedPromptBlocks
 from engine_svc.backends.base import GenerateCall, ModelServerGrant, OutputDelta, coalesce_ready
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.request import EngineRequest, RequestStatus
@@ -43,6 +44,8 @@ class FrontQueue:
         self._streams: dict[str, asyncio.Queue[StreamItem | BaseException]] = {}
         self.retained: dict[str, tuple[int, float]] = {}
         """Programs whose context is held for their next call -> (tokens, monotonic time it is let go)."""
+        self.running_prompt_blocks = SharedPromptBlocks()
+        """The started calls' prompt blocks, from ``admissible`` to ``ended``: admission counts a shared one once."""
 
     def check_new(self, request_id: str) -> None:
         if request_id in self._streams:
@@ -88,6 +91,7 @@ class FrontQueue:
             self.queue.pop()
             req, token_ids, call = self.waiting.pop(head.request_id)
             req.status, req.first_scheduled_s = RequestStatus.RUNNING, time.monotonic()
+            self.running_prompt_blocks.add(req)
             QUEUED_S.observe(req.first_scheduled_s - req.arrival_s)
             self.retained.pop(req.program_id, None)  # its context is the call's prefix now
             yield req, token_ids, call
@@ -95,6 +99,7 @@ class FrontQueue:
     def ended(self, req: EngineRequest) -> None:
         """A started call left the engine: a finished one (``finished_s`` set) whose program is to be
         retained has its context held for ``retain_kv_s``, with a wake-up when the hold expires."""
+        self.running_prompt_blocks.remove(req)
         if req.finished_s is None or req.retain_kv_s <= 0 or not req.program_id:
             return
         self.retained[req.program_id] = (req.prompt_tokens + req.output_tokens, time.monotonic() + req.retain_kv_s)

@@ -138,7 +138,8 @@ class VllmBackend:
     # -- admission into vLLM -------------------------------------------------------------
     def _has_room(self, req: EngineRequest) -> bool:
         return has_room(req, self._running.values(), self.cfg.max_num_seqs, self._kv_usage, self._num_blocks,
-                        self._block_size, self.front.retained_tokens(req.program_id))
+                        self._block_size, self.front.retained_tokens(req.program_id),
+                        self.front.running_prompt_blocks)
 
     async def _admit_forever(self) -> None:
         while True:

@@ -202,7 +202,7 @@ class VllmServerBackend:
         freed = self._freed_blocks_since_read / max(1, load.num_gpu_blocks)
         return has_room(req, (r for r, _ in self._running.values()), self.cfg.max_num_seqs + self.cfg.server_backlog,
                         max(0.0, load.kv_cache_usage - freed), load.num_gpu_blocks, load.block_size,
-                        self.front.retained_tokens(req.program_id))
+                        self.front.retained_tokens(req.program_id), self.front.running_prompt_blocks)
 
     async def _admit_forever(self) -> None:
         while True:

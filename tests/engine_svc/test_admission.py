@@ -1,7 +1,7 @@
 """When a vLLM engine has room for hetflow's head request: sequences, and KV blocks with a watermark, each block
 the requests share counted once."""
 
-from engine_svc.backends.admission import has_room
+from engine_svc.backends.admission import SharedPromptBlocks, has_room
 from hetflow.core.engine.request import EngineRequest
 from hetflow.core.prefix import token_block_hashes
 
@@ -58,13 +58,34 @@ def sharing(request_id: str, token_ids: list[int]) -> EngineRequest:
                          arrival_s=0.0, block_hashes=token_block_hashes(token_ids, 16))
 
 
+def started(*requests: EngineRequest) -> SharedPromptBlocks:
+    shared = SharedPromptBlocks()
+    for r in requests:
+        shared.add(r)
+    return shared
+
+
 def test_blocks_the_requests_share_count_once_as_vllm_s_prefix_cache_holds_them():
     system = list(range(64))                                       # 4 full blocks every call begins with
     running = [sharing("a", system + [1000 + i for i in range(96)]),
                sharing("b", system + [2000 + i for i in range(96)])]
     head = sharing("c", system + [3000 + i for i in range(96)])    # 160 tokens + 1: 11 blocks, 4 of them held
     # held: 11 + 11 - 4 = 18 of 27 blocks (no watermark: int(0.27)); the head needs 11 - 4 = 7 <= 9 free
-    assert has_room(head, running, 8, 0.0, num_blocks=27, block_size=16)
-    assert not has_room(head, running, 8, 0.0, num_blocks=24, block_size=16)      # 6 free < 7
+    assert has_room(head, running, 8, 0.0, num_blocks=27, block_size=16, shared=started(*running))
+    assert not has_room(head, running, 8, 0.0, num_blocks=24, block_size=16, shared=started(*running))  # 6 < 7
+    assert not has_room(head, running, 8, 0.0, num_blocks=27, block_size=16)  # every block counted: 5 free < 11
     apart = [sharing("a", [1000 + i for i in range(160)]), sharing("b", [2000 + i for i in range(160)])]
-    assert not has_room(sharing("c", [3000 + i for i in range(160)]), apart, 8, 0.0, num_blocks=27, block_size=16)
+    assert not has_room(sharing("c", [3000 + i for i in range(160)]), apart, 8, 0.0, num_blocks=27, block_size=16,
+                        shared=started(*apart))
+
+
+def test_the_shared_blocks_follow_the_requests_as_they_start_and_end():
+    system = list(range(64))
+    a, b = sharing("a", system + [1] * 40), sharing("b", system + [2] * 40)   # 6 full blocks each, 4 alike
+    shared = started(a, b)
+    assert shared.duplicate_blocks == 4 and shared.held_prefix(sharing("c", system + [3] * 40)) == 4
+    assert shared.held_prefix(a) == 6
+    shared.remove(a)
+    assert shared.duplicate_blocks == 0 and shared.held_prefix(a) == 4   # b holds the system prompt still
+    shared.remove(b)
+    assert shared.duplicate_blocks == 0 and shared.held_prefix(b) == 0

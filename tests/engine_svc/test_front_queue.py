@@ -132,7 +132,7 @@ async def test_a_held_context_is_let_go_when_its_hold_expires():
     read.cancel()
 
 
-async def test_a_call_s_prompt_blocks_are_hashed_for_admission_once_the_block_size_is_known():
+async def test_a_started_call_s_prompt_blocks_count_for_admission_until_it_ends():
     front = FrontQueue(AgingPriorityQueue())
 
     async def abort(request_id):
@@ -142,8 +142,12 @@ async def test_a_call_s_prompt_blocks_are_hashed_for_admission_once_the_block_si
     reads = [asyncio.ensure_future(front.serve(call(name, 1.0), tokens, abort, size).__anext__())
              for name, size in (("known", 16), ("unknown", 0))]
     await asyncio.sleep(0)
-    hashes = {req.request_id: req.block_hashes for req, _, _ in front.admissible(lambda head: True)}
+    admitted = [req for req, _, _ in front.admissible(lambda head: True)]
+    hashes = {req.request_id: req.block_hashes for req in admitted}
     assert hashes == {"known": token_block_hashes(tokens, 16), "unknown": ()}   # two full blocks of 16
-    assert len(hashes["known"]) == 2
+    assert len(hashes["known"]) == 2 and front.running_prompt_blocks.held_prefix(admitted[0]) == 2
+    for req in admitted:
+        front.ended(req)                                # the started calls' blocks leave with them
+    assert front.running_prompt_blocks.held_prefix(admitted[0]) == 0
     for read in reads:
         read.cancel()
