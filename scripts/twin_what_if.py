@@ -158,10 +158,11 @@ def main() -> None:
 def report(door: str, rate: float, row: dict[str, Any], delay_s: float, jitter_seed: int | None) -> None:
     later = f" +{delay_s:g} s a call" + (f" (drawn, seed {jitter_seed})" if jitter_seed is not None else "") \
         if delay_s else ""
-    held = row.get("gate", {}).get("means", {}).get("held_calls", {}).get("second_half")
+    gate = {name: round(halves["second_half"], 1) for name, halves in row.get("gate", {}).get("means", {}).items()
+            if "second_half" in halves}
     print(f"{door} {rate:.4g}/s{later}: P95 {row['latency_s']['p95']:.1f} s, within {row['within_slo_share']:.1%}, "
               f"hits {row['prefix_hit_rate']:.1%}, waits per call {row['twin_wait_s_per_call']}, "
-          f"client's wait {row['client_wait_s_per_call']:.2f} s, held calls over the second half {held}", flush=True)
+          f"client's wait {row['client_wait_s_per_call']:.2f} s, the gate over the second half {gate}", flush=True)
 
 
 if __name__ == "__main__":
