@@ -5,11 +5,12 @@ vLLM could schedule it now: fewer running than ``max_num_seqs`` and free KV bloc
 one token and a watermark, as vLLM's own scheduler checks before it admits (``KVCacheManager.allocate_slots``,
 ``watermark``). So vLLM's waiting queue stays (nearly) empty and the order work starts in is hetflow's.
 
-Blocks the requests share count once, as vLLM's prefix cache holds them (the agent family's calls share
-a system prompt; its twin's engine, ``KvCache``, counts them so): a running request's full prompt blocks
-another running request holds, and the head's that running requests hold, take no more room. The
-requests carry their prompts' chained block hashes (``EngineRequest.block_hashes``) and the backend keeps
-the running ones' in a ``SharedPromptBlocks`` as they start and end; without them every block counts.
+Where the engine caches prefixes, blocks the requests share count once, as vLLM's prefix cache holds
+them (the agent family's calls share a system prompt; its twin's engine, ``KvCache``, counts them so): a
+running request's full prompt blocks another running request holds, and the head's that running
+requests hold, take no more room. The requests carry their prompts' chained block hashes
+(``EngineRequest.block_hashes``, none without prefix caching) and the backend keeps the running ones' in a
+``SharedPromptBlocks`` as they start and end; without them every block counts.
 
 With room reserved for decode growth (issue 35), the free blocks must also cover what hetflow's running
 requests may yet take up to their reserved output, and the head's own such growth, as the engine model

@@ -54,8 +54,9 @@ class FrontQueue:
     async def serve(self, call: GenerateCall, token_ids: list[int], abort: Callable[[str], Awaitable[bool]],
                     block_size: int = 0) -> AsyncGenerator[StreamItem, None]:
         """Queue the call and stream its deltas; ``abort`` runs when the caller stops reading early.
-        ``block_size``: the engine's KV block, its prompt's blocks hashed for admission to count the blocks
-        it shares with others once (0: not known, every block counts)."""
+        ``block_size``: the engine's KV block where it caches prefixes, its prompt's blocks hashed for
+        admission to count the blocks it shares with others once (0: unknown or no prefix caching, every
+        block counts)."""
         self.check_new(call.request_id)
         req = EngineRequest(request_id=call.request_id, prompt_tokens=len(token_ids),
                             max_tokens=call.sampling.max_tokens, priority=call.priority,

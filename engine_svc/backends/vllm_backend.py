@@ -112,7 +112,8 @@ class VllmBackend:
         self.front.check_new(call.request_id)
         token_ids = self._tokenize(call)
         self._check_fits(len(token_ids), call.sampling.max_tokens)
-        stream = self.front.serve(call, token_ids, self.abort, self._block_size)
+        stream = self.front.serve(call, token_ids, self.abort,
+                                  self._block_size if self.cfg.enable_prefix_caching else 0)
         try:
             async for delta in stream:
                 assert isinstance(delta, OutputDelta)  # this backend grants no holds

@@ -36,6 +36,8 @@ class VllmServerLoad:
     num_gpu_blocks: int = 0
     """From ``vllm:cache_config_info``'s labels."""
     block_size: int = 0
+    prefix_caching: bool = False
+    """``enable_prefix_caching``: the server holds a block its requests share once."""
 
 
 def samples(text: str, names: frozenset[str] = READ) -> dict[str, list[tuple[str, float]]]:
@@ -69,4 +71,5 @@ def parse(text: str) -> VllmServerLoad:
         kv_cache_usage=sum(value for _, value in kv) / max(1, len(kv)),
         preemptions_total=int(total(PREEMPTIONS)), engine_steps=int(total(STEPS)),
         num_gpu_blocks=int(float(info.get("num_gpu_blocks", 0) or 0)),
-        block_size=int(float(info.get("block_size", 0) or 0)))
+        block_size=int(float(info.get("block_size", 0) or 0)),
+        prefix_caching=info.get("enable_prefix_caching") == "True")

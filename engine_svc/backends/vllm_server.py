@@ -138,7 +138,8 @@ class VllmServerBackend:
         self._arrived.set()
         token_ids = await self._tokenize(call)
         self._check_fits(len(token_ids), call.sampling.max_tokens)
-        stream = self.front.serve(call, token_ids, self.abort, self._load.block_size)
+        stream = self.front.serve(call, token_ids, self.abort,
+                                  self._load.block_size if self._load.prefix_caching else 0)
         try:
             async for item in stream:
                 yield item

@@ -27,7 +27,7 @@ vllm:iteration_tokens_total_count{engine="0",model_name="m"} 40.0
 vllm:iteration_tokens_total_sum{engine="0",model_name="m"} 900.0
 # HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
 # TYPE vllm:cache_config_info gauge
-vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="2048"} 1.0
+vllm:cache_config_info{block_size="16",enable_prefix_caching="True",engine="0",num_gpu_blocks="2048"} 1.0
 """
 
 
@@ -35,7 +35,9 @@ def test_load_sums_engines_and_averages_kv_usage():
     load = vllm_metrics.parse(TEXT)
     assert (load.running, load.waiting, load.preemptions_total, load.engine_steps) == (4, 2, 7, 40)
     assert load.kv_cache_usage == 0.375
-    assert (load.num_gpu_blocks, load.block_size) == (2048, 16)
+    assert (load.num_gpu_blocks, load.block_size, load.prefix_caching) == (2048, 16, True)
+    without = vllm_metrics.parse(TEXT.replace('enable_prefix_caching="True"', 'enable_prefix_caching="False"'))
+    assert not without.prefix_caching   # no block is shared: admission counts every request's own
 
 
 def test_a_server_without_vllm_metrics_reads_as_empty():
@@ -60,7 +62,8 @@ def _full_parse(text):
         kv_cache_usage=sums.get(kv, 0.0) / max(1, counts.get(kv, 0)),
         preemptions_total=int(sums.get("vllm:num_preemptions_total", 0)),
         engine_steps=int(sums.get("vllm:iteration_tokens_total_count", 0)),
-        num_gpu_blocks=int(float(info.get("num_gpu_blocks", 0))), block_size=int(float(info.get("block_size", 0))))
+        num_gpu_blocks=int(float(info.get("num_gpu_blocks", 0))), block_size=int(float(info.get("block_size", 0))),
+        prefix_caching=info.get("enable_prefix_caching") == "True")
 
 
 def test_the_line_scan_reads_a_real_vllm_page_as_the_full_parser_does():
