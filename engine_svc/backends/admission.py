@@ -23,6 +23,7 @@ from typing import Iterable
 
 from hetflow.core.engine.kv_cache import blocks_for, growth_blocks_left
 from hetflow.core.engine.request import EngineRequest
+from hetflow.core.prefix import leading_matches
 
 KV_WATERMARK = 0.01
 """Share of blocks kept free at admission, as vLLM's own watermark."""
@@ -52,12 +53,7 @@ class SharedPromptBlocks:
 
     def held_prefix(self, req: EngineRequest) -> int:
         """``req``'s leading full blocks a running request holds (chained: past the first miss, none is)."""
-        held = 0
-        for block_hash in req.block_hashes:
-            if block_hash not in self._holders:
-                break
-            held += 1
-        return held
+        return leading_matches(req.block_hashes, self._holders)
 
 
 def has_room(head: EngineRequest, running: Iterable[EngineRequest], max_num_seqs: int, kv_usage: float,
