@@ -77,7 +77,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                           context: grpc.aio.ServicerContext) -> AsyncIterator[monitor_pb2.AdmitBatchReply]:
         """AdmitBatch on one stream, each batch answered in order (``hetflow.runtime.batch_streams``)."""
         async for reply in answer_in_order(requests, lambda r: self.AdmitBatch(r, context),
-                                           monitor_pb2.AdmitBatchReply):
+                                           monitor_pb2.AdmitBatchReply, context):
             yield reply
 
     def _admit(self, request: monitor_pb2.AdmitRequest, now_s: float) -> monitor_pb2.AdmitReply:
@@ -119,7 +119,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
             return monitor_pb2.ReleaseBatchReply(replies=[self._release(r, completed=r.reason == COMPLETED)
                                                           for r in batch.releases])
         async for reply in answer_in_order(requests, answer,
-                                           monitor_pb2.ReleaseBatchReply):
+                                           monitor_pb2.ReleaseBatchReply, context):
             yield reply
 
     async def ReportEngineStatus(self, request: common_pb2.EngineStatus,
@@ -137,7 +137,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         """ReportEngineStatus on one stream, a status a message (``hetflow.runtime.batch_streams``): an
         engine pays gRPC's per-call cost once, not at every report."""
         async for reply in answer_in_order(requests, lambda r: self.ReportEngineStatus(r, context),
-                                           monitor_pb2.ReportReply, max_in_flight=1):
+                                           monitor_pb2.ReportReply, context, max_in_flight=1):
             yield reply
 
     async def ReportEngineFailure(self, request: monitor_pb2.EngineFailure,
@@ -163,7 +163,7 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
                               context: grpc.aio.ServicerContext) -> AsyncIterator[monitor_pb2.SnapshotsReply]:
         """Snapshots on one stream, each batch answered in order (``hetflow.runtime.batch_streams``)."""
         async for reply in answer_in_order(requests, lambda r: self.Snapshots(r, context),
-                                           monitor_pb2.SnapshotsReply):
+                                           monitor_pb2.SnapshotsReply, context):
             yield reply
 
     async def WatchEngines(self, request: monitor_pb2.WatchEnginesRequest,

@@ -28,5 +28,5 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
                             context: grpc.aio.ServicerContext) -> AsyncIterator[predictor_pb2.PredictReply]:
         """Predict on one stream, each batch answered in order (``hetflow.runtime.batch_streams``)."""
         async for reply in answer_in_order(requests, lambda r: self.Predict(r, context),
-                                           predictor_pb2.PredictReply):
+                                           predictor_pb2.PredictReply, context):
             yield reply

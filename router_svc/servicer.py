@@ -27,7 +27,7 @@ class RouterServicer(router_pb2_grpc.RouterServicer):
                           context: grpc.aio.ServicerContext) -> AsyncIterator[router_pb2.ScoreReply]:
         """Score on one stream, each batch answered in order (``hetflow.runtime.batch_streams``)."""
         async for reply in answer_in_order(requests, lambda r: self.Score(r, context),
-                                           router_pb2.ScoreReply):
+                                           router_pb2.ScoreReply, context):
             yield reply
 
     async def Describe(self, request: router_pb2.DescribeRouterRequest,

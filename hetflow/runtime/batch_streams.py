@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Protocol, TypeVar
 
@@ -40,12 +41,31 @@ MAX_UNANSWERED = 1024
 opened again (every batch then waiting fails UNAVAILABLE)."""
 RETRY_UNSUPPORTED_S = 60.0
 """How long a client asks a service without the stream by its unary method before it tries the stream again."""
+HEADERS_WAIT_S = 1.0
+"""How long a stream's first message waits for the service's headers (``headers_or_end``)."""
 
 
 def stream_worth_trying(unsupported_since_s: float | None) -> bool:
     """Whether to ask a service on its stream: not for ``RETRY_UNSUPPORTED_S`` after it answered
     UNIMPLEMENTED (at ``unsupported_since_s``, monotonic), then again (the service may have been upgraded)."""
     return unsupported_since_s is None or time.monotonic() - unsupported_since_s > RETRY_UNSUPPORTED_S
+
+
+async def headers_or_end(call: Any) -> None:
+    """Wait until the service has sent the stream's headers or ended the stream, at most ``HEADERS_WAIT_S``:
+    the client's first write comes after it. A service without the stream ends it UNIMPLEMENTED at once, and
+    a write racing that end makes gRPC's core end the call INTERNAL ("Internal error from Core") instead,
+    which would hide that the stream is missing (one stream in about 1,500 to such a service on the loaded
+    development machine). hetflow's services send the headers as a stream opens (``answer_in_order``,
+    ``Balancer.DecideStream``), so this costs a round trip a stream; one that sends them later is written
+    to after the wait."""
+    with contextlib.suppress(TimeoutError, grpc.aio.AioRpcError):
+        async with asyncio.timeout(HEADERS_WAIT_S):
+            await call.initial_metadata()
+
+
+class HeadersSender(Protocol):
+    async def send_initial_metadata(self, initial_metadata: Any) -> None: ...
 
 
 class HasStatus(Protocol):
@@ -62,11 +82,13 @@ def checks_each_message(handler: Callable[..., Any]) -> Callable[..., Any]:
 
 
 async def answer_in_order(requests: AsyncIterator[RequestT], answer: Callable[[RequestT], Awaitable[ReplyT]],
-                          reply_type: Callable[..., ReplyT], max_in_flight: int = 8) -> AsyncIterator[ReplyT]:
-    """The server's side: each request answered by ``answer``, up to ``max_in_flight`` at once, the
-    replies yielded in the order the requests came. A request that fails (a bad message, or ``answer``
-    raising) is answered by a ``reply_type`` carrying only the status its unary method would have ended
-    with."""
+                          reply_type: Callable[..., ReplyT], context: HeadersSender,
+                          max_in_flight: int = 8) -> AsyncIterator[ReplyT]:
+    """The server's side: the headers at once (the client's first write waits for them, ``headers_or_end``),
+    then each request answered by ``answer``, up to ``max_in_flight`` at once, the replies yielded in the
+    order the requests came. A request that fails (a bad message, or ``answer`` raising) is answered by a
+    ``reply_type`` carrying only the status its unary method would have ended with."""
+    await context.send_initial_metadata(())
 
     def failed(status: common_pb2.BatchStatus) -> ReplyT:
         return reply_type(status=status)
@@ -173,17 +195,16 @@ class BatchStream(Generic[RequestT, ReplyT]):
         self._outbox, self._unanswered = outbox, collections.deque()
         call = self._open_stream()
         loop = asyncio.get_running_loop()
-        answered = asyncio.Event()
-        writer = loop.create_task(self._write(call, outbox, self._unanswered, answered))
-        self._reader = loop.create_task(self._read(call, outbox, self._unanswered, writer, answered))
+        writer = loop.create_task(self._write(call, outbox, self._unanswered))
+        self._reader = loop.create_task(self._read(call, outbox, self._unanswered, writer))
 
     @staticmethod
     async def _write(call: Any, outbox: asyncio.Queue[tuple[RequestT, asyncio.Future[ReplyT]]],
-                     unanswered: collections.deque[asyncio.Future[ReplyT]], answered: asyncio.Event) -> None:
-        """Send the batches in the order asked, each counted as waiting for the next reply as it leaves;
-        a failed write ends it (the reader sees the stream's status). The second waits for the first's
-        answer: a service without the stream ends it UNIMPLEMENTED at once, and a write that races that
-        end makes gRPC end the call INTERNAL instead, which would hide that the stream is missing."""
+                     unanswered: collections.deque[asyncio.Future[ReplyT]]) -> None:
+        """Send the batches in the order asked, once the service's headers came or it ended the stream
+        (``headers_or_end``), each counted as waiting for the next reply as it leaves; a failed write ends it
+        (the reader sees the stream's status)."""
+        await headers_or_end(call)
         while True:
             request, answer = await outbox.get()
             if answer.done():  # its caller gave up before it left
@@ -193,15 +214,12 @@ class BatchStream(Generic[RequestT, ReplyT]):
                 await call.write(request)
             except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
                 return
-            await answered.wait()
 
     async def _read(self, call: Any, outbox: asyncio.Queue[tuple[RequestT, asyncio.Future[ReplyT]]],
-                    unanswered: collections.deque[asyncio.Future[ReplyT]], writer: asyncio.Task[None],
-                    answered: asyncio.Event) -> None:
+                    unanswered: collections.deque[asyncio.Future[ReplyT]], writer: asyncio.Task[None]) -> None:
         error = rpc_error(grpc.StatusCode.UNAVAILABLE, f"{self.name} ended")
         try:
             while (reply := await call.read()) is not grpc.aio.EOF:
-                answered.set()
                 if unanswered and not (answer := unanswered.popleft()).done():
                     answer.set_result(reply)
         except grpc.aio.AioRpcError as exc:

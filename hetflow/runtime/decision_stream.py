@@ -13,14 +13,13 @@ it was read as it counts a ``Decide``'s (``hetflow.runtime.accept_wait``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import time
 from typing import Any, Sequence
 
 import grpc
 
-from hetflow.runtime.batch_streams import STATUS_OF_CODE, stream_worth_trying
+from hetflow.runtime.batch_streams import STATUS_OF_CODE, headers_or_end, stream_worth_trying
 from hetflow.runtime.interceptors import retry_pushback_s, rpc_error
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc
@@ -32,9 +31,6 @@ def _error(reply: balancer_pb2.DecideStreamReply) -> grpc.aio.AioRpcError:
     return rpc_error(STATUS_OF_CODE.get(reply.status.code, grpc.StatusCode.UNKNOWN), reply.status.details,
                      reply.retry_after_s if reply.retry_after_s > 0 else None)
 
-
-HEADERS_WAIT_S = 1.0
-"""How long a stream's second message waits for the balancer's headers (``_write``)."""
 
 class _Stream:
     """One open ``DecideStream``: the messages to send and the decisions waiting for their replies."""
@@ -154,21 +150,14 @@ class DecisionStream:
 
 
 async def _write(call: Any, outbox: asyncio.Queue[balancer_pb2.DecideStreamRequest]) -> None:
-    """Send the messages in the order asked, one write at a time; a failed write ends it (the reader sees
-    the stream's status). The second waits for the balancer's headers, which it sends as the stream opens,
-    at most ``HEADERS_WAIT_S`` (a balancer that sends them with its first answer, which a held call delays,
-    is written to after that): a balancer without the stream ends it UNIMPLEMENTED at once, and a write
-    racing that end makes gRPC end the call INTERNAL instead, which would hide that the stream is missing
-    (and fail the decisions on it rather than send them by ``Decide``)."""
-    first = True
+    """Send the messages in the order asked, one write at a time, once the balancer's headers came or it
+    ended the stream (``headers_or_end``: a balancer without the stream must be seen to answer
+    UNIMPLEMENTED, so its decisions go by ``Decide``); a failed write ends it (the reader sees the
+    stream's status)."""
+    await headers_or_end(call)
     while True:
         message = await outbox.get()
         try:
             await call.write(message)
-            if first:
-                first = False
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(HEADERS_WAIT_S):
-                        await call.initial_metadata()
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             return

@@ -66,7 +66,17 @@ async def test_a_batch_larger_than_the_monitor_takes_is_refused():
         await servicer.AdmitBatch(monitor_pb2.AdmitBatchRequest(admits=[monitor_pb2.AdmitRequest()] * 257), None)
 
 
-async def test_the_release_stream_completes_or_cancels_each_release_and_a_batch_too_large_fails_only_itself():
+class StreamContext:
+    """A stream's servicer context that records the headers sent."""
+
+    def __init__(self) -> None:
+        self.headers_sent = 0
+
+    async def send_initial_metadata(self, initial_metadata) -> None:
+        self.headers_sent += 1
+
+
+async def test_the_release_stream_sends_headers_then_ends_each_release_and_a_batch_too_large_fails_only_itself():
     state = MonitorState(MonitorLimits())
     state.report(EngineStatus("e0", model="m"), 0.0)
     servicer = MonitorServicer(state)
@@ -81,7 +91,9 @@ async def test_the_release_stream_completes_or_cancels_each_release_and_a_batch_
             monitor_pb2.ReleaseRequest(request_id="b", reason="deadline"),
             monitor_pb2.ReleaseRequest(request_id="never-admitted", reason="completed")])
 
-    replies = [reply async for reply in servicer.ReleaseStream(batches(), None)]
+    context = StreamContext()
+    replies = [reply async for reply in servicer.ReleaseStream(batches(), context)]
+    assert context.headers_sent == 1  # at once, so a client's first write knows the stream is served
     assert replies[0].status.code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and not replies[0].replies
     assert [r.found for r in replies[1].replies] == [True, True, False] and not replies[1].status.code
     assert not state.entries and state.programs["a"].completed == 1 and state.programs["b"].completed == 0

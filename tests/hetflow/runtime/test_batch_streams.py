@@ -12,8 +12,9 @@ import pytest
 from hetflow.core.features import LengthPrediction
 from hetflow.runtime.batch_streams import BatchStream
 from hetflow.runtime.interceptors import ServiceInterceptor, rpc_error
-from hetflow.v1 import monitor_pb2, predictor_pb2, predictor_pb2_grpc
+from hetflow.v1 import predictor_pb2, predictor_pb2_grpc
 from predictor_svc.servicer import PredictorServicer
+from tests.factories import EndsUnimplemented
 
 
 class Lengths:
@@ -140,6 +141,9 @@ class SilentCall:
         self.written: list[object] = []
         self._never = asyncio.Event()
 
+    async def initial_metadata(self) -> tuple:
+        return ()
+
     async def write(self, request: object) -> None:
         self.written.append(request)
 
@@ -167,33 +171,43 @@ async def test_a_caller_cancelled_as_its_answer_fails_ends_cancelled_not_with_th
     await stream.close()
 
 
-class OneReplyCall(SilentCall):
-    """Answers one read once ``reply`` is set, then never again."""
+class HeadersLater(SilentCall):
+    """Sends its headers once ``headers`` is set."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.reply = asyncio.Event()
+        self.headers = asyncio.Event()
 
-    async def read(self) -> object:
-        if not self.reply.is_set():
-            await self.reply.wait()
-            return monitor_pb2.ReleaseBatchReply()
-        return await super().read()
+    async def initial_metadata(self) -> tuple:
+        await self.headers.wait()
+        return ()
 
 
-async def test_the_second_batch_leaves_after_the_first_answer_on_a_new_stream():
-    """A service without the stream ends it UNIMPLEMENTED at once; a second write racing that end made
-    gRPC end the call INTERNAL, hiding that the stream is missing (one report in tens failed so)."""
-    call = OneReplyCall()
+async def test_the_first_batch_leaves_once_the_service_sent_its_headers():
+    call = HeadersLater()
     stream: BatchStream[object, object] = BatchStream(lambda: call, "fake.Stream", timeout_s=5.0)
     first, second = asyncio.ensure_future(stream.ask("a")), asyncio.ensure_future(stream.ask("b"))
     for _ in range(5):
         await asyncio.sleep(0)
-    assert call.written == ["a"]
-    call.reply.set()
-    await first
+    assert call.written == []
+    call.headers.set()
     for _ in range(5):
         await asyncio.sleep(0)
     assert call.written == ["a", "b"]
+    first.cancel()
     second.cancel()
     await stream.close()
+
+
+async def test_a_service_without_the_stream_is_asked_by_its_unary_method_though_it_ends_the_stream_at_once():
+    """Its end raced the first write, which made gRPC end the call INTERNAL and the batch fail UNAVAILABLE."""
+    stream: BatchStream[object, object] = BatchStream(EndsUnimplemented, "fake.Stream", timeout_s=5.0)
+
+    async def unary() -> str:
+        return "by the unary method"
+
+    try:
+        assert await stream.ask_or("a", unary) == "by the unary method"
+    finally:
+        await stream.close()
+    assert not stream.supported
