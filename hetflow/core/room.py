@@ -28,5 +28,9 @@ class WorkingSetRoom:
     def fits(self, resident_tokens: float, resident_growth_tokens: float) -> bool:
         """Whether the engine's active programs leave the room: an engine no active program holds always
         does, so a program larger than the limit still starts somewhere."""
+        return not resident_tokens or self.over_tokens(resident_tokens, resident_growth_tokens) <= 0
+
+    def over_tokens(self, resident_tokens: float, resident_growth_tokens: float) -> float:
+        """How far the active programs' working sets and the call's need go past the limit (<= 0: within)."""
         working_set_tokens = resident_tokens + self.growth_share * resident_growth_tokens
-        return not resident_tokens or working_set_tokens + self.need_tokens <= self.limit_tokens
+        return working_set_tokens + self.need_tokens - self.limit_tokens

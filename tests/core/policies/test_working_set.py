@@ -23,10 +23,13 @@ def test_a_new_program_keeps_only_engines_with_room_for_its_context():
                                                             Prediction(400.0))] == ["crowded", "roomy"]
 
 
-def test_a_new_program_waits_when_every_engine_is_full():
+def test_a_new_program_waits_when_every_engine_is_full_and_the_hold_names_the_closest_engine():
     full = replace(engine("full", "m"), kv_capacity_tokens=1000, resident_tokens=900)
-    with pytest.raises(WaitForCapacity, match="working sets fill every engine"):
-        gate().keep(call(input_tokens=200), [full], snapshot(full), Prediction(10.0))
+    fuller = replace(engine("fuller", "m"), kv_capacity_tokens=1000, resident_tokens=800, resident_growth_tokens=800)
+    with pytest.raises(WaitForCapacity, match="working sets fill every engine") as held:
+        gate(growth_share=0.25).keep(call(input_tokens=200), [fuller, full], snapshot(fuller, full), Prediction(10.0))
+    # full: 900 + 210 is 110 over 1,000; fuller: 800 + 0.25 x 800 + 210 is 210 over
+    assert "closest full: 900 resident + 0.25 x 0 growth to come, 110 over its 1000" in str(held.value)
 
 
 def test_an_engine_no_active_program_holds_takes_even_a_program_larger_than_the_fraction():

@@ -79,9 +79,19 @@ class WorkingSet(EngineFilter):
         kept = [e for e in engines if e.engine_id == home or self._fits(e, need)]
         if not kept:
             who = "a new program" if home is None else f"a program resumed off {home}"
-            raise WaitForCapacity(f"working sets fill every engine ({who} needs {need:.0f} tokens)",
-                                  self.retry_after_s)
+            raise WaitForCapacity(f"working sets fill every engine ({who} needs {need:.0f} tokens; "
+                                  f"{self._closest(engines, need)})", self.retry_after_s)
         return kept
+
+    def _closest(self, engines: list[EngineView], need_tokens: float) -> str:
+        """The receipt of a hold: the engine nearest to room, its working sets against its limit."""
+        rooms = [(room, e) for e in engines if (room := self._room(e, need_tokens)) is not None]
+        if not rooms:
+            return "no engine of known size"
+        room, engine = min(rooms, key=lambda r: r[0].over_tokens(r[1].resident_tokens, r[1].resident_growth_tokens))
+        over = room.over_tokens(engine.resident_tokens, engine.resident_growth_tokens)
+        return (f"closest {engine.engine_id}: {engine.resident_tokens:.0f} resident + {room.growth_share:g} x "
+                f"{engine.resident_growth_tokens:.0f} growth to come, {over:.0f} over its {room.limit_tokens:.0f}")
 
     def admit_room(self, call: LlmCall, engine: EngineView, snapshot: ClusterSnapshot,
                    prediction: Prediction) -> WorkingSetRoom | None:
