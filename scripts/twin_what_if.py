@@ -3,7 +3,7 @@ twin of a door at a rate, as the race runs it, with one of its differences from 
 
     python scripts/twin_what_if.py --door hetflow --rates 0.865,0.951365692002177 [--count-scale 1.178
         --scaled call|monitor|both] [--pinned | --no-retention] [--template-tokens] [--program-idle-s 15]
-        [--call-delay-s 0.1 [--jitter-seeds 1,2,3]]
+        [--call-delay-s 0.1 [--jitter-seeds 1,2,3]] [--holds-until-s 1376]
 
 ``--count-scale``: the balancer's prompt count (``call``), the monitor's record of it (``monitor``) or
 both scaled, as the approximate count (``hetflow.core.tokens``) scaled them live. The twin's engines keep
@@ -16,7 +16,9 @@ that does not scale it has it (30 s of the host's clock: 15 at time scale 2). ``
 every call after a program's first made that much GPU time later than its program's flow allows (its
 tool time grown by it: outside every queue and engine), as a live door's own time a call
 (``hetflow.bench.doors.door_transit_s_per_call``) makes it; with ``--jitter-seeds``, once per seed, each
-call's delay drawn uniform on [0, twice it]. Each patches
+call's delay drawn uniform on [0, twice it]. ``--holds-until-s``: also the calls the twin held for room
+that left the hold by then (GPU s), how many and how long each, as the live row's ``door_waits`` counts a
+stopped probe's (``held_calls``, ``held_s``). Each patches
 the simulator for this process alone; prints P95, the share within the SLO, the prefix hit rate and the
 twin's waits per call.
 """
@@ -114,6 +116,22 @@ def call_delay(delay_s: float, jitter_seed: int | None) -> None:
     generate.generate = generate_later
 
 
+HOLDS: list[tuple[float, float]] = []
+"""(first held, left), GPU s, of each call the twin held for room (``count_holds``)."""
+
+
+def count_holds() -> None:
+    leave = run.Simulation._leave_hold
+
+    def left(self: run.Simulation, request_id: str) -> float | None:
+        held_since_s = leave(self, request_id)
+        if held_since_s is not None:
+            HOLDS.append((held_since_s, self.loop.now))
+        return held_since_s
+
+    run.Simulation._leave_hold = left  # type: ignore[method-assign]
+
+
 def program_idle(idle_s: float) -> None:
     run.MonitorLimits = functools.partial(MonitorLimits, program_idle_after_s=idle_s)  # type: ignore[misc,assignment]
 
@@ -133,7 +151,10 @@ def main() -> None:
     p.add_argument("--program-idle-s", type=float, default=None)
     p.add_argument("--call-delay-s", type=float, default=0.0)
     p.add_argument("--jitter-seeds", default="", help="comma-separated; each runs the rates with its own draws")
+    p.add_argument("--holds-until-s", type=float, default=None)
     args = p.parse_args()
+    if args.holds_until_s is not None:
+        count_holds()
     if args.count_scale != 1.0:
         scale_counts(args.count_scale, args.scaled)
     if args.pinned:
@@ -152,7 +173,17 @@ def main() -> None:
             call_delay(args.call_delay_s, jitter_seed)
         _, sim = _door_runners(RaceSpec.load(args.spec), Path("/tmp/twin-what-if"))  # reads the patched trace
         for rate in (float(r) for r in args.rates.split(",")):
+            HOLDS.clear()
             report(args.door, rate, sim(args.door, args.seed, rate), args.call_delay_s, jitter_seed)
+            if args.holds_until_s is not None:
+                report_holds(args.holds_until_s)
+
+
+def report_holds(until_s: float) -> None:
+    held_s = sorted(left - since for since, left in HOLDS if left <= until_s)
+    if held_s:
+        print(f"  held for room, left by {until_s:g} s: {len(held_s)} calls, {sum(held_s) / len(held_s):.1f} s each "
+              f"(median {held_s[len(held_s) // 2]:.1f} s)", flush=True)
 
 
 def report(door: str, rate: float, row: dict[str, Any], delay_s: float, jitter_seed: int | None) -> None:
