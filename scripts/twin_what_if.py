@@ -3,7 +3,7 @@ twin of a door at a rate, as the race runs it, with one of its differences from 
 
     python scripts/twin_what_if.py --door hetflow --rates 0.865,0.951365692002177 [--count-scale 1.178
         --scaled call|monitor|both] [--pinned | --no-retention] [--template-tokens] [--program-idle-s 15]
-        [--call-delay-s 0.1 [--jitter-seeds 1,2,3]] [--holds-until-s 1376]
+        [--call-delay-s 0.1 [--jitter-seeds 1,2,3]] [--engines-slower 1.02] [--holds-until-s 1376]
 
 ``--count-scale``: the balancer's prompt count (``call``), the monitor's record of it (``monitor``) or
 both scaled, as the approximate count (``hetflow.core.tokens``) scaled them live. The twin's engines keep
@@ -16,9 +16,10 @@ that does not scale it has it (30 s of the host's clock: 15 at time scale 2). ``
 every call after a program's first made that much GPU time later than its program's flow allows (its
 tool time grown by it: outside every queue and engine), as a live door's own time a call
 (``hetflow.bench.doors.door_transit_s_per_call``) makes it; with ``--jitter-seeds``, once per seed, each
-call's delay drawn uniform on [0, twice it]. ``--holds-until-s``: also the calls the twin held for room
-that left the hold by then (GPU s), how many and how long each, as the live row's ``door_waits`` counts a
-stopped probe's (``held_calls``, ``held_s``). Each patches
+call's delay drawn uniform on [0, twice it]. ``--engines-slower``: every engine iteration that many times
+the profile's length (live engines slower at load than the twin's). ``--holds-until-s``: also the calls
+the twin held for room that left the hold by then (GPU s), how many and how long each, as the live row's
+``door_waits`` counts a stopped probe's (``held_calls``, ``held_s``). Each patches
 the simulator for this process alone; prints P95, the share within the SLO, the prefix hit rate and the
 twin's waits per call.
 """
@@ -132,6 +133,15 @@ def count_holds() -> None:
     run.Simulation._leave_hold = left  # type: ignore[method-assign]
 
 
+def engines_slower(factor: float) -> None:
+    duration_ms = scheduler.StepPlan.duration_ms
+
+    def slower(self: scheduler.StepPlan, profile: Any) -> float:
+        return duration_ms(self, profile) * factor
+
+    scheduler.StepPlan.duration_ms = slower  # type: ignore[method-assign]
+
+
 def program_idle(idle_s: float) -> None:
     run.MonitorLimits = functools.partial(MonitorLimits, program_idle_after_s=idle_s)  # type: ignore[misc,assignment]
 
@@ -151,8 +161,11 @@ def main() -> None:
     p.add_argument("--program-idle-s", type=float, default=None)
     p.add_argument("--call-delay-s", type=float, default=0.0)
     p.add_argument("--jitter-seeds", default="", help="comma-separated; each runs the rates with its own draws")
+    p.add_argument("--engines-slower", type=float, default=1.0)
     p.add_argument("--holds-until-s", type=float, default=None)
     args = p.parse_args()
+    if args.engines_slower != 1.0:
+        engines_slower(args.engines_slower)
     if args.holds_until_s is not None:
         count_holds()
     if args.count_scale != 1.0:
