@@ -3,7 +3,8 @@ twin of a door at a rate, as the race runs it, with one of its differences from 
 
     python scripts/twin_what_if.py --door hetflow --rates 0.865,0.951365692002177 [--count-scale 1.178
         --scaled call|monitor|both] [--pinned | --no-retention] [--template-tokens] [--program-idle-s 15]
-        [--call-delay-s 0.1 [--jitter-seeds 1,2,3]] [--engines-slower 1.02] [--holds-until-s 1376]
+        [--call-delay-s 0.1 [--jitter-seeds 1,2,3]] [--engines-slower 1.02] [--live-features]
+        [--holds-until-s 1376]
 
 ``--count-scale``: the balancer's prompt count (``call``), the monitor's record of it (``monitor``) or
 both scaled, as the approximate count (``hetflow.core.tokens``) scaled them live. The twin's engines keep
@@ -17,7 +18,9 @@ every call after a program's first made that much GPU time later than its progra
 tool time grown by it: outside every queue and engine), as a live door's own time a call
 (``hetflow.bench.doors.door_transit_s_per_call``) makes it; with ``--jitter-seeds``, once per seed, each
 call's delay drawn uniform on [0, twice it]. ``--engines-slower``: every engine iteration that many times
-the profile's length (live engines slower at load than the twin's). ``--holds-until-s``: also the calls
+the profile's length (live engines slower at load than the twin's). ``--live-features``: the QRF's
+predictions from each call's features as the live door sends it (``hetflow.bench.doors.conversation``: no
+system message, the parts' filler text), not the trace's texts. ``--holds-until-s``: also the calls
 the twin held for room that left the hold by then (GPU s), how many and how long each, as the live row's
 ``door_waits`` counts a stopped probe's (``held_calls``, ``held_s``). Each patches
 the simulator for this process alone; prints P95, the share within the SLO, the prefix hit rate and the
@@ -142,6 +145,34 @@ def engines_slower(factor: float) -> None:
     scheduler.StepPlan.duration_ms = slower  # type: ignore[method-assign]
 
 
+def live_features() -> None:
+    import collections
+
+    import hetflow.bench.learned_signals as learned
+    from hetflow.bench.doors import conversation
+    from hetflow.core.call import SamplingSpec, WorkflowInfo
+    from hetflow.core.features import feature_row
+
+    text, from_trace, trace_sha = PromptText(), learned.examples, learned.trace_sha256
+
+    def as_sent(records: Any, models: Any) -> list[Any]:
+        by_key = {(r.program_id, r.stage_index): r for r in records}
+        out = []
+        for e in from_trace(records, models):
+            r = by_key[(e.program_id, e.row.stage_index)]
+            messages = conversation(r, collections.defaultdict(str), text, e.row.model)
+            chat = tuple((m["role"], m["content"]) for m in messages)
+            call = LlmCall(request_id=r.program_id, prompt="", messages=chat,
+                           sampling=SamplingSpec(max_tokens=r.output_tokens[e.row.model]),
+                           workflow=WorkflowInfo(r.program_id, r.workflow, r.agent, r.stage_index, r.stage_count,
+                                                 r.upstream_agent), known_input_tokens=r.input_tokens[e.row.model])
+            out.append(replace(e, row=feature_row(call, e.row.model)))
+        return out
+
+    learned.examples = as_sent
+    learned.trace_sha256 = lambda records: "as-sent-" + trace_sha(records)
+
+
 def program_idle(idle_s: float) -> None:
     run.MonitorLimits = functools.partial(MonitorLimits, program_idle_after_s=idle_s)  # type: ignore[misc,assignment]
 
@@ -162,10 +193,13 @@ def main() -> None:
     p.add_argument("--call-delay-s", type=float, default=0.0)
     p.add_argument("--jitter-seeds", default="", help="comma-separated; each runs the rates with its own draws")
     p.add_argument("--engines-slower", type=float, default=1.0)
+    p.add_argument("--live-features", action="store_true")
     p.add_argument("--holds-until-s", type=float, default=None)
     args = p.parse_args()
     if args.engines_slower != 1.0:
         engines_slower(args.engines_slower)
+    if args.live_features:
+        live_features()
     if args.holds_until_s is not None:
         count_holds()
     if args.count_scale != 1.0:

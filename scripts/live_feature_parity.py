@@ -1,0 +1,60 @@
+"""The QRF's features and predictions of the live race's agent calls as the door sends them, beside the
+twin's rows from the trace (docs/vllm-sim.md, "The cause: the live predictor read the harness's filler").
+
+    python scripts/live_feature_parity.py [--programs 120]
+
+The live door's calls carry no system message (``hetflow.bench.doors.conversation`` sends every part as user
+text) and filler words with the trace's token counts, where the twin's QRF rows
+(``predictor_svc.training.examples``) read the trace's system prompt and texts. Prints the ratio of the two
+predictions per call and one call's features side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import statistics
+
+from hetflow.bench.doors import PromptText, conversation, predictor_dir_for
+from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
+from hetflow.core.features import PredictItem, feature_row
+from hetflow.workloads.generate import generate
+from predictor_svc.predictors import build_predictor
+from predictor_svc.training import examples
+from simulator.signals import UPPER_QUANTILE
+
+MODEL = "qwen2.5-7b-instruct"
+RATE_PER_S = 0.8724061861322062
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--programs", type=int, default=120, help="the trace's first programs (seed 1)")
+    args = p.parse_args()
+    records = [r for r in generate("agent", 1500, 1, [MODEL], rate_per_s=RATE_PER_S)
+               if int(r.program_id.rsplit("-", 1)[1]) < args.programs]
+    text = PromptText()
+    as_sent = []
+    for r in records:
+        chat = tuple((m["role"], m["content"]) for m in conversation(r, collections.defaultdict(str), text, MODEL))
+        as_sent.append(feature_row(LlmCall(
+            request_id=r.program_id, prompt="", messages=chat, sampling=SamplingSpec(max_tokens=r.output_tokens[MODEL]),
+            workflow=WorkflowInfo(r.program_id, r.workflow, r.agent, r.stage_index, r.stage_count, r.upstream_agent),
+            known_input_tokens=r.input_tokens[MODEL]), MODEL))
+    by_key = {(e.program_id, e.row.stage_index): e.row for e in examples(records, [MODEL])}
+    from_trace = [by_key[(r.program_id, r.stage_index)] for r in records]
+    predictor = build_predictor({"kind": "qrf", "artifact": str(predictor_dir_for([MODEL])), "models": [MODEL]})
+    live, twin = (predictor.predict_batch([PredictItem(row, (UPPER_QUANTILE,)) for row in rows])
+                  for rows in (as_sent, from_trace))
+    ratios = sorted(a.median_tokens / b.median_tokens for a, b in zip(live, twin) if b.median_tokens > 0)
+    print(f"{len(ratios)} calls: as sent / from the trace, median remaining tokens predicted: median "
+          f"{statistics.median(ratios):.3f}, mean {statistics.mean(ratios):.3f}, P10 {ratios[len(ratios) // 10]:.3f}, "
+          f"P90 {ratios[9 * len(ratios) // 10]:.3f}")
+    for field in ("system_prompt_tokens", "user_prompt_tokens", "input_tokens", "stage_index"):
+        print(f"  {field}: as sent {getattr(as_sent[5], field)}, from the trace {getattr(from_trace[5], field)}")
+    print(f"  user_prompt as sent: {as_sent[5].user_prompt[:60]!r}")
+    print(f"  user_prompt from the trace: {from_trace[5].user_prompt[:60]!r}")
+
+
+if __name__ == "__main__":
+    main()
