@@ -1,5 +1,6 @@
 """The QRF's features and predictions of the live race's agent calls as the door sends them, beside the
-twin's rows from the trace (docs/vllm-sim.md, "The cause: the live predictor read the harness's filler").
+twin's rows from the trace (docs/vllm-sim.md, "The cause: the live predictor read the harness's filler"),
+and each difference alone: the calls as sent with the trace's system-prompt count, or with its text.
 
     python scripts/live_feature_parity.py [--programs 120]
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import collections
 import statistics
+from dataclasses import replace
 
 from hetflow.bench.doors import PromptText, conversation, predictor_dir_for
 from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
@@ -44,12 +46,21 @@ def main() -> None:
     by_key = {(e.program_id, e.row.stage_index): e.row for e in examples(records, [MODEL])}
     from_trace = [by_key[(r.program_id, r.stage_index)] for r in records]
     predictor = build_predictor({"kind": "qrf", "artifact": str(predictor_dir_for([MODEL])), "models": [MODEL]})
-    live, twin = (predictor.predict_batch([PredictItem(row, (UPPER_QUANTILE,)) for row in rows])
-                  for rows in (as_sent, from_trace))
-    ratios = sorted(a.median_tokens / b.median_tokens for a, b in zip(live, twin) if b.median_tokens > 0)
-    print(f"{len(ratios)} calls: as sent / from the trace, median remaining tokens predicted: median "
-          f"{statistics.median(ratios):.3f}, mean {statistics.mean(ratios):.3f}, P10 {ratios[len(ratios) // 10]:.3f}, "
-          f"P90 {ratios[9 * len(ratios) // 10]:.3f}")
+
+    def medians(rows: list) -> list[float]:
+        return [p.median_tokens for p in predictor.predict_batch([PredictItem(row, (UPPER_QUANTILE,)) for row in rows])]
+
+    twin = medians(from_trace)
+    for name, rows in (("as sent", as_sent),
+                       ("as sent with the trace's system-prompt count",
+                        [replace(a, system_prompt_tokens=t.system_prompt_tokens) for a, t in zip(as_sent, from_trace)]),
+                       ("as sent with the trace's user prompt",
+                        [replace(a, user_prompt=t.user_prompt, user_prompt_tokens=t.user_prompt_tokens)
+                         for a, t in zip(as_sent, from_trace)])):
+        ratios = sorted(a / b for a, b in zip(medians(rows), twin) if b > 0)
+        print(f"{name} / from the trace, {len(ratios)} calls' median remaining tokens: median "
+              f"{statistics.median(ratios):.3f}, mean {statistics.mean(ratios):.3f}, "
+              f"P10 {ratios[len(ratios) // 10]:.3f}, P90 {ratios[9 * len(ratios) // 10]:.3f}")
     for field in ("system_prompt_tokens", "user_prompt_tokens", "input_tokens", "stage_index"):
         print(f"  {field}: as sent {getattr(as_sent[5], field)}, from the trace {getattr(from_trace[5], field)}")
     print(f"  user_prompt as sent: {as_sent[5].user_prompt[:60]!r}")
