@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import functools
 import random
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,7 @@ def live_features() -> None:
     from hetflow.core.call import SamplingSpec, WorkflowInfo
     from hetflow.core.features import feature_row
 
-    text, from_trace, trace_sha = PromptText(), learned.examples, learned.trace_sha256
+    text, from_trace = PromptText(), learned.examples
 
     def as_sent(records: Any, models: Any) -> list[Any]:
         by_key = {(r.program_id, r.stage_index): r for r in records}
@@ -170,7 +171,7 @@ def live_features() -> None:
         return out
 
     learned.examples = as_sent
-    learned.trace_sha256 = lambda records: "as-sent-" + trace_sha(records)
+    learned.learned_signals.__defaults__ = (Path(tempfile.mkdtemp(prefix="twin-as-sent-")),)  # never a cached run's
 
 
 def program_idle(idle_s: float) -> None:

@@ -61,6 +61,7 @@ from hetflow.core.trace import StageRecord, agent_calls_again, programs
 from hetflow.runtime import tinymodel
 from hetflow.runtime.config import load_stack
 from hetflow.runtime.ports import free_port
+from hetflow.workloads.build import part_key
 from simulator.metrics import queueing_share, summarize
 from simulator.run import ProgramResult, SimulatedCall, Simulation, prompts_alone, reference_latency_s
 from simulator.settle import StopBelowSlo, certainly_missed, stopped_summary
@@ -106,14 +107,16 @@ class PromptText:
     def _template_tokens(self, probe_tokens: int = 40) -> dict[str, int]:
         """The chat template's own tokens (its special tokens and role headers, the generation prompt
         included), besides the messages' contents: around a conversation's first user message
-        (``first``), what an answer and the user message after it add (``turn``), and an answer that
-        follows an answer (``answer``)."""
-        user, answer, answer2, more = ({"role": role, "content": self.part(f"template/{role}/{i}", probe_tokens)}
-                                       for i, role in enumerate(("user", "assistant", "assistant", "user")))
+        (``first``), what an answer and the user message after it add (``turn``), an answer that
+        follows an answer (``answer``), and a system message before the first user message (``system``)."""
+        user, answer, answer2, more, system = (
+            {"role": role, "content": self.part(f"template/{role}/{i}", probe_tokens)}
+            for i, role in enumerate(("user", "assistant", "assistant", "user", "system")))
         one, three = len(self._tokenizer.chat([user])), len(self._tokenizer.chat([user, answer, more]))
         four = len(self._tokenizer.chat([user, answer, answer2, more]))
+        with_system = len(self._tokenizer.chat([system, user]))
         return {"first": one - probe_tokens, "turn": three - one - 2 * probe_tokens,
-                "answer": four - three - probe_tokens}
+                "answer": four - three - probe_tokens, "system": with_system - one - probe_tokens}
 
 
 @dataclass
@@ -428,7 +431,9 @@ async def _read_stream(reply: httpx.Response) -> tuple[str, float, float]:
 
 def conversation(record: StageRecord, answers: dict[int, str], text: PromptText, model: str) -> list[dict[str, str]]:
     """The call's prompt as chat messages, in the trace's part order: each ancestor's answer an assistant
-    message, the text between them user messages. An agent's next call then starts with its last call's
+    message, the text between them user messages, the call's own system prompt a system message where it
+    comes first (hetflow's predictor reads its length: sent as user text, the QRF predicted 1.2x the
+    remaining work its twin's rows give, docs/vllm-sim.md). An agent's next call then starts with its last call's
     prompt and answer, token for token, so both are prefix hits wherever they are still cached.
 
     Each user message's last text part is shorter by the chat template's own tokens around it and the
@@ -439,12 +444,17 @@ def conversation(record: StageRecord, answers: dict[int, str], text: PromptText,
     parts = record.prompt_parts or [{"text": f"{record.program_id}/{record.stage_index}",
                                      "tokens": record.input_tokens[model]}]
     template = text.template_tokens
+    system_key = part_key(record.system_prompt) if record.system_prompt else None
     messages: list[dict[str, str]] = []
     owed = 0
     for i, part in enumerate(parts):
         if "output_of" in part:
             owed += template["answer"] if messages and messages[-1]["role"] == "assistant" else 0
             role, content = "assistant", answers[part["output_of"]]
+        elif i == 0 and part["text"] == system_key:  # the call's own system prompt, as a client sends it
+            tokens = part["tokens"] - template["system"]
+            owed += max(0, -tokens)
+            role, content = "system", text.part(part["text"], max(0, tokens))
         else:
             tokens = part["tokens"]
             if i + 1 == len(parts) or "output_of" in parts[i + 1]:  # the user message's last part

@@ -105,6 +105,11 @@ _TEXT_TOKENS: BoundedMemo[str, int] = BoundedMemo()
 """Token counts of prompt texts by their part key: a program's texts recur in every later stage's prompt."""
 
 
+def part_key(text: str) -> str:
+    """A prompt text's key in ``prompt_parts``: its digest."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def prompt_parts(stages: Sequence[StagePlan], index: int, context: set[int]) -> list[dict[str, Any]]:
     """Stage ``index``'s (0-based) prompt: each ancestor in ``context`` (1-based) as its texts and its
     output, then its own texts, each text once (a text's key is its digest, and its count is taken once
@@ -113,7 +118,7 @@ def prompt_parts(stages: Sequence[StagePlan], index: int, context: set[int]) -> 
     seen: set[str] = set()
     for j in [*sorted(context), index + 1]:
         for text in (stages[j - 1].system_prompt, stages[j - 1].user_prompt):
-            key = hashlib.sha256(text.encode()).hexdigest()[:16]
+            key = part_key(text)
             if text and key not in seen:
                 seen.add(key)
                 parts.append({"text": key, "tokens": _TEXT_TOKENS.get(key, functools.partial(count_tokens, text))})

@@ -42,6 +42,7 @@ from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.presets import resolve
 from hetflow.core.trace import StageRecord
 from hetflow.runtime import tinymodel
+from hetflow.workloads.build import part_key
 from hetflow.workloads.generate import generate
 from monitor_svc.config import from_stack as monitor_config
 from simulator.run import ProgramResult, SimulatedCall
@@ -151,6 +152,22 @@ def test_a_calls_prompt_is_a_conversation_whose_answers_are_the_ancestors_own(te
     ends_on_answer = record()
     ends_on_answer.prompt_parts = [{"text": "system", "tokens": 20}, {"output_of": 1}]
     assert conversation(ends_on_answer, {1: " x"}, text, "m")[-1] == {"role": "user", "content": ""}
+
+
+def test_a_calls_own_system_prompt_goes_first_as_a_system_message_and_the_server_counts_it_as_the_trace(text):
+    """Sent as user text, hetflow's QRF read no system prompt and predicted 1.2x its twin's remaining work."""
+    model = "qwen2.5-7b-instruct"
+    first, later = generate("agent", 1, 1, [model], rate_per_s=1.0)[:2]
+    answers = {1: text.part("answer/1", first.output_tokens[model])}
+    messages = conversation(later, answers, text, model)
+    assert [m["role"] for m in messages[:3]] == ["system", "user", "assistant"]
+    system_tokens = later.prompt_parts[0]["tokens"] - text.template_tokens["system"]
+    assert messages[0]["content"] == text.part(later.prompt_parts[0]["text"], system_tokens)
+    assert server_count(text, later, answers, model) == later.input_tokens[model]
+    elsewhere = record()  # a system prompt that is not the prompt's first part stays user text
+    elsewhere.system_prompt = "you review"
+    elsewhere.prompt_parts = [{"text": "task", "tokens": 30}, {"text": part_key("you review"), "tokens": 20}]
+    assert [m["role"] for m in conversation(elsewhere, {}, text, "m")] == ["user"]
 
 
 def server_count(text: PromptText, rec: StageRecord, answers: dict[int, str], model: str = "m") -> int:
