@@ -1,6 +1,7 @@
 """The QRF's features and predictions of the live race's agent calls as the door sends them, beside the
 twin's rows from the trace (docs/vllm-sim.md, "The cause: the live predictor read the harness's filler"),
-and each difference alone: the calls as sent with the trace's system-prompt count, or with its text.
+and each difference alone: the calls as sent with the trace's system-prompt count, with its text, or with
+its text cut to the part's tokens in the servers' tokenizer (what the harness could send in the filler's place).
 
     python scripts/live_feature_parity.py [--programs 120]
 
@@ -17,9 +18,12 @@ import collections
 import statistics
 from dataclasses import replace
 
+from engine_svc.vllm_sim.tokenizer import PromptTokenizer
 from hetflow.bench.doors import PromptText, conversation, predictor_dir_for
 from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
 from hetflow.core.features import PredictItem, feature_row
+from hetflow.core.tokens import count_tokens
+from hetflow.core.trace import StageRecord
 from hetflow.workloads.generate import generate
 from predictor_svc.predictors import build_predictor
 from predictor_svc.training import examples
@@ -27,6 +31,16 @@ from simulator.signals import UPPER_QUANTILE
 
 MODEL = "qwen2.5-7b-instruct"
 RATE_PER_S = 0.8724061861322062
+
+
+def cut_text(tokenizer: PromptTokenizer, record: StageRecord) -> str | None:
+    """The record's user prompt cut to its part's tokens in the servers' tokenizer (filler after a shorter
+    one); None where its prompt ends on an answer."""
+    last = record.prompt_parts[-1]
+    if "output_of" in last or not record.user_prompt:
+        return None
+    ids = list(tokenizer.encode(record.user_prompt, add_special_tokens=False))[:last["tokens"]]
+    return tokenizer.decode(ids + list(tokenizer.filler(last["text"], last["tokens"] - len(ids))))
 
 
 def main() -> None:
@@ -47,6 +61,13 @@ def main() -> None:
     from_trace = [by_key[(r.program_id, r.stage_index)] for r in records]
     predictor = build_predictor({"kind": "qrf", "artifact": str(predictor_dir_for([MODEL])), "models": [MODEL]})
 
+    tokenizer = PromptTokenizer()
+    cut = []
+    for a, r in zip(as_sent, records):
+        text_cut = cut_text(tokenizer, r)
+        cut.append(a if text_cut is None else
+                   replace(a, user_prompt=text_cut, user_prompt_tokens=count_tokens(text_cut)))
+
     def medians(rows: list) -> list[float]:
         return [p.median_tokens for p in predictor.predict_batch([PredictItem(row, (UPPER_QUANTILE,)) for row in rows])]
 
@@ -56,7 +77,8 @@ def main() -> None:
                         [replace(a, system_prompt_tokens=t.system_prompt_tokens) for a, t in zip(as_sent, from_trace)]),
                        ("as sent with the trace's user prompt",
                         [replace(a, user_prompt=t.user_prompt, user_prompt_tokens=t.user_prompt_tokens)
-                         for a, t in zip(as_sent, from_trace)])):
+                         for a, t in zip(as_sent, from_trace)]),
+                       ("as sent with the trace's user prompt cut to its part's tokens", cut)):
         ratios = sorted(a / b for a, b in zip(medians(rows), twin) if b > 0)
         print(f"{name} / from the trace, {len(ratios)} calls' median remaining tokens: median "
               f"{statistics.median(ratios):.3f}, mean {statistics.mean(ratios):.3f}, "
