@@ -5,9 +5,10 @@ its text cut to the part's tokens in the servers' tokenizer (what the harness co
 
     python scripts/live_feature_parity.py [--programs 120]
 
-The live door's calls carry no system message (``hetflow.bench.doors.conversation`` sends every part as user
-text) and filler words with the trace's token counts, where the twin's QRF rows
-(``predictor_svc.training.examples``) read the trace's system prompt and texts. Prints the ratio of the two
+The live door's calls (``hetflow.bench.doors.conversation``, each part its own text cut to the trace's token
+count, the system prompt a system message) against the twin's QRF rows (``predictor_svc.training.examples``:
+the trace's system prompt and texts); before 3071cc7 every part went as user text, and before the next
+commit as filler words. Prints the ratio of the two
 predictions per call and one call's features side by side.
 """
 
@@ -19,7 +20,7 @@ import statistics
 from dataclasses import replace
 
 from engine_svc.vllm_sim.tokenizer import PromptTokenizer
-from hetflow.bench.doors import PromptText, conversation, predictor_dir_for
+from hetflow.bench.doors import PromptText, conversation, part_texts, predictor_dir_for
 from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
 from hetflow.core.features import PredictItem, feature_row
 from hetflow.core.tokens import count_tokens
@@ -50,9 +51,13 @@ def main() -> None:
     records = [r for r in generate("agent", 1500, 1, [MODEL], rate_per_s=RATE_PER_S)
                if int(r.program_id.rsplit("-", 1)[1]) < args.programs]
     text = PromptText()
-    as_sent = []
+    as_sent, by_program = [], collections.defaultdict(list)
     for r in records:
-        chat = tuple((m["role"], m["content"]) for m in conversation(r, collections.defaultdict(str), text, MODEL))
+        by_program[r.program_id].append(r)
+    texts = {program_id: part_texts(program) for program_id, program in by_program.items()}
+    for r in records:
+        chat = tuple((m["role"], m["content"])
+                     for m in conversation(r, collections.defaultdict(str), text, MODEL, texts[r.program_id]))
         as_sent.append(feature_row(LlmCall(
             request_id=r.program_id, prompt="", messages=chat, sampling=SamplingSpec(max_tokens=r.output_tokens[MODEL]),
             workflow=WorkflowInfo(r.program_id, r.workflow, r.agent, r.stage_index, r.stage_count, r.upstream_agent),

@@ -150,7 +150,7 @@ def live_features() -> None:
     import collections
 
     import hetflow.bench.learned_signals as learned
-    from hetflow.bench.doors import conversation
+    from hetflow.bench.doors import conversation, part_texts
     from hetflow.core.call import SamplingSpec, WorkflowInfo
     from hetflow.core.features import feature_row
 
@@ -158,10 +158,14 @@ def live_features() -> None:
 
     def as_sent(records: Any, models: Any) -> list[Any]:
         by_key = {(r.program_id, r.stage_index): r for r in records}
+        by_program = collections.defaultdict(list)
+        for r in records:
+            by_program[r.program_id].append(r)
+        texts = {program_id: part_texts(program) for program_id, program in by_program.items()}
         out = []
         for e in from_trace(records, models):
             r = by_key[(e.program_id, e.row.stage_index)]
-            messages = conversation(r, collections.defaultdict(str), text, e.row.model)
+            messages = conversation(r, collections.defaultdict(str), text, e.row.model, texts[r.program_id])
             chat = tuple((m["role"], m["content"]) for m in messages)
             call = LlmCall(request_id=r.program_id, prompt="", messages=chat,
                            sampling=SamplingSpec(max_tokens=r.output_tokens[e.row.model]),

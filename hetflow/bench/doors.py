@@ -101,8 +101,18 @@ class PromptText:
         self._tokenizer = PromptTokenizer(tokenizer_dir)
         self.template_tokens = self._template_tokens()
 
-    def part(self, key: str, tokens: int) -> str:
-        return self._tokenizer.decode(self._tokenizer.filler(key, tokens))
+    def part(self, key: str, tokens: int, real: str = "") -> str:
+        """``tokens`` tokens of the part ``key``: its ``real`` text (leading whitespace dropped) cut to them in
+        the servers' tokenizer (filler after a shorter one), or filler alone; filler where the cut text
+        would not encode back to exactly ``tokens`` (hetflow's predictor reads the text: on filler it
+        predicted -13% to +25% a call against its twin's rows, docs/vllm-sim.md)."""
+        filler = self._tokenizer.decode(self._tokenizer.filler(key, tokens))
+        if not real or tokens <= 0:
+            return filler
+        ids = list(self._tokenizer.encode(real.lstrip(), add_special_tokens=False))[:tokens]  # a leading
+        # newline would merge with the chat template's own after the role
+        cut = self._tokenizer.decode(ids + list(self._tokenizer.filler(key, tokens - len(ids))))
+        return cut if len(self._tokenizer.encode(cut, add_special_tokens=False)) == tokens else filler
 
     def _template_tokens(self, probe_tokens: int = 40) -> dict[str, int]:
         """The chat template's own tokens (its special tokens and role headers, the generation prompt
@@ -429,12 +439,20 @@ async def _read_stream(reply: httpx.Response) -> tuple[str, float, float]:
     return "".join(text), first_s, time.perf_counter()
 
 
-def conversation(record: StageRecord, answers: dict[int, str], text: PromptText, model: str) -> list[dict[str, str]]:
+def part_texts(program: Sequence[StageRecord]) -> dict[str, str]:
+    """The program's prompt texts by their part key (``hetflow.workloads.build.part_key``)."""
+    return {part_key(t): t for r in program for t in (r.system_prompt, r.user_prompt) if t}
+
+
+def conversation(record: StageRecord, answers: dict[int, str], text: PromptText, model: str,
+                 texts: Mapping[str, str] | None = None) -> list[dict[str, str]]:
     """The call's prompt as chat messages, in the trace's part order: each ancestor's answer an assistant
     message, the text between them user messages, the call's own system prompt a system message where it
     comes first (hetflow's predictor reads its length: sent as user text, the QRF predicted 1.2x the
-    remaining work its twin's rows give, docs/vllm-sim.md). An agent's next call then starts with its last call's
-    prompt and answer, token for token, so both are prefix hits wherever they are still cached.
+    remaining work its twin's rows give, docs/vllm-sim.md). With ``texts`` (``part_texts``), each part is
+    its own text cut to its tokens (``PromptText.part``), else filler. An agent's next call then starts
+    with its last call's prompt and answer, token for token, so both are prefix hits wherever they are
+    still cached.
 
     Each user message's last text part is shorter by the chat template's own tokens around it and the
     answers before it (``PromptText.template_tokens``; what a short part cannot give, the next one does),
@@ -445,6 +463,10 @@ def conversation(record: StageRecord, answers: dict[int, str], text: PromptText,
                                      "tokens": record.input_tokens[model]}]
     template = text.template_tokens
     system_key = part_key(record.system_prompt) if record.system_prompt else None
+
+    def real(key: str) -> str:
+        return (texts or {}).get(key, "")
+
     messages: list[dict[str, str]] = []
     owed = 0
     for i, part in enumerate(parts):
@@ -454,13 +476,13 @@ def conversation(record: StageRecord, answers: dict[int, str], text: PromptText,
         elif i == 0 and part["text"] == system_key:  # the call's own system prompt, as a client sends it
             tokens = part["tokens"] - template["system"]
             owed += max(0, -tokens)
-            role, content = "system", text.part(part["text"], max(0, tokens))
+            role, content = "system", text.part(part["text"], max(0, tokens), real(part["text"]))
         else:
             tokens = part["tokens"]
             if i + 1 == len(parts) or "output_of" in parts[i + 1]:  # the user message's last part
                 owed += template["turn"] if any(m["role"] == "assistant" for m in messages) else template["first"]
                 tokens, owed = max(0, tokens - owed), max(0, owed - tokens)
-            role, content = "user", text.part(part["text"], tokens)
+            role, content = "user", text.part(part["text"], tokens, real(part["text"]))
         if messages and messages[-1]["role"] == role == "user":
             messages[-1]["content"] += content
         else:
@@ -488,6 +510,7 @@ async def replay_program(client: httpx.AsyncClient, door: Door, program: list[St
     profile = engines[0].profile
     alone = prompts_alone(program, model, profile.block_size)
     answers: dict[int, str] = {}
+    texts = part_texts(program)
     done = {r.stage_index: asyncio.Event() for r in program}
 
     async def stage(record: StageRecord) -> None:
@@ -497,7 +520,7 @@ async def replay_program(client: httpx.AsyncClient, door: Door, program: list[St
         upstream = next((r.agent for r in program if r.stage_index in record.depends_on
                          and r.agent != record.agent), "")
         step = sum(1 for r in program if r.agent == record.agent and r.stage_index < record.stage_index)
-        call = StageCall(record, conversation(record, answers, text, model), model, upstream, first.agent, step,
+        call = StageCall(record, conversation(record, answers, text, model, texts), model, upstream, first.agent, step,
                          agent_calls_again(program, record))
         body, headers = body_for(door, call, deadline)
         sent = time.perf_counter()

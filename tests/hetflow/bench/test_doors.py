@@ -27,6 +27,7 @@ from hetflow.bench.doors import (
     door_waits_of,
     failure,
     hetflow_stack,
+    part_texts,
     release_rounds,
     settled_misses,
     simulated_row,
@@ -154,6 +155,16 @@ def test_a_calls_prompt_is_a_conversation_whose_answers_are_the_ancestors_own(te
     assert conversation(ends_on_answer, {1: " x"}, text, "m")[-1] == {"role": "user", "content": ""}
 
 
+def test_a_parts_own_text_is_cut_to_its_tokens_and_filler_follows_a_shorter_one(text):
+    tokenizer = PromptTokenizer()
+    long_text = "OBSERVATION (step 6): the tests failed in module.py " * 20
+    cut = text.part("obs", 30, long_text)
+    assert len(tokenizer.encode(cut, add_special_tokens=False)) == 30 and long_text.startswith(cut)
+    short = text.part("obs", 30, "OBSERVATION")
+    assert short.startswith("OBSERVATION") and len(tokenizer.encode(short, add_special_tokens=False)) == 30
+    assert text.part("obs", 30) == text.part("obs", 30, "") != cut  # no text: filler
+
+
 def test_a_calls_own_system_prompt_goes_first_as_a_system_message_and_the_server_counts_it_as_the_trace(text):
     """Sent as user text, hetflow's QRF read no system prompt and predicted 1.2x its twin's remaining work."""
     model = "qwen2.5-7b-instruct"
@@ -184,6 +195,8 @@ def test_the_server_counts_a_calls_prompt_as_the_trace_and_its_twin_do(text):
     for rec in records:
         mine = {s: a for (p, s), a in answers.items() if p == rec.program_id}
         assert server_count(text, rec, mine, model) == rec.input_tokens[model]
+        texts = part_texts([r for r in records if r.program_id == rec.program_id])  # the trace's own texts, cut
+        assert len(PromptTokenizer().chat(conversation(rec, mine, text, model, texts))) == rec.input_tokens[model]
     short = record(3)  # a part shorter than the template's tokens leaves the rest to the next one
     short.prompt_parts = [{"text": "system", "tokens": 40}, {"output_of": 1}, {"text": "ok", "tokens": 2},
                           {"output_of": 2}, {"text": "more", "tokens": 60}]
