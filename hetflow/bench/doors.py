@@ -1005,9 +1005,9 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
 def twin_signals(predictor: str, records: Sequence[StageRecord], engines: Sequence[EngineSpec]) -> Signals:
     """What the twin is told in place of hetflow's router and predictor: fixed priors, and ``predictor``'s
     predictions (for the QRF, its artifact run over ``records`` as predictor_svc runs it, on the trace's
-    system prompts and texts: the live door is sent its system prompt but filler for the texts, from which
-    the QRF predicts 1.03x the work at the median, docs/vllm-sim.md "The cause: the live predictor read the
-    harness's filler")."""
+    system prompts and texts: the live door is sent the same texts cut to the trace's tokens, from which
+    the QRF predicts 1.000x the work at the median, docs/vllm-sim.md "The cause: the live predictor read
+    the harness's filler")."""
     check_predictor(predictor)
     if predictor == "input-length":
         return Signals("prior", "input-length")
