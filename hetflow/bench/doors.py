@@ -52,6 +52,7 @@ from hetflow.bench.flame import flame_graphs
 from hetflow.bench.gate_series import SAMPLE_S, GateSample, GateSeries, gate_sample_of
 from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_binary, router_command
 from hetflow.core.engine.profile import EngineProfile, EngineSpec, load_profile
+from hetflow.core.memo import BoundedMemo
 from hetflow.core.monitor.state import MonitorLimits
 from hetflow.core.policies.program_admission import ledgers_of
 from hetflow.core.policies.workflow_ttl import WorkflowTtl
@@ -91,6 +92,10 @@ tool gaps (``stats_window_size``, src/program_scheduling/factors.rs): 600 gaps s
 its hash fill every window of a 4-engine pool."""
 
 
+PART_MEMO_ENTRIES = 8192
+"""Prompt parts ``PromptText`` remembers: every part of a hundred programs in flight, a few token counts each."""
+
+
 class PromptText:
     """Prompt text with exact token counts in the pool's tokenizer: each part is the servers' own filler
     (words the tokenizer holds as one token), seeded by the part's key, so equal parts are equal tokens."""
@@ -99,20 +104,25 @@ class PromptText:
         from engine_svc.vllm_sim.tokenizer import PromptTokenizer  # the servers' tokenizer, as they load it
 
         self._tokenizer = PromptTokenizer(tokenizer_dir)
+        self._parts: BoundedMemo[tuple[str, int, str], str] = BoundedMemo(PART_MEMO_ENTRIES)
         self.template_tokens = self._template_tokens()
 
     def part(self, key: str, tokens: int, real: str = "") -> str:
         """``tokens`` tokens of the part ``key``: its ``real`` text (leading whitespace dropped) cut to them in
         the servers' tokenizer (filler after a shorter one), or filler alone; filler where the cut text
         would not encode back to exactly ``tokens`` (hetflow's predictor reads the text: on filler it
-        predicted -13% to +25% a call against its twin's rows, docs/vllm-sim.md)."""
-        filler = self._tokenizer.decode(self._tokenizer.filler(key, tokens))
-        if not real or tokens <= 0:
-            return filler
-        ids = list(self._tokenizer.encode(real.lstrip(), add_special_tokens=False))[:tokens]  # a leading
-        # newline would merge with the chat template's own after the role
-        cut = self._tokenizer.decode(ids + list(self._tokenizer.filler(key, tokens - len(ids))))
-        return cut if len(self._tokenizer.encode(cut, add_special_tokens=False)) == tokens else filler
+        predicted -13% to +25% a call against its twin's rows, docs/vllm-sim.md). Remembered: every later
+        call of a program sends its earlier parts again."""
+        return self._parts.get((key, tokens, real), lambda: self._cut(key, tokens, real))
+
+    def _cut(self, key: str, tokens: int, real: str) -> str:
+        if real and tokens > 0:
+            ids = list(self._tokenizer.encode(real.lstrip(), add_special_tokens=False))[:tokens]  # a leading
+            # newline would merge with the chat template's own after the role
+            cut = self._tokenizer.decode(ids + list(self._tokenizer.filler(key, tokens - len(ids))))
+            if len(self._tokenizer.encode(cut, add_special_tokens=False)) == tokens:
+                return cut
+        return self._tokenizer.decode(self._tokenizer.filler(key, tokens))
 
     def _template_tokens(self, probe_tokens: int = 40) -> dict[str, int]:
         """The chat template's own tokens (its special tokens and role headers, the generation prompt
