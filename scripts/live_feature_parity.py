@@ -1,30 +1,25 @@
 """The QRF's features and predictions of the live race's agent calls as the door sends them, beside the
 twin's rows from the trace (docs/vllm-sim.md, "The cause: the live predictor read the harness's filler"),
-and each difference alone: the calls as sent with the trace's system-prompt count, with its text, or with
-its text cut to the part's tokens in the servers' tokenizer (what the harness could send in the filler's place).
+and each difference alone: the calls as sent with the trace's system-prompt count, or with its text.
 
     python scripts/live_feature_parity.py [--programs 120]
 
-The live door's calls (``hetflow.bench.doors.conversation``, each part its own text cut to the trace's token
-count, the system prompt a system message) against the twin's QRF rows (``predictor_svc.training.examples``:
-the trace's system prompt and texts); before 3071cc7 every part went as user text, and before the next
-commit as filler words. Prints the ratio of the two
-predictions per call and one call's features side by side.
+The live door's calls (``hetflow.bench.doors.sent_feature_row``: each part its own text cut to the trace's
+token count, the system prompt a system message) against the twin's QRF rows
+(``predictor_svc.training.examples``: the trace's system prompt and texts); before 3071cc7 every part went
+as user text, and before 0f913a4 as filler words. Prints the ratio of the two predictions per call and one
+call's features side by side.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import statistics
 from dataclasses import replace
 
-from engine_svc.vllm_sim.tokenizer import PromptTokenizer
-from hetflow.bench.doors import PromptText, conversation, part_texts, predictor_dir_for
-from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
-from hetflow.core.features import PredictItem, feature_row
-from hetflow.core.tokens import count_tokens
-from hetflow.core.trace import StageRecord
+from hetflow.bench.doors import PromptText, part_texts, predictor_dir_for, sent_feature_row
+from hetflow.core.features import PredictItem
+from hetflow.core.trace import programs
 from hetflow.workloads.generate import generate
 from predictor_svc.predictors import build_predictor
 from predictor_svc.training import examples
@@ -34,16 +29,6 @@ MODEL = "qwen2.5-7b-instruct"
 RATE_PER_S = 0.8724061861322062
 
 
-def cut_text(tokenizer: PromptTokenizer, record: StageRecord) -> str | None:
-    """The record's user prompt cut to its part's tokens in the servers' tokenizer (filler after a shorter
-    one); None where its prompt ends on an answer."""
-    last = record.prompt_parts[-1]
-    if "output_of" in last or not record.user_prompt:
-        return None
-    ids = list(tokenizer.encode(record.user_prompt, add_special_tokens=False))[:last["tokens"]]
-    return tokenizer.decode(ids + list(tokenizer.filler(last["text"], last["tokens"] - len(ids))))
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--programs", type=int, default=120, help="the trace's first programs (seed 1)")
@@ -51,27 +36,11 @@ def main() -> None:
     records = [r for r in generate("agent", 1500, 1, [MODEL], rate_per_s=RATE_PER_S)
                if int(r.program_id.rsplit("-", 1)[1]) < args.programs]
     text = PromptText()
-    as_sent, by_program = [], collections.defaultdict(list)
-    for r in records:
-        by_program[r.program_id].append(r)
-    texts = {program_id: part_texts(program) for program_id, program in by_program.items()}
-    for r in records:
-        chat = tuple((m["role"], m["content"])
-                     for m in conversation(r, collections.defaultdict(str), text, MODEL, texts[r.program_id]))
-        as_sent.append(feature_row(LlmCall(
-            request_id=r.program_id, prompt="", messages=chat, sampling=SamplingSpec(max_tokens=r.output_tokens[MODEL]),
-            workflow=WorkflowInfo(r.program_id, r.workflow, r.agent, r.stage_index, r.stage_count, r.upstream_agent),
-            known_input_tokens=r.input_tokens[MODEL]), MODEL))
+    texts = {program_id: part_texts(program) for program_id, program in programs(records).items()}
+    as_sent = [sent_feature_row(r, MODEL, text, texts[r.program_id]) for r in records]
     by_key = {(e.program_id, e.row.stage_index): e.row for e in examples(records, [MODEL])}
     from_trace = [by_key[(r.program_id, r.stage_index)] for r in records]
     predictor = build_predictor({"kind": "qrf", "artifact": str(predictor_dir_for([MODEL])), "models": [MODEL]})
-
-    tokenizer = PromptTokenizer()
-    cut = []
-    for a, r in zip(as_sent, records):
-        text_cut = cut_text(tokenizer, r)
-        cut.append(a if text_cut is None else
-                   replace(a, user_prompt=text_cut, user_prompt_tokens=count_tokens(text_cut)))
 
     def medians(rows: list) -> list[float]:
         return [p.median_tokens for p in predictor.predict_batch([PredictItem(row, (UPPER_QUANTILE,)) for row in rows])]
@@ -82,8 +51,7 @@ def main() -> None:
                         [replace(a, system_prompt_tokens=t.system_prompt_tokens) for a, t in zip(as_sent, from_trace)]),
                        ("as sent with the trace's user prompt",
                         [replace(a, user_prompt=t.user_prompt, user_prompt_tokens=t.user_prompt_tokens)
-                         for a, t in zip(as_sent, from_trace)]),
-                       ("as sent with the trace's user prompt cut to its part's tokens", cut)):
+                         for a, t in zip(as_sent, from_trace)])):
         ratios = sorted(a / b for a, b in zip(medians(rows), twin) if b > 0)
         print(f"{name} / from the trace, {len(ratios)} calls' median remaining tokens: median "
               f"{statistics.median(ratios):.3f}, mean {statistics.mean(ratios):.3f}, "

@@ -19,8 +19,8 @@ tool time grown by it: outside every queue and engine), as a live door's own tim
 (``hetflow.bench.doors.door_transit_s_per_call``) makes it; with ``--jitter-seeds``, once per seed, each
 call's delay drawn uniform on [0, twice it]. ``--engines-slower``: every engine iteration that many times
 the profile's length (live engines slower at load than the twin's). ``--live-features``: the QRF's
-predictions from each call's features as the live door sends it (``hetflow.bench.doors.conversation``: no
-system message, the parts' filler text), not the trace's texts. ``--holds-until-s``: also the calls
+predictions from each call's features as the live door reads them (``hetflow.bench.doors.sent_feature_row``),
+not from the trace's rows. ``--holds-until-s``: also the calls
 the twin held for room that left the hold by then (GPU s), how many and how long each, as the live row's
 ``door_waits`` counts a stopped probe's (``held_calls``, ``held_s``). Each patches
 the simulator for this process alone; prints P95, the share within the SLO, the prefix hit rate and the
@@ -147,32 +147,17 @@ def engines_slower(factor: float) -> None:
 
 
 def live_features() -> None:
-    import collections
-
     import hetflow.bench.learned_signals as learned
-    from hetflow.bench.doors import conversation, part_texts
-    from hetflow.core.call import SamplingSpec, WorkflowInfo
-    from hetflow.core.features import feature_row
+    from hetflow.bench.doors import part_texts, sent_feature_row
+    from hetflow.core.trace import programs
 
     text, from_trace = PromptText(), learned.examples
 
     def as_sent(records: Any, models: Any) -> list[Any]:
         by_key = {(r.program_id, r.stage_index): r for r in records}
-        by_program = collections.defaultdict(list)
-        for r in records:
-            by_program[r.program_id].append(r)
-        texts = {program_id: part_texts(program) for program_id, program in by_program.items()}
-        out = []
-        for e in from_trace(records, models):
-            r = by_key[(e.program_id, e.row.stage_index)]
-            messages = conversation(r, collections.defaultdict(str), text, e.row.model, texts[r.program_id])
-            chat = tuple((m["role"], m["content"]) for m in messages)
-            call = LlmCall(request_id=r.program_id, prompt="", messages=chat,
-                           sampling=SamplingSpec(max_tokens=r.output_tokens[e.row.model]),
-                           workflow=WorkflowInfo(r.program_id, r.workflow, r.agent, r.stage_index, r.stage_count,
-                                                 r.upstream_agent), known_input_tokens=r.input_tokens[e.row.model])
-            out.append(replace(e, row=feature_row(call, e.row.model)))
-        return out
+        texts = {program_id: part_texts(program) for program_id, program in programs(records).items()}
+        return [replace(e, row=sent_feature_row(r, e.row.model, text, texts[r.program_id]))
+                for e in from_trace(records, models) for r in (by_key[(e.program_id, e.row.stage_index)],)]
 
     learned.examples = as_sent
     learned.learned_signals.__defaults__ = (Path(tempfile.mkdtemp(prefix="twin-as-sent-")),)  # never a cached run's

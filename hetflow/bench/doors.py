@@ -36,7 +36,7 @@ import re
 import subprocess
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,7 +51,9 @@ from hetflow.bench.common import OUT_DIR, machine
 from hetflow.bench.flame import flame_graphs
 from hetflow.bench.gate_series import SAMPLE_S, GateSample, GateSeries, gate_sample_of
 from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_binary, router_command
+from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
 from hetflow.core.engine.profile import EngineProfile, EngineSpec, load_profile
+from hetflow.core.features import FeatureRow, feature_row
 from hetflow.core.memo import BoundedMemo
 from hetflow.core.monitor.state import MonitorLimits
 from hetflow.core.policies.program_admission import ledgers_of
@@ -452,6 +454,19 @@ async def _read_stream(reply: httpx.Response) -> tuple[str, float, float]:
 def part_texts(program: Sequence[StageRecord]) -> dict[str, str]:
     """The program's prompt texts by their part key (``hetflow.workloads.build.part_key``)."""
     return {part_key(t): t for r in program for t in (r.system_prompt, r.user_prompt) if t}
+
+
+def sent_feature_row(record: StageRecord, model: str, text: PromptText, texts: Mapping[str, str]) -> FeatureRow:
+    """The QRF's features (Chimera 3.4) of ``record``'s call as this harness sends it (``conversation``,
+    ``texts`` its program's ``part_texts``), as hetflow's live door reads them."""
+    messages = conversation(record, defaultdict(str), text, model, texts)
+    chat = tuple((m["role"], m["content"]) for m in messages)
+    return feature_row(LlmCall(
+        request_id=record.program_id, prompt="", messages=chat,
+        sampling=SamplingSpec(max_tokens=record.output_tokens[model]),
+        workflow=WorkflowInfo(record.program_id, record.workflow, record.agent, record.stage_index,
+                              record.stage_count, record.upstream_agent),
+        known_input_tokens=record.input_tokens[model]), model)
 
 
 def conversation(record: StageRecord, answers: dict[int, str], text: PromptText, model: str,

@@ -29,6 +29,7 @@ from hetflow.bench.doors import (
     hetflow_stack,
     part_texts,
     release_rounds,
+    sent_feature_row,
     settled_misses,
     simulated_row,
     stop_when_settled,
@@ -179,6 +180,16 @@ def test_a_calls_own_system_prompt_goes_first_as_a_system_message_and_the_server
     elsewhere.system_prompt = "you review"
     elsewhere.prompt_parts = [{"text": "task", "tokens": 30}, {"text": part_key("you review"), "tokens": 20}]
     assert [m["role"] for m in conversation(elsewhere, {}, text, "m")] == ["user"]
+
+
+def test_the_features_of_a_call_as_sent_are_its_system_prompt_and_its_own_text(text):
+    model = "qwen2.5-7b-instruct"
+    program = generate("agent", 1, 1, [model], rate_per_s=1.0)
+    later = program[1]
+    row = sent_feature_row(later, model, text, part_texts(program))
+    assert row.system_prompt_tokens > 0 and row.stage_index == later.stage_index
+    assert row.user_prompt[:20] == later.user_prompt.lstrip()[:20]
+    assert row.input_tokens == later.input_tokens[model]
 
 
 def server_count(text: PromptText, rec: StageRecord, answers: dict[int, str], model: str = "m") -> int:
