@@ -17,7 +17,8 @@ import argparse
 import statistics
 from dataclasses import replace
 
-from hetflow.bench.doors import PromptText, part_texts, predictor_dir_for, sent_feature_row
+from hetflow.bench.doors import predictor_dir_for, sent_feature_row
+from hetflow.bench.prompts import PromptText, part_texts
 from hetflow.core.features import PredictItem
 from hetflow.core.trace import programs
 from hetflow.workloads.generate import generate

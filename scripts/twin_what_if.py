@@ -11,7 +11,7 @@ both scaled, as the approximate count (``hetflow.core.tokens``) scaled them live
 a retained program's KV as vLLM engines can, free of admissions but not pinned; ``--pinned``: as the
 twin had them before, pinned (hetflow's own engine); ``--no-retention``: nothing kept at all.
 ``--template-tokens``: each prompt with the chat template's own tokens the live harness sent before
-cfb3c58 (``hetflow.bench.doors.PromptText``'s, on the first part and on each user part after an answer);
+cfb3c58 (``hetflow.bench.prompts.PromptText``'s, on the first part and on each user part after an answer);
 ``--program-idle-s``: the monitor's ``program_idle_after_s`` in the twin's (GPU) seconds, as a live stack
 that does not scale it has it (30 s of the host's clock: 15 at time scale 2). ``--call-delay-s``:
 every call after a program's first made that much GPU time later than its program's flow allows (its
@@ -40,7 +40,7 @@ from typing import Any
 import hetflow.core.engine.scheduler as scheduler
 import hetflow.workloads.generate as generate
 import simulator.run as run
-from hetflow.bench.doors import PromptText
+from hetflow.bench.prompts import PromptText
 from hetflow.bench.race import RaceSpec, _door_runners
 from hetflow.core.call import LlmCall
 from hetflow.core.monitor.state import MonitorLimits
@@ -148,7 +148,8 @@ def engines_slower(factor: float) -> None:
 
 def live_features() -> None:
     import hetflow.bench.learned_signals as learned
-    from hetflow.bench.doors import part_texts, sent_feature_row
+    from hetflow.bench.doors import sent_feature_row
+    from hetflow.bench.prompts import part_texts
     from hetflow.core.trace import programs
 
     text, from_trace = PromptText(), learned.examples

@@ -50,11 +50,11 @@ from hetflow import stackctl
 from hetflow.bench.common import OUT_DIR, machine
 from hetflow.bench.flame import flame_graphs
 from hetflow.bench.gate_series import SAMPLE_S, GateSample, GateSeries, gate_sample_of
+from hetflow.bench.prompts import PromptText, conversation, part_texts
 from hetflow.bench.vllm_router import agentic_context, program_scheduling_config, router_binary, router_command
 from hetflow.core.call import LlmCall, SamplingSpec, WorkflowInfo
 from hetflow.core.engine.profile import EngineProfile, EngineSpec, load_profile
 from hetflow.core.features import FeatureRow, feature_row
-from hetflow.core.memo import BoundedMemo
 from hetflow.core.monitor.state import MonitorLimits
 from hetflow.core.policies.program_admission import ledgers_of
 from hetflow.core.policies.workflow_ttl import WorkflowTtl
@@ -64,7 +64,6 @@ from hetflow.core.trace import StageRecord, agent_calls_again, programs
 from hetflow.runtime import tinymodel
 from hetflow.runtime.config import load_stack
 from hetflow.runtime.ports import free_port
-from hetflow.workloads.build import part_key
 from simulator.metrics import queueing_share, summarize
 from simulator.run import ProgramResult, SimulatedCall, Simulation, prompts_alone, reference_latency_s
 from simulator.settle import StopBelowSlo, certainly_missed, stopped_summary
@@ -92,53 +91,6 @@ last with its answer, 8 programs a second of GPU time. vLLM's router keeps its s
 switches its growth reserve and fitted TTL on only when a rank's windows hold 100 completions and 100
 tool gaps (``stats_window_size``, src/program_scheduling/factors.rs): 600 gaps spread over the ranks by
 its hash fill every window of a 4-engine pool."""
-
-
-PART_MEMO_ENTRIES = 8192
-"""Prompt parts ``PromptText`` remembers: every part of a hundred programs in flight, a few token counts each."""
-
-
-class PromptText:
-    """Prompt text with exact token counts in the pool's tokenizer: each part is the servers' own filler
-    (words the tokenizer holds as one token), seeded by the part's key, so equal parts are equal tokens."""
-
-    def __init__(self, tokenizer_dir: str = "") -> None:
-        from engine_svc.vllm_sim.tokenizer import PromptTokenizer  # the servers' tokenizer, as they load it
-
-        self._tokenizer = PromptTokenizer(tokenizer_dir)
-        self._parts: BoundedMemo[tuple[str, int, str], str] = BoundedMemo(PART_MEMO_ENTRIES)
-        self.template_tokens = self._template_tokens()
-
-    def part(self, key: str, tokens: int, real: str = "") -> str:
-        """``tokens`` tokens of the part ``key``: its ``real`` text (leading whitespace dropped) cut to them in
-        the servers' tokenizer (filler after a shorter one), or filler alone; filler where the cut text
-        would not encode back to exactly ``tokens`` (hetflow's predictor reads the text: on filler it
-        predicted -13% to +25% a call against its twin's rows, docs/vllm-sim.md). Remembered: every later
-        call of a program sends its earlier parts again."""
-        return self._parts.get((key, tokens, real), lambda: self._cut(key, tokens, real))
-
-    def _cut(self, key: str, tokens: int, real: str) -> str:
-        if real and tokens > 0:
-            ids = list(self._tokenizer.encode(real.lstrip(), add_special_tokens=False))[:tokens]  # a leading
-            # newline would merge with the chat template's own after the role
-            cut = self._tokenizer.decode(ids + list(self._tokenizer.filler(key, tokens - len(ids))))
-            if len(self._tokenizer.encode(cut, add_special_tokens=False)) == tokens:
-                return cut
-        return self._tokenizer.decode(self._tokenizer.filler(key, tokens))
-
-    def _template_tokens(self, probe_tokens: int = 40) -> dict[str, int]:
-        """The chat template's own tokens (its special tokens and role headers, the generation prompt
-        included), besides the messages' contents: around a conversation's first user message
-        (``first``), what an answer and the user message after it add (``turn``), an answer that
-        follows an answer (``answer``), and a system message before the first user message (``system``)."""
-        user, answer, answer2, more, system = (
-            {"role": role, "content": self.part(f"template/{role}/{i}", probe_tokens)}
-            for i, role in enumerate(("user", "assistant", "assistant", "user", "system")))
-        one, three = len(self._tokenizer.chat([user])), len(self._tokenizer.chat([user, answer, more]))
-        four = len(self._tokenizer.chat([user, answer, answer2, more]))
-        with_system = len(self._tokenizer.chat([system, user]))
-        return {"first": one - probe_tokens, "turn": three - one - 2 * probe_tokens,
-                "answer": four - three - probe_tokens, "system": with_system - one - probe_tokens}
 
 
 @dataclass
@@ -451,11 +403,6 @@ async def _read_stream(reply: httpx.Response) -> tuple[str, float, float]:
     return "".join(text), first_s, time.perf_counter()
 
 
-def part_texts(program: Sequence[StageRecord]) -> dict[str, str]:
-    """The program's prompt texts by their part key (``hetflow.workloads.build.part_key``)."""
-    return {part_key(t): t for r in program for t in (r.system_prompt, r.user_prompt) if t}
-
-
 def sent_feature_row(record: StageRecord, model: str, text: PromptText, texts: Mapping[str, str]) -> FeatureRow:
     """The QRF's features (Chimera 3.4) of ``record``'s call as this harness sends it (``conversation``,
     ``texts`` its program's ``part_texts``), as hetflow's live door reads them."""
@@ -467,54 +414,6 @@ def sent_feature_row(record: StageRecord, model: str, text: PromptText, texts: M
         workflow=WorkflowInfo(record.program_id, record.workflow, record.agent, record.stage_index,
                               record.stage_count, record.upstream_agent),
         known_input_tokens=record.input_tokens[model]), model)
-
-
-def conversation(record: StageRecord, answers: dict[int, str], text: PromptText, model: str,
-                 texts: Mapping[str, str] | None = None) -> list[dict[str, str]]:
-    """The call's prompt as chat messages, in the trace's part order: each ancestor's answer an assistant
-    message, the text between them user messages, the call's own system prompt a system message where it
-    comes first (hetflow's predictor reads its length: sent as user text, the QRF predicted 1.2x the
-    remaining work its twin's rows give, docs/vllm-sim.md). With ``texts`` (``part_texts``), each part is
-    its own text cut to its tokens (``PromptText.part``), else filler. An agent's next call then starts
-    with its last call's prompt and answer, token for token, so both are prefix hits wherever they are
-    still cached.
-
-    Each user message's last text part is shorter by the chat template's own tokens around it and the
-    answers before it (``PromptText.template_tokens``; what a short part cannot give, the next one does),
-    so the prompt the server counts has the trace's tokens, as the simulated twin counts them (the agent
-    family's chains had 12 + 14 per stage more before: 2% of their prompts, which moved the twin's P95
-    near capacity by 14%)."""
-    parts = record.prompt_parts or [{"text": f"{record.program_id}/{record.stage_index}",
-                                     "tokens": record.input_tokens[model]}]
-    template = text.template_tokens
-    system_key = part_key(record.system_prompt) if record.system_prompt else None
-
-    def real(key: str) -> str:
-        return (texts or {}).get(key, "")
-
-    messages: list[dict[str, str]] = []
-    owed = 0
-    for i, part in enumerate(parts):
-        if "output_of" in part:
-            owed += template["answer"] if messages and messages[-1]["role"] == "assistant" else 0
-            role, content = "assistant", answers[part["output_of"]]
-        elif i == 0 and part["text"] == system_key:  # the call's own system prompt, as a client sends it
-            tokens = part["tokens"] - template["system"]
-            owed += max(0, -tokens)
-            role, content = "system", text.part(part["text"], max(0, tokens), real(part["text"]))
-        else:
-            tokens = part["tokens"]
-            if i + 1 == len(parts) or "output_of" in parts[i + 1]:  # the user message's last part
-                owed += template["turn"] if any(m["role"] == "assistant" for m in messages) else template["first"]
-                tokens, owed = max(0, tokens - owed), max(0, owed - tokens)
-            role, content = "user", text.part(part["text"], tokens, real(part["text"]))
-        if messages and messages[-1]["role"] == role == "user":
-            messages[-1]["content"] += content
-        else:
-            messages.append({"role": role, "content": content})
-    if messages[-1]["role"] == "assistant":
-        messages.append({"role": "user", "content": ""})
-    return messages
 
 
 async def replay_program(client: httpx.AsyncClient, door: Door, program: list[StageRecord], text: PromptText,

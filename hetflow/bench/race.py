@@ -259,6 +259,7 @@ def report(spec: RaceSpec, simulated: Mapping[str, Capacity], live: Mapping[str,
 def _door_runners(spec: RaceSpec, out: Path) -> tuple[RowRunner, RowRunner]:
     """The live door and its twin from ``hetflow.bench.doors``, on the spec's pool and family."""
     from hetflow.bench import doors
+    from hetflow.bench.prompts import PromptText
     from hetflow.core.engine.profile import EngineSpec, load_profile
     from hetflow.runtime.config import load_stack
     from hetflow.workloads.generate import generate
@@ -270,7 +271,7 @@ def _door_runners(spec: RaceSpec, out: Path) -> tuple[RowRunner, RowRunner]:
         raise SystemExit("the pool's servers must share one time_scale")
     engines = [EngineSpec(s["name"], s.get("served_model_name") or load_profile(s["profile"]).model,
                           load_profile(s["profile"])) for s in pool["vllm_sim"]]
-    text = doors.PromptText(pool["vllm_sim"][0].get("tokenizer", ""))
+    text = PromptText(pool["vllm_sim"][0].get("tokenizer", ""))
     args = argparse.Namespace(time_scale=scales.pop(), idle_s=0.0, warmup_programs=spec.warmup_programs,
                               slo_scale=spec.slo_scale, profile=False, predictor=spec.hetflow_predictor)
 

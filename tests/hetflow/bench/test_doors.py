@@ -10,24 +10,20 @@ from prometheus_client import generate_latest
 from balancer_svc.config import from_stack as balancer_config
 from engine_svc.backends.sim import StepLag
 from engine_svc.vllm_sim.metrics import VllmSimMetrics
-from engine_svc.vllm_sim.tokenizer import PromptTokenizer
 from hetflow.bench.doors import (
     ROUTER_REQUEST_TIMEOUT_S,
     SIMULATED_AS,
     Door,
-    PromptText,
     StageCall,
     as_the_client_sees,
     body_for,
     call_shares,
     client_wait_s,
-    conversation,
     counters_of,
     door_transit_s_per_call,
     door_waits_of,
     failure,
     hetflow_stack,
-    part_texts,
     release_rounds,
     sent_feature_row,
     settled_misses,
@@ -35,6 +31,7 @@ from hetflow.bench.doors import (
     stop_when_settled,
     twin_spec,
 )
+from hetflow.bench.prompts import PromptText, part_texts
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.engine.scheduler import StepPlan
 from hetflow.core.monitor.state import MonitorLimits
@@ -44,7 +41,6 @@ from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.presets import resolve
 from hetflow.core.trace import StageRecord
 from hetflow.runtime import tinymodel
-from hetflow.workloads.build import part_key
 from hetflow.workloads.generate import generate
 from monitor_svc.config import from_stack as monitor_config
 from simulator.run import ProgramResult, SimulatedCall
@@ -59,15 +55,6 @@ def text() -> PromptText:
 def record(stage: int = 2, agent: str = "coder") -> StageRecord:
     return StageRecord("p7", "agent", "loop", stage, 4, agent, "planner", [1], "", "", {"m": 300}, {"m": 40}, {},
                        0.0)
-
-
-def test_a_prompt_part_has_exactly_its_tokens_and_equal_keys_give_equal_text(text):
-    tokenizer = PromptTokenizer()
-    part = text.part("system/abc", 137)
-    assert len(tokenizer.encode(part, add_special_tokens=False)) == 137
-    assert text.part("system/abc", 137) == part and text.part("system/abd", 137) != part
-    joined = part + text.part("task/1", 50)  # parts joined stay each part's tokens
-    assert len(tokenizer.encode(joined, add_special_tokens=False)) == 187
 
 
 def test_each_door_speaks_its_own_dialect():
@@ -142,46 +129,6 @@ def test_the_door_s_transit_is_what_the_client_saw_of_a_call_beyond_what_its_ser
     assert door_transit_s_per_call([result], {**servers, "calls": 3.0}, 2.0) is None  # a call the client lost
 
 
-def test_a_calls_prompt_is_a_conversation_whose_answers_are_the_ancestors_own(text):
-    rec = record()
-    rec.prompt_parts = [{"text": "system", "tokens": 20}, {"text": "task", "tokens": 30}, {"output_of": 1},
-                        {"text": "review", "tokens": 25}]
-    messages = conversation(rec, {1: " the plan"}, text, "m")
-    assert [m["role"] for m in messages] == ["user", "assistant", "user"]  # adjacent text parts merged
-    first = text.template_tokens["first"]  # the template's tokens come out of the message's last part
-    assert messages[0]["content"] == text.part("system", 20) + text.part("task", 30 - first)
-    assert messages[1]["content"] == " the plan"
-    ends_on_answer = record()
-    ends_on_answer.prompt_parts = [{"text": "system", "tokens": 20}, {"output_of": 1}]
-    assert conversation(ends_on_answer, {1: " x"}, text, "m")[-1] == {"role": "user", "content": ""}
-
-
-def test_a_parts_own_text_is_cut_to_its_tokens_and_filler_follows_a_shorter_one(text):
-    tokenizer = PromptTokenizer()
-    long_text = "OBSERVATION (step 6): the tests failed in module.py " * 20
-    cut = text.part("obs", 30, long_text)
-    assert len(tokenizer.encode(cut, add_special_tokens=False)) == 30 and long_text.startswith(cut)
-    short = text.part("obs", 30, "OBSERVATION")
-    assert short.startswith("OBSERVATION") and len(tokenizer.encode(short, add_special_tokens=False)) == 30
-    assert text.part("obs", 30) == text.part("obs", 30, "") != cut  # no text: filler
-
-
-def test_a_calls_own_system_prompt_goes_first_as_a_system_message_and_the_server_counts_it_as_the_trace(text):
-    """Sent as user text, hetflow's QRF read no system prompt and predicted 1.2x its twin's remaining work."""
-    model = "qwen2.5-7b-instruct"
-    first, later = generate("agent", 1, 1, [model], rate_per_s=1.0)[:2]
-    answers = {1: text.part("answer/1", first.output_tokens[model])}
-    messages = conversation(later, answers, text, model)
-    assert [m["role"] for m in messages[:3]] == ["system", "user", "assistant"]
-    system_tokens = later.prompt_parts[0]["tokens"] - text.template_tokens["system"]
-    assert messages[0]["content"] == text.part(later.prompt_parts[0]["text"], system_tokens)
-    assert server_count(text, later, answers, model) == later.input_tokens[model]
-    elsewhere = record()  # a system prompt that is not the prompt's first part stays user text
-    elsewhere.system_prompt = "you review"
-    elsewhere.prompt_parts = [{"text": "task", "tokens": 30}, {"text": part_key("you review"), "tokens": 20}]
-    assert [m["role"] for m in conversation(elsewhere, {}, text, "m")] == ["user"]
-
-
 def test_the_features_of_a_call_as_sent_are_its_system_prompt_and_its_own_text(text):
     model = "qwen2.5-7b-instruct"
     program = generate("agent", 1, 1, [model], rate_per_s=1.0)
@@ -190,28 +137,6 @@ def test_the_features_of_a_call_as_sent_are_its_system_prompt_and_its_own_text(t
     assert row.system_prompt_tokens > 0 and row.stage_index == later.stage_index
     assert row.user_prompt[:20] == later.user_prompt.lstrip()[:20]
     assert row.input_tokens == later.input_tokens[model]
-
-
-def server_count(text: PromptText, rec: StageRecord, answers: dict[int, str], model: str = "m") -> int:
-    return len(PromptTokenizer().chat(conversation(rec, answers, text, model)))
-
-
-def test_the_server_counts_a_calls_prompt_as_the_trace_and_its_twin_do(text):
-    """The chat template's own tokens come out of the prompt's text (an agent's 18-stage chain was 12 +
-    14 per stage over the trace: 2% more work and KV live than in the simulated twin)."""
-    model = "qwen2.5-7b-instruct"
-    records = generate("agent", 2, 1, [model], rate_per_s=1.0)
-    answers = {(r.program_id, r.stage_index): text.part(f"{r.program_id}/{r.stage_index}", r.output_tokens[model])
-               for r in records}
-    for rec in records:
-        mine = {s: a for (p, s), a in answers.items() if p == rec.program_id}
-        assert server_count(text, rec, mine, model) == rec.input_tokens[model]
-        texts = part_texts([r for r in records if r.program_id == rec.program_id])  # the trace's own texts, cut
-        assert len(PromptTokenizer().chat(conversation(rec, mine, text, model, texts))) == rec.input_tokens[model]
-    short = record(3)  # a part shorter than the template's tokens leaves the rest to the next one
-    short.prompt_parts = [{"text": "system", "tokens": 40}, {"output_of": 1}, {"text": "ok", "tokens": 2},
-                          {"output_of": 2}, {"text": "more", "tokens": 60}]
-    assert server_count(text, short, {1: text.part("a1", 2), 2: text.part("a2", 1)}) == 40 + 2 + 2 + 1 + 60
 
 
 def test_call_shares_say_how_evenly_a_door_spread_its_calls():

@@ -1,5 +1,5 @@
 from engine_svc.vllm_sim.tokenizer import PromptTokenizer
-from hetflow.bench.doors import PromptText
+from hetflow.bench.prompts import PromptText
 from hetflow.core.tokens import count_tokens
 from hetflow.runtime import tinymodel
 from hetflow.runtime.model_tokenizer import ModelTokenizer, PromptCounter
