@@ -16,8 +16,9 @@ Each door gets a fresh pool (empty caches), the same warm-up calls first (exclud
 router's statistics to mature), then the trace. One client replays it in each door's dialect: the
 ``hetflow`` body field for hetflow, ``vllm_xargs.agentic_context`` and ``x-session-id`` for the vLLM
 doors (docs/vllm-sim.md has the mapping). Prompts are built from the trace's parts with exactly their
-token counts in the servers' tokenizer (filler words it holds as one token, seeded by the part), with
-each ancestor's real answer in place of its output, so prefix reuse is the trace's.
+token counts in the servers' tokenizer (``hetflow.bench.prompts``: each part's own text cut to its
+tokens, filler after a shorter one), with each ancestor's real answer in place of its output, so prefix
+reuse is the trace's.
 
 Every time constant is the trace's times ``time_scale`` (arrivals, tool gaps; the routers' are scaled
 by their configuration), and every reported time is divided by it. Each door's row says whether the
