@@ -209,7 +209,7 @@ def main() -> None:
         generate.generate = original
         if args.call_delay_s:
             call_delay(args.call_delay_s, jitter_seed)
-        _, sim = _door_runners(RaceSpec.load(args.spec), Path("/tmp/twin-what-if"))  # reads the patched trace
+        _, sim, _ = _door_runners(RaceSpec.load(args.spec), Path("/tmp/twin-what-if"))  # reads the patched trace
         for rate in (float(r) for r in args.rates.split(",")):
             HOLDS.clear()
             report(args.door, rate, sim(args.door, args.seed, rate), args.call_delay_s, jitter_seed)

@@ -15,6 +15,10 @@ probe, the seeds, the search's start and step, the SLO and the budget of live ti
    replay, and its twin at the same rate.
 3. **Seeds 2 and 3, live**, each door at the two rates, each beside its twin.
 
+A rate above the seed's trace's work ceiling on the pool fails without running, live or simulated, as in
+the sweeps (``hetflow.bench.work_ceiling``): a finite trace that meets the SLO there shows only how long a
+burst the SLO absorbs.
+
 With ``stop_settled`` a live probe stops once more programs have missed the SLO for certain than the
 rule allows (the simulator's ``--stop-settled``): the verdict the whole probe would give, sooner.
 
@@ -29,6 +33,7 @@ reaches the budget the race stops before its next probe; a rerun with a larger b
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -39,7 +44,7 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from hetflow.bench.capacity import REJECTED, Capacity, Probe, SloRule, find_capacity
+from hetflow.bench.capacity import ABOVE_WORK_CEILING, REJECTED, Capacity, Probe, SloRule, find_capacity
 
 LIVE, SIM = "live", "sim"
 HOST_BEHIND = "host behind"
@@ -142,13 +147,24 @@ def failures_of(row: Mapping[str, Any], rule: SloRule) -> tuple[str, ...]:
     return found
 
 
+def no_ceiling(seed: int) -> float:
+    return math.inf
+
+
 class Race:
     def __init__(self, spec: RaceSpec, journal: Journal, live: RowRunner, sim: RowRunner,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 ceiling_per_s: Callable[[int], float] = no_ceiling) -> None:
+        """``ceiling_per_s``: a seed's trace's work ceiling on the pool (``hetflow.bench.work_ceiling``)."""
         self.spec, self.journal, self._live, self._sim, self._clock = spec, journal, live, sim, clock
+        self._ceiling_per_s = ceiling_per_s
 
     def probe(self, side: str, door: str, seed: int, rate_per_s: float) -> Probe:
-        """The probe's verdict, from the journal when it ran before; a live probe brings its twin."""
+        """The probe's verdict, from the journal when it ran before; a live probe brings its twin. A rate
+        above the trace's work ceiling fails without running, as in the sweeps (``hetflow.bench.capacity``):
+        a finite trace that meets the SLO there shows only how long a burst the SLO absorbs."""
+        if rate_per_s > self._ceiling_per_s(seed):
+            return Probe(rate_per_s, False, {}, (ABOVE_WORK_CEILING,))
         row = self.journal.get(side, door, seed, rate_per_s)
         if row is None:
             row = self._run(side, door, seed, rate_per_s)
@@ -196,7 +212,8 @@ class Race:
             for door in self.spec.doors:
                 for rate in rates:
                     self.probe(LIVE, door, seed, rate)
-        return report(self.spec, simulated, live, rates, self.journal)
+        ceilings = {seed: self._ceiling_per_s(seed) for seed in self.spec.seeds}
+        return report(self.spec, simulated, live, rates, self.journal, ceilings)
 
 
 def bracket_rates(simulated: Mapping[str, Capacity]) -> tuple[float, ...]:
@@ -223,9 +240,10 @@ def within_one_step(a_per_s: float, b_per_s: float, rel_tol: float) -> bool:
 
 
 def report(spec: RaceSpec, simulated: Mapping[str, Capacity], live: Mapping[str, Capacity],
-           rates: tuple[float, ...], journal: Journal) -> dict[str, Any]:
+           rates: tuple[float, ...], journal: Journal, ceilings_per_s: Mapping[int, float]) -> dict[str, Any]:
     """Per door: its live and simulated capacities (seed 1), their step agreement, each live probe beside
-    its twin, and the other seeds' verdicts at the two rates; the host's state over every live probe."""
+    its twin, and the other seeds' verdicts at the two rates; the host's state over every live probe;
+    each seed's work ceiling (None where none was given)."""
     rule = spec.rule
     doors: dict[str, Any] = {}
     for door in spec.doors:
@@ -253,13 +271,17 @@ def report(spec: RaceSpec, simulated: Mapping[str, Capacity], live: Mapping[str,
                                                           spec.rel_tol),
                        "probes": probes}
     return {"spec": asdict(spec), "bracket_rates_per_s": list(rates), "doors": doors,
+            "work_ceiling_per_s": {seed: c if math.isfinite(c) else None for seed, c in ceilings_per_s.items()},
             "live_hours": journal.live_wall_s() / 3600}
 
 
-def _door_runners(spec: RaceSpec, out: Path) -> tuple[RowRunner, RowRunner]:
-    """The live door and its twin from ``hetflow.bench.doors``, on the spec's pool and family."""
+def _door_runners(spec: RaceSpec, out: Path) -> tuple[RowRunner, RowRunner, Callable[[int], float]]:
+    """The live door and its twin from ``hetflow.bench.doors``, on the spec's pool and family, and each
+    seed's work ceiling there (``hetflow.bench.work_ceiling.trace_ceiling``: the trace's programs are the
+    same at every rate)."""
     from hetflow.bench import doors
     from hetflow.bench.prompts import PromptText
+    from hetflow.bench.work_ceiling import trace_ceiling
     from hetflow.core.engine.profile import EngineSpec, load_profile
     from hetflow.runtime.config import load_stack
     from hetflow.workloads.generate import generate
@@ -287,7 +309,11 @@ def _door_runners(spec: RaceSpec, out: Path) -> tuple[RowRunner, RowRunner]:
         return doors.simulated_row(door, trace(seed, rate), engines, spec.slo_scale, spec.warmup_programs,
                                    spec.hetflow_predictor, args.time_scale)
 
-    return live, sim
+    @functools.cache
+    def ceiling_per_s(seed: int) -> float:
+        return trace_ceiling(trace(seed, spec.start_rate_per_s), engines)["ceiling_per_s"]
+
+    return live, sim, ceiling_per_s
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -308,9 +334,10 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.out or OUT_DIR / f"race-{args.spec.stem}"
     journal = Journal(out / "race.jsonl")
-    live, sim = _door_runners(spec, out)
+    live, sim, ceiling_per_s = _door_runners(spec, out)
+    race = Race(spec, journal, live, sim, ceiling_per_s=ceiling_per_s)
     if args.twins_only:
-        twins = Race(spec, journal, live, sim).twins()
+        twins = race.twins()
         for door, capacity in twins.items():
             print(f"{door:<26} simulated capacity {capacity.rate_per_s:.4g}/s (failed at "
                   f"{capacity.failed_above_per_s or float('nan'):.4g}/s)")
@@ -318,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the other seeds' rates: {rates} /s; journal {journal.path}")
         return 0
     try:
-        result = Race(spec, journal, live, sim).run()
+        result = race.run()
     except (BudgetSpent, HostBehind) as stop:
         print(f"race stopped: {stop}; {len(journal.rows)} probes in {journal.path}", file=sys.stderr)
         return 2

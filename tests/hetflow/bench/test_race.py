@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hetflow.bench.capacity import BELOW_SLO
+from hetflow.bench.capacity import ABOVE_WORK_CEILING, BELOW_SLO
 from hetflow.bench.race import (
     HOST_BEHIND,
     LIVE,
@@ -71,6 +71,20 @@ def test_the_race_searches_each_door_and_probes_the_other_seeds_at_the_twins_cap
     for seed in (2, 3):
         verdicts = {(p["seed"], p["rate_per_s"]): p["passed"] for p in report["doors"]["router"]["probes"]}
         assert verdicts[(seed, low)] and not verdicts[(seed, high)]
+
+
+def test_a_rate_above_the_seeds_work_ceiling_fails_without_running_live_or_simulated(tmp_path: Path) -> None:
+    """A finite trace above the ceiling shows how long a burst the SLO absorbs (the ShareGPT chains' twins
+    passed 2.4 and 2.617/s over a ceiling of 2.206): the race fails it as the sweeps do."""
+    doors = FakeDoors()
+    ceilings = {1: 1.2, 2: 1.15, 3: 1.2}  # below hetflow's fake capacity, 1.3
+    race = Race(_spec(), Journal(tmp_path / "race.jsonl"), doors.live, doors.sim, ceiling_per_s=ceilings.__getitem__)
+    report = race.run()
+    assert all(rate <= ceilings[seed] for _, _, seed, rate in doors.calls)
+    hetflow = report["doors"]["hetflow"]
+    assert hetflow["simulated_capacity_per_s"] <= 1.2 < hetflow["live_failed_above_per_s"]
+    assert race.probe(LIVE, "hetflow", 2, 1.18).failures == (ABOVE_WORK_CEILING,)
+    assert report["work_ceiling_per_s"] == ceilings
 
 
 def test_an_interrupted_race_resumes_from_its_journal_without_running_a_probe_twice(tmp_path: Path) -> None:
