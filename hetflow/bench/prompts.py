@@ -178,6 +178,8 @@ def _added_tokens(role: str, before: Sequence[_Message], template: Mapping[str, 
 
 
 def _pay_template_tokens(messages: Sequence[_Message], text: PromptText) -> None:
+    """Each message's template tokens out of its own pieces, the last first, then out of the pieces before
+    it, the latest first; what none of them can give, the next message pays (the module's docstring)."""
     owed = 0
     for i, message in enumerate(messages):
         owed += max(0, message.template_tokens)
