@@ -17,6 +17,7 @@ from hetflow.core.engine.request import EngineRequest
 from hetflow.core.policies.contracts import Prediction, PriorityContext
 from hetflow.core.prefix import BlockHasher, PromptPart
 from hetflow.core.snapshot import ClusterSnapshot, EngineView
+from hetflow.core.trace import StageRecord
 from hetflow.runtime.config import load_stack
 from hetflow.runtime.ports import free_port
 
@@ -35,6 +36,13 @@ def stack_on_free_ports(config: Path, out_dir: Path) -> tuple[Path, dict[str, An
     path = out_dir / config.name
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path, raw
+
+
+def stage_record(stage: int = 2, agent: str = "coder") -> StageRecord:
+    """A trace call of program ``p7`` (agent family, 4 stages), after stage 1 by the planner: 300 prompt
+    and 40 output tokens on model ``m``."""
+    return StageRecord("p7", "agent", "loop", stage, 4, agent, "planner", [1], "", "", {"m": 300}, {"m": 40}, {},
+                       0.0)
 
 
 def profile(**overrides) -> EngineProfile:

@@ -31,7 +31,7 @@ from hetflow.bench.doors import (
     stop_when_settled,
     twin_spec,
 )
-from hetflow.bench.prompts import PromptText, part_texts
+from hetflow.bench.prompts import part_texts
 from hetflow.core.engine.profile import EngineSpec, load_profile
 from hetflow.core.engine.scheduler import StepPlan
 from hetflow.core.monitor.state import MonitorLimits
@@ -39,27 +39,17 @@ from hetflow.core.plugins import build
 from hetflow.core.policies.workflow_ttl import WorkflowTtl
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.core.presets import resolve
-from hetflow.core.trace import StageRecord
 from hetflow.runtime import tinymodel
 from hetflow.workloads.generate import generate
 from monitor_svc.config import from_stack as monitor_config
 from simulator.run import ProgramResult, SimulatedCall
 from simulator.settle import StopBelowSlo
-
-
-@pytest.fixture(scope="module")
-def text() -> PromptText:
-    return PromptText()
-
-
-def record(stage: int = 2, agent: str = "coder") -> StageRecord:
-    return StageRecord("p7", "agent", "loop", stage, 4, agent, "planner", [1], "", "", {"m": 300}, {"m": 40}, {},
-                       0.0)
+from tests.factories import stage_record
 
 
 def test_each_door_speaks_its_own_dialect():
-    call = StageCall(record(), [{"role": "user", "content": "x"}], "m", parent_agent="planner", root_agent="planner",
-                     agent_step=1, resumes=True)
+    call = StageCall(stage_record(), [{"role": "user", "content": "x"}], "m", parent_agent="planner",
+                     root_agent="planner", agent_step=1, resumes=True)
     hetflow_body, hetflow_headers = body_for(Door("hetflow", Path("p"), ["u"], "hetflow"), call, 0.0)
     assert hetflow_body["hetflow"] == {"program_id": "p7", "workflow": "agent", "agent": "coder", "stage_index": 2,
                                        "stage_count": 4, "upstream_agent": "planner", "tenant": "default"}

@@ -10,18 +10,9 @@ from hetflow.bench.prompts import PromptText, conversation, part_texts
 from hetflow.core.trace import StageRecord
 from hetflow.workloads.build import part_key
 from hetflow.workloads.generate import FAMILIES, generate
+from tests.factories import stage_record
 
 MODEL = "qwen2.5-7b-instruct"
-
-
-@pytest.fixture(scope="module")
-def text() -> PromptText:
-    return PromptText()
-
-
-def record(stage: int = 2, agent: str = "coder") -> StageRecord:
-    return StageRecord("p7", "agent", "loop", stage, 4, agent, "planner", [1], "", "", {"m": 300}, {"m": 40}, {},
-                       0.0)
 
 
 def server_count(text: PromptText, rec: StageRecord, answers: dict[int, str], model: str = "m",
@@ -47,7 +38,7 @@ def test_a_prompt_part_has_exactly_its_tokens_and_equal_keys_give_equal_text(tex
 
 
 def test_a_calls_prompt_is_a_conversation_whose_answers_are_the_ancestors_own(text):
-    rec = record()
+    rec = stage_record()
     rec.prompt_parts = [{"text": "system", "tokens": 20}, {"text": "task", "tokens": 30}, {"output_of": 1},
                         {"text": "review", "tokens": 25}]
     messages = conversation(rec, {1: " the plan"}, text, "m")
@@ -55,7 +46,7 @@ def test_a_calls_prompt_is_a_conversation_whose_answers_are_the_ancestors_own(te
     first = text.template_tokens["first"]  # the template's tokens come out of the message's last part
     assert messages[0]["content"] == text.part("system", 20) + text.part("task", 30 - first)
     assert messages[1]["content"] == " the plan"
-    ends_on_answer = record()
+    ends_on_answer = stage_record()
     ends_on_answer.prompt_parts = [{"text": "system", "tokens": 20}, {"output_of": 1}]
     assert conversation(ends_on_answer, {1: " x"}, text, "m")[-1] == {"role": "user", "content": ""}
 
@@ -80,7 +71,7 @@ def test_a_calls_own_system_prompt_goes_first_as_a_system_message_and_the_server
     system_tokens = later.prompt_parts[0]["tokens"] - text.template_tokens["system"]
     assert messages[0]["content"] == text.part(later.prompt_parts[0]["text"], system_tokens)
     assert server_count(text, later, answers, model) == later.input_tokens[model]
-    elsewhere = record()  # a system prompt that is not the prompt's first part stays user text
+    elsewhere = stage_record()  # a system prompt that is not the prompt's first part stays user text
     elsewhere.system_prompt = "you review"
     elsewhere.prompt_parts = [{"text": "task", "tokens": 30}, {"text": part_key("you review"), "tokens": 20}]
     assert [m["role"] for m in conversation(elsewhere, {}, text, "m")] == ["user"]
@@ -113,7 +104,7 @@ def test_every_familys_calls_count_as_the_trace_at_the_server_or_as_the_template
 
 
 def test_a_message_shorter_than_its_template_tokens_takes_the_rest_from_the_answer_before_it(text):
-    rec = record(3)
+    rec = stage_record(3)
     rec.prompt_parts = [{"text": "task", "tokens": 40}, {"output_of": 1}, {"text": "ok", "tokens": 2},
                         {"output_of": 2}, {"text": "more", "tokens": 60}]
     answers = {1: text.part("a1", 30), 2: text.part("a2", 20)}
@@ -122,7 +113,7 @@ def test_a_message_shorter_than_its_template_tokens_takes_the_rest_from_the_answ
     assert messages[2]["content"] == "" and messages[1]["content"] == text.without_tail(answers[1], short_by)
     assert text.tokens_of(messages[1]["content"]) == 30 - short_by
     assert server_count(text, rec, answers) == 40 + 30 + 2 + 20 + 60
-    ends_on_answer = record(3)  # the empty user message after a last answer pays with that answer
+    ends_on_answer = stage_record(3)  # the empty user message after a last answer pays with that answer
     ends_on_answer.prompt_parts = [{"text": "task", "tokens": 40}, {"output_of": 1}, {"output_of": 2}]
     messages = conversation(ends_on_answer, answers, text, "m")
     assert messages[-1] == {"role": "user", "content": ""}
@@ -148,7 +139,7 @@ def test_a_chains_next_call_sends_its_last_calls_prompt_again_message_for_messag
 def test_a_part_whose_text_would_run_into_the_one_before_goes_as_filler(text):
     texts = {"facts": "sources on the top", "ask": "how would you rewrite it"}  # "tophow": fewer tokens
     facts_tokens = text.tokens_of(texts["facts"])
-    rec = record()
+    rec = stage_record()
     rec.prompt_parts = [{"text": "facts", "tokens": facts_tokens},
                         {"text": "ask", "tokens": 3 + text.template_tokens["first"]}]
     assert not text.joins_cleanly(texts["facts"], text.part("ask", 3, texts["ask"]))
