@@ -32,7 +32,8 @@ def call_from_proto(msg: balancer_pb2.GenerateRequest, max_tokens_limit: int, no
             raise InvalidArgument(f"messages[{i}].role must be system, user or assistant, got {role!r}")
     if msg.prompt and messages:
         raise InvalidArgument("set either prompt or messages, not both")
-    if not msg.prompt.strip() and not any(c.strip() for _, c in messages):
+    if not msg.prompt and not messages:
+        # A chat's messages may each be empty, as vLLM serves them: its chat template renders them.
         raise InvalidArgument("prompt (or messages) must not be empty")
     if not msg.HasField("sampling"):
         raise InvalidArgument("sampling.max_tokens is required")

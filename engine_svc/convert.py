@@ -17,7 +17,7 @@ def call_from_proto(msg: engine_pb2.EngineGenerateRequest, max_tokens_limit: int
     if not msg.request_id:
         raise InvalidArgument("request_id is required")
     messages = tuple((m.role, m.content) for m in msg.messages)
-    if not msg.prompt and not any(content for _, content in messages):
+    if not msg.prompt and not messages:
         raise InvalidArgument("prompt or messages must be non-empty")
     if not math.isfinite(msg.retain_kv_s):
         raise InvalidArgument(f"retain_kv_s must be a finite number of seconds, got {msg.retain_kv_s}")

@@ -142,3 +142,15 @@ def test_a_calls_prompt_tokens_are_its_servers_count_where_the_balancer_has_thei
     assert counted.input_tokens == 7
     approximate = call_from_proto(request, 1024, 0.0)
     assert approximate.known_input_tokens is None and approximate.input_tokens > 0
+
+
+def test_a_chat_of_empty_messages_is_a_call_and_a_request_with_neither_prompt_nor_messages_is_refused():
+    """vLLM serves a chat whose messages are empty (its template renders them; ShareGPT has first questions
+    shorter than the template's own tokens), so the balancer takes it as the gateway does."""
+    from hetflow.core.errors import InvalidArgument
+
+    call = call_from_proto(build_request([("system", ""), ("user", "")], max_tokens=4), 1024, now_unix_s=0.0)
+    assert call.messages == (("system", ""), ("user", "")) and call.prefix_blocks == ()
+    assert call_from_proto(build_request(prompt=" ", max_tokens=4), 1024, now_unix_s=0.0).prompt == " "
+    with pytest.raises(InvalidArgument, match="must not be empty"):
+        call_from_proto(build_request(max_tokens=4), 1024, now_unix_s=0.0)

@@ -25,6 +25,16 @@ def test_a_negative_retention_frees_at_once_and_an_empty_request_is_refused():
         call_from_proto(sent, max_tokens_limit=64)
 
 
+def test_a_chat_of_empty_messages_reaches_the_backend_and_a_call_with_neither_prompt_nor_messages_does_not():
+    sent = engine_request(call(max_tokens=8), Priority(0.0))
+    sent.prompt = ""
+    del sent.messages[:]
+    with pytest.raises(InvalidArgument, match="non-empty"):
+        call_from_proto(sent, max_tokens_limit=64)
+    sent.messages.add(role="user", content="")
+    assert call_from_proto(sent, max_tokens_limit=64).messages == (("user", ""),)
+
+
 @pytest.mark.parametrize("hold_s", [float("inf"), float("nan")])
 def test_a_hold_that_is_not_a_finite_time_is_an_invalid_argument(hold_s):
     with pytest.raises(InvalidArgument, match="retain_kv_s"):

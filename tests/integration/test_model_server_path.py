@@ -201,6 +201,18 @@ async def test_the_gateway_streams_a_vllm_server_engines_calls_from_the_server_a
     assert all(e.in_flight_requests == 0 for e in snap.engines)
 
 
+async def test_a_chat_of_empty_messages_is_served_through_the_gateway_as_vllm_serves_it(served):
+    """A first ShareGPT question shorter than the chat template's own tokens reaches the server as an
+    empty message; vLLM renders and serves it, and so does every hetflow service on the way."""
+    served.raw["gateway"] = {"port": free_port()}
+    async with serving_gateway(served.raw) as base_url:
+        async with openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0) as client:
+            reply = await client.chat.completions.create(
+                model="hetflow", messages=[{"role": "system", "content": ""}, {"role": "user", "content": ""}],
+                max_tokens=3, extra_body={"ignore_eos": True})
+    assert reply.usage.completion_tokens == 3 and reply.usage.prompt_tokens > 0
+
+
 async def test_a_hold_that_does_not_start_with_its_request_or_carries_a_forged_ticket_gets_a_clear_status(served):
     async def status(*messages: engine_pb2.HoldMessage) -> grpc.StatusCode:
         async with grpc.aio.insecure_channel(served.address("engine-0")) as channel:
