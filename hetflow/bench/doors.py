@@ -563,12 +563,12 @@ async def warm_up(door: Door, text: PromptText, model: str, programs_count: int,
 COUNTERS = {"vllm:prefix_cache_queries_total": "prefix_queries", "vllm:prefix_cache_hits_total": "prefix_hits",
             "vllm:request_queue_time_seconds_sum": "queue_s", "vllm:e2e_request_latency_seconds_sum": "e2e_s",
             "hetflow_sim:step_late_share_count": "iterations", "vllm:e2e_request_latency_seconds_count": "calls",
-            "vllm:time_to_first_token_seconds_sum": "ttft_s"}
+            "vllm:time_to_first_token_seconds_sum": "ttft_s", "vllm:num_preemptions_total": "preemptions"}
 
 
 def counters_of(metrics_text: str) -> dict[str, float]:
     """One server's ``/metrics``: prefix-cache queries and hits, queue, first-token and end-to-end seconds,
-    iterations, and iterations more than ``LATE_SHARE_LIMIT`` late."""
+    preemptions, iterations, and iterations more than ``LATE_SHARE_LIMIT`` late."""
     out = dict.fromkeys([*COUNTERS.values(), "late_iterations"], 0.0)
     on_time = 0.0
     for family in text_string_to_metric_families(metrics_text):
@@ -845,7 +845,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     gate_until_s = summary.get("arrival_span_s") if settled is None else float(settled["stopped_at_s"])
     return {"door": door.name, **summary, **gate.row_entry(gate_until_s),
             "client_queueing_share": summary.get("queueing_share"),
-            "failed_programs": len(errors), "first_errors": errors[:5],
+            "failed_programs": len(errors), "first_errors": errors[:5], "preemptions": delta["preemptions"],
             "retried_calls": door.retried_calls, "warmup_failed_programs": warmup_failed,
             "prefix_hit_rate": delta["prefix_hits"] / delta["prefix_queries"] if delta["prefix_queries"] else 0.0,
             "server_queueing_share": delta["queue_s"] / delta["e2e_s"] if delta["e2e_s"] else 0.0,

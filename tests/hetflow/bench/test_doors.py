@@ -32,8 +32,9 @@ from hetflow.bench.doors import (
     twin_spec,
 )
 from hetflow.bench.prompts import part_texts
+from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.profile import EngineSpec, load_profile
-from hetflow.core.engine.scheduler import StepPlan
+from hetflow.core.engine.scheduler import BatchScheduler, StepPlan
 from hetflow.core.monitor.state import MonitorLimits
 from hetflow.core.plugins import build
 from hetflow.core.policies.workflow_ttl import WorkflowTtl
@@ -99,13 +100,17 @@ def test_a_failed_programs_cause_is_its_call_error_not_the_task_group():
     assert failure(ValueError("x")) == "ValueError: x"
 
 
-def test_late_iterations_are_read_off_the_servers_lag_histogram():
+def test_late_iterations_and_preemptions_are_read_off_the_servers_metrics():
+    """A live row's preemptions are its servers' (the client sees none), as its late iterations are."""
     metrics = VllmSimMetrics("m", 4096)
     plan = StepPlan(1)
     for late_share in (0.0, 0.01, 0.05, 0.2, 3.0):  # two more than 5% late
         metrics.observe_step(plan, StepLag(1.0, late_share))
+    scheduler = BatchScheduler(load_profile("qwen2.5-1.5b-instruct@a6000"), AgingPriorityQueue())
+    scheduler.preemptions_total = 3
+    metrics.watch(scheduler)
     counters = counters_of(generate_latest(metrics.registry).decode())
-    assert counters["iterations"] == 5 and counters["late_iterations"] == 2
+    assert counters["iterations"] == 5 and counters["late_iterations"] == 2 and counters["preemptions"] == 3
 
 
 def test_the_door_s_transit_is_what_the_client_saw_of_a_call_beyond_what_its_server_saw():
