@@ -24,7 +24,7 @@ not from the trace's rows. ``--holds-until-s``: also the calls
 the twin held for room that left the hold by then (GPU s), how many and how long each, as the live row's
 ``door_waits`` counts a stopped probe's (``held_calls``, ``held_s``). Each patches
 the simulator for this process alone; prints P95, the share within the SLO, the prefix hit rate and the
-twin's waits per call.
+twin's preemptions and waits per call.
 """
 
 from __future__ import annotations
@@ -230,7 +230,8 @@ def report(door: str, rate: float, row: dict[str, Any], delay_s: float, jitter_s
     gate = {name: round(halves["second_half"], 1) for name, halves in row.get("gate", {}).get("means", {}).items()
             if "second_half" in halves}
     print(f"{door} {rate:.4g}/s{later}: P95 {row['latency_s']['p95']:.1f} s, within {row['within_slo_share']:.1%}, "
-              f"hits {row['prefix_hit_rate']:.1%}, waits per call {row['twin_wait_s_per_call']}, "
+          f"hits {row['prefix_hit_rate']:.1%}, {row['preemptions']} preemptions, "
+          f"waits per call {row['twin_wait_s_per_call']}, "
           f"client's wait {row['client_wait_s_per_call']:.2f} s, the gate over the second half {gate}", flush=True)
 
 
