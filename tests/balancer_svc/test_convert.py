@@ -6,7 +6,7 @@ import pytest
 from balancer_svc.config import BalancerConfig
 from balancer_svc.convert import call_from_proto, stage_to_proto
 from hetflow.client import build_request
-from hetflow.core.errors import DeadlineExceeded
+from hetflow.core.errors import DeadlineExceeded, InvalidArgument
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies.contracts import Choice, Prediction
 from hetflow.core.policy_config import PolicyConfig, StageConfig
@@ -51,7 +51,6 @@ def test_a_call_carries_its_prompts_block_hashes_so_shared_prefixes_match():
 
 def test_a_stage_count_past_the_limit_is_an_invalid_argument_not_a_loop_over_its_stages():
     from hetflow.core.call import MAX_STAGES
-    from hetflow.core.errors import InvalidArgument
 
     with pytest.raises(InvalidArgument, match="stage_count"):
         call_from_proto(build_request(prompt="hi", max_tokens=4, stage_index=1, stage_count=MAX_STAGES + 1), 100, 0.0)
@@ -96,7 +95,6 @@ def test_the_requests_own_workflow_outranks_metadata_and_a_bare_call_stays_bare(
 
 def test_conflicting_or_malformed_identity_metadata_is_an_invalid_argument():
     from balancer_svc.convert import identified
-    from hetflow.core.errors import InvalidArgument
 
     for metadata in ((("agentic-context", '{"task_id": "a"}'), ("agentic-context", '{"task_id": "b"}')),
                      (("x-session-id", "a"), ("x-session-id", "b")),
@@ -147,8 +145,6 @@ def test_a_calls_prompt_tokens_are_its_servers_count_where_the_balancer_has_thei
 def test_a_chat_of_empty_messages_is_a_call_and_a_request_with_neither_prompt_nor_messages_is_refused():
     """vLLM serves a chat whose messages are empty (its template renders them; ShareGPT has first questions
     shorter than the template's own tokens), so the balancer takes it as the gateway does."""
-    from hetflow.core.errors import InvalidArgument
-
     call = call_from_proto(build_request([("system", ""), ("user", "")], max_tokens=4), 1024, now_unix_s=0.0)
     assert call.messages == (("system", ""), ("user", "")) and call.prefix_blocks == ()
     assert call_from_proto(build_request(prompt=" ", max_tokens=4), 1024, now_unix_s=0.0).prompt == " "
