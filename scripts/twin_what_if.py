@@ -40,8 +40,9 @@ from typing import Any
 import hetflow.core.engine.scheduler as scheduler
 import hetflow.workloads.generate as generate
 import simulator.run as run
+from hetflow.bench.doors import trace_start_s
 from hetflow.bench.prompts import PromptText
-from hetflow.bench.race import RaceSpec, _door_runners
+from hetflow.bench.race import RaceSpec, door_runners
 from hetflow.core.call import LlmCall
 from hetflow.core.monitor.state import MonitorLimits
 from hetflow.core.trace import StageRecord
@@ -122,16 +123,19 @@ def call_delay(delay_s: float, jitter_seed: int | None) -> None:
 
 
 HOLDS: list[tuple[float, float]] = []
-"""(first held, left), GPU s, of each call the twin held for room (``count_holds``)."""
+"""(first held, left), GPU s from the trace's start, of each call of the trace the twin held for room
+(``count_holds``)."""
 
 
-def count_holds() -> None:
+def count_holds(trace_start_s: float) -> None:
+    """Record each trace call's hold, on the live row's clock: from the trace's start, the warm-up's
+    calls left out (the live row's ``door_waits`` counts from the trace's start, its warm-up's taken off)."""
     leave = run.Simulation._leave_hold
 
     def left(self: run.Simulation, request_id: str) -> float | None:
         held_since_s = leave(self, request_id)
-        if held_since_s is not None:
-            HOLDS.append((held_since_s, self.loop.now))
+        if held_since_s is not None and not request_id.startswith("warmup-"):
+            HOLDS.append((held_since_s - trace_start_s, self.loop.now - trace_start_s))
         return held_since_s
 
     run.Simulation._leave_hold = left  # type: ignore[method-assign]
@@ -191,8 +195,9 @@ def main() -> None:
         engines_slower(args.engines_slower)
     if args.live_features:
         live_features()
+    spec = RaceSpec.load(args.spec)
     if args.holds_until_s is not None:
-        count_holds()
+        count_holds(trace_start_s(spec.warmup_programs))
     if args.count_scale != 1.0:
         scale_counts(args.count_scale, args.scaled)
     if args.pinned:
@@ -209,7 +214,7 @@ def main() -> None:
         generate.generate = original
         if args.call_delay_s:
             call_delay(args.call_delay_s, jitter_seed)
-        _, sim, _ = _door_runners(RaceSpec.load(args.spec), Path("/tmp/twin-what-if"))  # reads the patched trace
+        _, sim, _ = door_runners(spec, Path("/tmp/twin-what-if"))  # reads the patched trace
         for rate in (float(r) for r in args.rates.split(",")):
             HOLDS.clear()
             report(args.door, rate, sim(args.door, args.seed, rate), args.call_delay_s, jitter_seed)

@@ -220,8 +220,7 @@ def hetflow_stack(raw: dict[str, Any], time_scale: float, predictor: str = "inpu
             "gateway": {"port": free_port()}, "engines": engines}
 
 
-def open_door(name: str, pool: dict[str, Any], time_scale: float, out: Path,
-              predictor: str = "input-length") -> Door:
+def open_door(name: str, pool: dict[str, Any], time_scale: float, out: Path, predictor: str) -> Door:
     """Start a fresh pool and the door in front of it (hetflow's with ``predictor``); on any failure,
     nothing is left running."""
     kind, _, policy = name.partition(":")
@@ -530,12 +529,11 @@ def failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def warmup_trace(model: str, programs_count: int = WARMUP_PROGRAMS, calls: int = WARMUP_CALLS,
-                 rate_per_s: float = WARMUP_RATE_PER_S) -> list[StageRecord]:
-    """Independent agent loops of ``calls`` calls (a 256-token task, then 64 tokens of tool result after
-    each answer), one lead agent each: every door, and the simulator beside it, starts with the router's
-    statistics mature and programs seen resuming."""
-    records = []
+def warmup_trace(model: str, programs_count: int = WARMUP_PROGRAMS) -> list[StageRecord]:
+    """Independent agent loops of ``WARMUP_CALLS`` calls (a 256-token task, then 64 tokens of tool result
+    after each answer), one lead agent each, ``WARMUP_RATE_PER_S`` of them a second: every door, and the
+    simulator beside it, starts with the router's statistics mature and programs seen resuming."""
+    calls, records = WARMUP_CALLS, []
     for i in range(programs_count):
         parts: list[dict[str, Any]] = [{"text": f"warmup-{i}", "tokens": 256}]
         for stage in range(1, calls + 1):
@@ -544,8 +542,14 @@ def warmup_trace(model: str, programs_count: int = WARMUP_PROGRAMS, calls: int =
             tokens = 256 + (stage - 1) * (32 + 64)
             records.append(StageRecord(f"warmup-{i}", "warmup", "loop", stage, calls, "lead", "",
                                        [stage - 1] if stage > 1 else [], "", "", {model: tokens}, {model: 32}, {},
-                                       i / rate_per_s, prompt_parts=list(parts)))
+                                       i / WARMUP_RATE_PER_S, prompt_parts=list(parts)))
     return records
+
+
+def trace_start_s(warmup_programs: int) -> float:
+    """When the replayed trace starts in the simulated twin, in GPU seconds from the warm-up's first
+    arrival: once the warm-up's last program has had a minute (``warmup_trace``)."""
+    return (warmup_programs - 1) / WARMUP_RATE_PER_S + 60.0 if warmup_programs > 0 else 0.0
 
 
 async def warm_up(door: Door, text: PromptText, model: str, programs_count: int, time_scale: float,
@@ -737,19 +741,16 @@ async def idle_cpu(processes: dict[str, int], seconds: float) -> dict[str, float
 
 def cpu_by_process(processes: dict[str, int]) -> dict[str, float]:
     """``cpu_seconds`` of each process, by name."""
-    return {name: cpu_seconds([pid]) for name, pid in processes.items()}
+    return {name: cpu_seconds(pid) for name, pid in processes.items()}
 
 
-def cpu_seconds(pids: Sequence[int]) -> float:
-    """User plus system CPU of the processes, from /proc (0 where one is gone)."""
-    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU of the process, from /proc (0 where it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def hold_summary(held_s: Sequence[float]) -> dict[str, float]:
@@ -784,7 +785,7 @@ def router_holds(log_text: str, since_unix_s: float, time_scale: float) -> list[
 def run_door(name: str, pool: dict[str, Any], records: Sequence[StageRecord], args: argparse.Namespace,
              text: PromptText, engines: Sequence[EngineSpec], out: Path,
              stop_below_slo: StopBelowSlo | None = None) -> dict[str, Any]:
-    door = open_door(name, pool, args.time_scale, out, getattr(args, "predictor", "input-length"))
+    door = open_door(name, pool, args.time_scale, out, args.predictor)
     try:
         return asyncio.run(measure(door, records, args, text, engines, out, stop_below_slo))
     finally:
@@ -900,7 +901,7 @@ def simulated_row(name: str, records: Sequence[StageRecord], engines: Sequence[E
     warmup = warmup_trace(engines[0].model, warmup_programs)
     signals = twin_signals(predictor if name == "hetflow" else "input-length", [*warmup, *records], engines)
     sim = Simulation.from_preset(engines, preset, signals, pins_retained_kv=False)
-    start_s = max(r.arrival_s for r in warmup) + 60.0 if warmup else 0.0
+    start_s = trace_start_s(warmup_programs)
     gate = GateSeries()
 
     def sample() -> None:
@@ -988,7 +989,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {"door": name, "error": f"{type(exc).__name__}: {exc}"}
         result["rows"].append(row)
         if args.simulate and name in SIMULATED_AS:
-            result["rows"].append(simulated_row(name, records, engines, args.slo_scale,
+            result["rows"].append(simulated_row(name, records, engines, args.slo_scale, args.warmup_programs,
                                                 predictor=args.predictor, time_scale=args.time_scale))
             print(_sim_line(result["rows"][-1], row), flush=True)
         (out / "results.json").write_text(json.dumps(result, indent=1))  # after every door: nothing lost

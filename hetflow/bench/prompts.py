@@ -25,8 +25,9 @@ PART_MEMO_ENTRIES = 8192
 
 
 class PromptText:
-    """Prompt text with exact token counts in the pool's tokenizer: each part is the servers' own filler
-    (words the tokenizer holds as one token), seeded by the part's key, so equal parts are equal tokens."""
+    """Prompt text with exact token counts in the pool's tokenizer: each part is its own text cut to its
+    tokens, else (after a shorter text, or with none) the servers' own filler (words the tokenizer holds as
+    one token) seeded by the part's key, so equal parts are equal tokens."""
 
     def __init__(self, tokenizer_dir: str = "") -> None:
         from engine_svc.vllm_sim.tokenizer import PromptTokenizer  # the servers' tokenizer, as they load it

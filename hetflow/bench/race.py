@@ -217,7 +217,8 @@ class Race:
 
 
 def bracket_rates(simulated: Mapping[str, Capacity]) -> tuple[float, ...]:
-    """The simulated capacities of the two leading doors, lower first (one rate when they are equal)."""
+    """The simulated capacities of the two leading doors, lower first (one rate when they are equal, none
+    where no door passed a rate)."""
     leading = sorted(simulated.values(), key=lambda c: -c.rate_per_s)[:2]
     return tuple(sorted({c.rate_per_s for c in leading if c.rate_per_s > 0}))
 
@@ -255,7 +256,7 @@ def report(spec: RaceSpec, simulated: Mapping[str, Capacity], live: Mapping[str,
                            "passed": not failures_of(row, rule), "failures": list(failures_of(row, rule)),
                            "p95_s": row.get("latency_s", {}).get("p95"),
                            "within_slo_share": row.get("within_slo_share"),
-                           "queueing_share": row.get("server_queueing_share"),
+                           "server_queueing_share": row.get("server_queueing_share"),
                            "client_queueing_share": row.get("client_queueing_share"),
                            "door_wait_s_per_call": row.get("door_wait_s_per_call"),
                            "prefix_hit_rate": row.get("prefix_hit_rate"),
@@ -275,7 +276,7 @@ def report(spec: RaceSpec, simulated: Mapping[str, Capacity], live: Mapping[str,
             "live_hours": journal.live_wall_s() / 3600}
 
 
-def _door_runners(spec: RaceSpec, out: Path) -> tuple[RowRunner, RowRunner, Callable[[int], float]]:
+def door_runners(spec: RaceSpec, out: Path) -> tuple[RowRunner, RowRunner, Callable[[int], float]]:
     """The live door and its twin from ``hetflow.bench.doors``, on the spec's pool and family, and each
     seed's work ceiling there (``hetflow.bench.work_ceiling.trace_ceiling``: the trace's programs are the
     same at every rate)."""
@@ -334,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.out or OUT_DIR / f"race-{args.spec.stem}"
     journal = Journal(out / "race.jsonl")
-    live, sim, ceiling_per_s = _door_runners(spec, out)
+    live, sim, ceiling_per_s = door_runners(spec, out)
     race = Race(spec, journal, live, sim, ceiling_per_s=ceiling_per_s)
     if args.twins_only:
         twins = race.twins()

@@ -254,6 +254,14 @@ def test_the_warm_up_resumes_each_program_enough_to_fill_the_routers_windows_on_
     assert last.depends_on == [last.stage_index - 1] and last.input_tokens["m"] == 256 + 5 * (32 + 64)
 
 
+def test_the_twins_trace_starts_a_minute_after_the_warm_ups_last_arrival():
+    from hetflow.bench.doors import trace_start_s, warmup_trace
+
+    for count in (1, 120):
+        assert trace_start_s(count) == max(r.arrival_s for r in warmup_trace("m", count)) + 60.0
+    assert trace_start_s(0) == 0.0
+
+
 def test_a_refusal_before_the_stream_is_retried_as_the_openai_client_retries_it():
     import asyncio
 
