@@ -49,6 +49,7 @@ from hetflow.core.trace import StageRecord
 
 
 def scale_counts(factor: float, where: str) -> None:
+    """``--count-scale``: the balancer's prompt count, the monitor's record of it, or both, times ``factor``."""
     def call(*args: Any, **kwargs: Any) -> LlmCall:
         if kwargs.get("known_input_tokens") and where in ("call", "both"):
             kwargs["known_input_tokens"] = int(kwargs["known_input_tokens"] * factor)
@@ -73,6 +74,7 @@ def scale_counts(factor: float, where: str) -> None:
 
 
 def pinned() -> None:
+    """``--pinned``: the twin's engines pin a retained program's KV (hetflow's own engine)."""
     built = run.Simulation.from_preset.__func__  # type: ignore[attr-defined]
 
     def from_preset(cls: type, *args: Any, **kwargs: Any) -> run.Simulation:
@@ -82,6 +84,7 @@ def pinned() -> None:
 
 
 def no_retention() -> None:
+    """``--no-retention``: no engine keeps a finished call's KV for its program."""
     finish = scheduler.BatchScheduler.finish
 
     def freed(self: scheduler.BatchScheduler, req: Any, now_s: float) -> None:
@@ -92,6 +95,7 @@ def no_retention() -> None:
 
 
 def template_tokens() -> None:
+    """``--template-tokens``: the chat template's own tokens added to each prompt, as sent before cfb3c58."""
     template = PromptText().template_tokens
     generated = generate.generate
 
@@ -112,6 +116,7 @@ def template_tokens() -> None:
 
 
 def call_delay(delay_s: float, jitter_seed: int | None) -> None:
+    """``--call-delay-s``: each call's tool time grown by ``delay_s`` (drawn uniform on [0, twice it] with a seed)."""
     generated = generate.generate
     draw = random.Random(jitter_seed)
 
@@ -142,6 +147,7 @@ def count_holds(trace_start_s: float) -> None:
 
 
 def engines_slower(factor: float) -> None:
+    """``--engines-slower``: every engine iteration ``factor`` times the profile's length."""
     duration_ms = scheduler.StepPlan.duration_ms
 
     def slower(self: scheduler.StepPlan, profile: Any) -> float:
@@ -151,6 +157,7 @@ def engines_slower(factor: float) -> None:
 
 
 def live_features() -> None:
+    """``--live-features``: the QRF predicts from each call's features as the live door reads them."""
     import hetflow.bench.learned_signals as learned
     from hetflow.bench.doors import sent_feature_row
     from hetflow.bench.prompts import part_texts
@@ -169,10 +176,12 @@ def live_features() -> None:
 
 
 def program_idle(idle_s: float) -> None:
+    """``--program-idle-s``: the monitor's ``program_idle_after_s``, in the twin's (GPU) seconds."""
     run.MonitorLimits = functools.partial(MonitorLimits, program_idle_after_s=idle_s)  # type: ignore[misc,assignment]
 
 
 def main() -> None:
+    """Each rate of the door's twin, with the what-ifs asked, one line each (and its holds)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--spec", type=Path, default=Path("bench/races/agent-vllm-sim-l4x4.yaml"))
     p.add_argument("--door", default="hetflow")
@@ -223,6 +232,7 @@ def main() -> None:
 
 
 def report_holds(until_s: float) -> None:
+    """How many trace calls the twin held for room that left the hold by ``until_s``, and how long each."""
     held_s = sorted(left - since for since, left in HOLDS if left <= until_s)
     if held_s:
         print(f"  held for room, left by {until_s:g} s: {len(held_s)} calls, {sum(held_s) / len(held_s):.1f} s each "
@@ -230,6 +240,7 @@ def report_holds(until_s: float) -> None:
 
 
 def report(door: str, rate: float, row: dict[str, Any], delay_s: float, jitter_seed: int | None) -> None:
+    """One twin row's line: P95, the share within the SLO, prefix hits, preemptions, waits, the gate."""
     later = f" +{delay_s:g} s a call" + (f" (drawn, seed {jitter_seed})" if jitter_seed is not None else "") \
         if delay_s else ""
     gate = {name: round(halves["second_half"], 1) for name, halves in row.get("gate", {}).get("means", {}).items()

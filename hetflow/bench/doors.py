@@ -135,6 +135,15 @@ RENDERING_DOORS = ("vllm-router:cache_aware",)
 with ``--enable-scale-out``): their servers run with it, as an operator of that door would."""
 
 
+def pool_engines(pool: dict[str, Any]) -> tuple[float, list[EngineSpec]]:
+    """A vllm-sim pool's time scale, which its servers must share, and its servers as the twin's engines."""
+    scales = {float(s.get("time_scale", 1.0)) for s in pool["vllm_sim"]}
+    if len(scales) != 1:
+        raise SystemExit("the pool's servers must share one time_scale")
+    return scales.pop(), [EngineSpec(s["name"], s.get("served_model_name") or load_profile(s["profile"]).model,
+                                     load_profile(s["profile"])) for s in pool["vllm_sim"]]
+
+
 def pool_stack(pool: dict[str, Any], out: Path, door: str, scheduling_policy: str) -> tuple[Path, dict[str, Any]]:
     """The pool's servers on free ports, as a stack of their own (or the base of hetflow's); with the
     scale-out routes for a door in ``RENDERING_DOORS``."""
@@ -969,12 +978,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="also run each door's simulator preset on the same trace (the simulator-vs-live error)")
     args = p.parse_args(argv)
     pool = load_stack(Path(args.pool))
-    scales = {float(s.get("time_scale", 1.0)) for s in pool["vllm_sim"]}
-    if len(scales) != 1:
-        raise SystemExit("the pool's servers must share one time_scale")
-    args.time_scale = scales.pop()
-    engines = [EngineSpec(s["name"], s.get("served_model_name") or load_profile(s["profile"]).model,
-                          load_profile(s["profile"])) for s in pool["vllm_sim"]]
+    args.time_scale, engines = pool_engines(pool)
     records = generate(args.family, args.programs, args.seed, [engines[0].model], rate_per_s=args.rate)
     out = Path(args.out) if args.out else OUT_DIR / "doors"
     out.mkdir(parents=True, exist_ok=True)

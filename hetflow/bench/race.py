@@ -85,7 +85,9 @@ class RaceSpec:
     @classmethod
     def load(cls, path: Path) -> RaceSpec:
         raw = yaml.safe_load(path.read_text())
-        raw["doors"], raw["seeds"] = tuple(raw["doors"]), tuple(raw.get("seeds", (1, 2, 3)))
+        raw["doors"] = tuple(raw["doors"])
+        if "seeds" in raw:
+            raw["seeds"] = tuple(raw["seeds"])
         spec = cls(**raw)
         if len(spec.doors) < 2 or not spec.seeds:
             raise ValueError(f"{path}: a race needs two doors or more and a seed")
@@ -283,19 +285,14 @@ def door_runners(spec: RaceSpec, out: Path) -> tuple[RowRunner, RowRunner, Calla
     from hetflow.bench import doors
     from hetflow.bench.prompts import PromptText
     from hetflow.bench.work_ceiling import trace_ceiling
-    from hetflow.core.engine.profile import EngineSpec, load_profile
     from hetflow.runtime.config import load_stack
     from hetflow.workloads.generate import generate
     from simulator.settle import StopBelowSlo
 
     pool = load_stack(Path(spec.pool))
-    scales = {float(s.get("time_scale", 1.0)) for s in pool["vllm_sim"]}
-    if len(scales) != 1:
-        raise SystemExit("the pool's servers must share one time_scale")
-    engines = [EngineSpec(s["name"], s.get("served_model_name") or load_profile(s["profile"]).model,
-                          load_profile(s["profile"])) for s in pool["vllm_sim"]]
+    time_scale, engines = doors.pool_engines(pool)
     text = PromptText(pool["vllm_sim"][0].get("tokenizer", ""))
-    args = argparse.Namespace(time_scale=scales.pop(), idle_s=0.0, warmup_programs=spec.warmup_programs,
+    args = argparse.Namespace(time_scale=time_scale, idle_s=0.0, warmup_programs=spec.warmup_programs,
                               slo_scale=spec.slo_scale, profile=False, predictor=spec.hetflow_predictor)
 
     def trace(seed: int, rate: float) -> list[Any]:
