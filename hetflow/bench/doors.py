@@ -810,7 +810,6 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     then says only that (``settled``), what the programs finished by then did, and the host's figures."""
     await wait_serving(door)
     idle_by_process = await idle_cpu(door.processes(), args.idle_s)
-    idle_cpu_s_per_s = sum(idle_by_process.values())
     model = engines[0].model
     warmup_failed = await warm_up(door, text, model, args.warmup_programs, args.time_scale, engines)
     before, wall_before_s = server_counters(door.pool_config), time.monotonic()
@@ -839,8 +838,7 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
                 stop.cancel()
     after = server_counters(door.pool_config)
     trace_cpu_s = {name: cpu_s - cpu_before[name] for name, cpu_s in cpu_by_process(processes).items()}
-    door_cpu_s = sum(trace_cpu_s.values())
-    above_idle_s = door_cpu_s - idle_cpu_s_per_s * (time.monotonic() - wall_before_s)
+    trace_wall_s = time.monotonic() - wall_before_s
     decisions = {k: v - decisions_before.get(k, 0.0) for k, v in router_prefix_decisions(door).items()}
     waits = {k: v - waits_before.get(k, 0.0) for k, v in door_waits(door).items()}
     results = [r for r in done if isinstance(r, ProgramResult)]
@@ -851,16 +849,12 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
     delta = {k: sum(d[k] for d in per_server) for k in per_server[0]}
     calls = sum(len(r.calls) for r in results)
     tokens = sum(c.output_tokens for r in results for c in r.calls.values())
-    late = delta["late_iterations"] / delta["iterations"] if delta["iterations"] else 0.0
     gate_until_s = summary.get("arrival_span_s") if settled is None else float(settled["stopped_at_s"])
     return {"door": door.name, **summary, **gate.row_entry(gate_until_s),
             "client_queueing_share": summary.get("queueing_share"),
-            "failed_programs": len(errors), "first_errors": errors[:5], "preemptions": delta["preemptions"],
+            "failed_programs": len(errors), "first_errors": errors[:5],
             "retried_calls": door.retried_calls, "warmup_failed_programs": warmup_failed,
-            "prefix_hit_rate": delta["prefix_hits"] / delta["prefix_queries"] if delta["prefix_queries"] else 0.0,
-            "server_queueing_share": delta["queue_s"] / delta["e2e_s"] if delta["e2e_s"] else 0.0,
-            "late_iteration_share": late, "host_kept_up": late <= LATE_ITERATIONS_LIMIT,
-            "call_shares": call_shares([d["calls"] for d in per_server]),
+            **server_entries(per_server),
             **({"router_prefix_decisions": decisions} if decisions else {}),
             "client_wait_s_per_call": wait_per_call_s(results)["queued"] if calls else None,
             "door_transit_s_per_call": door_transit_s_per_call(list(started.values()), delta, args.time_scale),
@@ -871,7 +865,30 @@ async def measure(door: Door, records: Sequence[StageRecord], args: argparse.Nam
             **({"router_holds": hold_summary(router_holds(Path(door.router_log.name).read_text(), trace_start_unix_s,
                                                           args.time_scale))}
                if door.name == "vllm-router:program" and door.router_log is not None else {}),
-            "door_cpu_ms_per_call": 1e3 * door_cpu_s / calls if calls else None,
+            **door_cpu_entries(trace_cpu_s, idle_by_process, trace_wall_s, calls, tokens)}
+
+
+def server_entries(per_server: Sequence[Mapping[str, float]]) -> dict[str, Any]:
+    """What the pool's servers counted over the trace (``server_counters``' deltas, one mapping a server):
+    preemptions, prefix hits, their queueing share, late iterations (the host kept up while at most
+    ``LATE_ITERATIONS_LIMIT`` of them were more than 5% late) and each server's share of the calls."""
+    delta = {k: sum(d[k] for d in per_server) for k in per_server[0]}
+    late = delta["late_iterations"] / delta["iterations"] if delta["iterations"] else 0.0
+    return {"preemptions": delta["preemptions"],
+            "prefix_hit_rate": delta["prefix_hits"] / delta["prefix_queries"] if delta["prefix_queries"] else 0.0,
+            "server_queueing_share": delta["queue_s"] / delta["e2e_s"] if delta["e2e_s"] else 0.0,
+            "late_iteration_share": late, "host_kept_up": late <= LATE_ITERATIONS_LIMIT,
+            "call_shares": call_shares([d["calls"] for d in per_server])}
+
+
+def door_cpu_entries(trace_cpu_s: Mapping[str, float], idle_by_process: Mapping[str, float], trace_wall_s: float,
+                     calls: int, tokens: int) -> dict[str, Any]:
+    """The door's processes' CPU over the trace (``trace_cpu_s``, by process), a call and a token, and above
+    what they burn idle (``idle_by_process``, CPU seconds a second) over the trace's ``trace_wall_s``."""
+    idle_cpu_s_per_s = sum(idle_by_process.values())
+    door_cpu_s = sum(trace_cpu_s.values())
+    above_idle_s = door_cpu_s - idle_cpu_s_per_s * trace_wall_s
+    return {"door_cpu_ms_per_call": 1e3 * door_cpu_s / calls if calls else None,
             "door_cpu_us_per_token": 1e6 * door_cpu_s / tokens if tokens else None,
             "door_idle_cpu_ms_per_s": 1e3 * idle_cpu_s_per_s,
             "door_idle_cpu_ms_per_s_by_process": {name: 1e3 * s for name, s in idle_by_process.items()},
