@@ -146,11 +146,14 @@ def _error_response(error: OpenAIError) -> JSONResponse:
 
 
 def _caller(request: Request, cfg: GatewayConfig) -> tuple[str, str]:
-    """The caller's API key and its tenant ("" on a stack without keys), checked here when the stack has
-    keys; the key is passed on to the balancer (which checks it again and takes the tenant from it)."""
-    key = bearer({"authorization": request.headers.get("authorization", "")})
+    """The caller's API key and its tenant, checked here when the stack has keys; the key is passed on to
+    the balancer (which checks it again and takes the tenant from it). On a stack without keys both are
+    "" whatever the caller sends: OpenAI's clients always send one (``Bearer EMPTY``), which the balancer
+    of a stack secured by certificates or its service token would refuse as no key of its own, and each
+    distinct one would open a stream of decisions of its own (``Gateway.decisions``)."""
     if not cfg.serve.security.api_keys:
-        return key, ""
+        return "", ""
+    key = bearer({"authorization": request.headers.get("authorization", "")})
     if not key:
         raise OpenAIError(401, "an API key is required: Authorization: Bearer <key>", "authentication_error",
                           None, "invalid_api_key")

@@ -1,0 +1,35 @@
+"""The gateway's own checks of a caller, before any call reaches the balancer."""
+
+import hashlib
+
+import pytest
+from starlette.requests import Request
+
+from gateway_svc.app import _caller
+from gateway_svc.config import GatewayConfig
+from hetflow.runtime.openai_request import OpenAIError
+from hetflow.runtime.security import SecurityConfig
+from hetflow.runtime.server import ServeConfig
+
+
+def request_with(authorization: str) -> Request:
+    headers = [(b"authorization", authorization.encode())] if authorization else []
+    return Request({"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": headers})
+
+
+def config(api_keys: dict[str, str]) -> GatewayConfig:
+    return GatewayConfig(serve=ServeConfig(security=SecurityConfig(api_keys=api_keys)))
+
+
+@pytest.mark.parametrize("authorization", ["Bearer EMPTY", "Bearer sk-anything", ""])
+def test_on_a_stack_without_keys_no_key_is_passed_on_whatever_the_client_sends(authorization):
+    assert _caller(request_with(authorization), config({})) == ("", "")
+
+
+def test_on_a_stack_with_keys_the_key_names_its_tenant_and_others_are_refused():
+    keys = {hashlib.sha256(b"sk-a").hexdigest(): "team-a"}
+    assert _caller(request_with("Bearer sk-a"), config(keys)) == ("sk-a", "team-a")
+    for authorization in ("Bearer sk-other", ""):
+        with pytest.raises(OpenAIError) as refused:
+            _caller(request_with(authorization), config(keys))
+        assert refused.value.status_code == 401
