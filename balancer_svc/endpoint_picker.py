@@ -37,22 +37,19 @@ from google.protobuf import struct_pb2
 
 from balancer_svc import convert
 from balancer_svc.dispatcher import Dispatch, Dispatcher
-from hetflow.core.errors import DeadlineExceeded, HetflowError, InvalidArgument, ResourceExhausted
+from hetflow.core.errors import HetflowError, InvalidArgument
+from hetflow.runtime.interceptors import status_of
 from hetflow.runtime.logs import get_logger
-from hetflow.runtime.openai_request import OpenAIError, parse
+from hetflow.runtime.openai_request import OpenAIError, from_status, parse
 from hetflow.runtime.security import Caller, PermissionDenied, Unauthenticated, bearer, tenant_of_key
 
 log = get_logger(__name__)
-PROTOCOL_VERSION = "v1.0.0"
 EXT_PROC_SERVICE_NAME = ext_proc.DESCRIPTOR.services_by_name["ExternalProcessor"].full_name
 DESTINATION = "x-gateway-destination-endpoint"
 SUBSET_NAMESPACE, SUBSET_KEY = "envoy.lb.subset_hint", "x-gateway-destination-endpoint-subset"
 METADATA_NAMESPACE = "envoy.lb"
 DEFAULT_MAX_TOKENS = 1024
 """max_tokens of a request that sets none, as the gateway's default."""
-HTTP_OF_ERROR: tuple[tuple[type[Exception], int], ...] = (
-    (ResourceExhausted, 429), (DeadlineExceeded, 504), (InvalidArgument, 400), (PermissionDenied, 403))
-"""The immediate response each refusal gets (the protocol: 429 to drop, 503 with no endpoint ready)."""
 
 
 @dataclass
@@ -121,28 +118,32 @@ class EndpointPicker(ext_proc_grpc.ExternalProcessorServicer):
             parsed = parse("chat" if isinstance(body, dict) and "messages" in body else "completion", body,
                            exchange.headers, DEFAULT_MAX_TOKENS, self.pool_model, frozenset({self.pool_model}))
         except OpenAIError as exc:
-            return [_immediate(exc.status_code, exc.message)]
+            return [_immediate(exc)]
         try:
             call = convert.call_from_proto(parsed.request, d.cfg.max_tokens_limit, time.time(), d.cfg.past_deadline,
                                            count_prompt=d.count_prompt)
             call = replace(call, model_pin=self.pool_model)
             if tenant:
                 call = convert.scoped_to_caller(call, Caller("tenant", tenant))
-            d.gateway_calls.add(call.request_id)
-            with d.admission(call.workflow.tenant, relays=False):
-                d.monitor_view.limit_endpoints(call.request_id, exchange.subset)
-                try:
-                    dispatch = await d.decide(call)
-                finally:
-                    d.monitor_view.limit_endpoints(call.request_id, None)
-        except (HetflowError, PermissionDenied) as exc:
-            d.gateway_calls.discard(parsed.request.request_id)
-            status = next((code for cls, code in HTTP_OF_ERROR if isinstance(exc, cls)), 503)
-            return [_immediate(status, str(exc))]
+            d.gateway_calls.add(call.request_id)  # read as the call is placed, in every round it is held
+            try:
+                with d.admission(call.workflow.tenant, relays=False):
+                    d.monitor_view.limit_endpoints(call.request_id, exchange.subset)
+                    try:
+                        dispatch = await d.decide(call)
+                    finally:
+                        d.monitor_view.limit_endpoints(call.request_id, None)
+            finally:
+                d.gateway_calls.discard(call.request_id)
+        except (HetflowError, PermissionDenied) as exc:  # as the gateway answers them (the protocol: 429 to
+            # drop, 503 with no endpoint ready)
+            code, message = status_of(exc)
+            return [_immediate(from_status(code, message, getattr(exc, "retry_after_s", None)))]
         endpoint = d.monitor_view.engine_status(dispatch.engine.engine_id).serving_endpoint
         if not endpoint:
             self._release(call.request_id, 0, "cancelled", dispatch)
-            return [_immediate(503, f"engine {dispatch.engine.engine_id} reports no model-server endpoint")]
+            return [_immediate(from_status(grpc.StatusCode.UNAVAILABLE,
+                                           f"engine {dispatch.engine.engine_id} reports no model-server endpoint"))]
         exchange.dispatch, exchange.request_id = dispatch, call.request_id
         d.sent(dispatch)
         body["priority"] = round(dispatch.priority.key)  # vLLM's --scheduling-policy priority: lower runs first
@@ -159,7 +160,7 @@ class EndpointPicker(ext_proc_grpc.ExternalProcessorServicer):
         """A request with no body (``GET /v1/models``): the least loaded ready endpoint, nothing admitted."""
         endpoint = self.dispatcher.monitor_view.least_loaded_endpoint(self.pool_model, exchange.subset)
         if not endpoint:
-            return _immediate(503, f"no ready endpoint serves {self.pool_model}")
+            return _immediate(from_status(grpc.StatusCode.UNAVAILABLE, f"no ready endpoint serves {self.pool_model}"))
         return ext_proc.ProcessingResponse(
             request_headers=ext_proc.HeadersResponse(response=ext_proc.CommonResponse(
                 clear_route_cache=True, header_mutation=ext_proc.HeaderMutation(
@@ -184,7 +185,6 @@ class EndpointPicker(ext_proc_grpc.ExternalProcessorServicer):
                       exchange.dispatch)
 
     def _release(self, request_id: str, output_tokens: int, outcome: str, dispatch: Dispatch) -> None:
-        self.dispatcher.gateway_calls.discard(request_id)
         self.dispatcher.monitor_view.release_later(request_id, output_tokens, outcome, admitted=dispatch.admitted)
 
 
@@ -225,11 +225,12 @@ def _streamed(body: bytes, end_of_stream: bool, response: bool) -> ext_proc.Proc
             else ext_proc.ProcessingResponse(request_body=mutation))
 
 
-def _immediate(status: int, message: str) -> ext_proc.ProcessingResponse:
-    error = OpenAIError(status, message, "service_unavailable" if status == 503 else "invalid_request_error")
+def _immediate(error: OpenAIError) -> ext_proc.ProcessingResponse:
+    """The gateway answers the client itself: the error's status, OpenAI-shaped body and ``Retry-After``."""
     return ext_proc.ProcessingResponse(immediate_response=ext_proc.ImmediateResponse(
-        status=http_status_pb2.HttpStatus(code=status), body=json.dumps(error.body()).encode("utf-8"),
-        details=message[:200]))
+        status=http_status_pb2.HttpStatus(code=error.status_code), body=json.dumps(error.body()).encode("utf-8"),
+        headers=ext_proc.HeaderMutation(set_headers=[_header(k, v) for k, v in error.headers().items()]),
+        details=error.message[:200]))
 
 
 def _usage_tokens(chunk: bytes) -> int:

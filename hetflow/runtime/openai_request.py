@@ -75,9 +75,13 @@ def invalid(message: str, param: str | None = None, code: str | None = None) -> 
 def from_grpc(exc: grpc.aio.AioRpcError) -> OpenAIError:
     """The balancer's (or monitor's) failure as the client sees it, with its retry hint (gRPC's pushback,
     ``hetflow.runtime.interceptors``) as ``Retry-After``."""
-    status, kind = HTTP_OF_STATUS.get(exc.code(), (500, "internal_error"))
-    return OpenAIError(status, exc.details() or exc.code().name, kind, None, exc.code().name.lower(),
-                       retry_pushback_s(exc))
+    return from_status(exc.code(), exc.details(), retry_pushback_s(exc))
+
+
+def from_status(code: grpc.StatusCode, message: str, retry_after_s: float | None = None) -> OpenAIError:
+    """A gRPC status as its OpenAI-shaped error (``HTTP_OF_STATUS``), ``retry_after_s`` its ``Retry-After``."""
+    status, kind = HTTP_OF_STATUS.get(code, (500, "internal_error"))
+    return OpenAIError(status, message or code.name, kind, None, code.name.lower(), retry_after_s)
 
 
 HEADER_OF_FIELD = {
