@@ -18,6 +18,8 @@ import time
 from dataclasses import replace
 from typing import AsyncIterator
 
+import grpc
+
 from balancer_svc.judges import Judge
 from balancer_svc.relay import Relay
 from hetflow.core.call import LlmCall
@@ -65,7 +67,8 @@ class CascadeServing:
             started = time.perf_counter()
             try:
                 chunks = [c async for c in self.relay.serve_admitted(stage_call, _remaining(deadline_s))]
-            except HetflowError as exc:
+            except (HetflowError, grpc.aio.AioRpcError) as exc:  # the engine's own refusal (a prompt too long
+                # for the larger model) is relayed as it came
                 if not kept:
                     raise
                 stages.append(balancer_pb2.CascadeStage(

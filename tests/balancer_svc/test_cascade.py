@@ -3,6 +3,7 @@
 import contextlib
 from dataclasses import replace
 
+import grpc
 import pytest
 
 from balancer_svc.cascade import CascadeServing
@@ -10,6 +11,7 @@ from balancer_svc.judges import Grade
 from hetflow.core.cascade.config import CascadeConfig, JudgeSpec
 from hetflow.core.errors import ResourceExhausted, Unavailable
 from hetflow.core.workload_window import WorkloadWindow
+from hetflow.runtime.interceptors import rpc_error
 from hetflow.v1 import balancer_pb2
 from tests.factories import call
 
@@ -110,8 +112,12 @@ async def test_an_answer_the_judge_could_not_grade_is_forwarded():
     assert first.outcome == "escalated" and "no rating" in first.why and not first.HasField("score")
 
 
-async def test_a_failed_escalation_returns_the_answer_already_given_and_says_why():
-    serving, _, _ = cascade({"small": 10.0}, fail={"medium": ResourceExhausted("queue full")})
+@pytest.mark.parametrize("failure", [
+    ResourceExhausted("queue full"),
+    rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "the prompt is longer than the model's context, queue full"),
+], ids=["refused by the balancer", "refused by the engine"])
+async def test_a_failed_escalation_returns_the_answer_already_given_and_says_why(failure):
+    serving, _, _ = cascade({"small": 10.0}, fail={"medium": failure})
     chunks = await run(serving, replace(call(), want_receipt=True))
     assert "".join(c.text for c in chunks) == "small says hi"
     stages = chunks[0].receipt.cascade
