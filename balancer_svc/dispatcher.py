@@ -289,6 +289,8 @@ class Dispatcher:
             async with asyncio.timeout(give_up_s):  # not wait_for: on 3.11 it can swallow the caller's cancel
                 return await outcome
         except TimeoutError as exc:
+            if outcome.done() and not outcome.cancelled() and outcome.exception() is None:
+                return outcome.result()  # placed by a round in the loop turn the hold ran out: it goes
             if deadline and time.time() >= deadline:
                 raise DeadlineExceeded(f"program deadline passed while waiting for KV room: {wait}") from exc
             raise ResourceExhausted(f"no KV room within max_hold_s {self.cfg.max_hold_s:g}s: {wait}",

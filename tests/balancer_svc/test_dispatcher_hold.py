@@ -367,6 +367,47 @@ def test_a_held_call_waits_at_most_max_hold_s_then_is_resource_exhausted_with_a_
     assert retry_after_s == 1.0 and still_held == 0
 
 
+def test_a_call_placed_in_the_loop_turn_its_hold_runs_out_goes_with_its_dispatch(monkeypatch):
+    """The round's admit resolves the hold as max_hold_s runs out: the caller gets the dispatch (refused,
+    its admit would stay in the monitor with no one to release it)."""
+    timeouts = []
+    real_timeout = asyncio.timeout
+
+    def recorded(delay):
+        timeouts.append(real_timeout(delay))
+        return timeouts[-1]
+
+    monkeypatch.setattr(asyncio, "timeout", recorded)
+
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", max_hold_s=60.0))
+
+        async def decide_once(c):
+            raise WaitForCapacity("no room", retry_after_s=30.0)  # no round runs in the test's time
+
+        decides_by(dispatcher, decide_once)
+        released = []
+        dispatcher.monitor_view.release_later = (
+            lambda request_id, tokens, outcome, started=0.0, admitted=None: released.append(request_id))
+        c = call()
+        caller = asyncio.create_task(dispatcher.decide(c))
+        while c.request_id not in dispatcher._held_calls:
+            await asyncio.sleep(0.001)
+        loop, placed = asyncio.get_running_loop(), SimpleNamespace(admitted=None)
+
+        def admitted_as_the_hold_runs_out():
+            timeouts[-1].reschedule(loop.time())  # the hold's end runs next,
+            dispatcher._held_calls[c.request_id][1].set_result(placed)  # then the caller wakes to the admit
+
+        loop.call_soon(admitted_as_the_hold_runs_out)
+        try:
+            return await caller is placed, released
+        finally:
+            await dispatcher.close()
+
+    assert asyncio.run(scenario()) == (True, [])
+
+
 def test_a_full_hold_queue_refuses_at_once():
     async def scenario():
         dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1", max_held_calls=1))
