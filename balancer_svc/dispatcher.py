@@ -328,6 +328,9 @@ class Dispatcher:
         placed = await self._place_held([(r, outcome) for r, _, outcome in held], fetched, start)
         confirmed = await asyncio.gather(*(self._confirmed(p) for _, _, p in placed), return_exceptions=True)
         self._settle_held(placed, confirmed)
+        for request_id, _, _ in held:
+            if request_id not in self._held_calls:  # its caller left during the round, which kept its advice
+                self._advice.pop(request_id, None)
 
     async def _place_held(self, held: list[tuple[str, asyncio.Future[Dispatch]]],
                           fetched: list[Fetched | BaseException], start_perf_s: float

@@ -240,6 +240,37 @@ def test_a_held_call_is_decided_again_on_its_first_advice():
     assert len(known_per_fetch) == 3 and left == {}      # and forgotten once the call is decided
 
 
+def test_a_call_whose_caller_gives_up_while_a_round_holds_it_again_leaves_no_advice():
+    async def scenario():
+        dispatcher = Dispatcher(BalancerConfig(monitor_address="127.0.0.1:1"))
+        in_round, finish, attempts = asyncio.Event(), asyncio.Event(), []
+
+        async def fetch(c, known=None):
+            return c
+
+        async def place(c, start_perf_s):
+            attempts.append(c.request_id)
+            if len(attempts) > 1:   # a round: its caller gives up while the router is asked
+                in_round.set()
+                await finish.wait()
+            dispatcher._advice[c.request_id] = Advice(c, {}, None)  # as ``_place`` records a held call's advice
+            raise WaitForCapacity("no room", retry_after_s=0.0)
+
+        dispatcher._fetch, dispatcher._place = fetch, place
+        caller = asyncio.create_task(dispatcher.decide(call()))
+        await in_round.wait()
+        caller.cancel()
+        await asyncio.sleep(0)
+        finish.set()
+        while dispatcher.decisions.held or dispatcher._releaser is not None and not dispatcher._releaser.done():
+            await asyncio.sleep(0.001)
+        left = dict(dispatcher._advice)
+        await dispatcher.close()
+        return left
+
+    assert asyncio.run(scenario()) == {}
+
+
 def test_a_call_whose_caller_gives_up_while_a_round_admits_it_is_released():
     """The round's decision admitted the call in the monitor; its caller is gone, so the entry is
     released at once rather than left to orphan reconciliation."""
