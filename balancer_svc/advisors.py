@@ -18,7 +18,7 @@ from hetflow.core.call import LlmCall
 from hetflow.core.features import feature_row
 from hetflow.core.policies.contracts import Prediction
 from hetflow.runtime.batch_streams import BatchStream
-from hetflow.runtime.coalescing import Coalescer, rejected
+from hetflow.runtime.coalescing import Coalescer, WrongAnswerCount, rejected
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import predictor_pb2, predictor_pb2_grpc, router_pb2, router_pb2_grpc
 
@@ -58,7 +58,9 @@ class Advisors:
             return dict(score.confidence), score.truncated
         except grpc.aio.AioRpcError as exc:
             log.warning("router_unavailable", code=exc.code().name, details=exc.details())
-            return {}, False
+        except WrongAnswerCount as exc:
+            log.warning("router_unmatched_reply", error=str(exc))
+        return {}, False
 
     async def predict(self, call: LlmCall, models: list[str]) -> dict[str, tuple[Prediction, str]]:
         """y-hat = Y-hat(r.meta_info, m) for every candidate m at once; Algorithm 1 line 28 then takes the
@@ -70,6 +72,8 @@ class Advisors:
                 return {m: (wire.prediction_from_proto(p, self.quantiles), "") for m, p in zip(models, predicted)}
             except grpc.aio.AioRpcError as exc:
                 log.warning("predictor_unavailable", code=exc.code().name, details=exc.details())
+            except WrongAnswerCount as exc:
+                log.warning("predictor_unmatched_reply", error=str(exc))
         return {m: (Prediction(float(call.input_tokens)), "predictor-unavailable:input-length") for m in models}
 
     async def _score_batch(self, prompts: list[str]) -> Sequence[router_pb2.ModelConfidence]:
@@ -89,7 +93,7 @@ class Advisors:
             request, lambda: self.predictor.Predict(request, timeout=self.timeout_s))  # type: ignore[union-attr]
         predictions, answers, start = list(reply.predictions), [], 0
         if len(predictions) != len(asked):
-            raise RuntimeError(f"the predictor answered {len(predictions)} of {len(asked)} rows")
+            raise WrongAnswerCount(f"the predictor answered {len(predictions)} of {len(asked)} rows")
         for rows in rows_per_call:
             answers.append(predictions[start:start + len(rows)])
             start += len(rows)

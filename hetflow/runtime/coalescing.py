@@ -22,6 +22,11 @@ ResultT = TypeVar("ResultT")
 Asked = tuple[ItemT, "asyncio.Future[ResultT]"]
 
 
+class WrongAnswerCount(RuntimeError):
+    """A service answered a batch with more or fewer answers than it was asked: its answers cannot be
+    matched to their callers."""
+
+
 def rejected(exc: BaseException) -> bool:
     """A service refused a batch's content (INVALID_ARGUMENT: one call's item, say), having applied none of
     it: its items may be asked again one by one."""
@@ -66,7 +71,7 @@ class Coalescer(Generic[ItemT, ResultT]):
         try:
             results = await self._send([item for item, _ in batch])
             if len(results) != len(batch):
-                raise RuntimeError(f"a batch of {len(batch)} items got {len(results)} answers")
+                raise WrongAnswerCount(f"a batch of {len(batch)} items got {len(results)} answers")
         except asyncio.CancelledError:
             for _, answer in batch:
                 answer.cancel()

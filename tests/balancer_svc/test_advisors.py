@@ -9,6 +9,7 @@ import grpc
 import pytest
 
 from balancer_svc.advisors import Advisors
+from hetflow.core.policies.contracts import Prediction
 from hetflow.v1 import predictor_pb2, router_pb2
 from tests.factories import call, streamed
 
@@ -40,6 +41,23 @@ def test_while_both_are_down_calls_get_no_confidences_and_the_input_length_proxy
     assert scored == ({}, False)
     assert {m: (p.median_tokens, why) for m, (p, why) in predicted.items()} == {
         m: (float(asked.input_tokens), "predictor-unavailable:input-length") for m in ("small", "large")}
+
+
+def test_answers_that_cannot_be_matched_to_their_calls_are_read_as_the_service_down():
+    async def short_scores(request, timeout):
+        return router_pb2.ScoreReply(scores=[])
+
+    async def short_predictions(request, timeout):
+        return predictor_pb2.PredictReply(predictions=[])
+
+    async def scenario():
+        advisors = Advisors(_router(short_scores), _predictor(short_predictions), [0.9], 1.0)
+        asked = call(prompt="x " * 50)
+        return asked, await advisors.score(asked), await advisors.predict(asked, ["small"])
+
+    asked, scored, predicted = asyncio.run(scenario())
+    assert scored == ({}, False)
+    assert predicted == {"small": (Prediction(float(asked.input_tokens)), "predictor-unavailable:input-length")}
 
 
 @pytest.mark.parametrize("has_stream", [True, False])

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from hetflow.runtime.coalescing import Coalescer
+from hetflow.runtime.coalescing import Coalescer, WrongAnswerCount
 
 
 class Rejected(Exception):
@@ -119,7 +119,7 @@ def test_a_batch_with_the_wrong_number_of_answers_fails_its_callers():
         return await asyncio.gather(coalescer.ask(1), coalescer.ask(2), return_exceptions=True)
 
     answers = asyncio.run(scenario())
-    assert all(isinstance(a, RuntimeError) and "2 items got 1" in str(a) for a in answers)
+    assert all(isinstance(a, WrongAnswerCount) and "2 items got 1" in str(a) for a in answers)
 
 
 def test_max_items_must_be_positive():
