@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 from dataclasses import replace
@@ -166,6 +167,8 @@ class VllmServerBackend:
         reply = await self._http.get(f"{self._base_url}/metrics", timeout_s=5.0)
         reply.raise_for_status()
         load = vllm_metrics.parse(reply.content.decode())
+        if self._load.num_gpu_blocks and not load.num_gpu_blocks:  # admission needs the KV's size
+            raise ValueError(f"{self.cfg.base_url}/metrics has no vllm:cache_config_info this time")
         steps = max(0, load.engine_steps - self._load.engine_steps) if self._load.engine_steps else 0
         self._load, self._freed_blocks_since_read = load, 0
         for _ in range(min(steps, 10_000)):  # each engine step is one scheduling iteration (Chimera 3.7)
@@ -210,8 +213,20 @@ class VllmServerBackend:
             await self.front.wake.wait()
             self.front.wake.clear()
             for req, token_ids, call in self.front.admissible(self._has_room):
-                task = asyncio.get_running_loop().create_task(self._run(req, token_ids, call))
-                self._running[req.request_id] = (req, task)
+                self._start(req, token_ids, call)
+
+    def _start(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
+        """The admitted call's request to the server, in a task of its own (``abort`` cancels it)."""
+        task = asyncio.get_running_loop().create_task(self._run(req, token_ids, call))
+        self._running[req.request_id] = (req, task)
+        task.add_done_callback(functools.partial(self._cancelled_unstarted, req))
+
+    def _cancelled_unstarted(self, req: EngineRequest, task: asyncio.Task[None]) -> None:
+        """A call aborted before its task's first step never ran ``_run`` (a coroutine cancelled before it
+        starts runs none of its handlers): its caller's end and its slot's release are done here."""
+        if task.cancelled() and self._running.get(req.request_id, (None, None))[1] is task:
+            self.front.finish(req, "abort")
+            self._left(req)
 
     def _payload(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> dict[str, Any]:
         s = call.sampling
@@ -237,15 +252,20 @@ class VllmServerBackend:
             self.front.finish(req, "abort")
         except (InvalidArgument, Unavailable) as exc:
             self.front.put(req.request_id, exc)
-        except (HttpError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - the server's failure (an HTTP error, a reply not as vLLM's,
+            # whatever it breaks here) is the caller's UNAVAILABLE, never a stream left waiting
             log.warning("vllm_server_request_failed", request_id=req.request_id, error=str(exc))
             self.front.put(req.request_id,
                            Unavailable(f"vLLM server failed the request: {type(exc).__name__}: {exc}"))
         finally:
-            self._running.pop(req.request_id, None)
-            self._freed_blocks_since_read += blocks_for(req.prompt_tokens + req.output_tokens, self._load.block_size)
-            self.front.ended(req)
-            self.front.wake.set()
+            self._left(req)
+
+    def _left(self, req: EngineRequest) -> None:
+        """The call's request left the server: its slot and blocks free for the next admission."""
+        self._running.pop(req.request_id, None)
+        self._freed_blocks_since_read += blocks_for(req.prompt_tokens + req.output_tokens, self._load.block_size)
+        self.front.ended(req)
+        self.front.wake.set()
 
     async def _stream_retrying(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
         """The request's stream, sent again (``connection_retries``) when its connection fails before
@@ -304,7 +324,10 @@ class VllmServerBackend:
             raise Unavailable(f"vLLM server {self.cfg.base_url} did not tokenise the prompt: {exc}") from exc
         if reply.status != 200:
             raise server_error(reply.status, reply.content)
-        return list(reply.json()["tokens"])
+        try:
+            return list(reply.json()["tokens"])
+        except (ValueError, KeyError, TypeError) as exc:  # the server's fault, not the call's
+            raise Unavailable(f"vLLM server {self.cfg.base_url} answered /tokenize without its tokens: {exc}") from exc
 
     def _check_fits(self, prompt_tokens: int, max_tokens: int) -> None:
         if self._max_model_len and prompt_tokens + max_tokens > self._max_model_len:

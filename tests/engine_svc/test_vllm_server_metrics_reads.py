@@ -53,3 +53,21 @@ def test_a_resumed_call_is_charged_the_held_contexts_of_other_programs_not_its_o
     own, other = (EngineRequest(f"{p}/2", 1100, 16, 0.0, 0.0, program_id=p) for p in ("p", "q"))
     assert backend._has_room(own)
     assert not backend._has_room(other)
+
+
+async def test_a_metrics_page_without_the_kv_size_keeps_the_last_load():
+    """A page without ``vllm:cache_config_info`` would make the KV 0 blocks, which admission divides by:
+    the read fails (the watch logs it) and admission goes on by the last good load."""
+    from types import SimpleNamespace
+
+    backend = _backend()
+    backend._load = VllmServerLoad(kv_cache_usage=0.2, num_gpu_blocks=100, block_size=16)
+
+    async def page(url, timeout_s):
+        return SimpleNamespace(raise_for_status=lambda: None, content=b"vllm:num_requests_waiting 3\n")
+
+    backend._http = SimpleNamespace(get=page)
+    with pytest.raises(ValueError, match="cache_config_info"):
+        await backend._read_metrics()
+    assert backend._load.num_gpu_blocks == 100
+    assert backend._has_room(EngineRequest("r", 160, 16, 0.0, 0.0))
