@@ -92,11 +92,13 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
             raise InvalidArgument("a Hold's first message is the request")
         request = first.request
         direct = self._admit(request, context)
-        end, outcome = engine_pb2.HoldEnd(), "cancelled"
-        items = self._counted(backend.hold(convert.call_from_proto(request, self.max_tokens_limit)))
+        end, outcome, granted = engine_pb2.HoldEnd(), "cancelled", False
+        items: AsyncGenerator[ModelServerGrant | OutputDelta, None] | None = None
         try:
+            items = self._counted(backend.hold(convert.call_from_proto(request, self.max_tokens_limit)))
             grant = await anext(items)
             assert isinstance(grant, ModelServerGrant)
+            granted = True
             yield convert.grant_to_proto(grant)
             last = await anext(messages, None)
             if last is None:
@@ -115,9 +117,13 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
                                                                  end.started_unix_s))
         except Exception as exc:
             outcome = f"engine-error:{status_of(exc)[0].name}"
+            if direct and not granted:  # before the error reaches the caller, who may decide the call again
+                await self._end_direct(request.request_id, 0, outcome, 0.0)
+                direct = False
             raise
         finally:
-            await items.aclose()
+            if items is not None:
+                await items.aclose()
             if direct:
                 self._end_direct_later(request.request_id, end.output_tokens, outcome, end.started_unix_s)
 

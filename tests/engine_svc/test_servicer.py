@@ -1,0 +1,73 @@
+"""The Engine servicer's Hold on the direct path: a call refused before its grant has its monitor entry
+ended before the refusal reaches its caller, who may decide the call again at once."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from engine_svc.backends.vllm_server import VllmServerBackend
+from engine_svc.config import VllmServerConfig
+from engine_svc.servicer import EngineServicer
+from hetflow.core.engine.aging_queue import AgingPriorityQueue
+from hetflow.core.errors import InvalidArgument, ResourceExhausted
+from hetflow.v1 import common_pb2, engine_pb2
+
+
+class RecordingMonitor:
+    """The engine's monitor link, recording the direct-path entries it starts and ends."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, ...]] = []
+
+    def started(self, request_id: str, admit) -> None:
+        self.events.append(("started", request_id))
+
+    async def ended(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float) -> None:
+        self.events.append(("ended", request_id, outcome))
+
+
+def servicer(hold) -> tuple[EngineServicer, RecordingMonitor]:
+    backend = VllmServerBackend("m", VllmServerConfig(base_url="http://127.0.0.1:1"), AgingPriorityQueue(), "")
+    backend.hold = hold
+    direct = SimpleNamespace(check=lambda request, tenant, peer, now: SimpleNamespace(engine_releases=True))
+    monitor = RecordingMonitor()
+    return EngineServicer("e0", "127.0.0.1:1", backend, 64, direct, monitor), monitor
+
+
+async def refusal(engine: EngineServicer, max_tokens: int, monitor: RecordingMonitor) -> tuple[Exception, list]:
+    """The Hold's refusal, and the monitor's events when its caller sees it."""
+    request = engine_pb2.EngineGenerateRequest(request_id="r1", prompt="hi",
+                                               sampling=common_pb2.SamplingParams(max_tokens=max_tokens))
+
+    async def messages():
+        yield engine_pb2.HoldMessage(request=request)
+
+    context = SimpleNamespace(auth_context=lambda: {})
+    with pytest.raises(Exception) as refused:
+        async for _ in engine.Hold(messages(), context):
+            pass
+    return refused.value, list(monitor.events)
+
+
+async def test_a_hold_refused_before_its_grant_ends_its_entry_before_its_caller_hears():
+    async def full(call):
+        raise ResourceExhausted("engine e0 has 4096 calls waiting (max_waiting)")
+        yield  # an async generator
+
+    engine, monitor = servicer(full)
+    error, seen = await refusal(engine, 8, monitor)
+    assert isinstance(error, ResourceExhausted)
+    assert seen == [("started", "r1"), ("ended", "r1", "engine-error:RESOURCE_EXHAUSTED")]
+
+
+async def test_a_hold_whose_request_is_invalid_ends_its_entry_too():
+    async def never(call):
+        raise AssertionError("an invalid call reaches no backend")
+        yield
+
+    engine, monitor = servicer(never)
+    error, seen = await refusal(engine, 65, monitor)  # over the engine's max_tokens_limit of 64
+    assert isinstance(error, InvalidArgument)
+    assert seen == [("started", "r1"), ("ended", "r1", "engine-error:INVALID_ARGUMENT")]
