@@ -34,6 +34,7 @@ RESIDENT_PROGRAMS = Gauge("hetflow_monitor_resident_programs", "Active programs 
 RESIDENT_GROWTH_TOKENS = Gauge("hetflow_monitor_resident_growth_tokens",
                                "What the active programs' contexts will still grow by over their stages to come "
                                "(the gate counts growth_share of it), at the last sweep", ["engine"])
+PER_ENGINE_GAUGES = (IN_FLIGHT_TOKENS, IN_FLIGHT_REQUESTS, RESIDENT_TOKENS, RESIDENT_PROGRAMS, RESIDENT_GROWTH_TOKENS)
 
 
 COMPLETED = "completed"
@@ -53,6 +54,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         self.state = state
         self.reports = wire.ReportProtos()
         self.watch_interval_s = watch_interval_s
+        self._gauged: set[str] = set()
+        """Engines the per-engine gauges have a label for."""
 
     async def Admit(self, request: monitor_pb2.AdmitRequest,
                     context: grpc.aio.ServicerContext) -> monitor_pb2.AdmitReply:
@@ -214,19 +217,28 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
 
     def refresh_anchor_distances(self) -> None:
         distances = self.state.refresh_anchor_distances()
-        log.info("agent_anchor_distances", **{a: round(d, 3) for a, d in sorted(distances.items(), key=lambda x: x[1])})
+        log.info("agent_anchor_distances",  # one field: the agents are the clients' names, not the log's keys
+                 distances={a: round(d, 3) for a, d in sorted(distances.items(), key=lambda x: x[1])})
 
     def sweep(self) -> None:
-        result = self.state.sweep(time.time())
+        """The state's sweep, then every engine's gauges: the in-flight ones too (the sweep drops the entries
+        of silent engines), and none left for an engine the sweep forgot."""
+        now_s = time.time()
+        result = self.state.sweep(now_s)
         if result["entries_dropped"]:
             log.warning("failed_engines_swept", **result)
         PROGRAMS.set(len(self.state.programs))
-        now_s = time.time()
         for engine_id, record in self.state.engines.items():
+            self._observe(engine_id)
             resident = self.state.resident(record, now_s)
             RESIDENT_TOKENS.labels(engine_id).set(resident.tokens)
             RESIDENT_PROGRAMS.labels(engine_id).set(resident.programs)
             RESIDENT_GROWTH_TOKENS.labels(engine_id).set(resident.growth_tokens)
+        for gone in self._gauged - self.state.engines.keys():
+            for gauge in PER_ENGINE_GAUGES:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(gone)
+        self._gauged = set(self.state.engines)
 
     def _release(self, request: monitor_pb2.ReleaseRequest, completed: bool) -> monitor_pb2.ReleaseReply:
         bind_ids(request.request_id)
@@ -240,5 +252,6 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
     def _observe(self, engine_id: str) -> None:
         record = self.state.engines.get(engine_id)
         if record is not None:
+            self._gauged.add(engine_id)
             IN_FLIGHT_TOKENS.labels(engine_id).set(record.in_flight_tokens)
             IN_FLIGHT_REQUESTS.labels(engine_id).set(len(record.in_flight))

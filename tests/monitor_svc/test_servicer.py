@@ -122,3 +122,25 @@ def test_the_sweep_publishes_what_the_working_set_gate_counts_per_engine():
     assert gauge("hetflow_monitor_resident_tokens", "gate-e1") == 400
     assert gauge("hetflow_monitor_resident_growth_tokens", "gate-e1") == 300
     assert gauge("hetflow_monitor_resident_growth_tokens", "gate-e0") == 0   # told no stages: no growth counted
+
+
+def test_an_engine_the_sweep_forgets_leaves_no_gauge_behind():
+    from prometheus_client import REGISTRY
+
+    state = MonitorState(MonitorLimits())
+    silent_since_s = time.time() - 1_000.0   # past lost_entries_after_s and engine_failed_after_s
+    state.report(EngineStatus("swept-e0", model="m"), silent_since_s)
+    state.admit("x", "p", "m", "swept-e0", 10.0, now_s=silent_since_s, prompt_tokens=100)
+    servicer = MonitorServicer(state)
+    servicer._observe("swept-e0")   # as an admit publishes it
+    assert REGISTRY.get_sample_value("hetflow_monitor_in_flight_requests", {"engine": "swept-e0"}) == 1
+    servicer.sweep()
+    assert "swept-e0" not in state.engines
+    for name in ("in_flight_requests", "in_flight_tokens", "resident_tokens", "resident_programs"):
+        assert REGISTRY.get_sample_value(f"hetflow_monitor_{name}", {"engine": "swept-e0"}) is None
+
+
+def test_agents_named_as_the_logs_own_keys_are_logged():
+    state = MonitorState(MonitorLimits())
+    state.refresh_anchor_distances = lambda: {"event": 0.5, "level": 1.0}
+    MonitorServicer(state).refresh_anchor_distances()
