@@ -62,6 +62,8 @@ class VllmBackend:
         self._tokenizer: Any = None
         self._num_blocks = self._block_size = 0
         self._running: dict[str, EngineRequest] = {}
+        self._aborted: set[str] = set()
+        """Running calls aborted: one vLLM did not have yet is never sent, or is aborted once it has it."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._admit_task: asyncio.Task[None] | None = None
         self._kv_usage = 0.0
@@ -127,7 +129,8 @@ class VllmBackend:
         req = self._running.get(request_id)
         if req is None:
             return False
-        await self._llm.abort(request_id)
+        self._aborted.add(request_id)
+        await self._llm.abort(request_id)  # a no-op for an id vLLM has not been given yet
         return True
 
     def status(self) -> BackendStatus:
@@ -147,18 +150,27 @@ class VllmBackend:
             await self.front.wake.wait()
             self.front.wake.clear()
             for req, token_ids, call in self.front.admissible(self._has_room):
-                self._running[req.request_id] = req
-                task = asyncio.get_running_loop().create_task(self._run(req, token_ids, call))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._start(req, token_ids, call)
+
+    def _start(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
+        """The admitted call given to vLLM, in a task of its own."""
+        self._running[req.request_id] = req
+        task = asyncio.get_running_loop().create_task(self._run(req, token_ids, call))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _run(self, req: EngineRequest, token_ids: list[int], call: GenerateCall) -> None:
-        from vllm.inputs import TokensPrompt
-
         first, reason = True, "abort"
         try:
+            if req.request_id in self._aborted:  # aborted before vLLM was given it: never sent
+                self.front.finish(req, reason)
+                return
+            from vllm.inputs import TokensPrompt
+
             async for out in self._llm.generate(TokensPrompt(prompt_token_ids=token_ids), self._sampling(call),
                                                 request_id=req.request_id, priority=vllm_priority(req)):
+                if req.request_id in self._aborted and not out.finished:  # aborted while vLLM took it
+                    await self._llm.abort(req.request_id)
                 completion = out.outputs[0]
                 req.output_tokens += len(completion.token_ids)
                 if out.finished:
@@ -176,6 +188,7 @@ class VllmBackend:
             self.front.put(req.request_id, Unavailable(f"vLLM failed the request: {type(exc).__name__}: {exc}"))
         finally:
             self._running.pop(req.request_id, None)
+            self._aborted.discard(req.request_id)
             self.front.ended(req)
             self.front.wake.set()
 
