@@ -128,5 +128,8 @@ class EngineWatch:
             except grpc.aio.AioRpcError as exc:
                 wait_s = UNIMPLEMENTED_RETRY_S if exc.code() == grpc.StatusCode.UNIMPLEMENTED else RETRY_S
                 log.info("engine_watch_broken", code=exc.code().name, retry_s=wait_s)
+            except Exception:  # noqa: BLE001 - a message it cannot take (an engine's profile, say): watched again
+                wait_s = RETRY_S
+                log.exception("engine_watch_failed", retry_s=wait_s)
             self._heard_s = -float("inf")
             await asyncio.sleep(wait_s)

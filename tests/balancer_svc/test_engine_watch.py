@@ -128,3 +128,30 @@ def test_a_silent_watch_or_one_of_another_monitor_is_not_used():
     assert watch.current("another-epoch") is None
     watch.apply(monitor_pb2.EngineChanges(admit_seq=0, monitor_epoch=state.epoch), time.monotonic() - 2 * STALE_S)
     assert watch.current(state.epoch) is None
+
+
+async def test_a_watch_that_fails_on_a_message_it_cannot_take_is_watched_again(monkeypatch):
+    import balancer_svc.engine_watch as engine_watch
+
+    monkeypatch.setattr(engine_watch, "RETRY_S", 0.01)
+    state = _state()
+    servicer, attempts = MonitorServicer(state, watch_interval_s=0.01), []
+
+    async def unreadable():
+        raise ValueError("a profile this balancer cannot read")
+        yield
+
+    def watch_engines(request):
+        attempts.append(request)
+        return unreadable() if len(attempts) == 1 else servicer.WatchEngines(request, None)
+
+    class Monitor:
+        WatchEngines = staticmethod(watch_engines)
+
+    watch = EngineWatch(lambda: Monitor(), in_flight_calls=False, profiles=wire.ProfileMemo())
+    watch.start()
+    try:
+        await _until(lambda: watch.current(state.epoch) is not None, "the watch followed again")
+    finally:
+        await watch.close()
+    assert len(attempts) == 2
