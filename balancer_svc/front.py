@@ -53,8 +53,8 @@ class Front:
         try:
             cascade = read().cascade
             self.cascade = self._cascade(cascade)
-        except (ValueError, OSError) as exc:
-            log.error("cascade_reload_refused", error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - the top of a signal's handler: whatever the config breaks
+            log.error("cascade_reload_refused", error=f"{type(exc).__name__}: {exc}")
             return
         log.info("cascade_reloaded", models=list(cascade.models) if cascade else [],
                  thresholds=list(cascade.thresholds) if cascade else [])

@@ -94,7 +94,11 @@ class CallResponse:
         self._on_end = on_end
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        call = self.open_call(self.parsed.request, self.metadata)
+        try:
+            call = self.open_call(self.parsed.request, self.metadata)
+        except BaseException:
+            self._on_end()  # the call never opened: it ends here
+            raise
         watcher = asyncio.ensure_future(_until_disconnect(receive))
         watcher.add_done_callback(lambda _: call.cancel())
         try:
