@@ -16,7 +16,8 @@ def test_a_call_that_cannot_be_opened_ends_its_response():
     def open_call(request, metadata):
         raise RuntimeError("the decision stream could not be built")
 
-    parsed = parse("chat", {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, {}, 16, "", frozenset({"m"}))
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    parsed = parse("chat", body, {}, 16, "", frozenset({"m"}))
     response = CallResponse(open_call, parsed, time.perf_counter(), on_end=lambda: ended.append(True))
 
     async def receive():
