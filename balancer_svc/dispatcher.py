@@ -94,7 +94,6 @@ class Dispatch:
     model: str
     engine: EngineView
     priority: Priority
-    prediction: Prediction
     receipt: balancer_pb2.Receipt
     admit: monitor_pb2.AdmitRequest
     """The monitor's entry for the call, as sent by ``_admit``."""
@@ -221,9 +220,10 @@ class Dispatcher:
             BURST_ALLOWANCE.set(self.shedder.burst_allowance)
 
     async def close(self) -> None:
-        for task in (self._releaser, self._lag_probe):
-            if task is not None:
-                task.cancel()
+        stopping = [task for task in (self._releaser, self._lag_probe) if task is not None]
+        for task in stopping:
+            task.cancel()
+        await asyncio.gather(*stopping, return_exceptions=True)
         await self.monitor_view.close()
         await self.advisors.close()
         for channel in self._channels.values():
@@ -431,7 +431,7 @@ class Dispatcher:
             receipt.inferred_stages.CopyFrom(wire.stage_inference_to_proto(snapshot.inferred_stages))
         for s in decision.stages:
             DECISIONS.labels(s.stage, s.choice.rule).inc()
-        return Dispatch(decision.model, engine, decision.priority, decision.prediction, receipt, placed.admit,
+        return Dispatch(decision.model, engine, decision.priority, receipt, placed.admit,
                         snapshot.program_start_s, placed.started_perf_s, placed.admitted, decision.retain_kv_s,
                         decision.reserve_output_tokens)
 

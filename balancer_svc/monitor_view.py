@@ -92,9 +92,10 @@ class MonitorView:
         self.engine_watch.start()
 
     async def close(self) -> None:
-        for task in (self._reregistering, self._watcher):
-            if task is not None:
-                task.cancel()
+        stopping = [task for task in (self._reregistering, self._watcher) if task is not None]
+        for task in stopping:
+            task.cancel()
+        await asyncio.gather(*stopping, return_exceptions=True)
         if self._releases:
             await asyncio.wait(self._releases.values(), timeout=5.0)
         await self.engine_watch.close()

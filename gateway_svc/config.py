@@ -27,7 +27,8 @@ class GatewayConfig:
     models_cache_s: float = 2.0
     """How long the served-model list read from the monitor is reused."""
     dependency_timeout_s: float = 2.0
-    """Timeout of the monitor call behind ``/v1/models`` and the model check."""
+    """Timeout of the monitor call behind ``/v1/models`` and the model check, and of ``/health``'s check of
+    the balancer."""
     direct: bool = True
     """Stream each call's tokens from its engine, the balancer only deciding (``Balancer.Decide``, issue
     34); the engines' addresses must be reachable from the gateway. False: the balancer relays them."""
@@ -42,7 +43,8 @@ class GatewayConfig:
     overload_retry_after_s: float = 1.0
     """The ``Retry-After`` of a call refused for ``max_in_flight``."""
     responses_store_max: int = 10_000
-    """Stored responses (the Responses API's ``store``) the gateway keeps; the oldest go first."""
+    """Stored responses (the Responses API's ``store``) the gateway keeps for each tenant; the oldest go
+    first."""
     responses_store_ttl_s: float = 3600.0
     """How long a stored response can be read or continued (``previous_response_id``)."""
     serve: ServeConfig = field(default_factory=ServeConfig)

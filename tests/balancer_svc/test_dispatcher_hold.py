@@ -346,8 +346,8 @@ def test_a_direct_caller_that_gives_up_during_its_admit_leaves_it_to_finish_then
         order = _recording_monitor(dispatcher)
         decided = call()
         admitted = asyncio.create_task(_slow_admit(order))
-        dispatch = Dispatch("small", engine("small-0", "small"), Priority(1.0), Prediction(10.0),
-                            balancer_pb2.Receipt(), monitor_pb2.AdmitRequest(request_id=decided.request_id),
+        dispatch = Dispatch("small", engine("small-0", "small"), Priority(1.0), balancer_pb2.Receipt(),
+                            monitor_pb2.AdmitRequest(request_id=decided.request_id),
                             admitted=admitted)
         handing = asyncio.create_task(DirectDecisions(dispatcher)._handed_over(decided, dispatch, ()))
         await asyncio.sleep(0)

@@ -13,7 +13,7 @@ def config(cascade: CascadeConfig | None) -> BalancerConfig:
     return BalancerConfig(monitor_address="127.0.0.1:1", cascade=cascade)
 
 
-def test_a_reload_takes_the_new_cascade_and_a_config_that_does_not_build_leaves_it():
+async def test_a_reload_takes_the_new_cascade_and_a_config_that_does_not_build_leaves_it():
     front = Front(Dispatcher(config(None)), None)
     front.reload(lambda: config(CASCADE))
     assert front.cascade_config() == CASCADE
