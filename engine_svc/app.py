@@ -23,11 +23,11 @@ def make_backend(cfg: EngineConfig) -> EngineBackend:
     return plugins.build("engine-backend", cfg.backend, cfg=cfg, queue=make_queue(cfg.queue))
 
 
-def build(cfg: EngineConfig, port: int | None = None) -> tuple[
+def build(cfg: EngineConfig) -> tuple[
         EngineServicer, Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]]:
     """The servicer and the ``setup`` callable ``serve_until_signal`` runs."""
     backend = make_backend(cfg)
-    address = cfg.advertise_address or f"{cfg.serve.host}:{port if port is not None else cfg.serve.port}"
+    address = cfg.advertise_address or f"{cfg.serve.host}:{cfg.serve.port}"
     link = MonitorLink(cfg.monitor_address, cfg.serve.security) if cfg.monitor_address else None
     tickets = TicketChecker(cfg.serve.security.ticket_key(), cfg.name)
     servicer = EngineServicer(cfg.name, address, backend, cfg.max_tokens_limit, tickets, link,
@@ -47,6 +47,7 @@ def build(cfg: EngineConfig, port: int | None = None) -> tuple[
                 await reporter.close()
             await backend.close()
             if link:
+                await servicer.releases_sent()  # the direct-path ends drained calls leave, before the link goes
                 await link.close()
 
         return [Registration(engine_pb2_grpc.add_EngineServicer_to_server, servicer, SERVICE_NAME)], close

@@ -40,10 +40,6 @@ class VllmConfig:
         if self.tensor_parallel_size < 1 or self.pipeline_parallel_size < 1:
             raise ValueError("vllm.tensor_parallel_size and vllm.pipeline_parallel_size must be >= 1")
 
-    @property
-    def gpus(self) -> int:
-        return self.tensor_parallel_size * self.pipeline_parallel_size
-
 
 @dataclass(frozen=True)
 class VllmServerConfig:

@@ -21,17 +21,19 @@ from hetflow.runtime.security import SecurityConfig
 from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 
 log = get_logger(__name__)
+MONITOR_TIMEOUT_S = 2.0
+"""Each call to the monitor: a start's admit, a retelling, an end's release."""
 
 
 class MonitorLink:
-    def __init__(self, monitor_address: str, security: SecurityConfig | None, timeout_s: float = 2.0) -> None:
-        self._address, self._security, self._timeout_s = monitor_address, security, timeout_s
+    def __init__(self, monitor_address: str, security: SecurityConfig | None) -> None:
+        self._address, self._security = monitor_address, security
         self._channel: grpc.aio.Channel | None = None
         self.running: dict[str, monitor_pb2.AdmitRequest] = {}
         """Direct-path calls running here -> the monitor's entry for each, as the balancer admitted it."""
         self._epoch = ""
         self._retelling: asyncio.Task[None] | None = None
-        self._releases = MonitorReleases(lambda: self._monitor, timeout_s)
+        self._releases = MonitorReleases(lambda: self._monitor, MONITOR_TIMEOUT_S)
 
     @property
     def _monitor(self) -> monitor_pb2_grpc.MonitorStub:
@@ -62,7 +64,7 @@ class MonitorLink:
             again.CopyFrom(admit)
             again.reregister = True
             try:
-                await self._monitor.Admit(again, timeout=self._timeout_s)
+                await self._monitor.Admit(again, timeout=MONITOR_TIMEOUT_S)
             except grpc.aio.AioRpcError as exc:
                 log.warning("reregister_failed", code=exc.code().name, details=exc.details(), told=told)
                 return

@@ -1,7 +1,7 @@
 """``hetflow profile``: measure a real vLLM engine and write the profile the simulator and the ``sim``
 backend use (hetflow.core.engine.profile; the load-balancer paper's iteration-time model, section 3).
 
-Three measurements on the engine as hetflow runs it (the ``vllm`` backend, hetflow's queue in front):
+Four measurements on the engine as hetflow runs it (the ``vllm`` backend, hetflow's queue in front):
   prefill  one request at a time, prompts of several lengths, one output token: time to first token
            = decode_base_ms + prefill_ms_per_token * prompt_tokens (least squares);
   decode   B requests together at a prompt length P, N output tokens each: the mean gap between
@@ -121,7 +121,8 @@ def fit_context_pair(prefix: Sequence[tuple[int, int, float]], prefill_intercept
 
 
 def fit(prefill: Sequence[tuple[int, float]], decode: Sequence[tuple[int, float, float]]) -> dict[str, float]:
-    """Least squares for the profile's four coefficients, each clipped at zero."""
+    """Least squares for the profile's four coefficients, each clipped at zero, and the prefill fit's
+    intercept (unclipped: the prefix measurement reads the prefill fit as it is)."""
     a = np.array([[1.0, p] for p, _ in prefill])
     (prefill_base, per_prompt_token), *_ = np.linalg.lstsq(a, np.array([ms for _, ms in prefill]), rcond=None)
     d = np.array([[1.0, b, b * ctx] for b, ctx, _ in decode])

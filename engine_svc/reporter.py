@@ -35,8 +35,6 @@ class StatusReporter:
         self._configured_heartbeat_s = self._heartbeat_s = heartbeat_s
         self._last_sent: tuple[common_pb2.EngineStatus, float] | None = None
         """The last status sent (its report time cleared) and when (monotonic s)."""
-        self.skipped = 0
-        """Looks that sent nothing: the status had not changed and the heartbeat was not due."""
         self._security = security
         self._on_epoch = on_epoch
         """Told the monitor's epoch from each reply (``MonitorLink.monitor_answered``)."""
@@ -107,7 +105,6 @@ class StatusReporter:
         while True:
             status = self._status()
             if not self.due(status, time.monotonic()):
-                self.skipped += 1
                 await asyncio.sleep(self._interval_s)
                 continue
             try:

@@ -148,6 +148,10 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         task.add_done_callback(self._releases.discard)
         return task
 
+    async def releases_sent(self) -> None:
+        """Every direct-path end scheduled so far has reached the monitor (or failed to)."""
+        await asyncio.gather(*self._releases, return_exceptions=True)
+
     async def _end_direct(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float) -> None:
         assert self.monitor is not None
         await self.monitor.ended(request_id, output_tokens, outcome, started_unix_s)

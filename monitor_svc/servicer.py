@@ -40,7 +40,7 @@ PER_ENGINE_GAUGES = (IN_FLIGHT_TOKENS, IN_FLIGHT_REQUESTS, RESIDENT_TOKENS, RESI
 COMPLETED = "completed"
 """The release reason that completes a call (``Complete``); any other cancels it (``Cancel``)."""
 MAX_BATCH = 256
-"""Calls one ``Snapshots`` or ``AdmitBatch`` may carry."""
+"""Calls one ``Snapshots``, ``AdmitBatch`` or ``ReleaseStream`` batch may carry."""
 
 
 def _check_batch(size: int, what: str) -> None:

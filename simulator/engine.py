@@ -1,4 +1,4 @@
-"""One engine in virtual time: engine_svc.model's BatchScheduler, with each iteration an event.
+"""One engine in virtual time: ``hetflow.core.engine.scheduler``'s BatchScheduler, with each iteration an event.
 
 The real-time ``sim`` backend sleeps for ``plan.duration_s``; here the iteration's end is scheduled
 ``plan.duration_s`` later instead. Same scheduler, same queue, same profile. With ``decode_runs``, a run

@@ -1,4 +1,4 @@
-"""The ``sim`` backend: the engine model (engine_svc.model) run in real time.
+"""The ``sim`` backend: the engine model (``hetflow.core.engine.scheduler.BatchScheduler``) run in real time.
 
 Each iteration the batch scheduler picks a batch, the loop sleeps for the profile's iteration
 time (times ``time_scale``: a slower GPU that a small host can keep up with), then applies the outcome
