@@ -8,6 +8,7 @@ a routing that "can severely harm performance"; a baseline of issue 16."""
 from __future__ import annotations
 
 from hetflow.core.call import LlmCall
+from hetflow.core.cost import call_output_tokens
 from hetflow.core.plugins import plugin
 from hetflow.core.policies.contracts import Choice, EnginePicker, PolicyStore, Prediction, healthy_or_unavailable
 from hetflow.core.rl_router.request_class import ClassThresholds, decode_s
@@ -31,7 +32,7 @@ class DedicatedSmallLarge(EnginePicker):
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction,
              store: PolicyStore) -> Choice:
         engines = sorted(healthy_or_unavailable(snapshot, model), key=lambda e: e.engine_id)
-        heavy = heavy_decode(engines[0], prediction.median_tokens, self.heavy_decode_s)
+        heavy = heavy_decode(engines[0], call_output_tokens(call, prediction), self.heavy_decode_s)
         half = max(1, len(engines) // 2)
         pool = (engines[:half] if heavy else engines[half:]) or engines
         best = min(pool, key=lambda e: (e.in_flight_tokens, e.engine_id))

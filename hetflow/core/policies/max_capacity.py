@@ -12,6 +12,7 @@ balancer serves the router, so the two can be told apart."""
 from __future__ import annotations
 
 from hetflow.core.call import LlmCall
+from hetflow.core.cost import call_output_tokens
 from hetflow.core.plugins import plugin
 from hetflow.core.policies.contracts import (
     Choice,
@@ -47,7 +48,7 @@ class MaxCapacity(EnginePicker):
              store: PolicyStore) -> Choice:
         engines = healthy_or_unavailable(snapshot, model)
         free = {e.engine_id: self.capacity_tokens(e) for e in engines}
-        need = call.input_tokens + prediction.median_tokens
+        need = call.input_tokens + call_output_tokens(call, prediction)  # C.3.2: "this particular request"
         fitting = [e for e in engines if free[e.engine_id] >= need]
         if not fitting:
             raise WaitForCapacity(f"no engine of {model} has {need:.0f} free KV tokens (most: "
