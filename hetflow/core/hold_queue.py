@@ -2,9 +2,12 @@
 request remains in the scheduling queue, awaiting the next scheduling round"), in one queue ordered by
 the priority rule's key, then by when each was first held.
 
-Each round (a slot later) the held calls try again in that order, and every one that fits goes: a
-better-placed call always gets room before a worse-placed one, and a call that does not fit blocks
-no other. The balancer's dispatcher and the simulator hold calls with this same queue.
+Each round (a slot later) the held calls try again in that order, and every one that fits goes: among
+the held calls a better-placed one always gets room before a worse-placed one, and a call that does not
+fit blocks no other. A call that arrives between rounds is decided at once, before the held ones, and
+may take room that frees meanwhile: a held call keeps its first key and is not aged (live, the
+balancer's ``max_hold_s`` bounds its wait). The balancer's dispatcher and the simulator hold calls with
+this same queue.
 """
 
 from __future__ import annotations

@@ -71,4 +71,4 @@ def best_hold_s(fit: LogNormalFit, miss_impact_s: float, max_hold_s: float, hold
         utility = hold_utility_s(fit, hold_s, miss_impact_s, hold_cost_per_s)
         if utility >= best_utility:
             best_s, best_utility = hold_s, utility
-    return (best_s, best_utility) if best_utility >= 0 else (0.0, 0.0)
+    return best_s, best_utility  # never below U(0) = 0: no hold is always a candidate

@@ -9,7 +9,7 @@ it atomic with respect to other decisions. What persists between decisions is th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from hetflow.core import plugins
@@ -220,4 +220,4 @@ class Pipeline:
 
 
 def _noted(choice: Choice, note: str) -> Choice:
-    return Choice(choice.chosen, f"{note};{choice.rule}", choice.scores, choice.loads, choice.params)
+    return replace(choice, rule=f"{note};{choice.rule}")

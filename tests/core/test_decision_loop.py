@@ -31,7 +31,7 @@ def gathered(loop: DecisionLoop, the_call, *engines, output_tokens: float = 500.
 
 def test_a_call_without_room_is_held_and_placed_by_a_later_round_once_room_frees():
     loop = DecisionLoop(Pipeline(MAX_CAPACITY_FCFS), HoldLimits())
-    the_call = call(input_tokens=1000)
+    the_call = call(input_tokens=1000, max_tokens=8192)
     with pytest.raises(WaitForCapacity) as wait:
         loop.decide(gathered(loop, the_call, kv_engine("a", 1200)))
     assert loop.hold(the_call, wait.value, now_unix_s=10.0) == float("inf")
@@ -45,7 +45,7 @@ def test_a_call_without_room_is_held_and_placed_by_a_later_round_once_room_frees
 def test_a_round_decides_the_held_calls_in_priority_order_and_a_call_held_again_keeps_its_place():
     shortest_first = replace(MAX_CAPACITY_FCFS, priority=StageConfig("predicted-total-tokens"))
     loop = DecisionLoop(Pipeline(shortest_first), HoldLimits())
-    longest, shortest, middle = (call(input_tokens=1000) for _ in range(3))
+    longest, shortest, middle = (call(input_tokens=1000, max_tokens=8192) for _ in range(3))
     for now_s, (held, tokens) in enumerate(((longest, 700.0), (shortest, 300.0), (middle, 500.0))):
         with pytest.raises(WaitForCapacity) as wait:
             loop.decide(gathered(loop, held, kv_engine("a", 1200), output_tokens=tokens))
@@ -75,7 +75,7 @@ def test_the_limits_refuse_a_call_past_the_hold_queues_room_or_its_deadline_and_
 
 def test_a_held_call_whose_engine_died_goes_to_one_with_room_or_fails_when_none_serves():
     loop = DecisionLoop(Pipeline(MAX_CAPACITY_FCFS), HoldLimits())
-    the_call = call(input_tokens=1000)
+    the_call = call(input_tokens=1000, max_tokens=8192)
     with pytest.raises(WaitForCapacity) as wait:
         loop.decide(gathered(loop, the_call, kv_engine("a", 1200), kv_engine("b", 1200)))
     loop.hold(the_call, wait.value, now_unix_s=0.0)

@@ -53,32 +53,32 @@ def plan_for(call: LlmCall, engine: EngineView, expected_s: float | None, output
 class MemoryPacker(EnginePicker):
     plans_memory = True
 
-    def __init__(self, slot_s: float = SLOT_S, then: str = "lowest-peak", alpha: float = 0.0,
-                 beta: float = 1.0) -> None:
+    def __init__(self, then: str = "lowest-peak", alpha: float = 0.0, beta: float = 1.0) -> None:
         if then not in ("lowest-peak", "workload-balanced"):
             raise ValueError(f"memory-packer then must be lowest-peak or workload-balanced, got {then!r}")
-        self.slot_s, self.then = slot_s, then
+        self.then = then
         self.balanced = WorkloadBalanced(alpha, beta) if then == "workload-balanced" else None
         self.initial_alpha = alpha if self.balanced is not None else None
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction,
              store: PolicyStore) -> Choice:
         engines = healthy_or_unavailable(snapshot, model)
-        available, peaks = engines_with_room(call, engines, snapshot, prediction, self.slot_s)
+        available, peaks = engines_with_room(call, engines, snapshot, prediction)
         if self.balanced is not None:
             among = replace(snapshot, engines=tuple(available))
             choice = self.balanced.pick(call, among, model, prediction, store)
             return replace(choice, rule="kairos:fits;" + choice.rule,
-                           params={**choice.params, "slot_s": self.slot_s, "peak_tokens": peaks[choice.chosen]})
+                           params={**choice.params, "slot_s": SLOT_S, "peak_tokens": peaks[choice.chosen]})
         best = min(available, key=lambda e: (peaks[e.engine_id] / max(1, e.kv_capacity_tokens), e.engine_id))
         return Choice(best.engine_id, "kairos:lowest-expected-peak", scores=peaks,
                       loads={e.engine_id: float(e.kv_capacity_tokens) for e in engines},
-                      params={"slot_s": self.slot_s, "suspended": float(sum(e.suspended for e in engines))})
+                      params={"slot_s": SLOT_S, "suspended": float(sum(e.suspended for e in engines))})
 
 
-def engines_with_room(call: LlmCall, engines: list[EngineView], snapshot: ClusterSnapshot, prediction: Prediction,
-                      slot_s: float) -> tuple[list[EngineView], dict[str, float]]:
-    """The engines whose ledger has room for the call in every slot it spans (Kairos 6), not suspended,
+def engines_with_room(call: LlmCall, engines: list[EngineView], snapshot: ClusterSnapshot, prediction: Prediction
+                      ) -> tuple[list[EngineView], dict[str, float]]:
+    """The engines whose ledger (slots of the monitor's ``SLOT_S``) has room for the call in every slot it
+    spans (Kairos 6), not suspended,
     and each engine's expected peak with the call added. None now: ``WaitForCapacity`` for the next
     slot; none ever (the call outgrows every engine): RESOURCE_EXHAUSTED."""
     needed = call.input_tokens + call.sampling.max_tokens
@@ -89,18 +89,17 @@ def engines_with_room(call: LlmCall, engines: list[EngineView], snapshot: Cluste
     output = call_output_tokens(call, prediction)
     peaks, fits = {}, {}
     for e in engines:
-        peaks[e.engine_id], fits[e.engine_id] = slot_peak(e, plan_for(call, e, snapshot.agent_expected_s, output),
-                                                          slot_s)
+        peaks[e.engine_id], fits[e.engine_id] = slot_peak(e, plan_for(call, e, snapshot.agent_expected_s, output))
     available = [e for e in engines if fits[e.engine_id] and not e.suspended]
     if not available:
         raise WaitForCapacity("no engine has room in every slot: expected peaks "
-                              + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()), slot_s)
+                              + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()), SLOT_S)
     return available, peaks
 
 
-def slot_peak(engine: EngineView, plan: MemoryPlan, slot_s: float) -> tuple[float, bool]:
+def slot_peak(engine: EngineView, plan: MemoryPlan) -> tuple[float, bool]:
     """Expected peak with the call added, and whether every slot it spans stays within capacity."""
-    mine = plan.slot_tokens(slot_s)
+    mine = plan.slot_tokens(SLOT_S)
     ledger = np.asarray(engine.kv_ledger_tokens, dtype=float)
     if len(ledger) < len(mine):
         ledger = np.pad(ledger, (0, len(mine) - len(ledger)))

@@ -33,7 +33,8 @@ def model_shares(snapshot: ClusterSnapshot, mix: str | Mapping[str, float]) -> d
     gets none, and when it weights no healthy model every one gets an equal share (any may serve)."""
     healthy = snapshot.healthy_models()
     if mix == "throughput":
-        weights = {m: sum(e.max_batch_size / e.decode_ms_per_token for e in snapshot.healthy_engines(m))
+        weights = {m: sum(e.max_batch_size / e.decode_ms_per_token for e in snapshot.healthy_engines(m)
+                          if e.decode_ms_per_token > 0)  # an engine that told no profile: its speed unknown
                    for m in healthy}
     else:
         assert not isinstance(mix, str)

@@ -10,7 +10,9 @@ bounds starvation on top of it (Chimera 3.7).
 A call without a deadline gets one when ``default_slo_scale`` is set: its program's start plus that
 scale times the mean cost of its remaining stages, so among such calls the ones with less work left
 are due sooner (shortest job first, bounded by how long they have waited). With the scale at 0 it gets
-a budget of ``NO_DEADLINE_BUDGET_S``: served after every call with a deadline, first come first served.
+a budget of ``NO_DEADLINE_BUDGET_S``: served after every call with a deadline, by when it came less its
+own predicted cost (the same key ``e + b - c``: a later call may pass an earlier one by up to the
+difference of their costs).
 """
 
 from __future__ import annotations

@@ -47,6 +47,8 @@ class WorkflowTtl(RetentionRule):
         free_tokens = (1.0 - engine.kv_cache_usage) * engine.kv_capacity_tokens
         free_share = min(1.0, context_tokens / free_tokens) if free_tokens > 0 else 1.0
         hold_cost = self.busy_hold_cost if engine.waiting > 0 else free_share
+        if hold_cost <= 0:  # an empty context on an idle engine: nothing to keep
+            return 0.0, Choice("0", "no-context")
         hold_s, utility_s = best_hold_s(fit, miss_impact_s, min(self.max_hold_s, miss_impact_s / hold_cost), hold_cost)
         params = {"gap_mu": fit.mu, "gap_sigma": fit.sigma, "gap_samples": fit.samples,
                   "miss_impact_s": miss_impact_s, "hold_cost": hold_cost, "utility_s": utility_s,

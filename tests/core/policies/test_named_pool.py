@@ -27,6 +27,13 @@ def test_the_throughput_mix_shares_programs_by_each_pools_full_batch_decode_rate
     assert named["small"] / 9000 == pytest.approx(8 / 9, abs=0.02)
 
 
+def test_the_throughput_mix_leaves_out_an_engine_that_told_no_speed():
+    pool = snapshot(engine("s0", "small", decode_ms_per_token=10.0, max_batch_size=256),
+                    engine("s1", "small", decode_ms_per_token=0.0, max_batch_size=256),   # no profile yet
+                    engine("l0", "large", decode_ms_per_token=40.0, max_batch_size=64))
+    assert model_shares(pool, "throughput") == pytest.approx({"small": 25.6 / 27.2, "large": 1.6 / 27.2})
+
+
 def test_a_stated_mix_names_only_the_models_it_weights():
     engines = (engine("s0", "small"), engine("l0", "large"))
     assert {pick({"large": 1.0}, *engines, program_id=f"p{i}").chosen for i in range(50)} == {"large"}

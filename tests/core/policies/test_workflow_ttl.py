@@ -53,6 +53,15 @@ def test_an_idle_engine_keeps_the_context_past_most_gaps_and_explains_why():
     assert choice.params["miss_impact_s"] == pytest.approx(L4_7B.isolated_request_s(20_000 + round(200 / 3), 1))
 
 
+def test_a_call_with_no_context_on_an_idle_engine_keeps_nothing():
+    c = call(input_tokens=0, max_tokens=400, workflow="w", agent="coder", stage_index=1, stage_count=3)
+    e = view_with(engine("e0", "m", engine_profile=L4_7B), kv_cache_usage=0.1)
+    no_output = PriorityContext.for_call(c, Prediction(0.0), 0.0, e,
+                                         ClusterSnapshot(taken_unix_s=0.0, engines=(e,), agent_tool_gap=GAP_2S))
+    hold_s, choice = WorkflowTtl().hold_s(c, no_output)
+    assert hold_s == 0.0 and choice.rule == "no-context"
+
+
 def test_calls_waiting_at_the_engine_shorten_the_hold():
     c = agent_call()
     idle_s, _ = WorkflowTtl().hold_s(c, context_for(c, GAP_2S))

@@ -10,7 +10,6 @@ should.
 from __future__ import annotations
 
 from hetflow.core.call import LlmCall
-from hetflow.core.monitor.memory_ledger import SLOT_S
 from hetflow.core.plugins import plugin
 from hetflow.core.policies.contracts import EngineFilter, Prediction
 from hetflow.core.policies.memory_packer import engines_with_room
@@ -21,11 +20,6 @@ from hetflow.core.snapshot import ClusterSnapshot, EngineView
 class MemoryFit(EngineFilter):
     plans_memory = True
 
-    def __init__(self, slot_s: float = SLOT_S) -> None:
-        if slot_s <= 0:
-            raise ValueError(f"memory-fit needs slot_s > 0, got {slot_s}")
-        self.slot_s = slot_s
-
     def keep(self, call: LlmCall, engines: list[EngineView], snapshot: ClusterSnapshot,
              prediction: Prediction) -> list[EngineView]:
-        return engines_with_room(call, engines, snapshot, prediction, self.slot_s)[0]
+        return engines_with_room(call, engines, snapshot, prediction)[0]
