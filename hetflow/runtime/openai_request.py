@@ -14,12 +14,13 @@ OpenAI server writes it
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, ParamSpec
 
 import grpc
 
@@ -33,6 +34,8 @@ from hetflow.runtime.tool_calls import (
     tools_prompt,
 )
 from hetflow.v1 import balancer_pb2, common_pb2
+
+P = ParamSpec("P")
 
 HTTP_OF_STATUS: dict[grpc.StatusCode, tuple[int, str]] = {
     grpc.StatusCode.INVALID_ARGUMENT: (400, "invalid_request_error"),
@@ -436,6 +439,19 @@ def stream_flag(body: Mapping[str, Any]) -> bool:
     return stream
 
 
+def wire_checked(parse_request: Callable[P, ParsedRequest]) -> Callable[P, ParsedRequest]:
+    """A request whose values the wire cannot carry (a number past its protobuf field's range, a string
+    with a lone surrogate, which JSON allows) is the client's 400, not the gateway's 500."""
+    @functools.wraps(parse_request)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> ParsedRequest:
+        try:
+            return parse_request(*args, **kwargs)
+        except ValueError as exc:  # our own checks raise OpenAIError, which is none
+            raise invalid(f"the request holds a value the API cannot carry: {exc}") from exc
+    return checked
+
+
+@wire_checked
 def parse(kind: str, body: Any, headers: Mapping[str, str], default_max_tokens: int,
           router_model: str, served_models: frozenset[str]) -> ParsedRequest:
     """Validate one ``/v1/chat/completions`` (kind "chat") or ``/v1/completions`` request."""

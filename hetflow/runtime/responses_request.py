@@ -25,6 +25,7 @@ from hetflow.runtime.openai_request import (
     role_of,
     sampling_params,
     stream_flag,
+    wire_checked,
     workflow_fields,
     workflow_meta,
 )
@@ -102,6 +103,7 @@ def _responses_unsupported(body: Mapping[str, Any]) -> None:
         raise invalid("text.format must be {\"type\": \"text\"}", "text.format")
 
 
+@wire_checked
 def parse_responses(body: Any, headers: Mapping[str, str], default_max_tokens: int, router_model: str,
                     served_models: frozenset[str], previous: Conversation | None) -> ParsedRequest:
     """Validate one ``/v1/responses`` request (the OpenAI API reference, "Responses"; vLLM's

@@ -182,3 +182,23 @@ def test_a_deeply_nested_context_or_an_unhashable_role_is_a_400_not_a_crash():
     deep = "[" * 100_000 + "]" * 100_000
     assert error_of(chat(vllm_xargs={"agentic_context": deep[:16000]})).status_code == 400
     assert error_of(chat(messages=[{"role": ["user"], "content": "x"}])).param == "messages[0].role"
+
+
+@pytest.mark.parametrize("body, headers", [
+    (chat(max_tokens=2**40), None),
+    (chat(seed=2**70), None),
+    ({"model": "hetflow", "messages": [{"role": "user", "content": "\ud800"}]}, None),
+    (chat(), {"x-hetflow-program-id": "p1", "x-hetflow-stage": str(2**40)}),
+], ids=["max_tokens past uint32", "seed past uint64", "a lone surrogate", "a stage past uint32"])
+def test_a_value_the_wire_cannot_carry_is_a_400(body, headers):
+    error = error_of(body, headers)
+    assert error.status_code == 400 and "cannot carry" in error.message
+
+
+def test_a_responses_value_the_wire_cannot_carry_is_a_400_too():
+    from hetflow.runtime.responses_request import parse_responses
+
+    with pytest.raises(OpenAIError) as caught:
+        parse_responses({"model": "hetflow", "input": "hi", "max_output_tokens": 2**40}, {}, 1024, "hetflow", SERVED,
+                        None)
+    assert caught.value.status_code == 400
