@@ -27,13 +27,20 @@ class CompletionEvent:
     """Empty until the last event."""
 
 
+CALLERS_FAULT = frozenset({400, 413, 422})
+"""The server's statuses that say the request itself is wrong (vLLM's bad request, too large, invalid);
+its other 4xx (401/403: the server wants a key; 404: another path or model; 408: a proxy's timeout) are
+the engine's configuration or a passing fault, not the caller's."""
+
+
 def server_error(status: int, body: bytes) -> Exception:
-    """The server's refusal as the domain error the caller sees: its 4xx are the caller's input."""
+    """The server's refusal as the domain error the caller sees: INVALID_ARGUMENT where the request is
+    wrong (``CALLERS_FAULT``), else UNAVAILABLE (the balancer may decide it again elsewhere)."""
     try:
         message = json.loads(body).get("error", {}).get("message") or body.decode(errors="replace")
     except (ValueError, AttributeError):
         message = body.decode(errors="replace")
-    if 400 <= status < 500 and status != 429:
+    if status in CALLERS_FAULT:
         return InvalidArgument(f"vLLM server refused the request ({status}): {message}")
     return Unavailable(f"vLLM server answered {status}: {message}")
 
@@ -53,21 +60,31 @@ def _event(block: bytes) -> dict[str, Any] | None:
     block = block.strip()
     if not block.startswith(b"data: ") or block == b"data: [DONE]":
         return None
-    event = json.loads(block[len(b"data: "):])
+    try:
+        event = json.loads(block[len(b"data: "):])
+    except ValueError as exc:
+        raise Unavailable(f"vLLM server sent an event that is not JSON: {exc}") from exc
+    if not isinstance(event, dict):
+        raise Unavailable(f"vLLM server sent an event that is not an object: {event!r:.200}")
     if "error" in event:
-        raise Unavailable(f"vLLM server failed mid-stream: {event['error'].get('message', event['error'])}")
-    return dict(event)
+        error = event["error"]
+        message = error.get("message", error) if isinstance(error, dict) else error
+        raise Unavailable(f"vLLM server failed mid-stream: {message}")
+    return event
 
 
 def completion_event(event: dict[str, Any], output_tokens: int, prompt_tokens: int) -> CompletionEvent | None:
     """One parsed event, given the counts so far; None for the closing usage-only event."""
-    choices = event.get("choices") or []
-    if not choices:
-        return None
-    usage = event.get("usage") or {}
-    choice = choices[0]
-    return CompletionEvent(choice.get("text") or "", int(usage.get("completion_tokens", output_tokens + 1)),
-                           int(usage.get("prompt_tokens", prompt_tokens)), choice.get("finish_reason") or "")
+    try:
+        choices = event.get("choices") or []
+        if not choices:
+            return None
+        usage = event.get("usage") or {}
+        choice = choices[0]
+        return CompletionEvent(choice.get("text") or "", int(usage.get("completion_tokens", output_tokens + 1)),
+                               int(usage.get("prompt_tokens", prompt_tokens)), choice.get("finish_reason") or "")
+    except (AttributeError, TypeError, ValueError) as exc:  # the server's fault, not the caller's
+        raise Unavailable(f"vLLM server sent an event not as vLLM's: {exc}: {event!r:.200}") from exc
 
 
 async def stream_completion(http: Http1Client, url: str, body: bytes | dict[str, Any], request_id: str,

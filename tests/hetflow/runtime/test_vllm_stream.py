@@ -50,3 +50,24 @@ def test_an_event_carries_the_counts_so_far_and_the_closing_usage_event_is_none(
     without_usage = completion_event({"choices": [{"text": "!", "finish_reason": "stop"}]}, 4, 9)
     assert (without_usage.output_tokens, without_usage.prompt_tokens, without_usage.finish_reason) == (5, 9, "stop")
     assert completion_event({"choices": [], "usage": {"completion_tokens": 5}}, 5, 9) is None
+
+
+@pytest.mark.parametrize("event", ["{not json", '["a list"]', json.dumps({"error": "a bare string"})])
+async def test_an_event_not_as_vllms_ends_the_stream_unavailable(event):
+    with pytest.raises(Unavailable):
+        await _batches(_sse(event))
+
+
+def test_counts_not_as_vllms_are_the_servers_fault():
+    with pytest.raises(Unavailable, match="not as vLLM's"):
+        completion_event({"choices": [{"text": "x"}], "usage": {"completion_tokens": None}}, 0, 3)
+
+
+@pytest.mark.parametrize("status, caller_s", [(400, True), (413, True), (422, True), (401, False), (403, False),
+                                               (404, False), (408, False), (429, False), (500, False)])
+def test_only_a_request_the_server_calls_wrong_is_the_callers_fault(status, caller_s):
+    from hetflow.core.errors import InvalidArgument
+    from hetflow.runtime.vllm_stream import server_error
+
+    error = server_error(status, b'{"error": {"message": "m"}}')
+    assert isinstance(error, InvalidArgument if caller_s else Unavailable)
