@@ -106,6 +106,7 @@ async def answer_in_order(requests: AsyncIterator[RequestT], answer: Callable[[R
         await answering.put(None)
 
     reader = asyncio.get_running_loop().create_task(read())
+    getting: asyncio.Future[asyncio.Task[ReplyT] | None] | None = None
     try:
         while True:
             getting = asyncio.ensure_future(answering.get())
@@ -126,6 +127,8 @@ async def answer_in_order(requests: AsyncIterator[RequestT], answer: Callable[[R
                 yield failed(common_pb2.BatchStatus(code=code.value[0], details=details))
     finally:
         reader.cancel()
+        if getting is not None:
+            getting.cancel()  # the handler cancelled while it waited for the next request
         while not answering.empty():
             if (task := answering.get_nowait()) is not None:
                 task.cancel()

@@ -211,3 +211,31 @@ async def test_a_service_without_the_stream_is_asked_by_its_unary_method_though_
     finally:
         await stream.close()
     assert not stream.supported
+
+
+async def test_a_stream_cancelled_while_it_waits_for_a_request_leaves_no_task_behind():
+    from types import SimpleNamespace
+
+    from hetflow.runtime.batch_streams import answer_in_order
+
+    never = asyncio.Event()
+
+    async def silent():
+        await never.wait()
+        yield predictor_pb2.PredictRequest()
+
+    async def answer(request):
+        return predictor_pb2.PredictReply()
+
+    async def headers(metadata):
+        pass
+
+    replies = answer_in_order(silent(), answer, predictor_pb2.PredictReply,
+                              SimpleNamespace(send_initial_metadata=headers))
+    before = asyncio.all_tasks()
+    waiting = asyncio.ensure_future(replies.__anext__())
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert [t for t in asyncio.all_tasks() - before if not t.done()] == []
