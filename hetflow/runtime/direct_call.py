@@ -25,13 +25,14 @@ engine and receipt on the first and usage on the last, as the relay sends them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from typing import Any, AsyncGenerator, AsyncIterator, Callable, Sequence
 
 import grpc
 
-from hetflow.core.errors import HetflowError, Unavailable
+from hetflow.core.errors import DeadlineExceeded, HetflowError, Unavailable
 from hetflow.runtime.accept_wait import sent_timeout
 from hetflow.runtime.decision_stream import DecisionStream
 from hetflow.runtime.http1 import Http1Client, HttpConnectError, HttpError
@@ -114,8 +115,10 @@ class DirectCall:
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.FAILED_PRECONDITION or failed:
                     raise
-                async for relayed in self._relayed():  # a balancer serving a cascade decides as it streams
-                    yield relayed
+                async with contextlib.aclosing(self._relayed()) as relayed_chunks:  # a balancer serving a
+                    # cascade decides as it streams
+                    async for relayed in relayed_chunks:
+                        yield relayed
                 return
             if self._cancelled:
                 raise asyncio.CancelledError
@@ -196,13 +199,16 @@ class DirectCall:
 
     async def _next_read(self, chunks: AsyncGenerator[balancer_pb2.GenerateChunk, None]
                          ) -> balancer_pb2.GenerateChunk | None:
-        """The next chunk from the model server; ``cancel`` interrupts the wait (only the wait: not what
-        the caller does with a chunk)."""
+        """The next chunk from the model server, within the call's deadline; ``cancel`` interrupts the wait
+        (only the wait: not what the caller does with a chunk)."""
         if self._cancelled:
             raise asyncio.CancelledError
         self._reading = asyncio.current_task()
         try:
-            return await anext(chunks, None)
+            async with asyncio.timeout(self._left_s()):
+                return await anext(chunks, None)
+        except TimeoutError as exc:
+            raise DeadlineExceeded("the call's deadline passed while the model server streamed it") from exc
         finally:
             self._reading = None
 
@@ -225,9 +231,12 @@ class DirectCall:
 
     async def _relayed(self) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:
         left_s = self._left_s()
-        self._current = self._balancer.Generate(self._call, timeout=left_s, metadata=self._with_timeout(left_s))
-        async for chunk in self._current:
-            yield chunk
+        self._current = call = self._balancer.Generate(self._call, timeout=left_s, metadata=self._with_timeout(left_s))
+        try:
+            async for chunk in call:
+                yield chunk
+        finally:
+            call.cancel()  # a no-op once it ended; a caller that stopped reading ends the balancer's stream
 
 
 class ModelServerUnreachable(Exception):
@@ -245,6 +254,9 @@ async def _end_hold(hold: Any, end: engine_pb2.HoldEnd) -> None:
         await hold.code()  # the engine has freed the slot
     except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
         hold.cancel()  # the engine then cancels the call and frees its slot
+    except BaseException:  # cancelled while telling it: the hold must not stay open
+        hold.cancel()
+        raise
 
 
 def _as_relayed(decision: balancer_pb2.DispatchDecision, text: str, output_tokens: int, prompt_tokens: int,

@@ -1,0 +1,49 @@
+"""A direct call's own bounds, without a stack: the model server's stream within the call's deadline, and
+the balancer's relayed stream ended when its caller stops reading."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from hetflow.core.errors import DeadlineExceeded
+from hetflow.runtime.direct_call import DirectCall
+from hetflow.v1 import balancer_pb2
+
+
+def direct(balancer=None, timeout_s: float | None = 0.05) -> DirectCall:
+    return DirectCall(balancer, lambda address: None, balancer_pb2.GenerateRequest(request_id="r1"),
+                      timeout_s=timeout_s)
+
+
+async def test_a_model_server_that_stalls_past_the_deadline_is_deadline_exceeded():
+    async def stalled():
+        await asyncio.sleep(3600)
+        yield balancer_pb2.GenerateChunk()
+
+    with pytest.raises(DeadlineExceeded, match="deadline"):
+        await asyncio.wait_for(direct()._next_read(stalled()), 10)
+
+
+async def test_a_relayed_stream_its_caller_stops_reading_is_cancelled():
+    class Relay:
+        cancelled = False
+
+        def __aiter__(self):
+            return self
+
+        async def __anext__(self):
+            return balancer_pb2.GenerateChunk(text="x")
+
+        def cancel(self):
+            Relay.cancelled = True
+
+    class Balancer:
+        def Generate(self, call, timeout, metadata):
+            return Relay()
+
+    relayed = direct(Balancer(), timeout_s=None)._relayed()
+    assert (await anext(relayed)).text == "x"
+    await relayed.aclose()
+    assert Relay.cancelled
