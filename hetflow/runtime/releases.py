@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 import grpc
 
 from hetflow.runtime.batch_streams import BatchStream
-from hetflow.runtime.coalescing import Coalescer, rejected
+from hetflow.runtime.coalescing import Coalescer, WrongAnswerCount, rejected
 from hetflow.runtime.logs import get_logger
 from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 
@@ -46,7 +46,9 @@ class MonitorReleases:
                 return
             except grpc.aio.AioRpcError as exc:
                 log.warning("release_failed", request_id=request_id, attempt=attempt, code=exc.code().name)
-                await asyncio.sleep(0.2 * (attempt + 1))
+            except WrongAnswerCount as exc:  # the monitor's batch reply could not be matched to its releases
+                log.warning("release_failed", request_id=request_id, attempt=attempt, error=str(exc))
+            await asyncio.sleep(0.2 * (attempt + 1))
 
     async def close(self) -> None:
         await self._stream.close()

@@ -38,3 +38,19 @@ def test_releases_of_one_turn_go_together_each_completed_or_cancelled_by_its_rea
         assert asked == [("ReleaseStream", [("a", "completed"), ("b", "deadline")])]
     else:
         assert sorted(asked) == [("Cancel", [("b", "deadline")]), ("Complete", [("a", "completed")])]
+
+
+async def test_a_batch_reply_that_cannot_be_matched_is_a_failed_try_and_the_release_is_sent_again():
+    from hetflow.runtime.coalescing import WrongAnswerCount
+
+    sent = []
+
+    async def ask(msg):
+        sent.append(msg.request_id)
+        if len(sent) == 1:
+            raise WrongAnswerCount("a batch of 2 items got 1 answers")
+
+    release = MonitorReleases(lambda: None, 1.0)
+    release._batches.ask = ask
+    await release.release("r1", 5, "completed", 0.0)
+    assert sent == ["r1", "r1"]
