@@ -10,6 +10,8 @@ from typing import Callable, Generic, Sequence, TypeVar
 
 from prometheus_client import Histogram
 
+from hetflow.core.errors import Unavailable
+
 BATCH_SIZE = Histogram("hetflow_batch_size", "Items per batch run", ["collector"],
                        buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
 
@@ -33,7 +35,6 @@ class BatchCollector(Generic[ItemT, ResultT]):
         self._batch_size = BATCH_SIZE.labels(name)
         self._pending: asyncio.Queue[tuple[ItemT, asyncio.Future[ResultT]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
-        self.batches_run = 0
         self.largest_batch = 0
 
     def start(self) -> None:
@@ -68,8 +69,21 @@ class BatchCollector(Generic[ItemT, ResultT]):
         return list(await asyncio.gather(*futures))
 
     async def _collect_forever(self) -> None:
+        batch: list[tuple[ItemT, asyncio.Future[ResultT]]] = []
+        try:
+            await self._collect(batch)
+        except asyncio.CancelledError:  # closed: every caller still waiting hears it
+            while not self._pending.empty():
+                batch.append(self._pending.get_nowait())
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(Unavailable("the service is stopping: its batches are not run"))
+            raise
+
+    async def _collect(self, batch: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
+        """Gather batches into ``batch`` (the one under way, for ``_collect_forever`` to fail) and run them."""
         while True:
-            batch = [await self._pending.get()]
+            batch[:] = [await self._pending.get()]
             deadline = time.monotonic() + self._max_wait_s
             while len(batch) < self._max_batch_size:
                 timeout = deadline - time.monotonic()
@@ -89,7 +103,6 @@ class BatchCollector(Generic[ItemT, ResultT]):
         live = [(item, fut) for item, fut in batch if not fut.done()]
         if not live:
             return
-        self.batches_run += 1
         self.largest_batch = max(self.largest_batch, len(live))
         self._batch_size.observe(len(live))
         try:

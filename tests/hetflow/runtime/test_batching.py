@@ -2,6 +2,7 @@
 
 import asyncio
 import concurrent.futures
+import threading
 
 import pytest
 
@@ -48,3 +49,26 @@ async def test_empty_submit_returns_empty_and_failures_reach_callers(executor):
     with pytest.raises(RuntimeError, match="exploded"):
         await collector.submit([1, 2])
     await collector.close()
+
+
+async def test_closing_fails_every_caller_still_waiting_unavailable():
+    from hetflow.core.errors import Unavailable
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow(items):
+        started.set()
+        release.wait(10)
+        return items
+
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    collector = BatchCollector(slow, 1, 0.0, pool)
+    running = asyncio.ensure_future(collector.submit([1]))   # its batch runs when the collector closes
+    queued = asyncio.ensure_future(collector.submit([2]))    # its batch waits behind it
+    await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+    await collector.close()
+    release.set()
+    for caller in (running, queued):
+        with pytest.raises(Unavailable, match="stopping"):
+            await asyncio.wait_for(caller, 10)
+    pool.shutdown()
