@@ -35,7 +35,7 @@ class HttpError(Exception):
 
 
 class HttpStatusError(HttpError):
-    """``Reply.raise_for_status``: the server answered, with a status other than 2xx."""
+    """``Response.raise_for_status``: the server answered, with a status other than 2xx."""
 
 
 class HttpTransportError(HttpError):
@@ -120,10 +120,6 @@ class Reply:
 
     async def read(self) -> bytes:
         return b"".join([data async for data in self.iter_bytes()])
-
-    def raise_for_status(self) -> None:
-        if not 200 <= self.status < 300:
-            raise HttpStatusError(f"HTTP {self.status}")
 
 
 @dataclass(frozen=True)

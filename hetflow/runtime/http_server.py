@@ -6,6 +6,7 @@ to ``grace_s``, then runs the app's lifespan shutdown.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from hetflow.runtime.logs import configure, get_logger
@@ -23,7 +24,7 @@ async def serve_asgi_until_signal(service: str, cfg: ServeConfig, app: Any) -> N
     keyfile = str(cfg.security.path(tls.key_file)) if tls is not None else None
     server = uvicorn.Server(uvicorn.Config(
         app, host=cfg.host, port=cfg.port, loop="none", log_config=None, access_log=False,
-        timeout_graceful_shutdown=int(cfg.grace_s), lifespan="on", log_level=cfg.log_level,
+        timeout_graceful_shutdown=math.ceil(cfg.grace_s), lifespan="on", log_level=cfg.log_level,  # whole s, not less
         ssl_certfile=certfile, ssl_keyfile=keyfile))
     scheme = "https" if tls is not None else "http"
     log.info("serving", address=f"{scheme}://{cfg.host}:{cfg.port}", services=["openai"])

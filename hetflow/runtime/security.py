@@ -1,7 +1,7 @@
 """Who may call what: TLS and mutual TLS on every channel, API keys at the front door, service
 identities between services (issue 14).
 
-Three kinds of caller:
+Four kinds of caller:
 - a **service** of hetflow's own, known by the common name of its client certificate under mutual TLS
   (``monitor``, ``router``, ``predictor``, ``balancer``, ``gateway``, ``engine``, ``operator`` for the
   CLI), or, without TLS, by the stack's shared service token and the identity it names;

@@ -66,10 +66,10 @@ class Registration:
 class RunningServer:
     """A started server; ``stop`` runs the graceful-shutdown sequence once."""
 
-    def __init__(self, server: grpc.aio.Server, health_servicer: health.aio.HealthServicer,
-                 names: Sequence[str], port: int, close: Callable[[], Awaitable[None]] | None, cfg: ServeConfig):
+    def __init__(self, server: grpc.aio.Server, health_servicer: health.aio.HealthServicer, port: int,
+                 close: Callable[[], Awaitable[None]] | None, cfg: ServeConfig):
         self.server, self.port = server, port
-        self._health, self._names, self._close, self._cfg = health_servicer, names, close, cfg
+        self._health, self._close, self._cfg = health_servicer, close, cfg
         self._stopped = False
 
     async def stop(self) -> None:
@@ -109,7 +109,7 @@ async def start(service: str, cfg: ServeConfig, registrations: Sequence[Registra
     for name in ["", *names]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("serving", address=f"{cfg.host}:{port}", services=names)
-    return RunningServer(server, health_servicer, names, port, close, cfg)
+    return RunningServer(server, health_servicer, port, close, cfg)
 
 
 async def serve_until_signal(
