@@ -285,11 +285,14 @@ def channel_credentials(cfg: SecurityConfig) -> grpc.ChannelCredentials | None:
 
 
 def call_metadata(cfg: SecurityConfig, api_key: str = "") -> Sequence[tuple[str, str]]:
-    """Metadata every call of this process carries: its API key, or without mutual TLS the service token."""
+    """Metadata every call of this process carries: its API key, or the service token where the stack
+    has one. Under mutual TLS too: the balancer asks no client certificate (``server_credentials``), so
+    the token is how it knows the operator (``Workload``) and the gateway's Envoy (``Process``); the
+    other services know a caller by its certificate first (``identify``)."""
     if api_key:
         return (("authorization", f"Bearer {api_key}"),)
     token = cfg.service_token()
-    if token and cfg.identity and not (cfg.tls is not None and cfg.tls.mutual):
+    if token and cfg.identity:
         return ((SERVICE_TOKEN_KEY, token), (SERVICE_IDENTITY_KEY, cfg.identity))
     return ()
 

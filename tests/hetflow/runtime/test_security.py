@@ -99,3 +99,21 @@ def test_without_api_keys_a_caller_with_no_credentials_may_call_the_balancer_and
     authorize("/hetflow.v1.Balancer/Complete", caller)
     with pytest.raises(PermissionDenied):
         authorize("/hetflow.v1.Monitor/Snapshot", caller)
+
+
+def test_under_mutual_tls_the_operator_and_the_gateway_reach_the_balancer_by_the_service_token(tmp_path):
+    """The balancer asks no client certificate: the token the operator's and Envoy's channels carry is how
+    it knows them, for ``Workload`` and ``Process``."""
+    from hetflow.runtime.security import call_metadata
+
+    (tmp_path / "token").write_text("s3cret\n")
+    mutual = TlsConfig(ca_file="ca.crt", cert_file="operator.crt", key_file="operator.key", mutual=True)
+    operator = SecurityConfig(tls=mutual, service_token_file=str(tmp_path / "token"), identity="operator")
+    sent = dict(call_metadata(operator))
+    assert sent == {SERVICE_TOKEN_KEY: "s3cret", SERVICE_IDENTITY_KEY: "operator"}
+    balancer = SecurityConfig(tls=mutual, service_token_file=str(tmp_path / "token"), identity="balancer")
+    caller = identify(sent, "", balancer, "s3cret")  # no certificate reaches the balancer
+    authorize("/hetflow.v1.Balancer/Workload", caller)
+    gateway = identify(dict(call_metadata(SecurityConfig(tls=mutual, service_token_file=str(tmp_path / "token"),
+                                                         identity="gateway"))), "", balancer, "s3cret")
+    authorize("/envoy.service.ext_proc.v3.ExternalProcessor/Process", gateway)
