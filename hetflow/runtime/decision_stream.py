@@ -47,8 +47,9 @@ class DecisionStream:
                  refusal_attempts: int = 1) -> None:
         """``metadata``: sent once with the stream, and with each ``Decide`` of the fallback (a tenant's key);
         ``refusal_attempts``: how many times a refused decision (RESOURCE_EXHAUSTED with a retry hint) is
-        sent in all, each after its hint and while its time allows, as gRPC's retry policy sends a refused
-        ``Decide`` again (``hetflow.runtime.channels.refusal_retries``)."""
+        sent in all on the stream, each after its hint and while its time allows, as gRPC's retry policy
+        sends a refused ``Decide`` again (``hetflow.runtime.channels.refusal_retries``: the channel's own
+        policy, set to as many, sends the fallback's)."""
         self._balancer, self._metadata = balancer, tuple(metadata) or None
         self._refusal_attempts = refusal_attempts
         self._tags = itertools.count(1)
@@ -67,9 +68,13 @@ class DecisionStream:
         attempt = 1
         while True:
             left_s = deadline_s - time.monotonic() if deadline_s is not None else None
+            if not self.supported:
+                return await self._unary(request, left_s)
             try:
-                return await self._once(request, left_s)
+                return await self._on_stream(request, left_s)
             except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    return await self._unary(request, left_s)
                 hint_s = retry_pushback_s(exc)
                 if (exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or hint_s is None
                         or attempt == self._refusal_attempts
@@ -78,14 +83,10 @@ class DecisionStream:
             await asyncio.sleep(hint_s)
             attempt += 1
 
-    async def _once(self, request: balancer_pb2.DecideRequest,
-                    timeout_s: float | None) -> balancer_pb2.DispatchDecision:
-        if self.supported:
-            try:
-                return await self._on_stream(request, timeout_s)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
-                    raise
+    async def _unary(self, request: balancer_pb2.DecideRequest,
+                     timeout_s: float | None) -> balancer_pb2.DispatchDecision:
+        """``Decide``, for a balancer without the stream: a refusal is sent again by the channel's own retry
+        policy, not here (else ``refusal_attempts`` times that)."""
         return await self._balancer.Decide(request, timeout=timeout_s, metadata=self._metadata)
 
     async def close(self) -> None:

@@ -63,3 +63,27 @@ async def test_a_balancer_that_ends_the_stream_at_once_is_asked_by_decide():
     finally:
         await stream.close()
     assert decision.engine_id == "engine-a" and len(unary) == 1 and not stream.supported
+
+
+async def test_a_refused_decide_of_the_fallback_is_not_sent_again_here():
+    """The channel's own retry policy sends a refused ``Decide`` again (as many times in all): sent again
+    here too, a refusal went out the square of ``refusal_attempts`` times."""
+    import grpc
+
+    from hetflow.runtime.interceptors import rpc_error
+
+    unary: list[balancer_pb2.DecideRequest] = []
+
+    async def refused(request, timeout=None, metadata=None):
+        unary.append(request)
+        raise rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "full", retry_after_s=0.01)
+
+    stream = DecisionStream(SimpleNamespace(DecideStream=EndsUnimplemented, Decide=refused), refusal_attempts=3)
+    try:
+        try:
+            await stream.decide(balancer_pb2.DecideRequest(), timeout_s=5.0)
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+    finally:
+        await stream.close()
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and len(unary) == 1
