@@ -84,7 +84,6 @@ class QuantileLengthModel:
         return np.asarray(forest.predict(x, quantiles=qs)).reshape(len(x), len(qs))
 
     def predict_items(self, items: Sequence[PredictItem]) -> list[LengthPrediction]:
-        out: list[LengthPrediction] = []
         by_quantiles: dict[tuple[float, ...], list[int]] = {}
         for i, item in enumerate(items):
             by_quantiles.setdefault(item.quantiles, []).append(i)
@@ -93,8 +92,7 @@ class QuantileLengthModel:
             values = self.predict([items[i].row for i in idx], qs)
             for i, row in zip(idx, values):
                 results[i] = LengthPrediction(float(row[0]), tuple(float(v) for v in row[1:]))
-        out = [results[i] for i in range(len(items))]
-        return out
+        return [results[i] for i in range(len(items))]
 
 
 def fit_forest(x: np.ndarray, y: np.ndarray, n_estimators: int, seed: int) -> RandomForestQuantileRegressor:

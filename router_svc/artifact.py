@@ -28,6 +28,10 @@ def read(path: Path, expected_models: list[str]) -> dict[str, Any]:
     if sorted(meta["models"]) != sorted(expected_models):
         raise ArtifactError(f"{path}: the router artifact scores {meta['models']}, but router.models is "
                             f"{sorted(expected_models)}; retrain for these models or fix the configuration")
+    rates = meta.get("metrics", {}).get("label_rate")
+    if not isinstance(rates, dict) or sorted(rates) != sorted(meta["models"]):
+        raise ArtifactError(f"{path}: the metadata's metrics.label_rate must name every model the router scores "
+                            f"({sorted(meta['models'])}), got {sorted(rates) if isinstance(rates, dict) else rates!r}")
     return meta
 
 

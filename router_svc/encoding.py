@@ -18,7 +18,6 @@ class EncodedBatch:
 
 class PromptEncoder:
     def __init__(self, tokenizer_json: Path, max_length: int) -> None:
-        self.max_length = max_length
         self.tokenizer = Tokenizer.from_file(str(tokenizer_json))
         self.tokenizer.enable_truncation(max_length=max_length)
         self.tokenizer.no_padding()

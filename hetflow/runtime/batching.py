@@ -27,11 +27,14 @@ class BatchCollector(Generic[ItemT, ResultT]):
     """
 
     def __init__(self, batch_fn: Callable[[list[ItemT]], list[ResultT]], max_batch_size: int,
-                 max_wait_s: float, executor: concurrent.futures.Executor, name: str = "batch") -> None:
+                 max_wait_s: float, executor: concurrent.futures.Executor, name: str = "batch",
+                 replacement: Callable[[], concurrent.futures.Executor] | None = None) -> None:
+        """``replacement``: a fresh executor for one that broke (a worker process that died: every later
+        batch would fail on it); None: none is made."""
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
         self._batch_fn, self._max_batch_size, self._max_wait_s = batch_fn, max_batch_size, max_wait_s
-        self._executor = executor
+        self._executor, self._replacement = executor, replacement
         self._batch_size = BATCH_SIZE.labels(name)
         self._pending: asyncio.Queue[tuple[ItemT, asyncio.Future[ResultT]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -105,11 +108,19 @@ class BatchCollector(Generic[ItemT, ResultT]):
             return
         self.largest_batch = max(self.largest_batch, len(live))
         self._batch_size.observe(len(live))
+        executor = self._executor
         try:
             results = await asyncio.get_running_loop().run_in_executor(
-                self._executor, self._batch_fn, [item for item, _ in live])
+                executor, self._batch_fn, [item for item, _ in live])
             if len(results) != len(live):
                 raise RuntimeError(f"batch function returned {len(results)} results for {len(live)} items")
+        except concurrent.futures.BrokenExecutor as broken:  # a worker died: UNAVAILABLE, and new workers
+            self._replace_broken(executor)
+            failure = Unavailable(f"the model's worker stopped ({type(broken).__name__}): its calls are not answered")
+            for _, fut in live:
+                if not fut.done():
+                    fut.set_exception(failure)
+            return
         except Exception as exc:  # noqa: BLE001 - the callers get the failure
             for _, fut in live:
                 if not fut.done():
@@ -118,3 +129,10 @@ class BatchCollector(Generic[ItemT, ResultT]):
         for (_, fut), result in zip(live, results):
             if not fut.done():
                 fut.set_result(result)
+
+    def _replace_broken(self, broken: concurrent.futures.Executor) -> None:
+        """Later batches run on a fresh executor (once, whichever batch saw it break first)."""
+        if self._replacement is None or self._executor is not broken:
+            return
+        self._executor = self._replacement()
+        broken.shutdown(wait=False, cancel_futures=True)

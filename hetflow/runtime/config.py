@@ -11,11 +11,13 @@ from __future__ import annotations
 import copy
 import difflib
 import os
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 import yaml
 
+from hetflow.runtime.server import ServeConfig
 from hetflow.runtime.typed_config import build
 
 ENV_PREFIX = "HETFLOW__"
@@ -101,7 +103,8 @@ def engine_section(raw: Mapping[str, Any], name: str) -> dict[str, Any]:
     raise ValueError(f"no engine named {name!r} in the config; engines: {names}")
 
 
-SERVE_KEYS = ("host", "port", "metrics_port", "grace_s", "not_serving_s", "log_level", "security")
+SERVE_KEYS = tuple(f.name for f in fields(ServeConfig))
+"""A service section's keys that are its ``serve`` settings (they may sit flat in the section)."""
 
 
 def stack_defaults(raw: Mapping[str, Any], identity: str) -> dict[str, Any]:

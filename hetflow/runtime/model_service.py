@@ -31,7 +31,8 @@ async def start_model_workers(name: str, spec: dict[str, Any], workers: int, max
     """Pool warmed (models loaded) before the first call; reloads when ``artifact``/meta.json changes."""
     pool = process_pool(workers, init, spec)
     await warm_pool(pool, workers)
-    collector: BatchCollector[Any, Any] = BatchCollector(batch_fn, max_batch_size, max_wait_s, pool, name)
+    collector: BatchCollector[Any, Any] = BatchCollector(batch_fn, max_batch_size, max_wait_s, pool, name,
+                                                         replacement=lambda: process_pool(workers, init, spec))
     collector.start()
     reloader = None
     if artifact:

@@ -61,11 +61,13 @@ class ArtifactReloader:
         except Exception as exc:  # noqa: BLE001 - keep serving the old model
             log.error("artifact_rejected", path=str(self._watched), error=str(exc))
             return False
-        pool = self._make_pool()
+        pool: concurrent.futures.Executor | None = None
         try:
+            pool = self._make_pool()
             await warm_pool(pool, self._workers)  # the new model is loaded before it takes a call
         except Exception as exc:  # noqa: BLE001 - a worker that cannot start: keep serving the old model
-            pool.shutdown(wait=False, cancel_futures=True)
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
             log.error("artifact_rejected", path=str(self._watched), error=f"the workers did not start: {exc}")
             return False
         old = self._collector.replace_executor(pool)

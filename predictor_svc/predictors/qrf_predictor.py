@@ -15,7 +15,7 @@ class QrfPredictor:
         artifact must have been trained for these."""
         if not artifact:
             raise ValueError("predictor.kind 'qrf' needs predictor.artifact (train one with `hetflow train predictor`)")
-        self.model, self.meta = artifacts.load(Path(artifact), list(models) or None)
+        self.model, _ = artifacts.load(Path(artifact), list(models) or None)
 
     def predict_batch(self, items: list[PredictItem]) -> list[LengthPrediction]:
         return self.model.predict_items(items)

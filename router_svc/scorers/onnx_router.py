@@ -34,10 +34,10 @@ class OnnxRouterScorer:
         check_reading(reading)
         self.micro_batch = max(1, micro_batch)
         root = Path(path)
-        self.meta = artifacts.read(root, expected_models)
-        self.models = tuple(self.meta["models"])
-        self.encoder = PromptEncoder(root / "tokenizer.json", int(self.meta["max_length"]))
-        self.abilities = abilities_from_rates(artifacts.solve_rates(self.meta)) if reading == "one-difficulty" else None
+        meta = artifacts.read(root, expected_models)
+        self.models = tuple(meta["models"])
+        self.encoder = PromptEncoder(root / "tokenizer.json", int(meta["max_length"]))
+        self.abilities = abilities_from_rates(artifacts.solve_rates(meta)) if reading == "one-difficulty" else None
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

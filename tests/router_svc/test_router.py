@@ -84,6 +84,23 @@ def test_malformed_artifact_is_refused(tmp_path):
         build_scorer({"kind": "minilm-onnx", "artifact": str(tmp_path), "models": MODELS})
 
 
+def test_an_artifact_whose_label_rates_miss_a_model_is_refused_at_load(tmp_path):
+    """Its one-difficulty reading takes each model's ability from them: loaded, every call would fail."""
+    for name in artifact.FILES:
+        (tmp_path / name).write_text("")
+    (tmp_path / "meta.json").write_text(json.dumps({"kind": "minilm-onnx", "format": 1, "models": MODELS,
+                                                    "max_length": 32, "metrics": {"label_rate": {MODELS[0]: 0.5}}}))
+    with pytest.raises(artifact.ArtifactError, match="label_rate"):
+        artifact.read(tmp_path, MODELS)
+
+
+def test_serve_settings_may_sit_flat_in_the_routers_section():
+    from router_svc.config import from_stack
+
+    cfg = from_stack({"router": {"port": 1, "max_pending_rpcs": 10, "kind": "fixed-prior", "models": {"m": 0.5}}})
+    assert cfg.serve.max_pending_rpcs == 10
+
+
 def test_one_example_per_program_labelled_per_model(trained):
     _, _, records = trained
     data = examples(records, MODELS)

@@ -72,3 +72,26 @@ async def test_closing_fails_every_caller_still_waiting_unavailable():
         with pytest.raises(Unavailable, match="stopping"):
             await asyncio.wait_for(caller, 10)
     pool.shutdown()
+
+
+async def test_a_broken_worker_pool_is_unavailable_and_replaced_for_the_next_batch():
+    from hetflow.core.errors import Unavailable
+
+    class Broken(concurrent.futures.Executor):
+        shut = False
+
+        def submit(self, fn, /, *args, **kwargs):
+            raise concurrent.futures.BrokenExecutor("a worker died")
+
+        def shutdown(self, wait=True, *, cancel_futures=False):
+            Broken.shut = True
+
+    fresh = concurrent.futures.ThreadPoolExecutor(1)
+    collector = BatchCollector(lambda items: [i * 10 for i in items], 4, 0.0, Broken(), replacement=lambda: fresh)
+    try:
+        with pytest.raises(Unavailable, match="worker stopped"):
+            await collector.submit([1])
+        assert await collector.submit([2]) == [20] and Broken.shut and collector.executor is fresh
+    finally:
+        await collector.close()
+        fresh.shutdown()
