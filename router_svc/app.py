@@ -17,14 +17,18 @@ SERVICE_NAME = router_pb2.DESCRIPTOR.services_by_name["Router"].full_name
 
 def build(cfg: RouterConfig) -> Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]:
     spec = cfg.scorer_spec()
-    scorer = build_scorer(spec)  # fail at start, in this process, on a bad spec or artifact
+    # Built once to fail at start, in this process, on a bad spec or artifact; only its names are kept
+    # (the workers hold the model).
+    checked = build_scorer(spec)
+    kind, models = checked.type_name, checked.models
+    del checked
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
         workers = await start_model_workers(  # on_swap runs on a reload, after the servicer exists
             "router", spec, cfg.worker_processes(), cfg.max_batch_size, cfg.max_wait_ms / 1e3, worker.init,
             worker.score_batch, cfg.artifact, cfg.reload_poll_s, build_scorer,
             on_swap=lambda s: setattr(servicer, "models", s.models))
-        servicer = RouterServicer(scorer.type_name, scorer.models, workers.collector)
+        servicer = RouterServicer(kind, models, workers.collector)
         return [Registration(router_pb2_grpc.add_RouterServicer_to_server, servicer, SERVICE_NAME)], workers.close
 
     return setup
