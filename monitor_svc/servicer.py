@@ -54,8 +54,6 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
         self.state = state
         self.reports = wire.ReportProtos()
         self.watch_interval_s = watch_interval_s
-        self._gauged: set[str] = set()
-        """Engines the per-engine gauges have a label for."""
 
     async def Admit(self, request: monitor_pb2.AdmitRequest,
                     context: grpc.aio.ServicerContext) -> monitor_pb2.AdmitReply:
@@ -222,8 +220,8 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
 
     def sweep(self) -> None:
         """The state's sweep, then every engine's gauges: the in-flight ones too (the sweep drops the entries
-        of silent engines), and none left for an engine the sweep forgot."""
-        now_s = time.time()
+        of silent engines), and none left for an engine the sweep forgot (only the sweep forgets one)."""
+        now_s, before = time.time(), set(self.state.engines)
         result = self.state.sweep(now_s)
         if result["entries_dropped"]:
             log.warning("failed_engines_swept", **result)
@@ -234,11 +232,10 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
             RESIDENT_TOKENS.labels(engine_id).set(resident.tokens)
             RESIDENT_PROGRAMS.labels(engine_id).set(resident.programs)
             RESIDENT_GROWTH_TOKENS.labels(engine_id).set(resident.growth_tokens)
-        for gone in self._gauged - self.state.engines.keys():
+        for gone in before - self.state.engines.keys():
             for gauge in PER_ENGINE_GAUGES:
-                with contextlib.suppress(KeyError):
+                with contextlib.suppress(KeyError):  # an engine that reported but never had a call
                     gauge.remove(gone)
-        self._gauged = set(self.state.engines)
 
     def _release(self, request: monitor_pb2.ReleaseRequest, completed: bool) -> monitor_pb2.ReleaseReply:
         bind_ids(request.request_id)
@@ -252,6 +249,5 @@ class MonitorServicer(monitor_pb2_grpc.MonitorServicer):
     def _observe(self, engine_id: str) -> None:
         record = self.state.engines.get(engine_id)
         if record is not None:
-            self._gauged.add(engine_id)
             IN_FLIGHT_TOKENS.labels(engine_id).set(record.in_flight_tokens)
             IN_FLIGHT_REQUESTS.labels(engine_id).set(len(record.in_flight))
