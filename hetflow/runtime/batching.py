@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from typing import Callable, Generic, Sequence, TypeVar
+from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from prometheus_client import Histogram
 
@@ -78,9 +78,7 @@ class BatchCollector(Generic[ItemT, ResultT]):
         except asyncio.CancelledError:  # closed: every caller still waiting hears it
             while not self._pending.empty():
                 batch.append(self._pending.get_nowait())
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(Unavailable("the service is stopping: its batches are not run"))
+            _fail(batch, Unavailable("the service is stopping: its batches are not run"))
             raise
 
     async def _collect(self, batch: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
@@ -116,15 +114,11 @@ class BatchCollector(Generic[ItemT, ResultT]):
                 raise RuntimeError(f"batch function returned {len(results)} results for {len(live)} items")
         except concurrent.futures.BrokenExecutor as broken:  # a worker died: UNAVAILABLE, and new workers
             self._replace_broken(executor)
-            failure = Unavailable(f"the model's worker stopped ({type(broken).__name__}): its calls are not answered")
-            for _, fut in live:
-                if not fut.done():
-                    fut.set_exception(failure)
+            _fail(live, Unavailable(f"the model's worker stopped ({type(broken).__name__}): its calls are not "
+                                    "answered"))
             return
         except Exception as exc:  # noqa: BLE001 - the callers get the failure
-            for _, fut in live:
-                if not fut.done():
-                    fut.set_exception(exc)
+            _fail(live, exc)
             return
         for (_, fut), result in zip(live, results):
             if not fut.done():
@@ -136,3 +130,10 @@ class BatchCollector(Generic[ItemT, ResultT]):
             return
         self._executor = self._replacement()
         broken.shutdown(wait=False, cancel_futures=True)
+
+
+def _fail(asked: list[tuple[Any, asyncio.Future[Any]]], failure: BaseException) -> None:
+    """Every caller of ``asked`` still waiting gets ``failure``."""
+    for _, future in asked:
+        if not future.done():
+            future.set_exception(failure)
