@@ -97,7 +97,8 @@ class Dispatch:
     receipt: balancer_pb2.Receipt
     admit: monitor_pb2.AdmitRequest
     """The monitor's entry for the call, as sent by ``_admit``."""
-    program_start_unix_s: float = 0.0
+    program_start_unix_s: float | None = None
+    """When the monitor first saw the call's program; None when it had not."""
     started_perf_s: float = 0.0
     """When the decision started (perf counter): the receipt's decision_ms runs from here to the send."""
     admitted: asyncio.Task[None] | None = None

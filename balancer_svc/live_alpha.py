@@ -100,7 +100,7 @@ class LiveAlphaTuning:
         """(unix time, new alpha, replayed P95 per alpha) for each re-tuning."""
         ALPHA.set(store.alpha)
 
-    def call_finished(self, call: LlmCall, engine: EngineView, program_start_unix_s: float, prompt_tokens: int,
+    def call_finished(self, call: LlmCall, engine: EngineView, program_start_unix_s: float | None, prompt_tokens: int,
                       output_tokens: int, sent_unix_s: float, now_unix_s: float) -> None:
         """Note a completed call; at its workflow's end, feed the window and re-tune on a regression."""
         if engine.profile is not None:
@@ -108,8 +108,9 @@ class LiveAlphaTuning:
         wf = call.workflow
         program = self._programs.get(wf.program_id)
         if program is None:
+            start_unix_s = sent_unix_s if program_start_unix_s is None else program_start_unix_s
             program = self._programs[wf.program_id] = SeenProgram(
-                wf.workflow, wf.tenant or "default", program_start_unix_s or sent_unix_s, wf.deadline_unix_s)
+                wf.workflow, wf.tenant or "default", start_unix_s, wf.deadline_unix_s)
         program.calls.append(SeenCall(wf.agent, wf.upstream_agent, prompt_tokens, output_tokens, sent_unix_s,
                                       now_unix_s))
         self._forget_before(now_unix_s - 2 * self.tuner.window_s)

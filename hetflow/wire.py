@@ -219,7 +219,8 @@ def snapshot_from_proto(msg: monitor_pb2.MonitorSnapshot, profiles: ProfileMemo 
     if engines is None:
         profiles.keep_only(msg.engines)
     return ClusterSnapshot(
-        taken_unix_s=msg.taken_unix_s, program_model=msg.program_model, program_start_s=msg.program_start_unix_s,
+        taken_unix_s=msg.taken_unix_s, program_model=msg.program_model,
+        program_start_s=msg.program_start_unix_s if msg.HasField("program_start_unix_s") else None,
         agent_anchor_distance_s=msg.agent_anchor_distance_s if msg.HasField("agent_anchor_distance_s") else None,
         agent_expected_s=msg.agent_expected_s if msg.HasField("agent_expected_s") else None,
         anchor_distance_median_s=msg.anchor_distance_median_s if msg.HasField("anchor_distance_median_s") else None,

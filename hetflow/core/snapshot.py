@@ -95,8 +95,9 @@ class ClusterSnapshot:
     engines: tuple[EngineView, ...]
     program_model: str = ""
     """A[p] of the call's program, "" when unassigned."""
-    program_start_s: float = 0.0
-    """When the call's program started (its first call reached the monitor): Kairos 5.2's order."""
+    program_start_s: float | None = None
+    """When the call's program started (its first call reached the monitor): Kairos 5.2's order; None when
+    the monitor has not seen the program."""
     agent_anchor_distance_s: float | None = None
     """The call's agent's distance to the zero-latency anchor (Kairos 5.1); None while unknown."""
     anchor_distance_median_s: float | None = None

@@ -49,6 +49,16 @@ def test_the_monitor_snapshot_round_trips():
     assert unasked.engines[0].in_flight_calls == ()  # sent only to the policies that read them
 
 
+def test_a_program_started_at_time_0_crosses_as_0_and_one_never_seen_as_unknown():
+    state = MonitorState(MonitorLimits())
+    state.report(EngineStatus("e0", model="m", profile=profile()), 0.0)
+    state.admit("r0", "p1", "m", "e0", 8.0, 0.0)
+    for program_id, start_s in (("p1", 0.0), ("p9", None)):
+        sent = cluster_snapshot(state, 0.2, program_id)
+        received = wire.snapshot_from_proto(wire.snapshot_to_proto(sent, state.engines, state.admit_seq))
+        assert sent.program_start_s == received.program_start_s == start_s, program_id
+
+
 def test_snapshots_carry_the_engines_request_ids_only_when_asked_and_each_report_is_built_once():
     state = MonitorState(MonitorLimits())
     state.report(EngineStatus("e0", model="m", profile=profile(), active_request_ids=("x", "y")), 0.0)

@@ -542,10 +542,10 @@ class MonitorState:
         """Kairos 5.1, recomputed in the background: runs with calls in flight are left out."""
         return self.agent_stats.refresh(pid for pid, p in self.programs.items() if p.in_flight)
 
-    def program_start_s(self, program_id: str) -> float:
-        """The program's application-level start: when its first call arrived (Kairos 5.2)."""
+    def program_start_s(self, program_id: str) -> float | None:
+        """The program's application-level start: when its first call arrived (Kairos 5.2); None if unseen."""
         program = self.programs.get(program_id)
-        return program.first_seen_s if program else 0.0
+        return program.first_seen_s if program else None
 
     def program_model(self, program_id: str) -> str:
         program = self.programs.get(program_id)

@@ -29,6 +29,6 @@ class AgentPriority(PriorityRule):
             distance, rule = snap.agent_anchor_distance_s, "kairos:agent-priority"
         else:
             distance, rule = snap.anchor_distance_median_s or 0.0, "kairos:agent-unknown:median"
-        start = snap.program_start_s or context.now_s
+        start = context.now_s if snap.program_start_s is None else snap.program_start_s
         return Priority(distance, start), Choice(f"{distance:.3f}/{start:.3f}", rule,
                                                  scores={"anchor_distance_s": distance, "program_start_s": start})

@@ -48,7 +48,8 @@ class Urgency(PriorityRule):
         mean_remaining = remaining_stages_cost_s(mean_this, later)                               # eq. 5's sum
         deadline, rule = wf.deadline_unix_s, "urgency:slo-budget"
         if not deadline and self.default_slo_scale:
-            deadline = (snap.program_start_s or now) + self.default_slo_scale * mean_remaining
+            start = now if snap.program_start_s is None else snap.program_start_s
+            deadline = start + self.default_slo_scale * mean_remaining
             rule = "urgency:default-slo"
         if not deadline:
             key = urgency_order_key(this_cost, NO_DEADLINE_BUDGET_S, now)

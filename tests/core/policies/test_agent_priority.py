@@ -30,6 +30,15 @@ def test_same_agent_earlier_program_first_and_unknown_agents_by_start():
     assert c.rule == "kairos:agent-unknown:median" and cold < early   # nothing known yet: by program start
 
 
+def test_a_program_that_started_at_time_0_keeps_its_start_and_an_unseen_one_starts_now():
+    """The simulator's clock starts at 0 s: a program first seen then is not one the monitor never saw."""
+    first, choice = key(3.0, 0.0, now_s=50.0)
+    later, _ = key(3.0, 10.0, now_s=50.0)
+    unseen, unseen_choice = key(3.0, None, now_s=50.0)
+    assert first < later < unseen
+    assert choice.scores["program_start_s"] == 0.0 and unseen_choice.scores["program_start_s"] == 50.0
+
+
 def test_an_unknown_agent_sits_at_the_known_agents_median_not_ahead_of_all():
     near, _ = key(1.0, 1_700_000_500.0, median=3.0)
     unknown, choice = key(None, 1_700_000_000.0, median=3.0)

@@ -64,6 +64,16 @@ def test_default_slo_scale_puts_calls_with_less_work_left_first():
     assert short < long
 
 
+def test_the_default_slo_runs_from_a_program_start_at_time_0_and_from_now_for_one_never_seen():
+    rule, e = Urgency(default_slo_scale=5.0), engine("e", "m", engine_profile=FAST)
+    at_0 = replace(snapshot(e, taken_unix_s=10.0), program_start_s=0.0)
+    started_at_0, spent = urgency_of(rule, call(), Prediction(100), 10.0, e, at_0)
+    never_seen, fresh = urgency_of(rule, call(), Prediction(100), 10.0, e, snapshot(e, taken_unix_s=10.0))
+    assert fresh.scores["remaining_s"] == pytest.approx(5.0 * fresh.scores["stages_cost_s"])
+    assert spent.scores["remaining_s"] == pytest.approx(fresh.scores["remaining_s"] - 10.0)
+    assert started_at_0 < never_seen
+
+
 def test_budgets_split_by_each_remaining_stages_mean_cost_as_in_figure_3():
     """HexGen-Flow figure 3: a 100 ms SLO over two stages whose mean costs are 40 and 60 ms gives the
     first a 40 ms budget; it takes 50 ms, so the second gets the 50 ms left, not its 60 ms share."""
