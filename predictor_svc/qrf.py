@@ -6,7 +6,9 @@ output tokens Y_r, over the paper's features:
 - the model name (as a feature, or one forest per model: ``per_model``);
 - a text sketch of the user prompt: TF-IDF over uni- and bi-grams, reduced by TruncatedSVD.
 
-Categories never seen in training map to -1 (the unknown-category path), never an exception.
+Categories never seen in training map to -1 (the unknown-category path), never an exception; with one
+forest per model, a model never trained for is answered by every model's forest, each quantile averaged
+over them (quantile averaging): no model's forest stands in for it alone.
 """
 
 from __future__ import annotations
@@ -69,13 +71,13 @@ class QuantileLengthModel:
             return out
         if not self.per_model:
             return self._forest_predict(self.forests[""], self.featurizer.transform(rows), qs)
-        fallback = self.models[0]
         groups: dict[str, list[int]] = {}
         for i, r in enumerate(rows):
-            groups.setdefault(r.model if r.model in self.forests else fallback, []).append(i)
+            groups.setdefault(r.model if r.model in self.forests else "", []).append(i)
         for model, idx in groups.items():
             x = self.featurizer.transform([rows[i] for i in idx], with_model=False)
-            out[idx] = self._forest_predict(self.forests[model], x, qs)
+            forests = [self.forests[model]] if model else list(self.forests.values())
+            out[idx] = np.mean([self._forest_predict(forest, x, qs) for forest in forests], axis=0)
         return out
 
     @staticmethod

@@ -8,7 +8,8 @@ from hetflow.core.features import FeatureRow, PredictItem
 from hetflow.core.trace import trace_sha256
 from hetflow.workloads.generate import generate
 from predictor_svc import artifact
-from predictor_svc.training import train
+from predictor_svc.qrf import Featurizer
+from predictor_svc.training import examples, fit, train
 
 MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-7b-instruct")
 
@@ -40,6 +41,16 @@ def test_unknown_workflow_agent_and_model_take_the_unknown_path(trained):
     model, _, _ = trained
     out = model.predict([row(workflow="never-seen", agent="oracle", model="gpt-17")], (0.1, 0.9))
     assert out.shape == (1, 3) and np.all(np.isfinite(out)) and out[0, 0] > 0
+
+
+def test_a_model_never_trained_for_gets_every_models_forest_averaged_not_the_first_models():
+    data = examples(generate("code", 60, seed=2, models=MODELS), MODELS)
+    model = fit(data, MODELS, per_model=True, n_estimators=10, seed=0,
+                featurizer=Featurizer().fit([e.row for e in data]))
+    known = model.predict([row(model=m) for m in MODELS], (0.1, 0.9))
+    unknown = model.predict([row(model="gpt-17"), row(model=MODELS[1])], (0.1, 0.9))
+    assert np.allclose(unknown[0], known.mean(axis=0)) and np.allclose(unknown[1], known[1])
+    assert not np.allclose(known[0], known[1])  # the two models' forests disagree on this row
 
 
 def test_quantiles_are_ordered_and_later_stages_have_less_left(trained):
