@@ -63,7 +63,7 @@ class ArtifactReloader:
             return False
         pool: concurrent.futures.Executor | None = None
         try:
-            pool = self._make_pool()
+            pool = await loop.run_in_executor(None, self._make_pool)  # with 0 workers it builds the model here
             await warm_pool(pool, self._workers)  # the new model is loaded before it takes a call
         except Exception as exc:  # noqa: BLE001 - a worker that cannot start: keep serving the old model
             if pool is not None:
