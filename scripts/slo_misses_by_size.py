@@ -1,0 +1,63 @@
+"""Which programs miss the SLO at a rate, by their exclusive latency (docs/results.md, "Why the agent family
+stops short: the probes"): one run of a sweep's policy on one seed's trace at one rate, as a capacity
+probe runs it, and for each tenth of the programs by exclusive latency (shortest first) how many finished
+past ``slo_scale`` times it, their mean slowdown (latency over exclusive latency), mean time queued and
+mean calls; then the misses by fifth of arrival.
+
+    python scripts/slo_misses_by_size.py --sweep bench/sweeps/frontier-agent-l4.yaml --seed 1 --rate 0.95
+        [--policy hetflow]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+from pathlib import Path
+from typing import Sequence
+
+from hetflow.bench.sweep import Sweep, SweepSpec, at_rate, simulation
+from hetflow.bench.sweep_cli import learned_source
+from hetflow.core.presets import resolve
+from simulator.run import ProgramResult
+
+
+def tenths(results: Sequence[ProgramResult], slo_scale: float) -> list[str]:
+    by_size = sorted(results, key=lambda r: r.isolated_s)
+    n, lines = len(by_size), []
+    for d in range(10):
+        part = by_size[d * n // 10:(d + 1) * n // 10]
+        lines.append(
+            f"tenth {d}: exclusive {part[0].isolated_s:.1f}-{part[-1].isolated_s:.1f} s, "
+            f"{sum(r.latency_s > slo_scale * r.isolated_s for r in part)} past the SLO, "
+            f"slowdown {statistics.mean(r.latency_s / r.isolated_s for r in part):.2f}, "
+            f"queued {statistics.mean(r.queued_s for r in part):.1f} s, "
+            f"calls {statistics.mean(len(r.calls) for r in part):.1f}")
+    return lines
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sweep", required=True)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--rate", type=float, required=True, help="programs per second")
+    p.add_argument("--policy", default="hetflow")
+    args = p.parse_args()
+    spec = dataclasses.replace(SweepSpec.from_yaml(Path(args.sweep)), seeds=(args.seed,))
+    sweep = Sweep(spec, learned_source(spec), workers=1)
+    sim = simulation(sweep.engines, resolve(args.policy), sweep.signals[args.seed], spec.slo_scales, True,
+                     spec.identity)
+    results = sorted(sim.run(at_rate(sweep.traces[args.seed], args.rate), isolated_s=sweep.isolated_s(args.seed)),
+                     key=lambda r: r.arrival_s)
+    slo_scale = spec.slo_rule.slo_scale
+    within = sum(r.latency_s <= slo_scale * r.isolated_s for r in results) / len(results)
+    print(f"{args.policy} at {args.rate}/s, seed {args.seed}: {within:.2%} within {slo_scale}x, "
+          f"prefix hits {sim.prefix_hit_rate:.1%}")
+    print("\n".join(tenths(results, slo_scale)))
+    n = len(results)
+    print("past the SLO by fifth of arrival:",
+          [sum(r.latency_s > slo_scale * r.isolated_s for r in results[f * n // 5:(f + 1) * n // 5]) for f in range(5)])
+
+
+if __name__ == "__main__":
+    main()
