@@ -19,6 +19,7 @@ from typing import Sequence
 from hetflow.bench.sweep import Sweep, SweepSpec, at_rate, simulation
 from hetflow.bench.sweep_cli import learned_source
 from hetflow.core.presets import resolve
+from simulator.metrics import summarize
 from simulator.run import ProgramResult
 
 
@@ -50,7 +51,7 @@ def main() -> None:
     results = sorted(sim.run(at_rate(sweep.traces[args.seed], args.rate), isolated_s=sweep.isolated_s(args.seed)),
                      key=lambda r: r.arrival_s)
     slo_scale = spec.slo_rule.slo_scale
-    within = sum(r.latency_s <= slo_scale * r.isolated_s for r in results) / len(results)
+    within = summarize(results, sim.decision_ms, slo_scale)["within_slo_share"]
     print(f"{args.policy} at {args.rate}/s, seed {args.seed}: {within:.2%} within {slo_scale}x, "
           f"prefix hits {sim.prefix_hit_rate:.1%}")
     print("\n".join(tenths(results, slo_scale)))
