@@ -75,7 +75,7 @@ class RaceSpec:
     attainment: float = 0.95
     warmup_programs: int = 120
     budget_h: float = 3.0
-    """Wall time of the live probes, at most."""
+    """Wall time of the live probes after which no live probe starts (the one running then ends)."""
     hetflow_predictor: str = "input-length"
     """hetflow's remaining-work predictor, live and in its twin (``hetflow.bench.doors.PREDICTORS``)."""
     stop_settled: bool = False
@@ -113,17 +113,29 @@ def _key(side: str, door: str, seed: int, rate_per_s: float) -> str:
     return f"{side}|{door}|{seed}|{rate_per_s:.9g}"
 
 
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """A journal's rows. A last line cut off by an interruption is dropped from the file, so that the
+    next row starts a line of its own and that probe runs again; a bad line before it is an error."""
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    rows: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, 1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number < len(lines):
+                raise ValueError(f"{path}: row {number} is not JSON") from None
+            path.write_text("".join(kept + "\n" for kept in lines[:-1]))
+    return rows
+
+
 class Journal:
     """Every probe's row, one JSON line each, appended as it ends; read back on a rerun."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.rows: dict[str, dict[str, Any]] = {}
-        if path.exists():
-            for line in path.read_text().splitlines():
-                if line.strip():
-                    row = json.loads(line)
-                    self.rows[_key(row["side"], row["door"], row["seed"], row["rate_per_s"])] = row
+        for row in read_rows(path) if path.exists() else []:
+            self.rows[_key(row["side"], row["door"], row["seed"], row["rate_per_s"])] = row
 
     def get(self, side: str, door: str, seed: int, rate_per_s: float) -> dict[str, Any] | None:
         return self.rows.get(_key(side, door, seed, rate_per_s))

@@ -16,6 +16,7 @@ from hetflow.bench.race import (
     RaceSpec,
     bracket_rates,
     failures_of,
+    read_rows,
     twin,
     within_one_step,
 )
@@ -45,7 +46,7 @@ class FakeDoors:
 
     def sim(self, door: str, seed: int, rate: float) -> dict[str, object]:
         self.calls.append((SIM, door, seed, rate))
-        return _row(rate <= CAPACITY[door])
+        return _row(rate <= CAPACITY[door], p95_s=10.3)  # 3% over live's: within the race's 5%
 
 
 def _spec(**changes: object) -> RaceSpec:
@@ -109,6 +110,39 @@ def test_an_interrupted_race_resumes_from_its_journal_without_running_a_probe_tw
     assert third.calls == []  # everything from the journal
 
 
+def test_a_race_cut_off_between_a_live_probe_and_its_twin_runs_the_twin_alone(tmp_path: Path) -> None:
+    path = tmp_path / "race.jsonl"
+    first = FakeDoors()
+    Race(_spec(), Journal(path), first.live, first.sim).run()
+    live_at = next(i for i, (side, *probe) in enumerate(first.calls)
+                   if side == LIVE and first.calls[i + 1] == (SIM, *probe))   # a twin run after its live probe
+    rows = path.read_text().splitlines()
+    path.write_text("".join(line + "\n" for line in rows[:live_at + 1]))   # the live row, not its twin
+
+    second = FakeDoors()
+    Race(_spec(), Journal(path), second.live, second.sim).run()
+    assert second.calls[0] == first.calls[live_at + 1]   # the twin, not its live probe again
+    assert len(first.calls) == live_at + 1 + len(second.calls)
+
+
+def test_a_row_cut_off_as_it_was_written_runs_its_probe_again(tmp_path: Path) -> None:
+    path = tmp_path / "race.jsonl"
+    first = FakeDoors(stop_after=2)
+    with pytest.raises(KeyboardInterrupt):
+        Race(_spec(), Journal(path), first.live, first.sim).run()
+    text = path.read_text()
+    path.write_text(text[:-40])   # the last row, half written
+    second = FakeDoors()
+    Race(_spec(), Journal(path), second.live, second.sim).run()
+    assert first.calls[-1] == second.calls[0]   # its probe again, first
+    assert all(len(line) and line[0] == "{" for line in path.read_text().splitlines())
+    assert len(Journal(path).rows) == len(first.calls) + len(second.calls) - 1
+
+    path.write_text('{"side": \n' + path.read_text())
+    with pytest.raises(ValueError, match="row 1 is not JSON"):
+        Journal(path)
+
+
 def test_the_race_stops_before_a_live_probe_once_its_budget_is_spent(tmp_path: Path) -> None:
     ticks = iter(range(0, 10**6, 1000))  # each probe takes 1,000 s of the fake clock
     doors = FakeDoors()
@@ -134,12 +168,28 @@ def test_a_failed_program_fails_the_probe_as_a_lost_call() -> None:
     assert failures_of({"door": "x", "error": "RuntimeError: no pool"}, _spec().rule) == ("rejected calls",)
 
 
-def test_a_recorded_probe_against_its_twin() -> None:
-    recorded = _row(True, p95_s=182.5, host_kept_up=True)  # a live row's fields, as doors writes them
+def test_a_live_probe_against_its_twin_by_verdict_and_p95() -> None:
+    recorded = _row(True, p95_s=182.5, host_kept_up=True)  # the fields of a live row that the rule reads
     assert twin(recorded, _row(True, p95_s=186.0), _spec().rule) == \
         {"same_verdict": True, "p95_error": pytest.approx(186.0 / 182.5 - 1), "agree": True}
     assert not twin(recorded, _row(True, p95_s=200.0), _spec().rule)["agree"]  # 9.6% off
     assert twin(recorded, _row(False, p95_s=183.0), _spec().rule)["same_verdict"] is False
+
+
+def test_the_journals_recorded_probes_against_their_twins() -> None:
+    """Two probes of the agent race as they ran (docs/vllm-sim.md): hetflow at 0.800/s on seed 2, passed
+    live and simulated with the twin's P95 1.3% under live's; the round robin at 0.528/s on seed 1, a
+    live probe stopped once its failure settled, beside a twin that failed."""
+    rows = {(r["side"], r["door"], r["seed"], r["rate_per_s"]): r
+            for r in read_rows(Path("bench/journals/race-agent-vllm-sim-l4x4.jsonl"))}
+    rule = _spec().rule
+    hetflow = twin(rows[(LIVE, "hetflow", 2, 0.8)], rows[(SIM, "hetflow", 2, 0.8)], rule)
+    assert hetflow["agree"] and hetflow["p95_error"] == pytest.approx(189.35 / 191.66 - 1, abs=1e-3)
+    (rate,) = {k[3] for k in rows if k[:3] == (LIVE, "client-rr", 1) and abs(k[3] - 0.528) < 5e-4}
+    stopped = rows[(LIVE, "client-rr", 1, rate)]
+    assert "settled" in stopped and failures_of(stopped, rule) == (BELOW_SLO,)
+    assert twin(stopped, rows[(SIM, "client-rr", 1, rate)], rule) == \
+        {"same_verdict": True, "p95_error": None, "agree": True}
 
 
 def test_a_live_probe_stopped_once_its_failure_settled_is_set_beside_its_twin_by_its_verdict() -> None:
