@@ -128,7 +128,7 @@ def find_capacity(probe: Callable[[float], Probe], start_rate_per_s: float, rel_
             lo, hi = lo / grown(), lo
             if lo < min_rate_per_s:
                 return Capacity(0.0, hi, tuple(probes))
-    while hi / lo > 1 + rel_tol:
+    while hi / lo > (1 + rel_tol) * (1 + 1e-12):   # a bracket of one step, rounding aside (1.821 * 1.1)
         mid = math.sqrt(lo * hi)
         lo, hi = (mid, hi) if run(mid) else (lo, mid)
     return Capacity(lo, hi, tuple(probes))

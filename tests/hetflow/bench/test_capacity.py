@@ -122,6 +122,9 @@ def test_a_first_step_of_one_tolerance_brackets_a_start_at_the_capacity_in_two_p
     assert far.rate_per_s <= 3.0 < far.failed_above_per_s <= far.rate_per_s * 1.1
     low = find_capacity(lambda rate: Probe(rate, rate <= 0.5), 1.0, rel_tol=0.1, first_step=1.1)
     assert low.rate_per_s <= 0.5 < low.failed_above_per_s <= low.rate_per_s * 1.1
+    for start in (1.821, 1.84, 1.861):   # start * 1.1 / start rounds one unit over 1.1: still two probes
+        at_start = find_capacity(lambda rate, cap=start: Probe(rate, rate <= cap), start, rel_tol=0.1, first_step=1.1)
+        assert len(at_start.probes) == 2
 
 
 def test_the_sweeps_doubling_is_the_default_first_step():
