@@ -361,7 +361,9 @@ class MonitorState:
             engine.ledger.remove(request_id, now_s)  # an early finish frees its remaining slots
             if not engine.in_flight:
                 engine.in_flight_tokens = engine.in_flight_cost_s = 0.0  # no float drift once empty
-        start_s = started_s if started_s > 0.0 else entry.admitted_s
+        # a caller's start (the engine's, or a Hold's caller's) bounded to the longest call that can have
+        # run until now: one in the future would give the program negative service, and the first place
+        start_s = min(max(started_s, now_s - MAX_CALL_S), now_s) if started_s > 0.0 else entry.admitted_s
         span = CallSpan(entry.program_id, entry.agent, entry.upstream_agent, start_s, now_s)
         if completed and entry.program_id and entry.agent:
             self.agent_stats.record(span)

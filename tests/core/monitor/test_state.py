@@ -37,6 +37,17 @@ def test_release_removes_entry(state, completed):
     assert not state.release("r1", now_s=3)  # idempotent
 
 
+def test_a_start_past_now_gives_no_negative_service(state):
+    """A Hold's caller names the call's start; one in the future would make the program's attained service
+    negative and put it first (``attained_service``), so the start is bounded by now."""
+    state.admit("r1", "p1", "m", "e0", 10.0, now_s=1)
+    state.release("r1", now_s=5, output_tokens=10, started_s=1e9)
+    assert state.programs["p1"].service_s == 0.0
+    state.admit("r2", "p1", "m", "e0", 10.0, now_s=6)
+    state.release("r2", now_s=8, output_tokens=10, started_s=7.0)
+    assert state.programs["p1"].service_s == 1.0   # a start in range stands
+
+
 def test_duplicate_and_unknown_engine_are_rejected(state):
     state.admit("r1", "p1", "m", "e0", 1.0, now_s=1)
     with pytest.raises(ValueError):
