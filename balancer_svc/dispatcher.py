@@ -32,7 +32,7 @@ from hetflow import wire
 from hetflow.core.admission import TenantLimiter
 from hetflow.core.call import LlmCall, stages_unknown, with_stages
 from hetflow.core.decision_loop import DecisionLoop, Gathered, HoldLimits
-from hetflow.core.errors import Aborted, DeadlineExceeded, ResourceExhausted, Unavailable
+from hetflow.core.errors import Aborted, AlreadyExists, DeadlineExceeded, ResourceExhausted, Unavailable
 from hetflow.core.load_shedding import AcceptWaits, LoadShedder, LoopLag
 from hetflow.core.monitor.memory_ledger import SLOT_S
 from hetflow.core.pipeline import Decision, Pipeline
@@ -191,6 +191,8 @@ class Dispatcher:
         self.tickets = TicketIssuer(cfg.serve.security.ticket_key())
         """Signs each engine request's dispatch ticket (issue 34)."""
         self._held_calls: dict[str, tuple[LlmCall, asyncio.Future[Dispatch]]] = {}
+        self._deciding: set[str] = set()
+        """Request ids being decided (held for room included): a second call under one is refused."""
         self._advice: dict[str, Advice] = {}
         """Per call held for room, what its last fetch asked of the router and predictor (``Advice``)."""
         self._releaser: asyncio.Task[None] | None = None
@@ -265,13 +267,19 @@ class Dispatcher:
     # -- decide --------------------------------------------------------------------------
     async def decide(self, call: LlmCall) -> Dispatch:
         """Decide; a call no engine of its model has room for is held (Kairos 6) until a round finds it
-        room, the client gives up (its gRPC deadline cancels this) or the program's deadline passes."""
+        room, the client gives up (its gRPC deadline cancels this) or the program's deadline passes. A
+        request id this balancer is deciding or running already is refused (ALREADY_EXISTS): the second
+        call would take over the first's entry and its end would end the first's."""
+        if call.request_id in self._deciding or call.request_id in self.monitor_view.registrations:
+            raise AlreadyExists(f"request {call.request_id!r} is in flight already")
+        self._deciding.add(call.request_id)
         try:
             return await self._decide_once(call)
         except WaitForCapacity as wait:
             return await self._hold(call, wait)
         finally:
             self._advice.pop(call.request_id, None)
+            self._deciding.discard(call.request_id)
 
     async def _hold(self, call: LlmCall, wait: WaitForCapacity) -> Dispatch:
         """Wait in the hold queue; each round (``_release_rounds``) decides the held calls again in

@@ -377,8 +377,16 @@ class MonitorView:
 
     async def _release(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float,
                        admitted: asyncio.Task[None] | None = None) -> None:
-        if admitted is not None:  # ended, however (failed or cancelled too: release anyway)
+        if admitted is not None:  # ended, however (cancelled or deferred too: release anyway)
             await asyncio.wait({admitted})
+            if _refused(admitted):
+                return
         await self.releases.release(request_id, output_tokens, outcome, started_unix_s)
+
+
+def _refused(admitted: asyncio.Task[None]) -> bool:
+    """The monitor answered the admit with a refusal (``MonitorView.admit`` raised): it holds no entry of
+    this call to release, and may hold another call's under its id (another balancer's)."""
+    return not admitted.cancelled() and isinstance(admitted.exception(), (grpc.aio.AioRpcError, Aborted, Unavailable))
 
 

@@ -7,14 +7,16 @@ not sent."""
 
 import asyncio
 import time
+from dataclasses import replace
 
+import grpc
 import numpy as np
 import pytest
 
 from balancer_svc import convert
 from balancer_svc.config import BalancerConfig
 from balancer_svc.dispatcher import Dispatcher
-from hetflow.core.errors import ResourceExhausted
+from hetflow.core.errors import AlreadyExists, ResourceExhausted
 from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.v1 import monitor_pb2
@@ -147,3 +149,33 @@ def test_two_balancers_deciding_at_once_never_promise_an_engine_more_kv_than_it_
         assert refused  # some calls' room went to the other balancer: held, never sent
     else:
         assert _promised_tokens(state, policy) > KV_CAPACITY_TOKENS
+
+
+def test_a_request_id_in_flight_is_refused_and_the_refused_call_leaves_the_first_ones_entry():
+    """A client that sends one request id twice while the first call runs: the balancer running it refuses
+    the second at its door (ALREADY_EXISTS); the monitor refuses another balancer's admit of it, and that
+    balancer's release then leaves the first call's entry where it is (it used to end it)."""
+
+    async def scenario():
+        state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
+        state.report(EngineStatus("small-0", model="small", address="127.0.0.1:1", profile=profile()), time.time())
+        monitor = InProcessMonitor(MonitorServicer(state))
+        first, other = _balancer(monitor, {}), _balancer(monitor, {})
+        try:
+            running = await first.decide(replace(call(program_id="p1"), request_id="r1"))
+            await running.admitted
+            with pytest.raises(AlreadyExists):
+                await first.decide(replace(call(program_id="p1"), request_id="r1"))
+            again = await other.decide(replace(call(program_id="p1"), request_id="r1"))
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await again.admitted
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            await other.monitor_view.release_later("r1", 0, "cancelled", admitted=again.admitted)
+            assert "r1" in state.entries   # the first call's, still running
+            await first.monitor_view.release_later("r1", 10, "completed", admitted=running.admitted)
+            assert "r1" not in state.entries
+        finally:
+            await first.close()
+            await other.close()
+
+    asyncio.run(scenario())
