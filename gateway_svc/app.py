@@ -16,6 +16,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -29,10 +30,13 @@ from hetflow.runtime.channels import open_channel
 from hetflow.runtime.decision_stream import DecisionStream
 from hetflow.runtime.direct_call import DirectCall
 from hetflow.runtime.http1 import Http1Client
+from hetflow.runtime.logs import get_logger
 from hetflow.runtime.openai_request import OpenAIError, ParsedRequest, from_grpc, invalid, parse
 from hetflow.runtime.responses_request import parse_responses
 from hetflow.runtime.security import Unauthenticated, bearer, tenant_of_key
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc
+
+log = get_logger(__name__)
 
 
 class Gateway:
@@ -136,8 +140,22 @@ async def _body(request: Request, limit_bytes: int) -> Any:
                               None, "request_too_large")
     try:
         return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:   # ValueError: JSON's errors, and an integer past 4,300 digits
         raise invalid(f"the request body is not valid JSON: {exc}") from exc
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (an unknown route 404, a method the route does not take 405), OpenAI-shaped."""
+    assert isinstance(exc, HTTPException)
+    kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+    return _error_response(OpenAIError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", kind,
+                                       None, None))
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """An error no handler answered: OpenAI's 500 (its cause in the gateway's log, not the reply)."""
+    log.exception("unhandled_request_error", path=request.url.path)
+    return _error_response(OpenAIError(500, "the gateway failed to answer the request", "internal_error", None, None))
 
 
 def _error_response(error: OpenAIError) -> JSONResponse:
@@ -298,7 +316,7 @@ def build(cfg: GatewayConfig) -> Starlette:
         finally:
             await app.state.gateway.close()
 
-    return Starlette(routes=[
+    return Starlette(exception_handlers={HTTPException: _http_error, Exception: _internal_error}, routes=[
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),

@@ -44,8 +44,9 @@ HTTP_OF_STATUS: dict[grpc.StatusCode, tuple[int, str]] = {
     grpc.StatusCode.UNAUTHENTICATED: (401, "authentication_error"),
     grpc.StatusCode.PERMISSION_DENIED: (403, "permission_error"),
     grpc.StatusCode.NOT_FOUND: (404, "not_found_error"),
+    grpc.StatusCode.ALREADY_EXISTS: (409, "conflict_error"),
     grpc.StatusCode.RESOURCE_EXHAUSTED: (429, "rate_limit_error"),
-    grpc.StatusCode.CANCELLED: (499, "cancelled"),
+    grpc.StatusCode.CANCELLED: (503, "service_unavailable"),   # a server's (the client's own leaving sends none)
     grpc.StatusCode.UNAVAILABLE: (503, "service_unavailable"),
     grpc.StatusCode.DEADLINE_EXCEEDED: (504, "timeout"),
 }
@@ -446,7 +447,7 @@ def wire_checked(parse_request: Callable[P, ParsedRequest]) -> Callable[P, Parse
     def checked(*args: P.args, **kwargs: P.kwargs) -> ParsedRequest:
         try:
             return parse_request(*args, **kwargs)
-        except ValueError as exc:  # our own checks raise OpenAIError, which is none
+        except (ValueError, OverflowError) as exc:  # our own checks raise OpenAIError, which is neither
             raise invalid(f"the request holds a value the API cannot carry: {exc}") from exc
     return checked
 

@@ -33,3 +33,21 @@ def test_on_a_stack_with_keys_the_key_names_its_tenant_and_others_are_refused():
         with pytest.raises(OpenAIError) as refused:
             _caller(request_with(authorization), config(keys))
         assert refused.value.status_code == 401
+
+
+def test_a_body_json_cannot_read_an_unknown_route_and_a_wrong_method_are_openai_shaped():
+    """Each answered before any call reaches the balancer (none runs here): an integer past Python's 4,300
+    digits (a plain ValueError of ``json.loads``) is the client's 400, and Starlette's own 404 and 405
+    carry OpenAI's error object."""
+    from starlette.testclient import TestClient
+
+    from gateway_svc.app import build
+
+    with TestClient(build(GatewayConfig(balancer_address="127.0.0.1:1"))) as http:
+        huge = http.post("/v1/chat/completions", headers={"content-type": "application/json"},
+                         content=b'{"model": "hetflow", "max_tokens": ' + b"1" * 5000 + b"}")
+        unknown = http.post("/v1/embeddings", json={"model": "hetflow", "input": "hi"})
+        wrong_method = http.get("/v1/chat/completions")
+    assert huge.status_code == 400 and "not valid JSON" in huge.json()["error"]["message"]
+    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found_error"
+    assert wrong_method.status_code == 405 and wrong_method.json()["error"]["type"] == "invalid_request_error"

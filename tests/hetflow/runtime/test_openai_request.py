@@ -189,7 +189,10 @@ def test_a_deeply_nested_context_or_an_unhashable_role_is_a_400_not_a_crash():
     (chat(seed=2**70), None),
     ({"model": "hetflow", "messages": [{"role": "user", "content": "\ud800"}]}, None),
     (chat(), {"x-hetflow-program-id": "p1", "x-hetflow-stage": str(2**40)}),
-], ids=["max_tokens past uint32", "seed past uint64", "a lone surrogate", "a stage past uint32"])
+    (chat(temperature=10**400), None),
+    (chat(hetflow={"program_id": "p1", "deadline_unix_s": 10**400}), None),
+], ids=["max_tokens past uint32", "seed past uint64", "a lone surrogate", "a stage past uint32",
+        "a number past a float", "a deadline past a float"])
 def test_a_value_the_wire_cannot_carry_is_a_400(body, headers):
     error = error_of(body, headers)
     assert error.status_code == 400 and "cannot carry" in error.message
@@ -202,3 +205,14 @@ def test_a_responses_value_the_wire_cannot_carry_is_a_400_too():
         parse_responses({"model": "hetflow", "input": "hi", "max_output_tokens": 2**40}, {}, 1024, "hetflow", SERVED,
                         None)
     assert caught.value.status_code == 400
+
+
+@pytest.mark.parametrize("code, status", [("ALREADY_EXISTS", 409), ("CANCELLED", 503), ("UNAVAILABLE", 503),
+                                          ("RESOURCE_EXHAUSTED", 429), ("DATA_LOSS", 500)])
+def test_a_status_from_the_balancer_is_its_http_status(code, status):
+    """A CANCELLED that reaches the gateway is a server's (gRPC cancels calls it cannot take in time under
+    overload; the client's own leaving sends no reply): a 503 the client's SDK retries, not a 499."""
+    import grpc
+
+    error = openai_request.from_status(getattr(grpc.StatusCode, code), "why")
+    assert error.status_code == status and error.body()["error"]["code"] == code.lower()
