@@ -6,9 +6,14 @@ from typing import AsyncIterator
 
 import grpc
 
+from hetflow.core.errors import InvalidArgument
 from hetflow.runtime.batch_streams import answer_in_order, checks_each_message
 from hetflow.runtime.batching import BatchCollector
 from hetflow.v1 import router_pb2, router_pb2_grpc
+
+MAX_PROMPTS = 4096
+"""Prompts one request may carry (the balancer's coalesced batch is 64 calls): past it INVALID_ARGUMENT,
+so that one request cannot queue every other caller behind it (the predictor's ``MAX_ROWS``)."""
 
 
 class RouterServicer(router_pb2_grpc.RouterServicer):
@@ -17,6 +22,8 @@ class RouterServicer(router_pb2_grpc.RouterServicer):
         self.kind, self.models, self.collector = kind, models, collector
 
     async def Score(self, request: router_pb2.ScoreRequest, context: grpc.aio.ServicerContext) -> router_pb2.ScoreReply:
+        if len(request.prompts) > MAX_PROMPTS:
+            raise InvalidArgument(f"a request carries at most {MAX_PROMPTS} prompts, got {len(request.prompts)}")
         results = await self.collector.submit(list(request.prompts))
         return router_pb2.ScoreReply(
             scores=[router_pb2.ModelConfidence(confidence=conf, truncated=truncated) for conf, truncated in results],
