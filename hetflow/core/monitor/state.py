@@ -199,6 +199,10 @@ class MonitorLimits:
     one releases a call as its stream ends."""
     orphan_grace_s: float = 10.0
     """An entry older than this that its engine no longer reports is removed."""
+    gateway_entry_max_s: float = 3600.0
+    """A call admitted for a gateway that sends it to the model server itself (``via_gateway``, which its
+    engine's reports cannot list) and not released this long after its admit is removed: the balancer
+    that would release it as its response ends is gone."""
     program_ttl_s: float = 900.0
     """A program with nothing in flight is forgotten this long after it was last seen."""
     program_idle_after_s: float = 30.0
@@ -474,8 +478,8 @@ class MonitorState:
         record.status, record.received_s, record.dispatched_since_report = status, now_s, 0
         record.dispatched_prompt_tokens_since_report = 0
         active = set(status.active_request_ids)
-        orphans = [rid for rid in record.in_flight if rid not in active and not self.entries[rid].via_gateway
-                   and now_s - self.entries[rid].admitted_s > self.limits.orphan_grace_s]
+        orphans = [rid for rid in record.in_flight if rid not in active and now_s - self.entries[rid].admitted_s > (
+                   self.limits.gateway_entry_max_s if self.entries[rid].via_gateway else self.limits.orphan_grace_s)]
         for rid in orphans:
             self.release(rid, now_s, completed=False)
         return len(orphans)

@@ -99,6 +99,18 @@ def test_orphans_are_reconciled_from_engine_reports(state):
     assert set(state.entries) == {"r2"}
 
 
+def test_a_gateway_call_its_engine_cannot_report_is_kept_until_the_gateway_entry_limit():
+    """A call sent by a gateway to the model server itself is never in its engine's reports: past the
+    orphan grace it stays (its balancer releases it as its response ends), but not for ever when that
+    balancer is gone."""
+    state = MonitorState(MonitorLimits(orphan_grace_s=5, gateway_entry_max_s=100))
+    state.report(status("e0"), now_s=0)
+    state.admit("r1", "p1", "m", "e0", 10.0, now_s=1, via_gateway=True)
+    assert state.report(status("e0"), now_s=50) == 0 and "r1" in state.entries
+    assert state.report(status("e0"), now_s=102) == 1 and not state.entries
+    assert state.engines["e0"].in_flight_tokens == 0 and not state.programs["p1"].in_flight
+
+
 def test_idle_programs_are_forgotten(state):
     state.admit("r1", "p1", "m", "e0", 10.0, now_s=1)
     state.release("r1", now_s=2)
