@@ -156,8 +156,9 @@ def sampling_params(body: Mapping[str, Any], kind: str, default_max_tokens: int)
         sampling.top_p = _number(body["top_p"], "top_p", 1e-9, 1.0)
     if body.get("seed") is not None:
         sampling.seed = _integer(body["seed"], "seed", 0)
-    if body.get("n") is not None and body["n"] != 1:
+    if body.get("n") is not None and (isinstance(body["n"], bool) or body["n"] != 1):
         raise invalid(f"n must be 1 (one choice per call), got {body['n']!r}", "n")
+    refuse_what_the_engines_cannot_give(body)
     stop = body.get("stop")
     if isinstance(stop, str):
         stop = [stop]
@@ -169,6 +170,24 @@ def sampling_params(body: Mapping[str, Any], kind: str, default_max_tokens: int)
             raise invalid("ignore_eos must be a boolean", "ignore_eos")
         sampling.ignore_eos = body["ignore_eos"]
     return sampling
+
+
+NOT_GIVEN: dict[str, tuple[Any, ...]] = {"logprobs": (False, 0), "top_logprobs": (0,), "echo": (False,),
+                                         "best_of": (1,)}
+"""OpenAI's fields whose effect the engines do not return, with the values that ask for none of it."""
+
+
+def refuse_what_the_engines_cannot_give(body: Mapping[str, Any]) -> None:
+    """A request asking for what the engines do not return (token log-probabilities, the prompt echoed,
+    several candidates, an answer held to a JSON schema) is the client's 400, naming the field, not a 200
+    without it."""
+    for param, none_asked in NOT_GIVEN.items():
+        value = body.get(param)
+        if value is not None and not (value in none_asked and type(value) in {type(v) for v in none_asked}):
+            raise invalid(f"{param} is not supported (the engines return text alone), got {value!r}", param)
+    fmt = body.get("response_format")
+    if fmt is not None and fmt != {"type": "text"}:
+        raise invalid("response_format must be {\"type\": \"text\"}: the engines return free text", "response_format")
 
 
 def message_text(content: Any, param: str) -> str:
@@ -471,5 +490,7 @@ def parse(kind: str, body: Any, headers: Mapping[str, str], default_max_tokens: 
     options = body.get("stream_options") or {}
     if not isinstance(options, Mapping):
         raise invalid("stream_options must be an object", "stream_options")
-    return ParsedRequest(request, kind, model, stream_flag(body), bool(options.get("include_usage", False)),
-                         int(time.time()), tools)
+    include_usage = options.get("include_usage", False)
+    if not isinstance(include_usage, bool):
+        raise invalid("stream_options.include_usage must be a boolean", "stream_options.include_usage")
+    return ParsedRequest(request, kind, model, stream_flag(body), include_usage, int(time.time()), tools)

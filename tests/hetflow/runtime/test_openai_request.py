@@ -79,6 +79,13 @@ def test_completions_take_one_prompt_string():
     (chat(max_tokens=0), {}, 400, "max_tokens"),
     (chat(temperature="hot"), {}, 400, "temperature"),
     (chat(n=2), {}, 400, "n"),
+    (chat(n=True), {}, 400, "n"),
+    (chat(logprobs=True), {}, 400, "logprobs"),
+    (chat(top_logprobs=3), {}, 400, "top_logprobs"),
+    (chat(response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}), {}, 400,
+     "response_format"),
+    (chat(response_format={"type": "json_object"}), {}, 400, "response_format"),
+    (chat(stream=True, stream_options={"include_usage": "false"}), {}, 400, "stream_options.include_usage"),
     (chat(stop=[1]), {}, 400, "stop"),
     (chat(stream="yes"), {}, 400, "stream"),
     (chat(), {"x-hetflow-deadline-unix-s": "tomorrow"}, 400, "deadline_unix_s"),
@@ -216,3 +223,15 @@ def test_a_status_from_the_balancer_is_its_http_status(code, status):
 
     error = openai_request.from_status(getattr(grpc.StatusCode, code), "why")
     assert error.status_code == status and error.body()["error"]["code"] == code.lower()
+
+
+@pytest.mark.parametrize("field, value", [("echo", True), ("best_of", 3), ("logprobs", 5), ("best_of", True)])
+def test_a_completion_asking_for_what_the_engines_do_not_return_is_a_400(field, value):
+    error = error_of({"model": "hetflow", "prompt": "x", field: value}, kind="completion")
+    assert (error.status_code, error.param) == (400, field)
+
+
+def test_fields_that_ask_for_nothing_the_engines_lack_pass():
+    """What clients send by default (the OpenAI SDK's, LangChain's): log-probabilities off, a text format."""
+    parse(chat(logprobs=False, top_logprobs=0, response_format={"type": "text"}))
+    parse({"model": "hetflow", "prompt": "x", "logprobs": 0, "echo": False, "best_of": 1}, kind="completion")
