@@ -270,7 +270,7 @@ class Dispatcher:
         room, the client gives up (its gRPC deadline cancels this) or the program's deadline passes. A
         request id this balancer is deciding or running already is refused (ALREADY_EXISTS): the second
         call would take over the first's entry and its end would end the first's."""
-        if call.request_id in self._deciding or call.request_id in self.monitor_view.registrations:
+        if call.request_id in self._deciding or self.monitor_view.running_here(call.request_id):
             raise AlreadyExists(f"request {call.request_id!r} is in flight already")
         self._deciding.add(call.request_id)
         try:

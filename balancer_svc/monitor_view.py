@@ -68,6 +68,8 @@ class MonitorView:
         self.registrations = Registrations()
         """Running calls and whether the monitor knows them (told again after it restarts)."""
         self._releases: dict[str, asyncio.Task[None]] = {}
+        self._handed_over: set[str] = set()
+        """Direct-path calls handed to their engines whose registrations are kept until their tickets expire."""
         """Releases on their way to the monitor, by request id."""
         self._reregistering: asyncio.Task[None] | None = None
         self._last_snapshot: tuple[monitor_pb2.MonitorSnapshot, float] | None = None
@@ -169,7 +171,17 @@ class MonitorView:
     def hand_over(self, request_id: str, ticket_ttl_s: float) -> None:
         """A direct-path call is the engine's to end once its ticket is used: this balancer stops telling a
         restarted monitor of it when the ticket expires (the engine tells it from then on)."""
-        asyncio.get_running_loop().call_later(ticket_ttl_s, self.registrations.remove, request_id)
+        self._handed_over.add(request_id)
+        asyncio.get_running_loop().call_later(ticket_ttl_s, self._forget_handed_over, request_id)
+
+    def _forget_handed_over(self, request_id: str) -> None:
+        self.registrations.remove(request_id)
+        self._handed_over.discard(request_id)
+
+    def running_here(self, request_id: str) -> bool:
+        """A call this balancer admitted and runs still: relayed, or decided and not yet handed to its
+        engine (a handed-over call's caller may decide it again, its engine out of reach)."""
+        return request_id in self.registrations and request_id not in self._handed_over
 
     async def released(self, request_id: str) -> None:
         """Wait for the release of ``request_id`` on its way to the monitor, if one is."""

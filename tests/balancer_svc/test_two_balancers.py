@@ -179,3 +179,25 @@ def test_a_request_id_in_flight_is_refused_and_the_refused_call_leaves_the_first
             await other.close()
 
     asyncio.run(scenario())
+
+
+def test_a_direct_call_handed_to_its_engine_may_be_decided_again_under_its_id():
+    """Once a direct-path call is handed to its engine (its ticket out), its caller may decide it again
+    under the same id (its model server out of reach, it streams from the engine instead): not refused."""
+
+    async def scenario():
+        state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
+        state.report(EngineStatus("small-0", model="small", address="127.0.0.1:1", profile=profile()), time.time())
+        balancer = _balancer(InProcessMonitor(MonitorServicer(state)), {})
+        try:
+            first = await balancer.decide(replace(call(program_id="p1"), request_id="r1"))
+            await first.admitted
+            balancer.monitor_view.hand_over("r1", 5.0)
+            state.release("r1", time.time(), completed=False)   # its engine ended the held call
+            again = await balancer.decide(replace(call(program_id="p1"), request_id="r1"))
+            await again.admitted
+            assert "r1" in state.entries
+        finally:
+            await balancer.close()
+
+    asyncio.run(scenario())
