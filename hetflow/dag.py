@@ -21,7 +21,7 @@ import asyncio
 import inspect
 import uuid
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Mapping, Protocol, Sequence
+from typing import Awaitable, Callable, Iterable, Mapping, Protocol, Sequence
 
 from hetflow.client import CallResult, build_request
 from hetflow.core.errors import InvalidArgument
@@ -126,7 +126,8 @@ async def run_dag(client: CompletionClient, dag: WorkflowDag, messages_for: Mess
                   program_id: str = "", deadline_unix_s: float = 0.0, tenant: str = "",
                   timeout_s: float | None = None, **request_options: object) -> dict[str, list[CallResult]]:
     """Run ``dag`` to the end: each stage as soon as its predecessors are done, its fan-out together.
-    Returns every stage's calls (all rounds of a loop, in order)."""
+    Returns every stage's calls (all rounds of a loop, in order), stages in the DAG's order. A call that
+    fails cancels every call running beside it, and they end before its error is raised."""
     program_id = program_id or uuid.uuid4().hex[:16]
     results: dict[str, list[CallResult]] = {}
     done: set[str] = set()
@@ -143,7 +144,7 @@ async def run_dag(client: CompletionClient, dag: WorkflowDag, messages_for: Mess
                                       stage_count=dag.levels, upstream_agent=upstream, tenant=tenant,
                                       deadline_unix_s=deadline_unix_s, **request_options)  # type: ignore[arg-type]
                         for m in messages]
-            calls += await asyncio.gather(*(client.complete(r, timeout_s) for r in requests))
+            calls += await _all_or_none(client.complete(r, timeout_s) for r in requests)
             if stage.until is None or stage.until(calls):
                 break
         return calls
@@ -160,7 +161,21 @@ async def run_dag(client: CompletionClient, dag: WorkflowDag, messages_for: Mess
     finally:
         for task in running:
             task.cancel()
-    return results
+        await asyncio.gather(*running, return_exceptions=True)   # their calls cancelled before we return
+    return {name: results[name] for name in dag.order}
+
+
+async def _all_or_none(calls: Iterable[Awaitable[CallResult]]) -> list[CallResult]:
+    """A fan-out's calls in order; when one fails, the others are cancelled (and awaited) before its
+    error is raised, so that none runs on with nobody to read it."""
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def _maybe_await(value: Messages | Awaitable[Messages]) -> Messages:

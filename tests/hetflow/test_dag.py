@@ -80,3 +80,46 @@ def test_loop_stops_at_its_condition_or_its_bound():
     never = sql_dag(max_rounds=3, until=lambda calls: False)
     results = asyncio.run(run_dag(RecordingClient({}), never, lambda s, i, r: [("user", "x")], workflow="sql"))
     assert len(results["fix"]) == 3
+
+
+class FailingClient:
+    """After ``link``, the call started ``fails_at``-th raises at once (they start in the DAG's order: the
+    three candidates, then explain); every other call waits until cancelled, and says so."""
+
+    def __init__(self, fails_at: int) -> None:
+        self.fails_at, self.started, self.cancelled = fails_at, 0, []
+
+    async def complete(self, request, timeout_s=None) -> CallResult:
+        agent = request.workflow.agent
+        if agent == "link":
+            return CallResult(request.request_id, "ok", "stop", 1, 1, "m", "e", 0.0)
+        self.started += 1
+        if self.started == self.fails_at:
+            raise RuntimeError("engine failed")
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.append(agent)
+            raise
+        raise AssertionError("unreachable")
+
+
+def _cancelled_when_it_raised(client: FailingClient) -> list[str]:
+    """The calls cancelled by the time ``run_dag`` raised (not by ``asyncio.run``'s clean-up after)."""
+    async def run() -> list[str]:
+        with pytest.raises(RuntimeError, match="engine failed"):
+            await run_dag(client, sql_dag(), lambda s, i, r: [("user", "x")], workflow="sql")
+        return sorted(client.cancelled)
+    return asyncio.run(run())
+
+
+def test_a_failed_call_cancels_the_calls_running_beside_it_before_the_run_raises():
+    assert _cancelled_when_it_raised(FailingClient(fails_at=4)) == ["candidates"] * 3   # explain failed
+    # the third candidate failed: its fan-out and the stage beside it
+    assert _cancelled_when_it_raised(FailingClient(fails_at=3)) == ["candidates", "candidates", "explain"]
+
+
+def test_results_come_in_the_dags_order_whatever_finishes_first():
+    client = RecordingClient({"explain": 0.0, "candidates": 0.01})
+    results = asyncio.run(run_dag(client, sql_dag(), lambda s, i, r: [("user", "x")], workflow="sql"))
+    assert list(results) == list(sql_dag().order)
