@@ -29,6 +29,9 @@ from hetflow.core.prefix import token_block_hashes
 Held = tuple[EngineRequest, list[int], GenerateCall]
 StreamItem = OutputDelta | ModelServerGrant
 """What a caller reads: deltas, or a held call's grant (``Engine.Hold``)."""
+ENDED_BY_ITSELF = ("stop", "length")
+"""Finish reasons of a call that ran to its end: its program's context may be held for its next call
+(``FrontQueue.ended``); an aborted one's is not."""
 QUEUED_S = Histogram("hetflow_engine_front_queue_seconds", "Call queued in hetflow's priority queue -> handed to "
                      "the model server", buckets=(0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
 

@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator, Mapping
 
 from engine_svc.backends.admission import has_room
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta
-from engine_svc.backends.front_queue import FrontQueue
+from engine_svc.backends.front_queue import ENDED_BY_ITSELF, FrontQueue
 from engine_svc.config import EngineConfig, VllmConfig
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.profile import EngineProfile, load_profile
@@ -174,7 +174,9 @@ class VllmBackend:
                 completion = out.outputs[0]
                 req.output_tokens += len(completion.token_ids)
                 if out.finished:
-                    reason, req.finished_s = completion.finish_reason or "stop", time.monotonic()
+                    reason = completion.finish_reason or "stop"
+                    if reason in ENDED_BY_ITSELF:   # an aborted call's program keeps no room
+                        req.finished_s = time.monotonic()
                 self.front.put(req.request_id, OutputDelta(
                     req.request_id, completion.text, req.output_tokens, req.prompt_tokens, finished=out.finished,
                     finish_reason=reason if out.finished else "",

@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator, Mapping
 from engine_svc.backends import vllm_metrics
 from engine_svc.backends.admission import has_room
 from engine_svc.backends.base import BackendStatus, GenerateCall, ModelServerGrant, OutputDelta
-from engine_svc.backends.front_queue import FrontQueue
+from engine_svc.backends.front_queue import ENDED_BY_ITSELF, FrontQueue
 from engine_svc.backends.vllm_backend import vllm_priority
 from engine_svc.config import EngineConfig, VllmServerConfig
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
@@ -288,7 +288,8 @@ class VllmServerBackend:
             queued_s = 0.0
             self.front.put(req.request_id, delta)
             if delta.finished:
-                req.finished_s = time.monotonic()
+                if delta.finish_reason in ENDED_BY_ITSELF:   # an aborted call's program keeps no room
+                    req.finished_s = time.monotonic()
                 return
         self.front.finish(req, "abort")  # ended without a finish reason
 
@@ -307,7 +308,7 @@ class VllmServerBackend:
             req.request_id, f"{self._base_url}/v1/completions",
             json.dumps(self._payload(req, token_ids, call)).encode(), req.prompt_tokens, queued_s))
         req.output_tokens, reason = await end
-        if reason in ("stop", "length"):
+        if reason in ENDED_BY_ITSELF:
             req.finished_s = time.monotonic()
         self.front.finish(req, reason or "abort")
 

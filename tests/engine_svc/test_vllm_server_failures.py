@@ -76,3 +76,33 @@ async def test_a_tokenize_reply_without_tokens_is_the_servers_failure(reply):
     backend._http = SimpleNamespace(post_json=post_json)
     with pytest.raises(Unavailable, match="/tokenize"):
         await backend._tokenize(GenerateCall("r1", "hi", (), SamplingSpec(max_tokens=1), priority=1.0))
+
+
+@pytest.mark.parametrize("finish_reason, held", [("stop", True), ("abort", False)])
+async def test_only_a_streamed_call_that_ran_to_its_end_holds_its_programs_context(monkeypatch, finish_reason, held):
+    """The server's last event says how the call ended: an aborted call's program keeps no room."""
+    from engine_svc.backends import vllm_server
+    from hetflow.runtime.vllm_stream import CompletionEvent
+
+    async def one_event(*args, **kwargs):
+        yield [CompletionEvent("x", 1, 40, finish_reason)]
+
+    monkeypatch.setattr(vllm_server, "stream_completion", one_event)
+    backend = _backend()
+
+    async def abort(request_id: str) -> bool:
+        return True
+
+    call = GenerateCall("p/1", "hi", (), SamplingSpec(max_tokens=4), priority=1.0, program_id="p", retain_kv_s=60.0)
+    stream = backend.front.serve(call, list(range(40)), abort, block_size=16)
+    first = asyncio.ensure_future(stream.__anext__())
+    await asyncio.sleep(0)
+    (admitted,) = backend.front.admissible(lambda req: True)
+    backend._start(*admitted)
+    delta = await asyncio.wait_for(first, 1.0)
+    assert delta.finished and delta.finish_reason == finish_reason
+    for _ in range(100):   # the request's task ends after its last delta
+        if backend.status().running == 0:
+            break
+        await asyncio.sleep(0)
+    assert backend.status().running == 0 and ("p" in backend.front.retained) == held
