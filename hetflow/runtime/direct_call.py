@@ -105,6 +105,8 @@ class DirectCall:
     async def _run(self) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:
         failed: list[balancer_pb2.FailedDispatch] = []
         while True:
+            if self._cancelled:   # as an attempt failed: no decision for nobody
+                raise asyncio.CancelledError
             left_s = self._left_s()
             decide = balancer_pb2.DecideRequest(call=self._call, failed=failed)
             self._current = asyncio.ensure_future(self._decisions.decide(decide, left_s)) \

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import pytest
 
 from hetflow.core.errors import DeadlineExceeded
@@ -47,3 +48,36 @@ async def test_a_relayed_stream_its_caller_stops_reading_is_cancelled():
     assert (await anext(relayed)).text == "x"
     await relayed.aclose()
     assert Relay.cancelled
+
+
+async def test_a_call_cancelled_as_its_engine_fails_is_not_decided_again():
+    """The engine fails before the first token (decided again elsewhere, as a rule) just as the caller
+    cancels: no second decision is asked for, which would be admitted for nobody."""
+    from hetflow.runtime.interceptors import rpc_error
+
+    decides: list[balancer_pb2.DecideRequest] = []
+
+    class Balancer:
+        async def Decide(self, decide, timeout, metadata):
+            decides.append(decide)
+            return balancer_pb2.DispatchDecision(engine_id="e0", engine_address="e0:1")
+
+    class FailingStream:
+        def __aiter__(self):
+            return self
+
+        async def __anext__(self):
+            call.cancel()   # the caller gives up as the engine fails
+            raise rpc_error(grpc.StatusCode.UNAVAILABLE, "engine gone")
+
+        def cancel(self):
+            pass
+
+    class Engine:
+        def Generate(self, request, timeout, metadata):
+            return FailingStream()
+
+    call = DirectCall(Balancer(), lambda address: Engine(), balancer_pb2.GenerateRequest(request_id="r1"))
+    with pytest.raises(asyncio.CancelledError):
+        await call.read()
+    assert len(decides) == 1
