@@ -31,7 +31,8 @@ def _balancer_address(config: Path) -> str:
     return f"{raw['balancer'].get('host', raw.get('stack', {}).get('host', '127.0.0.1'))}:{raw['balancer']['port']}"
 
 
-def _print_runs(runs: list) -> None:
+def _print_runs(runs: list, failures: list[Exception]) -> int:
+    """The runs' table and the failed workflows' errors; 1 when any failed."""
     print(f"{'program':<17} {'variant':<18} {'stages':>6} {'latency s':>9} {'tokens':>6}  "
           "decisions (agent: model@engine rule)")
     for run in runs:
@@ -45,6 +46,9 @@ def _print_runs(runs: list) -> None:
     if latencies:
         print(f"\n{len(runs)} workflows: mean {statistics.mean(latencies):.2f} s, "
               f"max {max(latencies):.2f} s, calls {sum(len(r.calls) for r in runs)}")
+    for error in failures:
+        print(f"failed: {type(error).__name__}: {error}", file=sys.stderr)
+    return int(bool(failures))
 
 
 def _run_workflow(args: argparse.Namespace) -> int:
@@ -53,11 +57,10 @@ def _run_workflow(args: argparse.Namespace) -> int:
     from hetflow.workflows.code import run_many
 
     tls = stack_security(load_stack(args.config), "operator").tls
-    runs = asyncio.run(run_many(args.address or _balancer_address(Path(args.config)), args.count, args.rate,
-                                args.seed, args.variant, os.environ.get("HETFLOW_API_KEY", ""),
-                                tls.ca_file if tls is not None else ""))
-    _print_runs(runs)
-    return 0
+    runs, failures = asyncio.run(run_many(args.address or _balancer_address(Path(args.config)), args.count,
+                                          args.rate, args.seed, args.variant, os.environ.get("HETFLOW_API_KEY", ""),
+                                          tls.ca_file if tls is not None else ""))
+    return _print_runs(runs, failures)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -76,14 +79,13 @@ def _demo(args: argparse.Namespace) -> int:
     if started and stackctl.up(config, args.timeout) != 0:
         return 1
     try:
-        runs = asyncio.run(run_many(_balancer_address(config), args.count, args.rate, args.seed))
-        _print_runs(runs)
+        failed = _print_runs(*asyncio.run(run_many(_balancer_address(config), args.count, args.rate, args.seed)))
         print()
         stackctl.status(config)
     finally:
         if started:
             stackctl.down(config)
-    return 0
+    return failed
 
 
 def _workload_generate(args: argparse.Namespace) -> int:

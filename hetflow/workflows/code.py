@@ -74,10 +74,11 @@ RUN_REFUSAL_ATTEMPTS = 5
 workflows run through a busy stack rather than fail on its first refusal."""
 
 
-async def run_many(address: str, count: int, rate_per_s: float, seed: int = 0,
-                   variant: str | None = None, api_key: str = "", ca_file: str = "") -> list[WorkflowRun]:
+async def run_many(address: str, count: int, rate_per_s: float, seed: int = 0, variant: str | None = None,
+                   api_key: str = "", ca_file: str = "") -> tuple[list[WorkflowRun], list[Exception]]:
     """``count`` workflows with Poisson arrivals at ``rate_per_s``; variants drawn uniformly unless fixed
-    (``api_key``, ``ca_file``: a stack with security on)."""
+    (``api_key``, ``ca_file``: a stack with security on). The runs that finished and the errors of those
+    that failed: one failure leaves the others to finish."""
     rng = random.Random(seed)
     async with HetflowClient(address, api_key, ca_file, refusal_attempts=RUN_REFUSAL_ATTEMPTS) as client:
         tasks = []
@@ -85,4 +86,6 @@ async def run_many(address: str, count: int, rate_per_s: float, seed: int = 0,
             v = variant or rng.choice(list(VARIANTS))
             tasks.append(asyncio.create_task(run_code_workflow(client, TASKS[i % len(TASKS)], v)))
             await asyncio.sleep(rng.expovariate(rate_per_s))
-        return list(await asyncio.gather(*tasks))
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    return ([o for o in outcomes if isinstance(o, WorkflowRun)],
+            [o for o in outcomes if isinstance(o, Exception)])

@@ -1,0 +1,45 @@
+"""Chimera's code workflow run many times: one workflow's failure leaves the others to finish."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+from hetflow.client import CallResult
+from hetflow.workflows import code
+
+
+class FakeProgram:
+    def __init__(self, program_id: str, fails: bool) -> None:
+        self.program_id, self.fails = program_id, fails
+
+    async def complete(self, agent, messages, max_tokens, timeout_s=None) -> CallResult:
+        await asyncio.sleep(0)
+        if self.fails:
+            raise RuntimeError(f"{self.program_id} refused")
+        return CallResult(f"{self.program_id}/{agent}", "ok", "stop", 1, 1, "m", "e0", 0.0)
+
+
+class FakeClient:
+    """Every third program's calls fail."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.ids = itertools.count()
+
+    async def __aenter__(self) -> FakeClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        return None
+
+    def program(self, workflow, stage_count, want_receipt=False) -> FakeProgram:
+        n = next(self.ids)
+        return FakeProgram(f"p{n}", fails=n % 3 == 0)
+
+
+def test_a_failed_workflow_leaves_the_others_to_finish(monkeypatch):
+    monkeypatch.setattr(code, "HetflowClient", FakeClient)
+    runs, failures = asyncio.run(code.run_many("unused:1", count=6, rate_per_s=1e6, variant="plan-code"))
+    assert sorted(r.program_id for r in runs) == ["p1", "p2", "p4", "p5"]
+    assert all(len(r.calls) == 2 for r in runs)
+    assert sorted(str(e) for e in failures) == ["p0 refused", "p3 refused"]
