@@ -41,6 +41,12 @@ def build(cfg: EngineConfig) -> tuple[
         if reporter:
             reporter.start()
 
+        async def draining() -> None:
+            """Reported before the drain, so that the balancers stop sending calls here at once."""
+            servicer.serving = False
+            if reporter:
+                await reporter.report_now()
+
         async def close() -> None:
             servicer.serving = False
             if reporter:
@@ -50,6 +56,6 @@ def build(cfg: EngineConfig) -> tuple[
                 await servicer.releases_sent()  # the direct-path ends drained calls leave, before the link goes
                 await link.close()
 
-        return [Registration(engine_pb2_grpc.add_EngineServicer_to_server, servicer, SERVICE_NAME)], close
+        return [Registration(engine_pb2_grpc.add_EngineServicer_to_server, servicer, SERVICE_NAME, draining)], close
 
     return servicer, setup

@@ -54,6 +54,11 @@ class ServeConfig:
             raise ValueError(f"serve.max_pending_rpcs must be at least 1, got {self.max_pending_rpcs}")
 
 
+DRAIN_NOTICE_MAX_S = 2.0
+"""How long a service's notice that it drains (``Registration.on_drain``) may take before the shutdown goes
+on without it."""
+
+
 @dataclass
 class Registration:
     """A servicer to add: the generated ``add_XServicer_to_server`` and the full service name."""
@@ -61,21 +66,30 @@ class Registration:
     add_to_server: Callable[[object, grpc.aio.Server], None]
     servicer: object
     full_name: str
+    on_drain: Callable[[], Awaitable[None]] | None = None
+    """Run as the shutdown starts, with the health: the service tells whoever routes to it that it is
+    going (an engine, the monitor), so that no new call is sent it while it drains."""
 
 
 class RunningServer:
     """A started server; ``stop`` runs the graceful-shutdown sequence once."""
 
     def __init__(self, server: grpc.aio.Server, health_servicer: health.aio.HealthServicer, port: int,
-                 close: Callable[[], Awaitable[None]] | None, cfg: ServeConfig):
+                 close: Callable[[], Awaitable[None]] | None, cfg: ServeConfig,
+                 drains: Sequence[Callable[[], Awaitable[None]]] = ()):
         self.server, self.port = server, port
-        self._health, self._close, self._cfg = health_servicer, close, cfg
+        self._health, self._close, self._cfg, self._drains = health_servicer, close, cfg, drains
         self._stopped = False
 
     async def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
+        for drain in self._drains:
+            try:
+                await asyncio.wait_for(drain(), DRAIN_NOTICE_MAX_S)
+            except Exception as exc:   # the drain goes on: peers then learn of it as they would of a death
+                log.warning("drain_notice_failed", error=repr(exc))
         await self._health.enter_graceful_shutdown()
         await asyncio.sleep(self._cfg.not_serving_s)
         await self.server.stop(self._cfg.grace_s)
@@ -109,7 +123,8 @@ async def start(service: str, cfg: ServeConfig, registrations: Sequence[Registra
     for name in ["", *names]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("serving", address=f"{cfg.host}:{port}", services=names)
-    return RunningServer(server, health_servicer, port, close, cfg)
+    return RunningServer(server, health_servicer, port, close, cfg,
+                         [r.on_drain for r in registrations if r.on_drain is not None])
 
 
 async def serve_until_signal(

@@ -91,3 +91,25 @@ async def test_past_max_pending_rpcs_grpc_itself_cancels_the_rest():
     """What the bound guards against, shown with a small one: gRPC's core answers CANCELLED."""
     codes = await _burst_on_a_busy_loop(max_pending_rpcs=100)
     assert codes.get("CANCELLED", 0) > 0 and codes.get("OK", 0) > 0
+
+
+async def test_a_drain_notice_goes_out_while_the_service_still_says_serving_and_a_failed_one_stops_nothing():
+    """An engine reports itself not serving as its shutdown starts (``Registration.on_drain``), before its
+    health turns, so that no balancer sends it a new call while it drains; a notice that fails is logged."""
+    import dataclasses
+
+    cfg = MonitorConfig(serve=ServeConfig(port=free_port(), not_serving_s=0.0))
+    _, setup = app.build(cfg)
+    registrations, close = await setup()
+    seen: list[int] = []
+
+    async def drain() -> None:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{cfg.serve.port}") as channel:
+            reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=MONITOR),
+                                                                     timeout=2)
+        seen.append(reply.status)
+        raise RuntimeError("the monitor is away")
+
+    server = await start("monitor", cfg.serve, [dataclasses.replace(registrations[0], on_drain=drain)], close)
+    await asyncio.wait_for(server.stop(), 30)
+    assert seen == [SERVING]
