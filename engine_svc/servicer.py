@@ -207,5 +207,6 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         KV_USAGE.set(status.kv_cache_usage)
         PREEMPTIONS.set(status.preemptions_total)
         return convert.status_to_proto(self.engine_id, self.backend.model, self.address,
-                                       self.backend.backend_name, self.serving, status, self.backend.profile,
+                                       self.backend.backend_name, self.serving and self.backend.alive, status,
+                                       self.backend.profile,
                                        self.serving_endpoint)

@@ -102,6 +102,12 @@ class EngineBackend(Protocol):
 
     def status(self) -> BackendStatus: ...
 
+    @property
+    def alive(self) -> bool:
+        """The backend's engine can serve: False once it died (the engine then reports itself not
+        serving, so that no balancer sends it calls only to fail them)."""
+        ...
+
     async def close(self) -> None: ...
 
 

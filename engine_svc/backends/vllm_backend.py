@@ -133,6 +133,11 @@ class VllmBackend:
         await self._llm.abort(request_id)  # a no-op for an id vLLM has not been given yet
         return True
 
+    @property
+    def alive(self) -> bool:
+        """vLLM's engine runs (``AsyncLLM.errored`` once its engine core died: every call would fail)."""
+        return self._llm is not None and not self._llm.errored
+
     def status(self) -> BackendStatus:
         return BackendStatus(waiting=len(self.front.queue) + self._vllm_waiting, running=len(self._running),
                              kv_cache_usage=self._kv_usage, preemptions_total=self._preemptions_total,

@@ -36,6 +36,9 @@ from hetflow.runtime.logs import get_logger
 from hetflow.runtime.vllm_stream import CompletionEvent, server_error, stream_completion
 
 log = get_logger(__name__)
+SILENT_READS_DEAD = 3
+"""Metrics reads in a row a server does not answer before its engine reports itself not serving (one
+missed read is a blip; it serves again at the first read it answers)."""
 
 
 class VllmServerBackend:
@@ -56,6 +59,8 @@ class VllmServerBackend:
         self._max_model_len = 0
         self._load = vllm_metrics.VllmServerLoad()
         self._freed_blocks_since_read = 0
+        self._failed_reads = 0
+        """Metrics reads in a row the server did not answer."""
         """KV blocks of hetflow's requests that finished since the server's last report."""
         self._running: dict[str, tuple[EngineRequest, asyncio.Task[None]]] = {}
         self._held: dict[str, asyncio.Future[tuple[int, str]]] = {}
@@ -156,6 +161,11 @@ class VllmServerBackend:
         running[1].cancel()  # closes the HTTP stream; vLLM aborts a request whose client went away
         return True
 
+    @property
+    def alive(self) -> bool:
+        """The server answered one of its last ``SILENT_READS_DEAD`` metrics reads."""
+        return self._failed_reads < SILENT_READS_DEAD
+
     def status(self) -> BackendStatus:
         return BackendStatus(waiting=len(self.front.queue) + self._load.waiting, running=len(self._running),
                              kv_cache_usage=self._load.kv_cache_usage, preemptions_total=self._load.preemptions_total,
@@ -181,7 +191,12 @@ class VllmServerBackend:
             await self._until_next_read()
             try:
                 await self._read_metrics()
-            except (HttpError, ValueError) as exc:
+                self._failed_reads = 0
+            except HttpError as exc:
+                self._failed_reads += 1
+                log.warning("vllm_server_metrics_failed", base_url=self.cfg.base_url, error=str(exc),
+                            failed_reads=self._failed_reads)
+            except ValueError as exc:   # it answered, with metrics not as vLLM's this time
                 log.warning("vllm_server_metrics_failed", base_url=self.cfg.base_url, error=str(exc))
             if len(self.front.queue):
                 self.front.wake.set()

@@ -3,6 +3,7 @@ ended before the refusal reaches its caller, who may decide the call again at on
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -71,3 +72,42 @@ async def test_a_hold_whose_request_is_invalid_ends_its_entry_too():
     error, seen = await refusal(engine, 65, monitor)  # over the engine's max_tokens_limit of 64
     assert isinstance(error, InvalidArgument)
     assert seen == [("started", "r1"), ("ended", "r1", "engine-error:INVALID_ARGUMENT")]
+
+
+async def test_an_engine_whose_model_server_stopped_answering_reports_itself_not_serving(monkeypatch):
+    """Three metrics reads in a row that the server does not answer: the engine reports not serving (every
+    call would fail there); at the first read it answers again, serving."""
+    from hetflow.runtime.http1 import HttpConnectError
+
+    engine, _ = servicer(hold=None)
+    backend = engine.backend
+    answers = [False, False, False, True]
+    serving = []   # what the engine reports after each read
+
+    async def read_metrics() -> None:
+        if not answers.pop(0):
+            raise HttpConnectError("connection refused")
+
+    async def until_next_read() -> None:   # before each read: after the one before it
+        if len(answers) < 4:
+            serving.append(engine.status_proto().serving)
+        if not answers:
+            raise asyncio.CancelledError
+
+    monkeypatch.setattr(backend, "_read_metrics", read_metrics)
+    monkeypatch.setattr(backend, "_until_next_read", until_next_read)
+    with pytest.raises(asyncio.CancelledError):
+        await backend._watch_metrics()
+    assert serving == [True, True, False, True]
+
+
+def test_an_in_process_vllm_whose_engine_died_is_not_alive():
+    from engine_svc.backends.vllm_backend import VllmBackend
+    from engine_svc.config import VllmConfig
+
+    backend = VllmBackend("m", VllmConfig(), AgingPriorityQueue(), "")
+    assert not backend.alive   # not started
+    backend._llm = SimpleNamespace(errored=False)
+    assert backend.alive
+    backend._llm = SimpleNamespace(errored=True)   # vLLM's AsyncLLM once its engine core died
+    assert not backend.alive
