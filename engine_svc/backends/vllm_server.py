@@ -60,6 +60,9 @@ class VllmServerBackend:
         self._load = vllm_metrics.VllmServerLoad()
         self._freed_blocks_since_read = 0
         self._failed_reads = 0
+        self._tokenizing: set[str] = set()
+        """Calls whose prompts the server is tokenizing: reported as active, as the monitor reconciles its
+        entries against the report (one missing from it is ended)."""
         """Metrics reads in a row the server did not answer."""
         """KV blocks of hetflow's requests that finished since the server's last report."""
         self._running: dict[str, tuple[EngineRequest, asyncio.Task[None]]] = {}
@@ -142,7 +145,11 @@ class VllmServerBackend:
     async def _serve(self, call: GenerateCall) -> AsyncIterator[ModelServerGrant | OutputDelta]:
         self.front.check_new(call.request_id)
         self._arrived.set()
-        token_ids = await self._tokenize(call)
+        self._tokenizing.add(call.request_id)
+        try:
+            token_ids = await self._tokenize(call)
+        finally:
+            self._tokenizing.discard(call.request_id)
         self._check_fits(len(token_ids), call.sampling.max_tokens)
         stream = self.front.serve(call, token_ids, self.abort,
                                   self._load.block_size if self._load.prefix_caching else 0)
@@ -169,7 +176,7 @@ class VllmServerBackend:
     def status(self) -> BackendStatus:
         return BackendStatus(waiting=len(self.front.queue) + self._load.waiting, running=len(self._running),
                              kv_cache_usage=self._load.kv_cache_usage, preemptions_total=self._load.preemptions_total,
-                             active_request_ids=[*self.front.waiting, *self._running],
+                             active_request_ids=[*self._tokenizing, *self.front.waiting, *self._running],
                              pending_prefill_tokens=self.front.pending_prefill_tokens())
 
     # -- the server's load, and admission --------------------------------------------------

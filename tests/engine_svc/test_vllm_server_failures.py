@@ -106,3 +106,25 @@ async def test_only_a_streamed_call_that_ran_to_its_end_holds_its_programs_conte
             break
         await asyncio.sleep(0)
     assert backend.status().running == 0 and ("p" in backend.front.retained) == held
+
+
+async def test_a_call_whose_prompt_the_server_is_tokenizing_is_reported_active():
+    """The monitor ends an entry its engine's reports leave out (past ``orphan_grace_s``); a call waits on
+    the server's /tokenize before it is queued, and must be in the reports meanwhile."""
+    backend = _backend()
+    tokenizing = asyncio.Event()
+    go_on = asyncio.Event()
+
+    async def slow_tokenize(call) -> list[int]:
+        tokenizing.set()
+        await go_on.wait()
+        return list(range(40))
+
+    backend._tokenize = slow_tokenize
+    stream = backend.generate(GenerateCall("r1", "hi", (), SamplingSpec(max_tokens=1), priority=1.0))
+    first = asyncio.ensure_future(stream.__anext__())
+    await tokenizing.wait()
+    assert backend.status().active_request_ids == ["r1"]
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    assert backend.status().active_request_ids == []
