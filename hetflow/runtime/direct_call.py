@@ -104,26 +104,19 @@ class DirectCall:
 
     async def _run(self) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:
         failed: list[balancer_pb2.FailedDispatch] = []
+        decision: balancer_pb2.DispatchDecision | None = None
         while True:
             if self._cancelled:   # as an attempt failed: no decision for nobody
                 raise asyncio.CancelledError
-            left_s = self._left_s()
-            decide = balancer_pb2.DecideRequest(call=self._call, failed=failed)
-            self._current = asyncio.ensure_future(self._decisions.decide(decide, left_s)) \
-                if self._decisions is not None else \
-                self._balancer.Decide(decide, timeout=left_s, metadata=self._with_timeout(left_s))
-            try:
-                decision = await self._current
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.FAILED_PRECONDITION or failed:
-                    raise
-                async with contextlib.aclosing(self._relayed()) as relayed_chunks:  # a balancer serving a
-                    # cascade decides as it streams
-                    async for relayed in relayed_chunks:
-                        yield relayed
-                return
-            if self._cancelled:
-                raise asyncio.CancelledError
+            if decision is None:
+                decision = await self._decide(failed)
+                if decision is None:  # a balancer serving a cascade decides as it streams
+                    async with contextlib.aclosing(self._relayed()) as relayed_chunks:
+                        async for relayed in relayed_chunks:
+                            yield relayed
+                    return
+                if self._cancelled:
+                    raise asyncio.CancelledError
             held = self._http is not None and decision.engine_address not in self._model_server_less
             chunks = self._held(decision) if held else self._from_engine(decision)
             first = True
@@ -134,19 +127,33 @@ class DirectCall:
                 return
             except ModelServerUnreachable:
                 self._model_server_less.add(decision.engine_address)  # decided again: streamed from the engine
-                continue
+                decision = None
             except grpc.aio.AioRpcError as exc:
                 if first and exc.code() == grpc.StatusCode.UNIMPLEMENTED and held:
-                    self._model_server_less.add(decision.engine_address)  # its ticket is unused: stream from it
-                    async for chunk in self._from_engine(decision):
-                        yield chunk
-                    return
+                    self._model_server_less.add(decision.engine_address)  # its ticket unused: the same decision,
+                    continue                                              # streamed from the engine
                 if not first or exc.code() not in REDISPATCHABLE:
                     raise
                 failed.append(balancer_pb2.FailedDispatch(engine_id=decision.engine_id, code=exc.code().name,
                                                           details=exc.details() or ""))
+                decision = None
             finally:
                 await chunks.aclose()
+
+    async def _decide(self, failed: list[balancer_pb2.FailedDispatch]) -> balancer_pb2.DispatchDecision | None:
+        """The balancer's decision, naming the attempts that failed; None from a balancer that relays the
+        call itself (one serving a cascade answers a first Decide FAILED_PRECONDITION)."""
+        left_s = self._left_s()
+        decide = balancer_pb2.DecideRequest(call=self._call, failed=failed)
+        self._current = asyncio.ensure_future(self._decisions.decide(decide, left_s)) \
+            if self._decisions is not None else \
+            self._balancer.Decide(decide, timeout=left_s, metadata=self._with_timeout(left_s))
+        try:
+            return await self._current
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.FAILED_PRECONDITION or failed:
+                raise
+            return None
 
     async def _from_engine(self, decision: balancer_pb2.DispatchDecision
                            ) -> AsyncGenerator[balancer_pb2.GenerateChunk, None]:

@@ -10,7 +10,7 @@ import pytest
 
 from hetflow.core.errors import DeadlineExceeded
 from hetflow.runtime.direct_call import DirectCall
-from hetflow.v1 import balancer_pb2
+from hetflow.v1 import balancer_pb2, engine_pb2
 
 
 def direct(balancer=None, timeout_s: float | None = 0.05) -> DirectCall:
@@ -81,3 +81,66 @@ async def test_a_call_cancelled_as_its_engine_fails_is_not_decided_again():
     with pytest.raises(asyncio.CancelledError):
         await call.read()
     assert len(decides) == 1
+
+
+async def test_an_engine_without_hold_streams_the_call_itself_and_its_failure_there_is_decided_again():
+    """An engine that does not serve ``Hold`` (UNIMPLEMENTED: no model server) streams the same decision
+    itself; when that stream fails before its first token, the call is decided again naming it, as any
+    engine's failure is."""
+    from hetflow.runtime.interceptors import rpc_error
+
+    decides: list[balancer_pb2.DecideRequest] = []
+
+    class Balancer:
+        async def Decide(self, decide, timeout, metadata):
+            decides.append(decide)
+            engine = "e0" if len(decides) == 1 else "e1"
+            return balancer_pb2.DispatchDecision(engine_id=engine, engine_address=f"{engine}:1")
+
+    class NoHold:
+        async def write(self, message):
+            return None
+
+        async def read(self):
+            raise rpc_error(grpc.StatusCode.UNIMPLEMENTED, "Hold")
+
+        def done(self):
+            return True
+
+        def cancel(self):
+            pass
+
+    class Stream:
+        def __init__(self, fails: bool) -> None:
+            self.fails, self.sent = fails, False
+
+        def __aiter__(self):
+            return self
+
+        async def __anext__(self):
+            if self.fails:
+                raise rpc_error(grpc.StatusCode.UNAVAILABLE, "engine gone")
+            if self.sent:
+                raise StopAsyncIteration
+            self.sent = True
+            return engine_pb2.EngineChunk(text="hi", output_tokens=1, finished=True, finish_reason="stop")
+
+        def cancel(self):
+            pass
+
+    class Engine:
+        def __init__(self, address: str) -> None:
+            self.address = address
+
+        def Hold(self, timeout, metadata):
+            return NoHold()
+
+        def Generate(self, request, timeout, metadata):
+            return Stream(fails=self.address == "e0:1")
+
+    call = DirectCall(Balancer(), Engine, balancer_pb2.GenerateRequest(request_id="r1"),
+                      model_server=object())  # type: ignore[arg-type]
+    chunks = [c async for c in call]
+    assert [c.text for c in chunks] == ["hi"]
+    assert [list(d.failed) for d in decides] == [[], [balancer_pb2.FailedDispatch(
+        engine_id="e0", code="UNAVAILABLE", details="engine gone")]]
