@@ -82,7 +82,7 @@ class MemoryLedger:
         return self._tokens[:occupied[-1] + 1].copy() if occupied.size else np.zeros(0)
 
     def _advance(self, now_s: float) -> int:
-        current = self.slot_of(now_s)
+        current = max(self.slot_of(now_s), self._origin)   # a clock stepped back does not move the ledger back
         shift = current - self._origin
         if shift > 0:
             if shift >= len(self._tokens):

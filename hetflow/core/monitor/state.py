@@ -469,10 +469,11 @@ class MonitorState:
         check_status(status)
         self._changed()
         record = self.engines.get(status.engine_id)
-        if record is None:
+        if record is None:   # a profile of unknown KV size (0) remembers the default's blocks
+            index = PrefixIndex(status.profile.num_kv_blocks if status.profile and status.profile.num_kv_blocks
+                                else self.limits.prefix_index_blocks)
             record = self.engines[status.engine_id] = EngineRecord(status, now_s)
-            record.prefix_index = PrefixIndex(status.profile.num_kv_blocks if status.profile
-                                              else self.limits.prefix_index_blocks)
+            record.prefix_index = index
         record.suspended = status.preemptions_total > record.status.preemptions_total
         record.unreachable = ""
         record.status, record.received_s, record.dispatched_since_report = status, now_s, 0

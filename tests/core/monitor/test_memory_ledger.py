@@ -24,6 +24,17 @@ def test_ledger_sums_requests_and_an_early_finish_frees_the_rest():
     assert list(ledger.window(11.0, 3)) == [0.0, 0.0, 0.0] and "a" not in ledger
 
 
+def test_a_clock_stepped_back_frees_what_a_release_frees():
+    """The monitor's clock is the wall clock: stepped back between an admit and its release, the release
+    still frees the call's slots (they stayed reserved until they slid out, up to the horizon)."""
+    ledger = MemoryLedger(0.5)
+    ledger.add("a", MemoryPlan(100, 0.0, 2.0), now_s=100.0)
+    ledger.add("b", MemoryPlan(50, 0.0, 2.0), now_s=99.0)   # stepped back by a second
+    ledger.remove("a", now_s=99.2)
+    ledger.remove("b", now_s=99.4)
+    assert not ledger.window(100.0, 4).any()
+
+
 def test_ledger_slides_with_time_and_cuts_plans_at_its_horizon():
     ledger = MemoryLedger(0.5, horizon_slots=4)
     ledger.add("long", MemoryPlan(10, 0.0, 10.0), now_s=0.0)      # 20 slots, kept: 4

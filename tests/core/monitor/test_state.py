@@ -321,3 +321,13 @@ def test_a_conditional_admit_whose_plan_no_longer_fits_is_aborted_and_changes_no
     state.admit("c", "r", "m", "e0", 100.0, 0.0, memory_plan=plan, prompt_tokens=400, within_kv=True,
                 reregister=True)
     assert "c" in state.entries
+
+
+def test_an_engine_of_unknown_kv_size_gets_the_default_prefix_index():
+    """A profile whose KV size is unknown (0, as a server that has not told it yet) registers the engine
+    with the default prefix index, not a half-registered engine without one."""
+    from tests.factories import profile
+
+    state = MonitorState(MonitorLimits(prefix_index_blocks=128))
+    state.report(EngineStatus("e0", model="m", profile=profile(kv_capacity_tokens=0)), now_s=0)
+    assert state.engines["e0"].prefix_index is not None
