@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import OrderedDict, defaultdict, deque
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -20,6 +20,13 @@ import numpy as np
 from hetflow.core.monitor.spans import CallSpan
 
 ANCHOR = "<zero-latency>"
+MAX_ANCHOR_AGENTS = 64
+"""Agents placed on the anchor line per refresh, those with the most remaining-latency samples: the
+placement costs O(n^2) Wasserstein distances and an n x n eigendecomposition on the monitor's loop, and a
+framework that names an agent per thread (Codex's ``thread-id``) would make thousands. An agent left
+out has no distance (``agent-priority`` gives it the median's)."""
+MAX_AGENTS = 8192
+"""Agents whose single-request latency is kept; past it the one heard from least recently is forgotten."""
 
 
 def wasserstein_distance(u: Sequence[float], v: Sequence[float]) -> float:
@@ -90,9 +97,12 @@ def classical_mds_1d(distances: np.ndarray) -> np.ndarray:
     return vectors[:, -1] * np.sqrt(max(values[-1], 0.0))
 
 
-def anchor_distances_s(remaining_s: Mapping[str, Sequence[float]]) -> dict[str, float]:
-    """Agent -> distance to the zero-latency anchor on the 1-D MDS line (Kairos 5.1); smaller first."""
-    agents = sorted(a for a, xs in remaining_s.items() if len(xs))
+def anchor_distances_s(remaining_s: Mapping[str, Sequence[float]],
+                       max_agents: int = MAX_ANCHOR_AGENTS) -> dict[str, float]:
+    """Agent -> distance to the zero-latency anchor on the 1-D MDS line (Kairos 5.1), for the
+    ``max_agents`` with the most samples; smaller first."""
+    sampled = sorted((a for a, xs in remaining_s.items() if len(xs)), key=lambda a: (-len(remaining_s[a]), a))
+    agents = sorted(sampled[:max_agents])
     if not agents:
         return {}
     samples = [list(remaining_s[a]) for a in agents] + [[0.0]]
@@ -111,14 +121,22 @@ class AgentStats:
 
     def __init__(self, max_spans: int = 20_000) -> None:
         self.spans: deque[CallSpan] = deque(maxlen=max_spans)
-        self.latency: dict[str, LatencySamples] = defaultdict(LatencySamples)
+        self.latency: OrderedDict[str, LatencySamples] = OrderedDict()
+        """Per agent, most recently heard from last (at most ``MAX_AGENTS``)."""
         self.anchor_distance_s: dict[str, float] = {}
         self.expected_s: dict[str, float] = {}
         """Agent -> most likely execution time, for agents whose distribution has converged (Kairos 6, eq. 2)."""
 
     def record(self, span: CallSpan) -> None:
         self.spans.append(span)
-        self.latency[span.agent].add(span.end_s - span.start_s)
+        samples = self.latency.get(span.agent)
+        if samples is None:
+            samples = self.latency[span.agent] = LatencySamples()
+            if len(self.latency) > MAX_AGENTS:
+                self.latency.popitem(last=False)
+        else:
+            self.latency.move_to_end(span.agent)
+        samples.add(span.end_s - span.start_s)
 
     def refresh(self, running_message_ids: Iterable[str] = ()) -> dict[str, float]:
         """Recompute the agent priorities from the runs that have finished (a run still going would

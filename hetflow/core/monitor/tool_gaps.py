@@ -8,27 +8,38 @@ flight (the program was paused in a tool call). A retention rule reads them as a
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import OrderedDict, deque
 
 from hetflow.core.kv_retention import LogNormalFit
 
 TOOL_GAP_WINDOW = 100
 """Gaps kept per agent: recent enough to follow a shift in the workload (the router's window)."""
+MAX_AGENTS = 8192
+"""(workflow, agent) pairs whose gaps are kept (a framework may name an agent per thread); past it the one
+heard from least recently is forgotten."""
 
 
 class ToolGaps:
     def __init__(self, window: int = TOOL_GAP_WINDOW) -> None:
         self.window = window
-        self._gaps: dict[tuple[str, str], deque[float]] = {}
+        self._gaps: OrderedDict[tuple[str, str], deque[float]] = OrderedDict()
+        """Most recently heard from last."""
         self._fits: dict[tuple[str, str], LogNormalFit | None] = {}
 
     def record(self, workflow: str, agent: str, gap_s: float) -> None:
         """One gap after a call of ``agent`` in ``workflow``; calls without an agent teach nothing."""
         if not agent or not (gap_s > 0 and math.isfinite(gap_s)):
             return
-        gaps = self._gaps.setdefault((workflow, agent), deque(maxlen=self.window))
+        key = (workflow, agent)
+        gaps = self._gaps.get(key)
+        if gaps is None:
+            gaps = self._gaps[key] = deque(maxlen=self.window)
+            if len(self._gaps) > MAX_AGENTS:
+                self._fits.pop(self._gaps.popitem(last=False)[0], None)
+        else:
+            self._gaps.move_to_end(key)
         gaps.append(gap_s)
-        self._fits.pop((workflow, agent), None)
+        self._fits.pop(key, None)
 
     def fit(self, workflow: str, agent: str) -> LogNormalFit | None:
         """The fit over the agent's gaps (None before its first), computed once per new gap."""

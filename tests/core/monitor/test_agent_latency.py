@@ -60,3 +60,23 @@ def test_the_wasserstein_distance_is_scipys():
         u, v = rng.exponential(2.0, n), rng.gamma(2.0, 1.5, m)
         assert wasserstein_distance(u, v) == pytest.approx(scipy_distance(u, v), rel=1e-12, abs=1e-15)
     assert wasserstein_distance([1.0, 1.0, 3.0], [1.0, 3.0, 1.0]) == 0.0
+
+
+def test_the_anchor_line_places_the_agents_with_the_most_samples_and_the_latencies_the_newest_agents(
+        monkeypatch):
+    """A framework that names an agent per thread makes thousands: the line's O(n^2) distances are
+    bounded by placing the most sampled ``max_agents``, and the latency samples by forgetting the agent
+    heard from least recently."""
+    from hetflow.core.monitor import agent_latency
+    from hetflow.core.monitor.agent_latency import AgentStats, anchor_distances_s
+    from hetflow.core.monitor.spans import CallSpan
+
+    remaining = {"planner": [5.0] * 9, "coder": [2.0] * 8, **{f"thread-{i}": [1.0] for i in range(50)}}
+    assert set(anchor_distances_s(remaining, max_agents=3)) == {"planner", "coder", "thread-0"}
+    assert len(anchor_distances_s(remaining)) == len(remaining)   # 52 agents: under the default cap
+
+    monkeypatch.setattr(agent_latency, "MAX_AGENTS", 4)
+    stats = AgentStats()
+    for agent in ("planner", "thread-0", "thread-1", "thread-2", "planner", "thread-3", "thread-4"):
+        stats.record(CallSpan("p", agent, "", 0.0, 1.0))
+    assert list(stats.latency) == ["thread-2", "planner", "thread-3", "thread-4"]   # planner heard from lately

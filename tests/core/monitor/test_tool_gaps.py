@@ -47,3 +47,15 @@ def test_the_fit_is_over_the_last_window_of_gaps():
     gaps.record("w", "a", 0.0)                             # not a gap
     gaps.record("w", "", 3.0)                              # no agent: teaches nothing
     assert gaps.fit("w", "a").samples == 2 and gaps.fit("w", "") is None
+
+
+def test_past_its_bound_the_agent_heard_from_least_recently_is_forgotten(monkeypatch):
+    """A framework that names an agent per thread would grow the gaps without end."""
+    from hetflow.core.monitor import tool_gaps
+
+    monkeypatch.setattr(tool_gaps, "MAX_AGENTS", 2)
+    gaps = ToolGaps()
+    for agent in ("planner", "thread-1", "planner", "thread-2"):
+        gaps.record("w", agent, 3.0)
+    assert gaps.fit("w", "thread-1") is None and gaps.fit("w", "planner").samples == 2
+    assert gaps.fit("w", "thread-2").samples == 1
