@@ -68,9 +68,9 @@ class MonitorView:
         self.registrations = Registrations()
         """Running calls and whether the monitor knows them (told again after it restarts)."""
         self._releases: dict[str, asyncio.Task[None]] = {}
+        """Releases on their way to the monitor, by request id."""
         self._handed_over: set[str] = set()
         """Direct-path calls handed to their engines whose registrations are kept until their tickets expire."""
-        """Releases on their way to the monitor, by request id."""
         self._reregistering: asyncio.Task[None] | None = None
         self._last_snapshot: tuple[monitor_pb2.MonitorSnapshot, float] | None = None
         """The monitor's last snapshot and when it came (monotonic s): decided on while it is away, and

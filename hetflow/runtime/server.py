@@ -67,8 +67,8 @@ class Registration:
     servicer: object
     full_name: str
     on_drain: Callable[[], Awaitable[None]] | None = None
-    """Run as the shutdown starts, with the health: the service tells whoever routes to it that it is
-    going (an engine, the monitor), so that no new call is sent it while it drains."""
+    """Run as the shutdown starts, before the health turns: the service tells whoever routes calls to it
+    that it is going (an engine tells its monitor), so that no new call is sent it while it drains."""
 
 
 class RunningServer:
