@@ -42,11 +42,12 @@ def grant_to_proto(grant: ModelServerGrant) -> engine_pb2.HoldGrant:
 
 def status_to_proto(engine_id: str, model: str, address: str, backend: str, serving: bool,
                     status: BackendStatus, profile: EngineProfile,
-                    serving_endpoint: str = "") -> common_pb2.EngineStatus:
+                    serving_endpoint: str = "", incarnation: str = "") -> common_pb2.EngineStatus:
     return wire.engine_status_to_proto(
         EngineStatus(engine_id=engine_id, model=model, address=address, backend=backend, serving=serving,
                      waiting=status.waiting, running=status.running, kv_cache_usage=status.kv_cache_usage,
                      preemptions_total=status.preemptions_total, profile=profile,
                      active_request_ids=tuple(status.active_request_ids),
-                     pending_prefill_tokens=status.pending_prefill_tokens, serving_endpoint=serving_endpoint),
+                     pending_prefill_tokens=status.pending_prefill_tokens, serving_endpoint=serving_endpoint,
+                     incarnation=incarnation),
         time.time())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import AsyncGenerator, AsyncIterator, TypeVar, cast
 
 import grpc
@@ -45,6 +46,8 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         self.waiting = 0
         """Calls here that have not streamed their first token."""
         self.serving = True
+        self.incarnation = uuid.uuid4().hex[:12]
+        """This process's: with the backend's server starts, what the monitor tells restarts by."""
 
     async def Generate(self, request: engine_pb2.EngineGenerateRequest,
                        context: grpc.aio.ServicerContext) -> AsyncIterator[engine_pb2.EngineChunk]:
@@ -208,5 +211,5 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         PREEMPTIONS.set(status.preemptions_total)
         return convert.status_to_proto(self.engine_id, self.backend.model, self.address,
                                        self.backend.backend_name, self.serving and self.backend.alive, status,
-                                       self.backend.profile,
-                                       self.serving_endpoint)
+                                       self.backend.profile, self.serving_endpoint,
+                                       f"{self.incarnation}.{status.server_starts}")

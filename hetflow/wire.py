@@ -75,7 +75,8 @@ def engine_status_to_proto(s: EngineStatus, reported_unix_s: float = 0.0) -> com
         engine_id=s.engine_id, model=s.model, address=s.address, backend=s.backend, serving=s.serving,
         waiting=s.waiting, running=s.running, kv_cache_usage=s.kv_cache_usage, preemptions_total=s.preemptions_total,
         active_request_ids=list(s.active_request_ids), reported_unix_s=reported_unix_s,
-        pending_prefill_tokens=s.pending_prefill_tokens, serving_endpoint=s.serving_endpoint)
+        pending_prefill_tokens=s.pending_prefill_tokens, serving_endpoint=s.serving_endpoint,
+        incarnation=s.incarnation)
     if s.profile is not None:
         msg.profile.CopyFrom(profile_to_proto(s.profile))
     return msg
@@ -89,7 +90,8 @@ def engine_status_from_proto(msg: common_pb2.EngineStatus) -> EngineStatus:
         waiting=msg.waiting, running=msg.running, kv_cache_usage=msg.kv_cache_usage,
         preemptions_total=msg.preemptions_total, pending_prefill_tokens=msg.pending_prefill_tokens,
         profile=profile_from_proto(msg.profile) if msg.HasField("profile") else None,
-        active_request_ids=tuple(msg.active_request_ids), serving_endpoint=msg.serving_endpoint)
+        active_request_ids=tuple(msg.active_request_ids), serving_endpoint=msg.serving_endpoint,
+        incarnation=msg.incarnation)
 
 
 def workflow_to_proto(wf: WorkflowInfo) -> common_pb2.WorkflowMeta:

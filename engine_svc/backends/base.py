@@ -85,6 +85,9 @@ class BackendStatus:
     active_request_ids: list[str] = field(default_factory=list)
     pending_prefill_tokens: int = 0
     """Prompt tokens of its requests not yet prefilled (what a KV-cost router weighs)."""
+    server_starts: int = 0
+    """Restarts of the model server behind the engine seen so far (its counters went back): its KV cache
+    was emptied each time."""
 
 
 class EngineBackend(Protocol):

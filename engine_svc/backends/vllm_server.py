@@ -59,12 +59,14 @@ class VllmServerBackend:
         self._max_model_len = 0
         self._load = vllm_metrics.VllmServerLoad()
         self._freed_blocks_since_read = 0
+        """KV blocks of hetflow's requests that finished since the server's last report."""
         self._failed_reads = 0
+        """Metrics reads in a row the server did not answer."""
+        self._server_starts = 0
+        """Restarts of the server seen (``BackendStatus.server_starts``)."""
         self._tokenizing: set[str] = set()
         """Calls whose prompts the server is tokenizing: reported as active, as the monitor reconciles its
         entries against the report (one missing from it is ended)."""
-        """Metrics reads in a row the server did not answer."""
-        """KV blocks of hetflow's requests that finished since the server's last report."""
         self._running: dict[str, tuple[EngineRequest, asyncio.Task[None]]] = {}
         self._held: dict[str, asyncio.Future[tuple[int, str]]] = {}
         """Held calls (``Engine.Hold``) -> their end, (output tokens, finish reason), once released."""
@@ -177,7 +179,8 @@ class VllmServerBackend:
         return BackendStatus(waiting=len(self.front.queue) + self._load.waiting, running=len(self._running),
                              kv_cache_usage=self._load.kv_cache_usage, preemptions_total=self._load.preemptions_total,
                              active_request_ids=[*self._tokenizing, *self.front.waiting, *self._running],
-                             pending_prefill_tokens=self.front.pending_prefill_tokens())
+                             pending_prefill_tokens=self.front.pending_prefill_tokens(),
+                             server_starts=self._server_starts)
 
     # -- the server's load, and admission --------------------------------------------------
     async def _read_metrics(self) -> None:
@@ -186,6 +189,8 @@ class VllmServerBackend:
         load = vllm_metrics.parse(reply.content.decode())
         if self._load.num_gpu_blocks and not load.num_gpu_blocks:  # admission needs the KV's size
             raise ValueError(f"{self.cfg.base_url}/metrics has no vllm:cache_config_info this time")
+        if load.engine_steps < self._load.engine_steps:   # its counters went back: the server restarted
+            self._server_starts += 1
         steps = max(0, load.engine_steps - self._load.engine_steps) if self._load.engine_steps else 0
         self._load, self._freed_blocks_since_read = load, 0
         for _ in range(min(steps, 10_000)):  # each engine step is one scheduling iteration (Chimera 3.7)

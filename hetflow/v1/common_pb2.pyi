@@ -109,7 +109,7 @@ class Usage(_message.Message):
     def __init__(self, prompt_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ...) -> None: ...
 
 class EngineStatus(_message.Message):
-    __slots__ = ("engine_id", "model", "address", "backend", "serving", "waiting", "running", "kv_cache_usage", "preemptions_total", "profile", "active_request_ids", "reported_unix_s", "pending_prefill_tokens", "serving_endpoint")
+    __slots__ = ("engine_id", "model", "address", "backend", "serving", "waiting", "running", "kv_cache_usage", "preemptions_total", "profile", "active_request_ids", "reported_unix_s", "pending_prefill_tokens", "serving_endpoint", "incarnation")
     ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +124,7 @@ class EngineStatus(_message.Message):
     REPORTED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     PENDING_PREFILL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SERVING_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     engine_id: str
     model: str
     address: str
@@ -138,4 +139,5 @@ class EngineStatus(_message.Message):
     reported_unix_s: float
     pending_prefill_tokens: int
     serving_endpoint: str
-    def __init__(self, engine_id: _Optional[str] = ..., model: _Optional[str] = ..., address: _Optional[str] = ..., backend: _Optional[str] = ..., serving: _Optional[bool] = ..., waiting: _Optional[int] = ..., running: _Optional[int] = ..., kv_cache_usage: _Optional[float] = ..., preemptions_total: _Optional[int] = ..., profile: _Optional[_Union[TimingProfile, _Mapping]] = ..., active_request_ids: _Optional[_Iterable[str]] = ..., reported_unix_s: _Optional[float] = ..., pending_prefill_tokens: _Optional[int] = ..., serving_endpoint: _Optional[str] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, engine_id: _Optional[str] = ..., model: _Optional[str] = ..., address: _Optional[str] = ..., backend: _Optional[str] = ..., serving: _Optional[bool] = ..., waiting: _Optional[int] = ..., running: _Optional[int] = ..., kv_cache_usage: _Optional[float] = ..., preemptions_total: _Optional[int] = ..., profile: _Optional[_Union[TimingProfile, _Mapping]] = ..., active_request_ids: _Optional[_Iterable[str]] = ..., reported_unix_s: _Optional[float] = ..., pending_prefill_tokens: _Optional[int] = ..., serving_endpoint: _Optional[str] = ..., incarnation: _Optional[str] = ...) -> None: ...

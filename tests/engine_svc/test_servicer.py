@@ -111,3 +111,10 @@ def test_an_in_process_vllm_whose_engine_died_is_not_alive():
     assert backend.alive
     backend._llm = SimpleNamespace(errored=True)   # vLLM's AsyncLLM once its engine core died
     assert not backend.alive
+
+
+def test_each_engine_process_reports_an_incarnation_of_its_own():
+    first, _ = servicer(hold=None)
+    again, _ = servicer(hold=None)   # the same engine id, started again
+    assert first.status_proto().incarnation.endswith(".0")
+    assert first.status_proto().incarnation == first.status_proto().incarnation != again.status_proto().incarnation

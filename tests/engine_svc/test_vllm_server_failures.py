@@ -128,3 +128,32 @@ async def test_a_call_whose_prompt_the_server_is_tokenizing_is_reported_active()
     first.cancel()
     await asyncio.gather(first, return_exceptions=True)
     assert backend.status().active_request_ids == []
+
+
+async def test_a_server_whose_step_count_went_back_has_restarted_and_the_engine_says_so(monkeypatch):
+    """vLLM's counters start again at zero with the server: the engine counts the restart, which its
+    incarnation carries to the monitor (which then forgets the old server's cache)."""
+    from engine_svc.backends import vllm_metrics, vllm_server
+
+    loads = iter([vllm_metrics.VllmServerLoad(engine_steps=500, num_gpu_blocks=64, block_size=16),
+                  vllm_metrics.VllmServerLoad(engine_steps=900, num_gpu_blocks=64, block_size=16),
+                  vllm_metrics.VllmServerLoad(engine_steps=7, num_gpu_blocks=64, block_size=16)])
+
+    class Reply:
+        content = b""
+
+        def raise_for_status(self) -> None:
+            return None
+
+    backend = _backend()
+
+    async def get(url, timeout_s):
+        return Reply()
+
+    monkeypatch.setattr(backend._http, "get", get)
+    monkeypatch.setattr(vllm_server.vllm_metrics, "parse", lambda text: next(loads))
+    starts = []
+    for _ in range(3):
+        await backend._read_metrics()
+        starts.append(backend.status().server_starts)
+    assert starts == [0, 0, 1]

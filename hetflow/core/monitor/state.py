@@ -121,6 +121,8 @@ class EngineStatus:
     """For the monitor's orphan reconciliation."""
     serving_endpoint: str = ""
     """ip:port of the engine's model server's own HTTP API (the endpoint picker's destinations)."""
+    incarnation: str = ""
+    """New each time the engine, or the model server behind it, starts ("": not told)."""
 
 
 @dataclass
@@ -469,11 +471,13 @@ class MonitorState:
         check_status(status)
         self._changed()
         record = self.engines.get(status.engine_id)
-        if record is None:   # a profile of unknown KV size (0) remembers the default's blocks
-            index = PrefixIndex(status.profile.num_kv_blocks if status.profile and status.profile.num_kv_blocks
-                                else self.limits.prefix_index_blocks)
+        if record is None:
+            index = self._prefix_index_for(status)
             record = self.engines[status.engine_id] = EngineRecord(status, now_s)
             record.prefix_index = index
+        elif status.incarnation != record.status.incarnation and record.status.incarnation:
+            # restarted: its KV cache is empty, whatever was sent to the old one
+            record.prefix_index, record.resident_programs = self._prefix_index_for(status), set()
         record.suspended = status.preemptions_total > record.status.preemptions_total
         record.unreachable = ""
         record.status, record.received_s, record.dispatched_since_report = status, now_s, 0
@@ -484,6 +488,11 @@ class MonitorState:
         for rid in orphans:
             self.release(rid, now_s, completed=False)
         return len(orphans)
+
+    def _prefix_index_for(self, status: EngineStatus) -> PrefixIndex:
+        """As many blocks as the engine's KV holds (the default's where its size is not known yet, 0)."""
+        blocks = status.profile.num_kv_blocks if status.profile is not None else 0
+        return PrefixIndex(blocks or self.limits.prefix_index_blocks)
 
     def engine_unreachable(self, engine_id: str, reason: str) -> bool:
         """A balancer could not reach the engine: no dispatches to it until it reports again, so every

@@ -331,3 +331,17 @@ def test_an_engine_of_unknown_kv_size_gets_the_default_prefix_index():
     state = MonitorState(MonitorLimits(prefix_index_blocks=128))
     state.report(EngineStatus("e0", model="m", profile=profile(kv_capacity_tokens=0)), now_s=0)
     assert state.engines["e0"].prefix_index is not None
+
+
+def test_a_restarted_engine_is_known_by_its_new_incarnation_and_its_old_cache_forgotten():
+    """An engine (or the model server behind it) that starts again under its id has an empty KV cache: the
+    monitor forgets the prefixes it sent the old one and the programs resident there."""
+    state = MonitorState(MonitorLimits())
+    state.report(EngineStatus("e0", model="m", incarnation="a.0"), now_s=0)
+    state.admit("r1", "p1", "m", "e0", 10.0, now_s=1, prefix_blocks=(11, 12))
+    record = state.engines["e0"]
+    assert record.prefix_index.matched_blocks((11, 12)) == 2 and record.resident_programs == {"p1"}
+    state.report(EngineStatus("e0", model="m", incarnation="a.0", active_request_ids=("r1",)), now_s=2)
+    assert record.prefix_index.matched_blocks((11, 12)) == 2   # the same one: nothing forgotten
+    state.report(EngineStatus("e0", model="m", incarnation="a.1"), now_s=3)   # its server restarted
+    assert record.prefix_index.matched_blocks((11, 12)) == 0 and not record.resident_programs
