@@ -70,7 +70,10 @@ class ProgramRecord:
     """The longest chain of execution time leading to its calls so far (Autellix's ATLAS, eq. 2): each
     completed call's inherited value plus its own execution time, the largest."""
     dispatches: list[tuple[str, int]] = field(default_factory=list)
-    """(engine, prompt tokens) of each of its calls, in dispatch order (Autellix's locality rule)."""
+    """(engine, prompt tokens) of its calls in dispatch order (Autellix's locality rule): its first
+    ``MAX_DISPATCHES_KEPT`` - 1 and its last."""
+    dispatch_count: int = 0
+    """Its calls dispatched so far (``dispatches`` keeps some)."""
     context_tokens: int = 0
     """Its last call's prompt tokens plus the output tokens released since: the context its next call
     brings back (an agent's next prompt repeats it)."""
@@ -152,6 +155,9 @@ class EngineRecord:
 MAX_TOKENS = 100_000_000
 """No call's or workflow's token count is larger (a 1M-token prompt is 100 times smaller)."""
 MAX_CALL_S = 86_400.0
+MAX_DISPATCHES_KEPT = 256
+"""Dispatches a program keeps, its first ones and its last: a session that never goes idle would grow its
+list with every call, and every snapshot of its calls copies it."""
 """No call's expected or predicted time is longer than a day."""
 MAX_DECODE_TOKENS_PER_S = 1_000_000.0
 
@@ -322,7 +328,11 @@ class MonitorState:
         if program_id:
             self._move_resident(program, engine_id)
         self._count_stage(program, stage_index, prompt_tokens)
-        program.dispatches.append((engine_id, prompt_tokens))
+        program.dispatch_count += 1
+        if len(program.dispatches) < MAX_DISPATCHES_KEPT:
+            program.dispatches.append((engine_id, prompt_tokens))
+        else:   # a long session's: its last takes the place of the one before, the first ones stay
+            program.dispatches[-1] = (engine_id, prompt_tokens)
         program.context_tokens = prompt_tokens
         entry = InFlightEntry(request_id, program_id, model, engine_id, predicted_tokens, now_s, predicted_cost_s,
                               agent, upstream_agent, program.critical_service_s,
@@ -455,7 +465,7 @@ class MonitorState:
         (first, first_prompt_tokens), (reached, _) = program.first_stage, program.reached_stage
         if not reached:
             first, first_prompt_tokens = 1, program.dispatches[0][1] if program.dispatches else 0
-            reached = len(program.dispatches)
+            reached = program.dispatch_count
         to_come = program.stage_count - reached
         if to_come <= 0:
             return 0.0

@@ -345,3 +345,19 @@ def test_a_restarted_engine_is_known_by_its_new_incarnation_and_its_old_cache_fo
     assert record.prefix_index.matched_blocks((11, 12)) == 2   # the same one: nothing forgotten
     state.report(EngineStatus("e0", model="m", incarnation="a.1"), now_s=3)   # its server restarted
     assert record.prefix_index.matched_blocks((11, 12)) == 0 and not record.resident_programs
+
+
+def test_a_long_sessions_dispatches_keep_its_first_and_its_last(monkeypatch):
+    """A session that never goes idle would grow its dispatch list with every call (each snapshot of its
+    calls copies it): it keeps its first ones and its last, and counts them all."""
+    from hetflow.core.monitor import state as state_module
+
+    monkeypatch.setattr(state_module, "MAX_DISPATCHES_KEPT", 3)
+    state = MonitorState(MonitorLimits())
+    for engine in ("e0", "e1"):
+        state.report(EngineStatus(engine, model="m"), now_s=0)
+    for i in range(6):
+        state.admit(f"r{i}", "p1", "m", "e0" if i < 5 else "e1", 10.0, now_s=1 + i, prompt_tokens=100 * (i + 1))
+        state.release(f"r{i}", now_s=1.5 + i)
+    program = state.programs["p1"]
+    assert program.dispatches == [("e0", 100), ("e0", 200), ("e1", 600)] and program.dispatch_count == 6
