@@ -100,6 +100,12 @@ class RaceSpec:
     def rule(self) -> SloRule:
         return SloRule(self.slo_scale, self.attainment)
 
+    def probe_rule(self) -> dict[str, Any]:
+        """What makes a probe's row, stamped on it: a journal's row made under another is not this race's."""
+        return {"pool": self.pool, "family": self.family, "programs": self.programs, "slo_scale": self.slo_scale,
+                "attainment": self.attainment, "warmup_programs": self.warmup_programs,
+                "hetflow_predictor": self.hetflow_predictor}
+
 
 class BudgetSpent(Exception):
     """The live probes have used the race's budget: a rerun with a larger one goes on from the journal."""
@@ -182,6 +188,9 @@ class Race:
         row = self.journal.get(side, door, seed, rate_per_s)
         if row is None:
             row = self._run(side, door, seed, rate_per_s)
+        elif row.get("rule", self.spec.probe_rule()) != self.spec.probe_rule():   # rows from before stamps pass
+            raise ValueError(f"{self.journal.path}: {side} {door}, seed {seed}, {rate_per_s:.4g}/s was made under "
+                             f"another rule ({row['rule']}); start a new journal")
         if side == LIVE and self.journal.get(SIM, door, seed, rate_per_s) is None:
             self._run(SIM, door, seed, rate_per_s)
         found = failures_of(row, self.spec.rule)
@@ -198,7 +207,7 @@ class Race:
         started = self._clock()
         body = (self._live if side == LIVE else self._sim)(door, seed, rate_per_s)
         row = {**body, "side": side, "door": door, "seed": seed, "rate_per_s": rate_per_s,
-               "wall_s": self._clock() - started}
+               "wall_s": self._clock() - started, "rule": self.spec.probe_rule()}
         self.journal.add(row)
         return row
 

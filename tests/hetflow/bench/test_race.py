@@ -254,3 +254,18 @@ def test_a_search_stays_within_its_span_of_the_start(tmp_path: Path) -> None:
         del CAPACITY["slow"]
     assert report["doors"]["slow"]["live_capacity_per_s"] == 0.0
     assert min(rate for _, door, _, rate in doors.calls if door == "slow") >= 1.0 / 4
+
+
+def test_a_journals_row_made_under_another_rule_stops_the_race(tmp_path: Path) -> None:
+    """A rule changed after rows were written (more programs a probe) would reuse rows it did not make."""
+    path = tmp_path / "race.jsonl"
+    doors = FakeDoors()
+    Race(_spec(programs=40), Journal(path), doors.live, doors.sim).run()
+    with pytest.raises(ValueError, match="another rule"):
+        Race(_spec(programs=50), Journal(path), doors.live, doors.sim).run()
+    unstamped = tmp_path / "unstamped.jsonl"   # rows written before rows carried their rule are read as before
+    unstamped.write_text("".join(line.replace(', "rule": {', ', "was": {') + "\n"
+                                 for line in path.read_text().splitlines()))
+    again = FakeDoors()
+    Race(_spec(programs=50), Journal(unstamped), again.live, again.sim).run()
+    assert again.calls == []
