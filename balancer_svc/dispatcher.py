@@ -412,7 +412,7 @@ class Dispatcher:
 
         admit = convert.admit_request(call, decision)
         admit.via_gateway = call.request_id in self.gateway_calls
-        admitted = asyncio.get_running_loop().create_task(self.monitor_view.admit(call, admit))
+        admitted = self.monitor_view.admit_later(call, admit)
         return Placed(fetched, decision, engine, admit, admitted, start_perf_s)
 
     def _held_advice(self, fetched: Fetched) -> None:

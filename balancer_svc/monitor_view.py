@@ -318,13 +318,18 @@ class MonitorView:
         log.warning("deciding_on_stale_snapshot", age_s=round(age_s, 3), why=why)
         return self._from_whole(stale, call.request_id), stale.admit_seq, max(age_s, 1e-6)
 
+    def admit_later(self, call: LlmCall, admit: monitor_pb2.AdmitRequest) -> asyncio.Task[None]:
+        """The call registered at once (so that a second call under its id is refused from now on), its
+        admit on a task of its own (``admit``)."""
+        self.registrations.add(call.request_id, admit)
+        return asyncio.get_running_loop().create_task(self.admit(call, admit))
+
     async def admit(self, call: LlmCall, admit: monitor_pb2.AdmitRequest) -> None:
         """Chimera Algorithm 1, line 32: I[m*][r.id] = r.predicted_tokens (and A[p] = m*, line 23), with
         HexGen-Flow's cost and Kairos's memory plan (``convert.admit_request``). Runs beside the engine
         request (``stream`` waits for it before the first chunk; the pending overlay counts the call here
         meanwhile). While the monitor does not answer the call still runs, counted by this balancer, and
         is told to the monitor once it answers (``_retell``)."""
-        self.registrations.add(call.request_id, admit)
         try:
             reply = await self.monitor_batches.admit(admit)
         except grpc.aio.AioRpcError as exc:
@@ -397,8 +402,13 @@ class MonitorView:
 
 
 def _refused(admitted: asyncio.Task[None]) -> bool:
-    """The monitor answered the admit with a refusal (``MonitorView.admit`` raised): it holds no entry of
-    this call to release, and may hold another call's under its id (another balancer's)."""
-    return not admitted.cancelled() and isinstance(admitted.exception(), (grpc.aio.AioRpcError, Aborted, Unavailable))
+    """The monitor refused the admit (an id in flight already, a bad call, or room no longer there): it
+    holds no entry of this call to release, and may hold another call's under its id (another balancer's).
+    Any other failure may have left an entry: that one is released."""
+    if admitted.cancelled():
+        return False
+    failure = admitted.exception()
+    return isinstance(failure, Aborted) or (isinstance(failure, grpc.aio.AioRpcError)
+                                            and failure.code() == grpc.StatusCode.INVALID_ARGUMENT)
 
 

@@ -31,7 +31,14 @@ from hetflow.runtime.decision_stream import DecisionStream
 from hetflow.runtime.direct_call import DirectCall
 from hetflow.runtime.http1 import Http1Client
 from hetflow.runtime.logs import get_logger
-from hetflow.runtime.openai_request import OpenAIError, ParsedRequest, from_grpc, invalid, parse
+from hetflow.runtime.openai_request import (
+    OpenAIError,
+    ParsedRequest,
+    from_grpc,
+    invalid,
+    parse,
+    refuse_what_the_engines_cannot_give,
+)
 from hetflow.runtime.responses_request import parse_responses
 from hetflow.runtime.security import Unauthenticated, bearer, tenant_of_key
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc
@@ -148,8 +155,10 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own errors (an unknown route 404, a method the route does not take 405), OpenAI-shaped."""
     assert isinstance(exc, HTTPException)
     kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-    return _error_response(OpenAIError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", kind,
-                                       None, None))
+    response = _error_response(OpenAIError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}",
+                                           kind, None, None))
+    response.headers.update(exc.headers or {})   # a 405's Allow
+    return response
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
@@ -214,6 +223,8 @@ async def _answer(request: Request, prepare: Prepare) -> Any:
 async def _completion(request: Request, kind: str) -> Any:
     async def prepare(gateway: Gateway, body: Any, tenant: str) -> tuple[ParsedRequest, Reply | None]:
         cfg = gateway.cfg
+        if isinstance(body, dict):
+            refuse_what_the_engines_cannot_give(body)
         return parse(kind, body, request.headers, cfg.default_max_tokens, cfg.router_model,
                      await _served_for(gateway, body)), None
     return await _answer(request, prepare)

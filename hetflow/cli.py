@@ -31,7 +31,7 @@ def _balancer_address(config: Path) -> str:
     return f"{raw['balancer'].get('host', raw.get('stack', {}).get('host', '127.0.0.1'))}:{raw['balancer']['port']}"
 
 
-def _print_runs(runs: list, failures: list[Exception]) -> int:
+def _print_runs(runs: list, failures: list[BaseException]) -> int:
     """The runs' table and the failed workflows' errors; 1 when any failed."""
     print(f"{'program':<17} {'variant':<18} {'stages':>6} {'latency s':>9} {'tokens':>6}  "
           "decisions (agent: model@engine rule)")

@@ -158,7 +158,6 @@ def sampling_params(body: Mapping[str, Any], kind: str, default_max_tokens: int)
         sampling.seed = _integer(body["seed"], "seed", 0)
     if body.get("n") is not None and (isinstance(body["n"], bool) or body["n"] != 1):
         raise invalid(f"n must be 1 (one choice per call), got {body['n']!r}", "n")
-    refuse_what_the_engines_cannot_give(body)
     stop = body.get("stop")
     if isinstance(stop, str):
         stop = [stop]
@@ -178,9 +177,10 @@ NOT_GIVEN: dict[str, tuple[Any, ...]] = {"logprobs": (False, 0), "top_logprobs":
 
 
 def refuse_what_the_engines_cannot_give(body: Mapping[str, Any]) -> None:
-    """A request asking for what the engines do not return (token log-probabilities, the prompt echoed,
-    several candidates, an answer held to a JSON schema) is the client's 400, naming the field, not a 200
-    without it."""
+    """A request asking for what hetflow's engines do not return (token log-probabilities, the prompt
+    echoed, several candidates, an answer held to a JSON schema) is the client's 400 at the gateway, naming
+    the field, not a 200 without it. (The endpoint picker passes the body to the model server, which
+    does return them: it does not refuse them.)"""
     for param, none_asked in NOT_GIVEN.items():
         value = body.get(param)
         if value is not None and not (value in none_asked and type(value) in {type(v) for v in none_asked}):
@@ -490,7 +490,7 @@ def parse(kind: str, body: Any, headers: Mapping[str, str], default_max_tokens: 
     options = body.get("stream_options") or {}
     if not isinstance(options, Mapping):
         raise invalid("stream_options must be an object", "stream_options")
-    include_usage = options.get("include_usage", False)
+    include_usage = options.get("include_usage") or False
     if not isinstance(include_usage, bool):
         raise invalid("stream_options.include_usage must be a boolean", "stream_options.include_usage")
     return ParsedRequest(request, kind, model, stream_flag(body), include_usage, int(time.time()), tools)

@@ -75,7 +75,7 @@ workflows run through a busy stack rather than fail on its first refusal."""
 
 
 async def run_many(address: str, count: int, rate_per_s: float, seed: int = 0, variant: str | None = None,
-                   api_key: str = "", ca_file: str = "") -> tuple[list[WorkflowRun], list[Exception]]:
+                   api_key: str = "", ca_file: str = "") -> tuple[list[WorkflowRun], list[BaseException]]:
     """``count`` workflows with Poisson arrivals at ``rate_per_s``; variants drawn uniformly unless fixed
     (``api_key``, ``ca_file``: a stack with security on). The runs that finished and the errors of those
     that failed: one failure leaves the others to finish."""
@@ -88,4 +88,4 @@ async def run_many(address: str, count: int, rate_per_s: float, seed: int = 0, v
             await asyncio.sleep(rng.expovariate(rate_per_s))
         outcomes = await asyncio.gather(*tasks, return_exceptions=True)
     return ([o for o in outcomes if isinstance(o, WorkflowRun)],
-            [o for o in outcomes if isinstance(o, Exception)])
+            [o for o in outcomes if isinstance(o, BaseException)])

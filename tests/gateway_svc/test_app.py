@@ -48,6 +48,10 @@ def test_a_body_json_cannot_read_an_unknown_route_and_a_wrong_method_are_openai_
                          content=b'{"model": "hetflow", "max_tokens": ' + b"1" * 5000 + b"}")
         unknown = http.post("/v1/embeddings", json={"model": "hetflow", "input": "hi"})
         wrong_method = http.get("/v1/chat/completions")
+        logprobs = http.post("/v1/chat/completions", json={"model": "hetflow", "logprobs": True,
+                                                            "messages": [{"role": "user", "content": "hi"}]})
     assert huge.status_code == 400 and "not valid JSON" in huge.json()["error"]["message"]
     assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found_error"
     assert wrong_method.status_code == 405 and wrong_method.json()["error"]["type"] == "invalid_request_error"
+    assert wrong_method.headers["allow"] == "POST"
+    assert logprobs.status_code == 400 and logprobs.json()["error"]["param"] == "logprobs"

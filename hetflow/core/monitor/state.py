@@ -155,10 +155,10 @@ class EngineRecord:
 MAX_TOKENS = 100_000_000
 """No call's or workflow's token count is larger (a 1M-token prompt is 100 times smaller)."""
 MAX_CALL_S = 86_400.0
+"""No call's expected or predicted time is longer than a day."""
 MAX_DISPATCHES_KEPT = 256
 """Dispatches a program keeps, its first ones and its last: a session that never goes idle would grow its
 list with every call, and every snapshot of its calls copies it."""
-"""No call's expected or predicted time is longer than a day."""
 MAX_DECODE_TOKENS_PER_S = 1_000_000.0
 
 

@@ -80,11 +80,6 @@ def test_completions_take_one_prompt_string():
     (chat(temperature="hot"), {}, 400, "temperature"),
     (chat(n=2), {}, 400, "n"),
     (chat(n=True), {}, 400, "n"),
-    (chat(logprobs=True), {}, 400, "logprobs"),
-    (chat(top_logprobs=3), {}, 400, "top_logprobs"),
-    (chat(response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}), {}, 400,
-     "response_format"),
-    (chat(response_format={"type": "json_object"}), {}, 400, "response_format"),
     (chat(stream=True, stream_options={"include_usage": "false"}), {}, 400, "stream_options.include_usage"),
     (chat(stop=[1]), {}, 400, "stop"),
     (chat(stream="yes"), {}, 400, "stream"),
@@ -225,13 +220,19 @@ def test_a_status_from_the_balancer_is_its_http_status(code, status):
     assert error.status_code == status and error.body()["error"]["code"] == code.lower()
 
 
-@pytest.mark.parametrize("field, value", [("echo", True), ("best_of", 3), ("logprobs", 5), ("best_of", True)])
-def test_a_completion_asking_for_what_the_engines_do_not_return_is_a_400(field, value):
-    error = error_of({"model": "hetflow", "prompt": "x", field: value}, kind="completion")
-    assert (error.status_code, error.param) == (400, field)
+@pytest.mark.parametrize("field, value", [
+    ("logprobs", True), ("logprobs", 5), ("top_logprobs", 3), ("echo", True), ("best_of", 3), ("best_of", True),
+    ("response_format", {"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}),
+    ("response_format", {"type": "json_object"})])
+def test_asking_for_what_hetflows_engines_do_not_return_is_a_400_naming_the_field(field, value):
+    with pytest.raises(OpenAIError) as refused:
+        openai_request.refuse_what_the_engines_cannot_give({"model": "hetflow", field: value})
+    assert (refused.value.status_code, refused.value.param) == (400, field)
 
 
 def test_fields_that_ask_for_nothing_the_engines_lack_pass():
     """What clients send by default (the OpenAI SDK's, LangChain's): log-probabilities off, a text format."""
-    parse(chat(logprobs=False, top_logprobs=0, response_format={"type": "text"}))
-    parse({"model": "hetflow", "prompt": "x", "logprobs": 0, "echo": False, "best_of": 1}, kind="completion")
+    for body in (chat(logprobs=False, top_logprobs=0, response_format={"type": "text"}),
+                 {"model": "hetflow", "prompt": "x", "logprobs": 0, "echo": False, "best_of": 1}):
+        openai_request.refuse_what_the_engines_cannot_give(body)
+    assert parse(chat(stream=True, stream_options={"include_usage": None})).include_usage is False
