@@ -188,7 +188,7 @@ class Race:
         row = self.journal.get(side, door, seed, rate_per_s)
         if row is None:
             row = self._run(side, door, seed, rate_per_s)
-        elif row.get("rule", self.spec.probe_rule()) != self.spec.probe_rule():   # rows from before stamps pass
+        elif "rule" in row and row["rule"] != self.spec.probe_rule():   # rows from before the stamp pass
             raise ValueError(f"{self.journal.path}: {side} {door}, seed {seed}, {rate_per_s:.4g}/s was made under "
                              f"another rule ({row['rule']}); start a new journal")
         if side == LIVE and self.journal.get(SIM, door, seed, rate_per_s) is None:

@@ -17,6 +17,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from hetflow.core.monitor.recent import MAX_AGENTS, recent_entry
 from hetflow.core.monitor.spans import CallSpan
 
 ANCHOR = "<zero-latency>"
@@ -25,8 +26,6 @@ MAX_ANCHOR_AGENTS = 64
 placement costs O(n^2) Wasserstein distances and an n x n eigendecomposition on the monitor's loop, and a
 framework that names an agent per thread (Codex's ``thread-id``) would make thousands. An agent left
 out has no distance (``agent-priority`` gives it the median's)."""
-MAX_AGENTS = 8192
-"""Agents whose single-request latency is kept; past it the one heard from least recently is forgotten."""
 
 
 def wasserstein_distance(u: Sequence[float], v: Sequence[float]) -> float:
@@ -129,14 +128,7 @@ class AgentStats:
 
     def record(self, span: CallSpan) -> None:
         self.spans.append(span)
-        samples = self.latency.get(span.agent)
-        if samples is None:
-            samples = self.latency[span.agent] = LatencySamples()
-            if len(self.latency) > MAX_AGENTS:
-                self.latency.popitem(last=False)
-        else:
-            self.latency.move_to_end(span.agent)
-        samples.add(span.end_s - span.start_s)
+        recent_entry(self.latency, span.agent, LatencySamples, MAX_AGENTS).add(span.end_s - span.start_s)
 
     def refresh(self, running_message_ids: Iterable[str] = ()) -> dict[str, float]:
         """Recompute the agent priorities from the runs that have finished (a run still going would

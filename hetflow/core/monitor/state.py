@@ -482,9 +482,8 @@ class MonitorState:
         self._changed()
         record = self.engines.get(status.engine_id)
         if record is None:
-            index = self._prefix_index_for(status)
-            record = self.engines[status.engine_id] = EngineRecord(status, now_s)
-            record.prefix_index = index
+            record = self.engines[status.engine_id] = EngineRecord(status, now_s,
+                                                                   prefix_index=self._prefix_index_for(status))
         elif status.incarnation != record.status.incarnation and record.status.incarnation:
             # restarted: its KV cache is empty, whatever was sent to the old one
             record.prefix_index, record.resident_programs = self._prefix_index_for(status), set()

@@ -11,12 +11,10 @@ import math
 from collections import OrderedDict, deque
 
 from hetflow.core.kv_retention import LogNormalFit
+from hetflow.core.monitor.recent import MAX_AGENTS, recent_entry
 
 TOOL_GAP_WINDOW = 100
 """Gaps kept per agent: recent enough to follow a shift in the workload (the router's window)."""
-MAX_AGENTS = 8192
-"""(workflow, agent) pairs whose gaps are kept (a framework may name an agent per thread); past it the one
-heard from least recently is forgotten."""
 
 
 class ToolGaps:
@@ -31,14 +29,8 @@ class ToolGaps:
         if not agent or not (gap_s > 0 and math.isfinite(gap_s)):
             return
         key = (workflow, agent)
-        gaps = self._gaps.get(key)
-        if gaps is None:
-            gaps = self._gaps[key] = deque(maxlen=self.window)
-            if len(self._gaps) > MAX_AGENTS:
-                self._fits.pop(self._gaps.popitem(last=False)[0], None)
-        else:
-            self._gaps.move_to_end(key)
-        gaps.append(gap_s)
+        recent_entry(self._gaps, key, lambda: deque(maxlen=self.window), MAX_AGENTS,
+                     lambda gone: self._fits.pop(gone, None)).append(gap_s)
         self._fits.pop(key, None)
 
     def fit(self, workflow: str, agent: str) -> LogNormalFit | None:

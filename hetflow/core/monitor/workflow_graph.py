@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from hetflow.core.call import MAX_STAGES, StageInference
+from hetflow.core.monitor.recent import MAX_AGENTS, recent_entry
 from hetflow.core.monitor.spans import CallSpan
 from hetflow.core.stats import percentile
 
@@ -29,8 +30,6 @@ MAX_RUNS_PER_WORKFLOW = 512
 """Finished runs each workflow's statistics keep (the newest)."""
 MAX_SAMPLES_PER_AGENT = 512
 MAX_WORKFLOWS = 1024
-MAX_AGENTS = 8192
-"""(workflow, agent) pairs whose statistics are kept (agents named by their instructions are many)."""
 RUN_WINDOW_CALLS = 512
 """A run's finished calls a position is swept over (``RunSoFar``)."""
 
@@ -145,14 +144,7 @@ class WorkflowStages:
 
 def _samples(table: OrderedDict[Any, deque[int]], key: Any, max_samples: int, max_keys: int,
              medians: dict[Any, int]) -> deque[int]:
-    samples = table.get(key)
-    if samples is None:
-        samples = table[key] = deque(maxlen=max_samples)
-        while len(table) > max_keys:
-            gone, _ = table.popitem(last=False)
-            medians.pop(gone, None)
-    table.move_to_end(key)
-    return samples
+    return recent_entry(table, key, lambda: deque(maxlen=max_samples), max_keys, lambda gone: medians.pop(gone, None))
 
 
 def _change(samples: deque[int], value: int, add: bool) -> None:
