@@ -25,7 +25,7 @@ def build(cfg: PredictorConfig,
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
         workers = await start_model_workers(  # on_swap runs on a reload, after the servicer exists
             "predictor", spec, cfg.worker_processes(), cfg.max_batch_size, cfg.max_wait_ms / 1e3, worker.init,
-            worker.predict_batch, cfg.artifact, cfg.reload_poll_s, build_predictor,
+            worker.predict_batch, cfg.reload_poll_s, build_predictor,
             on_swap=lambda p: setattr(servicer, "kind", p.type_name))
         servicer = PredictorServicer(kind, workers.collector)
         return [Registration(predictor_pb2_grpc.add_PredictorServicer_to_server, servicer, SERVICE_NAME)], workers.close

@@ -26,7 +26,7 @@ def build(cfg: RouterConfig) -> Callable[[], Awaitable[tuple[Sequence[Registrati
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
         workers = await start_model_workers(  # on_swap runs on a reload, after the servicer exists
             "router", spec, cfg.worker_processes(), cfg.max_batch_size, cfg.max_wait_ms / 1e3, worker.init,
-            worker.score_batch, cfg.artifact, cfg.reload_poll_s, build_scorer,
+            worker.score_batch, cfg.reload_poll_s, build_scorer,
             on_swap=lambda s: setattr(servicer, "models", s.models))
         servicer = RouterServicer(kind, models, workers.collector)
         return [Registration(router_pb2_grpc.add_RouterServicer_to_server, servicer, SERVICE_NAME)], workers.close

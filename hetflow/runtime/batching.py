@@ -6,16 +6,20 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from typing import Any, Callable, Generic, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Generic, Sequence, TypeVar
 
 from prometheus_client import Histogram
 
 from hetflow.core.errors import Unavailable
+from hetflow.runtime.logs import get_logger
 
 BATCH_SIZE = Histogram("hetflow_batch_size", "Items per batch run", ["collector"],
                        buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
 
+log = get_logger(__name__)
 ItemT = TypeVar("ItemT")
+Replacement = Callable[[], Awaitable[concurrent.futures.Executor]]
+"""Makes a fresh executor, ready to take a batch (its workers started and their model loaded)."""
 ResultT = TypeVar("ResultT")
 
 
@@ -28,9 +32,9 @@ class BatchCollector(Generic[ItemT, ResultT]):
 
     def __init__(self, batch_fn: Callable[[list[ItemT]], list[ResultT]], max_batch_size: int,
                  max_wait_s: float, executor: concurrent.futures.Executor, name: str = "batch",
-                 replacement: Callable[[], concurrent.futures.Executor] | None = None) -> None:
-        """``replacement``: a fresh executor for one that broke (a worker process that died: every later
-        batch would fail on it); None: none is made."""
+                 replacement: Replacement | None = None) -> None:
+        """``replacement``: makes a fresh executor for one that broke (a worker process that died: every
+        later batch would fail on it); None: none is made."""
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
         self._batch_fn, self._max_batch_size, self._max_wait_s = batch_fn, max_batch_size, max_wait_s
@@ -54,9 +58,11 @@ class BatchCollector(Generic[ItemT, ResultT]):
     def executor(self) -> concurrent.futures.Executor:
         return self._executor
 
-    def replace_executor(self, executor: concurrent.futures.Executor) -> concurrent.futures.Executor:
-        """Later batches run on ``executor``; the batch under way finishes on the old one, returned."""
-        old, self._executor = self._executor, executor
+    def replace_executor(self, executor: concurrent.futures.Executor,
+                         replacement: Replacement | None) -> concurrent.futures.Executor:
+        """Later batches run on ``executor``, and ``replacement`` makes the one for it should it break; the
+        batch under way finishes on the old one, returned."""
+        old, self._executor, self._replacement = self._executor, executor, replacement
         return old
 
     async def submit(self, items: Sequence[ItemT]) -> list[ResultT]:
@@ -113,9 +119,9 @@ class BatchCollector(Generic[ItemT, ResultT]):
             if len(results) != len(live):
                 raise RuntimeError(f"batch function returned {len(results)} results for {len(live)} items")
         except concurrent.futures.BrokenExecutor as broken:  # a worker died: UNAVAILABLE, and new workers
-            self._replace_broken(executor)
             _fail(live, Unavailable(f"the model's worker stopped ({type(broken).__name__}): its calls are not "
                                     "answered"))
+            await self._replace_broken(executor)
             return
         except Exception as exc:  # noqa: BLE001 - the callers get the failure
             _fail(live, exc)
@@ -124,11 +130,21 @@ class BatchCollector(Generic[ItemT, ResultT]):
             if not fut.done():
                 fut.set_result(result)
 
-    def _replace_broken(self, broken: concurrent.futures.Executor) -> None:
-        """Later batches run on a fresh executor (once, whichever batch saw it break first)."""
+    async def _replace_broken(self, broken: concurrent.futures.Executor) -> None:
+        """Later batches run on a fresh executor, ready before the next batch runs (calls wait in the queue
+        meanwhile); once, whichever batch saw it break first. One that cannot start leaves the broken one:
+        the next batch fails UNAVAILABLE and tries again."""
         if self._replacement is None or self._executor is not broken:
             return
-        self._executor = self._replacement()
+        try:
+            fresh = await self._replacement()
+        except Exception as exc:  # noqa: BLE001 - the next batch fails on the broken one and tries again
+            log.error("workers_not_replaced", error=f"{type(exc).__name__}: {exc}")
+            return
+        if self._executor is broken:
+            self._executor = fresh
+        else:  # a reload swapped the executor meanwhile
+            fresh.shutdown(wait=False, cancel_futures=True)
         broken.shutdown(wait=False, cancel_futures=True)
 
 

@@ -1,43 +1,67 @@
 """What router_svc and predictor_svc share: a warm worker pool behind a batch collector, and an
-artifact reloader that swaps the pool when a new artifact lands."""
+artifact reloader that swaps the pool when a new artifact lands. The workers load a private copy of the
+artifact (``ArtifactCopies``), so a pool started later loads the model that was validated."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from hetflow.runtime.batching import BatchCollector
+from hetflow.runtime.artifact_copies import ArtifactCopies
+from hetflow.runtime.batching import BatchCollector, Replacement
 from hetflow.runtime.reloader import ArtifactReloader
-from hetflow.runtime.workers import process_pool, warm_pool
+from hetflow.runtime.workers import warmed_pool
 
 
 @dataclass
 class ModelWorkers:
     collector: BatchCollector[Any, Any]
     reloader: ArtifactReloader | None
+    copies: ArtifactCopies | None
 
     async def close(self) -> None:
         if self.reloader:
             await self.reloader.close()
         await self.collector.close()
         self.collector.executor.shutdown(wait=False, cancel_futures=True)
+        if self.copies:
+            self.copies.close()
 
 
 async def start_model_workers(name: str, spec: dict[str, Any], workers: int, max_batch_size: int, max_wait_s: float,
                               init: Callable[..., None], batch_fn: Callable[[list[Any]], list[Any]],
-                              artifact: str, reload_poll_s: float, build: Callable[[dict[str, Any]], Any],
+                              reload_poll_s: float, build: Callable[[dict[str, Any]], Any],
                               on_swap: Callable[[Any], None]) -> ModelWorkers:
-    """Pool warmed (models loaded) before the first call; reloads when ``artifact``/meta.json changes."""
-    pool = process_pool(workers, init, spec)
-    await warm_pool(pool, workers)
+    """Pool warmed (models loaded) before the first call; with an artifact in ``spec``, the workers load a
+    copy of it, and a reload follows its ``meta.json``."""
+
+    async def start_pool(spec: dict[str, Any]) -> concurrent.futures.Executor:
+        return await warmed_pool(workers, init, spec)
+
+    def replacement(spec: dict[str, Any]) -> Replacement:
+        return lambda: start_pool(spec)
+
+    artifact = spec.get("artifact")
+    copies = ArtifactCopies(name) if artifact else None
+    try:
+        if copies and artifact:
+            copy = await asyncio.get_running_loop().run_in_executor(None, copies.take, Path(artifact))
+            copies.serve(copy)
+            spec = {**spec, "artifact": str(copy)}
+        pool = await start_pool(spec)
+    except BaseException:
+        if copies:
+            copies.close()
+        raise
     collector: BatchCollector[Any, Any] = BatchCollector(batch_fn, max_batch_size, max_wait_s, pool, name,
-                                                         replacement=lambda: process_pool(workers, init, spec))
+                                                         replacement=replacement(spec))
     collector.start()
     reloader = None
-    if artifact:
-        reloader = ArtifactReloader(Path(artifact) / "meta.json", reload_poll_s, collector,
-                                    validate=lambda: build(spec), make_pool=lambda: process_pool(workers, init, spec),
-                                    on_swap=on_swap, workers=workers)
+    if copies and artifact:
+        reloader = ArtifactReloader(Path(artifact), reload_poll_s, collector, copies, spec, build, start_pool,
+                                    replacement, on_swap)
         reloader.start()
-    return ModelWorkers(collector, reloader)
+    return ModelWorkers(collector, reloader, copies)

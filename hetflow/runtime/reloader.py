@@ -1,9 +1,10 @@
 """Swap a service's model for a new artifact while serving, without dropping a call.
 
-A watcher polls a file's modification time (an artifact's meta.json, written last); on a change it
-builds and validates the new model in this process first, then starts a new worker pool with it and
-points the batch collector at that pool. Batches already running finish on the old pool, which is
-then shut down. A bad artifact is logged and the old model keeps serving.
+A watcher polls the modification time of the artifact's meta.json (written last); on a change it copies
+the artifact apart (``ArtifactCopies``), builds and validates the copy's model in this process first,
+then starts a new worker pool on the copy and points the batch collector at that pool. Batches already
+running finish on the old pool, which is then shut down. A bad artifact is logged and the old model
+keeps serving, as does a fresh pool made after a worker dies: it loads the copy that was served.
 """
 
 from __future__ import annotations
@@ -11,22 +12,28 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
-from hetflow.runtime.batching import BatchCollector
+from hetflow.runtime.artifact_copies import ArtifactCopies
+from hetflow.runtime.batching import BatchCollector, Replacement
 from hetflow.runtime.logs import get_logger
-from hetflow.runtime.workers import warm_pool
 
 log = get_logger(__name__)
 
+Spec = dict[str, Any]
+
 
 class ArtifactReloader:
-    def __init__(self, watched: Path, poll_s: float, collector: BatchCollector[Any, Any],
-                 validate: Callable[[], Any], make_pool: Callable[[], concurrent.futures.Executor],
-                 on_swap: Callable[[Any], None], workers: int = 1) -> None:
-        self._watched, self._poll_s, self._collector = watched, poll_s, collector
-        self._validate, self._make_pool, self._on_swap = validate, make_pool, on_swap
-        self._workers = workers
+    def __init__(self, artifact: Path, poll_s: float, collector: BatchCollector[Any, Any], copies: ArtifactCopies,
+                 spec: Spec, build: Callable[[Spec], Any],
+                 start_pool: Callable[[Spec], Awaitable[concurrent.futures.Executor]],
+                 replacement: Callable[[Spec], Replacement], on_swap: Callable[[Any], None]) -> None:
+        """``spec``: the served one, its ``artifact`` replaced by each new copy's path; ``build`` validates a
+        spec's model, ``start_pool`` starts warm workers on it, ``replacement`` makes those the collector
+        starts should they die."""
+        self._artifact, self._watched, self._poll_s = artifact, artifact / "meta.json", poll_s
+        self._collector, self._copies, self._spec = collector, copies, spec
+        self._build, self._start_pool, self._replacement, self._on_swap = build, start_pool, replacement, on_swap
         self._mtime = self._current_mtime()
         self._task: asyncio.Task[None] | None = None
         self.reloads = 0
@@ -57,20 +64,25 @@ class ArtifactReloader:
     async def reload(self) -> bool:
         loop = asyncio.get_running_loop()
         try:
-            model = await loop.run_in_executor(None, self._validate)
+            copy = await loop.run_in_executor(None, self._copies.take, self._artifact)
         except Exception as exc:  # noqa: BLE001 - keep serving the old model
+            log.error("artifact_rejected", path=str(self._watched), error=f"it could not be copied: {exc}")
+            return False
+        spec = {**self._spec, "artifact": str(copy)}
+        try:
+            model = await loop.run_in_executor(None, self._build, spec)
+        except Exception as exc:  # noqa: BLE001 - keep serving the old model
+            self._copies.discard(copy)
             log.error("artifact_rejected", path=str(self._watched), error=str(exc))
             return False
-        pool: concurrent.futures.Executor | None = None
         try:
-            pool = await loop.run_in_executor(None, self._make_pool)  # with 0 workers it builds the model here
-            await warm_pool(pool, self._workers)  # the new model is loaded before it takes a call
+            pool = await self._start_pool(spec)  # the new model is loaded before it takes a call
         except Exception as exc:  # noqa: BLE001 - a worker that cannot start: keep serving the old model
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
+            self._copies.discard(copy)
             log.error("artifact_rejected", path=str(self._watched), error=f"the workers did not start: {exc}")
             return False
-        old = self._collector.replace_executor(pool)
+        old = self._collector.replace_executor(pool, self._replacement(spec))
+        self._copies.serve(copy)
         self._on_swap(model)
         old.shutdown(wait=False)  # running batches finish; nothing new goes there
         self.reloads += 1

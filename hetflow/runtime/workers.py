@@ -77,3 +77,15 @@ async def warm_pool(pool: concurrent.futures.Executor, workers: int) -> None:
     """Start every worker (and so load its model) now rather than on the first call."""
     loop = asyncio.get_running_loop()
     await asyncio.gather(*(loop.run_in_executor(pool, _worker_pid) for _ in range(workers)))
+
+
+async def warmed_pool(workers: int, initializer: Callable[..., None], *initargs: Any) -> concurrent.futures.Executor:
+    """``process_pool`` made off the event loop (with 0 workers it builds the model in this process) and
+    warmed; a pool whose workers cannot start is shut down and its failure raised."""
+    pool = await asyncio.get_running_loop().run_in_executor(None, process_pool, workers, initializer, *initargs)
+    try:
+        await warm_pool(pool, workers)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    return pool

@@ -87,11 +87,85 @@ async def test_a_broken_worker_pool_is_unavailable_and_replaced_for_the_next_bat
             Broken.shut = True
 
     fresh = concurrent.futures.ThreadPoolExecutor(1)
-    collector = BatchCollector(lambda items: [i * 10 for i in items], 4, 0.0, Broken(), replacement=lambda: fresh)
+    entered, starting = asyncio.Event(), asyncio.Event()
+
+    async def replacement():  # the fresh pool is ready only once the test says so
+        entered.set()
+        await starting.wait()
+        return fresh
+
+    collector = BatchCollector(lambda items: [i * 10 for i in items], 4, 0.0, Broken(), replacement=replacement)
     try:
         with pytest.raises(Unavailable, match="worker stopped"):
             await collector.submit([1])
-        assert await collector.submit([2]) == [20] and Broken.shut and collector.executor is fresh
+        waiting = asyncio.ensure_future(collector.submit([2]))  # queued while the fresh pool starts
+        await entered.wait()
+        await asyncio.sleep(0)
+        assert not waiting.done() and not Broken.shut
+        starting.set()
+        assert await waiting == [20] and Broken.shut and collector.executor is fresh
     finally:
         await collector.close()
         fresh.shutdown()
+
+
+async def test_a_replacement_that_cannot_start_leaves_the_next_batch_unavailable_and_is_tried_again():
+    from hetflow.core.errors import Unavailable
+
+    class Broken(concurrent.futures.Executor):
+        def submit(self, fn, /, *args, **kwargs):
+            raise concurrent.futures.BrokenExecutor("a worker died")
+
+    fresh, tries = concurrent.futures.ThreadPoolExecutor(1), []
+
+    async def replacement():
+        tries.append(len(tries))
+        if len(tries) == 1:
+            raise RuntimeError("the model did not load")
+        return fresh
+
+    collector = BatchCollector(lambda items: items, 4, 0.0, Broken(), replacement=replacement)
+    try:
+        for _ in range(2):
+            with pytest.raises(Unavailable, match="worker stopped"):
+                await collector.submit([1])
+        assert await collector.submit([3]) == [3] and tries == [0, 1]
+    finally:
+        await collector.close()
+        fresh.shutdown()
+
+
+async def test_a_swap_while_the_replacement_starts_keeps_the_swapped_executor():
+    """A reload that lands while a fresh pool starts wins; the fresh pool is shut down."""
+
+    class Broken(concurrent.futures.Executor):
+        def submit(self, fn, /, *args, **kwargs):
+            raise concurrent.futures.BrokenExecutor("a worker died")
+
+    class Pool(concurrent.futures.ThreadPoolExecutor):
+        shut = False
+
+        def shutdown(self, wait=True, *, cancel_futures=False):
+            self.shut = True
+            super().shutdown(wait, cancel_futures=cancel_futures)
+
+    fresh, reloaded, entered, starting = Pool(1), Pool(1), asyncio.Event(), asyncio.Event()
+
+    async def replacement():
+        entered.set()
+        await starting.wait()
+        return fresh
+
+    collector = BatchCollector(lambda items: items, 4, 0.0, Broken(), replacement=replacement)
+    try:
+        failing = asyncio.ensure_future(collector.submit([1]))
+        await entered.wait()
+        collector.replace_executor(reloaded, None)
+        starting.set()
+        with pytest.raises(Exception, match="worker stopped"):
+            await failing
+        assert await collector.submit([2]) == [2]
+        assert collector.executor is reloaded and fresh.shut and not reloaded.shut
+    finally:
+        await collector.close()
+        reloaded.shutdown()

@@ -1,53 +1,93 @@
-"""A reload whose new workers cannot start keeps the old model serving, and the watcher goes on; a reload
-builds its model off the event loop, in worker processes or (with 0 workers) in a thread."""
+"""A reload serves a copy of the new artifact; one that cannot be built, or whose workers cannot start,
+keeps the old model and its copy serving, and the watcher goes on."""
 
 from __future__ import annotations
 
 import concurrent.futures
-import threading
+from pathlib import Path
 
+from hetflow.runtime.artifact_copies import ArtifactCopies
 from hetflow.runtime.batching import BatchCollector
 from hetflow.runtime.reloader import ArtifactReloader
 
 
-class DeadPool(concurrent.futures.Executor):
-    """A worker pool whose workers die as they start (a model that cannot load in them)."""
+def artifact(path, value):
+    path.mkdir(exist_ok=True)
+    (path / "value.txt").write_text(value)
+    (path / "meta.json").write_text("{}")
+    return path
 
-    def __init__(self) -> None:
-        self.shut = False
 
-    def submit(self, fn, /, *args, **kwargs):
+def read_value(spec):
+    value = (Path(spec["artifact"]) / "value.txt").read_text()
+    if value == "broken":
+        raise ValueError("a broken model")
+    return value
+
+
+class Setup:
+    def __init__(self, tmp_path, start_pool=None):
+        self.live = artifact(tmp_path / "live", "1")
+        self.copies = ArtifactCopies("test")
+        self.first = self.copies.take(self.live)
+        self.copies.serve(self.first)
+        self.serving = concurrent.futures.ThreadPoolExecutor(1)
+        self.collector = BatchCollector(lambda items: items, 4, 0.0, self.serving)
+        self.swapped, self.started = [], []
+
+        async def start(spec):
+            self.started.append(spec)
+            return concurrent.futures.ThreadPoolExecutor(1)
+
+        self.reloader = ArtifactReloader(self.live, 0.0, self.collector, self.copies, {"artifact": str(self.first)},
+                                         read_value, start_pool or start, lambda spec: None, self.swapped.append)
+
+    def copies_on_disk(self):
+        return sorted(p.name for p in self.first.parent.iterdir())
+
+    async def close(self):
+        await self.collector.close()
+        self.collector.executor.shutdown()
+        self.serving.shutdown()
+        self.copies.close()
+
+
+async def test_a_reload_serves_a_copy_of_the_new_artifact_and_removes_the_old_copy(tmp_path):
+    setup = Setup(tmp_path)
+    try:
+        artifact(setup.live, "2")
+        assert await setup.reloader.reload() is True
+        served = setup.copies.served
+        assert served is not None and served != setup.first and (served / "value.txt").read_text() == "2"
+        assert setup.started == [{"artifact": str(served)}] and setup.swapped == ["2"]
+        assert setup.copies_on_disk() == [served.name] and setup.collector.executor is not setup.serving
+        (setup.live / "value.txt").write_text("3")  # the live artifact changes after: the copy does not
+        assert (served / "value.txt").read_text() == "2"
+    finally:
+        await setup.close()
+    assert not setup.first.parent.exists()
+
+
+async def test_a_rejected_artifact_leaves_the_old_model_and_its_copy(tmp_path):
+    setup = Setup(tmp_path)
+    try:
+        artifact(setup.live, "broken")
+        assert await setup.reloader.reload() is False
+        assert setup.copies.served == setup.first and setup.copies_on_disk() == [setup.first.name]
+        assert setup.started == [] and setup.swapped == [] and setup.collector.executor is setup.serving
+    finally:
+        await setup.close()
+
+
+async def test_workers_that_cannot_start_leave_the_old_model_and_its_copy(tmp_path):
+    async def dead(spec):
         raise concurrent.futures.BrokenExecutor("a worker died as it started")
 
-    def shutdown(self, wait=True, *, cancel_futures=False):
-        self.shut = True
-
-
-async def test_a_pool_that_cannot_start_leaves_the_old_model_and_is_shut_down(tmp_path):
-    serving = concurrent.futures.ThreadPoolExecutor(1)
-    collector = BatchCollector(lambda items: items, 4, 0.0, serving)
-    dead, swapped = DeadPool(), []
-    reloader = ArtifactReloader(tmp_path / "meta.json", 0.0, collector, validate=lambda: "model-2",
-                                make_pool=lambda: dead, on_swap=swapped.append)
-    assert await reloader.reload() is False
-    assert dead.shut and swapped == [] and reloader.reloads == 0 and collector._executor is serving
-    serving.shutdown()
-
-
-async def test_a_pool_built_in_this_process_is_built_off_the_event_loop(tmp_path):
-    """With ``workers: 0`` making the pool builds the model here (``process_pool``): not on the loop."""
-    serving = concurrent.futures.ThreadPoolExecutor(1)
-    collector = BatchCollector(lambda items: items, 4, 0.0, serving)
-    built_on, swapped = [], []
-
-    def make_pool():
-        built_on.append(threading.get_ident())
-        return concurrent.futures.ThreadPoolExecutor(1)
-
-    reloader = ArtifactReloader(tmp_path / "meta.json", 0.0, collector, validate=lambda: "model-2",
-                                make_pool=make_pool, on_swap=swapped.append)
-    assert await reloader.reload() is True
-    assert built_on != [threading.get_ident()] and len(built_on) == 1 and swapped == ["model-2"]
-    await collector.close()
-    collector._executor.shutdown()
-    serving.shutdown()
+    setup = Setup(tmp_path, start_pool=dead)
+    try:
+        artifact(setup.live, "2")
+        assert await setup.reloader.reload() is False
+        assert setup.copies.served == setup.first and setup.copies_on_disk() == [setup.first.name]
+        assert setup.swapped == [] and setup.reloader.reloads == 0 and setup.collector.executor is setup.serving
+    finally:
+        await setup.close()

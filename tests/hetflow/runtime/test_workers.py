@@ -7,12 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
+import hetflow.runtime.workers as workers_module
 from hetflow.runtime.batching import BatchCollector
-from hetflow.runtime.workers import InProcess, process_pool, warm_pool
+from hetflow.runtime.workers import InProcess, process_pool, warm_pool, warmed_pool
 from predictor_svc.config import PredictorConfig
 from router_svc.config import RouterConfig
 
@@ -87,3 +89,24 @@ def test_cheap_models_run_in_the_service_process_by_default_and_learned_ones_in_
     assert PredictorConfig(kind="qrf").worker_processes() == 1
     with pytest.raises(ValueError, match="workers must be >= 0"):
         RouterConfig(workers=-1).worker_processes()
+
+
+async def test_a_warmed_pool_whose_workers_cannot_start_is_shut_down_and_raises(monkeypatch):
+    from concurrent.futures.process import BrokenProcessPool
+
+    made = []
+
+    def recording(*args):
+        made.append(process_pool(*args))
+        return made[-1]
+
+    monkeypatch.setattr(workers_module, "process_pool", recording)
+    with pytest.raises(BrokenProcessPool):
+        await warmed_pool(1, int, "not a number")  # the initializer raises in the worker
+    assert len(made) == 1 and made[0]._shutdown_thread
+
+
+async def test_a_warmed_pool_of_no_workers_builds_its_model_off_the_event_loop():
+    built_on: list[int] = []
+    pool = await warmed_pool(0, lambda: built_on.append(threading.get_ident()))
+    assert isinstance(pool, InProcess) and built_on and built_on != [threading.get_ident()]
