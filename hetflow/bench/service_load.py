@@ -3,9 +3,9 @@
     python -m hetflow.bench.service_load --service router --artifact DIR --rate 50 --duration 20
     python -m hetflow.bench.service_load --service predictor --artifact DIR --rate 200 --duration 20
 
-The service runs as its own process (``hetflow serve router``/``predictor``) on loopback; calls
-are sent on a fixed schedule whatever the replies do (open loop), each with ``--batch`` prompts or
-rows taken from a generated trace. A run is stable when the second half's mean latency is within
+The service runs as its own process (``hetflow serve router``/``predictor``, with ``--workers`` worker
+processes) on loopback; calls are sent on a fixed schedule whatever the replies do (open loop), each
+with ``--batch`` prompts or rows taken from a generated trace. A run is stable when the second half's mean latency is within
 1.25x of the first half's (no queue building up in the service).
 """
 
@@ -65,10 +65,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1, help="prompts or rows per call")
     parser.add_argument("--precision", default="int8", help="router: int8 or fp32")
     parser.add_argument("--threads", type=int, default=1, help="router: onnxruntime threads")
+    parser.add_argument("--workers", type=int, default=1, help="the service's worker processes")
     args = parser.parse_args()
 
     port = free_port()
-    section = {"port": port, "artifact": args.artifact, "models": list(DEFAULT_MODELS)}
+    section = {"port": port, "artifact": args.artifact, "models": list(DEFAULT_MODELS), "workers": args.workers}
     section["kind"] = "minilm-onnx" if args.service == "router" else "qrf"
     if args.service == "router":
         section["precision"], section["threads"] = args.precision, args.threads
@@ -88,7 +89,7 @@ def main() -> None:
             proc.wait(timeout=30)
     result = {
         "command": f"python -m hetflow.bench.service_load --service {args.service} --rate {args.rate:g} "
-                   f"--duration {args.duration:g} --batch {args.batch}"
+                   f"--duration {args.duration:g} --batch {args.batch} --workers {args.workers}"
                    + (f" --precision {args.precision} --threads {args.threads}" if args.service == "router" else ""),
         "offered_calls_per_s": args.rate, "batch": args.batch, **load.summary(),
     }

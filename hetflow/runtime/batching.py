@@ -27,20 +27,27 @@ class BatchCollector(Generic[ItemT, ResultT]):
     """Coalesce concurrent ``submit`` calls into batches of at most ``max_batch_size`` items.
 
     ``batch_fn`` maps a list of items to a list of results of the same length; it runs in
-    ``executor`` so that inference never blocks the event loop.
+    ``executor`` so that inference never blocks the event loop, at most ``concurrency`` batches at a
+    time (one per worker process: a batch is formed only once a worker is free for it, so with one
+    worker the next batch takes every call that arrived while the last one ran).
     """
 
     def __init__(self, batch_fn: Callable[[list[ItemT]], list[ResultT]], max_batch_size: int,
                  max_wait_s: float, executor: concurrent.futures.Executor, name: str = "batch",
-                 replacement: Replacement | None = None) -> None:
+                 replacement: Replacement | None = None, concurrency: int = 1) -> None:
         """``replacement``: makes a fresh executor for one that broke (a worker process that died: every
         later batch would fail on it); None: none is made."""
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
         self._batch_fn, self._max_batch_size, self._max_wait_s = batch_fn, max_batch_size, max_wait_s
         self._executor, self._replacement = executor, replacement
         self._batch_size = BATCH_SIZE.labels(name)
         self._pending: asyncio.Queue[tuple[ItemT, asyncio.Future[ResultT]]] = asyncio.Queue()
+        self._free_runs = asyncio.Semaphore(concurrency)
+        self._runs: set[asyncio.Task[None]] = set()
+        self._replacing: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self.largest_batch = 0
 
@@ -49,10 +56,12 @@ class BatchCollector(Generic[ItemT, ResultT]):
             self._task = asyncio.get_running_loop().create_task(self._collect_forever())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        """Stop: every caller still waiting, in a batch under way or queued, fails UNAVAILABLE."""
+        tasks = [t for t in (self._task, self._replacing, *self._runs) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = self._replacing = None
 
     @property
     def executor(self) -> concurrent.futures.Executor:
@@ -61,7 +70,7 @@ class BatchCollector(Generic[ItemT, ResultT]):
     def replace_executor(self, executor: concurrent.futures.Executor,
                          replacement: Replacement | None) -> concurrent.futures.Executor:
         """Later batches run on ``executor``, and ``replacement`` makes the one for it should it break; the
-        batch under way finishes on the old one, returned."""
+        batches under way finish on the old one, returned."""
         old, self._executor, self._replacement = self._executor, executor, replacement
         return old
 
@@ -84,12 +93,14 @@ class BatchCollector(Generic[ItemT, ResultT]):
         except asyncio.CancelledError:  # closed: every caller still waiting hears it
             while not self._pending.empty():
                 batch.append(self._pending.get_nowait())
-            _fail(batch, Unavailable("the service is stopping: its batches are not run"))
+            _fail(batch, _stopping())
             raise
 
     async def _collect(self, batch: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
-        """Gather batches into ``batch`` (the one under way, for ``_collect_forever`` to fail) and run them."""
+        """Gather batches into ``batch`` (the one being formed, for ``_collect_forever`` to fail) and start
+        each on a free run."""
         while True:
+            await self._free_runs.acquire()
             batch[:] = [await self._pending.get()]
             deadline = time.monotonic() + self._max_wait_s
             while len(batch) < self._max_batch_size:
@@ -104,7 +115,16 @@ class BatchCollector(Generic[ItemT, ResultT]):
                         batch.append(await self._pending.get())
                 except TimeoutError:
                     break
-            await self._run(batch)
+            if self._replacing is not None:  # the batch waits for the fresh executor, not the broken one
+                await asyncio.shield(self._replacing)
+            run = asyncio.get_running_loop().create_task(self._run(list(batch)))
+            batch.clear()
+            self._runs.add(run)
+            run.add_done_callback(self._run_done)
+
+    def _run_done(self, run: asyncio.Task[None]) -> None:
+        self._runs.discard(run)
+        self._free_runs.release()
 
     async def _run(self, batch: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
         live = [(item, fut) for item, fut in batch if not fut.done()]
@@ -118,10 +138,13 @@ class BatchCollector(Generic[ItemT, ResultT]):
                 executor, self._batch_fn, [item for item, _ in live])
             if len(results) != len(live):
                 raise RuntimeError(f"batch function returned {len(results)} results for {len(live)} items")
+        except asyncio.CancelledError:
+            _fail(live, _stopping())
+            raise
         except concurrent.futures.BrokenExecutor as broken:  # a worker died: UNAVAILABLE, and new workers
             _fail(live, Unavailable(f"the model's worker stopped ({type(broken).__name__}): its calls are not "
                                     "answered"))
-            await self._replace_broken(executor)
+            self._replace_broken(executor)
             return
         except Exception as exc:  # noqa: BLE001 - the callers get the failure
             _fail(live, exc)
@@ -130,22 +153,31 @@ class BatchCollector(Generic[ItemT, ResultT]):
             if not fut.done():
                 fut.set_result(result)
 
-    async def _replace_broken(self, broken: concurrent.futures.Executor) -> None:
-        """Later batches run on a fresh executor, ready before the next batch runs (calls wait in the queue
-        meanwhile); once, whichever batch saw it break first. One that cannot start leaves the broken one:
-        the next batch fails UNAVAILABLE and tries again."""
-        if self._replacement is None or self._executor is not broken:
+    def _replace_broken(self, broken: concurrent.futures.Executor) -> None:
+        """Start a fresh executor for later batches (once, whichever batch saw it break first); batches
+        formed meanwhile wait for it."""
+        if self._replacement is None or self._executor is not broken or self._replacing is not None:
             return
+        self._replacing = asyncio.get_running_loop().create_task(self._replace(broken, self._replacement))
+
+    async def _replace(self, broken: concurrent.futures.Executor, replacement: Replacement) -> None:
+        """One that cannot start leaves the broken one: the next batch fails UNAVAILABLE and tries again."""
         try:
-            fresh = await self._replacement()
+            fresh = await replacement()
         except Exception as exc:  # noqa: BLE001 - the next batch fails on the broken one and tries again
             log.error("workers_not_replaced", error=f"{type(exc).__name__}: {exc}")
             return
+        finally:
+            self._replacing = None
         if self._executor is broken:
             self._executor = fresh
         else:  # a reload swapped the executor meanwhile
             fresh.shutdown(wait=False, cancel_futures=True)
         broken.shutdown(wait=False, cancel_futures=True)
+
+
+def _stopping() -> Unavailable:
+    return Unavailable("the service is stopping: its batches are not run")
 
 
 def _fail(asked: list[tuple[Any, asyncio.Future[Any]]], failure: BaseException) -> None:

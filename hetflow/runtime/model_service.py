@@ -35,8 +35,8 @@ async def start_model_workers(name: str, spec: dict[str, Any], workers: int, max
                               init: Callable[..., None], batch_fn: Callable[[list[Any]], list[Any]],
                               reload_poll_s: float, build: Callable[[dict[str, Any]], Any],
                               on_swap: Callable[[Any], None]) -> ModelWorkers:
-    """Pool warmed (models loaded) before the first call; with an artifact in ``spec``, the workers load a
-    copy of it, and a reload follows its ``meta.json``."""
+    """Pool warmed (models loaded) before the first call, one batch at a time in each worker; with an
+    artifact in ``spec``, the workers load a copy of it, and a reload follows its ``meta.json``."""
 
     async def start_pool(spec: dict[str, Any]) -> concurrent.futures.Executor:
         return await warmed_pool(workers, init, spec)
@@ -57,7 +57,7 @@ async def start_model_workers(name: str, spec: dict[str, Any], workers: int, max
             copies.close()
         raise
     collector: BatchCollector[Any, Any] = BatchCollector(batch_fn, max_batch_size, max_wait_s, pool, name,
-                                                         replacement=replacement(spec))
+                                                         replacement=replacement(spec), concurrency=max(1, workers))
     collector.start()
     reloader = None
     if copies and artifact:

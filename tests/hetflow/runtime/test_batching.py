@@ -169,3 +169,30 @@ async def test_a_swap_while_the_replacement_starts_keeps_the_swapped_executor():
     finally:
         await collector.close()
         reloaded.shutdown()
+
+
+async def test_batches_run_at_once_up_to_the_concurrency_and_no_more():
+    """Two workers: two batches run together (each waits for the other at a barrier); a third waits."""
+    both_running = threading.Barrier(2, timeout=10)
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def meet(items):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        try:
+            if items[0] < 2:
+                both_running.wait()  # one batch at a time would break the barrier after 10 s
+            return items
+        finally:
+            with lock:
+                running[0] -= 1
+
+    pool = concurrent.futures.ThreadPoolExecutor(3)
+    collector = BatchCollector(meet, 1, 0.0, pool, concurrency=2)
+    try:
+        assert await asyncio.gather(*(collector.submit([i]) for i in range(3))) == [[0], [1], [2]]
+        assert peak[0] == 2
+    finally:
+        await collector.close()
+        pool.shutdown()
