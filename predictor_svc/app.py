@@ -18,16 +18,14 @@ SERVICE_NAME = predictor_pb2.DESCRIPTOR.services_by_name["Predictor"].full_name
 def build(cfg: PredictorConfig,
           ) -> Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]]]]]:
     spec = cfg.predictor_spec()
-    # Built once to fail at start, here, on a bad spec or artifact; only its kind is kept (the workers hold
-    # the model).
-    kind = build_predictor(spec).type_name
+    build_predictor(spec)  # to fail here, before the service starts, on a bad spec or artifact
 
     async def setup() -> tuple[Sequence[Registration], Callable[[], Awaitable[None]]]:
-        workers = await start_model_workers(  # on_swap runs on a reload, after the servicer exists
+        workers, served = await start_model_workers(  # on_swap runs on a reload, after the servicer exists
             "predictor", spec, cfg.worker_processes(), cfg.max_batch_size, cfg.max_wait_ms / 1e3, worker.init,
             worker.predict_batch, cfg.reload_poll_s, build_predictor,
             on_swap=lambda p: setattr(servicer, "kind", p.type_name))
-        servicer = PredictorServicer(kind, workers.collector)
+        servicer = PredictorServicer(served.type_name, workers.collector)  # the workers hold the model
         return [Registration(predictor_pb2_grpc.add_PredictorServicer_to_server, servicer, SERVICE_NAME)], workers.close
 
     return setup

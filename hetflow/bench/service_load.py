@@ -5,8 +5,8 @@
 
 The service runs as its own process (``hetflow serve router``/``predictor``, with ``--workers`` worker
 processes) on loopback; calls are sent on a fixed schedule whatever the replies do (open loop), each
-with ``--batch`` prompts or rows taken from a generated trace. A run is stable when the second half's mean latency is within
-1.25x of the first half's (no queue building up in the service).
+with ``--batch`` prompts or rows taken from a generated trace. A run is stable when the second half's
+mean latency is within 1.25x of the first half's (no queue building up in the service).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import time
 from typing import Any, Awaitable, Callable, Generic, Sequence, TypeVar
 
@@ -62,6 +63,10 @@ class BatchCollector(Generic[ItemT, ResultT]):
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._task = self._replacing = None
+        queued = []  # a collector cancelled before its first step failed none of them
+        while not self._pending.empty():
+            queued.append(self._pending.get_nowait())
+        _fail(queued, _stopping())
 
     @property
     def executor(self) -> concurrent.futures.Executor:
@@ -72,6 +77,8 @@ class BatchCollector(Generic[ItemT, ResultT]):
         """Later batches run on ``executor``, and ``replacement`` makes the one for it should it break; the
         batches under way finish on the old one, returned."""
         old, self._executor, self._replacement = self._executor, executor, replacement
+        if self._replacing is not None:  # a fresh one for the broken executor is not needed now
+            self._replacing.cancel()
         return old
 
     async def submit(self, items: Sequence[ItemT]) -> list[ResultT]:
@@ -90,9 +97,7 @@ class BatchCollector(Generic[ItemT, ResultT]):
         batch: list[tuple[ItemT, asyncio.Future[ResultT]]] = []
         try:
             await self._collect(batch)
-        except asyncio.CancelledError:  # closed: every caller still waiting hears it
-            while not self._pending.empty():
-                batch.append(self._pending.get_nowait())
+        except asyncio.CancelledError:  # closed: the batch being formed hears it (``close``: those queued)
             _fail(batch, _stopping())
             raise
 
@@ -101,30 +106,38 @@ class BatchCollector(Generic[ItemT, ResultT]):
         each on a free run."""
         while True:
             await self._free_runs.acquire()
-            batch[:] = [await self._pending.get()]
-            deadline = time.monotonic() + self._max_wait_s
-            while len(batch) < self._max_batch_size:
-                timeout = deadline - time.monotonic()
-                if timeout <= 0 and self._pending.empty():
-                    break
-                if self._pending.qsize():
-                    batch.append(self._pending.get_nowait())
-                    continue
-                try:
-                    async with asyncio.timeout(max(timeout, 0)):  # not wait_for: it can swallow a cancel
-                        batch.append(await self._pending.get())
-                except TimeoutError:
-                    break
-            if self._replacing is not None:  # the batch waits for the fresh executor, not the broken one
-                await asyncio.shield(self._replacing)
+            try:
+                await self._form(batch)
+            except BaseException:  # closed while forming: the run's slot is free again
+                self._free_runs.release()
+                raise
             run = asyncio.get_running_loop().create_task(self._run(list(batch)))
+            run.add_done_callback(functools.partial(self._run_done, list(batch)))
             batch.clear()
             self._runs.add(run)
-            run.add_done_callback(self._run_done)
 
-    def _run_done(self, run: asyncio.Task[None]) -> None:
+    async def _form(self, batch: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
+        """Up to ``max_batch_size`` items: the first to arrive, then what arrives within ``max_wait_s``."""
+        batch[:] = [await self._pending.get()]
+        deadline = time.monotonic() + self._max_wait_s
+        while len(batch) < self._max_batch_size:
+            timeout = deadline - time.monotonic()
+            if timeout <= 0 and self._pending.empty():
+                break
+            if self._pending.qsize():
+                batch.append(self._pending.get_nowait())
+                continue
+            try:
+                async with asyncio.timeout(max(timeout, 0)):  # not wait_for: it can swallow a cancel
+                    batch.append(await self._pending.get())
+            except TimeoutError:
+                break
+
+    def _run_done(self, batch: list[tuple[ItemT, asyncio.Future[ResultT]]], run: asyncio.Task[None]) -> None:
         self._runs.discard(run)
         self._free_runs.release()
+        if run.cancelled():  # a run cancelled before its first step ran none of its own handlers
+            _fail(batch, _stopping())
 
     async def _run(self, batch: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
         live = [(item, fut) for item, fut in batch if not fut.done()]
@@ -132,8 +145,10 @@ class BatchCollector(Generic[ItemT, ResultT]):
             return
         self.largest_batch = max(self.largest_batch, len(live))
         self._batch_size.observe(len(live))
-        executor = self._executor
         try:
+            while self._replacing is not None:  # the batch waits for the fresh executor, not the broken one
+                await asyncio.wait([self._replacing])
+            executor = self._executor
             results = await asyncio.get_running_loop().run_in_executor(
                 executor, self._batch_fn, [item for item, _ in live])
             if len(results) != len(live):

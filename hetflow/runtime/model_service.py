@@ -34,9 +34,10 @@ class ModelWorkers:
 async def start_model_workers(name: str, spec: dict[str, Any], workers: int, max_batch_size: int, max_wait_s: float,
                               init: Callable[..., None], batch_fn: Callable[[list[Any]], list[Any]],
                               reload_poll_s: float, build: Callable[[dict[str, Any]], Any],
-                              on_swap: Callable[[Any], None]) -> ModelWorkers:
-    """Pool warmed (models loaded) before the first call, one batch at a time in each worker; with an
-    artifact in ``spec``, the workers load a copy of it, and a reload follows its ``meta.json``."""
+                              on_swap: Callable[[Any], None]) -> tuple[ModelWorkers, Any]:
+    """Pool warmed (models loaded) before the first call, one batch at a time in each worker, and the
+    model ``build`` made of what the workers load, for its names (not to be kept: the workers hold it).
+    With an artifact in ``spec`` the workers load a copy of it, and a reload follows its ``meta.json``."""
 
     async def start_pool(spec: dict[str, Any]) -> concurrent.futures.Executor:
         return await warmed_pool(workers, init, spec)
@@ -44,13 +45,16 @@ async def start_model_workers(name: str, spec: dict[str, Any], workers: int, max
     def replacement(spec: dict[str, Any]) -> Replacement:
         return lambda: start_pool(spec)
 
+    loop = asyncio.get_running_loop()
     artifact = spec.get("artifact")
     copies = ArtifactCopies(name) if artifact else None
+    seen_mtime = ArtifactReloader.mtime_of(Path(artifact)) if artifact else 0.0  # before the copy: none missed
     try:
         if copies and artifact:
-            copy = await asyncio.get_running_loop().run_in_executor(None, copies.take, Path(artifact))
+            copy = await loop.run_in_executor(None, copies.take, Path(artifact))
             copies.serve(copy)
             spec = {**spec, "artifact": str(copy)}
+        model = await loop.run_in_executor(None, build, spec)
         pool = await start_pool(spec)
     except BaseException:
         if copies:
@@ -62,6 +66,6 @@ async def start_model_workers(name: str, spec: dict[str, Any], workers: int, max
     reloader = None
     if copies and artifact:
         reloader = ArtifactReloader(Path(artifact), reload_poll_s, collector, copies, spec, build, start_pool,
-                                    replacement, on_swap)
+                                    replacement, on_swap, seen_mtime)
         reloader.start()
-    return ModelWorkers(collector, reloader, copies)
+    return ModelWorkers(collector, reloader, copies), model

@@ -27,14 +27,16 @@ class ArtifactReloader:
     def __init__(self, artifact: Path, poll_s: float, collector: BatchCollector[Any, Any], copies: ArtifactCopies,
                  spec: Spec, build: Callable[[Spec], Any],
                  start_pool: Callable[[Spec], Awaitable[concurrent.futures.Executor]],
-                 replacement: Callable[[Spec], Replacement], on_swap: Callable[[Any], None]) -> None:
+                 replacement: Callable[[Spec], Replacement], on_swap: Callable[[Any], None],
+                 seen_mtime: float) -> None:
         """``spec``: the served one, its ``artifact`` replaced by each new copy's path; ``build`` validates a
         spec's model, ``start_pool`` starts warm workers on it, ``replacement`` makes those the collector
-        starts should they die."""
+        starts should they die; ``seen_mtime``: the ``meta.json`` time of the copy served (read before
+        it was taken, so that an artifact written meanwhile is reloaded)."""
         self._artifact, self._watched, self._poll_s = artifact, artifact / "meta.json", poll_s
         self._collector, self._copies, self._spec = collector, copies, spec
         self._build, self._start_pool, self._replacement, self._on_swap = build, start_pool, replacement, on_swap
-        self._mtime = self._current_mtime()
+        self._mtime = seen_mtime
         self._task: asyncio.Task[None] | None = None
         self.reloads = 0
 
@@ -47,16 +49,18 @@ class ArtifactReloader:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def _current_mtime(self) -> float:
+    @staticmethod
+    def mtime_of(artifact: Path) -> float:
+        """The modification time of ``artifact``'s meta.json; 0 when it has none."""
         try:
-            return self._watched.stat().st_mtime
+            return (artifact / "meta.json").stat().st_mtime
         except FileNotFoundError:
             return 0.0
 
     async def _run_forever(self) -> None:
         while True:
             await asyncio.sleep(self._poll_s)
-            mtime = self._current_mtime()
+            mtime = self.mtime_of(self._artifact)
             if mtime and mtime != self._mtime:
                 self._mtime = mtime
                 await self.reload()

@@ -135,7 +135,12 @@ async def serve_until_signal(
     if cfg.metrics_port:
         start_http_server(cfg.metrics_port, addr=cfg.host)
     registrations, close = await setup()
-    running = await start(service, cfg, registrations, close)
+    try:
+        running = await start(service, cfg, registrations, close)
+    except BaseException:  # a port in use: what setup made (workers, artifact copies) is closed
+        if close is not None:
+            await close()
+        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

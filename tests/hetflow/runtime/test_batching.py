@@ -135,40 +135,65 @@ async def test_a_replacement_that_cannot_start_leaves_the_next_batch_unavailable
         fresh.shutdown()
 
 
-async def test_a_swap_while_the_replacement_starts_keeps_the_swapped_executor():
-    """A reload that lands while a fresh pool starts wins; the fresh pool is shut down."""
+async def test_a_swap_while_the_replacement_starts_cancels_it_and_later_batches_run_on_the_swapped_one():
+    """A reload that lands while a fresh pool starts wins: the fresh pool is not waited for."""
 
     class Broken(concurrent.futures.Executor):
         def submit(self, fn, /, *args, **kwargs):
             raise concurrent.futures.BrokenExecutor("a worker died")
 
-    class Pool(concurrent.futures.ThreadPoolExecutor):
-        shut = False
+    reloaded, entered, cancelled = concurrent.futures.ThreadPoolExecutor(1), asyncio.Event(), []
 
-        def shutdown(self, wait=True, *, cancel_futures=False):
-            self.shut = True
-            super().shutdown(wait, cancel_futures=cancel_futures)
-
-    fresh, reloaded, entered, starting = Pool(1), Pool(1), asyncio.Event(), asyncio.Event()
-
-    async def replacement():
+    async def replacement():  # never ready: only the swap lets later batches run
         entered.set()
-        await starting.wait()
-        return fresh
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
 
     collector = BatchCollector(lambda items: items, 4, 0.0, Broken(), replacement=replacement)
     try:
-        failing = asyncio.ensure_future(collector.submit([1]))
+        with pytest.raises(Exception, match="worker stopped"):
+            await collector.submit([1])
         await entered.wait()
         collector.replace_executor(reloaded, None)
-        starting.set()
-        with pytest.raises(Exception, match="worker stopped"):
-            await failing
-        assert await collector.submit([2]) == [2]
-        assert collector.executor is reloaded and fresh.shut and not reloaded.shut
+        assert await asyncio.wait_for(collector.submit([2]), 10) == [2]
+        assert collector.executor is reloaded and cancelled == [True]
     finally:
         await collector.close()
         reloaded.shutdown()
+
+
+@pytest.mark.parametrize("turns_before_close", range(1, 7))
+async def test_closing_at_any_step_of_a_batch_fails_its_caller_unavailable(turns_before_close):
+    """Queued before the collector's first step, forming, launched but not started, running: the caller
+    hears UNAVAILABLE, never waits for good."""
+    from hetflow.core.errors import Unavailable
+
+    release = threading.Event()
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    collector = BatchCollector(lambda items: (release.wait(10), items)[1], 4, 0.0, pool)
+    caller = asyncio.ensure_future(collector.submit([1]))
+    for _ in range(turns_before_close):
+        await asyncio.sleep(0)
+    await collector.close()
+    release.set()
+    with pytest.raises(Unavailable, match="stopping"):
+        await asyncio.wait_for(caller, 10)
+    pool.shutdown()
+
+
+async def test_a_collector_closed_while_idle_answers_again_when_called(executor):
+    collector = BatchCollector(double, 4, 0.0, executor)
+    assert await collector.submit([1]) == [2]
+    for _ in range(3):  # the collector takes its next run's slot and waits for a call
+        await asyncio.sleep(0)
+    await collector.close()
+    try:
+        assert await asyncio.wait_for(collector.submit([2]), 10) == [4]
+    finally:
+        await collector.close()
 
 
 async def test_batches_run_at_once_up_to_the_concurrency_and_no_more():

@@ -3,6 +3,7 @@ the model that was validated and served, not an artifact on disk the reloader re
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hetflow.core.errors import Unavailable
+from hetflow.runtime import artifact_copies
 from hetflow.runtime.model_service import start_model_workers
 
 _value: str | None = None
@@ -37,29 +39,45 @@ def write_artifact(path, value):
     (path / "meta.json").write_text("{}")
 
 
+@pytest.fixture(autouse=True)
+def serving_dir(tmp_path, monkeypatch):
+    monkeypatch.setattr(artifact_copies, "SERVING", tmp_path / "serving")
+
+
+async def kill_the_worker(workers):
+    """Its one worker process killed: the next batch fails UNAVAILABLE."""
+    [(_, pid)] = await workers.collector.submit(["before"])
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(Unavailable, match="worker stopped"):
+        await workers.collector.submit(["killed"])
+    return pid
+
+
 async def test_a_worker_that_dies_after_a_refused_reload_comes_back_with_the_served_model(tmp_path):
     live = tmp_path / "live"
     write_artifact(live, "1")
     swapped: list[str] = []
-    workers = await start_model_workers("test", {"artifact": str(live)}, 1, 8, 0.0, init, answer, 0.0, read_value,
-                                        swapped.append)
-    copies_root = workers.copies.served.parent
+    workers, served = await start_model_workers("test", {"artifact": str(live)}, 1, 8, 0.0, init, answer, 0.0,
+                                                read_value, swapped.append)
+    copies_root = workers.copies.root
     try:
-        [(value, first_pid)] = await workers.collector.submit(["a"])
-        assert value == "1"
+        assert served == "1"
         write_artifact(live, "broken")
         assert await workers.reloader.reload() is False
-
-        os.kill(first_pid, signal.SIGKILL)
-        with pytest.raises(Unavailable, match="worker stopped"):
-            await workers.collector.submit(["b"])
-        [(value, pid)] = await workers.collector.submit(["c"])
+        first_pid = await kill_the_worker(workers)
+        [(value, pid)] = await workers.collector.submit(["after"])
         assert value == "1" and pid != first_pid
 
         write_artifact(live, "2")
         assert await workers.reloader.reload() is True
-        [(value, _)] = await workers.collector.submit(["d"])
-        assert value == "2" and swapped == ["2"] and len(list(copies_root.iterdir())) == 1
+        [(value, _)] = await workers.collector.submit(["reloaded"])
+        assert value == "2" and swapped == ["2"]
+        assert [p.name for p in copies_root.iterdir() if p.is_dir()] == [workers.copies.served.name]
+
+        write_artifact(live, "broken")  # the new copy, not the live path, is what a fresh pool loads
+        await kill_the_worker(workers)
+        [(value, _)] = await workers.collector.submit(["after the reload"])
+        assert value == "2"
     finally:
         await workers.close()
     assert not copies_root.exists()
@@ -67,10 +85,38 @@ async def test_a_worker_that_dies_after_a_refused_reload_comes_back_with_the_ser
 
 async def test_a_spec_without_an_artifact_takes_no_copy_and_watches_nothing(tmp_path):
     built: list[dict] = []
-    workers = await start_model_workers("test", {"kind": "prior"}, 0, 8, 0.0, built.append, lambda items: items,
-                                        0.1, lambda spec: None, lambda model: None)
+    workers, _ = await start_model_workers("test", {"kind": "prior"}, 0, 8, 0.0, built.append, lambda items: items,
+                                           0.1, lambda spec: None, lambda model: None)
     try:
         assert await workers.collector.submit([1]) == [1]
         assert built == [{"kind": "prior"}] and workers.copies is None and workers.reloader is None
+    finally:
+        await workers.close()
+
+
+async def test_an_artifact_written_as_the_service_starts_is_reloaded(tmp_path, monkeypatch):
+    """The watcher's first time is the copied artifact's, read before the copy: a newer one is loaded."""
+    live = tmp_path / "live"
+    write_artifact(live, "1")
+    real_take = artifact_copies.ArtifactCopies.take
+
+    def take_then_update(self, artifact):  # a new artifact lands just after the first copy is taken
+        copy = real_take(self, artifact)
+        if self._taken == 1:
+            write_artifact(live, "2")
+            os.utime(live / "meta.json", (1e9, 2e9))
+        return copy
+
+    monkeypatch.setattr(artifact_copies.ArtifactCopies, "take", take_then_update)
+    workers, served = await start_model_workers("test", {"artifact": str(live)}, 0, 8, 0.0, init, answer, 0.05,
+                                                read_value, lambda model: None)
+    try:
+        assert served == "1"
+        for _ in range(400):  # a bound on waiting for the watcher, not a timing under test
+            [(value, _)] = await workers.collector.submit(["x"])
+            if value == "2":
+                break
+            await asyncio.sleep(0.05)
+        assert value == "2" and workers.reloader.reloads == 1
     finally:
         await workers.close()

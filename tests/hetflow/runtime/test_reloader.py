@@ -28,7 +28,7 @@ def read_value(spec):
 class Setup:
     def __init__(self, tmp_path, start_pool=None):
         self.live = artifact(tmp_path / "live", "1")
-        self.copies = ArtifactCopies("test")
+        self.copies = ArtifactCopies("test", tmp_path / "serving")
         self.first = self.copies.take(self.live)
         self.copies.serve(self.first)
         self.serving = concurrent.futures.ThreadPoolExecutor(1)
@@ -40,10 +40,11 @@ class Setup:
             return concurrent.futures.ThreadPoolExecutor(1)
 
         self.reloader = ArtifactReloader(self.live, 0.0, self.collector, self.copies, {"artifact": str(self.first)},
-                                         read_value, start_pool or start, lambda spec: None, self.swapped.append)
+                                         read_value, start_pool or start, lambda spec: None, self.swapped.append,
+                                         ArtifactReloader.mtime_of(self.live))
 
     def copies_on_disk(self):
-        return sorted(p.name for p in self.first.parent.iterdir())
+        return sorted(p.name for p in self.first.parent.iterdir() if p.is_dir())
 
     async def close(self):
         await self.collector.close()

@@ -113,3 +113,28 @@ async def test_a_drain_notice_goes_out_while_the_service_still_says_serving_and_
     server = await start("monitor", cfg.serve, [dataclasses.replace(registrations[0], on_drain=drain)], close)
     await asyncio.wait_for(server.stop(), 30)
     assert seen == [SERVING]
+
+
+async def test_a_service_that_cannot_bind_its_port_closes_what_its_setup_made(monkeypatch):
+    import socket
+
+    import pytest
+
+    from hetflow.runtime import server
+
+    monkeypatch.setattr(server, "configure", lambda *args: None)  # the process's logging left as the tests have it
+    closed: list[bool] = []
+
+    async def close() -> None:
+        closed.append(True)
+
+    async def setup():
+        return [], close
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        cfg = ServeConfig(host="127.0.0.1", port=taken.getsockname()[1])
+        with pytest.raises(RuntimeError, match="bind"):
+            await server.serve_until_signal("test", cfg, setup)
+    assert closed == [True]
