@@ -77,8 +77,9 @@ class BatchCollector(Generic[ItemT, ResultT]):
         """Later batches run on ``executor``, and ``replacement`` makes the one for it should it break; the
         batches under way finish on the old one, returned."""
         old, self._executor, self._replacement = self._executor, executor, replacement
-        if self._replacing is not None:  # a fresh one for the broken executor is not needed now
-            self._replacing.cancel()
+        replacing, self._replacing = self._replacing, None
+        if replacing is not None:  # a fresh one for the broken executor is not needed now
+            replacing.cancel()
         return old
 
     async def submit(self, items: Sequence[ItemT]) -> list[ResultT]:
@@ -146,8 +147,8 @@ class BatchCollector(Generic[ItemT, ResultT]):
         self.largest_batch = max(self.largest_batch, len(live))
         self._batch_size.observe(len(live))
         try:
-            while self._replacing is not None:  # the batch waits for the fresh executor, not the broken one
-                await asyncio.wait([self._replacing])
+            while (replacing := self._replacing) is not None and not replacing.done():  # the fresh executor
+                await asyncio.wait([replacing])
             executor = self._executor
             results = await asyncio.get_running_loop().run_in_executor(
                 executor, self._batch_fn, [item for item, _ in live])
@@ -177,18 +178,28 @@ class BatchCollector(Generic[ItemT, ResultT]):
 
     async def _replace(self, broken: concurrent.futures.Executor, replacement: Replacement) -> None:
         """One that cannot start leaves the broken one: the next batch fails UNAVAILABLE and tries again."""
+        starting = asyncio.ensure_future(replacement())
         try:
-            fresh = await replacement()
+            fresh = await asyncio.shield(starting)
+        except asyncio.CancelledError:  # a swap or close let it go: the pool, once started, is shut down
+            starting.add_done_callback(_shut_down_started)
+            raise
         except Exception as exc:  # noqa: BLE001 - the next batch fails on the broken one and tries again
             log.error("workers_not_replaced", error=f"{type(exc).__name__}: {exc}")
             return
         finally:
-            self._replacing = None
+            if self._replacing is asyncio.current_task():  # a swap may have let it go already
+                self._replacing = None
         if self._executor is broken:
             self._executor = fresh
         else:  # a reload swapped the executor meanwhile
             fresh.shutdown(wait=False, cancel_futures=True)
         broken.shutdown(wait=False, cancel_futures=True)
+
+
+def _shut_down_started(starting: asyncio.Future[concurrent.futures.Executor]) -> None:
+    if not starting.cancelled() and starting.exception() is None:
+        starting.result().shutdown(wait=False, cancel_futures=True)
 
 
 def _stopping() -> Unavailable:

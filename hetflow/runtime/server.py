@@ -139,7 +139,7 @@ async def serve_until_signal(
         running = await start(service, cfg, registrations, close)
     except BaseException:  # a port in use: what setup made (workers, artifact copies) is closed
         if close is not None:
-            await close()
+            await _close_quietly(service, close, cfg.grace_s)
         raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -149,6 +149,15 @@ async def serve_until_signal(
     log.info("shutting_down", grace_s=cfg.grace_s)
     await running.stop()
     log.info("stopped")
+
+
+async def _close_quietly(service: str, close: Callable[[], Awaitable[None]], grace_s: float) -> None:
+    """``close`` within ``grace_s``; its failure logged, so that the failure that stopped the start is the
+    one raised."""
+    try:
+        await asyncio.wait_for(close(), grace_s)
+    except Exception as exc:  # noqa: BLE001 - the start's own failure is what the operator must see
+        log.error("close_after_failed_start", service=service, error=f"{type(exc).__name__}: {exc}")
 
 
 def run(main: Awaitable[None]) -> None:

@@ -135,34 +135,51 @@ async def test_a_replacement_that_cannot_start_leaves_the_next_batch_unavailable
         fresh.shutdown()
 
 
-async def test_a_swap_while_the_replacement_starts_cancels_it_and_later_batches_run_on_the_swapped_one():
-    """A reload that lands while a fresh pool starts wins: the fresh pool is not waited for."""
+class ShutPool(concurrent.futures.ThreadPoolExecutor):
+    def __init__(self):
+        super().__init__(1)
+        self.shut = asyncio.Event()
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        self.shut.set()
+        super().shutdown(wait, cancel_futures=cancel_futures)
+
+
+@pytest.mark.parametrize("swap_once_started", [True, False])
+async def test_a_swap_while_the_replacement_starts_lets_it_go_and_later_batches_run_on_the_swapped_one(
+        swap_once_started):
+    """A reload that lands while a fresh pool starts, or in the same turn as the break, wins: later batches
+    do not wait for the fresh pool, which is shut down once it has started."""
 
     class Broken(concurrent.futures.Executor):
         def submit(self, fn, /, *args, **kwargs):
             raise concurrent.futures.BrokenExecutor("a worker died")
 
-    reloaded, entered, cancelled = concurrent.futures.ThreadPoolExecutor(1), asyncio.Event(), []
+    fresh, reloaded, entered, starting = ShutPool(), ShutPool(), asyncio.Event(), asyncio.Event()
 
-    async def replacement():  # never ready: only the swap lets later batches run
+    async def replacement():  # ready only once the test says so
         entered.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.append(True)
-            raise
+        await starting.wait()
+        return fresh
 
     collector = BatchCollector(lambda items: items, 4, 0.0, Broken(), replacement=replacement)
     try:
-        with pytest.raises(Exception, match="worker stopped"):
-            await collector.submit([1])
-        await entered.wait()
+        if swap_once_started:
+            with pytest.raises(Exception, match="worker stopped"):
+                await collector.submit([1])
+            await entered.wait()
+        else:  # the break and the swap in one turn: the replacement has not run a step
+            collector._replace_broken(collector.executor)
         collector.replace_executor(reloaded, None)
-        assert await asyncio.wait_for(collector.submit([2]), 10) == [2]
-        assert collector.executor is reloaded and cancelled == [True]
+        assert await asyncio.wait_for(collector.submit([2]), 10) == [2] and collector.executor is reloaded
+        starting.set()
+        if swap_once_started:
+            await asyncio.wait_for(fresh.shut.wait(), 10)
+        assert fresh.shut.is_set() is swap_once_started and not reloaded.shut.is_set()
     finally:
         await collector.close()
         reloaded.shutdown()
+        fresh.shutdown()
 
 
 @pytest.mark.parametrize("turns_before_close", range(1, 7))
