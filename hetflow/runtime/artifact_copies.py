@@ -101,6 +101,8 @@ def remove_abandoned(root: Path) -> list[Path]:
     removed = []
     now_unix_s = time.time()
     for directory in root.iterdir():
+        if not directory.is_dir():
+            continue
         try:
             age_s = now_unix_s - directory.stat().st_mtime
             if age_s >= BEING_MADE_S and _abandoned(directory, age_s):
