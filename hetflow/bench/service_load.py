@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -48,6 +49,16 @@ def payloads(service: str, batch: int, n: int) -> list:
                                          quantiles=[0.1, 0.9]) for i in range(n)]
 
 
+def served_models(artifact: Path) -> list[str]:
+    """The models ``artifact`` was trained for (its meta.json), which the service must be configured with;
+    ``DEFAULT_MODELS`` where it names none."""
+    try:
+        models = json.loads((artifact / "meta.json").read_text()).get("models")
+    except (OSError, ValueError):
+        models = None
+    return list(models) if models else list(DEFAULT_MODELS)
+
+
 async def drive(address: str, service: str, requests: list, rate: float) -> LoadResult:
     async with grpc.aio.insecure_channel(address) as channel:
         method = (router_pb2_grpc.RouterStub(channel).Score if service == "router"
@@ -69,7 +80,8 @@ def main() -> None:
     args = parser.parse_args()
 
     port = free_port()
-    section = {"port": port, "artifact": args.artifact, "models": list(DEFAULT_MODELS), "workers": args.workers}
+    section = {"port": port, "artifact": args.artifact, "models": served_models(Path(args.artifact)),
+               "workers": args.workers}
     section["kind"] = "minilm-onnx" if args.service == "router" else "qrf"
     if args.service == "router":
         section["precision"], section["threads"] = args.precision, args.threads
