@@ -19,9 +19,9 @@ BATCH_SIZE = Histogram("hetflow_batch_size", "Items per batch run", ["collector"
 
 log = get_logger(__name__)
 ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
 Replacement = Callable[[], Awaitable[concurrent.futures.Executor]]
 """Makes a fresh executor, ready to take a batch (its workers started and their model loaded)."""
-ResultT = TypeVar("ResultT")
 
 
 class BatchCollector(Generic[ItemT, ResultT]):
@@ -112,8 +112,9 @@ class BatchCollector(Generic[ItemT, ResultT]):
             except BaseException:  # closed while forming: the run's slot is free again
                 self._free_runs.release()
                 raise
-            run = asyncio.get_running_loop().create_task(self._run(list(batch)))
-            run.add_done_callback(functools.partial(self._run_done, list(batch)))
+            formed = list(batch)
+            run = asyncio.get_running_loop().create_task(self._run(formed))
+            run.add_done_callback(functools.partial(self._run_done, formed))
             batch.clear()
             self._runs.add(run)
 
