@@ -7,6 +7,7 @@ A client changes its base URL only.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from contextlib import asynccontextmanager
@@ -17,7 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -44,6 +45,9 @@ from hetflow.runtime.security import Unauthenticated, bearer, tenant_of_key
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, engine_pb2_grpc, monitor_pb2, monitor_pb2_grpc
 
 log = get_logger(__name__)
+
+CLIENT_CLOSED_REQUEST = 499
+"""The status counted for a client that left before its request was whole (nginx's 499)."""
 
 
 class Gateway:
@@ -134,21 +138,37 @@ class Gateway:
         return self._models
 
 
-async def _body(request: Request, limit_bytes: int) -> Any:
+class ClientLeft(Exception):
+    """The client closed the connection before its request body was whole: nobody is left to answer."""
+
+
+async def _body(request: Request, limit_bytes: int, timeout_s: float) -> Any:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit_bytes:
         raise OpenAIError(413, f"the request body is {declared} bytes; the limit is {limit_bytes}",
                           "invalid_request_error", None, "request_too_large")
     raw = bytearray()
-    async for part in request.stream():
-        raw += part
-        if len(raw) > limit_bytes:
-            raise OpenAIError(413, f"the request body exceeds {limit_bytes} bytes", "invalid_request_error",
-                              None, "request_too_large")
     try:
-        return json.loads(raw)
+        async with asyncio.timeout(timeout_s):
+            async for part in request.stream():
+                raw += part
+                if len(raw) > limit_bytes:
+                    raise OpenAIError(413, f"the request body exceeds {limit_bytes} bytes", "invalid_request_error",
+                                      None, "request_too_large")
+    except TimeoutError:
+        raise OpenAIError(408, f"the request body was not whole within {timeout_s:g}s", "invalid_request_error",
+                          None, "request_timeout") from None
+    except ClientDisconnect:
+        raise ClientLeft() from None
+    try:
+        return json.loads(raw, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:   # ValueError: JSON's errors, and an integer past 4,300 digits
         raise invalid(f"the request body is not valid JSON: {exc}") from exc
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity, which Python's JSON reader takes and JSON has not: the body is invalid."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -169,7 +189,16 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
 
 def _error_response(error: OpenAIError) -> JSONResponse:
     REQUEST_FAILURE.labels(str(error.status_code)).inc()
-    return JSONResponse(error.body(), status_code=error.status_code, headers=error.headers())
+    return AsciiJSONResponse(error.body(), status_code=error.status_code, headers=error.headers())
+
+
+class AsciiJSONResponse(JSONResponse):
+    """JSON with every non-ASCII character escaped, as the streamed replies write it (``json.dumps``):
+    Starlette's writes UTF-8 and fails on a lone surrogate a client sent (an unknown field's name echoed
+    in an error, a stored response's metadata), which would turn a 400 or a stored response into a 500."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode()
 
 
 def _caller(request: Request, cfg: GatewayConfig) -> tuple[str, str]:
@@ -209,11 +238,15 @@ async def _answer(request: Request, prepare: Prepare) -> Any:
         return _error_response(error)
     try:
         api_key, tenant = _caller(request, gateway.cfg)
-        body = await _body(request, gateway.cfg.max_body_bytes)
+        body = await _body(request, gateway.cfg.max_body_bytes, gateway.cfg.body_timeout_s)
         parsed, reply = await prepare(gateway, body, tenant)
     except OpenAIError as error:
         gateway.leave()
         return _error_response(error)
+    except ClientLeft:
+        gateway.leave()
+        REQUEST_FAILURE.labels(str(CLIENT_CLOSED_REQUEST)).inc()
+        return Response(status_code=CLIENT_CLOSED_REQUEST)   # not sent: the connection is gone
     except BaseException:
         gateway.leave()
         raise
@@ -274,7 +307,7 @@ async def retrieve_response(request: Request) -> Response:
                               "response_id", "response_not_found")
     except OpenAIError as error:
         return _error_response(error)
-    return JSONResponse(stored.body)
+    return AsciiJSONResponse(stored.body)
 
 
 async def chat_completions(request: Request) -> Any:
@@ -295,7 +328,7 @@ async def models(request: Request) -> Response:
     created = int(time.time())
     data = [{"id": name, "object": "model", "created": created, "owned_by": "hetflow", "root": name}
             for name in (gateway.cfg.router_model, *sorted(served))]
-    return JSONResponse({"object": "list", "data": data})
+    return AsciiJSONResponse({"object": "list", "data": data})
 
 
 async def health(request: Request) -> Response:

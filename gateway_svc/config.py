@@ -24,6 +24,9 @@ class GatewayConfig:
     """max_tokens of a request that sets none (OpenAI's default is the model's context)."""
     max_body_bytes: int = 4 * 1024 * 1024
     """Larger request bodies answer 413."""
+    body_timeout_s: float = 30.0
+    """A request body not read whole within this answers 408: a client that stalls mid-upload gives its
+    ``max_in_flight`` place back."""
     models_cache_s: float = 2.0
     """How long the served-model list read from the monitor is reused."""
     dependency_timeout_s: float = 2.0
@@ -56,6 +59,8 @@ class GatewayConfig:
             raise ValueError(f"gateway.default_max_tokens must be at least 1, got {self.default_max_tokens}")
         if self.max_in_flight < 0 or self.overload_retry_after_s <= 0:
             raise ValueError("gateway.max_in_flight must be at least 0 and overload_retry_after_s positive")
+        if not self.body_timeout_s > 0:
+            raise ValueError(f"gateway.body_timeout_s must be positive, got {self.body_timeout_s}")
         if self.max_body_bytes < 1024:
             raise ValueError(f"gateway.max_body_bytes must be at least 1024, got {self.max_body_bytes}")
 

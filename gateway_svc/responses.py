@@ -222,6 +222,7 @@ class ChatReply:
             text = self._calls.feed(text)
             if finish_reason is not None:
                 rest, calls = self._calls.finish()
+                calls = self.parsed.calls_kept(calls)
                 text += rest
                 finish_reason = "tool_calls" if calls else finish_reason
         event = convert.chunk_json(self.parsed, model, text, finish_reason, self._first, calls)
@@ -243,6 +244,7 @@ class ChatReply:
         calls: list[ToolCall] = []
         if self.parsed.tools:
             text, calls = parse_calls(text)
+            calls = self.parsed.calls_kept(calls)
             finish_reason = "tool_calls" if calls else finish_reason
         body = convert.reply_json(self.parsed, model, text, finish_reason, prompt_tokens, output_tokens, calls)
         body["hetflow"] = extra

@@ -48,7 +48,7 @@ class ResponsesReply:
             "instructions": body.get("instructions"), "metadata": body.get("metadata") or {},
             "max_output_tokens": body.get("max_output_tokens"), "temperature": body.get("temperature"),
             "top_p": body.get("top_p"), "previous_response_id": body.get("previous_response_id"),
-            "parallel_tool_calls": body.get("parallel_tool_calls", True),
+            "parallel_tool_calls": self.parsed.parallel_tool_calls,
             "tool_choice": body.get("tool_choice", "auto"), "tools": body.get("tools") or [],
             "text": {"format": {"type": "text"}}, "truncation": body.get("truncation", "disabled"),
             "store": body.get("store", True), "user": body.get("user"), "hetflow": self._extra}
@@ -125,6 +125,7 @@ class ResponsesReply:
         calls: list[ToolCall] = []
         if self._calls is not None:
             rest, calls = self._calls.finish()
+            calls = self.parsed.calls_kept(calls)
             events += self._delta(rest)
         with_message = self._message_open or not calls
         response = self._finished(model, finish_reason, prompt_tokens, output_tokens, "".join(self._sent), calls,
@@ -157,5 +158,6 @@ class ResponsesReply:
               extra: dict[str, Any]) -> dict[str, Any]:
         self._extra = extra
         answer, calls = parse_calls(text) if self.parsed.tools else (text, [])
+        calls = self.parsed.calls_kept(calls)
         return self._finished(model, finish_reason, prompt_tokens, output_tokens, answer, calls,
                               bool(answer) or not calls)

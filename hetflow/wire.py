@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Mapping, Sequence
 
-from hetflow.core.call import SamplingSpec, StageInference, WorkflowInfo
+from hetflow.core.call import OPTIONAL_SAMPLING_FIELDS, SamplingSpec, StageInference, WorkflowInfo
 from hetflow.core.engine.profile import EngineProfile
 from hetflow.core.errors import InvalidArgument
 from hetflow.core.features import FeatureRow
@@ -29,21 +29,19 @@ def sampling_from_proto(msg: common_pb2.SamplingParams, max_tokens_limit: int) -
         raise InvalidArgument(f"sampling.temperature must be >= 0, got {msg.temperature}")
     if msg.HasField("top_p") and not 0 < msg.top_p <= 1:
         raise InvalidArgument(f"sampling.top_p must be in (0, 1], got {msg.top_p}")
+    for penalty in ("presence_penalty", "frequency_penalty"):  # vLLM's check: -2 <= penalty <= 2
+        if msg.HasField(penalty) and not -2 <= getattr(msg, penalty) <= 2:
+            raise InvalidArgument(f"sampling.{penalty} must be in [-2, 2], got {getattr(msg, penalty)}")
     if len(msg.stop) > MAX_STOP_STRINGS:
         raise InvalidArgument(f"sampling.stop may hold at most {MAX_STOP_STRINGS} strings, got {len(msg.stop)}")
     return SamplingSpec(
-        max_tokens=msg.max_tokens,
-        temperature=msg.temperature if msg.HasField("temperature") else None,
-        top_p=msg.top_p if msg.HasField("top_p") else None,
-        seed=msg.seed if msg.HasField("seed") else None,
-        ignore_eos=msg.ignore_eos,
-        stop=tuple(msg.stop),
-    )
+        max_tokens=msg.max_tokens, ignore_eos=msg.ignore_eos, stop=tuple(msg.stop),
+        **{name: getattr(msg, name) for name in OPTIONAL_SAMPLING_FIELDS if msg.HasField(name)})
 
 
 def sampling_to_proto(s: SamplingSpec) -> common_pb2.SamplingParams:
     msg = common_pb2.SamplingParams(max_tokens=s.max_tokens, ignore_eos=s.ignore_eos, stop=list(s.stop))
-    for name in ("temperature", "top_p", "seed"):
+    for name in OPTIONAL_SAMPLING_FIELDS:
         if getattr(s, name) is not None:
             setattr(msg, name, getattr(s, name))
     return msg

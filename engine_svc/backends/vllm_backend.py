@@ -22,6 +22,7 @@ from engine_svc.backends.admission import has_room
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta
 from engine_svc.backends.front_queue import ENDED_BY_ITSELF, FrontQueue
 from engine_svc.config import EngineConfig, VllmConfig
+from hetflow.core.call import OPTIONAL_SAMPLING_FIELDS
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.profile import EngineProfile, load_profile
 from hetflow.core.engine.request import NORMAL_LEVEL, EngineRequest
@@ -223,7 +224,7 @@ class VllmBackend:
         s = call.sampling
         kwargs: dict[str, Any] = {"max_tokens": s.max_tokens, "ignore_eos": s.ignore_eos,
                                   "stop": list(s.stop) or None, "output_kind": RequestOutputKind.DELTA}
-        for name in ("temperature", "top_p", "seed"):
+        for name in OPTIONAL_SAMPLING_FIELDS:
             if getattr(s, name) is not None:
                 kwargs[name] = getattr(s, name)
         return SamplingParams(**kwargs)

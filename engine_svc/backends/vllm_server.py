@@ -26,6 +26,7 @@ from engine_svc.backends.base import BackendStatus, GenerateCall, ModelServerGra
 from engine_svc.backends.front_queue import ENDED_BY_ITSELF, FrontQueue
 from engine_svc.backends.vllm_backend import vllm_priority
 from engine_svc.config import EngineConfig, VllmServerConfig
+from hetflow.core.call import OPTIONAL_SAMPLING_FIELDS
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.kv_cache import blocks_for
 from hetflow.core.engine.profile import EngineProfile, load_profile
@@ -261,7 +262,7 @@ class VllmServerBackend:
             "model": self._served_model, "prompt": token_ids, "max_tokens": s.max_tokens, "stream": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
             "ignore_eos": s.ignore_eos, "stop": list(s.stop)}
-        for name in ("temperature", "top_p", "seed"):
+        for name in OPTIONAL_SAMPLING_FIELDS:
             if getattr(s, name) is not None:
                 payload[name] = getattr(s, name)
         if self.cfg.pass_priority:

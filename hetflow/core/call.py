@@ -29,6 +29,12 @@ class SamplingSpec:
     seed: int | None = None
     ignore_eos: bool = False
     stop: tuple[str, ...] = ()
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+
+
+OPTIONAL_SAMPLING_FIELDS = ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty")
+"""``SamplingSpec``'s fields that are None when the caller set none: passed to the engine only when set."""
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,7 @@ class DirectCall:
             code, details = status_of(exc) if isinstance(exc, HetflowError) else (
                 grpc.StatusCode.UNAVAILABLE, f"the model server failed the call: {type(exc).__name__}: {exc}")
             end.error = code.name
-            raise rpc_error(code, details) from exc
+            raise rpc_error(code, details, getattr(exc, "retry_after_s", None)) from exc
         finally:
             if chunks is not None:
                 await chunks.aclose()  # a caller that stopped reading closes the model server's stream

@@ -34,6 +34,9 @@ RPC_LATENCY_S = Histogram(
 )
 log = get_logger(__name__)
 RETRY_PUSHBACK_KEY = "grpc-retry-pushback-ms"
+NEVER_RETRY_PUSHBACK = "-1"
+"""The pushback of a refusal that trying again cannot help (gRFC A6: -1, no retry): RESOURCE_EXHAUSTED
+without a retry hint, a call no engine can ever hold."""
 """Trailing metadata of a RESOURCE_EXHAUSTED answer that may succeed later: how long to wait (gRPC A6)."""
 REDISPATCHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNKNOWN,
                   grpc.StatusCode.INTERNAL, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.CANCELLED)
@@ -63,9 +66,24 @@ def rpc_error(code: grpc.StatusCode, details: str, retry_after_s: float | None =
     """A status raised on the client's side as the RPC that ended with it would raise it (a batch's item,
     a stream read from elsewhere), with the server's retry hint as gRPC's pushback when it gave one."""
     trailing = grpc.aio.Metadata()
-    if retry_after_s is not None:
-        trailing.add(RETRY_PUSHBACK_KEY, str(max(0, round(retry_after_s * 1e3))))
+    pushback = pushback_of(code, retry_after_s)
+    if pushback is not None:
+        trailing.add(RETRY_PUSHBACK_KEY, pushback)
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailing, details)
+
+
+def pushback_of(code: grpc.StatusCode, retry_after_s: float | None) -> str | None:
+    """The retry pushback a failure of ``code`` carries: its hint in ms, ``NEVER_RETRY_PUSHBACK`` for a
+    hint-less RESOURCE_EXHAUSTED, else none."""
+    if retry_after_s is not None:
+        return str(max(0, round(retry_after_s * 1e3)))
+    return NEVER_RETRY_PUSHBACK if code == grpc.StatusCode.RESOURCE_EXHAUSTED else None
+
+
+def never_fits(exc: grpc.aio.AioRpcError) -> bool:
+    """A refusal that trying again cannot help: the call can never fit (``NEVER_RETRY_PUSHBACK``)."""
+    pushback = dict(exc.trailing_metadata() or ()).get(RETRY_PUSHBACK_KEY)
+    return exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and pushback == NEVER_RETRY_PUSHBACK
 
 
 def retry_pushback_s(exc: grpc.aio.AioRpcError) -> float | None:
@@ -231,9 +249,7 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
         log.exception("rpc_failed", method=method)
     else:
         log.info("rpc_rejected", method=method, code=code.name, reason=message)
-    retry_after_s = getattr(exc, "retry_after_s", None)
-    if retry_after_s is not None:  # gRPC's retry pushback: clients (and gRPC's own retry policy) wait this long
-        context.set_trailing_metadata(((RETRY_PUSHBACK_KEY, str(max(0, round(retry_after_s * 1e3)))),))
-    elif code == grpc.StatusCode.RESOURCE_EXHAUSTED:  # no hint: trying again cannot help (gRFC A6: -1, no retry)
-        context.set_trailing_metadata(((RETRY_PUSHBACK_KEY, "-1"),))
+    pushback = pushback_of(code, getattr(exc, "retry_after_s", None))
+    if pushback is not None:  # gRPC's retry pushback: clients (and gRPC's own retry policy) wait this long
+        context.set_trailing_metadata(((RETRY_PUSHBACK_KEY, pushback),))
     await context.abort(code, message)

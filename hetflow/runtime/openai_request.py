@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, ParamSpec
 import grpc
 
 from hetflow.core import identity
-from hetflow.runtime.interceptors import retry_pushback_s
+from hetflow.runtime.interceptors import never_fits, retry_pushback_s
 from hetflow.runtime.tool_calls import (
     Tool,
     ToolCall,
@@ -78,7 +78,11 @@ def invalid(message: str, param: str | None = None, code: str | None = None) -> 
 
 def from_grpc(exc: grpc.aio.AioRpcError) -> OpenAIError:
     """The balancer's (or monitor's) failure as the client sees it, with its retry hint (gRPC's pushback,
-    ``hetflow.runtime.interceptors``) as ``Retry-After``."""
+    ``hetflow.runtime.interceptors``) as ``Retry-After``. A call no engine can ever hold is the client's
+    400 (as vLLM answers a prompt past the model's context), not a 429 that clients would retry for good."""
+    if never_fits(exc):
+        return OpenAIError(400, exc.details() or "the call can never fit", "invalid_request_error", None,
+                           "context_length_exceeded")
     return from_status(exc.code(), exc.details(), retry_pushback_s(exc))
 
 
@@ -129,6 +133,12 @@ class ParsedRequest:
     created_unix_s: int
     tools: tuple[Tool, ...] = ()
     """The functions offered (``tool_calls``): the answer's calls are read out of its text."""
+    parallel_tool_calls: bool = True
+    """False: the answer's first tool call alone is returned (OpenAI's ``parallel_tool_calls``)."""
+
+    def calls_kept(self, calls: list[ToolCall]) -> list[ToolCall]:
+        """The answer's tool calls as returned: its first alone where ``parallel_tool_calls`` is false."""
+        return calls if self.parallel_tool_calls else calls[:1]
 
 
 def _number(value: Any, param: str, low: float, high: float) -> float:
@@ -156,6 +166,9 @@ def sampling_params(body: Mapping[str, Any], kind: str, default_max_tokens: int)
         sampling.top_p = _number(body["top_p"], "top_p", 1e-9, 1.0)
     if body.get("seed") is not None:
         sampling.seed = _integer(body["seed"], "seed", 0)
+    for penalty in ("presence_penalty", "frequency_penalty"):
+        if body.get(penalty) is not None:
+            setattr(sampling, penalty, _number(body[penalty], penalty, -2.0, 2.0))
     if body.get("n") is not None and (isinstance(body["n"], bool) or body["n"] != 1):
         raise invalid(f"n must be 1 (one choice per call), got {body['n']!r}", "n")
     stop = body.get("stop")
@@ -188,6 +201,16 @@ def refuse_what_the_engines_cannot_give(body: Mapping[str, Any]) -> None:
     fmt = body.get("response_format")
     if fmt is not None and fmt != {"type": "text"}:
         raise invalid("response_format must be {\"type\": \"text\"}: the engines return free text", "response_format")
+    if body.get("logit_bias"):
+        raise invalid("logit_bias is not supported (the engines take no per-token bias)", "logit_bias")
+
+
+def parallel_tool_calls(body: Mapping[str, Any]) -> bool:
+    """OpenAI's ``parallel_tool_calls`` (default true)."""
+    value = body.get("parallel_tool_calls")
+    if value is not None and not isinstance(value, bool):
+        raise invalid("parallel_tool_calls must be a boolean", "parallel_tool_calls")
+    return value is not False
 
 
 def message_text(content: Any, param: str) -> str:
@@ -208,9 +231,13 @@ def message_text(content: Any, param: str) -> str:
 def offered_tools(body: Mapping[str, Any], flat: bool) -> tuple[Tool, ...]:
     """The function tools offered: Chat Completions' ``{"type": "function", "function": {...}}``, or the
     Responses API's ``{"type": "function", "name", ...}`` (``flat``); none when ``tool_choice`` is
-    "none". Any other ``tool_choice`` lets the model choose (it is not forced)."""
-    tools = body.get("tools")
-    if not tools or body.get("tool_choice") == "none":
+    "none". ``tool_choice`` "auto" (the default) lets the model choose; one that forces a call ("required",
+    a named function) is refused: the engines answer in free text, which nothing holds to a call."""
+    tools, choice = body.get("tools"), body.get("tool_choice")
+    if choice not in (None, "auto", "none"):
+        raise invalid(f"tool_choice must be \"auto\" or \"none\" (the engines do not force a call), got {choice!r}",
+                      "tool_choice")
+    if not tools or choice == "none":
         return ()
     if not isinstance(tools, list):
         raise invalid("tools must be a list of function tools", "tools")
@@ -493,4 +520,5 @@ def parse(kind: str, body: Any, headers: Mapping[str, str], default_max_tokens: 
     include_usage = options.get("include_usage") or False
     if not isinstance(include_usage, bool):
         raise invalid("stream_options.include_usage must be a boolean", "stream_options.include_usage")
-    return ParsedRequest(request, kind, model, stream_flag(body), include_usage, int(time.time()), tools)
+    return ParsedRequest(request, kind, model, stream_flag(body), include_usage, int(time.time()), tools,
+                         parallel_tool_calls(body))

@@ -20,7 +20,9 @@ from hetflow.runtime.openai_request import (
     invalid,
     message_text,
     offered_tools,
+    parallel_tool_calls,
     receipt_flag,
+    refuse_what_the_engines_cannot_give,
     requested_model,
     role_of,
     sampling_params,
@@ -94,13 +96,39 @@ def _input_messages(value: Any) -> list[tuple[str, str]]:
     return out
 
 
+MAX_METADATA_PAIRS, MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS = 16, 64, 512
+"""OpenAI's bounds on a response's ``metadata`` (the API reference, "Responses": 16 pairs, keys of at most
+64 characters, string values of at most 512)."""
+
+
 def _responses_unsupported(body: Mapping[str, Any]) -> None:
     if body.get("background"):
         raise invalid("background responses are not supported", "background")
+    refuse_what_the_engines_cannot_give(body)
+    include = body.get("include") or []
+    if not isinstance(include, list) or not all(isinstance(item, str) for item in include):
+        raise invalid("include must be a list of strings", "include")
+    if any("logprobs" in item for item in include):
+        raise invalid("include: log-probabilities are not supported (the engines return text alone)", "include")
+    _check_metadata(body.get("metadata"))
+    if body.get("user") is not None and not isinstance(body["user"], str):
+        raise invalid("user must be a string", "user")
     text = body.get("text") or {}
     fmt = text.get("format") or {} if isinstance(text, Mapping) else None
     if not isinstance(fmt, Mapping) or fmt.get("type", "text") != "text":
         raise invalid("text.format must be {\"type\": \"text\"}", "text.format")
+
+
+def _check_metadata(metadata: Any) -> None:
+    """``metadata`` within OpenAI's bounds: it is stored and returned with the response."""
+    if metadata is None:
+        return
+    if not isinstance(metadata, Mapping) or len(metadata) > MAX_METADATA_PAIRS:
+        raise invalid(f"metadata must be an object of at most {MAX_METADATA_PAIRS} pairs", "metadata")
+    for key, value in metadata.items():
+        if len(key) > MAX_METADATA_KEY_CHARS or not isinstance(value, str) or len(value) > MAX_METADATA_VALUE_CHARS:
+            raise invalid(f"metadata keys must be at most {MAX_METADATA_KEY_CHARS} characters and values strings of "
+                          f"at most {MAX_METADATA_VALUE_CHARS}", "metadata")
 
 
 @wire_checked
@@ -131,4 +159,5 @@ def parse_responses(body: Any, headers: Mapping[str, str], default_max_tokens: i
         workflow=workflow_meta(fields, request_id), model_pin="" if model == router_model else model,
         want_receipt=receipt_flag(fields.get("receipt", False)))
     request.messages.extend(chat_messages(request.workflow, turns, tools))
-    return ParsedRequest(request, "responses", model, stream_flag(body), False, int(time.time()), tools)
+    return ParsedRequest(request, "responses", model, stream_flag(body), False, int(time.time()), tools,
+                         parallel_tool_calls(body))

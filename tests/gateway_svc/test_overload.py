@@ -32,10 +32,18 @@ class _Refusal(grpc.aio.AioRpcError):
         super().__init__(grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.aio.Metadata(), trailing, "busy")
 
 
-@pytest.mark.parametrize("pushback_ms, retry_after", [("1000", "1"), ("1500", "2"), ("-1", None), (None, None)])
+@pytest.mark.parametrize("pushback_ms, retry_after", [("1000", "1"), ("1500", "2"), (None, None)])
 def test_a_balancers_refusal_is_a_429_with_its_hint_as_retry_after(pushback_ms, retry_after):
     error = from_grpc(_Refusal(pushback_ms))
     assert error.status_code == 429 and error.headers().get("retry-after") == retry_after
+
+
+def test_a_call_that_can_never_fit_is_the_clients_400_that_no_client_retries():
+    """The balancer's hint-less refusal (pushback -1: no engine can hold the call) is a 400, as vLLM
+    answers a prompt past the context; a 429 would be retried by OpenAI's clients for good."""
+    error = from_grpc(_Refusal("-1"))
+    assert (error.status_code, error.type, error.code) == (400, "invalid_request_error", "context_length_exceeded")
+    assert error.headers() == {}
 
 
 def test_max_in_flight_is_checked():

@@ -97,3 +97,17 @@ def test_a_held_back_tail_goes_out_as_a_delta_and_the_deltas_are_the_message():
     sent = streamed(["a < b <tool"])                            # ends while a tag might have begun
     deltas = "".join(e["delta"] for e in sent if e["type"] == "response.output_text.delta")
     assert deltas == "a < b <tool" == sent[-1]["response"]["output"][0]["content"][0]["text"]
+
+
+def test_with_parallel_tool_calls_off_the_first_call_alone_is_returned_whole_and_streamed():
+    body = {"model": "m", "messages": [{"role": "user", "content": "weather?"}], "tools": [TOOL],
+            "parallel_tool_calls": False}
+    two_calls = "".join(ANSWER[1:]) + ANSWER[1].replace("get_weather", "get_time") + ANSWER[2]
+    whole = ChatReply(openai_request.parse("chat", body, {}, 64, "hetflow", SERVED)).whole(
+        "m", two_calls, "stop", 5, 9, {})
+    assert [c["function"]["name"] for c in whole["choices"][0]["message"]["tool_calls"]] == ["get_weather"]
+    streamed = ChatReply(openai_request.parse("chat", {**body, "stream": True}, {}, 64, "hetflow", SERVED))
+    last = events(streamed.text("m", two_calls, "stop", None))[-1]["choices"][0]
+    assert [c["function"]["name"] for c in last["delta"]["tool_calls"]] == ["get_weather"]
+    parallel = ChatReply(openai_request.parse("chat", {**body, "parallel_tool_calls": True}, {}, 64, "hetflow", SERVED))
+    assert len(parallel.whole("m", two_calls, "stop", 5, 9, {})["choices"][0]["message"]["tool_calls"]) == 2

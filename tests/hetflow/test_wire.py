@@ -90,14 +90,16 @@ def test_an_engine_status_round_trips_and_needs_an_id():
 
 
 def test_sampling_round_trips_and_max_tokens_is_bounded():
-    spec = SamplingSpec(max_tokens=12, temperature=0.5, seed=3, stop=("\n",))
+    spec = SamplingSpec(max_tokens=12, temperature=0.5, seed=3, stop=("\n",), presence_penalty=0.5,
+                        frequency_penalty=-1.0)
     assert wire.sampling_from_proto(wire.sampling_to_proto(spec), 100) == spec
     with pytest.raises(InvalidArgument, match="max_tokens"):
         wire.sampling_from_proto(common_pb2.SamplingParams(max_tokens=101), 100)
 
 
 @pytest.mark.parametrize("field, value", [("temperature", -0.5), ("top_p", 0.0), ("top_p", 1.5),
-                                          ("stop", ["x"] * 65)])
+                                          ("stop", ["x"] * 65), ("presence_penalty", 2.5),
+                                          ("frequency_penalty", -3.0)])
 def test_sampling_values_outside_what_vllm_accepts_are_invalid_arguments_naming_the_field(field, value):
     msg = common_pb2.SamplingParams(max_tokens=8)
     if field == "stop":

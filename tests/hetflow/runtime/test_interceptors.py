@@ -6,7 +6,7 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health_pb2
 
-from hetflow.runtime.interceptors import RPC_HANDLED, ServiceInterceptor
+from hetflow.runtime.interceptors import RPC_HANDLED, ServiceInterceptor, never_fits, retry_pushback_s, rpc_error
 from tests.factories import wait_until
 
 SERVICE, METHOD = "test-streams", "Flood"
@@ -55,3 +55,14 @@ async def test_a_cancel_that_lands_mid_send_closes_the_handler_and_counts_cancel
         assert counted("OK") == ok
     finally:
         await server.stop(0)
+
+
+def test_a_refusal_raised_on_the_clients_side_carries_the_pushback_the_server_would_send():
+    """``rpc_error`` (a decision stream's or a batch's item) carries what ``_abort`` sends on the wire: the
+    hint in ms, -1 for a hint-less RESOURCE_EXHAUSTED (the call never fits), nothing for other codes."""
+    hinted = rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "queue full", 1.5)
+    never = rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "needs 9000 KV tokens")
+    down = rpc_error(grpc.StatusCode.UNAVAILABLE, "no engine")
+    assert retry_pushback_s(hinted) == 1.5 and not never_fits(hinted)
+    assert retry_pushback_s(never) is None and never_fits(never)
+    assert not dict(down.trailing_metadata()) and not never_fits(down)

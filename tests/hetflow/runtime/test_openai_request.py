@@ -53,6 +53,12 @@ def test_a_served_model_pins_it_and_sampling_fields_pass_through():
     assert request.model_pin == "qwen2.5-7b-instruct"
     assert (s.max_tokens, round(s.temperature, 3), round(s.top_p, 3), s.seed, list(s.stop), s.ignore_eos) == (
         7, 0.2, 0.9, 3, ["END"], True)
+    assert not s.HasField("presence_penalty") and not s.HasField("frequency_penalty")
+
+
+def test_the_penalties_pass_through_to_the_engines():
+    s = parse(chat(presence_penalty=0.5, frequency_penalty=-1)).request.sampling
+    assert (s.presence_penalty, s.frequency_penalty) == (0.5, -1.0)
 
 
 def test_text_parts_and_the_developer_role_become_plain_messages():
@@ -89,6 +95,12 @@ def test_completions_take_one_prompt_string():
     (chat(), {"x-hetflow-receipt": "maybe"}, 400, "receipt"),
     (chat(hetflow={"program": "p"}), {}, 400, "hetflow.program"),
     (chat(hetflow={"agent": 3}), {}, 400, "agent"),
+    (chat(presence_penalty=2.5), {}, 400, "presence_penalty"),
+    (chat(frequency_penalty="high"), {}, 400, "frequency_penalty"),
+    (chat(tools=[{"type": "function", "function": {"name": "f"}}], tool_choice="required"), {}, 400, "tool_choice"),
+    (chat(tools=[{"type": "function", "function": {"name": "f"}}],
+          tool_choice={"type": "function", "function": {"name": "f"}}), {}, 400, "tool_choice"),
+    (chat(parallel_tool_calls="no"), {}, 400, "parallel_tool_calls"),
 ])
 def test_bad_input_is_a_4xx_naming_the_field(body, headers, status, param):
     error = error_of(body, headers)
@@ -223,7 +235,7 @@ def test_a_status_from_the_balancer_is_its_http_status(code, status):
 @pytest.mark.parametrize("field, value", [
     ("logprobs", True), ("logprobs", 5), ("top_logprobs", 3), ("echo", True), ("best_of", 3), ("best_of", True),
     ("response_format", {"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}),
-    ("response_format", {"type": "json_object"})])
+    ("response_format", {"type": "json_object"}), ("logit_bias", {"50256": -100})])
 def test_asking_for_what_hetflows_engines_do_not_return_is_a_400_naming_the_field(field, value):
     with pytest.raises(OpenAIError) as refused:
         openai_request.refuse_what_the_engines_cannot_give({"model": "hetflow", field: value})
@@ -232,7 +244,20 @@ def test_asking_for_what_hetflows_engines_do_not_return_is_a_400_naming_the_fiel
 
 def test_fields_that_ask_for_nothing_the_engines_lack_pass():
     """What clients send by default (the OpenAI SDK's, LangChain's): log-probabilities off, a text format."""
-    for body in (chat(logprobs=False, top_logprobs=0, response_format={"type": "text"}),
+    for body in (chat(logprobs=False, top_logprobs=0, response_format={"type": "text"}, logit_bias={}),
                  {"model": "hetflow", "prompt": "x", "logprobs": 0, "echo": False, "best_of": 1}):
         openai_request.refuse_what_the_engines_cannot_give(body)
     assert parse(chat(stream=True, stream_options={"include_usage": None})).include_usage is False
+
+
+def test_a_never_fitting_calls_refusal_is_a_400_wherever_it_comes_from():
+    """The balancer's hint-less RESOURCE_EXHAUSTED on the relay path (sent on the wire with pushback -1)
+    and on the direct path (a decision stream's item, raised here) are the same 400."""
+    import grpc
+
+    from hetflow.runtime.interceptors import rpc_error
+
+    error = openai_request.from_grpc(rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "call needs 9000 KV tokens"))
+    assert (error.status_code, error.code) == (400, "context_length_exceeded") and "9000" in error.message
+    busy = openai_request.from_grpc(rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "queue full", 2.0))
+    assert busy.status_code == 429 and busy.headers() == {"retry-after": "2"}

@@ -46,6 +46,14 @@ def test_a_stored_response_is_a_program_of_unknown_length_and_an_unstored_one_a_
     ({"model": "hetflow", "input": "x", "background": True}, "background"),
     ({"model": "hetflow", "input": "x", "max_output_tokens": 0}, "max_output_tokens"),
     ({"model": "hetflow", "input": "x", "store": "yes"}, "store"),
+    ({"model": "hetflow", "input": "x", "top_logprobs": 2}, "top_logprobs"),
+    ({"model": "hetflow", "input": "x", "include": ["message.output_text.logprobs"]}, "include"),
+    ({"model": "hetflow", "input": "x", "metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
+    ({"model": "hetflow", "input": "x", "metadata": {"k": 1}}, "metadata"),
+    ({"model": "hetflow", "input": "x", "metadata": {"k" * 65: "v"}}, "metadata"),
+    ({"model": "hetflow", "input": "x", "user": 7}, "user"),
+    ({"model": "hetflow", "input": "x", "tool_choice": "required",
+      "tools": [{"type": "function", "name": "f"}]}, "tool_choice"),
 ])
 def test_what_responses_do_not_serve_is_a_400_naming_it(body, param):
     with pytest.raises(OpenAIError) as caught:
