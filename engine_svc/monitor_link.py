@@ -31,7 +31,9 @@ class MonitorLink:
         self._channel: grpc.aio.Channel | None = None
         self.running: dict[str, monitor_pb2.AdmitRequest] = {}
         """Direct-path calls running here -> the monitor's entry for each, as the balancer admitted it."""
-        self._epoch = ""
+        self._told_epoch = ""
+        """The epoch whose monitor knows every running call: the first one seen (the balancer admitted
+        them to it), or one a retelling reached the end of."""
         self._retelling: asyncio.Task[None] | None = None
         self._releases = MonitorReleases(lambda: self._monitor, MONITOR_TIMEOUT_S)
 
@@ -51,13 +53,16 @@ class MonitorLink:
 
     def monitor_answered(self, epoch: str) -> None:
         """A status report's reply named the monitor's epoch: a new one (after the first) started with
-        nothing in flight, so it is told this engine's direct-path calls again."""
-        restarted = bool(self._epoch) and epoch != self._epoch
-        self._epoch = epoch or self._epoch
-        if restarted and self.running and (self._retelling is None or self._retelling.done()):
-            self._retelling = asyncio.get_running_loop().create_task(self._retell())
+        nothing in flight, so it is told this engine's direct-path calls again, at each reply until a
+        retelling reaches its end (the monitor takes a call it knows as it is)."""
+        if not epoch:
+            return
+        if not self._told_epoch or not self.running:
+            self._told_epoch = epoch
+        elif epoch != self._told_epoch and (self._retelling is None or self._retelling.done()):
+            self._retelling = asyncio.get_running_loop().create_task(self._retell(epoch))
 
-    async def _retell(self) -> None:
+    async def _retell(self, epoch: str) -> None:
         told = 0
         for request_id, admit in list(self.running.items()):
             again = monitor_pb2.AdmitRequest()
@@ -65,14 +70,15 @@ class MonitorLink:
             again.reregister = True
             try:
                 await self._monitor.Admit(again, timeout=MONITOR_TIMEOUT_S)
-            except grpc.aio.AioRpcError as exc:
+            except grpc.aio.AioRpcError as exc:  # told again from the start at the next reply
                 log.warning("reregister_failed", code=exc.code().name, details=exc.details(), told=told)
                 return
             if request_id not in self.running:  # ended meanwhile: its release may have come first
                 await self.ended(request_id, 0, "cancelled", 0.0)
                 continue
             told += 1
-        log.info("direct_calls_reregistered", count=told, epoch=self._epoch)
+        self._told_epoch = epoch
+        log.info("direct_calls_reregistered", count=told, epoch=epoch)
 
     async def close(self) -> None:
         if self._retelling is not None:

@@ -13,7 +13,7 @@ from prometheus_client import Gauge
 from engine_svc import convert
 from engine_svc.backends.base import EngineBackend, HoldingBackend, ModelServerGrant, OutputDelta, merge
 from engine_svc.monitor_link import MonitorLink
-from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unimplemented
+from hetflow.core.errors import FailedPrecondition, InvalidArgument, ResourceExhausted, Unimplemented
 from hetflow.runtime.interceptors import status_of
 from hetflow.runtime.logs import bind_ids, get_logger
 from hetflow.runtime.releases import released_before_end
@@ -70,14 +70,15 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         except Exception as exc:
             outcome = f"engine-error:{status_of(exc)[0].name}"
             if direct and not started_unix_s:
-                # before the error reaches the caller, who may decide the call again at once
-                await self._end_direct(request.request_id, 0, outcome, 0.0)
                 direct = False
+                await self._end_direct_first(request.request_id, outcome)
             raise
         finally:
-            await chunks.aclose()  # aborts the request if the caller went away early
-            if direct:
-                self._end_direct_later(request.request_id, output_tokens, outcome, started_unix_s)
+            try:
+                await chunks.aclose()  # aborts the request if the caller went away early
+            finally:  # even where the abort fails (an engine core that died): the monitor hears of the end
+                if direct:
+                    self._end_direct_later(request.request_id, output_tokens, outcome, started_unix_s)
 
     async def Hold(self, requests: AsyncIterator[engine_pb2.HoldMessage],
                    context: grpc.aio.ServicerContext) -> AsyncIterator[engine_pb2.HoldGrant]:
@@ -116,19 +117,24 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
                        "aborted" if end.finish_reason in ("abort", "") else "completed")
             if direct:  # before the hold closes: its caller shows the end once the hold has
                 direct = False
-                await released_before_end(self._end_direct_later(request.request_id, end.output_tokens, outcome,
-                                                                 end.started_unix_s))
+                if end.error and not end.started_unix_s:  # failed before its first token: decided again
+                    await self._end_direct_first(request.request_id, outcome)
+                else:
+                    await released_before_end(self._end_direct_later(request.request_id, end.output_tokens, outcome,
+                                                                     end.started_unix_s))
         except Exception as exc:
             outcome = f"engine-error:{status_of(exc)[0].name}"
-            if direct and not granted:  # before the error reaches the caller, who may decide the call again
-                await self._end_direct(request.request_id, 0, outcome, 0.0)
+            if direct and not granted:
                 direct = False
+                await self._end_direct_first(request.request_id, outcome)
             raise
         finally:
-            if items is not None:
-                await items.aclose()
-            if direct:
-                self._end_direct_later(request.request_id, end.output_tokens, outcome, end.started_unix_s)
+            try:
+                if items is not None:
+                    await items.aclose()
+            finally:
+                if direct:
+                    self._end_direct_later(request.request_id, end.output_tokens, outcome, end.started_unix_s)
 
     def _admit(self, request: engine_pb2.EngineGenerateRequest, context: grpc.aio.ServicerContext) -> bool:
         """Check the call's dispatch ticket; True when this engine, not the balancer, ends the monitor's
@@ -150,6 +156,12 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)
         return task
+
+    async def _end_direct_first(self, request_id: str, outcome: str) -> None:
+        """End the entry of a call that failed before its first token, before its caller hears of it: the
+        caller may decide it again at once under the same id, which the monitor refuses while the entry
+        stands. The release goes on if the caller leaves meanwhile (it is never sent twice)."""
+        await asyncio.shield(self._end_direct_later(request_id, 0, outcome, 0.0))
 
     async def releases_sent(self) -> None:
         """Every direct-path end scheduled so far has reached the monitor (or failed to)."""
@@ -196,7 +208,12 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
             await stream.aclose()
 
     async def Abort(self, request: engine_pb2.AbortRequest, context: grpc.aio.ServicerContext) -> engine_pb2.AbortReply:
+        """Abort a call this engine streams. A held call is its caller's to cancel (by closing its hold):
+        the engine cannot stop a stream it does not carry, and freeing its slot would over-fill the server."""
         bind_ids(request.request_id)
+        if isinstance(self.backend, HoldingBackend) and self.backend.holds(request.request_id):
+            raise FailedPrecondition(f"call {request.request_id!r} is held by its caller, who streams it from the "
+                                     "model server: the caller cancels it by closing its hold")
         return engine_pb2.AbortReply(found=await self.backend.abort(request.request_id))
 
     async def Status(self, request: engine_pb2.EngineStatusRequest,

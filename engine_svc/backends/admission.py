@@ -23,6 +23,7 @@ from typing import Iterable
 
 from hetflow.core.engine.kv_cache import blocks_for, growth_blocks_left
 from hetflow.core.engine.request import EngineRequest
+from hetflow.core.errors import ResourceExhausted
 from hetflow.core.prefix import leading_matches
 
 KV_WATERMARK = 0.01
@@ -54,6 +55,24 @@ class SharedPromptBlocks:
     def held_prefix(self, req: EngineRequest) -> int:
         """``req``'s leading full blocks a running request holds (chained: past the first miss, none is)."""
         return leading_matches(req.block_hashes, self._holders)
+
+
+def admissible_when_idle(prompt_tokens: int, num_blocks: int, block_size: int) -> bool:
+    """Whether ``has_room`` would ever take a prompt this long: on an idle engine it still needs the
+    prompt's blocks and the watermark. A call past it would wait at the queue's head for good, and every
+    call behind it too."""
+    return blocks_for(prompt_tokens + 1, block_size) + int(KV_WATERMARK * num_blocks) <= num_blocks
+
+
+def check_admissible(prompt_tokens: int, max_tokens: int, num_blocks: int, block_size: int) -> None:
+    """A call this engine can never run is refused before it queues (``ResourceExhausted`` without a retry
+    hint): its prompt and output past the KV, or its prompt past what admission ever takes."""
+    capacity = num_blocks * block_size
+    if prompt_tokens + max_tokens > capacity:
+        raise ResourceExhausted(f"request needs {prompt_tokens + max_tokens} KV tokens; engine holds {capacity}")
+    if not admissible_when_idle(prompt_tokens, num_blocks, block_size):
+        raise ResourceExhausted(f"prompt {prompt_tokens} tokens leaves no room for the KV watermark "
+                                f"({KV_WATERMARK:.0%} of {num_blocks} blocks of {block_size})")
 
 
 def has_room(head: EngineRequest, running: Iterable[EngineRequest], max_num_seqs: int, kv_usage: float,

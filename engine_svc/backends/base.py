@@ -126,3 +126,7 @@ class HoldingBackend(EngineBackend, Protocol):
     def release(self, request_id: str, output_tokens: int, finish_reason: str) -> bool:
         """The caller's stream ended: free the held slot; False when nothing is held under that id."""
         ...
+
+    def holds(self, request_id: str) -> bool:
+        """A call its caller holds, waiting for its turn or streaming it from the model server."""
+        ...

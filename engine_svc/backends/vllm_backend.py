@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 from typing import Any, AsyncIterator, Mapping
 
-from engine_svc.backends.admission import has_room
+from engine_svc.backends.admission import check_admissible, has_room
 from engine_svc.backends.base import BackendStatus, GenerateCall, OutputDelta
 from engine_svc.backends.front_queue import ENDED_BY_ITSELF, FrontQueue
 from engine_svc.config import EngineConfig, VllmConfig
@@ -26,8 +26,9 @@ from hetflow.core.call import OPTIONAL_SAMPLING_FIELDS
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.profile import EngineProfile, load_profile
 from hetflow.core.engine.request import NORMAL_LEVEL, EngineRequest
-from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unavailable
+from hetflow.core.errors import InvalidArgument, Unavailable
 from hetflow.runtime.logs import get_logger
+from hetflow.runtime.model_tokenizer import chat_text
 from hetflow.runtime.tinymodel import DEFAULT_DIR
 
 log = get_logger(__name__)
@@ -205,16 +206,14 @@ class VllmBackend:
         if call.prompt:
             return list(self._tokenizer.encode(call.prompt))
         messages = [{"role": r, "content": c} for r, c in call.messages]
-        text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        text = chat_text(self._tokenizer, messages)
         return list(self._tokenizer.encode(text, add_special_tokens=False))  # the template has its own
 
     def _check_fits(self, prompt_tokens: int, max_tokens: int) -> None:
         if prompt_tokens + max_tokens > self.cfg.max_model_len:
             raise InvalidArgument(f"prompt {prompt_tokens} + max_tokens {max_tokens} tokens exceeds max_model_len "
                                   f"{self.cfg.max_model_len}")
-        capacity = self._num_blocks * self._block_size
-        if prompt_tokens + max_tokens > capacity:
-            raise ResourceExhausted(f"request needs {prompt_tokens + max_tokens} KV tokens; engine holds {capacity}")
+        check_admissible(prompt_tokens, max_tokens, self._num_blocks, self._block_size)
 
     @staticmethod
     def _sampling(call: GenerateCall) -> Any:

@@ -18,10 +18,10 @@ import functools
 import json
 import time
 from dataclasses import replace
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, AsyncGenerator, AsyncIterator, Mapping
 
 from engine_svc.backends import vllm_metrics
-from engine_svc.backends.admission import has_room
+from engine_svc.backends.admission import check_admissible, has_room
 from engine_svc.backends.base import BackendStatus, GenerateCall, ModelServerGrant, OutputDelta
 from engine_svc.backends.front_queue import ENDED_BY_ITSELF, FrontQueue
 from engine_svc.backends.vllm_backend import vllm_priority
@@ -31,7 +31,7 @@ from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.kv_cache import blocks_for
 from hetflow.core.engine.profile import EngineProfile, load_profile
 from hetflow.core.engine.request import EngineRequest
-from hetflow.core.errors import InvalidArgument, ResourceExhausted, Unavailable
+from hetflow.core.errors import InvalidArgument, Unavailable
 from hetflow.runtime.http1 import Http1Client, HttpError, HttpTimeout, HttpTransportError
 from hetflow.runtime.logs import get_logger
 from hetflow.runtime.vllm_stream import CompletionEvent, server_error, stream_completion
@@ -123,9 +123,10 @@ class VllmServerBackend:
 
     # -- requests ------------------------------------------------------------------------
     async def generate(self, call: GenerateCall) -> AsyncIterator[OutputDelta]:
-        async for item in self._serve(call):
-            assert isinstance(item, OutputDelta)
-            yield item
+        async with contextlib.aclosing(self._serve(call)) as items:  # a caller gone aborts the call now
+            async for item in items:
+                assert isinstance(item, OutputDelta)
+                yield item
 
     async def hold(self, call: GenerateCall) -> AsyncIterator[ModelServerGrant | OutputDelta]:
         """``Engine.Hold``: the call waits in hetflow's queue as any other; its turn is a grant of the exact
@@ -133,10 +134,14 @@ class VllmServerBackend:
         self.front.check_new(call.request_id)
         self._held[call.request_id] = asyncio.get_running_loop().create_future()
         try:
-            async for item in self._serve(call):
-                yield item
+            async with contextlib.aclosing(self._serve(call)) as items:  # aborted before its hold is forgotten
+                async for item in items:
+                    yield item
         finally:
             self._held.pop(call.request_id, None)
+
+    def holds(self, request_id: str) -> bool:
+        return request_id in self._held
 
     def release(self, request_id: str, output_tokens: int, finish_reason: str) -> bool:
         end = self._held.get(request_id)
@@ -145,7 +150,7 @@ class VllmServerBackend:
         end.set_result((output_tokens, finish_reason))
         return True
 
-    async def _serve(self, call: GenerateCall) -> AsyncIterator[ModelServerGrant | OutputDelta]:
+    async def _serve(self, call: GenerateCall) -> AsyncGenerator[ModelServerGrant | OutputDelta, None]:
         self.front.check_new(call.request_id)
         self._arrived.set()
         self._tokenizing.add(call.request_id)
@@ -362,9 +367,7 @@ class VllmServerBackend:
         if self._max_model_len and prompt_tokens + max_tokens > self._max_model_len:
             raise InvalidArgument(f"prompt {prompt_tokens} + max_tokens {max_tokens} tokens exceeds max_model_len "
                                   f"{self._max_model_len}")
-        capacity = self._load.num_gpu_blocks * self._load.block_size
-        if prompt_tokens + max_tokens > capacity:
-            raise ResourceExhausted(f"request needs {prompt_tokens + max_tokens} KV tokens; engine holds {capacity}")
+        check_admissible(prompt_tokens, max_tokens, self._load.num_gpu_blocks, self._load.block_size)
 
 
 def vllm_server_backend(cfg: EngineConfig, queue: AgingPriorityQueue) -> VllmServerBackend:

@@ -42,6 +42,7 @@ from engine_svc.vllm_sim.tokenizer import PromptTokenizer
 from hetflow.core.call import SamplingSpec
 from hetflow.core.engine.aging_queue import AgingPriorityQueue
 from hetflow.core.engine.profile import load_profile
+from hetflow.core.errors import InvalidArgument
 
 DISCONNECT_POLL_S = 0.5
 """How often a whole (non-streamed) request checks that its client is still there."""
@@ -80,7 +81,7 @@ class VllmSimServer:
         ``BadRequestError``, as vLLM maps ValueError, TypeError and jinja's TemplateError."""
         try:
             return self._check(body, headers, chat)
-        except (ValueError, TypeError, TemplateError) as exc:
+        except (ValueError, TypeError, TemplateError, InvalidArgument) as exc:
             raise protocol.bad_request(str(exc)) from exc
 
     def _check(self, body: dict[str, Any], headers: Any, chat: bool) -> tuple[GenerateRequest, int]:

@@ -12,7 +12,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from hetflow.core.errors import InvalidArgument
 from hetflow.runtime import tinymodel
+
+
+def chat_text(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    """The chat as the tokenizer's chat template renders it. A chat the template refuses (a Llama or Mistral
+    template raises on roles that do not alternate) is the caller's INVALID_ARGUMENT, as vLLM's server
+    answers it 400, not an INTERNAL that every engine would be tried with."""
+    from jinja2 import TemplateError  # the templates' engine, with transformers
+
+    try:
+        return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt))
+    except TemplateError as exc:
+        raise InvalidArgument(f"the model's chat template refuses the messages: {exc}") from exc
 
 
 class ModelTokenizer:
@@ -32,8 +45,7 @@ class ModelTokenizer:
         return tuple(self._tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
 
     def chat(self, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True) -> tuple[int, ...]:
-        text = self._tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
-                                                   add_generation_prompt=add_generation_prompt)
+        text = chat_text(self._tokenizer, [dict(m) for m in messages], add_generation_prompt)
         return self.encode(text, add_special_tokens=False)
 
     def prompt_tokens(self, prompt: str, messages: Sequence[tuple[str, str]]) -> int:

@@ -1,8 +1,11 @@
 """When a vLLM engine has room for hetflow's head request: sequences, and KV blocks with a watermark, each block
 the requests share counted once."""
 
-from engine_svc.backends.admission import SharedPromptBlocks, has_room
+import pytest
+
+from engine_svc.backends.admission import SharedPromptBlocks, check_admissible, has_room
 from hetflow.core.engine.request import EngineRequest
+from hetflow.core.errors import ResourceExhausted
 from hetflow.core.prefix import token_block_hashes
 
 
@@ -23,6 +26,20 @@ def test_the_head_needs_its_prompt_blocks_plus_the_watermark():
     # 80 free blocks: a 79-block prompt (1263 tokens + 1) plus the watermark fits, an 80-block one does not
     assert has_room(req(1263), [], 8, 0.2, num_blocks=100, block_size=16)
     assert not has_room(req(1264), [], 8, 0.2, num_blocks=100, block_size=16)
+
+
+def test_a_prompt_idle_admission_would_never_take_is_refused_before_it_queues():
+    """100 blocks of 16: an idle engine takes a prompt whose blocks (prompt + 1 tokens) leave one block for
+    the watermark, 99 * 16 - 1 tokens at most; one token more fits the KV with max_tokens 1 yet would wait
+    at the queue's head for good, and every call behind it."""
+    largest = 99 * 16 - 1
+    check_admissible(largest, 1, num_blocks=100, block_size=16)
+    assert has_room(req(largest), [], 8, 0.0, num_blocks=100, block_size=16)
+    with pytest.raises(ResourceExhausted, match="watermark"):
+        check_admissible(largest + 1, 1, num_blocks=100, block_size=16)
+    assert not has_room(req(largest + 1), [], 8, 0.0, num_blocks=100, block_size=16)
+    with pytest.raises(ResourceExhausted, match="KV tokens"):
+        check_admissible(1000, 700, num_blocks=100, block_size=16)
 
 
 def test_the_servers_own_report_counts_when_it_is_higher():

@@ -74,6 +74,55 @@ async def test_a_hold_whose_request_is_invalid_ends_its_entry_too():
     assert seen == [("started", "r1"), ("ended", "r1", "engine-error:INVALID_ARGUMENT")]
 
 
+class SlowMonitor(RecordingMonitor):
+    """A monitor whose releases take longer than a call's last chunk waits for one (``released_before_end``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release_done = asyncio.Event()
+
+    async def ended(self, request_id: str, output_tokens: int, outcome: str, started_unix_s: float) -> None:
+        await self.release_done.wait()
+        await super().ended(request_id, output_tokens, outcome, started_unix_s)
+
+
+async def test_a_hold_whose_stream_failed_before_its_first_token_closes_only_once_its_entry_ended():
+    """The caller streams from the model server, which fails before any token; the caller tells the
+    engine and decides the call again, under the same id, once the hold closes: that must wait for the
+    release, however slow, or the monitor refuses the new admit ("already in flight")."""
+    from engine_svc.backends.base import ModelServerGrant, OutputDelta
+    from hetflow.runtime.releases import RELEASE_BEFORE_END_S
+
+    released: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    async def granted(call):
+        yield ModelServerGrant(call.request_id, "http://127.0.0.1:1/v1/completions", b"{}", 3, 0.0)
+        await released
+        yield OutputDelta(call.request_id, "", 0, 3, True, "abort")
+
+    engine, _ = servicer(granted)
+    monitor = engine.monitor = SlowMonitor()
+    engine.backend.release = lambda request_id, output_tokens, finish_reason: released.set_result(None)
+    request = engine_pb2.EngineGenerateRequest(request_id="r1", prompt="hi",
+                                               sampling=common_pb2.SamplingParams(max_tokens=8))
+    end = engine_pb2.HoldEnd(error="UNAVAILABLE")   # no started_unix_s: no token came
+
+    async def messages():
+        yield engine_pb2.HoldMessage(request=request)
+        yield engine_pb2.HoldMessage(end=end)
+
+    async def hold() -> None:
+        async for _ in engine.Hold(messages(), SimpleNamespace(auth_context=lambda: {})):
+            pass
+
+    closed = asyncio.create_task(hold())
+    await asyncio.sleep(RELEASE_BEFORE_END_S + 0.3)   # past what a finished call's last chunk waits
+    assert not closed.done()
+    monitor.release_done.set()
+    await closed
+    assert monitor.events[-1] == ("ended", "r1", "engine-error:UNAVAILABLE")
+
+
 async def test_an_engine_whose_model_server_stopped_answering_reports_itself_not_serving(monkeypatch):
     """Three metrics reads in a row that the server does not answer: the engine reports not serving (every
     call would fail there); at the first read it answers again, serving."""
@@ -118,3 +167,39 @@ def test_each_engine_process_reports_an_incarnation_of_its_own():
     again, _ = servicer(hold=None)   # the same engine id, started again
     assert first.status_proto().incarnation.endswith(".0")
     assert first.status_proto().incarnation == first.status_proto().incarnation != again.status_proto().incarnation
+
+
+async def test_a_call_whose_abort_fails_as_its_caller_leaves_still_ends_its_entry():
+    """The caller leaves mid-stream and the abort raises (vLLM's engine core died): the monitor still hears
+    the call ended, or its entry would stand, and be told again at every monitor restart."""
+    from engine_svc.backends.base import OutputDelta
+
+    async def dying(call):
+        try:
+            yield OutputDelta(call.request_id, "a", 1, 3)
+            await asyncio.Event().wait()
+        finally:
+            raise RuntimeError("engine core died")
+
+    engine, monitor = servicer(hold=None)
+    engine.backend.generate = dying
+    request = engine_pb2.EngineGenerateRequest(request_id="r1", prompt="hi",
+                                               sampling=common_pb2.SamplingParams(max_tokens=8))
+    stream = engine.Generate(request, SimpleNamespace(auth_context=lambda: {}))
+    assert (await anext(stream)).text == "a"
+    with pytest.raises(RuntimeError, match="engine core died"):
+        await stream.aclose()   # the caller went away
+    await engine.releases_sent()
+    assert monitor.events == [("started", "r1"), ("ended", "r1", "cancelled")]
+
+
+async def test_aborting_a_held_call_is_refused_as_its_callers_to_cancel():
+    """The engine cannot stop a stream its caller takes from the model server, and freeing the slot would
+    over-fill the server: Abort names the caller's way instead."""
+    from hetflow.core.errors import FailedPrecondition
+
+    engine, _ = servicer(hold=VllmServerBackend.hold)
+    engine.backend._held["r1"] = asyncio.get_running_loop().create_future()   # a caller holds r1
+    with pytest.raises(FailedPrecondition, match="closing its hold"):
+        await engine.Abort(engine_pb2.AbortRequest(request_id="r1"), SimpleNamespace())
+    assert not (await engine.Abort(engine_pb2.AbortRequest(request_id="r2"), SimpleNamespace())).found

@@ -1,3 +1,5 @@
+import pytest
+
 from engine_svc.vllm_sim.tokenizer import PromptTokenizer
 from hetflow.bench.prompts import PromptText
 from hetflow.core.tokens import count_tokens
@@ -27,3 +29,18 @@ def test_models_sharing_a_tokenizer_count_once_and_the_largest_count_wins():
     one = str(tinymodel.DEFAULT_DIR)
     counter = PromptCounter({"a": one, "b": one})
     assert counter("x = 1", ()) == ModelTokenizer(one).prompt_tokens("x = 1", ())
+
+
+def test_a_chat_the_models_template_refuses_is_the_callers_invalid_argument():
+    """A Llama or Mistral template raises on roles that do not alternate (``raise_exception``): the
+    caller's INVALID_ARGUMENT, as vLLM's server answers 400, not an INTERNAL tried on every engine."""
+    from hetflow.core.errors import InvalidArgument
+
+    tokenizer = ModelTokenizer()
+    tokenizer._tokenizer.chat_template = (
+        "{% if messages[0]['role'] == messages[1]['role'] %}"
+        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+        "{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    with pytest.raises(InvalidArgument, match="roles must alternate"):
+        tokenizer.chat([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    assert tokenizer.chat([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
