@@ -67,7 +67,8 @@ class Gateway:
         """The client calls stream from an engine's model server with (``Engine.Hold``)."""
         self.model_server_less: set[str] = set()
         """Engines with no model server, or one this gateway cannot reach: streamed from themselves."""
-        self.responses = ResponseStore(cfg.responses_store_max, cfg.responses_store_ttl_s)
+        self.responses = ResponseStore(cfg.responses_store_max, cfg.responses_store_ttl_s,
+                                       cfg.responses_store_max_chars)
         """The Responses API's stored responses (``store: true``)."""
         self.in_flight = 0
         """Calls between their request's arrival and their response's end (``max_in_flight``)."""

@@ -48,13 +48,17 @@ class GatewayConfig:
     responses_store_max: int = 10_000
     """Stored responses (the Responses API's ``store``) the gateway keeps for each tenant; the oldest go
     first."""
+    responses_store_max_chars: int = 256 * 1024 * 1024
+    """Text the stored responses of one tenant may add up to (what each added to its conversation); the
+    oldest go first past it."""
     responses_store_ttl_s: float = 3600.0
     """How long a stored response can be read or continued (``previous_response_id``)."""
     serve: ServeConfig = field(default_factory=ServeConfig)
 
     def __post_init__(self) -> None:
-        if self.responses_store_max < 0 or self.responses_store_ttl_s <= 0:
-            raise ValueError("gateway.responses_store_max must be at least 0 and responses_store_ttl_s positive")
+        if self.responses_store_max < 0 or self.responses_store_ttl_s <= 0 or self.responses_store_max_chars < 0:
+            raise ValueError("gateway.responses_store_max and responses_store_max_chars must be at least 0 and "
+                             "responses_store_ttl_s positive")
         if self.default_max_tokens < 1:
             raise ValueError(f"gateway.default_max_tokens must be at least 1, got {self.default_max_tokens}")
         if self.max_in_flight < 0 or self.overload_retry_after_s <= 0:

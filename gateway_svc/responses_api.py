@@ -81,10 +81,11 @@ class ResponsesReply:
                                  self._usage(prompt_tokens, output_tokens),
                                  "max_output_tokens" if status == "incomplete" else None)
         if self.request_body.get("store", True):
-            sent = tuple((m.role, m.content) for m in self.parsed.request.messages if m.role != "system")
-            answer = assistant_text(text, calls)
-            conversation = Conversation((*sent, ("assistant", answer)), self.parsed.request.workflow.program_id)
-            self._store(response["id"], StoredResponse(response, conversation, self.tenant, time.time()))
+            parsed, answer = self.parsed, assistant_text(text, calls)
+            conversation = Conversation((*parsed.history, *parsed.added, ("assistant", answer)),
+                                        parsed.request.workflow.program_id)
+            own_chars = sum(len(content) for _, content in parsed.added) + len(answer)
+            self._store(response["id"], StoredResponse(response, conversation, self.tenant, time.time(), own_chars))
         return response
 
     # -- the stream ---------------------------------------------------------------------

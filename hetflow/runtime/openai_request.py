@@ -135,6 +135,11 @@ class ParsedRequest:
     """The functions offered (``tool_calls``): the answer's calls are read out of its text."""
     parallel_tool_calls: bool = True
     """False: the answer's first tool call alone is returned (OpenAI's ``parallel_tool_calls``)."""
+    history: tuple[tuple[str, str], ...] = ()
+    """The Responses API's conversation before this call's input, without system messages: the stored
+    response's own strings, which the stored answer to this call shares."""
+    added: tuple[tuple[str, str], ...] = ()
+    """The Responses API's turns this call's input adds, without system messages."""
 
     def calls_kept(self, calls: list[ToolCall]) -> list[ToolCall]:
         """The answer's tool calls as returned: its first alone where ``parallel_tool_calls`` is false."""

@@ -153,11 +153,13 @@ def parse_responses(body: Any, headers: Mapping[str, str], default_max_tokens: i
                   "program_id": previous.program_id if previous else request_id}
     history = list(previous.messages) if previous else []
     tools = offered_tools(body, flat=True)
-    turns = ([("system", instructions)] if instructions else []) + history + _input_messages(body.get("input"))
+    added = _input_messages(body.get("input"))
+    turns = ([("system", instructions)] if instructions else []) + history + added
     request = balancer_pb2.GenerateRequest(
         request_id=request_id, sampling=sampling_params(body, "responses", default_max_tokens),
         workflow=workflow_meta(fields, request_id), model_pin="" if model == router_model else model,
         want_receipt=receipt_flag(fields.get("receipt", False)))
     request.messages.extend(chat_messages(request.workflow, turns, tools))
     return ParsedRequest(request, "responses", model, stream_flag(body), False, int(time.time()), tools,
-                         parallel_tool_calls(body))
+                         parallel_tool_calls(body), tuple(history),
+                         tuple(turn for turn in added if turn[0] != "system"))

@@ -111,3 +111,18 @@ def test_with_parallel_tool_calls_off_the_first_call_alone_is_returned_whole_and
     assert [c["function"]["name"] for c in last["delta"]["tool_calls"]] == ["get_weather"]
     parallel = ChatReply(openai_request.parse("chat", {**body, "parallel_tool_calls": True}, {}, 64, "hetflow", SERVED))
     assert len(parallel.whole("m", two_calls, "stop", 5, 9, {})["choices"][0]["message"]["tool_calls"]) == 2
+
+
+def test_a_continued_conversation_is_stored_with_the_earlier_turns_own_strings_and_counts_what_it_adds():
+    """A chain of N turns would otherwise keep N copies of its history (memory growing with N squared)."""
+    stored: list = []
+    first_body = {"model": "m", "instructions": "be brief", "input": "plan it"}
+    first = responses_request.parse_responses(first_body, {}, 64, "hetflow", SERVED, None)
+    ResponsesReply(first, first_body, "", lambda rid, s: stored.append(s)).whole("m", "a plan", "stop", 5, 2, {})
+    body = {"model": "m", "input": "go on", "previous_response_id": "resp_1"}
+    parsed = responses_request.parse_responses(body, {}, 64, "hetflow", SERVED, stored[0].conversation)
+    ResponsesReply(parsed, body, "", lambda rid, s: stored.append(s)).whole("m", "done", "stop", 9, 1, {})
+    earlier, later = stored[0].conversation.messages, stored[1].conversation.messages
+    assert later == (("user", "plan it"), ("assistant", "a plan"), ("user", "go on"), ("assistant", "done"))
+    assert all(a[1] is b[1] for a, b in zip(earlier, later))
+    assert (stored[0].own_chars, stored[1].own_chars) == (len("plan it") + len("a plan"), len("go on") + len("done"))
