@@ -56,10 +56,11 @@ def _run_workflow(args: argparse.Namespace) -> int:
     from hetflow.runtime.security import stack_security
     from hetflow.workflows.code import run_many
 
-    tls = stack_security(load_stack(args.config), "operator").tls
-    runs, failures = asyncio.run(run_many(args.address or _balancer_address(Path(args.config)), args.count,
+    config = Path(args.config)
+    tls = stack_security(load_stack(config), "operator").tls if not args.address or config.exists() else None
+    runs, failures = asyncio.run(run_many(args.address or _balancer_address(config), args.count,
                                           args.rate, args.seed, args.variant, os.environ.get("HETFLOW_API_KEY", ""),
-                                          tls.ca_file if tls is not None else ""))
+                                          tls.ca_file if tls is not None else "", args.timeout))
     return _print_runs(runs, failures)
 
 
@@ -454,7 +455,8 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--count", type=int, default=count, help="workflows to run")
         p.add_argument("--rate", type=float, default=4.0, help="workflow arrivals per second (Poisson)")
         p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--timeout", type=float, default=240.0)
+        p.add_argument("--timeout", type=float, default=240.0,
+                       help="run-workflow: each workflow's deadline, seconds from its start; demo: the stack's start")
         if name == "run-workflow":
             p.add_argument("--address", help="balancer host:port (default: from the config); the API key, when the "
                                             "stack checks them, comes from HETFLOW_API_KEY")

@@ -28,6 +28,7 @@ from hetflow.runtime.accept_wait import sent_timeout
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.decision_stream import DecisionStream
 from hetflow.runtime.direct_call import DirectCall
+from hetflow.runtime.interceptors import rpc_error
 from hetflow.runtime.security import SecurityConfig, TlsConfig
 from hetflow.v1 import balancer_pb2, balancer_pb2_grpc, common_pb2, engine_pb2_grpc
 
@@ -65,6 +66,18 @@ def build_request(messages: Sequence[tuple[str, str]] = (), prompt: str = "", *,
     return balancer_pb2.GenerateRequest(
         request_id=request_id, prompt=prompt, sampling=sampling, workflow=wf, model_pin=model_pin,
         want_receipt=want_receipt, messages=[common_pb2.ChatMessage(role=r, content=c) for r, c in messages])
+
+
+def call_timeout_s(timeout_s: float | None, deadline_unix_s: float, now_unix_s: float) -> float | None:
+    """A call's gRPC timeout: its own, cut to its program's deadline (the servers rank calls by the
+    deadline; the client stops waiting at it). A deadline already past fails the call here, as the
+    servers would (DEADLINE_EXCEEDED)."""
+    if not deadline_unix_s:
+        return timeout_s
+    left_s = deadline_unix_s - now_unix_s
+    if left_s <= 0:
+        raise rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, f"the program's deadline passed {-left_s:.3f}s ago")
+    return left_s if timeout_s is None else min(timeout_s, left_s)
 
 
 class HetflowClient:
@@ -150,12 +163,16 @@ class Program:
 
     async def complete(self, agent: str, messages: Sequence[tuple[str, str]], max_tokens: int,
                        timeout_s: float | None = None, **kwargs: object) -> CallResult:
-        self.stage_index += 1
+        """The program's next stage. A stage that fails takes no index: the caller's retry is the same stage.
+        ``timeout_s`` is cut to the program's ``deadline_unix_s`` (``call_timeout_s``)."""
+        options = {**self.defaults, **kwargs}
+        stage_index = self.stage_index + 1
         request = build_request(messages, max_tokens=max_tokens, program_id=self.program_id, workflow=self.workflow,
-                                agent=agent, stage_index=self.stage_index, stage_count=self.stage_count,
-                                upstream_agent=self.last_agent, **{**self.defaults, **kwargs})
+                                agent=agent, stage_index=stage_index, stage_count=self.stage_count,
+                                upstream_agent=self.last_agent, **options)
+        timeout_s = call_timeout_s(timeout_s, request.workflow.deadline_unix_s, time.time())
         result = await self.client.complete(request, timeout_s)
-        self.last_agent = agent
+        self.stage_index, self.last_agent = stage_index, agent
         self.calls.append(result)
         return result
 

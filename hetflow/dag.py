@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterable, Mapping, Protocol, Sequence
 
-from hetflow.client import CallResult, build_request
+from hetflow.client import CallResult, build_request, call_timeout_s
 from hetflow.core.errors import InvalidArgument
 from hetflow.v1 import balancer_pb2
 
@@ -144,7 +145,8 @@ async def run_dag(client: CompletionClient, dag: WorkflowDag, messages_for: Mess
                                       stage_count=dag.levels, upstream_agent=upstream, tenant=tenant,
                                       deadline_unix_s=deadline_unix_s, **request_options)  # type: ignore[arg-type]
                         for m in messages]
-            calls += await _all_or_none(client.complete(r, timeout_s) for r in requests)
+            call_timeout = call_timeout_s(timeout_s, deadline_unix_s, time.time())
+            calls += await _all_or_none(client.complete(r, call_timeout) for r in requests)
             if stage.until is None or stage.until(calls):
                 break
         return calls

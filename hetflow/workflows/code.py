@@ -55,9 +55,13 @@ def stage_messages(agent: str, task: str, history: list[tuple[str, str]]) -> lis
 
 
 async def run_code_workflow(client: HetflowClient, task: str, variant: str = "plan-code-qa-code",
-                            want_receipt: bool = True, timeout_s: float | None = 120.0) -> WorkflowRun:
+                            want_receipt: bool = True, timeout_s: float | None = 120.0,
+                            deadline_unix_s: float = 0.0) -> WorkflowRun:
+    """One run; ``timeout_s`` each call's, ``deadline_unix_s`` (0: none) the whole run's, which the
+    servers rank its calls by and each call's timeout is cut to."""
     agents = VARIANTS[variant]
-    program = client.program("code", stage_count=len(agents), want_receipt=want_receipt)
+    program = client.program("code", stage_count=len(agents), want_receipt=want_receipt,
+                             deadline_unix_s=deadline_unix_s)
     start = time.perf_counter()
     history: list[tuple[str, str]] = []
     calls = []
@@ -75,16 +79,20 @@ workflows run through a busy stack rather than fail on its first refusal."""
 
 
 async def run_many(address: str, count: int, rate_per_s: float, seed: int = 0, variant: str | None = None,
-                   api_key: str = "", ca_file: str = "") -> tuple[list[WorkflowRun], list[BaseException]]:
+                   api_key: str = "", ca_file: str = "", workflow_timeout_s: float | None = None
+                   ) -> tuple[list[WorkflowRun], list[BaseException]]:
     """``count`` workflows with Poisson arrivals at ``rate_per_s``; variants drawn uniformly unless fixed
-    (``api_key``, ``ca_file``: a stack with security on). The runs that finished and the errors of those
-    that failed: one failure leaves the others to finish."""
+    (``api_key``, ``ca_file``: a stack with security on; ``workflow_timeout_s``: each run's deadline from
+    its start, None for none). The runs that finished and the errors of those that failed: one failure
+    leaves the others to finish."""
     rng = random.Random(seed)
     async with HetflowClient(address, api_key, ca_file, refusal_attempts=RUN_REFUSAL_ATTEMPTS) as client:
         tasks = []
         for i in range(count):
             v = variant or rng.choice(list(VARIANTS))
-            tasks.append(asyncio.create_task(run_code_workflow(client, TASKS[i % len(TASKS)], v)))
+            deadline_unix_s = time.time() + workflow_timeout_s if workflow_timeout_s else 0.0
+            tasks.append(asyncio.create_task(run_code_workflow(client, TASKS[i % len(TASKS)], v,
+                                                               deadline_unix_s=deadline_unix_s)))
             await asyncio.sleep(rng.expovariate(rate_per_s))
         outcomes = await asyncio.gather(*tasks, return_exceptions=True)
     return ([o for o in outcomes if isinstance(o, WorkflowRun)],

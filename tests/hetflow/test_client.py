@@ -50,3 +50,44 @@ async def test_a_direct_call_joins_its_chunks_with_placement_from_the_first_and_
         result = await client.complete(build_request([("user", "hi")], max_tokens=2))
     assert (result.text, result.finish_reason, result.model, result.engine_id) == ("hello", "length", "m", "e0")
     assert (result.prompt_tokens, result.output_tokens, result.queued_s) == (3, 2, 0.5)
+
+
+class _FailingOnce:
+    """A client whose first call fails (a refusal the caller then retries), recording each call."""
+
+    def __init__(self) -> None:
+        self.requests: list = []
+        self.timeouts_s: list = []
+
+    async def complete(self, request, timeout_s=None):
+        self.requests.append(request)
+        self.timeouts_s.append(timeout_s)
+        if len(self.requests) == 1:
+            raise RuntimeError("refused")
+        return client_module.CallResult(request.request_id, "ok", "stop", 1, 1, "m", "e", 0.0)
+
+
+async def test_a_retried_stage_keeps_its_index_and_each_call_waits_no_longer_than_the_programs_deadline():
+    import time
+
+    caller = _FailingOnce()
+    program = client_module.Program(caller, "code", 2, {"deadline_unix_s": time.time() + 60.0})
+    with pytest.raises(RuntimeError):
+        await program.complete("planner", [("user", "plan")], 8, timeout_s=120.0)
+    await program.complete("planner", [("user", "plan")], 8, timeout_s=120.0)   # the caller's retry
+    await program.complete("coder", [("user", "code")], 8, timeout_s=120.0)
+    stages = [(r.workflow.agent, r.workflow.stage_index, r.workflow.upstream_agent) for r in caller.requests]
+    assert stages == [("planner", 1, ""), ("planner", 1, ""), ("coder", 2, "planner")]
+    assert all(0 < t <= 60.0 for t in caller.timeouts_s)
+
+
+async def test_a_call_past_its_programs_deadline_is_not_sent():
+    import time
+
+    import grpc
+
+    caller = _FailingOnce()
+    program = client_module.Program(caller, "code", 2, {"deadline_unix_s": time.time() - 1.0})
+    with pytest.raises(grpc.aio.AioRpcError) as late:
+        await program.complete("planner", [("user", "plan")], 8)
+    assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED and caller.requests == []

@@ -2,6 +2,7 @@
 a fan-out goes out together, loops stop at their condition or their bound."""
 
 import asyncio
+import time
 
 import pytest
 
@@ -14,11 +15,12 @@ class RecordingClient:
     """Answers every call after a delay that depends on its agent, and logs starts and ends in order."""
 
     def __init__(self, delays_s: dict[str, float]) -> None:
-        self.delays_s, self.events, self.requests = delays_s, [], []
+        self.delays_s, self.events, self.requests, self.timeouts_s = delays_s, [], [], []
 
     async def complete(self, request, timeout_s=None) -> CallResult:
         agent = request.workflow.agent
         self.requests.append(request)
+        self.timeouts_s.append(timeout_s)
         self.events.append(("start", agent))
         await asyncio.sleep(self.delays_s.get(agent, 0.0))
         self.events.append(("end", agent))
@@ -55,8 +57,9 @@ def test_levels_are_the_longest_chain_of_predecessors():
 def test_stages_wait_for_predecessors_and_fan_out_goes_out_together():
     client = RecordingClient({"link": 0.02, "candidates": 0.01, "explain": 0.05, "fix": 0.01})
     dag = sql_dag()
+    deadline_unix_s = time.time() + 600.0
     results = asyncio.run(run_dag(client, dag, lambda s, i, r: [("user", f"{s.name} {i}")], workflow="sql",
-                                  program_id="p1", deadline_unix_s=123.0))
+                                  program_id="p1", deadline_unix_s=deadline_unix_s, timeout_s=900.0))
     events = client.events
     for name, stage in dag.stages.items():
         first_start = events.index(("start", name))
@@ -70,7 +73,18 @@ def test_stages_wait_for_predecessors_and_fan_out_goes_out_together():
     assert {len(v) for v in results.values()} == {1, 3}
     req = next(r for r in client.requests if r.workflow.agent == "judge")
     assert (req.workflow.program_id, req.workflow.stage_index, req.workflow.stage_count) == ("p1", 4, 4)
-    assert req.workflow.upstream_agent == "explain" and req.workflow.deadline_unix_s == 123.0
+    assert req.workflow.upstream_agent == "explain" and req.workflow.deadline_unix_s == deadline_unix_s
+    assert all(0 < t <= 600.0 for t in client.timeouts_s)   # each call's 900 s cut to the run's deadline
+
+
+def test_a_run_whose_deadline_passed_sends_nothing_and_fails_as_the_servers_would():
+    import grpc
+
+    client = RecordingClient({})
+    with pytest.raises(grpc.aio.AioRpcError) as late:
+        asyncio.run(run_dag(client, sql_dag(), lambda s, i, r: [("user", "x")], workflow="sql",
+                            deadline_unix_s=time.time() - 1.0))
+    assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED and client.requests == []
 
 
 def test_loop_stops_at_its_condition_or_its_bound():

@@ -23,8 +23,12 @@ class FakeProgram:
 class FakeClient:
     """Every third program's calls fail."""
 
+    made: list[FakeClient] = []
+
     def __init__(self, *args, **kwargs) -> None:
         self.ids = itertools.count()
+        self.deadlines_unix_s: list[float] = []
+        FakeClient.made.append(self)
 
     async def __aenter__(self) -> FakeClient:
         return self
@@ -32,8 +36,9 @@ class FakeClient:
     async def __aexit__(self, *exc) -> None:
         return None
 
-    def program(self, workflow, stage_count, want_receipt=False) -> FakeProgram:
+    def program(self, workflow, stage_count, want_receipt=False, deadline_unix_s=0.0) -> FakeProgram:
         n = next(self.ids)
+        self.deadlines_unix_s.append(deadline_unix_s)
         return FakeProgram(f"p{n}", fails=n % 3 == 0)
 
 
@@ -43,3 +48,15 @@ def test_a_failed_workflow_leaves_the_others_to_finish(monkeypatch):
     assert sorted(r.program_id for r in runs) == ["p1", "p2", "p4", "p5"]
     assert all(len(r.calls) == 2 for r in runs)
     assert sorted(str(e) for e in failures) == ["p0 refused", "p3 refused"]
+
+
+def test_each_workflow_runs_to_a_deadline_its_timeout_from_its_start(monkeypatch):
+    import time
+
+    monkeypatch.setattr(code, "HetflowClient", FakeClient)
+    FakeClient.made.clear()
+    before = time.time()
+    asyncio.run(code.run_many("unused:1", count=2, rate_per_s=1e6, variant="plan-code", workflow_timeout_s=30.0))
+    assert all(before + 30.0 <= d <= time.time() + 30.0 for d in FakeClient.made[0].deadlines_unix_s)
+    asyncio.run(code.run_many("unused:1", count=2, rate_per_s=1e6, variant="plan-code"))
+    assert FakeClient.made[1].deadlines_unix_s == [0.0, 0.0]
