@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from hetflow.core.engine.queues import QueueConfig
 from hetflow.runtime.config import engine_section, service_config, stack_defaults
-from hetflow.runtime.server import ServeConfig
+from hetflow.runtime.server import STREAMING_GRACE_S, ServeConfig
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class EngineConfig:
 
 def from_stack(raw: Mapping[str, Any], name: str) -> EngineConfig:
     monitor = raw.get("monitor", {})
-    defaults = stack_defaults(raw, "engine")
+    defaults = {**stack_defaults(raw, "engine"), "grace_s": STREAMING_GRACE_S}
     host = defaults["host"]
     if "port" in monitor:
         defaults["monitor_address"] = f"{monitor.get('host', host)}:{monitor['port']}"

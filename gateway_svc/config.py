@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from hetflow.runtime.config import service_config, stack_defaults
-from hetflow.runtime.server import ServeConfig
+from hetflow.runtime.server import STREAMING_GRACE_S, ServeConfig
 
 DEFAULT_PORT = 8000
 """vLLM's OpenAI server's port, so a client's base URL changes host only."""
@@ -70,7 +70,7 @@ class GatewayConfig:
 
 
 def from_stack(raw: Mapping[str, Any]) -> GatewayConfig:
-    defaults = {**stack_defaults(raw, "gateway"), "port": DEFAULT_PORT}
+    defaults = {**stack_defaults(raw, "gateway"), "port": DEFAULT_PORT, "grace_s": STREAMING_GRACE_S}
     host = defaults["host"]
     for name in ("balancer", "monitor"):
         section = raw.get(name, {})

@@ -28,15 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from hetflow.runtime.config import load_stack
+from hetflow.runtime.config import engine_section, load_stack
 from hetflow.runtime.security import stack_security
+from hetflow.runtime.server import STREAMING_GRACE_S, ServeConfig, stop_within_s
 
 RUN_DIR = Path(os.environ.get("HETFLOW_RUN_DIR")
                or Path(os.environ.get("HETFLOW_CACHE", Path.home() / ".cache" / "hetflow")) / "run")
 """Stacks' state files and logs, by stack name: ``HETFLOW_RUN_DIR``, else ``run`` under ``HETFLOW_CACHE``."""
 RESTART_WINDOW_S = 60.0
 MAX_BACKOFF_S = 30.0
-STOP_GRACE_S = 15.0
+STREAMING_SERVICES = ("engine", "gateway")
+"""The services whose ``grace_s`` defaults to ``STREAMING_GRACE_S``."""
 
 
 @dataclass
@@ -62,6 +64,22 @@ def stack_name(raw: Mapping[str, Any]) -> str:
 
 def state_path(name: str) -> Path:
     return RUN_DIR / f"{name}.json"
+
+
+def service_section(raw: Mapping[str, Any], svc: ServiceProcess) -> dict[str, Any]:
+    if svc.service == "engine":
+        return engine_section(raw, svc.extra_args[-1])
+    if svc.service == "vllm-sim":
+        return next(dict(s) for s in raw["vllm_sim"] if s["name"] == svc.extra_args[-1])
+    return dict(raw[svc.service])
+
+
+def stop_grace_s(raw: Mapping[str, Any], svc: ServiceProcess) -> float:
+    """How long ``svc`` may take to stop on SIGTERM (``hetflow.runtime.server.stop_within_s``), from its
+    section's ``grace_s`` and ``not_serving_s`` (flat or under ``serve``)."""
+    section = service_section(raw, svc)
+    serve = {**dict(section.get("serve") or {}), **section}
+    return stop_within_s(serve, STREAMING_GRACE_S if svc.service in STREAMING_SERVICES else ServeConfig.grace_s)
 
 
 def plan(raw: Mapping[str, Any]) -> list[ServiceProcess]:
@@ -138,15 +156,29 @@ class Supervisor:
         for name, svc in wanted.items():
             if name not in current:
                 self._spawn(svc)
-        changed = [k for k in raw if k not in ("engines", "balancer") and raw.get(k) != self.raw.get(k)]
+        changed = self._needing_restart(raw, [n for n in wanted if n in current])
         if changed:
-            print(f"reload: {changed} changed and need a restart (hetflow down, then up)", file=sys.stderr, flush=True)
+            print(f"reload: {changed} changed and need a restart (hetflow down, then up); until then the running "
+                  "services keep their settings", file=sys.stderr, flush=True)
         balancer = current.get("balancer")
         if raw.get("balancer") != self.raw.get("balancer") and balancer and balancer.process:
             balancer.process.send_signal(signal.SIGHUP)
         self.services = [current.get(name, svc) for name, svc in wanted.items()]
         self.raw = raw
         self._write_state()
+
+    def _needing_restart(self, raw: Mapping[str, Any], kept: list[str]) -> list[str]:
+        """What changed that a reload does not apply: any section but the engines and the balancer; an
+        engine kept under its name with other settings; the balancer's settings but its ``cascade``
+        (which its SIGHUP applies)."""
+        changed = [k for k in raw if k not in ("engines", "balancer") and raw.get(k) != self.raw.get(k)]
+        old = {svc.name: svc for svc in plan(self.raw)}
+        new = {svc.name: svc for svc in plan(raw)}
+        changed += [name for name in kept if name.startswith("engine:")
+                    and service_section(raw, new[name]) != service_section(self.raw, old[name])]
+        balancer_then, balancer_now = dict(self.raw.get("balancer") or {}), dict(raw.get("balancer") or {})
+        balancer_then.pop("cascade", None), balancer_now.pop("cascade", None)
+        return changed + (["balancer"] if balancer_then != balancer_now else [])
 
     def _spawn(self, svc: ServiceProcess) -> None:
         log = open(self._log_file(svc), "ab")
@@ -172,13 +204,12 @@ class Supervisor:
         for svc in reversed(self.services):
             self._stop(svc)
 
-    @staticmethod
-    def _stop(svc: ServiceProcess) -> None:
-        """SIGTERM (the service drains), then SIGKILL after ``STOP_GRACE_S``."""
+    def _stop(self, svc: ServiceProcess) -> None:
+        """SIGTERM (the service drains), then SIGKILL after ``stop_grace_s``."""
         if svc.process is not None and svc.process.poll() is None:
             svc.process.send_signal(signal.SIGTERM)
             try:
-                svc.process.wait(timeout=STOP_GRACE_S)
+                svc.process.wait(timeout=stop_grace_s(self.raw, svc))
             except subprocess.TimeoutExpired:
                 svc.process.kill()
                 svc.process.wait()

@@ -16,13 +16,13 @@ its own certificate: no container holds another service's key.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 import yaml
 
-from hetflow.runtime.config import engine_section
 from hetflow.runtime.security import stack_security
-from hetflow.supervisor import ServiceProcess, plan
+from hetflow.supervisor import ServiceProcess, plan, service_section, stop_grace_s
 
 CONTROL_PLANE_IMAGE = "hetflow:latest"
 ENGINE_IMAGE = "hetflow-engine:latest"
@@ -30,12 +30,10 @@ STACK_IN_CONTAINER = "/etc/hetflow/stack.yaml"
 WORKDIR_IN_CONTAINER = "/app"
 """The images' working directory (Dockerfile), where a relative path in the stack config points."""
 LOOPBACK = ("127.0.0.1", "0.0.0.0", "localhost", "::", "::1", "")
+HF_CACHE_IN_CONTAINER = "/root/.cache/huggingface"
+"""Where the engine image's vLLM keeps downloaded weights."""
 START_PERIOD_S = {"vllm": 900, "default": 30}
 """How long a container may take to become healthy before failed checks count (vLLM loads weights)."""
-
-
-def service_section(raw: Mapping[str, Any], svc: ServiceProcess) -> dict[str, Any]:
-    return engine_section(raw, svc.extra_args[-1]) if svc.service == "engine" else dict(raw[svc.service])
 
 
 def service_host(raw: Mapping[str, Any], svc: ServiceProcess) -> str:
@@ -104,10 +102,10 @@ def compose_file(raw: Mapping[str, Any], stack_file: str) -> dict[str, Any]:
                         *(f"{host}:{inside}:ro" for host, inside in security_files(raw, svc.service).values())],
             "healthcheck": _healthcheck(raw, svc, START_PERIOD_S["vllm" if backend == "vllm" else "default"]),
             "restart": "unless-stopped",
-            "stop_grace_period": "30s",
+            "stop_grace_period": f"{math.ceil(stop_grace_s(raw, svc))}s",
         }
         if backend == "vllm":
-            entry["volumes"].append("${HF_HOME:-~/.cache/huggingface}:/root/.cache/huggingface")
+            entry["volumes"].append(f"${{HF_HOME:-~/.cache/huggingface}}:{HF_CACHE_IN_CONTAINER}")
             entry["shm_size"] = "8g"
             device_ids = [str(g) for g in range(gpu, gpu + engine_gpus(service_section(raw, svc)))]
             entry["deploy"] = {"resources": {"reservations": {"devices": [

@@ -22,6 +22,7 @@ so probes then run ``hetflow health`` in the pod as the service itself, and the 
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 from typing import Any, Mapping
@@ -31,6 +32,7 @@ import yaml
 from hetflow.deploy.compose import (
     CONTROL_PLANE_IMAGE,
     ENGINE_IMAGE,
+    HF_CACHE_IN_CONTAINER,
     STACK_IN_CONTAINER,
     engine_gpus,
     health_command,
@@ -38,10 +40,9 @@ from hetflow.deploy.compose import (
     secured,
     security_files,
     service_host,
-    service_section,
 )
 from hetflow.runtime.config import env_key
-from hetflow.supervisor import ServiceProcess, plan
+from hetflow.supervisor import ServiceProcess, plan, service_section, stop_grace_s
 
 CONFIG_MAP = "hetflow-stack"
 LABEL = "app.kubernetes.io/name"
@@ -66,9 +67,13 @@ def _check(raw: Mapping[str, Any], svc: ServiceProcess, port: int) -> dict[str, 
 
 
 def _probes(raw: Mapping[str, Any], svc: ServiceProcess, port: int, initial_delay_s: int) -> dict[str, Any]:
+    """Readiness and start-up ask the service's health. The gateway's ``/health`` also asks the balancer's,
+    so its liveness asks only that it accepts connections: a balancer away would otherwise restart every
+    gateway, and keep them restarting after it is back."""
     check = _check(raw, svc, port)
+    alive = {"tcpSocket": {"port": port}} if svc.service == "gateway" else check
     return {"readinessProbe": {**check, "periodSeconds": 5, "failureThreshold": 3},
-            "livenessProbe": {**check, "periodSeconds": 10, "failureThreshold": 6},
+            "livenessProbe": {**alive, "periodSeconds": 10, "failureThreshold": 6},
             "startupProbe": {**check, "periodSeconds": 5, "failureThreshold": max(1, initial_delay_s // 5)}}
 
 
@@ -99,6 +104,8 @@ def _container(raw: Mapping[str, Any], name: str, svc: ServiceProcess, section: 
     }
     if vllm:
         container["resources"] = {"limits": {"nvidia.com/gpu": engine_gpus(section)}}
+        container["volumeMounts"] += [{"name": "shm", "mountPath": "/dev/shm"},
+                                      {"name": "hf-cache", "mountPath": HF_CACHE_IN_CONTAINER}]
     return container
 
 
@@ -112,16 +119,22 @@ def _deployment(raw: Mapping[str, Any], name: str, svc: ServiceProcess, section:
     volumes: list[dict[str, Any]] = [{"name": "stack", "configMap": {"name": CONFIG_MAP}}]
     if security_files(raw, svc.service):
         volumes.append({"name": "security", "secret": {"secretName": secret_name(svc.service), "defaultMode": 0o400}})
+    if vllm:   # vLLM's shared memory (compose's shm_size) and the weights kept across container restarts
+        volumes += [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+                    {"name": "hf-cache", "emptyDir": {}}]
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "labels": labels},
         "spec": {
             "replicas": 1,
+            # an engine's new pod needs the GPU its old one holds, and two monitors would split the engines
+            # between them: the old pod goes first
+            **({"strategy": {"type": "Recreate"}} if svc.service in ("engine", "monitor") else {}),
             "selector": {"matchLabels": {LABEL: name}},
             "template": {
                 "metadata": {"labels": labels, "annotations": annotations},
                 "spec": {"containers": [_container(raw, name, svc, section, vllm)],
-                         "terminationGracePeriodSeconds": 30,
+                         "terminationGracePeriodSeconds": math.ceil(stop_grace_s(raw, svc)),
                          "volumes": volumes},
             },
         },

@@ -1,7 +1,7 @@
 """One YAML file configures a whole stack; each service reads its own section once at start-up.
 
 Environment overrides: ``HETFLOW__<SECTION>__<FIELD>=<yaml value>`` replaces a field of a section
-(``HETFLOW__BALANCER__LATENCY_SLACK=0.3``), at any depth (``HETFLOW__BALANCER__POLICY__MODEL=chimera``);
+(``HETFLOW__BALANCER__MAX_TOKENS_LIMIT=8192``), at any depth (``HETFLOW__BALANCER__POLICY__MODEL=chimera``);
 for an engine, the section is ``ENGINES__<NAME>`` with the engine's name upper-cased and '-' written
 '_' (``HETFLOW__ENGINES__SMALL_0__PORT=50200``, ``HETFLOW__ENGINES__SMALL_0__VLLM__MAX_NUM_SEQS=64``).
 """

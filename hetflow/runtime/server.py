@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -57,6 +57,19 @@ class ServeConfig:
 DRAIN_NOTICE_MAX_S = 2.0
 """How long a service's notice that it drains (``Registration.on_drain``) may take before the shutdown goes
 on without it."""
+STREAMING_GRACE_S = 30.0
+"""``grace_s`` of the services that carry LLM calls' token streams (engines, the gateway) unless their
+section sets one: a call of a thousand tokens streams for tens of seconds."""
+CLOSE_MARGIN_S = 5.0
+"""What a service's own ``close`` may take after its drain, in ``stop_within_s``."""
+
+
+def stop_within_s(serve: Mapping[str, Any], default_grace_s: float) -> float:
+    """How long a service of these ``serve`` settings (its section's, as the stack YAML writes them) takes
+    at most to stop on SIGTERM: its drain notice, ``not_serving_s``, ``grace_s`` and its close. What the
+    supervisor waits before SIGKILL, and the orchestrators' grace (compose, Kubernetes)."""
+    return (DRAIN_NOTICE_MAX_S + float(serve.get("not_serving_s", ServeConfig.not_serving_s))
+            + float(serve.get("grace_s", default_grace_s)) + CLOSE_MARGIN_S)
 
 
 @dataclass

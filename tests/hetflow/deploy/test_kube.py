@@ -143,3 +143,26 @@ def test_a_balancer_that_picks_endpoints_gets_its_inference_pool():
     raw["balancer"]["endpoint_picker_pool_labels"] = {}
     with pytest.raises(ValueError, match="endpoint_picker_pool_labels"):
         manifests(raw)
+
+
+def test_pods_stop_within_their_drain_and_engines_and_the_monitor_go_before_their_replacement():
+    """The pod's grace covers the service's drain (``stop_grace_s``), the token carriers' longest; an
+    engine's new pod needs the GPU the old one holds, and two monitors would split the engines."""
+    from hetflow.supervisor import stop_grace_s
+
+    raw = raw_stack()
+    deployments = by_kind("Deployment")
+    for svc in plan(raw):
+        name = svc.name.split(":")[-1] if svc.service != "engine" else f"engine-{svc.name.split(':')[1]}"
+        spec = deployments[name]["spec"]
+        assert spec["template"]["spec"]["terminationGracePeriodSeconds"] >= stop_grace_s(raw, svc)
+        assert (spec.get("strategy") == {"type": "Recreate"}) == (svc.service in ("engine", "monitor"))
+    engine = deployments["engine-small-0"]["spec"]["template"]["spec"]
+    assert engine["terminationGracePeriodSeconds"] > deployments["router"]["spec"]["template"]["spec"][
+        "terminationGracePeriodSeconds"]
+    assert {"shm", "hf-cache"} <= {v["name"] for v in engine["volumes"]}
+
+
+def test_the_gateways_liveness_does_not_hang_on_the_balancer():
+    gateway = by_kind("Deployment")["gateway"]["spec"]["template"]["spec"]["containers"][0]
+    assert "tcpSocket" in gateway["livenessProbe"] and gateway["readinessProbe"]["httpGet"]["path"] == "/health"
