@@ -139,7 +139,7 @@ class EngineConfig:
 
 def from_stack(raw: Mapping[str, Any], name: str) -> EngineConfig:
     monitor = raw.get("monitor", {})
-    defaults = {**stack_defaults(raw, "engine"), "grace_s": STREAMING_GRACE_S}
+    defaults = {**stack_defaults(raw, "engine"), "serve": {"grace_s": STREAMING_GRACE_S}}
     host = defaults["host"]
     if "port" in monitor:
         defaults["monitor_address"] = f"{monitor.get('host', host)}:{monitor['port']}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -162,7 +163,7 @@ async def _body(request: Request, limit_bytes: int, timeout_s: float) -> Any:
     except ClientDisconnect:
         raise ClientLeft() from None
     try:
-        return json.loads(raw, parse_constant=_no_constant)
+        return json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError) as exc:   # ValueError: JSON's errors, and an integer past 4,300 digits
         raise invalid(f"the request body is not valid JSON: {exc}") from exc
 
@@ -170,6 +171,15 @@ async def _body(request: Request, limit_bytes: int, timeout_s: float) -> Any:
 def _no_constant(name: str) -> Any:
     """NaN and Infinity, which Python's JSON reader takes and JSON has not: the body is invalid."""
     raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    """A JSON number past a float's range (``1e400``) is read as infinity: invalid as NaN is, since a reply
+    or a stored response echoing it could not be written as JSON."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is past a float's range")
+    return value
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

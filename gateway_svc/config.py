@@ -70,7 +70,7 @@ class GatewayConfig:
 
 
 def from_stack(raw: Mapping[str, Any]) -> GatewayConfig:
-    defaults = {**stack_defaults(raw, "gateway"), "port": DEFAULT_PORT, "grace_s": STREAMING_GRACE_S}
+    defaults = {**stack_defaults(raw, "gateway"), "port": DEFAULT_PORT, "serve": {"grace_s": STREAMING_GRACE_S}}
     host = defaults["host"]
     for name in ("balancer", "monitor"):
         section = raw.get(name, {})

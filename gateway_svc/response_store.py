@@ -3,10 +3,10 @@ returns and what a later request's ``previous_response_id`` continues.
 
 Kept in the gateway's memory, as vLLM's server keeps them in its own (``VLLM_ENABLE_RESPONSES_API_STORE``),
 but bounded: at most ``max_responses`` per tenant, and ``max_chars`` of text per tenant (what each
-response added to its conversation: its input and its answer; a continued conversation's earlier turns
-are the stored strings themselves, not copies), each for ``ttl_s`` after it was stored, the oldest evicted
-first. A response belongs to the tenant whose API key created it; another tenant is told it does
-not exist, and one tenant's responses never evict another's.
+response holds of its own: its input and its body, answer and echoed request fields; a continued
+conversation's earlier turns are the stored strings themselves, not copies), each for ``ttl_s`` after it
+was stored, the oldest evicted first. A response belongs to the tenant whose API key created it; another
+tenant is told it does not exist, and one tenant's responses never evict another's.
 Several gateways do not share their stores: a conversation continues on the gateway that stored it.
 """
 
@@ -28,8 +28,8 @@ class StoredResponse:
     """The tenant of the API key that created it ("" on a stack without keys)."""
     stored_unix_s: float
     own_chars: int = 0
-    """The text it added to its conversation (its input's turns and its answer), counted against
-    ``max_chars``."""
+    """What it holds of its own, counted against ``max_chars``: its input's turns and its body's JSON (its
+    answer, and what the request echoes: instructions, tools, metadata)."""
 
 
 class ResponseStore:

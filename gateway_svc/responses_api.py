@@ -7,6 +7,7 @@ whose output is one assistant message of ``output_text``, or, streamed, its name
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any, Callable, Mapping
@@ -84,7 +85,7 @@ class ResponsesReply:
             parsed, answer = self.parsed, assistant_text(text, calls)
             conversation = Conversation((*parsed.history, *parsed.added, ("assistant", answer)),
                                         parsed.request.workflow.program_id)
-            own_chars = sum(len(content) for _, content in parsed.added) + len(answer)
+            own_chars = sum(len(content) for _, content in parsed.added) + len(json.dumps(response))
             self._store(response["id"], StoredResponse(response, conversation, self.tenant, time.time(), own_chars))
         return response
 

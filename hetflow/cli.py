@@ -455,8 +455,9 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--count", type=int, default=count, help="workflows to run")
         p.add_argument("--rate", type=float, default=4.0, help="workflow arrivals per second (Poisson)")
         p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--timeout", type=float, default=240.0,
-                       help="run-workflow: each workflow's deadline, seconds from its start; demo: the stack's start")
+        p.add_argument("--timeout", type=float, default=240.0 if name == "demo" else None,
+                       help="run-workflow: each workflow's deadline, seconds from its start (default: none); "
+                            "demo: how long the stack may take to start")
         if name == "run-workflow":
             p.add_argument("--address", help="balancer host:port (default: from the config); the API key, when the "
                                             "stack checks them, comes from HETFLOW_API_KEY")

@@ -21,7 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hetflow.runtime.channels import open_channel
 from hetflow.runtime.config import load_stack
 from hetflow.runtime.security import SecurityConfig, stack_security
-from hetflow.supervisor import RUN_DIR, log_tail, plan, stack_name, state_path
+from hetflow.supervisor import RUN_DIR, log_tail, plan, stack_name, state_path, stop_grace_s
 from hetflow.v1 import monitor_pb2, monitor_pb2_grpc
 
 
@@ -183,12 +183,21 @@ def _already_up(name: str, running: dict[str, Any]) -> int:
     return 1
 
 
-def down(config: Path, timeout_s: float = 60.0) -> int:
+DOWN_MARGIN_S = 10.0
+"""What the supervisor's own exit may take after its services' stops, in ``down``'s wait."""
+
+
+def down(config: Path, timeout_s: float | None = None) -> int:
+    """Stop the stack ``up`` started from ``config``: its supervisor stops each service in turn, each
+    within ``stop_grace_s``; ``timeout_s`` (None: the sum of those) bounds the wait."""
     raw = load_stack(config)
     state = read_state(raw)
     if state is None:
         print(f"stack {stack_name(raw)!r} is not running")
         return 0
+    running = state.get("stack", raw)
+    if timeout_s is None:
+        timeout_s = sum(stop_grace_s(running, svc) for svc in plan(running)) + DOWN_MARGIN_S
     pid = state["supervisor_pid"]
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s

@@ -79,10 +79,15 @@ class Decision:
 
 def models_able_to_hold(call: LlmCall, snapshot: ClusterSnapshot, models: list[str]) -> list[str]:
     """The models with a healthy engine whose KV could ever hold the call (prompt + max_tokens): a call
-    one model's engines can hold is never refused because another's cannot."""
+    one model's engines can hold is never refused because another's cannot. None: UNAVAILABLE while an
+    unhealthy engine could hold it, else RESOURCE_EXHAUSTED without a retry hint (never)."""
     needed = call.input_tokens + call.sampling.max_tokens
     able = [m for m in models if any(needed <= e.kv_capacity_tokens for e in snapshot.healthy_engines(m))]
     if not able:
+        down = [e for e in snapshot.engines if not e.healthy and needed <= e.kv_capacity_tokens]
+        if down:  # not never: once it is back (a refusal without a retry hint is one nobody retries)
+            raise Unavailable(f"call needs {needed} KV tokens; only {down[0].engine_id} ({down[0].model}), unhealthy "
+                              "now, holds that many")
         largest = max(snapshot.healthy_engines(), key=lambda e: e.kv_capacity_tokens)
         raise ResourceExhausted(f"call needs {needed} KV tokens (prompt {call.input_tokens} + max_tokens "
                                 f"{call.sampling.max_tokens}); the largest engine, {largest.engine_id} "

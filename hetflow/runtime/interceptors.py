@@ -34,10 +34,10 @@ RPC_LATENCY_S = Histogram(
 )
 log = get_logger(__name__)
 RETRY_PUSHBACK_KEY = "grpc-retry-pushback-ms"
+"""Trailing metadata of a RESOURCE_EXHAUSTED answer that may succeed later: how long to wait (gRPC A6)."""
 NEVER_RETRY_PUSHBACK = "-1"
 """The pushback of a refusal that trying again cannot help (gRFC A6: -1, no retry): RESOURCE_EXHAUSTED
 without a retry hint, a call no engine can ever hold."""
-"""Trailing metadata of a RESOURCE_EXHAUSTED answer that may succeed later: how long to wait (gRPC A6)."""
 REDISPATCHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNKNOWN,
                   grpc.StatusCode.INTERNAL, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.CANCELLED)
 """An engine's failures before the first token that another engine may not share (a refusal of the

