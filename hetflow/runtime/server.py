@@ -8,7 +8,6 @@ while calls are still taken (so Check and Watch clients see it before the port c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Sequence
@@ -141,52 +140,28 @@ async def start(service: str, cfg: ServeConfig, registrations: Sequence[Registra
                          [r.on_drain for r in registrations if r.on_drain is not None])
 
 
-_SetUp = tuple[Sequence[Registration], Callable[[], Awaitable[None]] | None]
-"""What a service's setup makes: its registrations, and its close (None: nothing to close)."""
-
-
-async def serve_until_signal(service: str, cfg: ServeConfig, setup: Callable[[], Awaitable[_SetUp]]) -> None:
-    """Run a service until SIGTERM or SIGINT, then shut it down gracefully. A signal while the service
-    still sets up (an engine's vLLM loading its weights, minutes) cancels the setup and ends the process:
-    as a container's first process it would otherwise ignore SIGTERM until its orchestrator kills it."""
+async def serve_until_signal(
+        service: str, cfg: ServeConfig,
+        setup: Callable[[], Awaitable[tuple[Sequence[Registration], Callable[[], Awaitable[None]] | None]]]) -> None:
+    """Run a service until SIGTERM or SIGINT, then shut it down gracefully."""
     configure(service, cfg.log_level)
     if cfg.metrics_port:
         start_http_server(cfg.metrics_port, addr=cfg.host)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    made = await _set_up_unless_stopped(setup, stop)
-    if made is None:
-        log.info("stopped_while_starting")
-        return
-    registrations, close = made
+    registrations, close = await setup()
     try:
         running = await start(service, cfg, registrations, close)
     except BaseException:  # a port in use: what setup made (workers, artifact copies) is closed
         if close is not None:
             await _close_quietly(service, close, cfg.grace_s)
         raise
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting_down", grace_s=cfg.grace_s)
     await running.stop()
     log.info("stopped")
-
-
-async def _set_up_unless_stopped(setup: Callable[[], Awaitable[_SetUp]], stop: asyncio.Event) -> _SetUp | None:
-    """What ``setup`` made, or None when ``stop`` was set first (the setup cancelled)."""
-    making = asyncio.ensure_future(setup())
-    stopping = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({making, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopping.cancel()
-    if making.done():
-        return making.result()
-    making.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await making
-    return None
 
 
 async def _close_quietly(service: str, close: Callable[[], Awaitable[None]], grace_s: float) -> None:

@@ -138,31 +138,3 @@ async def test_a_service_that_cannot_bind_its_port_closes_what_its_setup_made(mo
         with pytest.raises(RuntimeError, match="bind"):
             await server.serve_until_signal("test", cfg, setup)
     assert closed == [True]
-
-
-async def test_a_signal_while_the_service_sets_up_ends_it_then(monkeypatch):
-    """An engine's vLLM may load for minutes: a SIGTERM meanwhile cancels the setup and the service ends,
-    where it used to be ignored until its orchestrator killed it."""
-    import os
-    import signal
-
-    from hetflow.runtime import server
-
-    monkeypatch.setattr(server, "configure", lambda *args: None)  # the process's logging left as the tests have it
-    cancelled: list[bool] = []
-
-    async def setup():
-        try:
-            os.kill(os.getpid(), signal.SIGTERM)   # the loop's handler, installed before the setup, takes it
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.append(True)
-            raise
-
-    loop = asyncio.get_running_loop()
-    try:
-        await asyncio.wait_for(server.serve_until_signal("test", ServeConfig(), setup), 30)
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-    assert cancelled == [True]
