@@ -77,6 +77,11 @@ class CascadeServing:
                 log.warning("cascade_stage_failed", stage=stage, model=model, error=str(exc))
                 break
             record = _stage_record(stage_call, model, chunks, (time.perf_counter() - started) * 1e3)
+            if kept and _aborted(chunks):  # an answer cut short: not graded, nor kept over a whole one
+                record.outcome, record.why = FAILED, f"aborted; c_{stage - 1}'s answer returned"
+                stages.append(record)
+                log.warning("cascade_stage_aborted", stage=stage, model=model)
+                break
             outcome = await self._judge(call, stage, model, chunks, record, deadline_s)
             stages.append(record)
             kept = chunks
@@ -130,3 +135,7 @@ def _stage_record(stage_call: LlmCall, model: str, chunks: list[balancer_pb2.Gen
 def _remaining(deadline_s: float | None) -> float | None:
     return max(0.0, deadline_s - time.monotonic()) if deadline_s is not None else None
 
+
+def _aborted(chunks: list[balancer_pb2.GenerateChunk]) -> bool:
+    """The stage's stream ended cut short (finish reason "abort", or no finished chunk)."""
+    return not chunks or not chunks[-1].finished or chunks[-1].finish_reason == "abort"

@@ -97,17 +97,17 @@ class DirectDecisions:
                                          dispatch.receipt if call.want_receipt else None)
 
     async def _after_failure(self, call: LlmCall, failed: Sequence[FailedAttempt]) -> None:
-        """The last attempt failed before its first token: give up past ``redispatch_attempts``; skip its
-        engine for everyone when it is dead; end the entry it left in the monitor (an engine that answered
-        has ended it already, which is no error)."""
+        """The last attempt failed before its first token: skip its engine for everyone when it is dead; end
+        the entry it left in the monitor (an engine that answered has ended it already, which is no error);
+        give up past ``redispatch_attempts``, the entry ended all the same."""
         d = self.dispatcher
         last = failed[-1]
         address = d.monitor_view.engine_status(last.engine_id).address
         failure = NeverReached(last.engine_id, address, last.code, last.details)
-        if len(failed) > d.cfg.redispatch_attempts:
-            raise failure.as_error()
         if failure.engine_fault and not last.expired and (not address or not await d.answers_health(address)):
             await d.monitor_view.engine_unreachable(last.engine_id, str(failure))
         d.monitor_view.release_later(call.request_id, 0, f"engine-error:{last.code.name}")
         await d.monitor_view.released(call.request_id)
+        if len(failed) > d.cfg.redispatch_attempts:
+            raise failure.as_error()
         log.warning("redeciding", failed_engine=last.engine_id, reason=str(failure), attempt=len(failed))

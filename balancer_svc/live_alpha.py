@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -134,8 +134,15 @@ class LiveAlphaTuning:
         if self._executor is None:  # spawned, not forked: the balancer's process runs gRPC threads
             self._executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         loop = asyncio.get_running_loop()
-        self.retuning = loop.run_in_executor(self._executor, self._replay, list(self._engines.values()),
-                                             self.policy, records, deadlines_s)
+        try:
+            self.retuning = loop.run_in_executor(self._executor, self._replay, list(self._engines.values()),
+                                                 self.policy, records, deadlines_s)
+        except BrokenExecutor as exc:  # its worker died (a replay out of memory): a fresh pool next time, and
+            # the call whose end asked for the re-tuning is not failed for it
+            log.warning("alpha_retune_failed", error=repr(exc))
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+            return
         self.retuning.add_done_callback(lambda done: self._apply(done, now_unix_s))
 
     def _apply(self, done: asyncio.Future[tuple[float, dict[float, float]]], started_unix_s: float) -> None:

@@ -175,8 +175,12 @@ class MonitorView:
         asyncio.get_running_loop().call_later(ticket_ttl_s, self._forget_handed_over, request_id)
 
     def _forget_handed_over(self, request_id: str) -> None:
+        """Its engine's from now on, in the monitor's count too: this balancer no longer counts it on top of
+        its snapshots (an admit the monitor never acknowledged, the monitor away, would otherwise count for
+        good, and so would one a monitor restart made unacknowledged again)."""
         self.registrations.remove(request_id)
         self._handed_over.discard(request_id)
+        self.pending.drop(request_id)
 
     def running_here(self, request_id: str) -> bool:
         """A call this balancer admitted and runs still: relayed, or decided and not yet handed to its

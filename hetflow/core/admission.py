@@ -39,11 +39,17 @@ class _TenantState:
     refilled_s: float = 0.0
 
 
+SWEEP_ABOVE_TENANTS = 1024
+"""Tenants remembered before ``TenantLimiter`` first forgets those a fresh state would stand for."""
+
+
 @dataclass
 class TenantLimiter:
     default: TenantLimit = field(default_factory=TenantLimit)
     tenants: Mapping[str, TenantLimit] = field(default_factory=dict)
     _state: dict[str, _TenantState] = field(default_factory=dict)
+    _sweep_above: int = SWEEP_ABOVE_TENANTS
+    """``_state``'s size past which ``enter`` forgets the tenants a fresh state would stand for."""
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> TenantLimiter:
@@ -60,6 +66,8 @@ class TenantLimiter:
     def enter(self, tenant: str, now_s: float) -> None:
         """Count a call of ``tenant`` in, or refuse it with when to try again."""
         limit = self.limit(tenant)
+        if len(self._state) > self._sweep_above:
+            self._forget_refilled(now_s)
         state = self._state.setdefault(tenant, _TenantState(tokens=limit.bucket_size, refilled_s=now_s))
         if limit.max_in_flight and state.in_flight >= limit.max_in_flight:
             raise ResourceExhausted(f"tenant {tenant!r} has {state.in_flight} calls in flight; its limit is "
@@ -72,6 +80,17 @@ class TenantLimiter:
                                         retry_after_s=(1.0 - state.tokens) / limit.rate_per_s)
             state.tokens -= 1.0
         state.in_flight += 1
+
+    def _forget_refilled(self, now_s: float) -> None:
+        """Forget the tenants with nothing in flight whose buckets have refilled: a fresh state is the same
+        (tenants named by their callers, on a stack without keys, are as many as the callers); amortized,
+        the next sweep once the table has doubled."""
+        for tenant, state in list(self._state.items()):
+            limit = self.limit(tenant)
+            refilled = state.tokens + (now_s - state.refilled_s) * limit.rate_per_s >= limit.bucket_size
+            if state.in_flight <= 0 and refilled:
+                del self._state[tenant]
+        self._sweep_above = max(SWEEP_ABOVE_TENANTS, 2 * len(self._state))
 
     def leave(self, tenant: str) -> None:
         state = self._state.get(tenant)

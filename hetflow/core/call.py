@@ -13,10 +13,12 @@ MAX_STAGES = 10_000
 
 
 def check_stages(stage_index: int, stage_count: int, where: str = "workflow", both_set: bool = False) -> None:
-    """``stage_count`` at most ``MAX_STAGES``, and ``stage_index`` in 1..``stage_count`` when the caller
-    set both (``both_set``), else in 0..``stage_count`` (0: unknown) when the count is known."""
+    """``stage_count`` and ``stage_index`` at most ``MAX_STAGES``, and ``stage_index`` in 1..``stage_count``
+    when the caller set both (``both_set``), else in 0..``stage_count`` (0: unknown) when the count is known."""
     if stage_count > MAX_STAGES:
         raise InvalidArgument(f"{where}.stage_count must be at most {MAX_STAGES}, got {stage_count}")
+    if stage_index > MAX_STAGES:
+        raise InvalidArgument(f"{where}.stage_index must be at most {MAX_STAGES}, got {stage_index}")
     if (both_set or stage_count) and not int(both_set) <= stage_index <= stage_count:
         raise InvalidArgument(f"{where}.stage_index must be in 1..stage_count ({stage_count}), got {stage_index}")
 

@@ -21,8 +21,8 @@ MODELS = ("small", "medium", "large")
 class FakeRelay:
     """Answers each model's stage with its name; ``fail`` names models whose stage fails."""
 
-    def __init__(self, fail: dict[str, Exception] | None = None) -> None:
-        self.fail = fail or {}
+    def __init__(self, fail: dict[str, Exception] | None = None, abort: frozenset[str] = frozenset()) -> None:
+        self.fail, self.abort = fail or {}, abort
         self.served: list[tuple[str, str]] = []
         self.admitted = 0
         self.workload = WorkloadWindow()
@@ -46,7 +46,7 @@ class FakeRelay:
             first.receipt.CopyFrom(balancer_pb2.Receipt(request_id=call.request_id, model=call.model_pin))
         yield first
         yield balancer_pb2.GenerateChunk(request_id=call.request_id, text=" hi", output_tokens=3, finished=True,
-                                         finish_reason="stop")
+                                         finish_reason="abort" if call.model_pin in self.abort else "stop")
 
 
 class FixedJudge:
@@ -63,9 +63,9 @@ class FixedJudge:
         return Grade(score, 1.5, "" if score is not None else "no rating")
 
 
-def cascade(grades, fail=None, thresholds=(70.0, 60.0)):
+def cascade(grades, fail=None, thresholds=(70.0, 60.0), abort=frozenset()):
     cfg = CascadeConfig(MODELS, thresholds, JudgeSpec(kind="learned", artifact="unused"))
-    dispatcher, judge = FakeRelay(fail), FixedJudge(grades)
+    dispatcher, judge = FakeRelay(fail, abort), FixedJudge(grades)
     return CascadeServing(dispatcher, cfg, judge), dispatcher, judge
 
 
@@ -134,3 +134,15 @@ async def test_a_pinned_call_skips_the_cascade():
     serving, dispatcher, judge = cascade({})
     chunks = await run(serving, replace(call(), model_pin="large"))
     assert dispatcher.served == [(chunks[0].request_id, "large")] and judge.asked == []
+
+
+@pytest.mark.parametrize("aborted", ["medium", "large"])
+async def test_an_escalation_cut_short_returns_the_whole_answer_already_given_ungraded_by_it(aborted):
+    """A later stage's stream that ends aborted is neither graded (a truncated answer can pass) nor kept
+    over the answer already given, at the last stage as at a middle one."""
+    serving, dispatcher, judge = cascade({"small": 10.0, "medium": 10.0}, abort=frozenset({aborted}))
+    chunks = await run(serving, replace(call(), want_receipt=True))
+    stages = chunks[0].receipt.cascade
+    assert stages[-1].model == aborted and stages[-1].outcome == "failed" and "aborted" in stages[-1].why
+    assert aborted not in judge.asked and chunks[-1].finish_reason == "stop"
+    assert "".join(c.text for c in chunks) == ("small says hi" if aborted == "medium" else "medium says hi")

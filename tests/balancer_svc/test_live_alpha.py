@@ -74,6 +74,32 @@ def test_a_regressed_window_replays_and_sets_the_alpha_of_lowest_p95():
     assert pipeline.store.alpha == alpha == tuning.tuner.alpha and tuning.retuning is None
 
 
+class BrokenPool(ThreadPoolExecutor):
+    """A pool whose worker died: every submission raises at once, as ``ProcessPoolExecutor``'s does."""
+
+    def submit(self, *args, **kwargs):
+        from concurrent.futures.process import BrokenProcessPool
+
+        raise BrokenProcessPool("a replay's worker died")
+
+
+def test_a_retuning_whose_pool_broke_fails_no_call_and_the_pool_is_made_anew():
+    """The call whose workflow's end asked for the re-tuning is relayed whole: the broken pool is dropped
+    (the next re-tuning makes a fresh one) and the alpha kept."""
+    async def scenario():
+        pipeline = Pipeline(resolve("hexgen").policy)
+        tuning = LiveAlphaTuning(pipeline.store, resolve("hexgen").policy, window_s=100.0,
+                                 replay=replay_best_alpha, executor=BrokenPool(1))
+        rng = random.Random(3)
+        feed(tuning, views(), 0, 200, 10.0, rng)
+        feed(tuning, views(), 200, 300, 30.0, rng)   # a regression: the re-tuning's submission raises
+        assert [t.regressed for _, t in tuning.tuner.history] == [False, True]
+        assert tuning.retuning is None and tuning._executor is None and not tuning.changes
+        tuning.close()
+
+    asyncio.run(scenario())
+
+
 def test_unchanged_windows_never_replay():
     async def scenario():
         tuning = LiveAlphaTuning(Pipeline(resolve("hexgen").policy).store, resolve("hexgen").policy,

@@ -16,7 +16,7 @@ import pytest
 from balancer_svc import convert
 from balancer_svc.config import BalancerConfig
 from balancer_svc.dispatcher import Dispatcher
-from hetflow.core.errors import AlreadyExists, ResourceExhausted
+from hetflow.core.errors import AlreadyExists, ResourceExhausted, Unavailable
 from hetflow.core.monitor.state import EngineStatus, MonitorLimits, MonitorState
 from hetflow.core.policy_config import PolicyConfig
 from hetflow.v1 import monitor_pb2
@@ -197,6 +197,60 @@ def test_a_direct_call_handed_to_its_engine_may_be_decided_again_under_its_id():
             again = await balancer.decide(replace(call(program_id="p1"), request_id="r1"))
             await again.admitted
             assert "r1" in state.entries
+        finally:
+            await balancer.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_direct_call_admitted_while_the_monitor_was_away_stops_counting_once_handed_over():
+    """Its admit failed (the monitor away), so the balancer counted it on top of its snapshots; once its
+    ticket is out it is its engine's, and it no longer counts here (it used to, for good)."""
+
+    class AwayMonitor(InProcessMonitor):
+        async def AdmitBatch(self, request, timeout):
+            raise grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "away")
+
+    async def scenario():
+        state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
+        state.report(EngineStatus("small-0", model="small", address="127.0.0.1:1", profile=profile()), time.time())
+        balancer = _balancer(AwayMonitor(MonitorServicer(state)), {})
+        try:
+            decided = await balancer.decide(replace(call(program_id="p1"), request_id="r1"))
+            await decided.admitted
+            assert len(balancer.monitor_view.pending) == 1
+            balancer.monitor_view.hand_over("r1", 0.01)
+            for _ in range(200):
+                if not len(balancer.monitor_view.pending):
+                    break
+                await asyncio.sleep(0.01)
+            assert len(balancer.monitor_view.pending) == 0
+        finally:
+            await balancer.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_direct_call_given_up_after_its_last_failed_attempt_leaves_no_entry():
+    """Past ``redispatch_attempts`` the caller is refused, and the entry its last attempt left in the monitor
+    is ended all the same (it stood until the engine's entries were dropped as lost, 600 s)."""
+    from balancer_svc.direct import DirectDecisions, FailedAttempt
+
+    async def scenario():
+        state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
+        state.report(EngineStatus("small-0", model="small", address="127.0.0.1:1", profile=profile()), time.time())
+        balancer = _balancer(InProcessMonitor(MonitorServicer(state)), {})
+        direct = DirectDecisions(balancer)
+        balancer.answers_health = lambda address: asyncio.sleep(0, result=True)   # the engine answers its health
+        try:
+            asked = replace(call(program_id="p1"), request_id="r1")
+            await direct.decide(asked, ())
+            assert "r1" in state.entries
+            failed = [FailedAttempt("small-0", grpc.StatusCode.UNAVAILABLE, "reset")] * (
+                balancer.cfg.redispatch_attempts + 1)
+            with pytest.raises(Unavailable, match="small-0"):
+                await direct.decide(asked, failed)
+            assert "r1" not in state.entries
         finally:
             await balancer.close()
 

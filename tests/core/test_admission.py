@@ -37,3 +37,17 @@ def test_limits_from_configuration_are_checked():
         TenantLimiter.from_mapping({"defaults": {}})
     with pytest.raises(ValueError, match=">= 0"):
         TenantLimit(rate_per_s=-1)
+
+
+def test_rate_limited_tenants_named_by_their_callers_are_forgotten_once_their_buckets_refill():
+    """On a stack without keys the tenant is whatever the caller sends: the table keeps those a fresh state
+    would not stand for (calls in flight, or a bucket still refilling), not every name ever sent."""
+    from hetflow.core.admission import SWEEP_ABOVE_TENANTS, TenantLimit, TenantLimiter
+
+    limiter = TenantLimiter(TenantLimit(rate_per_s=1.0))
+    limiter.enter("busy", now_s=0.0)   # a call in flight all along: never forgotten
+    for i in range(3 * SWEEP_ABOVE_TENANTS):
+        limiter.enter(f"caller-{i}", now_s=float(i))   # one call each, its bucket refilled a few seconds on
+        limiter.leave(f"caller-{i}")
+    assert "busy" in limiter._state
+    assert len(limiter._state) <= 2 * SWEEP_ABOVE_TENANTS

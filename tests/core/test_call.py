@@ -20,3 +20,14 @@ def test_the_token_counts_are_counted_once_per_call_and_equality_ignores_them(mo
     assert first == dataclasses.replace(first)  # the cached values are not fields
     moved = dataclasses.replace(first, prompt="short")
     assert moved.input_tokens == real("short")  # a changed call counts again
+
+
+def test_a_stage_index_past_any_workflow_is_invalid_even_without_a_count():
+    """The monitor keys what it learns by stage: an index of four billion would make a key of its own."""
+    import pytest
+
+    from hetflow.core.errors import InvalidArgument
+
+    call_module.check_stages(3, 0)
+    with pytest.raises(InvalidArgument, match="stage_index must be at most"):
+        call_module.check_stages(call_module.MAX_STAGES + 1, 0)

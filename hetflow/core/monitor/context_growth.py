@@ -17,17 +17,26 @@ growth to come is undercounted, never over.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
+from hetflow.core.monitor.recent import MAX_AGENTS
+
 
 class ContextGrowth:
     def __init__(self) -> None:
-        self._added_tokens_and_calls: dict[str, tuple[int, int]] = {}
-        """Workflow -> (prompt tokens added over the calls seen, calls seen)."""
+        self._added_tokens_and_calls: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        """Workflow -> (prompt tokens added over the calls seen, calls seen); the ``MAX_AGENTS`` most recently
+        heard from."""
 
     def record(self, workflow: str, previous_prompt_tokens: int, prompt_tokens: int, calls: int = 1) -> None:
         """A call of ``workflow`` with ``prompt_tokens``, ``calls`` stages after its program's call of
         ``previous_prompt_tokens`` (more than 1 when the stages between were not seen here)."""
-        added, seen = self._added_tokens_and_calls.get(workflow, (0, 0))
-        self._added_tokens_and_calls[workflow] = (added + max(0, prompt_tokens - previous_prompt_tokens), seen + calls)
+        table = self._added_tokens_and_calls
+        added, seen = table.get(workflow, (0, 0))
+        table[workflow] = (added + max(0, prompt_tokens - previous_prompt_tokens), seen + calls)
+        table.move_to_end(workflow)
+        while len(table) > MAX_AGENTS:
+            table.popitem(last=False)
 
     def tokens_per_call(self, workflow: str) -> float:
         """The workflow's mean growth per call; 0 before any program of it made a second call."""

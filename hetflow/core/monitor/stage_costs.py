@@ -9,7 +9,9 @@ stage's calls running in parallel (a fan-out at one level) share its index.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
+
+from hetflow.core.monitor.recent import MAX_AGENTS, recent_entry
 
 STAGE_COST_WINDOW = 256
 """Admitted calls per stage the mean is taken over: recent enough to follow a shift in the workload."""
@@ -18,7 +20,8 @@ STAGE_COST_WINDOW = 256
 class StageCosts:
     def __init__(self, window: int = STAGE_COST_WINDOW) -> None:
         self.window = window
-        self._costs: dict[tuple[str, int], deque[float]] = {}
+        self._costs: OrderedDict[tuple[str, int], deque[float]] = OrderedDict()
+        """Most recently heard from last, at most ``MAX_AGENTS`` (workflow, stage) keys."""
         self._sums: dict[tuple[str, int], float] = {}
 
     def record(self, workflow: str, stage_index: int, mean_cost_s: float) -> None:
@@ -26,7 +29,7 @@ class StageCosts:
         if not workflow or stage_index < 1 or not mean_cost_s > 0.0:
             return
         key = (workflow, stage_index)
-        costs = self._costs.setdefault(key, deque())
+        costs = recent_entry(self._costs, key, deque, MAX_AGENTS, lambda gone: self._sums.pop(gone, None))
         if len(costs) == self.window:
             self._sums[key] -= costs.popleft()
         costs.append(mean_cost_s)

@@ -50,6 +50,9 @@ class InFlightEntry:
     via_gateway: bool = False
     """Sent by a gateway to the model server past the engine service (the endpoint picker): the engine's
     reports never list it, so orphan reconciliation leaves it to its balancer's release."""
+    missing_since_s: float | None = None
+    """The first of the engine's reports, since the last that listed the call, that did not: a call the
+    engine finished drops from its reports before its release arrives, which the orphan grace waits for."""
 
 
 @dataclass
@@ -395,7 +398,8 @@ class MonitorState:
             program.output_tokens += output_tokens
             program.context_tokens += output_tokens
             program.completed += int(completed)
-            program.ended = entry.final_stage and not program.in_flight
+            # a last stage that failed is tried again, as a rule: the program ends with a completed one
+            program.ended = entry.final_stage and completed and not program.in_flight
             if program.ended:
                 self._learn_run(program)
             program.last_finished_agent = entry.agent if completed and not program.ended else ""
@@ -492,8 +496,18 @@ class MonitorState:
         record.status, record.received_s, record.dispatched_since_report = status, now_s, 0
         record.dispatched_prompt_tokens_since_report = 0
         active = set(status.active_request_ids)
-        orphans = [rid for rid in record.in_flight if rid not in active and now_s - self.entries[rid].admitted_s > (
-                   self.limits.gateway_entry_max_s if self.entries[rid].via_gateway else self.limits.orphan_grace_s)]
+        orphans = []
+        for rid in record.in_flight:
+            entry = self.entries[rid]
+            if rid in active:
+                entry.missing_since_s = None
+                continue
+            if entry.missing_since_s is None:
+                entry.missing_since_s = max(now_s, entry.admitted_s)
+            # a gateway's call never shows: its bound runs from its admit; another's from its leaving the reports
+            since_s = entry.admitted_s if entry.via_gateway else entry.missing_since_s
+            if now_s - since_s > (self.limits.gateway_entry_max_s if entry.via_gateway else self.limits.orphan_grace_s):
+                orphans.append(rid)
         for rid in orphans:
             self.release(rid, now_s, completed=False)
         return len(orphans)

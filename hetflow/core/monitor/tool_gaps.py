@@ -34,9 +34,12 @@ class ToolGaps:
         self._fits.pop(key, None)
 
     def fit(self, workflow: str, agent: str) -> LogNormalFit | None:
-        """The fit over the agent's gaps (None before its first), computed once per new gap."""
+        """The fit over the agent's gaps (None before its first), computed once per new gap; kept only for
+        agents with gaps, so that the agents merely asked about (every snapshot asks) are not remembered."""
         key = (workflow, agent)
+        gaps = self._gaps.get(key)
+        if not gaps:
+            return None
         if key not in self._fits:
-            gaps = self._gaps.get(key)
-            self._fits[key] = LogNormalFit.of(list(gaps)) if gaps else None
+            self._fits[key] = LogNormalFit.of(list(gaps))
         return self._fits[key]

@@ -17,3 +17,13 @@ def test_a_call_with_a_shorter_prompt_than_its_programs_last_adds_nothing():
     growth.record("sql", previous_prompt_tokens=3000, prompt_tokens=800)   # a DAG's fresh branch
     growth.record("sql", previous_prompt_tokens=800, prompt_tokens=1000)
     assert growth.tokens_per_call("sql") == 100.0
+
+
+def test_only_the_most_recently_heard_workflows_are_kept():
+    from hetflow.core.monitor.recent import MAX_AGENTS
+
+    growth = ContextGrowth()
+    for i in range(MAX_AGENTS + 5):
+        growth.record(f"w{i}", previous_prompt_tokens=0, prompt_tokens=10)
+    assert growth.tokens_per_call("w0") == 0.0 and growth.tokens_per_call(f"w{MAX_AGENTS + 4}") == 10.0
+    assert len(growth._added_tokens_and_calls) == MAX_AGENTS

@@ -24,3 +24,13 @@ def test_admits_teach_the_snapshot_of_an_earlier_stage():
     state.admit("r1", "p1", "m", "e0", 10.0, 0.0, workflow="sql", stage_index=2, mean_cost_s=0.6)
     snap = cluster_snapshot(state, 0.1, "p2", "linker", workflow="sql", stage_index=1, stage_count=3)
     assert snap.remaining_stage_costs_s == pytest.approx((0.6, 0.0))
+
+
+def test_only_the_most_recently_heard_workflow_stages_are_kept():
+    from hetflow.core.monitor.recent import MAX_AGENTS
+
+    costs = StageCosts()
+    for stage in range(1, MAX_AGENTS + 11):
+        costs.record("w", stage, 1.0)
+    assert costs.mean_s("w", 1) == 0.0 and costs.mean_s("w", MAX_AGENTS + 10) == 1.0
+    assert len(costs._costs) == len(costs._sums) == MAX_AGENTS

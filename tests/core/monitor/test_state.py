@@ -94,9 +94,20 @@ def test_a_reregistered_call_already_known_is_left_as_it_is(state):
 def test_orphans_are_reconciled_from_engine_reports(state):
     state.admit("r1", "p1", "m", "e0", 10.0, now_s=1)
     state.admit("r2", "p1", "m", "e0", 10.0, now_s=1)
-    assert state.report(status("e0", active=["r2"]), now_s=3) == 0   # within grace: kept
-    assert state.report(status("e0", active=["r2"]), now_s=7) == 1   # past grace and not reported: removed
+    assert state.report(status("e0", active=["r2"]), now_s=3) == 0   # missing since 3: within grace, kept
+    assert state.report(status("e0", active=["r2"]), now_s=7) == 0
+    assert state.report(status("e0", active=["r2"]), now_s=9) == 1   # missing past grace: removed
     assert set(state.entries) == {"r2"}
+
+
+def test_a_long_call_that_finished_keeps_its_entry_for_its_release_past_the_grace_from_its_admit(state):
+    """The engine drops a finished call from its reports before its release arrives (through the balancer):
+    the grace runs from its leaving the reports, not from its admit, so its completion is not lost."""
+    state.admit("r1", "p1", "m", "e0", 10.0, now_s=1)
+    assert state.report(status("e0", active=["r1"]), now_s=30) == 0   # running long past the grace
+    assert state.report(status("e0"), now_s=30.5) == 0                 # finished: gone from the report
+    assert state.release("r1", now_s=31, output_tokens=40)            # its release: found, completed
+    assert state.programs["p1"].completed == 1 and state.programs["p1"].output_tokens == 40
 
 
 def test_a_gateway_call_its_engine_cannot_report_is_kept_until_the_gateway_entry_limit():
@@ -244,6 +255,17 @@ def test_a_program_that_told_its_stages_stays_resident_past_its_hold_while_stage
     state.admit("r3", "told", "m", "e0", 10.0, now_s=50, prompt_tokens=600, stage_index=3, stage_count=3)
     state.release("r3", now_s=51, output_tokens=10)
     assert tokens(state, "e0", 51) == 0                              # its last stage ended it
+
+
+def test_a_last_stage_that_failed_leaves_its_program_open_for_the_retry(state):
+    """A failed last stage is tried again, as a rule (the client keeps its index): its program is neither
+    ended nor learned one stage short, and its context stays resident for the retry."""
+    state.admit("r1", "p", "m", "e0", 10.0, now_s=0, prompt_tokens=500, stage_index=2, stage_count=2)
+    state.release("r1", now_s=1, completed=False)
+    assert not state.programs["p"].ended and tokens(state, "e0", 1.01) == 500
+    state.admit("r2", "p", "m", "e0", 10.0, now_s=2, prompt_tokens=500, stage_index=2, stage_count=2)
+    state.release("r2", now_s=3, output_tokens=10)
+    assert state.programs["p"].ended
 
 
 def test_resident_growth_counts_each_programs_calls_to_come_at_its_growth_per_call(state):

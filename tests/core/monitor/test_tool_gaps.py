@@ -59,3 +59,12 @@ def test_past_its_bound_the_agent_heard_from_least_recently_is_forgotten(monkeyp
         gaps.record("w", agent, 3.0)
     assert gaps.fit("w", "thread-1") is None and gaps.fit("w", "planner").samples == 2
     assert gaps.fit("w", "thread-2").samples == 1
+
+
+def test_agents_merely_asked_about_are_not_remembered():
+    """Every snapshot asks for each running agent's fit: one without gaps leaves nothing behind."""
+    gaps = ToolGaps()
+    for i in range(1000):
+        assert gaps.fit("w", f"agent-{i}") is None
+    gaps.record("w", "a", 2.0)
+    assert gaps.fit("w", "a") is not None and len(gaps._fits) == 1
