@@ -14,6 +14,7 @@ wait does (``hetflow.runtime.accept_wait.StreamWaits``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from typing import AsyncIterator, Awaitable, Callable
 
@@ -70,8 +71,13 @@ async def answer_decisions(requests: AsyncIterator[balancer_pb2.DecideStreamRequ
             replies.put_nowait(await _answer(message, decide, accept_wait_s))
         except asyncio.CancelledError:  # its cancel message came, or the stream is going
             replies.put_nowait(_failed(message.tag, grpc.StatusCode.CANCELLED, "cancelled by its caller"))
-        finally:
-            deciding.pop(message.tag, None)
+
+    def ended(tag: int, task: asyncio.Task[None]) -> None:
+        """The tag is free again; a decision cancelled before it began (its cancel in the same read) never
+        ran ``one``, so it is answered here."""
+        deciding.pop(tag, None)
+        if task.cancelled():
+            replies.put_nowait(_failed(tag, grpc.StatusCode.CANCELLED, "cancelled by its caller"))
 
     async def read() -> None:
         async for message in requests:
@@ -85,7 +91,8 @@ async def answer_decisions(requests: AsyncIterator[balancer_pb2.DecideStreamRequ
                                            f"tag {message.tag} is already being decided"))
             else:
                 wait_s = waits.wait_s(message.sent_after_s, time.monotonic())
-                deciding[message.tag] = loop.create_task(one(message, wait_s))
+                task = deciding[message.tag] = loop.create_task(one(message, wait_s))
+                task.add_done_callback(functools.partial(ended, message.tag))
         await asyncio.gather(*deciding.values(), return_exceptions=True)
 
     reader = loop.create_task(read())
@@ -98,6 +105,7 @@ async def answer_decisions(requests: AsyncIterator[balancer_pb2.DecideStreamRequ
             else:
                 getting.cancel()
                 reader.result()  # the request stream failed: its error ends this one
+        reader.result()  # failed in the turn of the last reply: its error still ends this one
     finally:
         reader.cancel()
         for task in list(deciding.values()):

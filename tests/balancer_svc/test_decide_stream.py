@@ -210,3 +210,27 @@ async def test_the_client_says_when_it_sent_each_decision():
         await channel.close()
         await server.stop(None)
     assert decisions.waits_s["quick"] == 0.0 and decisions.waits_s["other"] is not None
+
+
+async def test_a_decision_cancelled_in_the_read_that_brought_it_is_answered_and_its_tag_freed():
+    """Its cancel came before its task ever ran: it is answered CANCELLED (it got no reply, and its tag
+    stayed taken for good), and the tag decides again."""
+    decisions = Decisions()
+    reused = asyncio.Event()
+
+    async def requests():
+        yield balancer_pb2.DecideStreamRequest(tag=1, decide=_decide("forever"))
+        yield balancer_pb2.DecideStreamRequest(tag=1, cancel=True)   # read in the same turn: the task never ran
+        await reused.wait()
+        yield balancer_pb2.DecideStreamRequest(tag=1, decide=_decide("quick"))
+
+    replies = []
+
+    async def read() -> None:
+        async for reply in answer_decisions(requests(), decisions.decide):
+            replies.append(reply)
+            reused.set()
+
+    await asyncio.wait_for(read(), 30)   # no reply at all used to leave it waiting for good
+    assert [(r.tag, r.status.code, r.decision.engine_id) for r in replies] == [
+        (1, grpc.StatusCode.CANCELLED.value[0], ""), (1, 0, "engine-quick")]
