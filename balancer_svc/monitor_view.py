@@ -69,8 +69,9 @@ class MonitorView:
         """Running calls and whether the monitor knows them (told again after it restarts)."""
         self._releases: dict[str, asyncio.Task[None]] = {}
         """Releases on their way to the monitor, by request id."""
-        self._handed_over: set[str] = set()
-        """Direct-path calls handed to their engines whose registrations are kept until their tickets expire."""
+        self._handed_over: dict[str, asyncio.TimerHandle] = {}
+        """Direct-path calls handed to their engines whose registrations are kept until their tickets expire,
+        with the timer that forgets them."""
         self._reregistering: asyncio.Task[None] | None = None
         self._last_snapshot: tuple[monitor_pb2.MonitorSnapshot, float] | None = None
         """The monitor's last snapshot and when it came (monotonic s): decided on while it is away, and
@@ -94,6 +95,8 @@ class MonitorView:
         self.engine_watch.start()
 
     async def close(self) -> None:
+        for timer in self._handed_over.values():
+            timer.cancel()
         stopping = [task for task in (self._reregistering, self._watcher) if task is not None]
         for task in stopping:
             task.cancel()
@@ -171,15 +174,17 @@ class MonitorView:
     def hand_over(self, request_id: str, ticket_ttl_s: float) -> None:
         """A direct-path call is the engine's to end once its ticket is used: this balancer stops telling a
         restarted monitor of it when the ticket expires (the engine tells it from then on)."""
-        self._handed_over.add(request_id)
-        asyncio.get_running_loop().call_later(ticket_ttl_s, self._forget_handed_over, request_id)
+        if (earlier := self._handed_over.get(request_id)) is not None:
+            earlier.cancel()  # decided again: its new ticket's time runs from now
+        self._handed_over[request_id] = asyncio.get_running_loop().call_later(
+            ticket_ttl_s, self._forget_handed_over, request_id)
 
     def _forget_handed_over(self, request_id: str) -> None:
         """Its engine's from now on, in the monitor's count too: this balancer no longer counts it on top of
         its snapshots (an admit the monitor never acknowledged, the monitor away, would otherwise count for
         good, and so would one a monitor restart made unacknowledged again)."""
         self.registrations.remove(request_id)
-        self._handed_over.discard(request_id)
+        self._handed_over.pop(request_id, None)
         self.pending.drop(request_id)
 
     def running_here(self, request_id: str) -> bool:

@@ -255,3 +255,25 @@ def test_a_direct_call_given_up_after_its_last_failed_attempt_leaves_no_entry():
             await balancer.close()
 
     asyncio.run(scenario())
+
+
+def test_a_call_decided_again_is_forgotten_when_its_new_ticket_expires_not_its_first():
+    """The first hand-over's timer used to forget the second attempt's registration (and its count on top of
+    the snapshots) before the second ticket expired."""
+
+    async def scenario():
+        state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
+        state.report(EngineStatus("small-0", model="small", address="127.0.0.1:1", profile=profile()), time.time())
+        balancer = _balancer(InProcessMonitor(MonitorServicer(state)), {})
+        try:
+            decided = await balancer.decide(replace(call(program_id="p1"), request_id="r1"))
+            await decided.admitted
+            view = balancer.monitor_view
+            view.hand_over("r1", 0.05)
+            view.hand_over("r1", 60.0)   # decided again: a ticket of its own
+            await asyncio.sleep(0.2)
+            assert "r1" in view.registrations
+        finally:
+            await balancer.close()
+
+    asyncio.run(scenario())
