@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from hetflow.runtime.config import engine_section, load_stack
+from hetflow.runtime.config import engine_section, load_stack, serve_fields
 from hetflow.runtime.security import stack_security
 from hetflow.runtime.server import STREAMING_GRACE_S, ServeConfig, stop_within_s
 
@@ -77,8 +77,7 @@ def service_section(raw: Mapping[str, Any], svc: ServiceProcess) -> dict[str, An
 def stop_grace_s(raw: Mapping[str, Any], svc: ServiceProcess) -> float:
     """How long ``svc`` may take to stop on SIGTERM (``hetflow.runtime.server.stop_within_s``), from its
     section's ``grace_s`` and ``not_serving_s`` (flat or under ``serve``)."""
-    section = service_section(raw, svc)
-    serve = {**dict(section.get("serve") or {}), **section}
+    serve = serve_fields(service_section(raw, svc))   # a copy: the section is left as it is
     return stop_within_s(serve, STREAMING_GRACE_S if svc.service in STREAMING_SERVICES else ServeConfig.grace_s)
 
 

@@ -120,15 +120,15 @@ def service_config(cls: type[T], section: Mapping[str, Any] | None, where: str,
     """Build a service config whose ``serve`` fields may sit flat in the section (``port: 50100``) or
     under ``serve``; ``defaults`` likewise, the section's winning field by field."""
     defaults, section = dict(defaults or {}), dict(section or {})
-    serve = {**_serve_fields(defaults), **_serve_fields(section)}
+    serve = {**serve_fields(defaults), **serve_fields(section)}
     values = {**defaults, **section}
     if serve:
         values["serve"] = serve
     return build(cls, values, where)
 
 
-def _serve_fields(values: dict[str, Any]) -> dict[str, Any]:
+def serve_fields(values: dict[str, Any]) -> dict[str, Any]:
     """The ``serve`` fields of a section (or defaults), taken out of it: those under ``serve``, then the
-    flat ones over them."""
+    flat ones over them (as ``service_config`` builds them; the supervisor reads a section's drain so)."""
     flat = {k: values.pop(k) for k in SERVE_KEYS if k in values}
     return {**dict(values.pop("serve", None) or {}), **flat}

@@ -79,6 +79,13 @@ def _balancer(monitor: InProcessMonitor, policy: dict) -> Dispatcher:
     return dispatcher
 
 
+def _one_engine(monitor: type[InProcessMonitor]) -> tuple[MonitorState, Dispatcher]:
+    """A monitor that knows one engine, ``small-0``, and a balancer of the default policy in front of it."""
+    state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
+    state.report(EngineStatus("small-0", model="small", address="127.0.0.1:1", profile=profile()), time.time())
+    return state, _balancer(monitor(MonitorServicer(state)), {})
+
+
 def _promised_tokens(state: MonitorState, policy: dict) -> float:
     """What the engine is promised: the packer's ledger peak, or the gate's active programs' contexts."""
     if policy is WORKING_SET_GATE:
@@ -186,9 +193,7 @@ def test_a_direct_call_handed_to_its_engine_may_be_decided_again_under_its_id():
     under the same id (its model server out of reach, it streams from the engine instead): not refused."""
 
     async def scenario():
-        state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
-        state.report(EngineStatus("small-0", model="small", address="127.0.0.1:1", profile=profile()), time.time())
-        balancer = _balancer(InProcessMonitor(MonitorServicer(state)), {})
+        state, balancer = _one_engine(InProcessMonitor)
         try:
             first = await balancer.decide(replace(call(program_id="p1"), request_id="r1"))
             await first.admitted
@@ -212,9 +217,7 @@ def test_a_direct_call_admitted_while_the_monitor_was_away_stops_counting_once_h
             raise grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "away")
 
     async def scenario():
-        state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
-        state.report(EngineStatus("small-0", model="small", address="127.0.0.1:1", profile=profile()), time.time())
-        balancer = _balancer(AwayMonitor(MonitorServicer(state)), {})
+        state, balancer = _one_engine(AwayMonitor)
         try:
             decided = await balancer.decide(replace(call(program_id="p1"), request_id="r1"))
             await decided.admitted
@@ -237,9 +240,7 @@ def test_a_direct_call_given_up_after_its_last_failed_attempt_leaves_no_entry():
     from balancer_svc.direct import DirectDecisions, FailedAttempt
 
     async def scenario():
-        state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
-        state.report(EngineStatus("small-0", model="small", address="127.0.0.1:1", profile=profile()), time.time())
-        balancer = _balancer(InProcessMonitor(MonitorServicer(state)), {})
+        state, balancer = _one_engine(InProcessMonitor)
         direct = DirectDecisions(balancer)
         balancer.answers_health = lambda address: asyncio.sleep(0, result=True)   # the engine answers its health
         try:
@@ -262,9 +263,7 @@ def test_a_call_decided_again_is_forgotten_when_its_new_ticket_expires_not_its_f
     the snapshots) before the second ticket expired."""
 
     async def scenario():
-        state = MonitorState(MonitorLimits(engine_stale_after_s=1e9))
-        state.report(EngineStatus("small-0", model="small", address="127.0.0.1:1", profile=profile()), time.time())
-        balancer = _balancer(InProcessMonitor(MonitorServicer(state)), {})
+        state, balancer = _one_engine(InProcessMonitor)
         try:
             decided = await balancer.decide(replace(call(program_id="p1"), request_id="r1"))
             await decided.admitted
