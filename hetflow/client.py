@@ -121,8 +121,18 @@ class HetflowClient:
                  timeout_s: float | None = None) -> AsyncIterator[balancer_pb2.GenerateChunk]:
         """Stream one call's chunks. Cancel the returned call (or let its task be cancelled) to abort."""
         if self.direct:
-            return DirectCall(self.stub, self._engine_at, request, timeout_s, decisions=self._decisions)
-        return self.stub.Generate(request, timeout=timeout_s, metadata=sent_timeout(timeout_s) or None)
+            return DirectCall(self.stub, self._engine_at, request, timeout_s, decisions=self._decisions,
+                              balancer_connected=self._connected)
+        return self.stub.Generate(request, timeout=timeout_s, metadata=self._sent_timeout(timeout_s))
+
+    def _connected(self) -> bool:
+        """Whether the channel to the balancer is connected now (it connects on the first call)."""
+        return self._channel.get_state() is grpc.ChannelConnectivity.READY
+
+    def _sent_timeout(self, timeout_s: float | None) -> tuple[tuple[str, str], ...] | None:
+        """The metadata that lets the balancer tell how long the call waited to be taken
+        (``hetflow.runtime.accept_wait``), on a connected channel only."""
+        return sent_timeout(timeout_s, self._connected()) or None
 
     def _engine_at(self, address: str) -> engine_pb2_grpc.EngineStub:
         channel = self._engine_channels.get(address)
@@ -134,7 +144,8 @@ class HetflowClient:
         start = time.perf_counter()
         if self.direct:
             chunks = [chunk async for chunk in DirectCall(self.stub, self._engine_at, request, timeout_s,
-                                                          decisions=self._decisions)]
+                                                          decisions=self._decisions,
+                                                          balancer_connected=self._connected)]
             if not chunks:  # as the balancer's Complete answers it on the relayed path
                 raise Unavailable("the engine ended the call without a reply")
             first, last = chunks[0], chunks[-1]
@@ -142,7 +153,7 @@ class HetflowClient:
                               last.usage.prompt_tokens, last.usage.output_tokens, first.model, first.engine_id,
                               time.perf_counter() - start, first.receipt if first.HasField("receipt") else None,
                               last.queued_s)
-        reply = await self.stub.Complete(request, timeout=timeout_s, metadata=sent_timeout(timeout_s) or None)
+        reply = await self.stub.Complete(request, timeout=timeout_s, metadata=self._sent_timeout(timeout_s))
         return CallResult(reply.request_id, reply.text, reply.finish_reason, reply.usage.prompt_tokens,
                           reply.usage.output_tokens, reply.model, reply.engine_id, time.perf_counter() - start,
                           reply.receipt if reply.HasField("receipt") else None, reply.queued_s)

@@ -25,9 +25,13 @@ SENT_TIMEOUT_KEY = "hetflow-timeout-ms"
 PREVIOUS_ATTEMPTS_KEY = "grpc-previous-rpc-attempts"
 
 
-def sent_timeout(timeout_s: float | None) -> tuple[tuple[str, str], ...]:
-    """The metadata a client adds to a call it sends with ``timeout_s`` (none without one)."""
-    return () if timeout_s is None else ((SENT_TIMEOUT_KEY, str(max(0, round(timeout_s * 1e3)))),)
+def sent_timeout(timeout_s: float | None, connected: bool = True) -> tuple[tuple[str, str], ...]:
+    """The metadata a client adds to a call it sends with ``timeout_s`` (none without one, nor on a channel
+    not ``connected`` yet: gRPC sends the call's headers, and its time left, once the channel has
+    connected, so the call's wait would hold the connecting)."""
+    if timeout_s is None or not connected:
+        return ()
+    return ((SENT_TIMEOUT_KEY, str(max(0, round(timeout_s * 1e3)))),)
 
 
 def accept_wait_s(metadata: Sequence[tuple[str, str | bytes]], time_remaining_s: float | None) -> float | None:

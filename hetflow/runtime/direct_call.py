@@ -46,15 +46,18 @@ class DirectCall:
                  engine_at: Callable[[str], engine_pb2_grpc.EngineStub], request: balancer_pb2.GenerateRequest,
                  timeout_s: float | None = None, metadata: Sequence[tuple[str, str]] = (),
                  model_server: Http1Client | None = None, model_server_less: set[str] | None = None,
-                 decisions: DecisionStream | None = None) -> None:
+                 decisions: DecisionStream | None = None, balancer_connected: Callable[[], bool] | None = None) -> None:
         """``engine_at``: the engine stub for an address (channels are the caller's to keep);
         ``metadata``: sent with the decision and the stream (a tenant's API key); ``model_server``: the
         client to stream from an engine's model server with (None: always from the engine);
         ``model_server_less``: addresses of engines known to have none (the caller's to keep);
         ``decisions``: the caller's stream of decisions (``Balancer.DecideStream``, its metadata the
-        caller's); None: each decision its own ``Decide``, with ``metadata``."""
+        caller's); None: each decision its own ``Decide``, with ``metadata``; ``balancer_connected``: whether
+        the channel to the balancer is connected now, for the timeout a call is sent with
+        (``hetflow.runtime.accept_wait.sent_timeout``; None: taken as connected)."""
         self._balancer, self._engine_at, self._decisions = balancer, engine_at, decisions
         self._http = model_server
+        self._balancer_connected = balancer_connected
         self._model_server_less = model_server_less if model_server_less is not None else set()
         self._call = balancer_pb2.GenerateRequest()
         self._call.CopyFrom(request)
@@ -96,7 +99,8 @@ class DirectCall:
     def _with_timeout(self, timeout_s: float | None) -> tuple[tuple[str, str], ...] | None:
         """The call's metadata with the timeout it is sent with, so the balancer can tell how long it
         waited to be taken (``hetflow.runtime.accept_wait``)."""
-        return (*(self._metadata or ()), *sent_timeout(timeout_s)) or None
+        connected = self._balancer_connected is None or self._balancer_connected()
+        return (*(self._metadata or ()), *sent_timeout(timeout_s, connected)) or None
 
     async def aclose(self) -> None:
         """Stop reading: the engine's stream is cancelled, so the engine aborts the call."""

@@ -91,3 +91,32 @@ async def test_a_call_past_its_programs_deadline_is_not_sent():
     with pytest.raises(grpc.aio.AioRpcError) as late:
         await program.complete("planner", [("user", "plan")], 8)
     assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED and caller.requests == []
+
+
+async def test_a_call_carries_the_timeout_it_was_sent_with_only_once_the_channel_is_connected():
+    """A fresh channel's first call waits for it to connect; had it said its timeout, the balancer would
+    read the connecting as a wait to be taken (``hetflow.runtime.accept_wait``)."""
+    import grpc
+
+    from hetflow.runtime.accept_wait import SENT_TIMEOUT_KEY
+    from hetflow.v1 import balancer_pb2_grpc
+
+    seen: list[bool] = []
+
+    class Balancer(balancer_pb2_grpc.BalancerServicer):
+        async def Complete(self, request, context):
+            seen.append(any(key == SENT_TIMEOUT_KEY for key, _ in context.invocation_metadata()))
+            return balancer_pb2.CompletionReply(request_id=request.request_id)
+
+    server = grpc.aio.server()
+    balancer_pb2_grpc.add_BalancerServicer_to_server(Balancer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with HetflowClient(f"127.0.0.1:{port}") as client:
+            for _ in range(2):
+                await client.complete(build_request(prompt="hi", max_tokens=2), timeout_s=30.0)
+            await client.complete(build_request(prompt="hi", max_tokens=2))
+    finally:
+        await server.stop(None)
+    assert seen == [False, True, False]  # connecting; connected; no timeout to say

@@ -69,10 +69,12 @@ def stack_config(engines: list[dict[str, Any]] | None = None, **balancer: Any) -
     engines = engines if engines is not None else [
         {"name": "small-0", "profile": f"{SMALL}@a6000"}, {"name": "large-0", "profile": f"{LARGE}@a6000"}]
     quick = {"not_serving_s": 0.0, "grace_s": 5.0}  # teardown need not wait for health watchers, nor long drains
-    # Every service of an in-process stack shares one event loop with the test's clients, so its lag says
-    # nothing about a balancer process of its own: no shedding on it here (tests/core/test_load_shedding.py
-    # tests the rule; the reliability bench measures it on real processes).
-    balancer = {"max_loop_lag_s": 0.0, **balancer}
+    # Every service of an in-process stack shares one event loop with the test's clients, so neither its lag
+    # nor a call's wait to be taken (which holds the client's own turns on that loop: 742 ms for twelve
+    # workflows sent at once on a loaded CI host) says anything about a balancer process of its own: no
+    # shedding on either here (tests/core/test_load_shedding.py and tests/balancer_svc/test_dispatcher_shedding.py
+    # test the rules; the reliability bench measures them on real processes).
+    balancer = {"max_loop_lag_s": 0.0, "accept_wait_target_s": 0.0, **balancer}
     return {
         "stack": {"name": "test", "host": "127.0.0.1"},
         # 5 s: every service shares the test's one event loop, which a loaded host can stall past a second

@@ -25,7 +25,7 @@ def stack_file(tmp_path, judge):
            "monitor": {"port": free_port(), "metrics_port": 0, "engine_stale_after_s": 1.0},
            "router": {"port": free_port(), "metrics_port": 0, "models": {SMALL: 0.4, LARGE: 0.7}},
            "predictor": {"port": free_port(), "metrics_port": 0},
-           "balancer": {"port": free_port(), "metrics_port": 0, "max_loop_lag_s": 0.0,
+           "balancer": {"port": free_port(), "metrics_port": 0, "max_loop_lag_s": 0.0, "accept_wait_target_s": 0.0,
                         "cascade": {"models": [SMALL, LARGE], "thresholds": [100.0], "judge": judge}},
            "engines": [{"name": "small-0", "port": free_port(), "profile": f"{SMALL}@a6000", **engine},
                        {"name": "large-0", "port": free_port(), "profile": f"{LARGE}@a6000", **engine}]}

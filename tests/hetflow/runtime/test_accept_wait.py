@@ -45,3 +45,7 @@ def test_the_base_forgets_minutes_older_than_its_history_so_drift_cannot_pass_fo
         read_s = minute * 60.0 + 1.0
         wait_s = waits.wait_s(sent_after_s=read_s - 0.01 - minute * 1e-3, read_s=read_s)
     assert wait_s is not None and wait_s <= StreamWaits.BASE_HISTORY * 1e-3 + 1e-9
+
+
+def test_a_client_says_its_timeout_only_on_a_connected_channel():
+    assert sent_timeout(2.5, connected=False) == () and sent_timeout(2.5, connected=True) == sent_timeout(2.5)
