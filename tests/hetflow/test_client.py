@@ -99,6 +99,7 @@ async def test_a_call_carries_the_timeout_it_was_sent_with_only_once_the_channel
     import grpc
 
     from hetflow.runtime.accept_wait import SENT_TIMEOUT_KEY
+    from hetflow.runtime.channels import SERVER_OPTIONS
     from hetflow.v1 import balancer_pb2_grpc
 
     seen: list[bool] = []
@@ -108,7 +109,7 @@ async def test_a_call_carries_the_timeout_it_was_sent_with_only_once_the_channel
             seen.append(any(key == SENT_TIMEOUT_KEY for key, _ in context.invocation_metadata()))
             return balancer_pb2.CompletionReply(request_id=request.request_id)
 
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=SERVER_OPTIONS)  # the client's keepalive pings never close the connection
     balancer_pb2_grpc.add_BalancerServicer_to_server(Balancer(), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()

@@ -47,9 +47,9 @@ class Stack:
         security = stack_security(self.raw, "operator")
         channel = open_channel(self.address("monitor"), security) if self.raw.get("security") else \
             grpc.aio.insecure_channel(self.address("monitor"))
-        async with channel as ch:
+        async with channel as ch:  # 30 s: a bound on waiting (the loop it shares can stall seconds on a loaded host)
             return await monitor_pb2_grpc.MonitorStub(ch).Snapshot(monitor_pb2.SnapshotRequest(request_ids=True),
-                                                                   timeout=2)
+                                                                   timeout=30)
 
     async def stop(self, name: str) -> None:
         await self.servers.pop(name).stop()
