@@ -56,7 +56,8 @@ class BalancerConfig:
     """New calls are refused (RESOURCE_EXHAUSTED, retry hint) while calls wait to be taken longer than this:
     the shortest wait over ``accept_wait_interval_s`` (at least 8 calls) above it, CoDel's standing queue
     (``hetflow.core.load_shedding.AcceptWaits``). A call's wait is known when its client sends its timeout
-    (``hetflow.runtime.accept_wait``; hetflow's client does). 0 = never on waits."""
+    (``hetflow.runtime.accept_wait``; hetflow's client does, on a connected channel; gRPC's rounding makes it
+    read low, docs/reliability.md). 0 = never on waits."""
     accept_wait_interval_s: float = 0.2
     """The window of calls whose shortest wait decides a standing queue: a burst whose calls are all taken
     within it passes whole."""
