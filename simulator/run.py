@@ -435,8 +435,9 @@ class Simulation:
         resumes = agent_calls_again(self._programs[record.program_id], record)
         workflow = WorkflowInfo(record.program_id, record.workflow, record.agent, record.stage_index,
                                 record.stage_count, record.upstream_agent, record.tenant)
+        decode_s = self.loop.now - req.first_token_s if req.first_token_s is not None else None
         self.pipeline.finished(FinishedCall(workflow, engine_id, self.loop.now, req.prompt_tokens,
-                                            req.output_tokens, req.prefix_hit_tokens, resumes))
+                                            req.output_tokens, req.prefix_hit_tokens, resumes, decode_s))
 
     def _record(self, program_id: str, stage: int) -> StageRecord:
         return next(r for r in self._programs[program_id] if r.stage_index == stage)

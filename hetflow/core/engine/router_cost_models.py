@@ -48,6 +48,12 @@ class Calibration:
                      + self.prefill_s_per_1k_tokens_squared * x * x)
         return prefill_s * (2.0 - DOCUMENTED_DECODE_THROUGHPUT_ALPHA)
 
+    def decode_tokens_per_s(self, batch: int, context_tokens: int) -> float:
+        """Aggregate decode throughput of ``batch`` running requests holding ``context_tokens``,
+        ``B / (f + r B + c C)`` tokens/s (policy.rs ``decode_throughput``), at GPU speed."""
+        return batch / (self.decode_fixed_step_s + self.decode_step_s_per_request * batch
+                        + self.decode_step_s_per_context_token * context_tokens)
+
     def config(self, time_scale: float = 1.0) -> dict[str, Any]:
         """The router's ``prefill_cost_model`` and ``decode_throughput_model``, scaled to the pool's time."""
         return {"prefill_cost_model": {

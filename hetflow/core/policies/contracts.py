@@ -56,6 +56,9 @@ class FinishedCall:
     cached_prompt_tokens: int
     agent_resumes: bool
     """Whether the call's agent has a later call in its workflow (vLLM's ``expected_resume``)."""
+    decode_s: float | None = None
+    """From its first streamed chunk to its end, as the router times it: vLLM streams its first chunk with
+    the first output token; None where the response was not streamed."""
 
 
 @dataclass

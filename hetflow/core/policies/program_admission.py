@@ -14,10 +14,10 @@ vLLM reports per rank scraped once a metrics interval.
 
 Differences from the binary, each named in docs/rivals.md: waiting programs are decided again every
 ``recheck_s`` in the balancer's hold-queue order (the router re-decides on every arrival, completion and
-tick, most recently finished first); the batch-gain bypass of the growth reserve, the segment-round yield,
-the shared-prefix credit, the queue timeout and the release of programs paused for 30 minutes are left
-out; the home rank comes from a stand-in hash (the router hashes the whole first request), or with
-``session_header`` from the workflow, as the router hashes a session header.
+tick, most recently finished first); the segment-round yield, the shared-prefix credit, the queue timeout
+and the release of programs paused for 30 minutes are left out; the home rank comes from a stand-in hash
+(the router hashes the whole first request), or with ``session_header`` from the workflow, as the router
+hashes a session header (with its own hash: another draw of the ranks' split).
 """
 
 from __future__ import annotations
@@ -103,7 +103,9 @@ class ProgramAdmission(EnginePicker):
                             and (not model or e.model == model)), None)
             if profile is None:
                 raise ValueError("program-admission needs the engines' profiles for the router's cost models")
-            ledgers[model] = ProgramLedger(self.config, calibrate(profile).cache_miss_impact_s)
+            calibration = calibrate(profile)
+            ledgers[model] = ProgramLedger(self.config, calibration.cache_miss_impact_s,
+                                           calibration.decode_tokens_per_s)
         return ledgers[model]
 
     def pick(self, call: LlmCall, snapshot: ClusterSnapshot, model: str, prediction: Prediction,
@@ -135,4 +137,4 @@ class ProgramAdmission(EnginePicker):
             if key in ledger.programs:
                 cached_tokens = call.cached_prompt_tokens if self.servers_report_cached_tokens else 0
                 ledger.finish(key, call.engine_id, call.prompt_tokens, call.output_tokens, cached_tokens,
-                              call.agent_resumes, call.finished_s)
+                              call.agent_resumes, call.finished_s, call.decode_s)

@@ -21,6 +21,7 @@ import hashlib
 import heapq
 import itertools
 import math
+import sys
 from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
@@ -105,6 +106,8 @@ class RouterProgram:
     """Capacity repair marked it: it pauses at its next completion instead of acting."""
     last_finished_s: float | None = None
     last_prompt_tokens: int = 0
+    last_miss_impact_s: float = 0.0
+    """The cost of a miss of its last finished prompt (``last_cache_miss_impact_seconds``), 0 before one."""
     rounds_since_activation: int = 0
     rounds_since_ttl_pause: int = 0
     pending_request: str = ""
@@ -115,7 +118,8 @@ class RouterProgram:
 @dataclass
 class RankWindows:
     """One rank's rolling windows of ``size`` samples (factors.rs): completed requests (finish time, rounds
-    since the program's last TTL pause, context growth, output) and tool-gap intervals (for the TTL)."""
+    since the program's last TTL pause, context growth, output, decode time) and tool-gap intervals (for the
+    TTL)."""
 
     size: int
     finished_s: deque = field(init=False)
@@ -123,16 +127,20 @@ class RankWindows:
     growth_tokens: deque = field(init=False)
     output_tokens: deque = field(init=False)
     intervals_s: deque = field(init=False)
+    decode_s: deque = field(init=False)
+    """From the response's first streamed chunk to its end, None where it had none (program_adapter.rs)."""
 
     def __post_init__(self) -> None:
-        for name in ("finished_s", "rounds", "growth_tokens", "output_tokens", "intervals_s"):
+        for name in ("finished_s", "rounds", "growth_tokens", "output_tokens", "intervals_s", "decode_s"):
             setattr(self, name, deque(maxlen=self.size))
 
-    def add(self, finished_s: float, rounds: int, growth_tokens: int | None, output_tokens: int) -> None:
+    def add(self, finished_s: float, rounds: int, growth_tokens: int | None, output_tokens: int,
+            decode_s: float | None = None) -> None:
         self.finished_s.append(finished_s)
         self.rounds.append(rounds)
         self.growth_tokens.append(growth_tokens)
         self.output_tokens.append(output_tokens)
+        self.decode_s.append(decode_s)
 
     @property
     def mature(self) -> bool:
@@ -147,6 +155,14 @@ class RankWindows:
     def mean_growth_tokens(self) -> float:
         grown = [g for g in self.growth_tokens if g is not None]
         return sum(grown) / len(grown) if grown else 0.0
+
+    def mean_decode_s(self) -> float | None:
+        """``average_decode_seconds``: over the samples that have one, None where none has."""
+        timed = [d for d in self.decode_s if d is not None and d >= 0]
+        return sum(timed) / len(timed) if timed else None
+
+    def mean_output_tokens(self) -> float:
+        return sum(self.output_tokens) / len(self.output_tokens) if self.output_tokens else 0.0
 
     def requests_per_s(self) -> float:
         if len(self.finished_s) < 2 or self.finished_s[-1] <= self.finished_s[0]:
@@ -179,6 +195,10 @@ class SchedulingConfig:
     force_resume_floor_s: float = 30.0
     """The force-resume timeout's floor, 30 s of the router's clock (scheduler_fairness.rs, not configurable):
     on a pool run at time scale k, 30 / k s of the simulator's."""
+    batch_gain_admission: bool = True
+    """``enable_batch_gain_admission`` (on by default): a program whose tokens fit now but not with the
+    growth reserve is admitted when the decode it adds to the batch gains more than it costs
+    (``ProgramLedger.batch_gain_admits``)."""
 
 
 @dataclass(frozen=True)
@@ -204,10 +224,14 @@ class RankObservation:
 class ProgramLedger:
     """The router's programs, per-rank usage estimates and windows; every method takes the time."""
 
-    def __init__(self, config: SchedulingConfig, miss_impact_s: Callable[[int], float]) -> None:
+    def __init__(self, config: SchedulingConfig, miss_impact_s: Callable[[int], float],
+                 decode_tokens_per_s: Callable[[int, int], float]) -> None:
         self.config = config
         self.miss_impact_s = miss_impact_s
         """Uncached prompt tokens -> seconds: the calibrated cold prefill (``Calibration.cache_miss_impact_s``)."""
+        self.decode_tokens_per_s = decode_tokens_per_s
+        """(running requests, their context tokens) -> the calibrated decode throughput
+        (``Calibration.decode_tokens_per_s``)."""
         self.programs: dict[str, RouterProgram] = {}
         self.active: dict[str, set[str]] = {}
         """Rank -> keys of the programs active on it."""
@@ -412,7 +436,55 @@ class ProgramLedger:
                    else "growth reserve" if used + required + reserve > limit else "")
         if forced or not refusal:
             return Admission(engine_id, "forced" if refusal else "admitted", used, required, reserve)
+        if refusal == "growth reserve" and self.batch_gain_admits(program, engine_id, used, required):
+            return Admission(engine_id, "batch-gain", used, required, reserve)
         return refusal
+
+    def batch_gain_admits(self, program: RouterProgram, engine_id: str, used: float, required: float) -> bool:
+        """policy.rs ``estimate_batch_gain``, where only the growth reserve refused: the candidate joins the
+        rank's decode batch when the time it gains a request, ``decode s x (throughput with it / without - 1)``,
+        is at least the cost of its own cold prefill plus the continuity the protected programs lose,
+        ``(rounds before - rounds after) / rounds after x their mean miss cost``, the rounds being what the
+        room left holds of the protected programs' remaining ones at the mean growth (infinite where the
+        candidate leaves none); never while the rank's window is immature or nothing runs there."""
+        window = self.window(engine_id)
+        programs = self.on_rank(engine_id)
+        running = [p for p in programs if p.in_flight]
+        if not self.config.batch_gain_admission or not window.mature or not running:
+            return False
+        context_before = sum(p.context_tokens for p in running)
+        before = self.decode_tokens_per_s(len(running), context_before)
+        after = self.decode_tokens_per_s(len(running) + 1, context_before + program.context_tokens)
+        if before <= 0:
+            return False
+        decode_s = window.mean_decode_s()
+        if decode_s is None:
+            decode_s = len(running) * window.mean_output_tokens() / before
+        if not math.isfinite(decode_s) or decode_s <= 0:
+            return False
+        gain_s = decode_s * max(after / before - 1.0, 0.0)
+        return gain_s >= self.miss_impact_s(program.context_tokens) + self._continuity_loss_s(
+            programs, window, used, required, self.capacity_tokens[engine_id] * self.config.watermark_ratio)
+
+    def _continuity_loss_s(self, programs: list[RouterProgram], window: RankWindows, used: float,
+                           required: float, limit: float) -> float:
+        """The batch gain's continuity loss (policy.rs ``estimate_batch_gain``) over the rank's protected
+        programs: those with target rounds left since their activation, each with its last miss cost."""
+        growth = window.mean_growth_tokens()
+        if growth <= 0:
+            return 0.0
+        target = window.target_rounds(self.config.max_segment_rounds)
+        protected = [(target - p.rounds_since_activation, p.last_miss_impact_s) for p in programs
+                     if target - p.rounds_since_activation > 0]
+        rounds = sum(r for r, _ in protected)
+        room = max(limit - used, 0.0)
+        before = min(rounds, room / growth)
+        after = min(rounds, max(room - required - growth * target, 0.0) / growth)
+        if before > 0 and after <= sys.float_info.epsilon:
+            return math.inf
+        if not protected or after <= sys.float_info.epsilon:
+            return 0.0
+        return (max(before - after, 0.0) / after) * (sum(c for _, c in protected) / len(protected))
 
     def _cross_rank(self, program: RouterProgram, now_s: float) -> Admission | None:
         """scheduler_global.rs ``select_cross_rank_admission``: a rank no other waiter is bound to, both
@@ -479,7 +551,7 @@ class ProgramLedger:
 
     # -- completions --------------------------------------------------------------------------------------
     def finish(self, key: str, engine_id: str, prompt_tokens: int, output_tokens: int, cached_tokens: int,
-               resumes: bool, now_s: float) -> None:
+               resumes: bool, now_s: float, decode_s: float | None = None) -> None:
         """scheduler_lifecycle.rs ``complete``: the acting TTL is fitted from the rank's tool gaps (before
         this sample) and the cost of a miss of the prompt; the rank's window takes the request; when idle,
         a program that will not resume is released, one marked by repair pauses, the rest act for the TTL."""
@@ -496,7 +568,8 @@ class ProgramLedger:
         program.rounds_since_activation += continuous
         program.rounds_since_ttl_pause += continuous
         growth = prompt_tokens - last if 0 < prompt_tokens - last < last else None
-        window.add(now_s, program.rounds_since_ttl_pause, growth, output_tokens)
+        window.add(now_s, program.rounds_since_ttl_pause, growth, output_tokens, decode_s)
+        program.last_miss_impact_s = impact_s
         before = self.private_tokens(program)
         observe_completed_context(program, prompt_tokens)
         if program.active:

@@ -9,7 +9,14 @@ from hetflow.core import plugins
 from hetflow.core.pipeline import Pipeline
 from hetflow.core.policies.contracts import FinishedCall, PolicyStore, Prediction, WaitForCapacity
 from hetflow.core.policies.program_admission import ledgers_of
-from hetflow.core.policies.program_ledger import HashRing, fitted_acting_ttl_s
+from hetflow.core.policies.program_ledger import (
+    HashRing,
+    ProgramLedger,
+    RankObservation,
+    RouterProgram,
+    SchedulingConfig,
+    fitted_acting_ttl_s,
+)
 from hetflow.core.presets import apply_to_stack, resolve
 from hetflow.core.snapshot import view_with
 from tests.factories import call, engine, profile, snapshot
@@ -288,3 +295,48 @@ def test_token_balance_binds_where_the_most_capacity_is_left_over_the_accounted_
 def test_an_unknown_binding_strategy_is_refused():
     with pytest.raises(ValueError, match="binding_strategy"):
         Router(binding_strategy="cache_aware")
+
+
+def rank_with_one_running_program(used_tokens: float, decode_s: float, batch_gain: bool = True):
+    """A ledger whose rank e0 (10k tokens) runs one program of 2,000 tokens (2 target rounds left, a miss of
+    it costs 1 s) under a mature window (1 round since pause, 1,000 tokens of growth, ``decode_s`` each), and
+    a candidate of 2,000 tokens: its reserve, 1,000 x (2 + 2), refuses wherever ``used_tokens`` > 3,900.
+    Decode throughput ``B / (0.01 + 0.001 B)``: a second request gains 83.3%; a cold prefill costs 1 ms a token."""
+    config = SchedulingConfig(True, 64, 1, 100, 10.0, 100, 300.0, 1.0, 1.2, batch_gain_admission=batch_gain)
+    ledger = ProgramLedger(config, lambda tokens: tokens * 1e-3, lambda batch, _: batch / (0.01 + 0.001 * batch))
+    for t in range(config.stats_window_size):
+        ledger.window("e0").add(t * 0.5, 1, 1000, 10, decode_s)
+    ledger.capacity_tokens = {"e0": CAPACITY}
+    ledger.observations["e0"] = RankObservation(0.0, used_tokens, 0)
+    ledger.programs["w0:a"] = RouterProgram("w0:a", 0, "e0", active=True, in_flight=1, context_tokens=2000,
+                                            last_miss_impact_s=1.0)
+    ledger.active["e0"] = {"w0:a"}
+    candidate = ledger.programs["w1:a"] = RouterProgram("w1:a", 0, "e0", context_tokens=2000)
+    return ledger, candidate
+
+
+def test_batch_gain_admits_past_the_growth_reserve_when_the_decode_gained_pays_for_the_miss_and_continuity():
+    """policy.rs ``estimate_batch_gain``: gain 6 s x 0.833 = 5 s >= 2 s of cold prefill + (2 - 0.9) / 0.9 x 1 s
+    of continuity (room 5,000: the protected 2 rounds before, (5,000 - 2,100 - 2 x 1,000) / 1,000 after)."""
+    ledger, candidate = rank_with_one_running_program(5000.0, decode_s=6.0)
+    admission = ledger.admit(candidate, 0.0)
+    assert admission is not None and admission.rule == "batch-gain" and admission.reserve_tokens == 4000
+    assert candidate.active and candidate.last_engine == "e0"
+
+
+@pytest.mark.parametrize("used, decode_s, batch_gain", [
+    (5000.0, 3.6, True),     # gain 3 s < 2 s + 1.22 s
+    (7500.0, 60.0, True),    # the room left after it holds no protected round: the loss is infinite
+    (5000.0, 6.0, False),    # enable_batch_gain_admission off
+])
+def test_batch_gain_refuses_when_it_does_not_pay_leaves_no_protected_round_or_is_off(used, decode_s, batch_gain):
+    ledger, candidate = rank_with_one_running_program(used, decode_s, batch_gain)
+    assert ledger.admit(candidate, 0.0) is None and ledger.refusal == "e0: growth reserve"
+    assert not candidate.active
+
+
+def test_batch_gain_takes_the_decode_time_from_completions_where_no_response_was_streamed():
+    """No decode time in the window: ``B x mean output / throughput before`` (1 x 10 / 90.9 = 0.11 s) gains
+    too little, so the reserve holds."""
+    ledger, candidate = rank_with_one_running_program(5000.0, decode_s=None)
+    assert ledger.admit(candidate, 0.0) is None
