@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow  # starts a stack of processes
 def stack_file(tmp_path, judge):
     engine = {"backend": "sim", "sim_output_median_tokens": 8, "report_interval_s": 0.2, "metrics_port": 0}
     raw = {"stack": {"name": "replan-apply", "host": "127.0.0.1"},
-           "monitor": {"port": free_port(), "metrics_port": 0, "engine_stale_after_s": 1.0},
+           "monitor": {"port": free_port(), "metrics_port": 0, "engine_stale_after_s": 3.0},
            "router": {"port": free_port(), "metrics_port": 0, "models": {SMALL: 0.4, LARGE: 0.7}},
            "predictor": {"port": free_port(), "metrics_port": 0},
            "balancer": {"port": free_port(), "metrics_port": 0, "max_loop_lag_s": 0.0, "accept_wait_target_s": 0.0,
@@ -43,6 +43,15 @@ async def keep_calling(address: str, stop: asyncio.Event, served: list[str], fai
             except Exception as exc:  # noqa: BLE001 - every failure is the finding
                 failed.append(repr(exc))
             await asyncio.sleep(0.05)
+
+
+async def healthy_soon(raw, expected: set[str], timeout_s: float = 30.0) -> set[str]:
+    """The engines the monitor counts healthy, read until they are ``expected`` or ``timeout_s`` has passed: a
+    loaded host can hold an engine's report past the stale bound for a moment (a bound on waiting, not a timing)."""
+    deadline_s = asyncio.get_running_loop().time() + timeout_s
+    while (healthy := await healthy_engines(raw)) != expected and asyncio.get_running_loop().time() < deadline_s:
+        await asyncio.sleep(0.2)
+    return healthy
 
 
 async def test_a_rollout_applied_while_serving_loses_no_call_and_switches_the_cascade(tmp_path):
@@ -72,7 +81,7 @@ async def test_a_rollout_applied_while_serving_loses_no_call_and_switches_the_ca
         stop.set()
         await load
         after = yaml.safe_load(path.read_text())
-        assert await healthy_engines(after) == {"small-new1", "large-0"}
+        assert await healthy_soon(after, {"small-new1", "large-0"}) == {"small-new1", "large-0"}
     finally:
         await asyncio.to_thread(stackctl.down, path)
     assert failed == []
