@@ -58,7 +58,7 @@ class FinishedCall:
     """Whether the call's agent has a later call in its workflow (vLLM's ``expected_resume``)."""
     decode_s: float | None = None
     """From its first streamed chunk to its end, as the router times it: vLLM streams its first chunk with
-    the first output token; None where the response was not streamed."""
+    the first output token; None where there was none (no token, or a response not streamed)."""
 
 
 @dataclass

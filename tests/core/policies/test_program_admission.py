@@ -297,7 +297,8 @@ def test_an_unknown_binding_strategy_is_refused():
         Router(binding_strategy="cache_aware")
 
 
-def rank_with_one_running_program(used_tokens: float, decode_s: float, batch_gain: bool = True):
+def rank_with_one_running_program(used_tokens: float, decode_s: float | None, batch_gain: bool = True,
+                                  output_tokens: int = 10):
     """A ledger whose rank e0 (10k tokens) runs one program of 2,000 tokens (2 target rounds left, a miss of
     it costs 1 s) under a mature window (1 round since pause, 1,000 tokens of growth, ``decode_s`` each), and
     a candidate of 2,000 tokens: its reserve, 1,000 x (2 + 2), refuses wherever ``used_tokens`` > 3,900.
@@ -305,7 +306,7 @@ def rank_with_one_running_program(used_tokens: float, decode_s: float, batch_gai
     config = SchedulingConfig(True, 64, 1, 100, 10.0, 100, 300.0, 1.0, 1.2, batch_gain_admission=batch_gain)
     ledger = ProgramLedger(config, lambda tokens: tokens * 1e-3, lambda batch, _: batch / (0.01 + 0.001 * batch))
     for t in range(config.stats_window_size):
-        ledger.window("e0").add(t * 0.5, 1, 1000, 10, decode_s)
+        ledger.window("e0").add(t * 0.5, 1, 1000, output_tokens, decode_s)
     ledger.capacity_tokens = {"e0": CAPACITY}
     ledger.observations["e0"] = RankObservation(0.0, used_tokens, 0)
     ledger.programs["w0:a"] = RouterProgram("w0:a", 0, "e0", active=True, in_flight=1, context_tokens=2000,
@@ -335,8 +336,23 @@ def test_batch_gain_refuses_when_it_does_not_pay_leaves_no_protected_round_or_is
     assert not candidate.active
 
 
-def test_batch_gain_takes_the_decode_time_from_completions_where_no_response_was_streamed():
-    """No decode time in the window: ``B x mean output / throughput before`` (1 x 10 / 90.9 = 0.11 s) gains
-    too little, so the reserve holds."""
-    ledger, candidate = rank_with_one_running_program(5000.0, decode_s=None)
-    assert ledger.admit(candidate, 0.0) is None
+@pytest.mark.parametrize("output_tokens, admitted", [(600, True), (10, False)])
+def test_batch_gain_takes_the_decode_time_from_completions_where_no_response_was_streamed(output_tokens, admitted):
+    """No decode time in the window: ``B x mean output / throughput before``, 1 x 600 / 90.9 = 6.6 s (gains
+    5.5 s, past 3.22) or 1 x 10 / 90.9 = 0.11 s (too little: the reserve holds)."""
+    ledger, candidate = rank_with_one_running_program(5000.0, decode_s=None, output_tokens=output_tokens)
+    assert (ledger.admit(candidate, 0.0) is not None) is admitted
+
+
+def test_batch_gain_never_bypasses_the_kv_tokens_gate():
+    """8,000 used + 2,100 required is past the 10,000 tokens themselves: no gain admits it."""
+    ledger, candidate = rank_with_one_running_program(8000.0, decode_s=600.0)
+    assert ledger.admit(candidate, 0.0) is None and ledger.refusal == "e0: KV tokens"
+
+
+def test_a_finished_call_gives_its_rank_its_decode_time_and_its_program_the_cost_of_a_miss():
+    """scheduler_lifecycle.rs ``complete``: the window's decode sample and ``last_cache_miss_impact_seconds``."""
+    ledger, _ = rank_with_one_running_program(5000.0, decode_s=6.0)
+    ledger.finish("w0:a", "e0", 3000, 50, 0, True, 100.0, decode_s=4.5)
+    assert ledger.window("e0").decode_s[-1] == 4.5
+    assert ledger.programs["w0:a"].last_miss_impact_s == pytest.approx(3.0)
