@@ -196,11 +196,13 @@ async def _sse(server: VllmSimServer, req: GenerateRequest, call: GenerateCall, 
     def running(completion_tokens: int) -> dict[str, Any] | None:
         return protocol.usage(prompt_tokens, completion_tokens) if req.continuous_usage else None
 
-    if req.chat:
-        yield protocol.sse(protocol.stream_chunk(req, created, "", None, running(0), role=True))
+    role_due = req.chat   # vLLM sends a chat's role with the engine's first output, not on acceptance
     completion_tokens = 0
     try:
         async for delta in server.run(req, call):
+            if role_due:
+                role_due = False
+                yield protocol.sse(protocol.stream_chunk(req, created, "", None, running(0), role=True))
             completion_tokens = delta.output_tokens
             finish = delta.finish_reason if delta.finished else None
             fingerprint = server.fingerprint if delta.finished and not req.include_usage else None

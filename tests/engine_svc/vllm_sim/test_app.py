@@ -87,6 +87,23 @@ async def test_a_streamed_chat_opens_with_the_role_and_counts_usage_on_every_chu
     assert chunks[-2]["usage"]["completion_tokens"] == 3
 
 
+async def test_a_streamed_chat_whose_engine_fails_before_its_first_output_gets_the_error_first(served, monkeypatch):
+    """vLLM streams a chat's role with the engine's first output, so an engine that fails before one sends the
+    error as the first chunk (vLLM 0.32 ``chat_completion_stream_generator``); the router times a call's
+    decode from its first chunk."""
+    server, client = served
+
+    async def fails(req, call):
+        raise RuntimeError("engine died")
+        yield  # an async generator, as the engine's
+
+    monkeypatch.setattr(server, "run", fails)
+    reply = await client.post("/v1/chat/completions", json={
+        "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 3, "stream": True})
+    chunks = events(reply.text)
+    assert chunks[0]["error"]["type"] == "InternalServerError" and chunks[1:] == ["[DONE]"]
+
+
 async def test_an_answer_sent_back_in_the_next_call_is_found_in_the_prefix_cache(served, tokenizer):
     server, client = served
     messages = [{"role": "system", "content": "You are a coding agent. " * 8}, {"role": "user", "content": "plan"}]
