@@ -319,7 +319,7 @@ class ProgramLedger:
         capacity = self.capacity_tokens[engine_id] * self.config.watermark_ratio
         programs = self.on_rank(engine_id)
         window = self.window(engine_id)
-        completion = math.ceil(sum(window.output_tokens) / len(window.output_tokens)) if window.output_tokens else 0
+        completion = math.ceil(window.mean_output_tokens())
         reasoning = [p for p in programs if p.in_flight and not p.pause_when_idle]
         relief = sum(self.private_tokens(p) for p in programs if p.in_flight and p.pause_when_idle)
         projected = (self.used_tokens(engine_id) + completion * len(reasoning) - relief
