@@ -2,7 +2,8 @@
 stops short: the probes"): one run of a sweep's policy on one seed's trace at one rate, as a capacity
 probe runs it, and for each tenth of the programs by exclusive latency (shortest first) how many finished
 past ``slo_scale`` times it, their mean slowdown (latency over exclusive latency), mean time queued and
-mean calls; then the misses by fifth of arrival.
+mean calls; then the misses by fifth of arrival, and where the programs past the SLO and those within it
+spent their time (held at the balancer's gate for KV room, queued at the engine, prefill, decode).
 
     python scripts/slo_misses_by_size.py --sweep bench/sweeps/frontier-agent-l4.yaml --seed 1 --rate 0.95
         [--policy hetflow]
@@ -37,6 +38,23 @@ def tenths(results: Sequence[ProgramResult], slo_scale: float) -> list[str]:
     return lines
 
 
+def time_spent(results: Sequence[ProgramResult]) -> str:
+    """Mean seconds a program spent held at the gate, queued at its engines, prefilling and decoding,
+    summed over its calls (``SimulatedCall``'s intervals; tool time and parallel branches not split)."""
+    def held_s(r: ProgramResult) -> float:
+        return sum(end - start for c in r.calls.values() for start, end in c.held_intervals_s)
+    parts = {
+        "latency": lambda r: r.latency_s,
+        "exclusive": lambda r: r.isolated_s,
+        "held at the gate": held_s,
+        "engine queue": lambda r: sum(c.queued_s for c in r.calls.values()) - held_s(r),
+        "prefill": lambda r: sum(max(0.0, c.first_token_s - c.first_scheduled_s) for c in r.calls.values()),
+        "decode": lambda r: sum(max(0.0, c.finished_s - c.first_token_s) for c in r.calls.values()),
+    }
+    return ", ".join(f"{name} {statistics.mean(part(r) for r in results):.1f} s" for name, part in parts.items()) \
+        if results else "none"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sweep", required=True)
@@ -58,6 +76,8 @@ def main() -> None:
     n = len(results)
     print("past the SLO by fifth of arrival:",
           [sum(r.latency_s > slo_scale * r.isolated_s for r in results[f * n // 5:(f + 1) * n // 5]) for f in range(5)])
+    print("past the SLO, mean:", time_spent([r for r in results if r.latency_s > slo_scale * r.isolated_s]))
+    print("within it, mean:", time_spent([r for r in results if r.latency_s <= slo_scale * r.isolated_s]))
 
 
 if __name__ == "__main__":
