@@ -7,6 +7,9 @@ spent their time (held at the balancer's gate for KV room, queued at the engine,
 
     python scripts/slo_misses_by_size.py --sweep bench/sweeps/frontier-agent-l4.yaml --seed 1 --rate 0.95
         [--policy hetflow]
+
+Several rates, comma-separated, run one after another on the same trace (a policy's verdicts around its
+capacity, where they need not be monotone).
 """
 
 from __future__ import annotations
@@ -59,19 +62,24 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sweep", required=True)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--rate", type=float, required=True, help="programs per second")
+    p.add_argument("--rate", required=True, help="programs per second, or several comma-separated")
     p.add_argument("--policy", default="hetflow")
     args = p.parse_args()
     spec = dataclasses.replace(SweepSpec.from_yaml(Path(args.sweep)), seeds=(args.seed,))
     sweep = Sweep(spec, learned_source(spec), workers=1)
-    sim = simulation(sweep.engines, resolve(args.policy), sweep.signals[args.seed], spec.slo_scales, True,
-                     spec.identity)
-    results = sorted(sim.run(at_rate(sweep.traces[args.seed], args.rate), isolated_s=sweep.isolated_s(args.seed)),
+    for rate in (float(r) for r in args.rate.split(",")):
+        report(sweep, spec, args.policy, args.seed, rate)
+
+
+def report(sweep: Sweep, spec: SweepSpec, policy: str, seed: int, rate: float) -> None:
+    sim = simulation(sweep.engines, resolve(policy), sweep.signals[seed], spec.slo_scales, True, spec.identity)
+    results = sorted(sim.run(at_rate(sweep.traces[seed], rate), isolated_s=sweep.isolated_s(seed)),
                      key=lambda r: r.arrival_s)
     slo_scale = spec.slo_rule.slo_scale
-    within = summarize(results, sim.decision_ms, slo_scale)["within_slo_share"]
-    print(f"{args.policy} at {args.rate}/s, seed {args.seed}: {within:.2%} within {slo_scale}x, "
-          f"prefix hits {sim.prefix_hit_rate:.1%}")
+    summary = summarize(results, sim.decision_ms, slo_scale)
+    print(f"{policy} at {rate}/s, seed {seed}: {summary['within_slo_share']:.2%} within {slo_scale}x, "
+          f"P95 {summary['latency_s']['p95']:.1f} s, {summary['queueing_share']:.1%} queued, "
+          f"{summary['preemptions']} preemptions, prefix hits {sim.prefix_hit_rate:.1%}")
     print("\n".join(tenths(results, slo_scale)))
     n = len(results)
     print("past the SLO by fifth of arrival:",
