@@ -43,7 +43,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, cast
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, cast
 
 import yaml
 
@@ -392,19 +392,28 @@ class Sweep:
         return {"policy": run.label or run.policy, "setting": run.policy, "seed": run.seed, "load": run.load_label,
                 "rate_per_s": run.rate_per_s, **summary}
 
+    def probe(self, policy: str, seed: int, rate_per_s: float) -> Probe:
+        """One capacity probe: ``policy`` on the seed's trace at ``rate_per_s``, judged by the sweep's rule."""
+        if rate_per_s > self.ceiling(seed)["ceiling_per_s"]:    # fails by the rule whatever a run would show
+            return Probe(rate_per_s, False, {}, (ABOVE_WORK_CEILING,))
+        rule = self.spec.slo_rule
+        stop = StopBelowSlo(rule.slo_scale, rule.attainment) if self.stop_settled else None
+        summary = simulate(self.engines, resolve(policy), self.traces[seed], self.signals[seed], rate_per_s,
+                           self.spec.slo_scales, rule.slo_scale, self.decode_runs, self.isolated_s(seed),
+                           self.spec.identity, stop)
+        failures = rule.failures(summary)
+        return Probe(rate_per_s, not failures, {k: v for k, v in summary.items() if k != "latencies_s"}, failures)
+
+    def probe_all(self, tasks: Sequence[tuple[str, int, float]]) -> Iterator[Probe]:
+        """``probe`` for each (policy, seed, rate), in the sweep's worker processes, yielded in order."""
+        with self._pool() as pool:
+            yield from pool.map(_probe_task, tasks)
+
     def _capacity(self, task: tuple[str, int]) -> Capacity:
         policy, seed = task
-        preset, rule = resolve(policy), self.spec.slo_rule
-        stop = StopBelowSlo(rule.slo_scale, rule.attainment) if self.stop_settled else None
 
         def probe(rate: float) -> Probe:
-            if rate > self.ceiling(seed)["ceiling_per_s"]:    # fails by the rule whatever a run would show
-                return Probe(rate, False, {}, (ABOVE_WORK_CEILING,))
-            summary = simulate(self.engines, preset, self.traces[seed], self.signals[seed], rate,
-                               self.spec.slo_scales, rule.slo_scale, self.decode_runs, self.isolated_s(seed),
-                               self.spec.identity, stop)
-            failures = rule.failures(summary)
-            return Probe(rate, not failures, {k: v for k, v in summary.items() if k != "latencies_s"}, failures)
+            return self.probe(policy, seed, rate)
 
         start = self.spec.capacity["start_rate_per_s"] if "start_rate_per_s" in self.spec.capacity \
             else capacity_search_start_per_s(self.ceiling(seed)["ceiling_per_s"])
@@ -530,6 +539,11 @@ def _run_task(run: RunSpec) -> dict[str, Any]:
 def _capacity_task(task: tuple[str, int]) -> Capacity:
     assert _ACTIVE is not None
     return _ACTIVE._capacity(task)
+
+
+def _probe_task(task: tuple[str, int, float]) -> Probe:
+    assert _ACTIVE is not None
+    return _ACTIVE.probe(*task)
 
 
 def _calibrate_task(target_share: float) -> float | None:
