@@ -67,17 +67,20 @@ def main() -> None:
     args = p.parse_args()
     spec = dataclasses.replace(SweepSpec.from_yaml(Path(args.sweep)), seeds=(args.seed,))
     sweep = Sweep(spec, learned_source(spec), workers=1)
-    for rate in (float(r) for r in args.rate.split(",")):
-        report(sweep, spec, args.policy, args.seed, rate)
+    for rate_per_s in (float(r) for r in args.rate.split(",")):
+        report(sweep, args.policy, args.seed, rate_per_s)
 
 
-def report(sweep: Sweep, spec: SweepSpec, policy: str, seed: int, rate: float) -> None:
+def report(sweep: Sweep, policy: str, seed: int, rate_per_s: float) -> None:
+    """One run of ``policy`` on the seed's trace at ``rate_per_s``: its verdict, then the misses by size, by
+    arrival and where they spent their time."""
+    spec = sweep.spec
     sim = simulation(sweep.engines, resolve(policy), sweep.signals[seed], spec.slo_scales, True, spec.identity)
-    results = sorted(sim.run(at_rate(sweep.traces[seed], rate), isolated_s=sweep.isolated_s(seed)),
+    results = sorted(sim.run(at_rate(sweep.traces[seed], rate_per_s), isolated_s=sweep.isolated_s(seed)),
                      key=lambda r: r.arrival_s)
     slo_scale = spec.slo_rule.slo_scale
     summary = summarize(results, sim.decision_ms, slo_scale)
-    print(f"{policy} at {rate}/s, seed {seed}: {summary['within_slo_share']:.2%} within {slo_scale}x, "
+    print(f"{policy} at {rate_per_s}/s, seed {seed}: {summary['within_slo_share']:.2%} within {slo_scale}x, "
           f"P95 {summary['latency_s']['p95']:.1f} s, {summary['queueing_share']:.1%} queued, "
           f"{summary['preemptions']} preemptions, prefix hits {sim.prefix_hit_rate:.1%}")
     print("\n".join(tenths(results, slo_scale)))

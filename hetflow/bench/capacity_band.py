@@ -45,10 +45,13 @@ def lower_envelope_per_s(capacity_per_s: float, grid: Sequence[Probe]) -> float 
     return capacity_per_s
 
 
-def band_line(policy: str, seed: int, capacity_per_s: float, grid: Sequence[Probe]) -> dict[str, Any]:
-    envelope = lower_envelope_per_s(capacity_per_s, grid)
-    return {"policy": policy, "seed": seed, "capacity_per_s": capacity_per_s, "lower_envelope_per_s": envelope,
-            "envelope_share": None if envelope is None else envelope / capacity_per_s,
+def band_line(policy: str, seed: int, capacity_per_s: float, step_share: float,
+              grid: Sequence[Probe]) -> dict[str, Any]:
+    """One (policy, seed)'s output line: its searched capacity, the grid's verdicts and the lower envelope."""
+    envelope_per_s = lower_envelope_per_s(capacity_per_s, grid)
+    return {"policy": policy, "seed": seed, "capacity_per_s": capacity_per_s, "steps": len(grid),
+            "step_share": step_share, "lower_envelope_per_s": envelope_per_s,
+            "envelope_share": None if envelope_per_s is None else envelope_per_s / capacity_per_s,
             "grid": [{"rate_per_s": p.rate_per_s, "passed": p.passed, "failures": list(p.failures),
                       "within_slo_share": p.summary.get("within_slo_share"),
                       "queueing_share": p.summary.get("queueing_share"),
@@ -56,15 +59,38 @@ def band_line(policy: str, seed: int, capacity_per_s: float, grid: Sequence[Prob
 
 
 def describe(line: dict[str, Any]) -> str:
+    """A line as one row of text: the searched figure, the envelope and each grid rate (x: failed)."""
     marks = " ".join(f"{g['rate_per_s']:.4g}{'' if g['passed'] else 'x'}" for g in line["grid"])
-    envelope = line["lower_envelope_per_s"]
-    held = "below the grid" if envelope is None else f"{envelope:.4g} ({line['envelope_share']:.1%})"
+    envelope_per_s = line["lower_envelope_per_s"]
+    held = "below the grid" if envelope_per_s is None else f"{envelope_per_s:.4g} ({line['envelope_share']:.1%})"
     return f"{line['policy']} seed {line['seed']}: searched {line['capacity_per_s']:.4g}, envelope {held}; {marks}"
+
+
+def done_grids(out: Path | None) -> set[tuple[str, int, int, float]]:
+    """The (policy, seed, steps, step share) already in the output (a line cut off by an interruption skipped)."""
+    if out is None or not out.exists():
+        return set()
+    done = set()
+    for text in out.read_text().splitlines():
+        try:
+            line = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        done.add((line["policy"], line["seed"], line.get("steps"), line.get("step_share")))
+    return done
+
+
+def append_line(out: Path, line: dict[str, Any]) -> None:
+    """Append ``line``, after a newline if an interruption cut the last one off."""
+    cut_off = out.exists() and not out.read_text().endswith("\n") and out.stat().st_size > 0
+    with out.open("a") as f:
+        f.write(("\n" if cut_off else "") + json.dumps(line) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     from hetflow.bench.sweep import Sweep, SweepSpec, read_journal
     from hetflow.bench.sweep_cli import learned_source
+    from hetflow.core.presets import split_specs
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sweep", required=True, type=Path)
@@ -79,22 +105,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     seeds = tuple(int(s) for s in args.seeds.split(","))
     spec = dataclasses.replace(SweepSpec.from_yaml(args.sweep), seeds=seeds)
     journal = read_journal(args.journal or Path("bench/journals") / f"{spec.name}.jsonl", spec)
-    done = {(d["policy"], d["seed"]) for d in map(json.loads, args.out.read_text().splitlines())} \
-        if args.out and args.out.exists() else set()
+    tasks = [(policy, seed) for seed in seeds for policy in split_specs(args.policies)]
+    if missing := [t for t in tasks if t not in journal]:
+        raise SystemExit(f"no search in the journal for this rule: {missing}")
+    done = done_grids(args.out)
+    todo = [t for t in tasks if (*t, args.steps, args.step_share) not in done]
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
     sweep = Sweep(spec, learned_source(spec), workers=args.workers, stop_settled=True)
-    for seed in seeds:
-        for policy in args.policies.split(","):
-            if (policy, seed) in done:
-                continue
-            if (policy, seed) not in journal:
-                raise SystemExit(f"{policy} on seed {seed} has no search in the journal for this rule")
-            capacity = journal[(policy, seed)].rate_per_s
-            rates = grid_rates_per_s(capacity, args.steps, args.step_share)
-            line = band_line(policy, seed, capacity, list(sweep.probe_all([(policy, seed, r) for r in rates])))
-            print(describe(line), flush=True)
-            if args.out:
-                with args.out.open("a") as f:
-                    f.write(json.dumps(line) + "\n")
+    for policy, seed in todo:
+        capacity_per_s = journal[(policy, seed)].rate_per_s
+        rates_per_s = grid_rates_per_s(capacity_per_s, args.steps, args.step_share)
+        grid = list(sweep.probe_all([(policy, seed, r) for r in rates_per_s]))
+        line = band_line(policy, seed, capacity_per_s, args.step_share, grid)
+        print(describe(line), flush=True)
+        if args.out:
+            append_line(args.out, line)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ at fixed fractions of least load's capacity on that seed. A sweep is described i
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -411,10 +412,7 @@ class Sweep:
 
     def _capacity(self, task: tuple[str, int]) -> Capacity:
         policy, seed = task
-
-        def probe(rate: float) -> Probe:
-            return self.probe(policy, seed, rate)
-
+        probe = functools.partial(self.probe, policy, seed)
         start = self.spec.capacity["start_rate_per_s"] if "start_rate_per_s" in self.spec.capacity \
             else capacity_search_start_per_s(self.ceiling(seed)["ceiling_per_s"])
         return find_capacity(probe, float(start),

@@ -30,7 +30,7 @@ def test_a_grid_that_passes_keeps_the_searched_capacity():
 
 def test_a_failure_under_the_capacity_lowers_it_to_the_last_pass_before_the_first_failure():
     """A pass above a failure does not count: the envelope needs every rate below it to pass."""
-    grid = probes((0.99, True), (0.96, True), (0.97, False), (0.98, True))   # in any order
+    grid = probes((0.98, True), (0.97, False), (0.96, True), (0.99, True))   # in any order
     assert lower_envelope_per_s(1.0, grid) == 0.96
 
 
@@ -44,18 +44,20 @@ def test_the_band_runs_the_sweeps_probe_on_its_grid_and_resumes(tmp_path, capsys
     spec = SweepSpec.from_yaml(path)
     journal, out = tmp_path / "journal.jsonl", tmp_path / "band.jsonl"
     found = Sweep(spec, workers=1, stop_settled=True).capacities(journal=journal)
-    capacity = found[("llm-d", 1)].rate_per_s
+    capacity_per_s = found[("llm-d", 1)].rate_per_s
     args = ["--sweep", str(path), "--seeds", "1", "--policies", "llm-d", "--journal", str(journal),
             "--steps", "3", "--step-share", "0.05", "--workers", "1", "-o", str(out)]
     main(args)
     line = json.loads(out.read_text())
-    assert [g["rate_per_s"] for g in line["grid"]] == pytest.approx([capacity * s for s in (0.85, 0.9, 0.95)])
-    expected = Sweep(spec, workers=1, stop_settled=True).probe("llm-d", 1, capacity * 0.9)
+    assert [g["rate_per_s"] for g in line["grid"]] == pytest.approx([capacity_per_s * s for s in (0.85, 0.9, 0.95)])
+    expected = Sweep(spec, workers=1, stop_settled=True).probe("llm-d", 1, capacity_per_s * 0.9)
     assert line["grid"][1]["passed"] == expected.passed
     assert line["lower_envelope_per_s"] == lower_envelope_per_s(
-        capacity, [Probe(g["rate_per_s"], g["passed"]) for g in line["grid"]])
+        capacity_per_s, [Probe(g["rate_per_s"], g["passed"]) for g in line["grid"]])
     assert describe(line) in capsys.readouterr().out
+    out.write_text(out.read_text() + '{"policy": "llm-d", "se')   # a line cut off by an interruption
     main(args)                                   # resumed: nothing runs again, nothing appended
-    assert len(out.read_text().splitlines()) == 1
-    with pytest.raises(SystemExit, match="no search"):
-        main([*args[:4], "--policies", "fcfs", *args[6:]])
+    assert len(out.read_text().splitlines()) == 2 and json.loads(out.read_text().splitlines()[0]) == line
+    with pytest.raises(SystemExit, match="no search"):           # before any grid runs
+        main([*args[:4], "--policies", "llm-d,fcfs", *args[6:]])
+    assert len(out.read_text().splitlines()) == 2
