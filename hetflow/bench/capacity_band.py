@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
 from hetflow.bench.capacity import Probe
+from hetflow.bench.common import append_json_line, json_lines
 
 
 def grid_rates_per_s(capacity_per_s: float, steps: int, step_share: float) -> list[float]:
@@ -67,24 +67,9 @@ def describe(line: dict[str, Any]) -> str:
 
 
 def done_grids(out: Path | None) -> set[tuple[str, int, int, float]]:
-    """The (policy, seed, steps, step share) already in the output (a line cut off by an interruption skipped)."""
-    if out is None or not out.exists():
-        return set()
-    done = set()
-    for text in out.read_text().splitlines():
-        try:
-            line = json.loads(text)
-        except json.JSONDecodeError:
-            continue
-        done.add((line["policy"], line["seed"], line.get("steps"), line.get("step_share")))
-    return done
-
-
-def append_line(out: Path, line: dict[str, Any]) -> None:
-    """Append ``line``, after a newline if an interruption cut the last one off."""
-    cut_off = out.exists() and not out.read_text().endswith("\n") and out.stat().st_size > 0
-    with out.open("a") as f:
-        f.write(("\n" if cut_off else "") + json.dumps(line) + "\n")
+    """The (policy, seed, steps, step share) already in the output."""
+    return {(line["policy"], line["seed"], line.get("steps"), line.get("step_share"))
+            for line in (json_lines(out) if out else ())}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -110,8 +95,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(f"no search in the journal for this rule: {missing}")
     done = done_grids(args.out)
     todo = [t for t in tasks if (*t, args.steps, args.step_share) not in done]
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
     sweep = Sweep(spec, learned_source(spec), workers=args.workers, stop_settled=True)
     for policy, seed in todo:
         capacity_per_s = journal[(policy, seed)].rate_per_s
@@ -120,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         line = band_line(policy, seed, capacity_per_s, args.step_share, grid)
         print(describe(line), flush=True)
         if args.out:
-            append_line(args.out, line)
+            append_json_line(args.out, line)
 
 
 if __name__ == "__main__":

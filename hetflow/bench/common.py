@@ -8,9 +8,32 @@ import platform
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 OUT_DIR = Path("bench_out")
+
+
+def append_json_line(path: Path, line: Any) -> None:
+    """Append ``line`` as one JSON line; a line an interruption cut off stays a line of its own."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cut_off = False
+    if path.exists() and path.stat().st_size > 0:
+        with path.open("rb") as tail:             # the last byte only: a journal grows to megabytes
+            tail.seek(-1, 2)
+            cut_off = tail.read(1) != b"\n"
+    with path.open("a") as f:
+        f.write(("\n" if cut_off else "") + json.dumps(line, default=list) + "\n")
+
+
+def json_lines(path: Path) -> Iterator[Any]:
+    """The lines ``append_json_line`` wrote, a line cut off by an interruption skipped; none without a file."""
+    if not path.exists():
+        return
+    for text in path.read_text().splitlines():
+        try:
+            yield json.loads(text)
+        except json.JSONDecodeError:
+            continue
 
 
 def machine() -> str:

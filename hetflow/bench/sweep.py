@@ -50,6 +50,7 @@ import yaml
 
 from hetflow.bench.capacity import ABOVE_WORK_CEILING, Capacity, Probe, SloRule, find_capacity
 from hetflow.bench.cluster import cluster_from_stack, models_of
+from hetflow.bench.common import append_json_line, json_lines
 from hetflow.bench.work_ceiling import trace_ceiling
 from hetflow.core.engine.profile import EngineSpec
 from hetflow.core.presets import Preset, define, full_parameters, resolve
@@ -487,28 +488,15 @@ def append_journal(path: Path, spec: SweepSpec, task: tuple[str, int], found: Ca
             "failed_above_per_s": found.failed_above_per_s,
             "probes": [{"rate_per_s": p.rate_per_s, "passed": p.passed, "summary": p.summary,
                         "failures": list(p.failures)} for p in found.probes]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    cut_off = False
-    if path.exists() and path.stat().st_size > 0:
-        with path.open("rb") as tail:             # the last byte only: the journal grows to megabytes
-            tail.seek(-1, 2)
-            cut_off = tail.read(1) != b"\n"
-    with path.open("a") as f:                     # a line an interruption cut off stays a line of its own
-        f.write(("\n" if cut_off else "") + json.dumps(line, default=list) + "\n")
+    append_json_line(path, line)
 
 
 def read_journal(path: Path, spec: SweepSpec) -> dict[tuple[str, int], Capacity]:
     """The searches ``append_journal`` kept for this rule and for each policy as it runs today (a line cut
     off by an interruption is skipped; a line without ``policy_hash``, written before it was kept, is
     taken: the journals' README says which commit wrote each)."""
-    if not path.exists():
-        return {}
     rule, out = rule_key(spec), {}
-    for text in path.read_text().splitlines():
-        try:
-            line = json.loads(text)
-        except json.JSONDecodeError:
-            continue
+    for line in json_lines(path):
         if line.get("rule") == rule and _runs_as_written(line):
             probes = tuple(Probe(p["rate_per_s"], p["passed"], p["summary"], tuple(p["failures"]))
                            for p in line["probes"])

@@ -1,11 +1,11 @@
 """The stability check: a growing queue is flagged, one heavy-tailed workflow is not; a bench's choice of
-names."""
+names; JSON lines that survive an interruption."""
 
 import argparse
 
 import pytest
 
-from hetflow.bench.common import chosen
+from hetflow.bench.common import append_json_line, chosen, json_lines
 from hetflow.core.stats import stability
 
 
@@ -57,3 +57,12 @@ def test_sigterm_runs_the_finally_blocks_that_stop_a_harness_stacks():
         assert ended.value.code == 128 + signal.SIGTERM and stopped == ["stack down"]
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_a_line_cut_off_by_an_interruption_is_skipped_and_the_next_starts_its_own(tmp_path):
+    path = tmp_path / "journal" / "lines.jsonl"
+    assert list(json_lines(path)) == []
+    append_json_line(path, {"a": 1})
+    path.write_text(path.read_text() + '{"b": ')          # cut off mid-write
+    append_json_line(path, {"c": (2, 3)})
+    assert list(json_lines(path)) == [{"a": 1}, {"c": [2, 3]}]
